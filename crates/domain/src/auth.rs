@@ -1,0 +1,196 @@
+//! Roles, principals and API token material.
+
+use crate::error::DomainError;
+use crate::ids::{ApiTokenId, OrganizationId, RoleId, UserId};
+use base64::Engine;
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+/// The four roles of an organization. Their ids are fixed so clients can hard-code them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Role {
+    Admin,
+    Devops,
+    Viewer,
+    BillingManager,
+}
+
+impl Role {
+    pub const ALL: [Role; 4] = [
+        Role::Admin,
+        Role::Devops,
+        Role::Viewer,
+        Role::BillingManager,
+    ];
+
+    pub fn id(self) -> RoleId {
+        let n: u128 = match self {
+            Role::Admin => 1,
+            Role::Devops => 2,
+            Role::Viewer => 3,
+            Role::BillingManager => 4,
+        };
+        // 7e57ca95-0000-4000-8000-00000000000N: stable, valid v4-shaped ids.
+        RoleId(Uuid::from_u128(0x7e57ca95_0000_4000_8000_000000000000 | n))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Admin => "ADMIN",
+            Role::Devops => "DEVOPS",
+            Role::Viewer => "VIEWER",
+            Role::BillingManager => "BILLING_MANAGER",
+        }
+    }
+
+    pub fn from_id(id: RoleId) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.id() == id)
+    }
+
+    pub fn from_name(name: &str) -> Option<Role> {
+        Role::ALL
+            .into_iter()
+            .find(|r| r.name().eq_ignore_ascii_case(name))
+    }
+
+    /// Whether this role may perform `action`. The one permission table of the product.
+    pub fn allows(self, action: Action) -> bool {
+        match action {
+            Action::ReadOrganization => true,
+            Action::Read => !matches!(self, Role::BillingManager),
+            Action::Write => matches!(self, Role::Admin | Role::Devops),
+            Action::Administer => matches!(self, Role::Admin),
+        }
+    }
+}
+
+/// Classes of operation that roles are checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Read the organization record itself.
+    ReadOrganization,
+    /// Read anything else in the organization.
+    Read,
+    /// Create, edit, delete resources and run deployment actions.
+    Write,
+    /// API tokens, editing or deleting the organization.
+    Administer,
+}
+
+/// Who is calling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subject {
+    ApiToken(ApiTokenId),
+    User(UserId),
+}
+
+/// An authenticated caller, scoped to one organization with one role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub subject: Subject,
+    pub organization_id: OrganizationId,
+    pub role: Role,
+}
+
+impl Principal {
+    /// Allows `action` on a resource of `organization`, or says why not (403).
+    pub fn authorize(
+        &self,
+        organization: OrganizationId,
+        action: Action,
+    ) -> Result<(), DomainError> {
+        if organization != self.organization_id {
+            return Err(DomainError::Forbidden(
+                "the resource belongs to another organization".into(),
+            ));
+        }
+        if !self.role.allows(action) {
+            return Err(DomainError::Forbidden(format!(
+                "the {} role does not allow this operation",
+                self.role.name()
+            )));
+        }
+        Ok(())
+    }
+}
+
+const TOKEN_PREFIX: &str = "cap_";
+
+/// A new API token: 32 random bytes, URL-safe, with a recognisable prefix for secret scanners.
+pub fn generate_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    format!(
+        "{TOKEN_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    )
+}
+
+/// What is stored and looked up instead of the token. The token carries 256 bits of entropy, so a
+/// fast hash is enough and keeps each request's lookup cheap (an indexed equality match).
+pub fn hash_token(token: &str) -> String {
+    let digest = Sha256::digest(token.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_ids_are_fixed_and_distinct() {
+        let ids: std::collections::HashSet<_> = Role::ALL.iter().map(|r| r.id()).collect();
+        assert_eq!(ids.len(), 4);
+        assert_eq!(
+            Role::Admin.id().to_string(),
+            "7e57ca95-0000-4000-8000-000000000001"
+        );
+        for r in Role::ALL {
+            assert_eq!(Role::from_id(r.id()), Some(r));
+            assert_eq!(Role::from_name(&r.name().to_lowercase()), Some(r));
+        }
+    }
+
+    #[test]
+    fn permission_table() {
+        use Action::*;
+        let table = [
+            (Role::Admin, [true, true, true, true]),
+            (Role::Devops, [true, true, true, false]),
+            (Role::Viewer, [true, true, false, false]),
+            (Role::BillingManager, [true, false, false, false]),
+        ];
+        for (role, expected) in table {
+            let got = [ReadOrganization, Read, Write, Administer].map(|a| role.allows(a));
+            assert_eq!(got, expected, "{role:?}");
+        }
+    }
+
+    #[test]
+    fn other_organization_is_forbidden() {
+        let p = Principal {
+            subject: Subject::ApiToken(ApiTokenId::generate()),
+            organization_id: OrganizationId::generate(),
+            role: Role::Admin,
+        };
+        assert!(p.authorize(p.organization_id, Action::Administer).is_ok());
+        assert!(matches!(
+            p.authorize(OrganizationId::generate(), Action::Read),
+            Err(DomainError::Forbidden(_))
+        ));
+    }
+
+    #[test]
+    fn tokens_are_long_random_and_hashed() {
+        let a = generate_token();
+        let b = generate_token();
+        assert_ne!(a, b);
+        assert!(a.starts_with("cap_") && a.len() >= 4 + 43);
+        assert_eq!(hash_token(&a), hash_token(&a));
+        assert_ne!(hash_token(&a), hash_token(&b));
+        assert_eq!(hash_token(&a).len(), 64);
+    }
+}

@@ -1,0 +1,73 @@
+//! The one error type of the domain layer. The HTTP layer maps each variant to a status code once.
+
+use thiserror::Error;
+
+pub type DomainResult<T> = Result<T, DomainError>;
+
+#[derive(Debug, Error)]
+pub enum DomainError {
+    /// Input that breaks a rule; `field` names the member or parameter at fault.
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+    /// Missing, malformed, unknown, revoked or expired credentials.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The resource belongs to another organization, or the role does not allow the action.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The id names nothing (the resource kind is given, e.g. "project").
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// A name already taken, a resource still in use, or a state that forbids the action.
+    #[error("{0}")]
+    Conflict(String),
+    /// The store could not be reached or is saturated.
+    #[error("service temporarily unavailable")]
+    Unavailable(String),
+    /// Anything unexpected; the cause is for the logs, never for the client.
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl DomainError {
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// What a repository port may fail with. Adapters translate their database's errors into these.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// A unique constraint was violated (e.g. a name already taken under the same parent).
+    #[error("duplicate")]
+    Duplicate,
+    /// A row is still referenced by others (foreign key).
+    #[error("still referenced")]
+    InUse,
+    /// The row to change does not exist.
+    #[error("not found")]
+    NotFound,
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    #[error("store error: {0}")]
+    Other(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+impl From<StoreError> for DomainError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Duplicate => {
+                DomainError::Conflict("a resource with this name already exists".into())
+            }
+            StoreError::InUse => DomainError::Conflict("the resource is still in use".into()),
+            StoreError::NotFound => DomainError::NotFound("resource"),
+            StoreError::Unavailable(m) => DomainError::Unavailable(m),
+            StoreError::Other(m) => DomainError::Internal(m),
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! Capstan's domain: what the API manages and the rules it keeps, free of any web or database
+//! framework so that other Rust services can link it cheaply.
+
+pub mod auth;
+pub mod clock;
+pub mod error;
+pub mod ids;
+pub mod model;
+pub mod pagination;
+pub mod ports;
+pub mod secret;
+pub mod services;
+pub mod validate;
+
+pub use error::{DomainError, DomainResult};
+pub use services::Capstan;

@@ -1,0 +1,184 @@
+//! Closed sets of values. Each knows its wire name, used by the API and the store alike.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+macro_rules! string_enum {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident => $wire:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $(#[serde(rename = $wire)] $variant),+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $wire),+ }
+            }
+
+            /// "A, B, C": for error messages listing the allowed values.
+            pub fn allowed() -> String {
+                [$($wire),+].join(", ")
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($wire => Ok($name::$variant),)+
+                    _ => Err(format!("must be one of {}", $name::allowed())),
+                }
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// The six kinds of service.
+    ServiceKind {
+        Application => "APPLICATION",
+        Container => "CONTAINER",
+        Database => "DATABASE",
+        Job => "JOB",
+        Helm => "HELM",
+        Terraform => "TERRAFORM",
+    }
+);
+
+impl ServiceKind {
+    /// The path segment naming the kind: `/application/{id}`, `/environment/{id}/helm`.
+    pub fn path_segment(self) -> &'static str {
+        match self {
+            ServiceKind::Application => "application",
+            ServiceKind::Container => "container",
+            ServiceKind::Database => "database",
+            ServiceKind::Job => "job",
+            ServiceKind::Helm => "helm",
+            ServiceKind::Terraform => "terraform",
+        }
+    }
+
+    pub fn noun(self) -> &'static str {
+        self.path_segment()
+    }
+}
+
+string_enum!(EnvironmentMode {
+    Development => "DEVELOPMENT",
+    Preview => "PREVIEW",
+    Production => "PRODUCTION",
+    Staging => "STAGING",
+});
+
+string_enum!(CloudProvider {
+    CloudA => "CLOUDA",
+    AltCloud => "ALTCLOUD",
+    CloudC => "CLOUDC",
+});
+
+string_enum!(GitProvider {
+    HostA => "HOSTA",
+    HostB => "HOSTB",
+    HostC => "HOSTC",
+});
+
+string_enum!(OrganizationPlan {
+    Free => "FREE",
+    Team => "TEAM",
+    Enterprise => "ENTERPRISE",
+});
+
+string_enum!(RegistryKind {
+    Ecr => "ECR",
+    AltCloudCr => "ALTCLOUD_CR",
+    DockerHub => "DOCKER_HUB",
+    HostACr => "HOSTA_CR",
+    HostAEnterpriseCr => "HOSTA_ENTERPRISE_CR",
+    HostBCr => "HOSTB_CR",
+    PublicEcr => "PUBLIC_ECR",
+    Docr => "DOCR",
+    GenericCr => "GENERIC_CR",
+    GcpArtifactRegistry => "GCP_ARTIFACT_REGISTRY",
+    CloudCCr => "CLOUDC_CR",
+});
+
+impl RegistryKind {
+    /// The address used when a registry of this kind is created without one.
+    pub fn default_url(self) -> Option<&'static str> {
+        match self {
+            RegistryKind::DockerHub => Some("https://docker.io"),
+            RegistryKind::PublicEcr => Some("https://public.ecr.aws"),
+            RegistryKind::HostACr => Some("https://ghcr.io"),
+            _ => None,
+        }
+    }
+}
+
+string_enum!(BuildMode {
+    Docker => "DOCKER",
+    Buildpacks => "BUILDPACKS",
+});
+
+string_enum!(PortProtocol {
+    Http => "HTTP",
+    Grpc => "GRPC",
+    Tcp => "TCP",
+    Udp => "UDP",
+});
+
+string_enum!(DatabaseType {
+    Postgresql => "POSTGRESQL",
+    Mysql => "MYSQL",
+    Mongodb => "MONGODB",
+    Redis => "REDIS",
+});
+
+string_enum!(DatabaseMode {
+    Container => "CONTAINER",
+    Managed => "MANAGED",
+});
+
+string_enum!(DatabaseAccessibility {
+    Private => "PRIVATE",
+    Public => "PUBLIC",
+});
+
+string_enum!(JobType {
+    Cron => "CRON",
+    Lifecycle => "LIFECYCLE",
+});
+
+string_enum!(TerraformEngine {
+    Terraform => "TERRAFORM",
+    OpenTofu => "OPEN_TOFU",
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_names_round_trip() {
+        for k in ServiceKind::ALL {
+            assert_eq!(k.as_str().parse::<ServiceKind>(), Ok(*k));
+            assert_eq!(
+                serde_json::to_value(k).unwrap(),
+                serde_json::json!(k.as_str())
+            );
+        }
+        assert_eq!(
+            "NOPE".parse::<EnvironmentMode>().unwrap_err(),
+            "must be one of DEVELOPMENT, PREVIEW, PRODUCTION, STAGING"
+        );
+    }
+}

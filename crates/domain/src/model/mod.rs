@@ -1,0 +1,32 @@
+//! The records Capstan manages.
+
+mod enums;
+mod git_repository;
+mod organization;
+mod resources;
+mod service;
+mod service_kinds;
+
+pub use enums::*;
+pub use git_repository::{GitRepository, GitRepositoryInput};
+pub use organization::{ApiToken, Organization};
+pub use resources::{
+    CloudCredentials, Cluster, ContainerRegistry, Environment, GitToken, Project, RegistryConfig,
+};
+pub use service::*;
+pub use service_kinds::*;
+
+use crate::ids::OrganizationId;
+use std::fmt::Display;
+
+/// What every stored resource has in common; lets one generic repository port and one generic
+/// access check serve them all.
+pub trait Record: Clone + Send + Sync + 'static {
+    type Id: Copy + Send + Sync + Display + PartialEq + 'static;
+    /// The parent a list is taken under (an organization, a project, an environment).
+    type Parent: Copy + Send + Sync + 'static;
+    /// The word used in messages: "project", "environment", ...
+    const KIND: &'static str;
+    fn id(&self) -> Self::Id;
+    fn organization_id(&self) -> OrganizationId;
+}

@@ -1,0 +1,179 @@
+//! The organization-level and hierarchy resources.
+
+use super::{CloudProvider, EnvironmentMode, GitProvider, Record, RegistryKind};
+use crate::ids::*;
+use crate::secret::Secret;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+macro_rules! record {
+    ($ty:ty, $id:ty, $parent:ty, $kind:literal) => {
+        impl Record for $ty {
+            type Id = $id;
+            type Parent = $parent;
+            const KIND: &'static str = $kind;
+            fn id(&self) -> $id {
+                self.id
+            }
+            fn organization_id(&self) -> OrganizationId {
+                self.organization_id
+            }
+        }
+    };
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CloudCredentials {
+    pub id: CredentialsId,
+    pub organization_id: OrganizationId,
+    pub name: String,
+    pub access_key_id: String,
+    pub secret_access_key: Secret,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+record!(
+    CloudCredentials,
+    CredentialsId,
+    OrganizationId,
+    "credentials"
+);
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cluster {
+    pub id: ClusterId,
+    pub organization_id: OrganizationId,
+    pub name: String,
+    pub description: Option<String>,
+    pub region: String,
+    pub cloud_provider: CloudProvider,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+record!(Cluster, ClusterId, OrganizationId, "cluster");
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Project {
+    pub id: ProjectId,
+    pub organization_id: OrganizationId,
+    pub name: String,
+    pub description: Option<String>,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+record!(Project, ProjectId, OrganizationId, "project");
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Environment {
+    pub id: EnvironmentId,
+    pub organization_id: OrganizationId,
+    pub project_id: ProjectId,
+    pub cluster_id: ClusterId,
+    pub name: String,
+    pub mode: EnvironmentMode,
+    pub last_updated_by: Option<Uuid>,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+record!(Environment, EnvironmentId, ProjectId, "environment");
+
+/// The members of a registry's `config` that may be shown. Anything else a client sends in
+/// `config` (passwords, secret keys, JSON credentials) is kept apart as a secret.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RegistryConfig {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub altcloud_access_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub altcloud_project_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access_key_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_account_email: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload_identity_provider_resource: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_lifetime_seconds: Option<i64>,
+    #[serde(rename = "cloudC_tenant_id", skip_serializing_if = "Option::is_none")]
+    pub cloudc_tenant_id: Option<String>,
+    #[serde(
+        rename = "cloudC_subscription_id",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cloudc_subscription_id: Option<String>,
+    #[serde(
+        rename = "cloudC_application_id",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cloudc_application_id: Option<String>,
+    #[serde(
+        rename = "cloudC_application_object_id",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cloudc_application_object_id: Option<String>,
+}
+
+impl RegistryConfig {
+    /// The member names that are public; every other `config` member is secret.
+    pub const PUBLIC_MEMBERS: [&'static str; 14] = [
+        "username",
+        "region",
+        "altcloud_access_key",
+        "altcloud_project_id",
+        "access_key_id",
+        "role_arn",
+        "project_id",
+        "service_account_email",
+        "workload_identity_provider_resource",
+        "token_lifetime_seconds",
+        "cloudC_tenant_id",
+        "cloudC_subscription_id",
+        "cloudC_application_id",
+        "cloudC_application_object_id",
+    ];
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerRegistry {
+    pub id: ContainerRegistryId,
+    pub organization_id: OrganizationId,
+    pub name: String,
+    pub kind: RegistryKind,
+    pub url: String,
+    pub description: Option<String>,
+    pub cluster_id: Option<ClusterId>,
+    pub config: RegistryConfig,
+    /// The secret members of `config`, as a JSON object serialized to text.
+    pub secret_config: Secret,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+record!(
+    ContainerRegistry,
+    ContainerRegistryId,
+    OrganizationId,
+    "container registry"
+);
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GitToken {
+    pub id: GitTokenId,
+    pub organization_id: OrganizationId,
+    pub name: String,
+    pub description: Option<String>,
+    pub provider: GitProvider,
+    pub token: Secret,
+    pub workspace: Option<String>,
+    pub git_api_url: Option<String>,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+record!(GitToken, GitTokenId, OrganizationId, "git token");

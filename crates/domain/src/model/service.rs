@@ -1,0 +1,314 @@
+//! Services: one record type for the six kinds; only the kind-specific payload differs.
+
+use super::service_kinds::*;
+use super::{GitRepository, Record, ServiceKind};
+use crate::error::DomainError;
+use crate::ids::*;
+use crate::validate;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Service {
+    pub id: ServiceId,
+    pub organization_id: OrganizationId,
+    pub project_id: ProjectId,
+    pub environment_id: EnvironmentId,
+    pub name: String,
+    pub description: Option<String>,
+    pub spec: ServiceSpec,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+
+impl Record for Service {
+    type Id = ServiceId;
+    type Parent = EnvironmentId;
+    const KIND: &'static str = "service";
+    fn id(&self) -> ServiceId {
+        self.id
+    }
+    fn organization_id(&self) -> OrganizationId {
+        self.organization_id
+    }
+}
+
+/// The kind-specific configuration of a service.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ServiceSpec {
+    Application(ApplicationSpec),
+    Container(ContainerSpec),
+    Database(DatabaseSpec),
+    Job(JobSpec),
+    Helm(HelmSpec),
+    Terraform(TerraformSpec),
+}
+
+impl Service {
+    pub fn kind(&self) -> ServiceKind {
+        self.spec.kind()
+    }
+}
+
+impl ServiceSpec {
+    pub fn kind(&self) -> ServiceKind {
+        match self {
+            ServiceSpec::Application(_) => ServiceKind::Application,
+            ServiceSpec::Container(_) => ServiceKind::Container,
+            ServiceSpec::Database(_) => ServiceKind::Database,
+            ServiceSpec::Job(_) => ServiceKind::Job,
+            ServiceSpec::Helm(_) => ServiceKind::Helm,
+            ServiceSpec::Terraform(_) => ServiceKind::Terraform,
+        }
+    }
+
+    /// The registry the service pulls its image from, if any.
+    pub fn registry_id(&self) -> Option<ContainerRegistryId> {
+        match self {
+            ServiceSpec::Container(c) => Some(c.registry_id),
+            ServiceSpec::Job(j) => j.source.image.as_ref().map(|i| i.registry_id),
+            _ => None,
+        }
+    }
+
+    /// The git repositories the service is built or configured from.
+    pub fn git_repositories(&self) -> Vec<&GitRepository> {
+        let mut out = Vec::new();
+        match self {
+            ServiceSpec::Application(a) => out.push(&a.git_repository),
+            ServiceSpec::Job(j) => out.extend(j.source.docker.as_ref().map(|d| &d.git_repository)),
+            ServiceSpec::Helm(h) => {
+                out.extend(h.source.git.as_ref().map(|g| &g.git_repository));
+                out.extend(h.values_override.git_repository());
+            }
+            ServiceSpec::Terraform(t) => out.push(&t.terraform_files_source.git_repository),
+            ServiceSpec::Container(_) | ServiceSpec::Database(_) => {}
+        }
+        out
+    }
+
+    pub fn git_repositories_mut(&mut self) -> Vec<&mut GitRepository> {
+        let mut out = Vec::new();
+        match self {
+            ServiceSpec::Application(a) => out.push(&mut a.git_repository),
+            ServiceSpec::Job(j) => {
+                out.extend(j.source.docker.as_mut().map(|d| &mut d.git_repository))
+            }
+            ServiceSpec::Helm(h) => {
+                out.extend(h.source.git.as_mut().map(|g| &mut g.git_repository));
+                out.extend(h.values_override.git_repository_mut());
+            }
+            ServiceSpec::Terraform(t) => out.push(&mut t.terraform_files_source.git_repository),
+            ServiceSpec::Container(_) | ServiceSpec::Database(_) => {}
+        }
+        out
+    }
+
+    /// The git token the service's main repository uses.
+    pub fn git_token_id(&self) -> Option<GitTokenId> {
+        self.git_repositories()
+            .into_iter()
+            .find_map(|r| r.git_token_id)
+    }
+
+    /// The stored form (JSON text), read back with [`ServiceSpec::from_stored`].
+    pub fn to_stored(&self) -> Result<String, DomainError> {
+        serde_json::to_string(self).map_err(|e| DomainError::Internal(e.to_string()))
+    }
+
+    pub fn from_stored(kind: ServiceKind, json: &str) -> Result<Self, DomainError> {
+        fn read<T: DeserializeOwned>(json: &str) -> Result<T, DomainError> {
+            serde_json::from_str(json)
+                .map_err(|e| DomainError::Internal(format!("stored spec: {e}")))
+        }
+        Ok(match kind {
+            ServiceKind::Application => ServiceSpec::Application(read(json)?),
+            ServiceKind::Container => ServiceSpec::Container(read(json)?),
+            ServiceKind::Database => ServiceSpec::Database(read(json)?),
+            ServiceKind::Job => ServiceSpec::Job(read(json)?),
+            ServiceKind::Helm => ServiceSpec::Helm(read(json)?),
+            ServiceKind::Terraform => ServiceSpec::Terraform(read(json)?),
+        })
+    }
+}
+
+/// A validated create or edit request for a service of any kind.
+#[derive(Debug, Clone)]
+pub struct ServiceDraft {
+    pub name: String,
+    pub description: Option<String>,
+    pub spec: ServiceSpec,
+}
+
+#[derive(Deserialize)]
+struct CommonInput {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+/// Parses JSON into `T`, naming the member at fault on error ("ports[0].internal_port: ...").
+pub fn from_json<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, DomainError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        json_error(&path, &inner)
+    })
+}
+
+/// Turns a serde message into the API's "field: message" form.
+pub fn json_error(path: &str, message: &str) -> DomainError {
+    // "missing field `key`" names the field itself rather than its parent.
+    if let Some(rest) = message.strip_prefix("missing field `") {
+        let field = rest.split('`').next().unwrap_or_default();
+        let full = match path {
+            "" | "." => field.to_string(),
+            p => format!("{p}.{field}"),
+        };
+        return DomainError::invalid(full, "is required");
+    }
+    let message = message
+        .split(" at line ")
+        .next()
+        .unwrap_or(message)
+        .to_string();
+    let field = match path {
+        "" | "." => "body".to_string(),
+        p => p.to_string(),
+    };
+    DomainError::invalid(field, message)
+}
+
+impl ServiceDraft {
+    /// Validates a request body for a service of `kind`. `previous` is the current spec on edit,
+    /// whose deployment state and port ids carry over.
+    pub fn parse(
+        kind: ServiceKind,
+        body: &serde_json::Value,
+        previous: Option<&ServiceSpec>,
+    ) -> Result<Self, DomainError> {
+        if !body.is_object() {
+            return Err(DomainError::invalid("body", "must be a JSON object"));
+        }
+        let common: CommonInput = from_json(body)?;
+        let name = validate::name("name", &common.name)?;
+        let description = validate::description("description", common.description)?;
+        let mut spec = match kind {
+            ServiceKind::Application => {
+                ServiceSpec::Application(from_json::<ApplicationInput>(body)?.validate()?)
+            }
+            ServiceKind::Container => {
+                ServiceSpec::Container(from_json::<ContainerInput>(body)?.validate()?)
+            }
+            ServiceKind::Database => {
+                ServiceSpec::Database(from_json::<DatabaseInput>(body)?.validate()?)
+            }
+            ServiceKind::Job => ServiceSpec::Job(from_json::<JobInput>(body)?.validate()?),
+            ServiceKind::Helm => ServiceSpec::Helm(from_json::<HelmInput>(body)?.validate()?),
+            ServiceKind::Terraform => {
+                ServiceSpec::Terraform(from_json::<TerraformInput>(body)?.validate()?)
+            }
+        };
+        if let Some(prev) = previous {
+            spec.carry_over(prev);
+        }
+        Ok(Self {
+            name,
+            description,
+            spec,
+        })
+    }
+}
+
+impl ServiceSpec {
+    fn carry_over(&mut self, previous: &ServiceSpec) {
+        let old: Vec<GitRepository> = previous.git_repositories().into_iter().cloned().collect();
+        for (new, old) in self.git_repositories_mut().into_iter().zip(old.iter()) {
+            if new.url == old.url {
+                new.carry_deployment_state(old);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn missing_name_is_named() {
+        let err = ServiceDraft::parse(ServiceKind::Database, &json!({"type": "REDIS"}), None)
+            .unwrap_err();
+        assert_eq!(err.to_string(), "name: is required");
+    }
+
+    #[test]
+    fn nested_errors_name_the_path() {
+        let body = json!({"name": "web", "registry_id": uuid::Uuid::new_v4(), "image_name": "nginx",
+            "tag": "1", "ports": [{"internal_port": "x"}]});
+        let err = ServiceDraft::parse(ServiceKind::Container, &body, None).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("ports[0].internal_port: invalid type"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn stored_form_round_trips_for_every_kind() {
+        let reg = uuid::Uuid::new_v4();
+        let bodies = [
+            (
+                ServiceKind::Application,
+                json!({"name": "a", "git_repository": {"url": "https://github.com/o/r"}}),
+            ),
+            (
+                ServiceKind::Container,
+                json!({"name": "c", "registry_id": reg, "image_name": "nginx", "tag": "1.27"}),
+            ),
+            (
+                ServiceKind::Database,
+                json!({"name": "d", "type": "POSTGRESQL", "version": "16", "mode": "CONTAINER"}),
+            ),
+            (
+                ServiceKind::Job,
+                json!({"name": "j", "schedule": {"cronjob": {"scheduled_at": "*/5 * * * *"}},
+                "source": {"image": {"image_name": "busybox", "tag": "1", "registry_id": reg}}}),
+            ),
+            (
+                ServiceKind::Helm,
+                json!({"name": "h", "source": {"helm_repository": {"repository": "https://charts.example.com", "chart_name": "redis", "chart_version": "1.0.0"}},
+                "arguments": [], "auto_deploy": false, "values_override": {"set": [["a", "b"]]}}),
+            ),
+            (
+                ServiceKind::Terraform,
+                json!({"name": "t", "terraform_files_source": {"git_repository": {"url": "https://gitlab.com/o/infra"}}}),
+            ),
+        ];
+        for (kind, body) in bodies {
+            let draft = ServiceDraft::parse(kind, &body, None).unwrap();
+            assert_eq!(draft.spec.kind(), kind);
+            let stored = draft.spec.to_stored().unwrap();
+            assert_eq!(ServiceSpec::from_stored(kind, &stored).unwrap(), draft.spec);
+        }
+    }
+
+    #[test]
+    fn edits_keep_the_deployed_commit() {
+        let body = json!({"name": "a", "git_repository": {"url": "https://github.com/o/r"}});
+        let mut first = ServiceDraft::parse(ServiceKind::Application, &body, None)
+            .unwrap()
+            .spec;
+        first.git_repositories_mut()[0].deployed_commit_id = Some("abc".into());
+        let second = ServiceDraft::parse(ServiceKind::Application, &body, Some(&first)).unwrap();
+        assert_eq!(
+            second.spec.git_repositories()[0]
+                .deployed_commit_id
+                .as_deref(),
+            Some("abc")
+        );
+    }
+}

@@ -1,0 +1,791 @@
+//! The kind-specific payload of each service kind: the request form (`*Input`, lenient, with
+//! defaults) and the validated, stored and shown form (`*Spec`).
+
+use super::{
+    BuildMode, DatabaseAccessibility, DatabaseMode, DatabaseType, GitRepository,
+    GitRepositoryInput, JobType, PortProtocol, TerraformEngine,
+};
+use crate::error::DomainError;
+use crate::ids::ContainerRegistryId;
+use crate::validate;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+// ---------- ports ----------
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct PortInput {
+    #[serde(default)]
+    pub id: Option<Uuid>,
+    #[serde(default)]
+    pub name: Option<String>,
+    pub internal_port: i64,
+    #[serde(default)]
+    pub external_port: Option<i64>,
+    #[serde(default)]
+    pub publicly_accessible: Option<bool>,
+    #[serde(default)]
+    pub protocol: Option<PortProtocol>,
+    #[serde(default)]
+    pub is_default: Option<bool>,
+    #[serde(default)]
+    pub port_type: Option<String>,
+    #[serde(default)]
+    pub service_name: Option<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Port {
+    pub id: Uuid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub internal_port: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_port: Option<i64>,
+    pub publicly_accessible: bool,
+    pub protocol: PortProtocol,
+    pub is_default: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+fn port_number(field: String, value: i64) -> Result<i64, DomainError> {
+    if (1..=65535).contains(&value) {
+        Ok(value)
+    } else {
+        Err(DomainError::invalid(field, "must be between 1 and 65535"))
+    }
+}
+
+fn ports(inputs: Option<Vec<PortInput>>, helm: bool) -> Result<Vec<Port>, DomainError> {
+    let inputs = inputs.unwrap_or_default();
+    let mut out = Vec::with_capacity(inputs.len());
+    for (i, p) in inputs.into_iter().enumerate() {
+        let internal_port = port_number(format!("ports[{i}].internal_port"), p.internal_port)?;
+        let external_port = p
+            .external_port
+            .map(|v| port_number(format!("ports[{i}].external_port"), v))
+            .transpose()?;
+        let (port_type, service_name) = if helm {
+            let service_name =
+                p.service_name
+                    .filter(|s| !s.trim().is_empty())
+                    .ok_or_else(|| {
+                        DomainError::invalid(format!("ports[{i}].service_name"), "is required")
+                    })?;
+            (
+                Some(p.port_type.unwrap_or_else(|| "SERVICE_NAME".into())),
+                Some(service_name),
+            )
+        } else {
+            (p.port_type, p.service_name)
+        };
+        out.push(Port {
+            id: p.id.unwrap_or_else(Uuid::new_v4),
+            name: p.name,
+            internal_port,
+            external_port,
+            publicly_accessible: p.publicly_accessible.unwrap_or(false),
+            protocol: p.protocol.unwrap_or(PortProtocol::Http),
+            is_default: p.is_default.unwrap_or(i == 0),
+            port_type,
+            service_name,
+            namespace: p.namespace,
+        });
+    }
+    Ok(out)
+}
+
+fn positive(field: &str, value: Option<i64>, default: i64) -> Result<i64, DomainError> {
+    match value {
+        None => Ok(default),
+        Some(v) if v > 0 => Ok(v),
+        Some(_) => Err(DomainError::invalid(field, "must be greater than 0")),
+    }
+}
+
+fn instances(min: Option<i64>, max: Option<i64>) -> Result<(i64, i64), DomainError> {
+    let min = positive("min_running_instances", min, 1)?;
+    let max = positive("max_running_instances", max, min)?;
+    if max < min {
+        return Err(DomainError::invalid(
+            "max_running_instances",
+            "must be at least min_running_instances",
+        ));
+    }
+    Ok((min, max))
+}
+
+// ---------- application ----------
+
+#[derive(Debug, Deserialize)]
+pub struct ApplicationInput {
+    pub git_repository: GitRepositoryInput,
+    #[serde(default)]
+    pub build_mode: Option<BuildMode>,
+    #[serde(default)]
+    pub dockerfile_path: Option<String>,
+    #[serde(default)]
+    pub ports: Option<Vec<PortInput>>,
+    #[serde(default)]
+    pub arguments: Option<Vec<String>>,
+    #[serde(default)]
+    pub entrypoint: Option<String>,
+    #[serde(default)]
+    pub auto_deploy: Option<bool>,
+    #[serde(default)]
+    pub cpu: Option<i64>,
+    #[serde(default)]
+    pub memory: Option<i64>,
+    #[serde(default)]
+    pub min_running_instances: Option<i64>,
+    #[serde(default)]
+    pub max_running_instances: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApplicationSpec {
+    pub git_repository: GitRepository,
+    pub build_mode: BuildMode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dockerfile_path: Option<String>,
+    pub ports: Vec<Port>,
+    pub arguments: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<String>,
+    pub auto_deploy: bool,
+    pub cpu: i64,
+    pub memory: i64,
+    pub min_running_instances: i64,
+    pub max_running_instances: i64,
+}
+
+impl ApplicationInput {
+    pub fn validate(self) -> Result<ApplicationSpec, DomainError> {
+        let build_mode = self.build_mode.unwrap_or(BuildMode::Docker);
+        let dockerfile_path = match build_mode {
+            BuildMode::Docker => Some(self.dockerfile_path.unwrap_or_else(|| "Dockerfile".into())),
+            BuildMode::Buildpacks => self.dockerfile_path,
+        };
+        let (min_running_instances, max_running_instances) =
+            instances(self.min_running_instances, self.max_running_instances)?;
+        Ok(ApplicationSpec {
+            git_repository: self.git_repository.into_repository("git_repository")?,
+            build_mode,
+            dockerfile_path,
+            ports: ports(self.ports, false)?,
+            arguments: self.arguments.unwrap_or_default(),
+            entrypoint: self.entrypoint,
+            auto_deploy: self.auto_deploy.unwrap_or(true),
+            cpu: positive("cpu", self.cpu, 500)?,
+            memory: positive("memory", self.memory, 512)?,
+            min_running_instances,
+            max_running_instances,
+        })
+    }
+}
+
+// ---------- container ----------
+
+#[derive(Debug, Deserialize)]
+pub struct ContainerInput {
+    pub registry_id: ContainerRegistryId,
+    pub image_name: String,
+    pub tag: String,
+    #[serde(default)]
+    pub arguments: Option<Vec<String>>,
+    #[serde(default)]
+    pub entrypoint: Option<String>,
+    #[serde(default)]
+    pub ports: Option<Vec<PortInput>>,
+    #[serde(default)]
+    pub auto_deploy: Option<bool>,
+    #[serde(default)]
+    pub cpu: Option<i64>,
+    #[serde(default)]
+    pub memory: Option<i64>,
+    #[serde(default)]
+    pub min_running_instances: Option<i64>,
+    #[serde(default)]
+    pub max_running_instances: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContainerSpec {
+    pub registry_id: ContainerRegistryId,
+    pub image_name: String,
+    pub tag: String,
+    pub arguments: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<String>,
+    pub ports: Vec<Port>,
+    pub auto_deploy: bool,
+    pub cpu: i64,
+    pub memory: i64,
+    pub min_running_instances: i64,
+    pub max_running_instances: i64,
+}
+
+impl ContainerInput {
+    pub fn validate(self) -> Result<ContainerSpec, DomainError> {
+        let (min_running_instances, max_running_instances) =
+            instances(self.min_running_instances, self.max_running_instances)?;
+        Ok(ContainerSpec {
+            registry_id: self.registry_id,
+            image_name: validate::required_text("image_name", &self.image_name)?,
+            tag: validate::required_text("tag", &self.tag)?,
+            arguments: self.arguments.unwrap_or_default(),
+            entrypoint: self.entrypoint,
+            ports: ports(self.ports, false)?,
+            auto_deploy: self.auto_deploy.unwrap_or(false),
+            cpu: positive("cpu", self.cpu, 500)?,
+            memory: positive("memory", self.memory, 512)?,
+            min_running_instances,
+            max_running_instances,
+        })
+    }
+}
+
+// ---------- database ----------
+
+#[derive(Debug, Deserialize)]
+pub struct DatabaseInput {
+    #[serde(rename = "type")]
+    pub db_type: DatabaseType,
+    pub version: String,
+    pub mode: DatabaseMode,
+    #[serde(default)]
+    pub accessibility: Option<DatabaseAccessibility>,
+    #[serde(default)]
+    pub cpu: Option<i64>,
+    #[serde(default)]
+    pub memory: Option<i64>,
+    #[serde(default)]
+    pub storage: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DatabaseSpec {
+    #[serde(rename = "type")]
+    pub db_type: DatabaseType,
+    pub version: String,
+    pub mode: DatabaseMode,
+    pub accessibility: DatabaseAccessibility,
+    pub cpu: i64,
+    pub memory: i64,
+    pub storage: i64,
+}
+
+impl DatabaseInput {
+    pub fn validate(self) -> Result<DatabaseSpec, DomainError> {
+        Ok(DatabaseSpec {
+            db_type: self.db_type,
+            version: validate::required_text("version", &self.version)?,
+            mode: self.mode,
+            accessibility: self.accessibility.unwrap_or(DatabaseAccessibility::Private),
+            cpu: positive("cpu", self.cpu, 250)?,
+            memory: positive("memory", self.memory, 256)?,
+            storage: positive("storage", self.storage, 10)?,
+        })
+    }
+}
+
+// ---------- job ----------
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobCommand {
+    #[serde(default)]
+    pub arguments: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CronJob {
+    pub scheduled_at: String,
+    #[serde(default = "utc")]
+    pub timezone: String,
+    #[serde(default)]
+    pub arguments: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<String>,
+}
+
+fn utc() -> String {
+    "Etc/UTC".into()
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobSchedule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cronjob: Option<CronJob>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_start: Option<JobCommand>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_stop: Option<JobCommand>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_delete: Option<JobCommand>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImageSource {
+    pub image_name: String,
+    pub tag: String,
+    pub registry_id: ContainerRegistryId,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DockerSourceInput {
+    pub git_repository: GitRepositoryInput,
+    #[serde(default)]
+    pub dockerfile_path: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DockerSource {
+    pub git_repository: GitRepository,
+    pub dockerfile_path: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct JobSourceInput {
+    #[serde(default)]
+    pub image: Option<ImageSource>,
+    #[serde(default)]
+    pub docker: Option<DockerSourceInput>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker: Option<DockerSource>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct JobInput {
+    #[serde(default)]
+    pub schedule: Option<JobSchedule>,
+    pub source: JobSourceInput,
+    #[serde(default)]
+    pub auto_deploy: Option<bool>,
+    #[serde(default)]
+    pub max_nb_restart: Option<i64>,
+    #[serde(default)]
+    pub max_duration_seconds: Option<i64>,
+    #[serde(default)]
+    pub cpu: Option<i64>,
+    #[serde(default)]
+    pub memory: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    pub job_type: JobType,
+    pub schedule: JobSchedule,
+    pub source: JobSource,
+    pub auto_deploy: bool,
+    pub max_nb_restart: i64,
+    pub max_duration_seconds: i64,
+    pub cpu: i64,
+    pub memory: i64,
+}
+
+/// Five or six space-separated fields, or an @-shortcut such as "@daily".
+fn cron_expression(field: &str, value: &str) -> Result<String, DomainError> {
+    let fields = value.split_whitespace().count();
+    if value.trim().starts_with('@') || (5..=6).contains(&fields) {
+        Ok(value.trim().to_string())
+    } else {
+        Err(DomainError::invalid(
+            field,
+            "must be a cron expression like \"*/5 * * * *\"",
+        ))
+    }
+}
+
+impl JobInput {
+    pub fn validate(self) -> Result<JobSpec, DomainError> {
+        let mut schedule = self.schedule.unwrap_or_default();
+        if let Some(cron) = schedule.cronjob.as_mut() {
+            cron.scheduled_at =
+                cron_expression("schedule.cronjob.scheduled_at", &cron.scheduled_at)?;
+        }
+        let job_type = if schedule.cronjob.is_some() {
+            JobType::Cron
+        } else {
+            JobType::Lifecycle
+        };
+        let source = match (self.source.image, self.source.docker) {
+            (Some(image), None) => {
+                validate::required_text("source.image.image_name", &image.image_name)?;
+                validate::required_text("source.image.tag", &image.tag)?;
+                JobSource {
+                    image: Some(image),
+                    docker: None,
+                }
+            }
+            (None, Some(docker)) => JobSource {
+                image: None,
+                docker: Some(DockerSource {
+                    git_repository: docker
+                        .git_repository
+                        .into_repository("source.docker.git_repository")?,
+                    dockerfile_path: docker
+                        .dockerfile_path
+                        .unwrap_or_else(|| "Dockerfile".into()),
+                }),
+            },
+            _ => {
+                return Err(DomainError::invalid(
+                    "source",
+                    "exactly one of image or docker is required",
+                ))
+            }
+        };
+        Ok(JobSpec {
+            job_type,
+            schedule,
+            source,
+            auto_deploy: self.auto_deploy.unwrap_or(false),
+            max_nb_restart: self.max_nb_restart.unwrap_or(0).max(0),
+            max_duration_seconds: positive("max_duration_seconds", self.max_duration_seconds, 300)?,
+            cpu: positive("cpu", self.cpu, 500)?,
+            memory: positive("memory", self.memory, 512)?,
+        })
+    }
+}
+
+// ---------- helm ----------
+
+#[derive(Debug, Deserialize)]
+pub struct HelmRepositoryInput {
+    pub repository: String,
+    pub chart_name: String,
+    pub chart_version: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct HelmSourceInput {
+    #[serde(default)]
+    pub git_repository: Option<GitRepositoryInput>,
+    #[serde(default)]
+    pub helm_repository: Option<HelmRepositoryInput>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HelmGitSource {
+    pub git_repository: GitRepository,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HelmChartRepository {
+    pub id: Uuid,
+    pub name: String,
+    pub url: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HelmRepositorySource {
+    pub chart_name: String,
+    pub chart_version: String,
+    pub repository: HelmChartRepository,
+}
+
+/// Shown as `{git: {git_repository}}` or `{repository: {chart_name, chart_version, repository}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HelmSource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<HelmGitSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<HelmRepositorySource>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RawValuesFile {
+    pub name: String,
+    pub content: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RawValues {
+    pub values: Vec<RawValuesFile>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GitValues {
+    pub git_repository: GitRepository,
+    pub paths: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct GitValuesInput {
+    pub git_repository: GitRepositoryInput,
+    pub paths: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ValuesFile {
+    #[serde(default)]
+    pub raw: Option<RawValues>,
+    #[serde(default)]
+    pub git: Option<GitValues>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ValuesFileInput {
+    #[serde(default)]
+    pub raw: Option<RawValues>,
+    #[serde(default)]
+    pub git: Option<GitValuesInput>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ValuesOverrideInput {
+    #[serde(default)]
+    pub set: Option<Vec<Vec<String>>>,
+    #[serde(default)]
+    pub set_string: Option<Vec<Vec<String>>>,
+    #[serde(default)]
+    pub set_json: Option<Vec<Vec<String>>>,
+    #[serde(default)]
+    pub file: Option<ValuesFileInput>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ValuesOverride {
+    pub set: Vec<Vec<String>>,
+    pub set_string: Vec<Vec<String>>,
+    pub set_json: Vec<Vec<String>>,
+    pub file: Option<ValuesFile>,
+}
+
+impl ValuesOverride {
+    pub fn git_repository(&self) -> Option<&GitRepository> {
+        self.file.as_ref()?.git.as_ref().map(|g| &g.git_repository)
+    }
+    pub fn git_repository_mut(&mut self) -> Option<&mut GitRepository> {
+        self.file
+            .as_mut()?
+            .git
+            .as_mut()
+            .map(|g| &mut g.git_repository)
+    }
+}
+
+fn key_values(
+    field: &str,
+    pairs: Option<Vec<Vec<String>>>,
+) -> Result<Vec<Vec<String>>, DomainError> {
+    let pairs = pairs.unwrap_or_default();
+    for (i, pair) in pairs.iter().enumerate() {
+        if pair.len() != 2 {
+            return Err(DomainError::invalid(
+                format!("values_override.{field}[{i}]"),
+                "must be a [key, value] pair",
+            ));
+        }
+    }
+    Ok(pairs)
+}
+
+impl ValuesOverrideInput {
+    fn validate(self) -> Result<ValuesOverride, DomainError> {
+        let file = match self.file {
+            None => None,
+            Some(f) => Some(ValuesFile {
+                raw: f.raw,
+                git: match f.git {
+                    None => None,
+                    Some(g) => {
+                        if let Some((i, _)) = g
+                            .paths
+                            .iter()
+                            .enumerate()
+                            .find(|(_, p)| !p.starts_with('/'))
+                        {
+                            return Err(DomainError::invalid(
+                                format!("values_override.file.git.paths[{i}]"),
+                                "must start with /",
+                            ));
+                        }
+                        Some(GitValues {
+                            git_repository: g
+                                .git_repository
+                                .into_repository("values_override.file.git.git_repository")?,
+                            paths: g.paths,
+                        })
+                    }
+                },
+            }),
+        };
+        Ok(ValuesOverride {
+            set: key_values("set", self.set)?,
+            set_string: key_values("set_string", self.set_string)?,
+            set_json: key_values("set_json", self.set_json)?,
+            file,
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct HelmInput {
+    pub source: HelmSourceInput,
+    pub arguments: Vec<String>,
+    #[serde(default)]
+    pub allow_cluster_wide_resources: Option<bool>,
+    #[serde(default)]
+    pub timeout_sec: Option<i64>,
+    pub auto_deploy: bool,
+    #[serde(default)]
+    pub auto_preview: Option<bool>,
+    pub values_override: ValuesOverrideInput,
+    #[serde(default)]
+    pub ports: Option<Vec<PortInput>>,
+    #[serde(default)]
+    pub icon_uri: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HelmSpec {
+    pub icon_uri: String,
+    pub auto_preview: bool,
+    pub auto_deploy: bool,
+    pub source: HelmSource,
+    pub arguments: Vec<String>,
+    pub allow_cluster_wide_resources: bool,
+    pub timeout_sec: i64,
+    pub values_override: ValuesOverride,
+    pub ports: Vec<Port>,
+}
+
+pub const DEFAULT_HELM_ICON: &str = "app://capstan/helm";
+
+impl HelmInput {
+    pub fn validate(self) -> Result<HelmSpec, DomainError> {
+        let source = match (self.source.git_repository, self.source.helm_repository) {
+            (Some(git), None) => HelmSource {
+                git: Some(HelmGitSource {
+                    git_repository: git.into_repository("source.git_repository")?,
+                }),
+                repository: None,
+            },
+            (None, Some(repo)) => HelmSource {
+                git: None,
+                repository: Some(HelmRepositorySource {
+                    chart_name: validate::required_text(
+                        "source.helm_repository.chart_name",
+                        &repo.chart_name,
+                    )?,
+                    chart_version: validate::required_text(
+                        "source.helm_repository.chart_version",
+                        &repo.chart_version,
+                    )?,
+                    repository: chart_repository(&repo.repository)?,
+                }),
+            },
+            _ => {
+                return Err(DomainError::invalid(
+                    "source",
+                    "exactly one of git_repository or helm_repository is required",
+                ))
+            }
+        };
+        let timeout_sec = match self.timeout_sec {
+            None => 600,
+            Some(t) if t >= 0 => t,
+            Some(_) => return Err(DomainError::invalid("timeout_sec", "must be at least 0")),
+        };
+        Ok(HelmSpec {
+            icon_uri: self.icon_uri.unwrap_or_else(|| DEFAULT_HELM_ICON.into()),
+            auto_preview: self.auto_preview.unwrap_or(false),
+            auto_deploy: self.auto_deploy,
+            source,
+            arguments: self.arguments,
+            allow_cluster_wide_resources: self.allow_cluster_wide_resources.unwrap_or(false),
+            timeout_sec,
+            values_override: self.values_override.validate()?,
+            ports: ports(self.ports, true)?,
+        })
+    }
+}
+
+/// A chart repository is named by its id or by its URL; a URL gets a stable id derived from it.
+fn chart_repository(value: &str) -> Result<HelmChartRepository, DomainError> {
+    let field = "source.helm_repository.repository";
+    if let Ok(id) = Uuid::parse_str(value.trim()) {
+        return Ok(HelmChartRepository {
+            id,
+            name: id.to_string(),
+            url: String::new(),
+        });
+    }
+    let url = validate::http_url(field, value).map_err(|_| {
+        DomainError::invalid(field, "must be a chart repository id or an http(s) URL")
+    })?;
+    Ok(HelmChartRepository {
+        id: Uuid::new_v5(&Uuid::NAMESPACE_URL, url.as_str().as_bytes()),
+        name: url.host_str().unwrap_or_default().to_string(),
+        url: value.trim().to_string(),
+    })
+}
+
+// ---------- terraform ----------
+
+#[derive(Debug, Deserialize)]
+pub struct TerraformFilesSourceInput {
+    pub git_repository: GitRepositoryInput,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TerraformFilesSource {
+    pub git_repository: GitRepository,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct TerraformInput {
+    pub terraform_files_source: TerraformFilesSourceInput,
+    #[serde(default)]
+    pub auto_deploy: Option<bool>,
+    #[serde(default)]
+    pub timeout_sec: Option<i64>,
+    #[serde(default)]
+    pub engine: Option<TerraformEngine>,
+    #[serde(default)]
+    pub terraform_variables_source: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TerraformSpec {
+    pub terraform_files_source: TerraformFilesSource,
+    pub auto_deploy: bool,
+    pub timeout_sec: i64,
+    pub engine: TerraformEngine,
+    pub terraform_variables_source: serde_json::Value,
+}
+
+impl TerraformInput {
+    pub fn validate(self) -> Result<TerraformSpec, DomainError> {
+        Ok(TerraformSpec {
+            terraform_files_source: TerraformFilesSource {
+                git_repository: self
+                    .terraform_files_source
+                    .git_repository
+                    .into_repository("terraform_files_source.git_repository")?,
+            },
+            auto_deploy: self.auto_deploy.unwrap_or(false),
+            timeout_sec: positive("timeout_sec", self.timeout_sec, 1800)?,
+            engine: self.engine.unwrap_or(TerraformEngine::Terraform),
+            terraform_variables_source: self
+                .terraform_variables_source
+                .unwrap_or_else(|| serde_json::json!({"tf_var_file_paths": [], "tf_vars": []})),
+        })
+    }
+}

@@ -1,0 +1,96 @@
+//! The ports the domain needs from the outside world. The storage crate implements them for
+//! SQLite and PostgreSQL; tests may implement them in memory.
+//!
+//! Error contract: `insert`/`update` give `StoreError::Duplicate` when a name is already taken
+//! under the same parent; `delete` gives `StoreError::InUse` when other rows still reference the
+//! row and `StoreError::NotFound` when there is no such row; `get` gives `Ok(None)` for an
+//! unknown id. Lists are ordered by creation time, then id.
+
+use crate::error::StoreResult;
+use crate::ids::*;
+use crate::model::*;
+use crate::pagination::{Page, PageRequest};
+use async_trait::async_trait;
+use std::collections::HashMap;
+
+/// Generic persistence of one record type.
+#[async_trait]
+pub trait Repo<T: Record>: Send + Sync {
+    async fn insert(&self, item: &T) -> StoreResult<()>;
+    async fn get(&self, id: T::Id) -> StoreResult<Option<T>>;
+    async fn get_many(&self, ids: &[T::Id]) -> StoreResult<Vec<T>>;
+    async fn update(&self, item: &T) -> StoreResult<()>;
+    async fn delete(&self, id: T::Id) -> StoreResult<()>;
+    async fn list(&self, parent: T::Parent, page: PageRequest) -> StoreResult<Page<T>>;
+}
+
+#[async_trait]
+pub trait TokenStore: Send + Sync {
+    /// The token whose hash is `hash`, by an indexed lookup.
+    async fn find_token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>>;
+    /// Creates an organization and its first token in one transaction.
+    async fn insert_organization_with_token(
+        &self,
+        organization: &Organization,
+        token: &ApiToken,
+    ) -> StoreResult<()>;
+}
+
+#[async_trait]
+pub trait ServiceQueries: Send + Sync {
+    async fn list_services_of_kind(
+        &self,
+        environment: EnvironmentId,
+        kind: ServiceKind,
+        page: PageRequest,
+    ) -> StoreResult<Page<Service>>;
+    /// How many services use each registry (absent ids: none).
+    async fn count_services_by_registry(
+        &self,
+        registries: &[ContainerRegistryId],
+    ) -> StoreResult<HashMap<ContainerRegistryId, u64>>;
+    /// How many services use each git token (absent ids: none).
+    async fn count_services_by_git_token(
+        &self,
+        tokens: &[GitTokenId],
+    ) -> StoreResult<HashMap<GitTokenId, u64>>;
+}
+
+#[async_trait]
+pub trait Health: Send + Sync {
+    /// Succeeds when the store answers a trivial query.
+    async fn ping(&self) -> StoreResult<()>;
+}
+
+/// Everything the use-case services need from a store.
+pub trait Store:
+    Repo<Organization>
+    + Repo<ApiToken>
+    + Repo<CloudCredentials>
+    + Repo<Cluster>
+    + Repo<Project>
+    + Repo<Environment>
+    + Repo<Service>
+    + Repo<ContainerRegistry>
+    + Repo<GitToken>
+    + TokenStore
+    + ServiceQueries
+    + Health
+{
+}
+
+impl<S> Store for S where
+    S: Repo<Organization>
+        + Repo<ApiToken>
+        + Repo<CloudCredentials>
+        + Repo<Cluster>
+        + Repo<Project>
+        + Repo<Environment>
+        + Repo<Service>
+        + Repo<ContainerRegistry>
+        + Repo<GitToken>
+        + TokenStore
+        + ServiceQueries
+        + Health
+{
+}

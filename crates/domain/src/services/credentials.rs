@@ -1,0 +1,104 @@
+//! Cloud provider credentials (cloudA access keys).
+
+use super::Capstan;
+use crate::auth::{Action, Principal};
+use crate::error::DomainResult;
+use crate::ids::{CredentialsId, OrganizationId};
+use crate::model::{CloudCredentials, Organization};
+use crate::pagination::{Page, PageRequest};
+use crate::secret::Secret;
+use crate::validate;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+pub struct CredentialsInput {
+    pub name: String,
+    pub access_key_id: String,
+    pub secret_access_key: Secret,
+}
+
+/// An edit; the secret is kept when not sent again.
+#[derive(Debug, Deserialize)]
+pub struct CredentialsUpdate {
+    pub name: String,
+    pub access_key_id: String,
+    #[serde(default)]
+    pub secret_access_key: Option<Secret>,
+}
+
+impl Capstan {
+    pub async fn create_credentials(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        input: CredentialsInput,
+    ) -> DomainResult<CloudCredentials> {
+        self.load::<Organization>(p, org, Action::Write).await?;
+        let now = self.now();
+        let creds = CloudCredentials {
+            id: CredentialsId::generate(),
+            organization_id: org,
+            name: validate::name("name", &input.name)?,
+            access_key_id: validate::required_text("access_key_id", &input.access_key_id)?,
+            secret_access_key: Secret::new(validate::required_text(
+                "secret_access_key",
+                input.secret_access_key.expose(),
+            )?),
+            created_at: now,
+            updated_at: now,
+        };
+        self.insert(&creds, "organization").await?;
+        Ok(creds)
+    }
+
+    pub async fn list_credentials(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        page: PageRequest,
+    ) -> DomainResult<Page<CloudCredentials>> {
+        self.load::<Organization>(p, org, Action::Read).await?;
+        self.list(org, page).await
+    }
+
+    pub async fn get_credentials(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: CredentialsId,
+    ) -> DomainResult<CloudCredentials> {
+        self.load_in_org(p, org, id, Action::Read).await
+    }
+
+    pub async fn update_credentials(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: CredentialsId,
+        input: CredentialsUpdate,
+    ) -> DomainResult<CloudCredentials> {
+        let mut creds: CloudCredentials = self.load_in_org(p, org, id, Action::Write).await?;
+        creds.name = validate::name("name", &input.name)?;
+        creds.access_key_id = validate::required_text("access_key_id", &input.access_key_id)?;
+        if let Some(secret) = input.secret_access_key {
+            creds.secret_access_key = Secret::new(validate::required_text(
+                "secret_access_key",
+                secret.expose(),
+            )?);
+        }
+        creds.updated_at = self.now();
+        self.update(&creds, "organization").await?;
+        Ok(creds)
+    }
+
+    pub async fn delete_credentials(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: CredentialsId,
+    ) -> DomainResult<()> {
+        self.load_in_org::<CloudCredentials>(p, org, id, Action::Write)
+            .await?;
+        self.delete::<CloudCredentials>(id, "clusters").await
+    }
+}

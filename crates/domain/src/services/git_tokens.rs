@@ -1,0 +1,158 @@
+//! Git tokens of an organization, used by services to reach private repositories.
+
+use super::Capstan;
+use crate::auth::{Action, Principal};
+use crate::error::{DomainError, DomainResult};
+use crate::ids::{GitTokenId, OrganizationId};
+use crate::model::{GitProvider, GitToken, Organization};
+use crate::pagination::{Page, PageRequest};
+use crate::secret::Secret;
+use crate::validate;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+pub struct GitTokenInput {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub provider: GitProvider,
+    /// Required on creation; on edit, the stored value is kept when absent.
+    #[serde(default)]
+    pub token: Option<Secret>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub workspace: Option<String>,
+    #[serde(default)]
+    pub git_api_url: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GitTokenDetails {
+    pub token: GitToken,
+    pub associated_services_count: u64,
+}
+
+fn token_value(secret: &Secret) -> DomainResult<Secret> {
+    if secret.expose().trim().is_empty() {
+        return Err(DomainError::invalid("token", "must not be empty"));
+    }
+    Ok(secret.clone())
+}
+
+impl Capstan {
+    async fn git_token_details(&self, tokens: Vec<GitToken>) -> DomainResult<Vec<GitTokenDetails>> {
+        let ids: Vec<GitTokenId> = tokens.iter().map(|t| t.id).collect();
+        let counts = self.store.count_services_by_git_token(&ids).await?;
+        Ok(tokens
+            .into_iter()
+            .map(|token| GitTokenDetails {
+                associated_services_count: counts.get(&token.id).copied().unwrap_or(0),
+                token,
+            })
+            .collect())
+    }
+
+    async fn one_git_token(&self, token: GitToken) -> DomainResult<GitTokenDetails> {
+        self.git_token_details(vec![token])
+            .await?
+            .pop()
+            .ok_or_else(|| DomainError::Internal("git token vanished".into()))
+    }
+
+    pub async fn create_git_token(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        input: GitTokenInput,
+    ) -> DomainResult<GitTokenDetails> {
+        self.load::<Organization>(p, org, Action::Write).await?;
+        let value = input
+            .token
+            .as_ref()
+            .ok_or_else(|| DomainError::invalid("token", "is required"))
+            .and_then(token_value)?;
+        let now = self.now();
+        let token = GitToken {
+            id: GitTokenId::generate(),
+            organization_id: org,
+            name: validate::name("name", &input.name)?,
+            description: validate::description("description", input.description)?,
+            provider: input.provider,
+            token: value,
+            workspace: input.workspace,
+            git_api_url: input
+                .git_api_url
+                .map(|u| validate::http_url("git_api_url", &u).map(|_| u))
+                .transpose()?,
+            created_at: now,
+            updated_at: now,
+        };
+        self.insert(&token, "organization").await?;
+        Ok(GitTokenDetails {
+            token,
+            associated_services_count: 0,
+        })
+    }
+
+    pub async fn list_git_tokens(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        page: PageRequest,
+    ) -> DomainResult<Page<GitTokenDetails>> {
+        self.load::<Organization>(p, org, Action::Read).await?;
+        let page = self.list::<GitToken>(org, page).await?;
+        let items = self.git_token_details(page.items).await?;
+        Ok(Page {
+            items,
+            request: page.request,
+            total_count: page.total_count,
+        })
+    }
+
+    pub async fn get_git_token(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: GitTokenId,
+    ) -> DomainResult<GitTokenDetails> {
+        let token = self.load_in_org(p, org, id, Action::Read).await?;
+        self.one_git_token(token).await
+    }
+
+    pub async fn update_git_token(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: GitTokenId,
+        input: GitTokenInput,
+    ) -> DomainResult<GitTokenDetails> {
+        let mut token: GitToken = self.load_in_org(p, org, id, Action::Write).await?;
+        token.name = validate::name("name", &input.name)?;
+        token.description = validate::description("description", input.description)?;
+        token.provider = input.provider;
+        if let Some(value) = &input.token {
+            token.token = token_value(value)?;
+        }
+        token.workspace = input.workspace;
+        token.git_api_url = input
+            .git_api_url
+            .map(|u| validate::http_url("git_api_url", &u).map(|_| u))
+            .transpose()?;
+        token.updated_at = self.now();
+        self.update(&token, "organization").await?;
+        self.one_git_token(token).await
+    }
+
+    /// Refused (409) while services use the token.
+    pub async fn delete_git_token(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: GitTokenId,
+    ) -> DomainResult<()> {
+        self.load_in_org::<GitToken>(p, org, id, Action::Write)
+            .await?;
+        self.delete::<GitToken>(id, "services").await
+    }
+}

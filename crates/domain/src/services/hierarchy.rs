@@ -1,0 +1,152 @@
+//! Clusters and projects: the organization-level containers of environments.
+
+use super::Capstan;
+use crate::auth::{Action, Principal};
+use crate::error::DomainResult;
+use crate::ids::{ClusterId, OrganizationId, ProjectId};
+use crate::model::{CloudProvider, Cluster, Organization, Project};
+use crate::pagination::{Page, PageRequest};
+use crate::validate;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+pub struct ClusterInput {
+    pub name: String,
+    pub region: String,
+    pub cloud_provider: CloudProvider,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ProjectInput {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+impl Capstan {
+    pub async fn create_cluster(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        input: ClusterInput,
+    ) -> DomainResult<Cluster> {
+        self.load::<Organization>(p, org, Action::Write).await?;
+        let now = self.now();
+        let cluster = Cluster {
+            id: ClusterId::generate(),
+            organization_id: org,
+            name: validate::name("name", &input.name)?,
+            description: validate::description("description", input.description)?,
+            region: validate::required_text("region", &input.region)?,
+            cloud_provider: input.cloud_provider,
+            created_at: now,
+            updated_at: now,
+        };
+        self.insert(&cluster, "organization").await?;
+        Ok(cluster)
+    }
+
+    pub async fn list_clusters(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        page: PageRequest,
+    ) -> DomainResult<Page<Cluster>> {
+        self.load::<Organization>(p, org, Action::Read).await?;
+        self.list(org, page).await
+    }
+
+    pub async fn get_cluster(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: ClusterId,
+    ) -> DomainResult<Cluster> {
+        self.load_in_org(p, org, id, Action::Read).await
+    }
+
+    pub async fn update_cluster(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: ClusterId,
+        input: ClusterInput,
+    ) -> DomainResult<Cluster> {
+        let mut cluster: Cluster = self.load_in_org(p, org, id, Action::Write).await?;
+        cluster.name = validate::name("name", &input.name)?;
+        cluster.description = validate::description("description", input.description)?;
+        cluster.region = validate::required_text("region", &input.region)?;
+        cluster.cloud_provider = input.cloud_provider;
+        cluster.updated_at = self.now();
+        self.update(&cluster, "organization").await?;
+        Ok(cluster)
+    }
+
+    /// Refused (409) while environments run on the cluster.
+    pub async fn delete_cluster(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: ClusterId,
+    ) -> DomainResult<()> {
+        self.load_in_org::<Cluster>(p, org, id, Action::Write)
+            .await?;
+        self.delete::<Cluster>(id, "environments").await
+    }
+
+    pub async fn create_project(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        input: ProjectInput,
+    ) -> DomainResult<Project> {
+        self.load::<Organization>(p, org, Action::Write).await?;
+        let now = self.now();
+        let project = Project {
+            id: ProjectId::generate(),
+            organization_id: org,
+            name: validate::name("name", &input.name)?,
+            description: validate::description("description", input.description)?,
+            created_at: now,
+            updated_at: now,
+        };
+        self.insert(&project, "organization").await?;
+        Ok(project)
+    }
+
+    pub async fn list_projects(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        page: PageRequest,
+    ) -> DomainResult<Page<Project>> {
+        self.load::<Organization>(p, org, Action::Read).await?;
+        self.list(org, page).await
+    }
+
+    pub async fn get_project(&self, p: &Principal, id: ProjectId) -> DomainResult<Project> {
+        self.load(p, id, Action::Read).await
+    }
+
+    pub async fn update_project(
+        &self,
+        p: &Principal,
+        id: ProjectId,
+        input: ProjectInput,
+    ) -> DomainResult<Project> {
+        let mut project: Project = self.load(p, id, Action::Write).await?;
+        project.name = validate::name("name", &input.name)?;
+        project.description = validate::description("description", input.description)?;
+        project.updated_at = self.now();
+        self.update(&project, "organization").await?;
+        Ok(project)
+    }
+
+    /// Deletes the project with its environments and their services.
+    pub async fn delete_project(&self, p: &Principal, id: ProjectId) -> DomainResult<()> {
+        self.load::<Project>(p, id, Action::Write).await?;
+        self.delete::<Project>(id, "environments").await
+    }
+}

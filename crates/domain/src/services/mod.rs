@@ -1,0 +1,155 @@
+//! Use-case services: every operation of the API, with its access check and its rules.
+
+mod credentials;
+mod environments;
+mod git_tokens;
+mod hierarchy;
+mod organizations;
+mod registries;
+mod services;
+
+pub use credentials::{CredentialsInput, CredentialsUpdate};
+pub use environments::{EnvironmentDetails, EnvironmentInput, EnvironmentUpdate};
+pub use git_tokens::{GitTokenDetails, GitTokenInput};
+pub use hierarchy::{ClusterInput, ProjectInput};
+pub use organizations::{ApiTokenInput, NewApiToken, OrganizationUpdate};
+pub use registries::{RegistryDetails, RegistryInput};
+
+use crate::auth::{Action, Principal};
+use crate::clock::Clock;
+use crate::error::{DomainError, DomainResult, StoreError};
+use crate::model::Record;
+use crate::pagination::{Page, PageRequest};
+use crate::ports::{Repo, Store};
+use std::sync::Arc;
+use time::OffsetDateTime;
+
+/// The application: the use cases, over a store and a clock.
+#[derive(Clone)]
+pub struct Capstan {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Capstan {
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        Self { store, clock }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    fn now(&self) -> OffsetDateTime {
+        self.clock.now()
+    }
+
+    /// Whether the store answers (for readiness probes).
+    pub async fn ready(&self) -> DomainResult<()> {
+        self.store.ping().await.map_err(Into::into)
+    }
+
+    /// Loads a record and checks the principal may perform `action` on it:
+    /// unknown id: 404; another organization's or a role that does not allow it: 403.
+    async fn load<T: Record>(&self, p: &Principal, id: T::Id, action: Action) -> DomainResult<T>
+    where
+        dyn Store: Repo<T>,
+    {
+        let item = Repo::<T>::get(&*self.store, id)
+            .await?
+            .ok_or(DomainError::NotFound(T::KIND))?;
+        p.authorize(item.organization_id(), action)?;
+        Ok(item)
+    }
+
+    /// As `load`, for paths that also name the organization: a record that is not in that
+    /// organization is not found there.
+    async fn load_in_org<T: Record>(
+        &self,
+        p: &Principal,
+        org: crate::ids::OrganizationId,
+        id: T::Id,
+        action: Action,
+    ) -> DomainResult<T>
+    where
+        dyn Store: Repo<T>,
+    {
+        let item: T = self.load(p, id, action).await?;
+        if item.organization_id() != org {
+            return Err(DomainError::NotFound(T::KIND));
+        }
+        Ok(item)
+    }
+
+    async fn list<T: Record>(&self, parent: T::Parent, page: PageRequest) -> DomainResult<Page<T>>
+    where
+        dyn Store: Repo<T>,
+    {
+        Ok(Repo::<T>::list(&*self.store, parent, page).await?)
+    }
+
+    async fn insert<T: Record + Named>(&self, item: &T, parent: &str) -> DomainResult<()>
+    where
+        dyn Store: Repo<T>,
+    {
+        Repo::<T>::insert(&*self.store, item)
+            .await
+            .map_err(|e| name_conflict::<T>(e, item.name(), parent))
+    }
+
+    async fn update<T: Record + Named>(&self, item: &T, parent: &str) -> DomainResult<()>
+    where
+        dyn Store: Repo<T>,
+    {
+        Repo::<T>::update(&*self.store, item)
+            .await
+            .map_err(|e| name_conflict::<T>(e, item.name(), parent))
+    }
+
+    /// Deletes a record; `in_use` says what still refers to it when the store refuses.
+    async fn delete<T: Record>(&self, id: T::Id, in_use: &str) -> DomainResult<()>
+    where
+        dyn Store: Repo<T>,
+    {
+        Repo::<T>::delete(&*self.store, id)
+            .await
+            .map_err(|e| match e {
+                StoreError::InUse => {
+                    DomainError::Conflict(format!("the {} is still used by {in_use}", T::KIND))
+                }
+                StoreError::NotFound => DomainError::NotFound(T::KIND),
+                other => other.into(),
+            })
+    }
+}
+
+/// Records whose name is unique (case-insensitively) under their parent.
+pub trait Named {
+    fn name(&self) -> &str;
+}
+
+macro_rules! named {
+    ($($t:ty),*) => {$(impl Named for $t { fn name(&self) -> &str { &self.name } })*};
+}
+named!(
+    crate::model::Project,
+    crate::model::Cluster,
+    crate::model::Environment,
+    crate::model::Service,
+    crate::model::ContainerRegistry,
+    crate::model::GitToken,
+    crate::model::CloudCredentials,
+    crate::model::ApiToken,
+    crate::model::Organization
+);
+
+fn name_conflict<T: Record>(e: StoreError, name: &str, parent: &str) -> DomainError {
+    match e {
+        StoreError::Duplicate => DomainError::Conflict(format!(
+            "a {} named '{name}' already exists in this {parent}",
+            T::KIND
+        )),
+        StoreError::NotFound => DomainError::NotFound(T::KIND),
+        other => other.into(),
+    }
+}

@@ -1,0 +1,208 @@
+//! Organizations, API tokens, roles and authentication.
+
+use super::Capstan;
+use crate::auth::{self, Action, Principal, Role, Subject};
+use crate::error::{DomainError, DomainResult};
+use crate::ids::{ApiTokenId, OrganizationId, RoleId};
+use crate::model::{ApiToken, Organization, OrganizationPlan};
+use crate::pagination::{Page, PageRequest};
+use crate::ports::Repo;
+use crate::validate;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+pub struct OrganizationUpdate {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub plan: Option<OrganizationPlan>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ApiTokenInput {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub role_id: RoleId,
+}
+
+/// A token just created: the record and, this once, its value.
+#[derive(Debug)]
+pub struct NewApiToken {
+    pub token: ApiToken,
+    pub value: String,
+}
+
+impl Capstan {
+    /// Resolves `Authorization: Token <value>` to a principal.
+    pub async fn authenticate_api_token(&self, value: &str) -> DomainResult<Principal> {
+        let hash = auth::hash_token(value.trim());
+        let token = self
+            .store
+            .find_token_by_hash(&hash)
+            .await?
+            .ok_or_else(|| DomainError::Unauthenticated("invalid API token".into()))?;
+        Ok(Principal {
+            subject: Subject::ApiToken(token.id),
+            organization_id: token.organization_id,
+            role: token.role,
+        })
+    }
+
+    fn new_token(
+        &self,
+        organization_id: OrganizationId,
+        name: &str,
+        description: Option<String>,
+        role: Role,
+    ) -> DomainResult<NewApiToken> {
+        let value = auth::generate_token();
+        let now = self.now();
+        let token = ApiToken {
+            id: ApiTokenId::generate(),
+            organization_id,
+            name: validate::name("name", name)?,
+            description: validate::description("description", description)?,
+            role,
+            token_hash: auth::hash_token(&value),
+            created_at: now,
+            updated_at: now,
+            last_used_at: None,
+        };
+        Ok(NewApiToken { token, value })
+    }
+
+    /// Command-line bootstrap: a new organization and a first token in it, in one transaction.
+    pub async fn bootstrap_organization(
+        &self,
+        organization_name: &str,
+        role: Role,
+        token_name: &str,
+    ) -> DomainResult<(Organization, NewApiToken)> {
+        let now = self.now();
+        let org = Organization {
+            id: OrganizationId::generate(),
+            name: validate::name("organization-name", organization_name)?,
+            description: None,
+            plan: OrganizationPlan::Free,
+            created_at: now,
+            updated_at: now,
+        };
+        let token = self.new_token(org.id, token_name, None, role)?;
+        self.store
+            .insert_organization_with_token(&org, &token.token)
+            .await?;
+        Ok((org, token))
+    }
+
+    /// Command-line: a further token in an existing organization.
+    pub async fn issue_token(
+        &self,
+        organization_id: OrganizationId,
+        role: Role,
+        token_name: &str,
+    ) -> DomainResult<NewApiToken> {
+        Repo::<Organization>::get(&*self.store, organization_id)
+            .await?
+            .ok_or(DomainError::NotFound("organization"))?;
+        let token = self.new_token(organization_id, token_name, None, role)?;
+        Repo::<ApiToken>::insert(&*self.store, &token.token).await?;
+        Ok(token)
+    }
+
+    pub async fn list_organizations(
+        &self,
+        p: &Principal,
+        page: PageRequest,
+    ) -> DomainResult<Page<Organization>> {
+        let own = Repo::<Organization>::get(&*self.store, p.organization_id).await?;
+        Ok(Page::from_vec(own.into_iter().collect(), page))
+    }
+
+    pub async fn get_organization(
+        &self,
+        p: &Principal,
+        id: OrganizationId,
+    ) -> DomainResult<Organization> {
+        self.load(p, id, Action::ReadOrganization).await
+    }
+
+    pub async fn update_organization(
+        &self,
+        p: &Principal,
+        id: OrganizationId,
+        input: OrganizationUpdate,
+    ) -> DomainResult<Organization> {
+        let mut org: Organization = self.load(p, id, Action::Administer).await?;
+        org.name = validate::name("name", &input.name)?;
+        org.description = validate::description("description", input.description)?;
+        if let Some(plan) = input.plan {
+            org.plan = plan;
+        }
+        org.updated_at = self.now();
+        Repo::<Organization>::update(&*self.store, &org).await?;
+        Ok(org)
+    }
+
+    /// Deletes the organization and everything in it.
+    pub async fn delete_organization(&self, p: &Principal, id: OrganizationId) -> DomainResult<()> {
+        self.load::<Organization>(p, id, Action::Administer).await?;
+        self.delete::<Organization>(id, "other resources").await
+    }
+
+    pub async fn available_roles(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+    ) -> DomainResult<Vec<Role>> {
+        self.load::<Organization>(p, org, Action::ReadOrganization)
+            .await?;
+        Ok(Role::ALL.to_vec())
+    }
+
+    pub async fn create_api_token(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        input: ApiTokenInput,
+    ) -> DomainResult<NewApiToken> {
+        self.load::<Organization>(p, org, Action::Administer)
+            .await?;
+        let role = Role::from_id(input.role_id).ok_or_else(|| {
+            DomainError::invalid(
+                "role_id",
+                "must be the id of a role listed by availableRole",
+            )
+        })?;
+        let token = self.new_token(org, &input.name, input.description, role)?;
+        Repo::<ApiToken>::insert(&*self.store, &token.token).await?;
+        Ok(token)
+    }
+
+    pub async fn list_api_tokens(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        page: PageRequest,
+    ) -> DomainResult<Page<ApiToken>> {
+        self.load::<Organization>(p, org, Action::Read).await?;
+        self.list::<ApiToken>(org, page).await
+    }
+
+    /// Revokes a token; it stops working on its next request.
+    pub async fn delete_api_token(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: ApiTokenId,
+    ) -> DomainResult<()> {
+        self.load::<Organization>(p, org, Action::Administer)
+            .await?;
+        let token: ApiToken = self.load(p, id, Action::Administer).await?;
+        if token.organization_id != org {
+            return Err(DomainError::NotFound("API token"));
+        }
+        self.delete::<ApiToken>(id, "nothing").await
+    }
+}

@@ -1,0 +1,244 @@
+//! Container registries of an organization.
+
+use super::Capstan;
+use crate::auth::{Action, Principal};
+use crate::error::{DomainError, DomainResult};
+use crate::ids::{ClusterId, ContainerRegistryId, OrganizationId};
+use crate::model::{
+    from_json, Cluster, ContainerRegistry, Organization, RegistryConfig, RegistryKind,
+};
+use crate::pagination::{Page, PageRequest};
+use crate::ports::Repo;
+use crate::secret::Secret;
+use crate::validate;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+#[derive(Debug, Deserialize)]
+pub struct RegistryInput {
+    pub name: String,
+    pub kind: RegistryKind,
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub config: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub cluster_id: Option<ClusterId>,
+}
+
+/// A registry as the API shows it.
+#[derive(Debug, Clone)]
+pub struct RegistryDetails {
+    pub registry: ContainerRegistry,
+    pub cluster: Option<Cluster>,
+    pub associated_services_count: u64,
+}
+
+/// Splits `config` into the members that may be shown and the secret rest.
+fn split_config(config: Map<String, Value>) -> DomainResult<(RegistryConfig, Secret)> {
+    let (public, secret): (Map<String, Value>, Map<String, Value>) = config
+        .into_iter()
+        .partition(|(k, _)| RegistryConfig::PUBLIC_MEMBERS.contains(&k.as_str()));
+    let public: RegistryConfig = from_json(&Value::Object(public)).map_err(|e| match e {
+        DomainError::Invalid { field, message } => {
+            DomainError::invalid(format!("config.{field}"), message)
+        }
+        other => other,
+    })?;
+    let secret = serde_json::to_string(&Value::Object(secret))
+        .map_err(|e| DomainError::Internal(e.to_string()))?;
+    Ok((public, Secret::new(secret)))
+}
+
+impl Capstan {
+    async fn registry_fields(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        input: &RegistryInput,
+    ) -> DomainResult<(String, Option<Cluster>)> {
+        let url = match (&input.url, input.kind.default_url()) {
+            (Some(u), _) => validate::http_url("url", u)?.to_string(),
+            (None, Some(d)) => d.to_string(),
+            (None, None) => {
+                return Err(DomainError::invalid(
+                    "url",
+                    format!("is required for a {} registry", input.kind),
+                ))
+            }
+        };
+        let cluster = match input.cluster_id {
+            None => None,
+            Some(id) => Some(
+                self.load_in_org::<Cluster>(p, org, id, Action::Read)
+                    .await?,
+            ),
+        };
+        Ok((url, cluster))
+    }
+
+    async fn registry_details(
+        &self,
+        registries: Vec<ContainerRegistry>,
+    ) -> DomainResult<Vec<RegistryDetails>> {
+        let ids: Vec<ContainerRegistryId> = registries.iter().map(|r| r.id).collect();
+        let counts = self.store.count_services_by_registry(&ids).await?;
+        let cluster_ids: Vec<ClusterId> = registries.iter().filter_map(|r| r.cluster_id).collect();
+        let clusters: HashMap<ClusterId, Cluster> = if cluster_ids.is_empty() {
+            HashMap::new()
+        } else {
+            Repo::<Cluster>::get_many(&*self.store, &cluster_ids)
+                .await?
+                .into_iter()
+                .map(|c| (c.id, c))
+                .collect()
+        };
+        Ok(registries
+            .into_iter()
+            .map(|registry| RegistryDetails {
+                associated_services_count: counts.get(&registry.id).copied().unwrap_or(0),
+                cluster: registry
+                    .cluster_id
+                    .and_then(|id| clusters.get(&id).cloned()),
+                registry,
+            })
+            .collect())
+    }
+
+    async fn one_registry(&self, registry: ContainerRegistry) -> DomainResult<RegistryDetails> {
+        self.registry_details(vec![registry])
+            .await?
+            .pop()
+            .ok_or_else(|| DomainError::Internal("registry vanished".into()))
+    }
+
+    pub async fn create_registry(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        input: RegistryInput,
+    ) -> DomainResult<RegistryDetails> {
+        self.load::<Organization>(p, org, Action::Write).await?;
+        let (url, cluster) = self.registry_fields(p, org, &input).await?;
+        let (config, secret_config) = split_config(input.config.unwrap_or_default())?;
+        let now = self.now();
+        let registry = ContainerRegistry {
+            id: ContainerRegistryId::generate(),
+            organization_id: org,
+            name: validate::name("name", &input.name)?,
+            kind: input.kind,
+            url,
+            description: validate::description("description", input.description)?,
+            cluster_id: cluster.as_ref().map(|c| c.id),
+            config,
+            secret_config,
+            created_at: now,
+            updated_at: now,
+        };
+        self.insert(&registry, "organization").await?;
+        Ok(RegistryDetails {
+            registry,
+            cluster,
+            associated_services_count: 0,
+        })
+    }
+
+    pub async fn list_registries(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        page: PageRequest,
+    ) -> DomainResult<Page<RegistryDetails>> {
+        self.load::<Organization>(p, org, Action::Read).await?;
+        let page = self.list::<ContainerRegistry>(org, page).await?;
+        let items = self.registry_details(page.items).await?;
+        Ok(Page {
+            items,
+            request: page.request,
+            total_count: page.total_count,
+        })
+    }
+
+    pub async fn get_registry(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: ContainerRegistryId,
+    ) -> DomainResult<RegistryDetails> {
+        let registry = self.load_in_org(p, org, id, Action::Read).await?;
+        self.one_registry(registry).await
+    }
+
+    /// An edit replaces the shown config; secret members not sent again are kept.
+    pub async fn update_registry(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: ContainerRegistryId,
+        input: RegistryInput,
+    ) -> DomainResult<RegistryDetails> {
+        let mut registry: ContainerRegistry = self.load_in_org(p, org, id, Action::Write).await?;
+        let (url, cluster) = self.registry_fields(p, org, &input).await?;
+        let (config, secret_config) = split_config(input.config.unwrap_or_default())?;
+        registry.name = validate::name("name", &input.name)?;
+        registry.kind = input.kind;
+        registry.url = url;
+        registry.description = validate::description("description", input.description)?;
+        registry.cluster_id = cluster.as_ref().map(|c| c.id);
+        registry.config = config;
+        if secret_config.expose() != "{}" {
+            registry.secret_config = secret_config;
+        }
+        registry.updated_at = self.now();
+        self.update(&registry, "organization").await?;
+        self.one_registry(registry).await
+    }
+
+    /// Refused (409) while services pull from the registry.
+    pub async fn delete_registry(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: ContainerRegistryId,
+    ) -> DomainResult<()> {
+        self.load_in_org::<ContainerRegistry>(p, org, id, Action::Write)
+            .await?;
+        self.delete::<ContainerRegistry>(id, "services").await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn config_secrets_are_kept_apart() {
+        let Value::Object(config) =
+            json!({"username": "bob", "password": "hunter2", "token_lifetime_seconds": 60})
+        else {
+            unreachable!()
+        };
+        let (public, secret) = split_config(config).unwrap();
+        assert_eq!(public.username.as_deref(), Some("bob"));
+        assert_eq!(public.token_lifetime_seconds, Some(60));
+        assert!(!serde_json::to_string(&public).unwrap().contains("hunter2"));
+        assert!(secret.expose().contains("hunter2"));
+    }
+
+    #[test]
+    fn config_type_errors_name_the_member() {
+        let Value::Object(config) = json!({"token_lifetime_seconds": "x"}) else {
+            unreachable!()
+        };
+        let err = split_config(config).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("config.token_lifetime_seconds:"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,178 @@
+//! Services of every kind: one generic path; only the payload differs by kind.
+
+use super::Capstan;
+use crate::auth::{Action, Principal};
+use crate::error::{DomainError, DomainResult};
+use crate::ids::{EnvironmentId, GitTokenId, OrganizationId, ServiceId};
+use crate::model::{
+    ContainerRegistry, Environment, GitToken, Service, ServiceDraft, ServiceKind, ServiceSpec,
+};
+use crate::pagination::{Page, PageRequest};
+use crate::ports::Repo;
+use std::collections::HashMap;
+
+impl Capstan {
+    /// The registry and git tokens a spec names must exist in the service's organization.
+    async fn check_references(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        spec: &ServiceSpec,
+    ) -> DomainResult<()> {
+        if let Some(id) = spec.registry_id() {
+            let registry: ContainerRegistry = self.load(p, id, Action::Read).await?;
+            if registry.organization_id != org {
+                return Err(DomainError::Forbidden(
+                    "the container registry belongs to another organization".into(),
+                ));
+            }
+        }
+        for repo in spec.git_repositories() {
+            if let Some(id) = repo.git_token_id {
+                let token: GitToken = self.load(p, id, Action::Read).await?;
+                if token.organization_id != org {
+                    return Err(DomainError::Forbidden(
+                        "the git token belongs to another organization".into(),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Fills the read-time members of git repositories (token names, access) in one query.
+    async fn decorate(&self, mut services: Vec<Service>) -> DomainResult<Vec<Service>> {
+        let mut ids: Vec<GitTokenId> = services
+            .iter()
+            .flat_map(|s| s.spec.git_repositories())
+            .filter_map(|r| r.git_token_id)
+            .collect();
+        ids.sort();
+        ids.dedup();
+        let names: HashMap<GitTokenId, String> = if ids.is_empty() {
+            HashMap::new()
+        } else {
+            Repo::<GitToken>::get_many(&*self.store, &ids)
+                .await?
+                .into_iter()
+                .map(|t| (t.id, t.name))
+                .collect()
+        };
+        for service in &mut services {
+            for repo in service.spec.git_repositories_mut() {
+                repo.git_token_name = repo.git_token_id.and_then(|id| names.get(&id).cloned());
+                repo.has_access = repo.git_token_id.is_none() || repo.git_token_name.is_some();
+            }
+        }
+        Ok(services)
+    }
+
+    async fn decorate_one(&self, service: Service) -> DomainResult<Service> {
+        self.decorate(vec![service])
+            .await?
+            .pop()
+            .ok_or_else(|| DomainError::Internal("service vanished".into()))
+    }
+
+    async fn load_service(
+        &self,
+        p: &Principal,
+        kind: ServiceKind,
+        id: ServiceId,
+        action: Action,
+    ) -> DomainResult<Service> {
+        let service: Service = self.load(p, id, action).await?;
+        if service.kind() != kind {
+            return Err(DomainError::NotFound(kind.noun()));
+        }
+        Ok(service)
+    }
+
+    pub async fn create_service(
+        &self,
+        p: &Principal,
+        environment_id: EnvironmentId,
+        kind: ServiceKind,
+        body: &serde_json::Value,
+    ) -> DomainResult<Service> {
+        let env: Environment = self.load(p, environment_id, Action::Write).await?;
+        let draft = ServiceDraft::parse(kind, body, None)?;
+        self.check_references(p, env.organization_id, &draft.spec)
+            .await?;
+        let now = self.now();
+        let service = Service {
+            id: ServiceId::generate(),
+            organization_id: env.organization_id,
+            project_id: env.project_id,
+            environment_id,
+            name: draft.name,
+            description: draft.description,
+            spec: draft.spec,
+            created_at: now,
+            updated_at: now,
+        };
+        self.insert(&service, "environment").await?;
+        self.decorate_one(service).await
+    }
+
+    pub async fn list_services(
+        &self,
+        p: &Principal,
+        environment_id: EnvironmentId,
+        kind: ServiceKind,
+        page: PageRequest,
+    ) -> DomainResult<Page<Service>> {
+        self.load::<Environment>(p, environment_id, Action::Read)
+            .await?;
+        let page = self
+            .store
+            .list_services_of_kind(environment_id, kind, page)
+            .await?;
+        let items = self.decorate(page.items).await?;
+        Ok(Page {
+            items,
+            request: page.request,
+            total_count: page.total_count,
+        })
+    }
+
+    pub async fn get_service(
+        &self,
+        p: &Principal,
+        kind: ServiceKind,
+        id: ServiceId,
+    ) -> DomainResult<Service> {
+        let service = self.load_service(p, kind, id, Action::Read).await?;
+        self.decorate_one(service).await
+    }
+
+    /// Replaces the service's configuration with the request's (the same members as creation).
+    pub async fn update_service(
+        &self,
+        p: &Principal,
+        kind: ServiceKind,
+        id: ServiceId,
+        body: &serde_json::Value,
+    ) -> DomainResult<Service> {
+        let mut service = self.load_service(p, kind, id, Action::Write).await?;
+        let draft = ServiceDraft::parse(kind, body, Some(&service.spec))?;
+        self.check_references(p, service.organization_id, &draft.spec)
+            .await?;
+        service.name = draft.name;
+        service.description = draft.description;
+        service.spec = draft.spec;
+        service.updated_at = self.now();
+        self.update(&service, "environment").await?;
+        self.decorate_one(service).await
+    }
+
+    pub async fn delete_service(
+        &self,
+        p: &Principal,
+        kind: ServiceKind,
+        id: ServiceId,
+    ) -> DomainResult<()> {
+        self.load_service(p, kind, id, Action::Write).await?;
+        self.delete::<Service>(id, "other resources").await
+    }
+}
