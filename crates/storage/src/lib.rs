@@ -1,1 +1,27 @@
+//! Capstan's storage: the domain's repository ports over diesel + diesel-async, for SQLite (the
+//! embedded default) and PostgreSQL (production; several instances may share one database).
 
+mod db;
+mod migrate;
+mod queries;
+mod repos;
+mod rows;
+mod schema;
+pub mod testing;
+
+pub use db::{DatabaseUrl, Db};
+pub use migrate::run_migrations;
+
+use domain::error::StoreError;
+
+/// Connects and brings the schema up to date: what a server does at start.
+pub async fn open(url: &DatabaseUrl, max_connections: usize) -> Result<Db, StoreError> {
+    // In-memory SQLite lives in its one pooled connection, so migrate through that pool instead.
+    if url.is_sqlite_memory() {
+        let db = Db::connect(url, 1).await?;
+        db.migrate_in_place().await?;
+        return Ok(db);
+    }
+    run_migrations(url).await?;
+    Db::connect(url, max_connections).await
+}

@@ -1,0 +1,219 @@
+//! The connection layer: one `Db` over either backend, and the macros that run one query body
+//! on whichever connection is at hand (the query is written once, compiled for both backends).
+
+use diesel::result::{DatabaseErrorKind, Error as DieselError};
+use diesel::SqliteConnection;
+use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
+use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
+use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
+use domain::error::StoreError;
+use futures_util::FutureExt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Mutex, OwnedMutexGuard};
+
+pub type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
+
+/// Where the data lives, parsed from `CAPSTAN_DATABASE_URL`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseUrl {
+    /// A SQLite file (created on first start), or `:memory:`.
+    Sqlite(String),
+    Postgres(String),
+}
+
+impl DatabaseUrl {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let raw = raw.trim();
+        if raw == "sqlite::memory:" || raw == "sqlite://:memory:" {
+            return Ok(Self::Sqlite(":memory:".into()));
+        }
+        if let Some(path) = raw
+            .strip_prefix("sqlite://")
+            .or_else(|| raw.strip_prefix("sqlite:"))
+        {
+            if path.is_empty() {
+                return Err("a sqlite URL needs a path, like sqlite://capstan.db".into());
+            }
+            return Ok(Self::Sqlite(path.into()));
+        }
+        if raw.starts_with("postgres://") || raw.starts_with("postgresql://") {
+            return Ok(Self::Postgres(raw.into()));
+        }
+        Err("must be sqlite://PATH, sqlite::memory: or postgres://...".into())
+    }
+
+    pub fn is_sqlite_memory(&self) -> bool {
+        matches!(self, Self::Sqlite(p) if p == ":memory:")
+    }
+}
+
+#[derive(Clone)]
+pub(crate) enum Backend {
+    Postgres(Pool<AsyncPgConnection>),
+    /// SQLite allows one writer at a time; writers queue on `write_lock` in this process instead
+    /// of failing with SQLITE_BUSY, while readers go on in parallel (WAL).
+    Sqlite {
+        pool: Pool<SqliteConn>,
+        write_lock: Arc<Mutex<()>>,
+    },
+}
+
+/// A checked-out connection; for SQLite writes it also holds the writer lock.
+pub(crate) enum Conn {
+    Pg(Object<AsyncPgConnection>),
+    Sqlite(Object<SqliteConn>, Option<OwnedMutexGuard<()>>),
+}
+
+/// Runs `$body` with `$c` bound to the concrete connection of either backend.
+macro_rules! db_run {
+    ($conn:expr, |$c:ident| $body:expr) => {
+        match &mut $conn {
+            $crate::db::Conn::Pg(obj) => {
+                let $c: &mut diesel_async::AsyncPgConnection = &mut *obj;
+                $body
+            }
+            $crate::db::Conn::Sqlite(obj, _) => {
+                let $c: &mut $crate::db::SqliteConn = &mut *obj;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use db_run;
+
+/// Runs `$body` in a transaction on either backend; any error rolls it back.
+macro_rules! db_transaction {
+    ($conn:expr, |$c:ident| $body:expr) => {
+        match &mut $conn {
+            $crate::db::Conn::Pg(obj) => {
+                let conn: &mut diesel_async::AsyncPgConnection = &mut *obj;
+                diesel_async::AsyncConnection::transaction(conn, async |$c| $body).await
+            }
+            $crate::db::Conn::Sqlite(obj, _) => {
+                let conn: &mut $crate::db::SqliteConn = &mut *obj;
+                diesel_async::AsyncConnection::transaction(conn, async |$c| $body).await
+            }
+        }
+    };
+}
+pub(crate) use db_transaction;
+
+/// The store: a pool over one of the two backends.
+#[derive(Clone)]
+pub struct Db {
+    pub(crate) backend: Backend,
+}
+
+const SQLITE_PRAGMAS: &str =
+    "PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;";
+
+impl Db {
+    /// Opens a pool (creating a SQLite file if needed). Migrations are applied separately.
+    pub async fn connect(url: &DatabaseUrl, max_connections: usize) -> Result<Self, StoreError> {
+        let backend = match url {
+            DatabaseUrl::Postgres(u) => {
+                let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(u.clone());
+                let pool = Pool::builder(manager)
+                    .max_size(max_connections.max(1))
+                    .wait_timeout(Some(Duration::from_secs(10)))
+                    .create_timeout(Some(Duration::from_secs(10)))
+                    .runtime(deadpool_runtime())
+                    .build()
+                    .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+                Backend::Postgres(pool)
+            }
+            DatabaseUrl::Sqlite(path) => {
+                let memory = url.is_sqlite_memory();
+                let mut config = ManagerConfig::<SqliteConn>::default();
+                config.custom_setup = Box::new(move |path: &str| {
+                    let path = path.to_string();
+                    async move {
+                        let mut conn =
+                            <SqliteConn as diesel_async::AsyncConnection>::establish(&path).await?;
+                        let pragmas = if memory {
+                            SQLITE_PRAGMAS.to_string()
+                        } else {
+                            format!("PRAGMA journal_mode = WAL; {SQLITE_PRAGMAS}")
+                        };
+                        conn.batch_execute(&pragmas)
+                            .await
+                            .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+                        Ok(conn)
+                    }
+                    .boxed()
+                });
+                let manager = AsyncDieselConnectionManager::<SqliteConn>::new_with_config(
+                    path.clone(),
+                    config,
+                );
+                // Each connection to ":memory:" is its own database, so memory mode keeps one.
+                let size = if memory { 1 } else { max_connections.max(1) };
+                let pool = Pool::builder(manager)
+                    .max_size(size)
+                    .wait_timeout(Some(Duration::from_secs(30)))
+                    .runtime(deadpool_runtime())
+                    .build()
+                    .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+                Backend::Sqlite {
+                    pool,
+                    write_lock: Arc::new(Mutex::new(())),
+                }
+            }
+        };
+        Ok(Self { backend })
+    }
+
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.backend, Backend::Postgres(_))
+    }
+
+    /// A connection for reads.
+    pub(crate) async fn read(&self) -> Result<Conn, StoreError> {
+        match &self.backend {
+            Backend::Postgres(pool) => Ok(Conn::Pg(pool.get().await.map_err(pool_error)?)),
+            Backend::Sqlite { pool, .. } => {
+                Ok(Conn::Sqlite(pool.get().await.map_err(pool_error)?, None))
+            }
+        }
+    }
+
+    /// A connection for writes (on SQLite, holding the writer lock until dropped).
+    pub(crate) async fn write(&self) -> Result<Conn, StoreError> {
+        match &self.backend {
+            Backend::Postgres(pool) => Ok(Conn::Pg(pool.get().await.map_err(pool_error)?)),
+            Backend::Sqlite { pool, write_lock } => {
+                let guard = write_lock.clone().lock_owned().await;
+                Ok(Conn::Sqlite(
+                    pool.get().await.map_err(pool_error)?,
+                    Some(guard),
+                ))
+            }
+        }
+    }
+}
+
+fn deadpool_runtime() -> deadpool::Runtime {
+    deadpool::Runtime::Tokio1
+}
+
+fn pool_error(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(format!("no database connection: {e}"))
+}
+
+/// The one translation of database errors into the port's error contract.
+pub(crate) fn store_error(e: DieselError) -> StoreError {
+    match e {
+        DieselError::NotFound => StoreError::NotFound,
+        DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _) => StoreError::Duplicate,
+        DieselError::DatabaseError(DatabaseErrorKind::ForeignKeyViolation, _) => StoreError::InUse,
+        DieselError::DatabaseError(DatabaseErrorKind::ClosedConnection, info) => {
+            StoreError::Unavailable(info.message().to_string())
+        }
+        DieselError::DatabaseError(_, info) if info.message().contains("database is locked") => {
+            StoreError::Unavailable(info.message().to_string())
+        }
+        other => StoreError::Other(other.to_string()),
+    }
+}

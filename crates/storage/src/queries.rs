@@ -1,0 +1,151 @@
+//! Queries beyond the generic repository: token lookup, service counts, health.
+
+use crate::db::{db_run, db_transaction, store_error, Db};
+use crate::rows::*;
+use crate::schema::{api_tokens, organizations, services};
+use async_trait::async_trait;
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use domain::error::{StoreError, StoreResult};
+use domain::ids::*;
+use domain::model::*;
+use domain::pagination::{Page, PageRequest};
+use domain::ports::{Health, ServiceQueries, TokenStore};
+use std::collections::HashMap;
+use std::str::FromStr;
+
+#[async_trait]
+impl TokenStore for Db {
+    async fn find_token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>> {
+        let mut conn = self.read().await?;
+        let row: Option<ApiTokenRow> = db_run!(conn, |c| api_tokens::table
+            .filter(api_tokens::token_hash.eq(hash))
+            .select(ApiTokenRow::as_select())
+            .first(c)
+            .await
+            .optional())
+        .map_err(store_error)?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    async fn insert_organization_with_token(
+        &self,
+        organization: &Organization,
+        token: &ApiToken,
+    ) -> StoreResult<()> {
+        let org = OrganizationRow::from(organization);
+        let token = ApiTokenRow::from(token);
+        let mut conn = self.write().await?;
+        db_transaction!(conn, |c| {
+            diesel::insert_into(organizations::table)
+                .values(&org)
+                .execute(c)
+                .await?;
+            diesel::insert_into(api_tokens::table)
+                .values(&token)
+                .execute(c)
+                .await?;
+            Ok::<_, diesel::result::Error>(())
+        })
+        .map_err(store_error)
+    }
+}
+
+fn count_map<K: FromStr + std::hash::Hash + Eq>(
+    rows: Vec<(Option<String>, i64)>,
+) -> StoreResult<HashMap<K, u64>> {
+    rows.into_iter()
+        .filter_map(|(k, n)| k.map(|k| (k, n)))
+        .map(|(k, n)| Ok((parse::<K>("id", &k)?, n.max(0) as u64)))
+        .collect()
+}
+
+#[async_trait]
+impl ServiceQueries for Db {
+    async fn list_services_of_kind(
+        &self,
+        environment: EnvironmentId,
+        kind: ServiceKind,
+        page: PageRequest,
+    ) -> StoreResult<Page<Service>> {
+        let env = environment.to_string();
+        let kind = kind.as_str();
+        let mut conn = self.read().await?;
+        let (rows, total): (Vec<ServiceRow>, i64) = db_run!(conn, |c| {
+            let filter = services::environment_id
+                .eq(&env)
+                .and(services::kind.eq(kind));
+            let rows = services::table
+                .filter(filter)
+                .order((services::created_at.asc(), services::id.asc()))
+                .limit(page.limit())
+                .offset(page.offset())
+                .select(ServiceRow::as_select())
+                .load(c)
+                .await
+                .map_err(store_error)?;
+            let total: i64 = services::table
+                .filter(filter)
+                .count()
+                .get_result(c)
+                .await
+                .map_err(store_error)?;
+            Ok::<_, StoreError>((rows, total))
+        })?;
+        Ok(Page {
+            items: rows
+                .into_iter()
+                .map(TryInto::try_into)
+                .collect::<StoreResult<_>>()?,
+            request: page,
+            total_count: total.max(0) as u64,
+        })
+    }
+
+    async fn count_services_by_registry(
+        &self,
+        registries: &[ContainerRegistryId],
+    ) -> StoreResult<HashMap<ContainerRegistryId, u64>> {
+        if registries.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let keys: Vec<String> = registries.iter().map(|r| r.to_string()).collect();
+        let mut conn = self.read().await?;
+        let rows: Vec<(Option<String>, i64)> = db_run!(conn, |c| services::table
+            .filter(services::registry_id.eq_any(&keys))
+            .group_by(services::registry_id)
+            .select((services::registry_id, diesel::dsl::count_star()))
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        count_map(rows)
+    }
+
+    async fn count_services_by_git_token(
+        &self,
+        tokens: &[GitTokenId],
+    ) -> StoreResult<HashMap<GitTokenId, u64>> {
+        if tokens.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let keys: Vec<String> = tokens.iter().map(|r| r.to_string()).collect();
+        let mut conn = self.read().await?;
+        let rows: Vec<(Option<String>, i64)> = db_run!(conn, |c| services::table
+            .filter(services::git_token_id.eq_any(&keys))
+            .group_by(services::git_token_id)
+            .select((services::git_token_id, diesel::dsl::count_star()))
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        count_map(rows)
+    }
+}
+
+#[async_trait]
+impl Health for Db {
+    async fn ping(&self) -> StoreResult<()> {
+        let mut conn = self.read().await?;
+        db_run!(conn, |c| diesel::sql_query("SELECT 1").execute(c).await).map_err(store_error)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,148 @@
+//! The generic repository port, implemented once per table by one macro; each query body is
+//! written once and runs on both backends.
+
+use crate::db::{db_run, store_error, Db};
+use crate::rows::*;
+use crate::schema;
+use async_trait::async_trait;
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use domain::error::{StoreError, StoreResult};
+use domain::model::*;
+use domain::pagination::{Page, PageRequest};
+use domain::ports::Repo;
+
+macro_rules! repo {
+    ($record:ty, $row:ty, $table:ident, |$q:ident, $parent:ident| $filter:expr) => {
+        #[async_trait]
+        impl Repo<$record> for Db {
+            async fn insert(&self, item: &$record) -> StoreResult<()> {
+                let row = <$row>::from(item);
+                let mut conn = self.write().await?;
+                db_run!(conn, |c| diesel::insert_into(schema::$table::table)
+                    .values(&row)
+                    .execute(c)
+                    .await)
+                .map_err(store_error)?;
+                Ok(())
+            }
+
+            async fn get(&self, id: <$record as Record>::Id) -> StoreResult<Option<$record>> {
+                let key = id.to_string();
+                let mut conn = self.read().await?;
+                let row: Option<$row> = db_run!(conn, |c| schema::$table::table
+                    .find(&key)
+                    .select(<$row>::as_select())
+                    .first(c)
+                    .await
+                    .optional())
+                .map_err(store_error)?;
+                row.map(TryInto::try_into).transpose()
+            }
+
+            async fn get_many(&self, ids: &[<$record as Record>::Id]) -> StoreResult<Vec<$record>> {
+                if ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let keys: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+                let mut conn = self.read().await?;
+                let rows: Vec<$row> = db_run!(conn, |c| schema::$table::table
+                    .filter(schema::$table::id.eq_any(&keys))
+                    .select(<$row>::as_select())
+                    .load(c)
+                    .await)
+                .map_err(store_error)?;
+                rows.into_iter().map(TryInto::try_into).collect()
+            }
+
+            async fn update(&self, item: &$record) -> StoreResult<()> {
+                let row = <$row>::from(item);
+                let mut conn = self.write().await?;
+                let n = db_run!(conn, |c| diesel::update(
+                    schema::$table::table.find(&row.id)
+                )
+                .set(&row)
+                .execute(c)
+                .await)
+                .map_err(store_error)?;
+                if n == 0 {
+                    return Err(StoreError::NotFound);
+                }
+                Ok(())
+            }
+
+            async fn delete(&self, id: <$record as Record>::Id) -> StoreResult<()> {
+                let key = id.to_string();
+                let mut conn = self.write().await?;
+                let n = db_run!(conn, |c| diesel::delete(schema::$table::table.find(&key))
+                    .execute(c)
+                    .await)
+                .map_err(store_error)?;
+                if n == 0 {
+                    return Err(StoreError::NotFound);
+                }
+                Ok(())
+            }
+
+            async fn list(
+                &self,
+                $parent: <$record as Record>::Parent,
+                page: PageRequest,
+            ) -> StoreResult<Page<$record>> {
+                let mut conn = self.read().await?;
+                let (rows, total): (Vec<$row>, i64) = db_run!(conn, |c| {
+                    let $q = schema::$table::table.into_boxed();
+                    let rows = $filter
+                        .order((schema::$table::created_at.asc(), schema::$table::id.asc()))
+                        .limit(page.limit())
+                        .offset(page.offset())
+                        .select(<$row>::as_select())
+                        .load(c)
+                        .await
+                        .map_err(store_error)?;
+                    let $q = schema::$table::table.into_boxed();
+                    let total: i64 = $filter.count().get_result(c).await.map_err(store_error)?;
+                    Ok::<_, StoreError>((rows, total))
+                })?;
+                Ok(Page {
+                    items: rows
+                        .into_iter()
+                        .map(TryInto::try_into)
+                        .collect::<StoreResult<_>>()?,
+                    request: page,
+                    total_count: total.max(0) as u64,
+                })
+            }
+        }
+    };
+}
+
+repo!(Organization, OrganizationRow, organizations, |q, _parent| q);
+repo!(ApiToken, ApiTokenRow, api_tokens, |q, org| q.filter(
+    schema::api_tokens::organization_id.eq(org.to_string())
+));
+repo!(
+    CloudCredentials,
+    CredentialsRow,
+    cloud_credentials,
+    |q, org| q.filter(schema::cloud_credentials::organization_id.eq(org.to_string()))
+);
+repo!(Cluster, ClusterRow, clusters, |q, org| q
+    .filter(schema::clusters::organization_id.eq(org.to_string())));
+repo!(Project, ProjectRow, projects, |q, org| q
+    .filter(schema::projects::organization_id.eq(org.to_string())));
+repo!(Environment, EnvironmentRow, environments, |q, project| q
+    .filter(
+        schema::environments::project_id.eq(project.to_string())
+    ));
+repo!(
+    ContainerRegistry,
+    RegistryRow,
+    container_registries,
+    |q, org| q.filter(schema::container_registries::organization_id.eq(org.to_string()))
+);
+repo!(GitToken, GitTokenRow, git_tokens, |q, org| q.filter(
+    schema::git_tokens::organization_id.eq(org.to_string())
+));
+repo!(Service, ServiceRow, services, |q, env| q
+    .filter(schema::services::environment_id.eq(env.to_string())));

@@ -1,0 +1,143 @@
+//! One portable schema for both backends: ids as text, timestamps in UTC.
+
+diesel::table! {
+    organizations (id) {
+        id -> Text,
+        name -> Text,
+        description -> Nullable<Text>,
+        plan -> Text,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    api_tokens (id) {
+        id -> Text,
+        organization_id -> Text,
+        name -> Text,
+        description -> Nullable<Text>,
+        role -> Text,
+        token_hash -> Text,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+        last_used_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    cloud_credentials (id) {
+        id -> Text,
+        organization_id -> Text,
+        name -> Text,
+        name_key -> Text,
+        access_key_id -> Text,
+        secret_access_key -> Text,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    clusters (id) {
+        id -> Text,
+        organization_id -> Text,
+        name -> Text,
+        name_key -> Text,
+        description -> Nullable<Text>,
+        region -> Text,
+        cloud_provider -> Text,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    projects (id) {
+        id -> Text,
+        organization_id -> Text,
+        name -> Text,
+        name_key -> Text,
+        description -> Nullable<Text>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    environments (id) {
+        id -> Text,
+        organization_id -> Text,
+        project_id -> Text,
+        cluster_id -> Text,
+        name -> Text,
+        name_key -> Text,
+        mode -> Text,
+        last_updated_by -> Nullable<Text>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    container_registries (id) {
+        id -> Text,
+        organization_id -> Text,
+        name -> Text,
+        name_key -> Text,
+        kind -> Text,
+        url -> Text,
+        description -> Nullable<Text>,
+        cluster_id -> Nullable<Text>,
+        config -> Text,
+        secret_config -> Text,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    git_tokens (id) {
+        id -> Text,
+        organization_id -> Text,
+        name -> Text,
+        name_key -> Text,
+        provider -> Text,
+        token -> Text,
+        description -> Nullable<Text>,
+        workspace -> Nullable<Text>,
+        git_api_url -> Nullable<Text>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    services (id) {
+        id -> Text,
+        organization_id -> Text,
+        project_id -> Text,
+        environment_id -> Text,
+        kind -> Text,
+        name -> Text,
+        name_key -> Text,
+        description -> Nullable<Text>,
+        spec -> Text,
+        registry_id -> Nullable<Text>,
+        git_token_id -> Nullable<Text>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::allow_tables_to_appear_in_same_query!(
+    organizations,
+    api_tokens,
+    cloud_credentials,
+    clusters,
+    projects,
+    environments,
+    container_registries,
+    git_tokens,
+    services,
+);

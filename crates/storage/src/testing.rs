@@ -1,0 +1,70 @@
+//! Fresh databases for tests: each test gets its own, so tests run in parallel.
+//!
+//! PostgreSQL is found through `CAPSTAN_TEST_POSTGRES_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/postgres`): a database `capstan_test_<uuid>` is created
+//! from it per test. When the server cannot be reached, [`postgres`] fails under `CI=true` and
+//! otherwise returns `None` after printing why, so a laptop without PostgreSQL still runs the
+//! SQLite half.
+
+use crate::db::{DatabaseUrl, Db};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use std::path::PathBuf;
+
+/// A fresh, migrated SQLite database in a temporary file (removed when the guard drops).
+pub async fn sqlite() -> (Db, DatabaseUrl, TempFile) {
+    let path = std::env::temp_dir().join(format!("capstan-test-{}.db", uuid::Uuid::new_v4()));
+    let url = DatabaseUrl::Sqlite(path.to_string_lossy().into_owned());
+    let db = crate::open(&url, 4)
+        .await
+        .expect("open sqlite test database");
+    (db, url, TempFile(path))
+}
+
+/// Removes a SQLite test database and its WAL files.
+pub struct TempFile(pub PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm", ".key"] {
+            let mut p = self.0.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+pub fn postgres_admin_url() -> String {
+    std::env::var("CAPSTAN_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// A fresh, migrated PostgreSQL database, or `None` (outside CI) when no server answers.
+pub async fn postgres() -> Option<(Db, DatabaseUrl)> {
+    let url = postgres_database().await?;
+    let db = crate::open(&url, 4)
+        .await
+        .expect("open postgres test database");
+    Some((db, url))
+}
+
+/// Creates an empty database and returns its URL, without migrating it.
+pub async fn postgres_database() -> Option<DatabaseUrl> {
+    let admin = postgres_admin_url();
+    let mut conn = match AsyncPgConnection::establish(&admin).await {
+        Ok(c) => c,
+        Err(e) => {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("CI=true but PostgreSQL at CAPSTAN_TEST_POSTGRES_URL is unreachable: {e}");
+            }
+            eprintln!("skipping PostgreSQL half: cannot connect to {admin}: {e}");
+            return None;
+        }
+    };
+    let name = format!("capstan_test_{}", uuid::Uuid::new_v4().simple());
+    diesel::sql_query(format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .expect("create test database");
+    let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin);
+    Some(DatabaseUrl::Postgres(format!("{base}/{name}")))
+}

@@ -1,0 +1,508 @@
+//! The storage contract: one suite, run against SQLite and PostgreSQL, each test on a fresh
+//! database.
+
+use capstan_storage::{testing, Db};
+use domain::auth::Role;
+use domain::clock::{Clock, SystemClock};
+use domain::error::StoreError;
+use domain::ids::*;
+use domain::model::*;
+use domain::pagination::PageRequest;
+use domain::ports::{Health, Repo, ServiceQueries, TokenStore};
+use domain::secret::Secret;
+use serde_json::json;
+
+macro_rules! contract {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let (db, _url, _guard) = capstan_storage::testing::sqlite().await;
+                    super::$name(db).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some((db, _url)) = capstan_storage::testing::postgres().await else { return };
+                    super::$name(db).await;
+                }
+            )*
+        }
+    };
+}
+
+contract!(
+    records_round_trip,
+    names_are_unique_case_insensitively_per_parent,
+    lists_are_paged_in_creation_order,
+    deleting_a_parent_removes_its_children,
+    referenced_rows_cannot_be_deleted,
+    tokens_are_found_by_hash,
+    services_of_every_kind_round_trip_and_filter_by_kind,
+    usage_counts_are_grouped,
+    missing_rows_are_reported,
+    health_answers,
+);
+
+fn now() -> time::OffsetDateTime {
+    SystemClock.now()
+}
+
+async fn org(db: &Db) -> Organization {
+    let o = Organization {
+        id: OrganizationId::generate(),
+        name: "Acme".into(),
+        description: Some("d".into()),
+        plan: OrganizationPlan::Free,
+        created_at: now(),
+        updated_at: now(),
+    };
+    Repo::<Organization>::insert(db, &o).await.unwrap();
+    o
+}
+
+fn project_in(org: OrganizationId, name: &str) -> Project {
+    Project {
+        id: ProjectId::generate(),
+        organization_id: org,
+        name: name.into(),
+        description: None,
+        created_at: now(),
+        updated_at: now(),
+    }
+}
+
+async fn cluster(db: &Db, org: OrganizationId, name: &str) -> Cluster {
+    let c = Cluster {
+        id: ClusterId::generate(),
+        organization_id: org,
+        name: name.into(),
+        description: None,
+        region: "eu-west-3".into(),
+        cloud_provider: CloudProvider::CloudA,
+        created_at: now(),
+        updated_at: now(),
+    };
+    Repo::<Cluster>::insert(db, &c).await.unwrap();
+    c
+}
+
+fn environment_in(p: &Project, cluster: ClusterId, name: &str) -> Environment {
+    Environment {
+        id: EnvironmentId::generate(),
+        organization_id: p.organization_id,
+        project_id: p.id,
+        cluster_id: cluster,
+        name: name.into(),
+        mode: EnvironmentMode::Staging,
+        last_updated_by: None,
+        created_at: now(),
+        updated_at: now(),
+    }
+}
+
+/// An organization with a cluster, a project and an environment.
+async fn hierarchy(db: &Db) -> (Organization, Cluster, Project, Environment) {
+    let o = org(db).await;
+    let c = cluster(db, o.id, "main").await;
+    let p = project_in(o.id, "shop");
+    Repo::<Project>::insert(db, &p).await.unwrap();
+    let e = environment_in(&p, c.id, "prod");
+    Repo::<Environment>::insert(db, &e).await.unwrap();
+    (o, c, p, e)
+}
+
+fn service_in(
+    env: &Environment,
+    kind: ServiceKind,
+    name: &str,
+    body: serde_json::Value,
+) -> Service {
+    let mut body = body;
+    body["name"] = json!(name);
+    let draft = ServiceDraft::parse(kind, &body, None).unwrap();
+    Service {
+        id: ServiceId::generate(),
+        organization_id: env.organization_id,
+        project_id: env.project_id,
+        environment_id: env.id,
+        name: draft.name,
+        description: draft.description,
+        spec: draft.spec,
+        created_at: now(),
+        updated_at: now(),
+    }
+}
+
+async fn registry(db: &Db, org: OrganizationId, name: &str) -> ContainerRegistry {
+    let r = ContainerRegistry {
+        id: ContainerRegistryId::generate(),
+        organization_id: org,
+        name: name.into(),
+        kind: RegistryKind::DockerHub,
+        url: "https://docker.io".into(),
+        description: None,
+        cluster_id: None,
+        config: RegistryConfig {
+            username: Some("bob".into()),
+            ..Default::default()
+        },
+        secret_config: Secret::new(r#"{"password":"p"}"#),
+        created_at: now(),
+        updated_at: now(),
+    };
+    Repo::<ContainerRegistry>::insert(db, &r).await.unwrap();
+    r
+}
+
+async fn git_token(db: &Db, org: OrganizationId, name: &str) -> GitToken {
+    let t = GitToken {
+        id: GitTokenId::generate(),
+        organization_id: org,
+        name: name.into(),
+        description: None,
+        provider: GitProvider::HostA,
+        token: Secret::new("ghp_x"),
+        workspace: None,
+        git_api_url: None,
+        created_at: now(),
+        updated_at: now(),
+    };
+    Repo::<GitToken>::insert(db, &t).await.unwrap();
+    t
+}
+
+fn container_body(registry: ContainerRegistryId) -> serde_json::Value {
+    json!({"registry_id": registry, "image_name": "nginx", "tag": "1.27"})
+}
+
+async fn records_round_trip(db: Db) {
+    let (o, c, p, e) = hierarchy(&db).await;
+    assert_eq!(
+        Repo::<Organization>::get(&db, o.id).await.unwrap(),
+        Some(o.clone())
+    );
+    assert_eq!(
+        Repo::<Cluster>::get(&db, c.id).await.unwrap(),
+        Some(c.clone())
+    );
+    assert_eq!(
+        Repo::<Project>::get(&db, p.id).await.unwrap(),
+        Some(p.clone())
+    );
+    assert_eq!(
+        Repo::<Environment>::get(&db, e.id).await.unwrap(),
+        Some(e.clone())
+    );
+    let r = registry(&db, o.id, "hub").await;
+    assert_eq!(
+        Repo::<ContainerRegistry>::get(&db, r.id).await.unwrap(),
+        Some(r.clone())
+    );
+    let t = git_token(&db, o.id, "gh").await;
+    assert_eq!(Repo::<GitToken>::get(&db, t.id).await.unwrap(), Some(t));
+
+    let mut edited = p.clone();
+    edited.name = "Shop 2".into();
+    edited.description = Some("new".into());
+    Repo::<Project>::update(&db, &edited).await.unwrap();
+    assert_eq!(Repo::<Project>::get(&db, p.id).await.unwrap(), Some(edited));
+
+    let many = Repo::<Cluster>::get_many(&db, &[c.id, ClusterId::generate()])
+        .await
+        .unwrap();
+    assert_eq!(many, vec![c]);
+    assert!(Repo::<Project>::get(&db, ProjectId::generate())
+        .await
+        .unwrap()
+        .is_none());
+}
+
+async fn names_are_unique_case_insensitively_per_parent(db: Db) {
+    let (o, c, p, e) = hierarchy(&db).await;
+    let dup = Repo::<Project>::insert(&db, &project_in(o.id, "SHOP")).await;
+    assert!(matches!(dup, Err(StoreError::Duplicate)), "{dup:?}");
+    let other = org(&db).await;
+    Repo::<Project>::insert(&db, &project_in(other.id, "shop"))
+        .await
+        .unwrap();
+
+    let dup_env = Repo::<Environment>::insert(&db, &environment_in(&p, c.id, "PROD")).await;
+    assert!(matches!(dup_env, Err(StoreError::Duplicate)));
+
+    let r = registry(&db, o.id, "hub").await;
+    let s = service_in(&e, ServiceKind::Container, "Web", container_body(r.id));
+    Repo::<Service>::insert(&db, &s).await.unwrap();
+    // Another kind with the same name in the same environment is still a clash.
+    let db_service = service_in(
+        &e,
+        ServiceKind::Database,
+        "web",
+        json!({"type": "REDIS", "version": "7", "mode": "CONTAINER"}),
+    );
+    assert!(matches!(
+        Repo::<Service>::insert(&db, &db_service).await,
+        Err(StoreError::Duplicate)
+    ));
+
+    // Renaming onto a taken name is refused too.
+    let second = project_in(o.id, "billing");
+    Repo::<Project>::insert(&db, &second).await.unwrap();
+    let mut renamed = second.clone();
+    renamed.name = "Shop".into();
+    assert!(matches!(
+        Repo::<Project>::update(&db, &renamed).await,
+        Err(StoreError::Duplicate)
+    ));
+}
+
+async fn lists_are_paged_in_creation_order(db: Db) {
+    let o = org(&db).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(cluster(&db, o.id, &format!("c{i}")).await.id);
+    }
+    let page = Repo::<Cluster>::list(&db, o.id, PageRequest::new(2, 2).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(page.total_count, 5);
+    assert_eq!(page.total_pages(), 3);
+    assert_eq!(
+        page.items.iter().map(|c| c.id).collect::<Vec<_>>(),
+        ids[2..4].to_vec()
+    );
+    let past = Repo::<Cluster>::list(&db, o.id, PageRequest::new(9, 2).unwrap())
+        .await
+        .unwrap();
+    assert!(past.items.is_empty());
+    assert_eq!(past.total_count, 5);
+    let other = org(&db).await;
+    let none = Repo::<Cluster>::list(&db, other.id, PageRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(none.total_count, 0);
+}
+
+async fn deleting_a_parent_removes_its_children(db: Db) {
+    let (o, c, p, e) = hierarchy(&db).await;
+    let r = registry(&db, o.id, "hub").await;
+    let s = service_in(&e, ServiceKind::Container, "web", container_body(r.id));
+    Repo::<Service>::insert(&db, &s).await.unwrap();
+
+    Repo::<Project>::delete(&db, p.id).await.unwrap();
+    assert!(Repo::<Environment>::get(&db, e.id).await.unwrap().is_none());
+    assert!(Repo::<Service>::get(&db, s.id).await.unwrap().is_none());
+    assert!(Repo::<Cluster>::get(&db, c.id).await.unwrap().is_some());
+
+    let token = ApiToken {
+        id: ApiTokenId::generate(),
+        organization_id: o.id,
+        name: "ci".into(),
+        description: None,
+        role: Role::Admin,
+        token_hash: "h1".into(),
+        created_at: now(),
+        updated_at: now(),
+        last_used_at: None,
+    };
+    Repo::<ApiToken>::insert(&db, &token).await.unwrap();
+    Repo::<Organization>::delete(&db, o.id).await.unwrap();
+    assert!(Repo::<Cluster>::get(&db, c.id).await.unwrap().is_none());
+    assert!(Repo::<ContainerRegistry>::get(&db, r.id)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(db.find_token_by_hash("h1").await.unwrap().is_none());
+}
+
+async fn referenced_rows_cannot_be_deleted(db: Db) {
+    let (o, c, _p, e) = hierarchy(&db).await;
+    assert!(matches!(
+        Repo::<Cluster>::delete(&db, c.id).await,
+        Err(StoreError::InUse)
+    ));
+
+    let r = registry(&db, o.id, "hub").await;
+    let s = service_in(&e, ServiceKind::Container, "web", container_body(r.id));
+    Repo::<Service>::insert(&db, &s).await.unwrap();
+    assert!(matches!(
+        Repo::<ContainerRegistry>::delete(&db, r.id).await,
+        Err(StoreError::InUse)
+    ));
+
+    let t = git_token(&db, o.id, "gh").await;
+    let app = service_in(
+        &e,
+        ServiceKind::Application,
+        "api",
+        json!({"git_repository": {"url": "https://github.com/acme/api", "git_token_id": t.id}}),
+    );
+    Repo::<Service>::insert(&db, &app).await.unwrap();
+    assert!(matches!(
+        Repo::<GitToken>::delete(&db, t.id).await,
+        Err(StoreError::InUse)
+    ));
+
+    Repo::<Service>::delete(&db, app.id).await.unwrap();
+    Repo::<GitToken>::delete(&db, t.id).await.unwrap();
+    Repo::<Environment>::delete(&db, e.id).await.unwrap();
+    Repo::<Cluster>::delete(&db, c.id).await.unwrap();
+}
+
+async fn tokens_are_found_by_hash(db: Db) {
+    let o = Organization {
+        id: OrganizationId::generate(),
+        name: "Boot".into(),
+        description: None,
+        plan: OrganizationPlan::Free,
+        created_at: now(),
+        updated_at: now(),
+    };
+    let t = ApiToken {
+        id: ApiTokenId::generate(),
+        organization_id: o.id,
+        name: "first".into(),
+        description: Some("cli".into()),
+        role: Role::Devops,
+        token_hash: domain::auth::hash_token("cap_secret"),
+        created_at: now(),
+        updated_at: now(),
+        last_used_at: None,
+    };
+    db.insert_organization_with_token(&o, &t).await.unwrap();
+    let found = db
+        .find_token_by_hash(&domain::auth::hash_token("cap_secret"))
+        .await
+        .unwrap();
+    assert_eq!(found, Some(t.clone()));
+    assert!(db.find_token_by_hash("nope").await.unwrap().is_none());
+
+    // The transaction is all or nothing: a second organization whose token clashes leaves nothing.
+    let o2 = Organization {
+        id: OrganizationId::generate(),
+        ..o.clone()
+    };
+    let t2 = ApiToken {
+        id: ApiTokenId::generate(),
+        organization_id: o2.id,
+        ..t.clone()
+    };
+    assert!(db.insert_organization_with_token(&o2, &t2).await.is_err());
+    assert!(Repo::<Organization>::get(&db, o2.id)
+        .await
+        .unwrap()
+        .is_none());
+
+    Repo::<ApiToken>::delete(&db, t.id).await.unwrap();
+    assert!(db
+        .find_token_by_hash(&t.token_hash)
+        .await
+        .unwrap()
+        .is_none());
+}
+
+async fn services_of_every_kind_round_trip_and_filter_by_kind(db: Db) {
+    let (o, _c, _p, e) = hierarchy(&db).await;
+    let r = registry(&db, o.id, "hub").await;
+    let t = git_token(&db, o.id, "gh").await;
+    let git = json!({"url": "https://github.com/acme/api", "git_token_id": t.id, "branch": "dev"});
+    let bodies = [
+        (
+            ServiceKind::Application,
+            json!({"git_repository": git, "ports": [{"internal_port": 8080}]}),
+        ),
+        (ServiceKind::Container, container_body(r.id)),
+        (
+            ServiceKind::Database,
+            json!({"type": "POSTGRESQL", "version": "16", "mode": "MANAGED"}),
+        ),
+        (
+            ServiceKind::Job,
+            json!({"source": {"docker": {"git_repository": git}}}),
+        ),
+        (
+            ServiceKind::Helm,
+            json!({"source": {"git_repository": git}, "arguments": ["--wait"], "auto_deploy": true,
+            "values_override": {"file": {"raw": {"values": [{"name": "v.yaml", "content": "a: 1"}]}}},
+            "ports": [{"internal_port": 80, "service_name": "web"}]}),
+        ),
+        (
+            ServiceKind::Terraform,
+            json!({"terraform_files_source": {"git_repository": git}}),
+        ),
+    ];
+    let mut created = Vec::new();
+    for (i, (kind, body)) in bodies.into_iter().enumerate() {
+        let s = service_in(&e, kind, &format!("s{i}"), body);
+        Repo::<Service>::insert(&db, &s).await.unwrap();
+        assert_eq!(
+            Repo::<Service>::get(&db, s.id).await.unwrap(),
+            Some(s.clone())
+        );
+        created.push(s);
+    }
+    for s in &created {
+        let page = db
+            .list_services_of_kind(e.id, s.kind(), PageRequest::default())
+            .await
+            .unwrap();
+        assert_eq!(page.items, vec![s.clone()], "{:?}", s.kind());
+    }
+    let all = Repo::<Service>::list(&db, e.id, PageRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(all.total_count, 6);
+}
+
+async fn usage_counts_are_grouped(db: Db) {
+    let (o, _c, _p, e) = hierarchy(&db).await;
+    let used = registry(&db, o.id, "used").await;
+    let unused = registry(&db, o.id, "unused").await;
+    for i in 0..3 {
+        let s = service_in(
+            &e,
+            ServiceKind::Container,
+            &format!("c{i}"),
+            container_body(used.id),
+        );
+        Repo::<Service>::insert(&db, &s).await.unwrap();
+    }
+    let counts = db
+        .count_services_by_registry(&[used.id, unused.id])
+        .await
+        .unwrap();
+    assert_eq!(counts.get(&used.id), Some(&3));
+    assert_eq!(counts.get(&unused.id), None);
+
+    let t = git_token(&db, o.id, "gh").await;
+    let app = service_in(
+        &e,
+        ServiceKind::Application,
+        "api",
+        json!({"git_repository": {"url": "https://github.com/acme/api", "git_token_id": t.id}}),
+    );
+    Repo::<Service>::insert(&db, &app).await.unwrap();
+    let counts = db.count_services_by_git_token(&[t.id]).await.unwrap();
+    assert_eq!(counts.get(&t.id), Some(&1));
+}
+
+async fn missing_rows_are_reported(db: Db) {
+    let ghost = project_in(OrganizationId::generate(), "ghost");
+    assert!(matches!(
+        Repo::<Project>::update(&db, &ghost).await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(matches!(
+        Repo::<Project>::delete(&db, ghost.id).await,
+        Err(StoreError::NotFound)
+    ));
+}
+
+async fn health_answers(db: Db) {
+    db.ping().await.unwrap();
+    let _ = testing::postgres_admin_url();
+}
