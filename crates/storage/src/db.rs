@@ -101,9 +101,27 @@ macro_rules! db_transaction {
 pub(crate) use db_transaction;
 
 /// The store: a pool over one of the two backends.
+///
+/// Queries run on the store's own multi-threaded runtime, never on the caller's: a caller (an
+/// actix worker, single-threaded) may drop its future at any time, and a query cut off halfway
+/// must still finish and hand its connection back. It also keeps PostgreSQL connection tasks
+/// alive independently of any one HTTP worker.
 #[derive(Clone)]
 pub struct Db {
     pub(crate) backend: Backend,
+    runtime: Arc<StoreRuntime>,
+}
+
+struct StoreRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for StoreRuntime {
+    fn drop(&mut self) {
+        // Dropping a runtime may happen inside async code (e.g. at the end of a test); this form
+        // of shutdown is allowed there.
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 const SQLITE_PRAGMAS: &str =
@@ -162,15 +180,62 @@ impl Db {
                 }
             }
         };
-        Ok(Self { backend })
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("capstan-store")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Other(format!("cannot start the store runtime: {e}")))?;
+        Ok(Self {
+            backend,
+            runtime: Arc::new(StoreRuntime(Some(runtime))),
+        })
     }
 
     pub fn is_postgres(&self) -> bool {
         matches!(self.backend, Backend::Postgres(_))
     }
 
-    /// A connection for reads.
-    pub(crate) async fn read(&self) -> Result<Conn, StoreError> {
+    /// Runs `f` with a read connection, on the store's runtime.
+    pub(crate) async fn read<R, F, Fut>(&self, f: F) -> Result<R, StoreError>
+    where
+        F: FnOnce(Conn) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<R, StoreError>> + Send + 'static,
+        R: Send + 'static,
+    {
+        let db = self.clone();
+        self.spawn(async move { f(db.read_conn().await?).await })
+            .await
+    }
+
+    /// Runs `f` with a write connection (on SQLite, holding the writer lock), on the store's
+    /// runtime.
+    pub(crate) async fn write<R, F, Fut>(&self, f: F) -> Result<R, StoreError>
+    where
+        F: FnOnce(Conn) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<R, StoreError>> + Send + 'static,
+        R: Send + 'static,
+    {
+        let db = self.clone();
+        self.spawn(async move { f(db.write_conn().await?).await })
+            .await
+    }
+
+    async fn spawn<R: Send + 'static>(
+        &self,
+        fut: impl std::future::Future<Output = Result<R, StoreError>> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        let rt = self
+            .runtime
+            .0
+            .as_ref()
+            .ok_or_else(|| StoreError::Unavailable("the store is shutting down".into()))?;
+        rt.spawn(fut)
+            .await
+            .map_err(|e| StoreError::Other(format!("store task failed: {e}")))?
+    }
+
+    async fn read_conn(&self) -> Result<Conn, StoreError> {
         match &self.backend {
             Backend::Postgres(pool) => Ok(Conn::Pg(pool.get().await.map_err(pool_error)?)),
             Backend::Sqlite { pool, .. } => {
@@ -179,8 +244,7 @@ impl Db {
         }
     }
 
-    /// A connection for writes (on SQLite, holding the writer lock until dropped).
-    pub(crate) async fn write(&self) -> Result<Conn, StoreError> {
+    async fn write_conn(&self) -> Result<Conn, StoreError> {
         match &self.backend {
             Backend::Postgres(pool) => Ok(Conn::Pg(pool.get().await.map_err(pool_error)?)),
             Backend::Sqlite { pool, write_lock } => {

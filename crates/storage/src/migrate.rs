@@ -48,16 +48,19 @@ impl crate::db::Db {
     /// Applies the SQLite migrations through the pool itself (for `:memory:`, whose database
     /// exists only inside its one connection).
     pub(crate) async fn migrate_in_place(&self) -> Result<(), StoreError> {
-        match self.write().await? {
-            crate::db::Conn::Sqlite(mut conn, _guard) => conn
-                .spawn_blocking(|c| {
-                    c.run_pending_migrations(SQLITE)
-                        .map(|_| ())
-                        .map_err(diesel::result::Error::QueryBuilderError)
-                })
-                .await
-                .map_err(|e| StoreError::Other(format!("migration failed: {e}"))),
-            crate::db::Conn::Pg(_) => Err(StoreError::Other("not a SQLite database".into())),
-        }
+        self.write(|conn| async move {
+            match conn {
+                crate::db::Conn::Sqlite(mut conn, _guard) => conn
+                    .spawn_blocking(|c| {
+                        c.run_pending_migrations(SQLITE)
+                            .map(|_| ())
+                            .map_err(diesel::result::Error::QueryBuilderError)
+                    })
+                    .await
+                    .map_err(|e| StoreError::Other(format!("migration failed: {e}"))),
+                crate::db::Conn::Pg(_) => Err(StoreError::Other("not a SQLite database".into())),
+            }
+        })
+        .await
     }
 }

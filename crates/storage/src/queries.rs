@@ -17,15 +17,18 @@ use std::str::FromStr;
 #[async_trait]
 impl TokenStore for Db {
     async fn find_token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>> {
-        let mut conn = self.read().await?;
-        let row: Option<ApiTokenRow> = db_run!(conn, |c| api_tokens::table
-            .filter(api_tokens::token_hash.eq(hash))
-            .select(ApiTokenRow::as_select())
-            .first(c)
-            .await
-            .optional())
-        .map_err(store_error)?;
-        row.map(TryInto::try_into).transpose()
+        let hash = hash.to_string();
+        self.read(move |mut conn| async move {
+            let row: Option<ApiTokenRow> = db_run!(conn, |c| api_tokens::table
+                .filter(api_tokens::token_hash.eq(&hash))
+                .select(ApiTokenRow::as_select())
+                .first(c)
+                .await
+                .optional())
+            .map_err(store_error)?;
+            row.map(TryInto::try_into).transpose()
+        })
+        .await
     }
 
     async fn insert_organization_with_token(
@@ -35,19 +38,21 @@ impl TokenStore for Db {
     ) -> StoreResult<()> {
         let org = OrganizationRow::from(organization);
         let token = ApiTokenRow::from(token);
-        let mut conn = self.write().await?;
-        db_transaction!(conn, |c| {
-            diesel::insert_into(organizations::table)
-                .values(&org)
-                .execute(c)
-                .await?;
-            diesel::insert_into(api_tokens::table)
-                .values(&token)
-                .execute(c)
-                .await?;
-            Ok::<_, diesel::result::Error>(())
+        self.write(move |mut conn| async move {
+            db_transaction!(conn, |c| {
+                diesel::insert_into(organizations::table)
+                    .values(&org)
+                    .execute(c)
+                    .await?;
+                diesel::insert_into(api_tokens::table)
+                    .values(&token)
+                    .execute(c)
+                    .await?;
+                Ok::<_, diesel::result::Error>(())
+            })
+            .map_err(store_error)
         })
-        .map_err(store_error)
+        .await
     }
 }
 
@@ -70,36 +75,38 @@ impl ServiceQueries for Db {
     ) -> StoreResult<Page<Service>> {
         let env = environment.to_string();
         let kind = kind.as_str();
-        let mut conn = self.read().await?;
-        let (rows, total): (Vec<ServiceRow>, i64) = db_run!(conn, |c| {
-            let filter = services::environment_id
-                .eq(&env)
-                .and(services::kind.eq(kind));
-            let rows = services::table
-                .filter(filter)
-                .order((services::created_at.asc(), services::id.asc()))
-                .limit(page.limit())
-                .offset(page.offset())
-                .select(ServiceRow::as_select())
-                .load(c)
-                .await
-                .map_err(store_error)?;
-            let total: i64 = services::table
-                .filter(filter)
-                .count()
-                .get_result(c)
-                .await
-                .map_err(store_error)?;
-            Ok::<_, StoreError>((rows, total))
-        })?;
-        Ok(Page {
-            items: rows
-                .into_iter()
-                .map(TryInto::try_into)
-                .collect::<StoreResult<_>>()?,
-            request: page,
-            total_count: total.max(0) as u64,
+        self.read(move |mut conn| async move {
+            let (rows, total): (Vec<ServiceRow>, i64) = db_run!(conn, |c| {
+                let filter = services::environment_id
+                    .eq(&env)
+                    .and(services::kind.eq(kind));
+                let rows = services::table
+                    .filter(filter)
+                    .order((services::created_at.asc(), services::id.asc()))
+                    .limit(page.limit())
+                    .offset(page.offset())
+                    .select(ServiceRow::as_select())
+                    .load(c)
+                    .await
+                    .map_err(store_error)?;
+                let total: i64 = services::table
+                    .filter(filter)
+                    .count()
+                    .get_result(c)
+                    .await
+                    .map_err(store_error)?;
+                Ok::<_, StoreError>((rows, total))
+            })?;
+            Ok(Page {
+                items: rows
+                    .into_iter()
+                    .map(TryInto::try_into)
+                    .collect::<StoreResult<_>>()?,
+                request: page,
+                total_count: total.max(0) as u64,
+            })
         })
+        .await
     }
 
     async fn count_services_by_registry(
@@ -110,15 +117,17 @@ impl ServiceQueries for Db {
             return Ok(HashMap::new());
         }
         let keys: Vec<String> = registries.iter().map(|r| r.to_string()).collect();
-        let mut conn = self.read().await?;
-        let rows: Vec<(Option<String>, i64)> = db_run!(conn, |c| services::table
-            .filter(services::registry_id.eq_any(&keys))
-            .group_by(services::registry_id)
-            .select((services::registry_id, diesel::dsl::count_star()))
-            .load(c)
-            .await)
-        .map_err(store_error)?;
-        count_map(rows)
+        self.read(move |mut conn| async move {
+            let rows: Vec<(Option<String>, i64)> = db_run!(conn, |c| services::table
+                .filter(services::registry_id.eq_any(&keys))
+                .group_by(services::registry_id)
+                .select((services::registry_id, diesel::dsl::count_star()))
+                .load(c)
+                .await)
+            .map_err(store_error)?;
+            count_map(rows)
+        })
+        .await
     }
 
     async fn count_services_by_git_token(
@@ -129,23 +138,28 @@ impl ServiceQueries for Db {
             return Ok(HashMap::new());
         }
         let keys: Vec<String> = tokens.iter().map(|r| r.to_string()).collect();
-        let mut conn = self.read().await?;
-        let rows: Vec<(Option<String>, i64)> = db_run!(conn, |c| services::table
-            .filter(services::git_token_id.eq_any(&keys))
-            .group_by(services::git_token_id)
-            .select((services::git_token_id, diesel::dsl::count_star()))
-            .load(c)
-            .await)
-        .map_err(store_error)?;
-        count_map(rows)
+        self.read(move |mut conn| async move {
+            let rows: Vec<(Option<String>, i64)> = db_run!(conn, |c| services::table
+                .filter(services::git_token_id.eq_any(&keys))
+                .group_by(services::git_token_id)
+                .select((services::git_token_id, diesel::dsl::count_star()))
+                .load(c)
+                .await)
+            .map_err(store_error)?;
+            count_map(rows)
+        })
+        .await
     }
 }
 
 #[async_trait]
 impl Health for Db {
     async fn ping(&self) -> StoreResult<()> {
-        let mut conn = self.read().await?;
-        db_run!(conn, |c| diesel::sql_query("SELECT 1").execute(c).await).map_err(store_error)?;
-        Ok(())
+        self.read(|mut conn| async move {
+            db_run!(conn, |c| diesel::sql_query("SELECT 1").execute(c).await)
+                .map_err(store_error)?;
+            Ok(())
+        })
+        .await
     }
 }

@@ -18,26 +18,30 @@ macro_rules! repo {
         impl Repo<$record> for Db {
             async fn insert(&self, item: &$record) -> StoreResult<()> {
                 let row = <$row>::from(item);
-                let mut conn = self.write().await?;
-                db_run!(conn, |c| diesel::insert_into(schema::$table::table)
-                    .values(&row)
-                    .execute(c)
-                    .await)
-                .map_err(store_error)?;
-                Ok(())
+                self.write(move |mut conn| async move {
+                    db_run!(conn, |c| diesel::insert_into(schema::$table::table)
+                        .values(&row)
+                        .execute(c)
+                        .await)
+                    .map_err(store_error)?;
+                    Ok(())
+                })
+                .await
             }
 
             async fn get(&self, id: <$record as Record>::Id) -> StoreResult<Option<$record>> {
                 let key = id.to_string();
-                let mut conn = self.read().await?;
-                let row: Option<$row> = db_run!(conn, |c| schema::$table::table
-                    .find(&key)
-                    .select(<$row>::as_select())
-                    .first(c)
-                    .await
-                    .optional())
-                .map_err(store_error)?;
-                row.map(TryInto::try_into).transpose()
+                self.read(move |mut conn| async move {
+                    let row: Option<$row> = db_run!(conn, |c| schema::$table::table
+                        .find(&key)
+                        .select(<$row>::as_select())
+                        .first(c)
+                        .await
+                        .optional())
+                    .map_err(store_error)?;
+                    row.map(TryInto::try_into).transpose()
+                })
+                .await
             }
 
             async fn get_many(&self, ids: &[<$record as Record>::Id]) -> StoreResult<Vec<$record>> {
@@ -45,43 +49,49 @@ macro_rules! repo {
                     return Ok(Vec::new());
                 }
                 let keys: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
-                let mut conn = self.read().await?;
-                let rows: Vec<$row> = db_run!(conn, |c| schema::$table::table
-                    .filter(schema::$table::id.eq_any(&keys))
-                    .select(<$row>::as_select())
-                    .load(c)
-                    .await)
-                .map_err(store_error)?;
-                rows.into_iter().map(TryInto::try_into).collect()
+                self.read(move |mut conn| async move {
+                    let rows: Vec<$row> = db_run!(conn, |c| schema::$table::table
+                        .filter(schema::$table::id.eq_any(&keys))
+                        .select(<$row>::as_select())
+                        .load(c)
+                        .await)
+                    .map_err(store_error)?;
+                    rows.into_iter().map(TryInto::try_into).collect()
+                })
+                .await
             }
 
             async fn update(&self, item: &$record) -> StoreResult<()> {
                 let row = <$row>::from(item);
-                let mut conn = self.write().await?;
-                let n = db_run!(conn, |c| diesel::update(
-                    schema::$table::table.find(&row.id)
-                )
-                .set(&row)
-                .execute(c)
-                .await)
-                .map_err(store_error)?;
-                if n == 0 {
-                    return Err(StoreError::NotFound);
-                }
-                Ok(())
+                self.write(move |mut conn| async move {
+                    let n = db_run!(conn, |c| diesel::update(
+                        schema::$table::table.find(&row.id)
+                    )
+                    .set(&row)
+                    .execute(c)
+                    .await)
+                    .map_err(store_error)?;
+                    if n == 0 {
+                        return Err(StoreError::NotFound);
+                    }
+                    Ok(())
+                })
+                .await
             }
 
             async fn delete(&self, id: <$record as Record>::Id) -> StoreResult<()> {
                 let key = id.to_string();
-                let mut conn = self.write().await?;
-                let n = db_run!(conn, |c| diesel::delete(schema::$table::table.find(&key))
-                    .execute(c)
-                    .await)
-                .map_err(store_error)?;
-                if n == 0 {
-                    return Err(StoreError::NotFound);
-                }
-                Ok(())
+                self.write(move |mut conn| async move {
+                    let n = db_run!(conn, |c| diesel::delete(schema::$table::table.find(&key))
+                        .execute(c)
+                        .await)
+                    .map_err(store_error)?;
+                    if n == 0 {
+                        return Err(StoreError::NotFound);
+                    }
+                    Ok(())
+                })
+                .await
             }
 
             async fn list(
@@ -89,29 +99,32 @@ macro_rules! repo {
                 $parent: <$record as Record>::Parent,
                 page: PageRequest,
             ) -> StoreResult<Page<$record>> {
-                let mut conn = self.read().await?;
-                let (rows, total): (Vec<$row>, i64) = db_run!(conn, |c| {
-                    let $q = schema::$table::table.into_boxed();
-                    let rows = $filter
-                        .order((schema::$table::created_at.asc(), schema::$table::id.asc()))
-                        .limit(page.limit())
-                        .offset(page.offset())
-                        .select(<$row>::as_select())
-                        .load(c)
-                        .await
-                        .map_err(store_error)?;
-                    let $q = schema::$table::table.into_boxed();
-                    let total: i64 = $filter.count().get_result(c).await.map_err(store_error)?;
-                    Ok::<_, StoreError>((rows, total))
-                })?;
-                Ok(Page {
-                    items: rows
-                        .into_iter()
-                        .map(TryInto::try_into)
-                        .collect::<StoreResult<_>>()?,
-                    request: page,
-                    total_count: total.max(0) as u64,
+                self.read(move |mut conn| async move {
+                    let (rows, total): (Vec<$row>, i64) = db_run!(conn, |c| {
+                        let $q = schema::$table::table.into_boxed();
+                        let rows = $filter
+                            .order((schema::$table::created_at.asc(), schema::$table::id.asc()))
+                            .limit(page.limit())
+                            .offset(page.offset())
+                            .select(<$row>::as_select())
+                            .load(c)
+                            .await
+                            .map_err(store_error)?;
+                        let $q = schema::$table::table.into_boxed();
+                        let total: i64 =
+                            $filter.count().get_result(c).await.map_err(store_error)?;
+                        Ok::<_, StoreError>((rows, total))
+                    })?;
+                    Ok(Page {
+                        items: rows
+                            .into_iter()
+                            .map(TryInto::try_into)
+                            .collect::<StoreResult<_>>()?,
+                        request: page,
+                        total_count: total.max(0) as u64,
+                    })
                 })
+                .await
             }
         }
     };

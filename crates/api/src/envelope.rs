@@ -1,0 +1,90 @@
+//! What every response gets, whatever produced it: an `X-Request-Id`, the JSON error body on
+//! every error (including actix's own 404, 405 and payload errors), and an access log line.
+
+use crate::error::{error_response, ErrorBodyWritten, InternalCause};
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::http::StatusCode;
+use actix_web::middleware::Next;
+use actix_web::HttpMessage;
+use std::time::Instant;
+
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The id of the request being served, in the request's extensions.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+fn incoming_id(req: &ServiceRequest) -> Option<String> {
+    let v = req.headers().get(&REQUEST_ID)?.to_str().ok()?;
+    let ok = !v.is_empty()
+        && v.len() <= 64
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    ok.then(|| v.to_string())
+}
+
+fn default_message(status: StatusCode, method: &str, path: &str) -> String {
+    match status {
+        StatusCode::NOT_FOUND => format!("no route for {method} {path}"),
+        StatusCode::METHOD_NOT_ALLOWED => format!("method {method} is not allowed on {path}"),
+        StatusCode::PAYLOAD_TOO_LARGE => "body: the request body is too large".into(),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "Content-Type must be application/json".into(),
+        s => s.canonical_reason().unwrap_or("error").to_string(),
+    }
+}
+
+pub async fn envelope(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let started = Instant::now();
+    let request_id = incoming_id(&req).unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    req.extensions_mut().insert(RequestId(request_id.clone()));
+    let method = req.method().to_string();
+    let path = req.path().to_string();
+    // Handler and extractor errors arrive here as responses; only a failing middleware
+    // below would give an Err, which actix then answers itself.
+    let mut res = next.call(req).await?.map_into_boxed_body();
+
+    let status = res.status();
+    if status.is_client_error() || status.is_server_error() {
+        let cause = res.response().extensions().get::<InternalCause>().cloned();
+        let written = res
+            .response()
+            .extensions()
+            .get::<ErrorBodyWritten>()
+            .is_some();
+        if status.is_server_error() {
+            tracing::error!(request_id = %request_id, cause = cause.as_ref().map(|c| c.0.as_str()).unwrap_or("unknown"), "{method} {path} failed");
+        }
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            let message =
+                format!("internal error; quote request id {request_id} when reporting it");
+            res = res.into_response(error_response(status, &message));
+        } else if !written {
+            let message = default_message(status, &method, &path);
+            let mut replaced = error_response(status, &message);
+            // Keep headers such as Allow on a 405.
+            for (k, v) in res.headers() {
+                if k != actix_web::http::header::CONTENT_TYPE
+                    && k != actix_web::http::header::CONTENT_LENGTH
+                {
+                    replaced.headers_mut().insert(k.clone(), v.clone());
+                }
+            }
+            res = res.into_response(replaced);
+        }
+    }
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        res.headers_mut().insert(REQUEST_ID, v);
+    }
+    tracing::info!(
+        request_id = %request_id,
+        status = status.as_u16(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "{method} {path}"
+    );
+    Ok(res)
+}

@@ -1,0 +1,200 @@
+//! Request extractors: the authenticated principal, JSON bodies, path ids and page parameters,
+//! each failing with the API's error body and a message naming what is wrong.
+
+use crate::error::ApiError;
+use crate::AppState;
+use actix_web::http::{header, StatusCode};
+use actix_web::{dev::Payload, web, FromRequest, HttpRequest};
+use domain::auth::Principal;
+use domain::model::from_json;
+use domain::pagination::PageRequest;
+use futures_util::future::LocalBoxFuture;
+use futures_util::StreamExt;
+use serde::de::DeserializeOwned;
+use std::str::FromStr;
+
+fn state(req: &HttpRequest) -> Result<web::Data<AppState>, ApiError> {
+    req.app_data::<web::Data<AppState>>()
+        .cloned()
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "application state missing",
+            )
+        })
+}
+
+/// The caller, from `Authorization: Token ...` (or `Bearer ...`).
+pub struct Auth(pub Principal);
+
+impl FromRequest for Auth {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let header = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(|v| v.to_str().map(str::to_owned));
+        let state = state(req);
+        Box::pin(async move {
+            let state = state?;
+            let value = match header {
+                None => return Err(ApiError::unauthorized("Authorization header is missing")),
+                Some(Err(_)) => {
+                    return Err(ApiError::unauthorized("Authorization header is malformed"))
+                }
+                Some(Ok(v)) => v,
+            };
+            let (scheme, credentials) = value.trim().split_once(' ').ok_or_else(|| {
+                ApiError::unauthorized(
+                    "Authorization must be 'Token <api token>' or 'Bearer <jwt>'",
+                )
+            })?;
+            let credentials = credentials.trim();
+            if credentials.is_empty() {
+                return Err(ApiError::unauthorized(
+                    "Authorization credentials are empty",
+                ));
+            }
+            if scheme.eq_ignore_ascii_case("token") {
+                Ok(Auth(
+                    state.capstan.authenticate_api_token(credentials).await?,
+                ))
+            } else if scheme.eq_ignore_ascii_case("bearer") {
+                Err(ApiError::unauthorized(
+                    "Bearer tokens are not accepted: no JWT key is configured",
+                ))
+            } else {
+                Err(ApiError::unauthorized(
+                    "Authorization must be 'Token <api token>' or 'Bearer <jwt>'",
+                ))
+            }
+        })
+    }
+}
+
+/// A JSON body parsed into `T`; errors name the member at fault.
+pub struct JsonBody<T>(pub T);
+
+fn is_json(content_type: &str) -> bool {
+    let mime = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+}
+
+impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let content_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let declared_len = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok());
+        let limit = state(req).map(|s| s.body_limit);
+        let mut payload = payload.take();
+        Box::pin(async move {
+            let limit = limit?;
+            if let Some(ct) = &content_type {
+                if !is_json(ct) {
+                    return Err(ApiError::new(
+                        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                        format!("Content-Type must be application/json, not {ct}"),
+                    ));
+                }
+            }
+            let too_large = || {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("body: the request body is larger than {limit} bytes"),
+                )
+            };
+            if declared_len.is_some_and(|n| n > limit) {
+                return Err(too_large());
+            }
+            let mut body = web::BytesMut::new();
+            while let Some(chunk) = payload.next().await {
+                let chunk = chunk
+                    .map_err(|e| ApiError::bad_request(format!("body: could not be read: {e}")))?;
+                if body.len() + chunk.len() > limit {
+                    return Err(too_large());
+                }
+                body.extend_from_slice(&chunk);
+            }
+            if body.iter().all(u8::is_ascii_whitespace) {
+                return Err(ApiError::bad_request("body: a JSON body is required"));
+            }
+            let value: serde_json::Value = serde_json::from_slice(&body)
+                .map_err(|e| ApiError::bad_request(format!("body: malformed JSON: {e}")))?;
+            Ok(JsonBody(from_json(&value)?))
+        })
+    }
+}
+
+/// A path parameter parsed as an id; a malformed one is a 400 naming the parameter.
+pub fn path_id<T: FromStr>(req: &HttpRequest, name: &str) -> Result<T, ApiError> {
+    let raw = req.match_info().get(name).unwrap_or_default();
+    raw.parse()
+        .map_err(|_| ApiError::bad_request(format!("{name}: '{raw}' is not a valid UUID")))
+}
+
+/// `page` and `page_size` from the query string.
+pub struct Paging(pub PageRequest);
+
+impl FromRequest for Paging {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        std::future::ready(paging(req.query_string()).map(Paging))
+    }
+}
+
+fn paging(query: &str) -> Result<PageRequest, ApiError> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
+        .map_err(|_| ApiError::bad_request("query: malformed query string"))?;
+    let get = |key: &str| {
+        pairs
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    Ok(PageRequest::parse(get("page"), get("page_size"))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_content_types() {
+        assert!(is_json("application/json"));
+        assert!(is_json("application/json; charset=utf-8"));
+        assert!(is_json("application/merge-patch+json"));
+        assert!(!is_json("text/plain"));
+        assert!(!is_json("application/x-www-form-urlencoded"));
+    }
+
+    #[test]
+    fn paging_parameters() {
+        let p = paging("page=2&page_size=10&other=x").unwrap();
+        assert_eq!((p.page(), p.page_size()), (2, 10));
+        assert!(paging("page_size=0")
+            .unwrap_err()
+            .message
+            .starts_with("page_size:"));
+        assert!(paging("page=x").unwrap_err().message.starts_with("page:"));
+    }
+}

@@ -1,0 +1,251 @@
+//! The hierarchy and the organization's resources. Two shapes cover them all, so each is
+//! generated from one macro:
+//! - `owned`: list/create under the organization, get/edit/delete under the organization too
+//!   (`/organization/{organizationId}/cluster/{clusterId}`);
+//! - `nested`: list/create under a parent, get/edit/delete at the top (`/project/{projectId}`).
+
+use super::{created, no_content, ok};
+use crate::error::ApiResult;
+use crate::extract::{path_id, Auth, JsonBody, Paging};
+use crate::views::*;
+use crate::AppState;
+use actix_web::{web, HttpRequest, HttpResponse};
+use domain::services::*;
+
+type St = web::Data<AppState>;
+
+macro_rules! owned {
+    ($module:ident, $path:literal, $id:literal, $input:ty, $update:ty, $view:ty,
+     $list:ident, $create:ident, $get:ident, $edit:ident, $delete:ident) => {
+        mod $module {
+            use super::*;
+            const ORG: &str = "organizationId";
+
+            pub fn routes(cfg: &mut web::ServiceConfig) {
+                cfg.service(
+                    web::resource(concat!("/organization/{organizationId}/", $path))
+                        .route(web::get().to(list))
+                        .route(web::post().to(create)),
+                )
+                .service(
+                    web::resource(concat!(
+                        "/organization/{organizationId}/",
+                        $path,
+                        "/{",
+                        $id,
+                        "}"
+                    ))
+                    .route(web::get().to(get))
+                    .route(web::put().to(update))
+                    .route(web::delete().to(delete)),
+                );
+            }
+
+            async fn list(
+                st: St,
+                Auth(p): Auth,
+                req: HttpRequest,
+                Paging(page): Paging,
+            ) -> ApiResult<HttpResponse> {
+                let items = st.capstan.$list(&p, path_id(&req, ORG)?, page).await?;
+                Ok(ok(Paged::from_page(items, <$view>::from)))
+            }
+
+            async fn create(
+                st: St,
+                Auth(p): Auth,
+                req: HttpRequest,
+                JsonBody(input): JsonBody<$input>,
+            ) -> ApiResult<HttpResponse> {
+                let item = st.capstan.$create(&p, path_id(&req, ORG)?, input).await?;
+                Ok(created(<$view>::from(item)))
+            }
+
+            async fn get(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+                let item = st
+                    .capstan
+                    .$get(&p, path_id(&req, ORG)?, path_id(&req, $id)?)
+                    .await?;
+                Ok(ok(<$view>::from(item)))
+            }
+
+            async fn update(
+                st: St,
+                Auth(p): Auth,
+                req: HttpRequest,
+                JsonBody(input): JsonBody<$update>,
+            ) -> ApiResult<HttpResponse> {
+                let item = st
+                    .capstan
+                    .$edit(&p, path_id(&req, ORG)?, path_id(&req, $id)?, input)
+                    .await?;
+                Ok(ok(<$view>::from(item)))
+            }
+
+            async fn delete(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+                st.capstan
+                    .$delete(&p, path_id(&req, ORG)?, path_id(&req, $id)?)
+                    .await?;
+                Ok(no_content())
+            }
+        }
+    };
+}
+
+macro_rules! nested {
+    ($module:ident, $parent_path:literal, $parent:literal, $path:literal, $id:literal, $input:ty, $update:ty, $view:ty,
+     $list:ident, $create:ident, $get:ident, $edit:ident, $delete:ident) => {
+        mod $module {
+            use super::*;
+
+            pub fn routes(cfg: &mut web::ServiceConfig) {
+                cfg.service(
+                    web::resource(concat!("/", $parent_path, "/{", $parent, "}/", $path))
+                        .route(web::get().to(list))
+                        .route(web::post().to(create)),
+                )
+                .service(
+                    web::resource(concat!("/", $path, "/{", $id, "}"))
+                        .route(web::get().to(get))
+                        .route(web::put().to(update))
+                        .route(web::delete().to(delete)),
+                );
+            }
+
+            async fn list(
+                st: St,
+                Auth(p): Auth,
+                req: HttpRequest,
+                Paging(page): Paging,
+            ) -> ApiResult<HttpResponse> {
+                let items = st.capstan.$list(&p, path_id(&req, $parent)?, page).await?;
+                Ok(ok(Paged::from_page(items, <$view>::from)))
+            }
+
+            async fn create(
+                st: St,
+                Auth(p): Auth,
+                req: HttpRequest,
+                JsonBody(input): JsonBody<$input>,
+            ) -> ApiResult<HttpResponse> {
+                let item = st
+                    .capstan
+                    .$create(&p, path_id(&req, $parent)?, input)
+                    .await?;
+                Ok(created(<$view>::from(item)))
+            }
+
+            async fn get(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+                let item = st.capstan.$get(&p, path_id(&req, $id)?).await?;
+                Ok(ok(<$view>::from(item)))
+            }
+
+            async fn update(
+                st: St,
+                Auth(p): Auth,
+                req: HttpRequest,
+                JsonBody(input): JsonBody<$update>,
+            ) -> ApiResult<HttpResponse> {
+                let item = st.capstan.$edit(&p, path_id(&req, $id)?, input).await?;
+                Ok(ok(<$view>::from(item)))
+            }
+
+            async fn delete(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+                st.capstan.$delete(&p, path_id(&req, $id)?).await?;
+                Ok(no_content())
+            }
+        }
+    };
+}
+
+owned!(
+    credentials,
+    "cloudA/credentials",
+    "credentialsId",
+    CredentialsInput,
+    CredentialsUpdate,
+    CredentialsView,
+    list_credentials,
+    create_credentials,
+    get_credentials,
+    update_credentials,
+    delete_credentials
+);
+owned!(
+    clusters,
+    "cluster",
+    "clusterId",
+    ClusterInput,
+    ClusterInput,
+    ClusterView,
+    list_clusters,
+    create_cluster,
+    get_cluster,
+    update_cluster,
+    delete_cluster
+);
+owned!(
+    registries,
+    "containerRegistry",
+    "containerRegistryId",
+    RegistryInput,
+    RegistryInput,
+    RegistryView,
+    list_registries,
+    create_registry,
+    get_registry,
+    update_registry,
+    delete_registry
+);
+owned!(
+    git_tokens,
+    "gitToken",
+    "gitTokenId",
+    GitTokenInput,
+    GitTokenInput,
+    GitTokenView,
+    list_git_tokens,
+    create_git_token,
+    get_git_token,
+    update_git_token,
+    delete_git_token
+);
+nested!(
+    projects,
+    "organization",
+    "organizationId",
+    "project",
+    "projectId",
+    ProjectInput,
+    ProjectInput,
+    ProjectView,
+    list_projects,
+    create_project,
+    get_project,
+    update_project,
+    delete_project
+);
+nested!(
+    environments,
+    "project",
+    "projectId",
+    "environment",
+    "environmentId",
+    EnvironmentInput,
+    EnvironmentUpdate,
+    EnvironmentView,
+    list_environments,
+    create_environment,
+    get_environment,
+    update_environment,
+    delete_environment
+);
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    credentials::routes(cfg);
+    clusters::routes(cfg);
+    registries::routes(cfg);
+    git_tokens::routes(cfg);
+    projects::routes(cfg);
+    environments::routes(cfg);
+}

@@ -1,0 +1,359 @@
+//! Response bodies: how each record is shown. Secret members have no field here, so they
+//! cannot be serialized by mistake.
+
+use domain::auth::Role;
+use domain::model::*;
+use domain::pagination::Page;
+use domain::services::{EnvironmentDetails, GitTokenDetails, NewApiToken, RegistryDetails};
+use serde::Serialize;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+#[derive(Serialize)]
+pub struct Reference {
+    pub id: Uuid,
+}
+
+#[derive(Serialize)]
+pub struct Pagination {
+    pub page: u32,
+    pub page_size: u32,
+    pub total_count: u64,
+    pub total_pages: u64,
+}
+
+#[derive(Serialize)]
+pub struct Paged<T: Serialize> {
+    pub results: Vec<T>,
+    pub pagination: Pagination,
+}
+
+impl<T: Serialize> Paged<T> {
+    pub fn from_page<R>(page: Page<R>, f: impl FnMut(R) -> T) -> Self {
+        let pagination = Pagination {
+            page: page.request.page(),
+            page_size: page.request.page_size(),
+            total_count: page.total_count,
+            total_pages: page.total_pages(),
+        };
+        Self {
+            results: page.items.into_iter().map(f).collect(),
+            pagination,
+        }
+    }
+}
+
+/// The timestamps and id every record starts with.
+#[derive(Serialize)]
+pub struct Base {
+    pub id: Uuid,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+}
+
+fn base(id: Uuid, created_at: OffsetDateTime, updated_at: OffsetDateTime) -> Base {
+    Base {
+        id,
+        created_at,
+        updated_at,
+    }
+}
+
+#[derive(Serialize)]
+pub struct OrganizationView {
+    #[serde(flatten)]
+    pub base: Base,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub plan: OrganizationPlan,
+}
+
+impl From<Organization> for OrganizationView {
+    fn from(o: Organization) -> Self {
+        Self {
+            base: base(o.id.0, o.created_at, o.updated_at),
+            name: o.name,
+            description: o.description,
+            plan: o.plan,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct ApiTokenView {
+    #[serde(flatten)]
+    pub base: Base,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub role_id: Uuid,
+    pub role_name: &'static str,
+    #[serde(
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub last_used_at: Option<OffsetDateTime>,
+    /// Present only in the creation response.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+impl From<ApiToken> for ApiTokenView {
+    fn from(t: ApiToken) -> Self {
+        Self {
+            base: base(t.id.0, t.created_at, t.updated_at),
+            name: t.name,
+            description: t.description,
+            role_id: t.role.id().0,
+            role_name: t.role.name(),
+            last_used_at: t.last_used_at,
+            token: None,
+        }
+    }
+}
+
+impl From<NewApiToken> for ApiTokenView {
+    fn from(t: NewApiToken) -> Self {
+        let mut view = ApiTokenView::from(t.token);
+        view.token = Some(t.value);
+        view
+    }
+}
+
+#[derive(Serialize)]
+pub struct RoleView {
+    pub id: Uuid,
+    pub name: &'static str,
+}
+
+impl From<Role> for RoleView {
+    fn from(r: Role) -> Self {
+        Self {
+            id: r.id().0,
+            name: r.name(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct CredentialsView {
+    pub id: Uuid,
+    pub name: String,
+    pub access_key_id: String,
+    pub object_type: &'static str,
+}
+
+impl From<CloudCredentials> for CredentialsView {
+    fn from(c: CloudCredentials) -> Self {
+        Self {
+            id: c.id.0,
+            name: c.name,
+            access_key_id: c.access_key_id,
+            object_type: "CLOUDA",
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct ClusterView {
+    #[serde(flatten)]
+    pub base: Base,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub region: String,
+    pub cloud_provider: CloudProvider,
+    pub organization: Reference,
+}
+
+impl From<Cluster> for ClusterView {
+    fn from(c: Cluster) -> Self {
+        Self {
+            base: base(c.id.0, c.created_at, c.updated_at),
+            name: c.name,
+            description: c.description,
+            region: c.region,
+            cloud_provider: c.cloud_provider,
+            organization: Reference {
+                id: c.organization_id.0,
+            },
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct ProjectView {
+    #[serde(flatten)]
+    pub base: Base,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub organization: Reference,
+}
+
+impl From<Project> for ProjectView {
+    fn from(p: Project) -> Self {
+        Self {
+            base: base(p.id.0, p.created_at, p.updated_at),
+            name: p.name,
+            description: p.description,
+            organization: Reference {
+                id: p.organization_id.0,
+            },
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct CloudProviderView {
+    pub provider: String,
+    pub cluster: String,
+}
+
+#[derive(Serialize)]
+pub struct EnvironmentView {
+    #[serde(flatten)]
+    pub base: Base,
+    pub name: String,
+    pub organization: Reference,
+    pub project: Reference,
+    pub cloud_provider: CloudProviderView,
+    pub mode: EnvironmentMode,
+    pub cluster_id: Uuid,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_updated_by: Option<Uuid>,
+}
+
+impl From<EnvironmentDetails> for EnvironmentView {
+    fn from(d: EnvironmentDetails) -> Self {
+        let e = d.environment;
+        let (provider, region, cluster_name) = match d.cluster {
+            Some(c) => (
+                c.cloud_provider.as_str().to_string(),
+                c.region,
+                Some(c.name),
+            ),
+            None => (String::new(), String::new(), None),
+        };
+        Self {
+            base: base(e.id.0, e.created_at, e.updated_at),
+            name: e.name,
+            organization: Reference {
+                id: e.organization_id.0,
+            },
+            project: Reference { id: e.project_id.0 },
+            cloud_provider: CloudProviderView {
+                provider,
+                cluster: region,
+            },
+            mode: e.mode,
+            cluster_id: e.cluster_id.0,
+            cluster_name,
+            last_updated_by: e.last_updated_by,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct NamedReference {
+    pub id: Uuid,
+    pub name: String,
+}
+
+#[derive(Serialize)]
+pub struct RegistryView {
+    #[serde(flatten)]
+    pub base: Base,
+    pub name: String,
+    pub kind: RegistryKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub url: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<NamedReference>,
+    pub associated_services_count: u64,
+    pub config: RegistryConfig,
+}
+
+impl From<RegistryDetails> for RegistryView {
+    fn from(d: RegistryDetails) -> Self {
+        let r = d.registry;
+        Self {
+            base: base(r.id.0, r.created_at, r.updated_at),
+            name: r.name,
+            kind: r.kind,
+            description: r.description,
+            url: r.url,
+            cluster: d.cluster.map(|c| NamedReference {
+                id: c.id.0,
+                name: c.name,
+            }),
+            associated_services_count: d.associated_services_count,
+            config: r.config,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct GitTokenView {
+    #[serde(flatten)]
+    pub base: Base,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(rename = "type")]
+    pub provider: GitProvider,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git_api_url: Option<String>,
+    pub associated_services_count: u64,
+}
+
+impl From<GitTokenDetails> for GitTokenView {
+    fn from(d: GitTokenDetails) -> Self {
+        let t = d.token;
+        Self {
+            base: base(t.id.0, t.created_at, t.updated_at),
+            name: t.name,
+            description: t.description,
+            provider: t.provider,
+            workspace: t.workspace,
+            git_api_url: t.git_api_url,
+            associated_services_count: d.associated_services_count,
+        }
+    }
+}
+
+/// A service of any kind: the common members, then the kind's own.
+#[derive(Serialize)]
+pub struct ServiceView {
+    #[serde(flatten)]
+    pub base: Base,
+    pub environment: Reference,
+    pub name: String,
+    pub description: String,
+    pub service_type: ServiceKind,
+    #[serde(flatten)]
+    pub spec: ServiceSpec,
+}
+
+impl From<Service> for ServiceView {
+    fn from(s: Service) -> Self {
+        Self {
+            base: base(s.id.0, s.created_at, s.updated_at),
+            environment: Reference {
+                id: s.environment_id.0,
+            },
+            name: s.name,
+            description: s.description.unwrap_or_default(),
+            service_type: s.spec.kind(),
+            spec: s.spec,
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! `capstan`: serves the API, manages tokens from the command line, applies migrations.
+
+mod settings;
+
+use anyhow::Context;
+use api::AppState;
+use clap::{Args, Parser, Subcommand};
+use domain::auth::Role;
+use domain::clock::SystemClock;
+use domain::ids::OrganizationId;
+use domain::Capstan;
+use settings::{redact_url, RawSettings, Settings};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Parser)]
+#[command(
+    name = "capstan",
+    version,
+    about = "A self-hostable infrastructure-management API"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    settings: RawSettings,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API (the default); applies pending migrations first.
+    Serve,
+    /// Apply pending migrations and exit.
+    Migrate,
+    /// API tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Create an API token (in a new organization, or in an existing one); prints only the token.
+    Create(TokenCreate),
+}
+
+#[derive(Args)]
+#[group(id = "organization", required = true, multiple = false)]
+struct TokenCreate {
+    /// Create a new organization with this name.
+    #[arg(long, group = "organization")]
+    organization_name: Option<String>,
+    /// Add the token to this existing organization.
+    #[arg(long, group = "organization")]
+    organization_id: Option<String>,
+    /// ADMIN, DEVOPS, VIEWER or BILLING_MANAGER.
+    #[arg(long, default_value = "ADMIN")]
+    role: String,
+    /// A label for the token.
+    #[arg(long, default_value = "capstan-cli")]
+    name: String,
+}
+
+/// Connections per server process.
+const POOL_SIZE: usize = 16;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let settings = match cli.settings.check() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("capstan: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(&settings.log))
+        .with_writer(std::io::stderr)
+        .init();
+    let result = actix_rt::System::new().block_on(async move {
+        match cli.command.unwrap_or(Command::Serve) {
+            Command::Serve => serve(settings).await,
+            Command::Migrate => migrate(settings).await,
+            Command::Token {
+                command: TokenCommand::Create(args),
+            } => create_token(settings, args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("capstan: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn open(settings: &Settings) -> anyhow::Result<Capstan> {
+    let db = storage::open(&settings.database, POOL_SIZE)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot open the database {}",
+                redact_url(&settings.database)
+            )
+        })?;
+    Ok(Capstan::new(Arc::new(db), Arc::new(SystemClock)))
+}
+
+async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let capstan = open(&settings).await?;
+    let state = actix_web::web::Data::new(AppState::new(capstan));
+    let server = actix_web::HttpServer::new(move || api::app(state.clone()))
+        .bind(settings.listen)
+        .with_context(|| format!("cannot listen on {}", settings.listen))?
+        .shutdown_timeout(20)
+        .run();
+    tracing::info!(
+        listen = %settings.listen,
+        database = %redact_url(&settings.database),
+        "capstan is serving"
+    );
+    // actix stops on SIGTERM/SIGINT, letting requests in flight finish.
+    server.await.context("server failed")?;
+    tracing::info!("capstan stopped");
+    Ok(())
+}
+
+async fn migrate(settings: Settings) -> anyhow::Result<()> {
+    let applied = storage::run_migrations(&settings.database)
+        .await
+        .with_context(|| format!("cannot migrate {}", redact_url(&settings.database)))?;
+    tracing::info!(applied, "migrations are up to date");
+    Ok(())
+}
+
+async fn create_token(settings: Settings, args: TokenCreate) -> anyhow::Result<()> {
+    let role = Role::from_name(&args.role).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--role must be one of ADMIN, DEVOPS, VIEWER, BILLING_MANAGER, not '{}'",
+            args.role
+        )
+    })?;
+    let capstan = open(&settings).await?;
+    let token = match (args.organization_name, args.organization_id) {
+        (Some(name), _) => {
+            capstan
+                .bootstrap_organization(&name, role, &args.name)
+                .await?
+                .1
+        }
+        (None, Some(id)) => {
+            let id: OrganizationId = id
+                .trim()
+                .parse()
+                .map_err(|_| anyhow::anyhow!("--organization-id must be a UUID, not '{id}'"))?;
+            capstan.issue_token(id, role, &args.name).await?
+        }
+        (None, None) => anyhow::bail!("give --organization-name or --organization-id"),
+    };
+    println!("{}", token.value);
+    Ok(())
+}

@@ -1,0 +1,305 @@
+//! Settings: every `CAPSTAN_*` variable is also a flag (the flag wins). Values are read as text
+//! and checked here so that a bad one stops start-up with one line naming it.
+
+use base64::Engine;
+use clap::Args;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use storage::DatabaseUrl;
+
+#[derive(Debug, Clone, Args)]
+pub struct RawSettings {
+    /// Address to serve on.
+    #[arg(
+        long,
+        env = "CAPSTAN_LISTEN",
+        default_value = "127.0.0.1:8080",
+        global = true
+    )]
+    pub listen: String,
+    /// sqlite://PATH (embedded default), sqlite::memory:, or postgres://...
+    #[arg(
+        long,
+        env = "CAPSTAN_DATABASE_URL",
+        default_value = "sqlite://capstan.db",
+        global = true,
+        hide_env_values = true
+    )]
+    pub database_url: String,
+    /// Requests per hour per principal.
+    #[arg(
+        long,
+        env = "CAPSTAN_RATE_LIMIT_PER_HOUR",
+        default_value = "1000",
+        global = true
+    )]
+    pub rate_limit_per_hour: String,
+    /// 32-byte key (base64) encrypting secret values at rest.
+    #[arg(
+        long,
+        env = "CAPSTAN_SECRET_KEY",
+        global = true,
+        hide_env_values = true
+    )]
+    pub secret_key: Option<String>,
+    /// Shared secret verifying HS256 Bearer JWTs.
+    #[arg(
+        long = "jwt-hs256-secret",
+        env = "CAPSTAN_JWT_HS256_SECRET",
+        global = true,
+        hide_env_values = true
+    )]
+    pub jwt_hs256_secret: Option<String>,
+    /// PEM public key verifying RS256/ES256 Bearer JWTs.
+    #[arg(long, env = "CAPSTAN_JWT_PUBLIC_KEY_FILE", global = true)]
+    pub jwt_public_key_file: Option<PathBuf>,
+    /// Deployment engine.
+    #[arg(
+        long,
+        env = "CAPSTAN_ENGINE",
+        default_value = "simulated",
+        global = true
+    )]
+    pub engine: String,
+    /// Duration of each step of the simulated engine, in milliseconds.
+    #[arg(
+        long,
+        env = "CAPSTAN_ENGINE_STEP_MS",
+        default_value = "1000",
+        global = true
+    )]
+    pub engine_step_ms: String,
+    /// Log filter (e.g. info, debug, capstan_api=debug).
+    #[arg(long, env = "CAPSTAN_LOG", default_value = "info", global = true)]
+    pub log: String,
+}
+
+/// Checked settings.
+#[derive(Clone)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub database: DatabaseUrl,
+    pub rate_limit_per_hour: u32,
+    pub secret_key: Option<[u8; 32]>,
+    pub jwt_hs256_secret: Option<String>,
+    pub jwt_public_key_file: Option<PathBuf>,
+    pub engine_step_ms: u64,
+    pub log: String,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("listen", &self.listen)
+            .field("database", &redact_url(&self.database))
+            .field("rate_limit_per_hour", &self.rate_limit_per_hour)
+            .field("secret_key", &self.secret_key.map(|_| "***"))
+            .field(
+                "jwt_hs256_secret",
+                &self.jwt_hs256_secret.as_ref().map(|_| "***"),
+            )
+            .field("jwt_public_key_file", &self.jwt_public_key_file)
+            .field("engine_step_ms", &self.engine_step_ms)
+            .finish()
+    }
+}
+
+/// The database URL without a password, for logs.
+pub fn redact_url(url: &DatabaseUrl) -> String {
+    match url {
+        DatabaseUrl::Sqlite(p) => format!("sqlite://{p}"),
+        DatabaseUrl::Postgres(u) => match (u.find("://"), u.rfind('@')) {
+            (Some(s), Some(at)) if at > s => format!("{}***{}", &u[..s + 3], &u[at..]),
+            _ => u.clone(),
+        },
+    }
+}
+
+/// A setting that cannot be used: which one, and why.
+#[derive(Debug)]
+pub struct SettingError {
+    pub variable: &'static str,
+    pub flag: &'static str,
+    pub reason: String,
+}
+
+impl fmt::Display for SettingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid setting {} (--{}): {}",
+            self.variable, self.flag, self.reason
+        )
+    }
+}
+
+impl std::error::Error for SettingError {}
+
+fn bad(variable: &'static str, flag: &'static str, reason: impl Into<String>) -> SettingError {
+    SettingError {
+        variable,
+        flag,
+        reason: reason.into(),
+    }
+}
+
+impl RawSettings {
+    pub fn check(&self) -> Result<Settings, SettingError> {
+        let listen = self.listen.trim().parse().map_err(|_| {
+            bad(
+                "CAPSTAN_LISTEN",
+                "listen",
+                format!("'{}' is not an address like 127.0.0.1:8080", self.listen),
+            )
+        })?;
+        let database = DatabaseUrl::parse(&self.database_url)
+            .map_err(|e| bad("CAPSTAN_DATABASE_URL", "database-url", e))?;
+        let rate_limit_per_hour = match self.rate_limit_per_hour.trim().parse::<u32>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                return Err(bad(
+                    "CAPSTAN_RATE_LIMIT_PER_HOUR",
+                    "rate-limit-per-hour",
+                    format!(
+                        "'{}' is not a whole number of at least 1",
+                        self.rate_limit_per_hour
+                    ),
+                ))
+            }
+        };
+        let secret_key = match &self.secret_key {
+            None => None,
+            Some(k) => {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(k.trim())
+                    .map_err(|_| bad("CAPSTAN_SECRET_KEY", "secret-key", "is not valid base64"))?;
+                let key: [u8; 32] = bytes.try_into().map_err(|_| {
+                    bad(
+                        "CAPSTAN_SECRET_KEY",
+                        "secret-key",
+                        "must decode to exactly 32 bytes",
+                    )
+                })?;
+                Some(key)
+            }
+        };
+        if self
+            .jwt_hs256_secret
+            .as_deref()
+            .is_some_and(|s| s.len() < 32)
+        {
+            return Err(bad(
+                "CAPSTAN_JWT_HS256_SECRET",
+                "jwt-hs256-secret",
+                "must be at least 32 characters long",
+            ));
+        }
+        if let Some(path) = &self.jwt_public_key_file {
+            if !path.is_file() {
+                return Err(bad(
+                    "CAPSTAN_JWT_PUBLIC_KEY_FILE",
+                    "jwt-public-key-file",
+                    format!("{} is not a readable file", path.display()),
+                ));
+            }
+        }
+        if self.engine.trim() != "simulated" {
+            return Err(bad(
+                "CAPSTAN_ENGINE",
+                "engine",
+                format!("'{}' is not a known engine (known: simulated)", self.engine),
+            ));
+        }
+        let engine_step_ms = self.engine_step_ms.trim().parse::<u64>().map_err(|_| {
+            bad(
+                "CAPSTAN_ENGINE_STEP_MS",
+                "engine-step-ms",
+                format!(
+                    "'{}' is not a whole number of milliseconds",
+                    self.engine_step_ms
+                ),
+            )
+        })?;
+        tracing_subscriber::EnvFilter::try_new(&self.log).map_err(|e| {
+            bad(
+                "CAPSTAN_LOG",
+                "log",
+                format!("'{}' is not a log filter: {e}", self.log),
+            )
+        })?;
+        Ok(Settings {
+            listen,
+            database,
+            rate_limit_per_hour,
+            secret_key,
+            jwt_hs256_secret: self.jwt_hs256_secret.clone(),
+            jwt_public_key_file: self.jwt_public_key_file.clone(),
+            engine_step_ms,
+            log: self.log.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        s: RawSettings,
+    }
+
+    fn parse(args: &[&str]) -> Result<Settings, SettingError> {
+        let mut all = vec!["capstan"];
+        all.extend_from_slice(args);
+        T::parse_from(all).s.check()
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let s = parse(&[]).unwrap();
+        assert_eq!(s.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(s.database, DatabaseUrl::Sqlite("capstan.db".into()));
+        assert_eq!(s.rate_limit_per_hour, 1000);
+    }
+
+    #[test]
+    fn bad_values_name_the_setting() {
+        for (args, var) in [
+            (vec!["--listen", "nope"], "CAPSTAN_LISTEN"),
+            (vec!["--database-url", "mysql://x"], "CAPSTAN_DATABASE_URL"),
+            (
+                vec!["--rate-limit-per-hour", "0"],
+                "CAPSTAN_RATE_LIMIT_PER_HOUR",
+            ),
+            (vec!["--secret-key", "c2hvcnQ="], "CAPSTAN_SECRET_KEY"),
+            (vec!["--engine", "kubernetes"], "CAPSTAN_ENGINE"),
+            (vec!["--engine-step-ms", "-5"], "CAPSTAN_ENGINE_STEP_MS"),
+            (
+                vec!["--jwt-public-key-file", "/nonexistent.pem"],
+                "CAPSTAN_JWT_PUBLIC_KEY_FILE",
+            ),
+        ] {
+            let err = parse(&args).unwrap_err();
+            assert_eq!(err.variable, var);
+            assert!(!err.to_string().contains('\n'));
+        }
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_debug() {
+        let key = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
+        let s = parse(&[
+            "--secret-key",
+            &key,
+            "--database-url",
+            "postgres://user:pw123@db/capstan",
+        ])
+        .unwrap();
+        let shown = format!("{s:?}");
+        assert!(!shown.contains(&key) && !shown.contains("pw123"), "{shown}");
+    }
+}
