@@ -61,6 +61,8 @@ pub(crate) enum Backend {
 }
 
 /// A checked-out connection; for SQLite writes it also holds the writer lock.
+// Lives for one query on the stack of one task; boxing would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Conn {
     Pg(Object<AsyncPgConnection>),
     Sqlite(Object<SqliteConn>, Option<OwnedMutexGuard<()>>),

@@ -6,6 +6,9 @@
 //! otherwise returns `None` after printing why, so a laptop without PostgreSQL still runs the
 //! SQLite half.
 
+// Test support: failing loudly on a broken test database is the point.
+#![allow(clippy::expect_used, clippy::panic)]
+
 use crate::db::{DatabaseUrl, Db};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use std::path::PathBuf;

@@ -1,4 +1,5 @@
 //! The storage contract: one suite, run against SQLite and PostgreSQL, each test on a fresh
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! database.
 
 use capstan_storage::{testing, Db};

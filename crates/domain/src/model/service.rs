@@ -35,6 +35,8 @@ impl Record for Service {
 }
 
 /// The kind-specific configuration of a service.
+// Records are handled a page at a time, so the size of the largest kind is not worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum ServiceSpec {

@@ -6,7 +6,7 @@ mod git_tokens;
 mod hierarchy;
 mod organizations;
 mod registries;
-mod services;
+mod service_kinds;
 
 pub use credentials::{CredentialsInput, CredentialsUpdate};
 pub use environments::{EnvironmentDetails, EnvironmentInput, EnvironmentUpdate};
@@ -74,6 +74,8 @@ impl Capstan {
     where
         dyn Store: Repo<T>,
     {
+        self.load::<crate::model::Organization>(p, org, Action::ReadOrganization)
+            .await?;
         let item: T = self.load(p, id, action).await?;
         if item.organization_id() != org {
             return Err(DomainError::NotFound(T::KIND));

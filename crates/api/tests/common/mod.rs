@@ -1,0 +1,233 @@
+//! The HTTP test harness: the production app factory over a fresh database of either backend,
+//! with an organization and an ADMIN token ready.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use actix_http::Request;
+use actix_web::body::MessageBody;
+use actix_web::dev::{Service, ServiceResponse};
+use actix_web::http::header::HeaderMap;
+use actix_web::http::Method;
+use actix_web::test;
+use capstan_api::{self as api, AppState};
+use domain::auth::Role;
+use domain::clock::SystemClock;
+use domain::Capstan;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+pub struct Backend {
+    pub capstan: Capstan,
+    _guard: Option<storage::testing::TempFile>,
+}
+
+pub async fn sqlite() -> Option<Backend> {
+    let (db, _url, guard) = storage::testing::sqlite().await;
+    Some(Backend {
+        capstan: Capstan::new(Arc::new(db), Arc::new(SystemClock)),
+        _guard: Some(guard),
+    })
+}
+
+pub async fn postgres() -> Option<Backend> {
+    let (db, _url) = storage::testing::postgres().await?;
+    Some(Backend {
+        capstan: Capstan::new(Arc::new(db), Arc::new(SystemClock)),
+        _guard: None,
+    })
+}
+
+pub struct Resp {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Value,
+    pub text: String,
+}
+
+impl Resp {
+    pub fn id(&self) -> String {
+        self.body["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no id in {}", self.text))
+            .to_string()
+    }
+    /// Asserts the status, showing the body when it differs.
+    pub fn expect(self, status: u16) -> Self {
+        assert_eq!(
+            self.status, status,
+            "unexpected status; body: {}",
+            self.text
+        );
+        self
+    }
+    /// Asserts an error answer: status, the JSON error body, and a message starting with `prefix`.
+    pub fn expect_error(self, status: u16, prefix: &str) -> Self {
+        let s = self.expect(status);
+        assert_eq!(s.body["status"], json!(status), "{}", s.text);
+        assert!(s.body["error"].is_string(), "{}", s.text);
+        let message = s.body["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with(prefix),
+            "message {message:?} should start with {prefix:?}"
+        );
+        s
+    }
+}
+
+pub struct T<S> {
+    pub svc: S,
+    pub token: String,
+    pub org: String,
+    pub capstan: Capstan,
+    _backend: Backend,
+}
+
+pub async fn setup(
+    backend: Backend,
+) -> T<impl Service<Request, Response = ServiceResponse<impl MessageBody>, Error = actix_web::Error>>
+{
+    let (org, token) = backend
+        .capstan
+        .bootstrap_organization("Acme", Role::Admin, "tests")
+        .await
+        .unwrap();
+    let state = actix_web::web::Data::new(AppState::new(backend.capstan.clone()));
+    let svc = test::init_service(api::app(state)).await;
+    T {
+        svc,
+        token: token.value,
+        org: org.id.to_string(),
+        capstan: backend.capstan.clone(),
+        _backend: backend,
+    }
+}
+
+impl<S, B> T<S>
+where
+    S: Service<Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody,
+{
+    pub async fn call(
+        &self,
+        token: Option<&str>,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Resp {
+        let mut req = test::TestRequest::default().method(method).uri(path);
+        if let Some(t) = token {
+            req = req.insert_header(("Authorization", format!("Token {t}")));
+        }
+        if let Some(b) = body {
+            req = req.set_json(b);
+        }
+        self.send(req.to_request()).await
+    }
+
+    pub async fn send(&self, req: Request) -> Resp {
+        let res = test::call_service(&self.svc, req).await;
+        let status = res.status().as_u16();
+        let headers = res.headers().clone();
+        let bytes = test::read_body(res).await;
+        let text = String::from_utf8_lossy(&bytes).to_string();
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Resp {
+            status,
+            headers,
+            body,
+            text,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Resp {
+        self.call(Some(&self.token.clone()), Method::GET, path, None)
+            .await
+    }
+    pub async fn post(&self, path: &str, body: Value) -> Resp {
+        self.call(Some(&self.token.clone()), Method::POST, path, Some(body))
+            .await
+    }
+    pub async fn put(&self, path: &str, body: Value) -> Resp {
+        self.call(Some(&self.token.clone()), Method::PUT, path, Some(body))
+            .await
+    }
+    pub async fn delete(&self, path: &str) -> Resp {
+        self.call(Some(&self.token.clone()), Method::DELETE, path, None)
+            .await
+    }
+
+    /// A cluster, a project and an environment; returns (cluster, project, environment) ids.
+    pub async fn hierarchy(&self) -> (String, String, String) {
+        let org = self.org.clone();
+        let cluster = self
+            .post(
+                &format!("/organization/{org}/cluster"),
+                json!({"name": "main", "region": "eu-west-3", "cloud_provider": "CLOUDA"}),
+            )
+            .await
+            .expect(201)
+            .id();
+        let project = self
+            .post(
+                &format!("/organization/{org}/project"),
+                json!({"name": "shop"}),
+            )
+            .await
+            .expect(201)
+            .id();
+        let env = self
+            .post(
+                &format!("/project/{project}/environment"),
+                json!({"name": "prod", "mode": "PRODUCTION"}),
+            )
+            .await
+            .expect(201)
+            .id();
+        (cluster, project, env)
+    }
+
+    pub async fn registry(&self) -> String {
+        self.post(
+            &format!("/organization/{}/containerRegistry", self.org),
+            json!({"name": "hub", "kind": "DOCKER_HUB", "config": {"username": "bob", "password": "hunter2-registry"}}),
+        )
+        .await
+        .expect(201)
+        .id()
+    }
+
+    /// A token of another role in the same organization.
+    pub async fn token_with_role(&self, role: Role) -> String {
+        let org = self.org.parse().unwrap();
+        self.capstan
+            .issue_token(org, role, role.name())
+            .await
+            .unwrap()
+            .value
+    }
+}
+
+/// Runs each listed test against SQLite and PostgreSQL.
+#[macro_export]
+macro_rules! http_suite {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    let backend = $crate::common::sqlite().await.unwrap();
+                    super::$name($crate::common::setup(backend).await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    let Some(backend) = $crate::common::postgres().await else { return };
+                    super::$name($crate::common::setup(backend).await).await;
+                }
+            )*
+        }
+    };
+}
