@@ -1,1 +1,384 @@
+//! Black-box tests of the built `capstan` binary: its CLI, its settings, and the API it serves,
+//! across a restart, on SQLite and PostgreSQL.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use serde_json::{json, Value};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_capstan");
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        let p = std::env::temp_dir().join(format!("capstan-bb-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn capstan(dir: &TempDir, database: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(&dir.0)
+        .env("CAPSTAN_DATABASE_URL", database)
+        .env_remove("CAPSTAN_LISTEN")
+        .output()
+        .unwrap()
+}
+
+fn create_token(dir: &TempDir, database: &str, args: &[&str]) -> String {
+    let mut all = vec!["token", "create"];
+    all.extend_from_slice(args);
+    let out = capstan(dir, database, &all);
+    assert!(
+        out.status.success(),
+        "token create failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "stdout must hold only the token: {stdout:?}"
+    );
+    assert!(lines[0].starts_with("cap_"));
+    lines[0].to_string()
+}
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    async fn start(dir: &TempDir, database: &str) -> Self {
+        let port = free_port();
+        let child = Command::new(BIN)
+            .arg("serve")
+            .current_dir(&dir.0)
+            .env("CAPSTAN_DATABASE_URL", database)
+            .env("CAPSTAN_LISTEN", format!("127.0.0.1:{port}"))
+            .env("CAPSTAN_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let base = format!("http://127.0.0.1:{port}");
+        let started = Instant::now();
+        let client = reqwest::Client::new();
+        loop {
+            if let Ok(r) = client.get(format!("{base}/readyz")).send().await {
+                if r.status().is_success() {
+                    break;
+                }
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "server did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Self { child, base }
+    }
+
+    /// SIGTERM, then waits: a graceful stop exits successfully.
+    fn stop(mut self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let started = Instant::now();
+        loop {
+            if let Some(code) = self.child.try_wait().unwrap() {
+                assert!(code.success(), "capstan exited with {code} on SIGTERM");
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "capstan did not stop on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Client {
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header("Authorization", format!("Token {}", self.token));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status().as_u16();
+        assert!(res.headers().contains_key("x-request-id"));
+        let body = res.json().await.unwrap_or(Value::Null);
+        (status, body)
+    }
+    async fn get(&self, path: &str) -> Value {
+        let (status, body) = self.call(reqwest::Method::GET, path, None).await;
+        assert_eq!(status, 200, "GET {path}: {body}");
+        body
+    }
+    async fn create(&self, path: &str, body: Value) -> String {
+        let (status, body) = self.call(reqwest::Method::POST, path, Some(body)).await;
+        assert_eq!(status, 201, "POST {path}: {body}");
+        body["id"].as_str().unwrap().to_string()
+    }
+}
+
+/// Creates the whole hierarchy through the API, restarts the server, and finds it all again.
+async fn hierarchy_survives_a_restart(database: &str) {
+    let dir = TempDir::new();
+    let token = create_token(&dir, database, &["--organization-name", "Acme"]);
+    let server = Server::start(&dir, database).await;
+    let client = Client {
+        http: reqwest::Client::new(),
+        base: format!("{}/v1", server.base),
+        token,
+    };
+    let orgs = client.get("/organization").await;
+    let org = orgs["results"][0]["id"].as_str().unwrap().to_string();
+    client
+        .create(
+            &format!("/organization/{org}/cluster"),
+            json!({"name": "main", "region": "eu-west-3", "cloud_provider": "CLOUDA"}),
+        )
+        .await;
+    let project = client
+        .create(
+            &format!("/organization/{org}/project"),
+            json!({"name": "shop"}),
+        )
+        .await;
+    let env = client
+        .create(
+            &format!("/project/{project}/environment"),
+            json!({"name": "prod"}),
+        )
+        .await;
+    let registry = client
+        .create(
+            &format!("/organization/{org}/containerRegistry"),
+            json!({"name": "hub", "kind": "DOCKER_HUB", "config": {"password": "pw"}}),
+        )
+        .await;
+    let container = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({"name": "web", "registry_id": registry, "image_name": "nginx", "tag": "1.27"}),
+        )
+        .await;
+    let before: Vec<Value> = futures_collect(
+        &client,
+        &[
+            format!("/project/{project}"),
+            format!("/environment/{env}"),
+            format!("/container/{container}"),
+            format!("/organization/{org}/containerRegistry/{registry}"),
+            format!("/environment/{env}/container"),
+        ],
+    )
+    .await;
+    server.stop();
+
+    let server = Server::start(&dir, database).await;
+    let v1 = Client {
+        http: reqwest::Client::new(),
+        base: format!("{}/v1", server.base),
+        token: client.token.clone(),
+    };
+    let root = Client {
+        http: reqwest::Client::new(),
+        base: server.base.clone(),
+        token: client.token.clone(),
+    };
+    let paths = [
+        format!("/project/{project}"),
+        format!("/environment/{env}"),
+        format!("/container/{container}"),
+        format!("/organization/{org}/containerRegistry/{registry}"),
+        format!("/environment/{env}/container"),
+    ];
+    let after_v1 = futures_collect(&v1, &paths).await;
+    let after_root = futures_collect(&root, &paths).await;
+    assert_eq!(before, after_v1);
+    assert_eq!(after_v1, after_root);
+    server.stop();
+
+    // A further token for the same organization works against the same data.
+    let second = create_token(
+        &dir,
+        database,
+        &[
+            "--organization-id",
+            &org,
+            "--role",
+            "VIEWER",
+            "--name",
+            "ro",
+        ],
+    );
+    let server = Server::start(&dir, database).await;
+    let viewer = Client {
+        http: reqwest::Client::new(),
+        base: server.base.clone(),
+        token: second,
+    };
+    viewer.get(&format!("/project/{project}")).await;
+    let (status, _) = viewer
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/project/{project}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 403);
+    server.stop();
+}
+
+async fn futures_collect(client: &Client, paths: &[String]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for p in paths {
+        out.push(client.get(p).await);
+    }
+    out
+}
+
+#[tokio::test]
+async fn sqlite_hierarchy_survives_a_restart() {
+    let dir = TempDir::new();
+    let path = dir.0.join("data.db");
+    hierarchy_survives_a_restart(&format!("sqlite://{}", path.display())).await;
+}
+
+#[tokio::test]
+async fn postgres_hierarchy_survives_a_restart() {
+    let Some(url) = storage::testing::postgres_database().await else {
+        return;
+    };
+    let storage::DatabaseUrl::Postgres(url) = url else {
+        unreachable!()
+    };
+    hierarchy_survives_a_restart(&url).await;
+}
+
+#[tokio::test]
+async fn the_default_database_is_a_sqlite_file_in_the_working_directory() {
+    let dir = TempDir::new();
+    let out = Command::new(BIN)
+        .args(["token", "create", "--organization-name", "Acme"])
+        .current_dir(&dir.0)
+        .env_remove("CAPSTAN_DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.0.join("capstan.db").is_file());
+}
+
+#[test]
+fn a_bad_setting_stops_start_up_with_one_line() {
+    let dir = TempDir::new();
+    for (var, value) in [
+        ("CAPSTAN_LISTEN", "not-an-address"),
+        ("CAPSTAN_DATABASE_URL", "mysql://db"),
+        ("CAPSTAN_RATE_LIMIT_PER_HOUR", "many"),
+        ("CAPSTAN_ENGINE", "kubernetes"),
+        ("CAPSTAN_SECRET_KEY", "short"),
+    ] {
+        let out = Command::new(BIN)
+            .arg("serve")
+            .current_dir(&dir.0)
+            .env(var, value)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{var}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.trim().lines().count(), 1, "{var}: {stderr}");
+        assert!(stderr.contains(var), "{stderr}");
+        assert!(!stderr.contains("panicked"));
+    }
+    // A flag wins over its variable.
+    let out = Command::new(BIN)
+        .args(["migrate", "--database-url", "sqlite://flag.db"])
+        .current_dir(&dir.0)
+        .env("CAPSTAN_DATABASE_URL", "mysql://bad")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.0.join("flag.db").is_file());
+}
+
+#[test]
+fn token_create_rejects_bad_input_cleanly() {
+    let dir = TempDir::new();
+    let db = format!("sqlite://{}", dir.0.join("t.db").display());
+    for args in [
+        vec![
+            "token",
+            "create",
+            "--organization-name",
+            "A",
+            "--role",
+            "OWNER",
+        ],
+        vec!["token", "create", "--organization-id", "nope"],
+        vec![
+            "token",
+            "create",
+            "--organization-id",
+            "7e57ca95-0000-4000-8000-000000000009",
+        ],
+    ] {
+        let out = capstan(&dir, &db, &args);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(out.stdout.is_empty());
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
+    let out = capstan(&dir, &db, &["token", "create"]);
+    assert!(!out.status.success(), "an organization must be named");
+}

@@ -4,7 +4,7 @@ mod settings;
 
 use anyhow::Context;
 use api::AppState;
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand};
 use domain::auth::Role;
 use domain::clock::SystemClock;
 use domain::ids::OrganizationId;
@@ -46,13 +46,13 @@ enum TokenCommand {
 }
 
 #[derive(Args)]
-#[group(id = "organization", required = true, multiple = false)]
+#[command(group(ArgGroup::new("organization").required(true).args(["organization_name", "organization_id"])))]
 struct TokenCreate {
     /// Create a new organization with this name.
-    #[arg(long, group = "organization")]
+    #[arg(long)]
     organization_name: Option<String>,
     /// Add the token to this existing organization.
-    #[arg(long, group = "organization")]
+    #[arg(long)]
     organization_id: Option<String>,
     /// ADMIN, DEVOPS, VIEWER or BILLING_MANAGER.
     #[arg(long, default_value = "ADMIN")]

@@ -255,7 +255,7 @@ mod tests {
     fn parse(args: &[&str]) -> Result<Settings, SettingError> {
         let mut all = vec!["capstan"];
         all.extend_from_slice(args);
-        T::parse_from(all).s.check()
+        T::try_parse_from(all).expect("arguments parse").s.check()
     }
 
     #[test]
@@ -277,7 +277,7 @@ mod tests {
             ),
             (vec!["--secret-key", "c2hvcnQ="], "CAPSTAN_SECRET_KEY"),
             (vec!["--engine", "kubernetes"], "CAPSTAN_ENGINE"),
-            (vec!["--engine-step-ms", "-5"], "CAPSTAN_ENGINE_STEP_MS"),
+            (vec!["--engine-step-ms=-5"], "CAPSTAN_ENGINE_STEP_MS"),
             (
                 vec!["--jwt-public-key-file", "/nonexistent.pem"],
                 "CAPSTAN_JWT_PUBLIC_KEY_FILE",
