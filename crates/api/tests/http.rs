@@ -3,14 +3,11 @@
 
 mod common;
 
-use actix_web::dev::{Service, ServiceResponse};
 use actix_web::http::Method;
 use actix_web::test::TestRequest;
-use common::T;
+use common::{App, T};
 use domain::auth::Role;
 use serde_json::{json, Value};
-
-type Svc<B> = T<B>;
 
 http_suite!(
     hierarchy_round_trip,
@@ -33,11 +30,7 @@ http_suite!(
     health_endpoints_answer,
 );
 
-async fn hierarchy_round_trip<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn hierarchy_round_trip<S: App>(t: T<S>) {
     let org = t.org.clone();
     let cluster = t
         .post(
@@ -155,11 +148,7 @@ fn service_bodies(registry: &str) -> Vec<(&'static str, Value)> {
     ]
 }
 
-async fn every_service_kind_round_trips<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn every_service_kind_round_trips<S: App>(t: T<S>) {
     let (_, _, env) = t.hierarchy().await;
     let registry = t.registry().await;
     for (kind, body) in service_bodies(&registry) {
@@ -219,11 +208,7 @@ where
     assert_eq!(container.body["entrypoint"], "/docker-entrypoint.sh");
 }
 
-async fn helm_has_the_members_of_the_specification<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn helm_has_the_members_of_the_specification<S: App>(t: T<S>) {
     let (_, _, env) = t.hierarchy().await;
     let token = t
         .post(
@@ -333,11 +318,7 @@ where
     assert_eq!(tokens.body["results"][0]["associated_services_count"], 1);
 }
 
-async fn v1_prefix_and_root_answer_alike<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn v1_prefix_and_root_answer_alike<S: App>(t: T<S>) {
     let (_, project, env) = t.hierarchy().await;
     let v1 = t.get(&format!("/v1/environment/{env}")).await.expect(200);
     let root = t.get(&format!("/environment/{env}")).await.expect(200);
@@ -357,11 +338,7 @@ where
         .expect_error(404, "no route");
 }
 
-async fn errors_are_json_with_request_ids<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn errors_are_json_with_request_ids<S: App>(t: T<S>) {
     let (_, project, _) = t.hierarchy().await;
     let not_found = t
         .get("/no/such/route")
@@ -413,11 +390,7 @@ where
     assert_eq!(echoed.headers.get("x-request-id").unwrap(), "trace-123");
 }
 
-async fn validation_names_the_field<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn validation_names_the_field<S: App>(t: T<S>) {
     let (_, project, env) = t.hierarchy().await;
     let org = t.org.clone();
     t.post(&format!("/project/{project}/environment"), json!({}))
@@ -489,11 +462,7 @@ where
     .expect(201);
 }
 
-async fn authentication_is_required<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn authentication_is_required<S: App>(t: T<S>) {
     t.call(None, Method::GET, "/organization", None)
         .await
         .expect_error(401, "Authorization header is missing");
@@ -520,11 +489,7 @@ where
     t.send(req).await.expect(200);
 }
 
-async fn other_organizations_are_forbidden_and_unknown_ids_not_found<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn other_organizations_are_forbidden_and_unknown_ids_not_found<S: App>(t: T<S>) {
     let (cluster, project, env) = t.hierarchy().await;
     let registry = t.registry().await;
     let (other_org, other) = t
@@ -570,11 +535,7 @@ where
         .expect(404);
 }
 
-async fn pagination_is_uniform<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn pagination_is_uniform<S: App>(t: T<S>) {
     let org = t.org.clone();
     let mut ids = Vec::new();
     for i in 0..5 {
@@ -654,11 +615,7 @@ where
     }
 }
 
-async fn names_are_unique_case_insensitively<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn names_are_unique_case_insensitively<S: App>(t: T<S>) {
     let (_, project, env) = t.hierarchy().await;
     let org = t.org.clone();
     t.post(
@@ -712,11 +669,7 @@ where
         .expect(409);
 }
 
-async fn secrets_are_never_returned<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn secrets_are_never_returned<S: App>(t: T<S>) {
     let org = t.org.clone();
     let creds = t
         .post(
@@ -778,11 +731,7 @@ where
     assert_eq!(reg.body["associated_services_count"], 0);
 }
 
-async fn referenced_resources_cannot_be_deleted_and_parents_cascade<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn referenced_resources_cannot_be_deleted_and_parents_cascade<S: App>(t: T<S>) {
     let (cluster, project, env) = t.hierarchy().await;
     let org = t.org.clone();
     let registry = t.registry().await;
@@ -820,11 +769,7 @@ where
         .expect(404);
 }
 
-async fn api_tokens_are_shown_once_and_revoked_at_once<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn api_tokens_are_shown_once_and_revoked_at_once<S: App>(t: T<S>) {
     let org = t.org.clone();
     let roles = t
         .get(&format!("/organization/{org}/availableRole"))
@@ -887,11 +832,7 @@ where
     .expect_error(400, "role_id: is required");
 }
 
-async fn roles_are_enforced<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn roles_are_enforced<S: App>(t: T<S>) {
     let (_, project, _) = t.hierarchy().await;
     let org = t.org.clone();
     let viewer = Some(t.token_with_role(Role::Viewer).await);
@@ -956,11 +897,7 @@ where
     .expect(403);
 }
 
-async fn environment_needs_a_cluster<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn environment_needs_a_cluster<S: App>(t: T<S>) {
     let project = t
         .post(
             &format!("/organization/{}/project", t.org),
@@ -983,11 +920,7 @@ where
     .expect_error(404, "cluster not found");
 }
 
-async fn service_references_must_exist_in_the_organization<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn service_references_must_exist_in_the_organization<S: App>(t: T<S>) {
     let (_, _, env) = t.hierarchy().await;
     let unknown = uuid::Uuid::new_v4().to_string();
     t.post(
@@ -1027,11 +960,7 @@ where
         .expect_error(404, "git token not found");
 }
 
-async fn organization_can_be_read_edited_and_deleted<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn organization_can_be_read_edited_and_deleted<S: App>(t: T<S>) {
     let org = t.org.clone();
     let got = t.get(&format!("/organization/{org}")).await.expect(200);
     assert_eq!(got.body["name"], "Acme");
@@ -1055,11 +984,7 @@ where
     t.get("/organization").await.expect(401);
 }
 
-async fn health_endpoints_answer<S, B>(t: Svc<S>)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    B: actix_web::body::MessageBody,
-{
+async fn health_endpoints_answer<S: App>(t: T<S>) {
     t.call(None, Method::GET, "/healthz", None)
         .await
         .expect(200);

@@ -102,11 +102,22 @@ pub async fn setup(
     }
 }
 
-impl<S, B> T<S>
+/// The app under test, whatever its concrete type.
+pub trait App:
+    Service<Request, Response = ServiceResponse<Self::Body>, Error = actix_web::Error>
+{
+    type Body: MessageBody;
+}
+
+impl<S, B> App for S
 where
     S: Service<Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
     B: MessageBody,
 {
+    type Body = B;
+}
+
+impl<S: App> T<S> {
     pub async fn call(
         &self,
         token: Option<&str>,

@@ -198,12 +198,12 @@ impl ServiceDraft {
         let name = validate::name("name", &common.name)?;
         let description = validate::description("description", common.description)?;
         let mut spec = match kind {
-            ServiceKind::Application => {
-                ServiceSpec::Application(from_json::<ApplicationInput>(body)?.validate()?)
-            }
-            ServiceKind::Container => {
-                ServiceSpec::Container(from_json::<ContainerInput>(body)?.validate()?)
-            }
+            ServiceKind::Application => ServiceSpec::Application(
+                from_json::<ApplicationInput>(body)?.validate(from_json(body)?)?,
+            ),
+            ServiceKind::Container => ServiceSpec::Container(
+                from_json::<ContainerInput>(body)?.validate(from_json(body)?)?,
+            ),
             ServiceKind::Database => {
                 ServiceSpec::Database(from_json::<DatabaseInput>(body)?.validate()?)
             }

@@ -124,13 +124,11 @@ fn instances(min: Option<i64>, max: Option<i64>) -> Result<(i64, i64), DomainErr
 
 // ---------- application ----------
 
+/// How a long-running service (application or container) runs; shared by both kinds. Read from
+/// the same request body as the kind's own members (not `flatten`ed, which would lose the member
+/// paths that error messages name).
 #[derive(Debug, Deserialize)]
-pub struct ApplicationInput {
-    pub git_repository: GitRepositoryInput,
-    #[serde(default)]
-    pub build_mode: Option<BuildMode>,
-    #[serde(default)]
-    pub dockerfile_path: Option<String>,
+pub struct RuntimeInput {
     #[serde(default)]
     pub ports: Option<Vec<PortInput>>,
     #[serde(default)]
@@ -150,11 +148,7 @@ pub struct ApplicationInput {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ApplicationSpec {
-    pub git_repository: GitRepository,
-    pub build_mode: BuildMode,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dockerfile_path: Option<String>,
+pub struct Runtime {
     pub ports: Vec<Port>,
     pub arguments: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -166,27 +160,54 @@ pub struct ApplicationSpec {
     pub max_running_instances: i64,
 }
 
+impl RuntimeInput {
+    fn validate(self, auto_deploy: bool) -> Result<Runtime, DomainError> {
+        let (min_running_instances, max_running_instances) =
+            instances(self.min_running_instances, self.max_running_instances)?;
+        Ok(Runtime {
+            ports: ports(self.ports, false)?,
+            arguments: self.arguments.unwrap_or_default(),
+            entrypoint: self.entrypoint,
+            auto_deploy: self.auto_deploy.unwrap_or(auto_deploy),
+            cpu: positive("cpu", self.cpu, 500)?,
+            memory: positive("memory", self.memory, 512)?,
+            min_running_instances,
+            max_running_instances,
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ApplicationInput {
+    pub git_repository: GitRepositoryInput,
+    #[serde(default)]
+    pub build_mode: Option<BuildMode>,
+    #[serde(default)]
+    pub dockerfile_path: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApplicationSpec {
+    pub git_repository: GitRepository,
+    pub build_mode: BuildMode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dockerfile_path: Option<String>,
+    #[serde(flatten)]
+    pub runtime: Runtime,
+}
+
 impl ApplicationInput {
-    pub fn validate(self) -> Result<ApplicationSpec, DomainError> {
+    pub fn validate(self, runtime: RuntimeInput) -> Result<ApplicationSpec, DomainError> {
         let build_mode = self.build_mode.unwrap_or(BuildMode::Docker);
         let dockerfile_path = match build_mode {
             BuildMode::Docker => Some(self.dockerfile_path.unwrap_or_else(|| "Dockerfile".into())),
             BuildMode::Buildpacks => self.dockerfile_path,
         };
-        let (min_running_instances, max_running_instances) =
-            instances(self.min_running_instances, self.max_running_instances)?;
         Ok(ApplicationSpec {
             git_repository: self.git_repository.into_repository("git_repository")?,
             build_mode,
             dockerfile_path,
-            ports: ports(self.ports, false)?,
-            arguments: self.arguments.unwrap_or_default(),
-            entrypoint: self.entrypoint,
-            auto_deploy: self.auto_deploy.unwrap_or(true),
-            cpu: positive("cpu", self.cpu, 500)?,
-            memory: positive("memory", self.memory, 512)?,
-            min_running_instances,
-            max_running_instances,
+            runtime: runtime.validate(true)?,
         })
     }
 }
@@ -198,22 +219,6 @@ pub struct ContainerInput {
     pub registry_id: ContainerRegistryId,
     pub image_name: String,
     pub tag: String,
-    #[serde(default)]
-    pub arguments: Option<Vec<String>>,
-    #[serde(default)]
-    pub entrypoint: Option<String>,
-    #[serde(default)]
-    pub ports: Option<Vec<PortInput>>,
-    #[serde(default)]
-    pub auto_deploy: Option<bool>,
-    #[serde(default)]
-    pub cpu: Option<i64>,
-    #[serde(default)]
-    pub memory: Option<i64>,
-    #[serde(default)]
-    pub min_running_instances: Option<i64>,
-    #[serde(default)]
-    pub max_running_instances: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -221,33 +226,17 @@ pub struct ContainerSpec {
     pub registry_id: ContainerRegistryId,
     pub image_name: String,
     pub tag: String,
-    pub arguments: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub entrypoint: Option<String>,
-    pub ports: Vec<Port>,
-    pub auto_deploy: bool,
-    pub cpu: i64,
-    pub memory: i64,
-    pub min_running_instances: i64,
-    pub max_running_instances: i64,
+    #[serde(flatten)]
+    pub runtime: Runtime,
 }
 
 impl ContainerInput {
-    pub fn validate(self) -> Result<ContainerSpec, DomainError> {
-        let (min_running_instances, max_running_instances) =
-            instances(self.min_running_instances, self.max_running_instances)?;
+    pub fn validate(self, runtime: RuntimeInput) -> Result<ContainerSpec, DomainError> {
         Ok(ContainerSpec {
             registry_id: self.registry_id,
             image_name: validate::required_text("image_name", &self.image_name)?,
             tag: validate::required_text("tag", &self.tag)?,
-            arguments: self.arguments.unwrap_or_default(),
-            entrypoint: self.entrypoint,
-            ports: ports(self.ports, false)?,
-            auto_deploy: self.auto_deploy.unwrap_or(false),
-            cpu: positive("cpu", self.cpu, 500)?,
-            memory: positive("memory", self.memory, 512)?,
-            min_running_instances,
-            max_running_instances,
+            runtime: runtime.validate(false)?,
         })
     }
 }
