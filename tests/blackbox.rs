@@ -9,6 +9,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_capstan");
+/// base64 of 32 bytes of 7.
+const TEST_KEY: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -39,6 +41,7 @@ fn capstan(dir: &TempDir, database: &str, args: &[&str]) -> Output {
         .args(args)
         .current_dir(&dir.0)
         .env("CAPSTAN_DATABASE_URL", database)
+        .env("CAPSTAN_SECRET_KEY", TEST_KEY)
         .env_remove("CAPSTAN_LISTEN")
         .output()
         .unwrap()
@@ -76,6 +79,7 @@ impl Server {
             .arg("serve")
             .current_dir(&dir.0)
             .env("CAPSTAN_DATABASE_URL", database)
+            .env("CAPSTAN_SECRET_KEY", TEST_KEY)
             .env("CAPSTAN_LISTEN", format!("127.0.0.1:{port}"))
             .env("CAPSTAN_LOG", "warn")
             .stdout(Stdio::null())

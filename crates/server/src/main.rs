@@ -1,5 +1,6 @@
 //! `capstan`: serves the API, manages tokens from the command line, applies migrations.
 
+mod secret_key;
 mod settings;
 
 use anyhow::Context;
@@ -97,7 +98,8 @@ fn main() -> ExitCode {
 }
 
 async fn open(settings: &Settings) -> anyhow::Result<Capstan> {
-    let db = storage::open(&settings.database, POOL_SIZE)
+    let key = secret_key::resolve(settings.secret_key, &settings.database)?;
+    let db = storage::open(&settings.database, POOL_SIZE, &key)
         .await
         .with_context(|| {
             format!(

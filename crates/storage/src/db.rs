@@ -1,6 +1,7 @@
 //! The connection layer: one `Db` over either backend, and the macros that run one query body
 //! on whichever connection is at hand (the query is written once, compiled for both backends).
 
+use crate::cipher::Cipher;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel::SqliteConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
@@ -111,6 +112,7 @@ pub(crate) use db_transaction;
 #[derive(Clone)]
 pub struct Db {
     pub(crate) backend: Backend,
+    pub(crate) cipher: Arc<Cipher>,
     runtime: Arc<StoreRuntime>,
 }
 
@@ -131,7 +133,11 @@ const SQLITE_PRAGMAS: &str =
 
 impl Db {
     /// Opens a pool (creating a SQLite file if needed). Migrations are applied separately.
-    pub async fn connect(url: &DatabaseUrl, max_connections: usize) -> Result<Self, StoreError> {
+    pub async fn connect(
+        url: &DatabaseUrl,
+        max_connections: usize,
+        secret_key: &[u8; 32],
+    ) -> Result<Self, StoreError> {
         let backend = match url {
             DatabaseUrl::Postgres(u) => {
                 let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(u.clone());
@@ -190,6 +196,7 @@ impl Db {
             .map_err(|e| StoreError::Other(format!("cannot start the store runtime: {e}")))?;
         Ok(Self {
             backend,
+            cipher: Arc::new(Cipher::new(secret_key)),
             runtime: Arc::new(StoreRuntime(Some(runtime))),
         })
     }

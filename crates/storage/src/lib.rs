@@ -1,6 +1,7 @@
 //! Capstan's storage: the domain's repository ports over diesel + diesel-async, for SQLite (the
 //! embedded default) and PostgreSQL (production; several instances may share one database).
 
+mod cipher;
 mod db;
 mod migrate;
 mod queries;
@@ -9,19 +10,25 @@ mod rows;
 mod schema;
 pub mod testing;
 
+pub use cipher::Cipher;
 pub use db::{DatabaseUrl, Db};
 pub use migrate::run_migrations;
 
 use domain::error::StoreError;
 
 /// Connects and brings the schema up to date: what a server does at start.
-pub async fn open(url: &DatabaseUrl, max_connections: usize) -> Result<Db, StoreError> {
+/// `secret_key` encrypts secret values at rest.
+pub async fn open(
+    url: &DatabaseUrl,
+    max_connections: usize,
+    secret_key: &[u8; 32],
+) -> Result<Db, StoreError> {
     // In-memory SQLite lives in its one pooled connection, so migrate through that pool instead.
     if url.is_sqlite_memory() {
-        let db = Db::connect(url, 1).await?;
+        let db = Db::connect(url, 1, secret_key).await?;
         db.migrate_in_place().await?;
         return Ok(db);
     }
     run_migrations(url).await?;
-    Db::connect(url, max_connections).await
+    Db::connect(url, max_connections, secret_key).await
 }

@@ -18,6 +18,7 @@ use std::str::FromStr;
 impl TokenStore for Db {
     async fn find_token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>> {
         let hash = hash.to_string();
+        let cipher = self.cipher.clone();
         self.read(move |mut conn| async move {
             let row: Option<ApiTokenRow> = db_run!(conn, |c| api_tokens::table
                 .filter(api_tokens::token_hash.eq(&hash))
@@ -26,7 +27,7 @@ impl TokenStore for Db {
                 .await
                 .optional())
             .map_err(store_error)?;
-            row.map(TryInto::try_into).transpose()
+            row.map(|r| ApiToken::from_row(r, &cipher)).transpose()
         })
         .await
     }
@@ -36,8 +37,8 @@ impl TokenStore for Db {
         organization: &Organization,
         token: &ApiToken,
     ) -> StoreResult<()> {
-        let org = OrganizationRow::from(organization);
-        let token = ApiTokenRow::from(token);
+        let org = organization.to_row(&self.cipher)?;
+        let token = token.to_row(&self.cipher)?;
         self.write(move |mut conn| async move {
             db_transaction!(conn, |c| {
                 diesel::insert_into(organizations::table)
@@ -75,6 +76,7 @@ impl ServiceQueries for Db {
     ) -> StoreResult<Page<Service>> {
         let env = environment.to_string();
         let kind = kind.as_str();
+        let cipher = self.cipher.clone();
         self.read(move |mut conn| async move {
             let (rows, total): (Vec<ServiceRow>, i64) = db_run!(conn, |c| {
                 let filter = services::environment_id
@@ -100,7 +102,7 @@ impl ServiceQueries for Db {
             Ok(Page {
                 items: rows
                     .into_iter()
-                    .map(TryInto::try_into)
+                    .map(|r| FromRow::from_row(r, &cipher))
                     .collect::<StoreResult<_>>()?,
                 request: page,
                 total_count: total.max(0) as u64,

@@ -17,7 +17,7 @@ macro_rules! repo {
         #[async_trait]
         impl Repo<$record> for Db {
             async fn insert(&self, item: &$record) -> StoreResult<()> {
-                let row = <$row>::from(item);
+                let row = item.to_row(&self.cipher)?;
                 self.write(move |mut conn| async move {
                     db_run!(conn, |c| diesel::insert_into(schema::$table::table)
                         .values(&row)
@@ -31,6 +31,7 @@ macro_rules! repo {
 
             async fn get(&self, id: <$record as Record>::Id) -> StoreResult<Option<$record>> {
                 let key = id.to_string();
+                let cipher = self.cipher.clone();
                 self.read(move |mut conn| async move {
                     let row: Option<$row> = db_run!(conn, |c| schema::$table::table
                         .find(&key)
@@ -39,7 +40,7 @@ macro_rules! repo {
                         .await
                         .optional())
                     .map_err(store_error)?;
-                    row.map(TryInto::try_into).transpose()
+                    row.map(|r| <$record>::from_row(r, &cipher)).transpose()
                 })
                 .await
             }
@@ -49,6 +50,7 @@ macro_rules! repo {
                     return Ok(Vec::new());
                 }
                 let keys: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+                let cipher = self.cipher.clone();
                 self.read(move |mut conn| async move {
                     let rows: Vec<$row> = db_run!(conn, |c| schema::$table::table
                         .filter(schema::$table::id.eq_any(&keys))
@@ -56,13 +58,15 @@ macro_rules! repo {
                         .load(c)
                         .await)
                     .map_err(store_error)?;
-                    rows.into_iter().map(TryInto::try_into).collect()
+                    rows.into_iter()
+                        .map(|r| <$record>::from_row(r, &cipher))
+                        .collect()
                 })
                 .await
             }
 
             async fn update(&self, item: &$record) -> StoreResult<()> {
-                let row = <$row>::from(item);
+                let row = item.to_row(&self.cipher)?;
                 self.write(move |mut conn| async move {
                     let n = db_run!(conn, |c| diesel::update(
                         schema::$table::table.find(&row.id)
@@ -99,6 +103,7 @@ macro_rules! repo {
                 $parent: <$record as Record>::Parent,
                 page: PageRequest,
             ) -> StoreResult<Page<$record>> {
+                let cipher = self.cipher.clone();
                 self.read(move |mut conn| async move {
                     let (rows, total): (Vec<$row>, i64) = db_run!(conn, |c| {
                         let $q = schema::$table::table.into_boxed();
@@ -118,7 +123,7 @@ macro_rules! repo {
                     Ok(Page {
                         items: rows
                             .into_iter()
-                            .map(TryInto::try_into)
+                            .map(|r| FromRow::from_row(r, &cipher))
                             .collect::<StoreResult<_>>()?,
                         request: page,
                         total_count: total.max(0) as u64,

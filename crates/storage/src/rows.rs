@@ -1,5 +1,6 @@
 //! Row types of the portable schema and their conversions to and from domain records.
 
+use crate::cipher::Cipher;
 use crate::schema::*;
 use diesel::prelude::*;
 use domain::auth::Role;
@@ -30,6 +31,17 @@ fn opt_parse<T: FromStr>(column: &str, value: Option<&str>) -> StoreResult<Optio
     value.map(|v| parse(column, v)).transpose()
 }
 
+/// A record's row, with its secret members encrypted.
+pub trait ToRow {
+    type Row;
+    fn to_row(&self, cipher: &Cipher) -> StoreResult<Self::Row>;
+}
+
+/// A record read back from its row, its secret members decrypted.
+pub trait FromRow: ToRow + Sized {
+    fn from_row(row: Self::Row, cipher: &Cipher) -> StoreResult<Self>;
+}
+
 macro_rules! row {
     ($name:ident, $table:ident { $($field:ident : $ty:ty),* $(,)? }) => {
         #[derive(Debug, Clone, Queryable, Selectable, Insertable, AsChangeset)]
@@ -44,22 +56,23 @@ row!(OrganizationRow, organizations {
     created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
 });
 
-impl From<&Organization> for OrganizationRow {
-    fn from(o: &Organization) -> Self {
-        Self {
+impl ToRow for Organization {
+    type Row = OrganizationRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<OrganizationRow> {
+        let o = self;
+        Ok(OrganizationRow {
             id: o.id.to_string(),
             name: o.name.clone(),
             description: o.description.clone(),
             plan: o.plan.as_str().into(),
             created_at: ts(o.created_at),
             updated_at: ts(o.updated_at),
-        }
+        })
     }
 }
 
-impl TryFrom<OrganizationRow> for Organization {
-    type Error = StoreError;
-    fn try_from(r: OrganizationRow) -> StoreResult<Self> {
+impl FromRow for Organization {
+    fn from_row(r: OrganizationRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
             id: parse("id", &r.id)?,
             name: r.name,
@@ -77,9 +90,11 @@ row!(ApiTokenRow, api_tokens {
     last_used_at: Option<PrimitiveDateTime>,
 });
 
-impl From<&ApiToken> for ApiTokenRow {
-    fn from(t: &ApiToken) -> Self {
-        Self {
+impl ToRow for ApiToken {
+    type Row = ApiTokenRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<ApiTokenRow> {
+        let t = self;
+        Ok(ApiTokenRow {
             id: t.id.to_string(),
             organization_id: t.organization_id.to_string(),
             name: t.name.clone(),
@@ -89,13 +104,12 @@ impl From<&ApiToken> for ApiTokenRow {
             created_at: ts(t.created_at),
             updated_at: ts(t.updated_at),
             last_used_at: t.last_used_at.map(ts),
-        }
+        })
     }
 }
 
-impl TryFrom<ApiTokenRow> for ApiToken {
-    type Error = StoreError;
-    fn try_from(r: ApiTokenRow) -> StoreResult<Self> {
+impl FromRow for ApiToken {
+    fn from_row(r: ApiTokenRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
@@ -125,30 +139,31 @@ row!(
     }
 );
 
-impl From<&CloudCredentials> for CredentialsRow {
-    fn from(c: &CloudCredentials) -> Self {
-        Self {
+impl ToRow for CloudCredentials {
+    type Row = CredentialsRow;
+    fn to_row(&self, cipher: &Cipher) -> StoreResult<CredentialsRow> {
+        let c = self;
+        Ok(CredentialsRow {
             id: c.id.to_string(),
             organization_id: c.organization_id.to_string(),
             name: c.name.clone(),
             name_key: name_key(&c.name),
             access_key_id: c.access_key_id.clone(),
-            secret_access_key: c.secret_access_key.expose().to_string(),
+            secret_access_key: cipher.encrypt(c.secret_access_key.expose())?,
             created_at: ts(c.created_at),
             updated_at: ts(c.updated_at),
-        }
+        })
     }
 }
 
-impl TryFrom<CredentialsRow> for CloudCredentials {
-    type Error = StoreError;
-    fn try_from(r: CredentialsRow) -> StoreResult<Self> {
+impl FromRow for CloudCredentials {
+    fn from_row(r: CredentialsRow, cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
             name: r.name,
             access_key_id: r.access_key_id,
-            secret_access_key: Secret::new(r.secret_access_key),
+            secret_access_key: Secret::new(cipher.decrypt(&r.secret_access_key)?),
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
         })
@@ -161,9 +176,11 @@ row!(ClusterRow, clusters {
     created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
 });
 
-impl From<&Cluster> for ClusterRow {
-    fn from(c: &Cluster) -> Self {
-        Self {
+impl ToRow for Cluster {
+    type Row = ClusterRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<ClusterRow> {
+        let c = self;
+        Ok(ClusterRow {
             id: c.id.to_string(),
             organization_id: c.organization_id.to_string(),
             name: c.name.clone(),
@@ -173,13 +190,12 @@ impl From<&Cluster> for ClusterRow {
             cloud_provider: c.cloud_provider.as_str().into(),
             created_at: ts(c.created_at),
             updated_at: ts(c.updated_at),
-        }
+        })
     }
 }
 
-impl TryFrom<ClusterRow> for Cluster {
-    type Error = StoreError;
-    fn try_from(r: ClusterRow) -> StoreResult<Self> {
+impl FromRow for Cluster {
+    fn from_row(r: ClusterRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
@@ -198,9 +214,11 @@ row!(ProjectRow, projects {
     description: Option<String>, created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
 });
 
-impl From<&Project> for ProjectRow {
-    fn from(p: &Project) -> Self {
-        Self {
+impl ToRow for Project {
+    type Row = ProjectRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<ProjectRow> {
+        let p = self;
+        Ok(ProjectRow {
             id: p.id.to_string(),
             organization_id: p.organization_id.to_string(),
             name: p.name.clone(),
@@ -208,13 +226,12 @@ impl From<&Project> for ProjectRow {
             description: p.description.clone(),
             created_at: ts(p.created_at),
             updated_at: ts(p.updated_at),
-        }
+        })
     }
 }
 
-impl TryFrom<ProjectRow> for Project {
-    type Error = StoreError;
-    fn try_from(r: ProjectRow) -> StoreResult<Self> {
+impl FromRow for Project {
+    fn from_row(r: ProjectRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
@@ -232,9 +249,11 @@ row!(EnvironmentRow, environments {
     created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
 });
 
-impl From<&Environment> for EnvironmentRow {
-    fn from(e: &Environment) -> Self {
-        Self {
+impl ToRow for Environment {
+    type Row = EnvironmentRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<EnvironmentRow> {
+        let e = self;
+        Ok(EnvironmentRow {
             id: e.id.to_string(),
             organization_id: e.organization_id.to_string(),
             project_id: e.project_id.to_string(),
@@ -245,13 +264,12 @@ impl From<&Environment> for EnvironmentRow {
             last_updated_by: e.last_updated_by.map(|u| u.to_string()),
             created_at: ts(e.created_at),
             updated_at: ts(e.updated_at),
-        }
+        })
     }
 }
 
-impl TryFrom<EnvironmentRow> for Environment {
-    type Error = StoreError;
-    fn try_from(r: EnvironmentRow) -> StoreResult<Self> {
+impl FromRow for Environment {
+    fn from_row(r: EnvironmentRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
@@ -272,9 +290,11 @@ row!(RegistryRow, container_registries {
     created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
 });
 
-impl From<&ContainerRegistry> for RegistryRow {
-    fn from(r: &ContainerRegistry) -> Self {
-        Self {
+impl ToRow for ContainerRegistry {
+    type Row = RegistryRow;
+    fn to_row(&self, cipher: &Cipher) -> StoreResult<RegistryRow> {
+        let r = self;
+        Ok(RegistryRow {
             id: r.id.to_string(),
             organization_id: r.organization_id.to_string(),
             name: r.name.clone(),
@@ -283,17 +303,17 @@ impl From<&ContainerRegistry> for RegistryRow {
             url: r.url.clone(),
             description: r.description.clone(),
             cluster_id: r.cluster_id.map(|c| c.to_string()),
-            config: serde_json::to_string(&r.config).unwrap_or_else(|_| "{}".into()),
-            secret_config: r.secret_config.expose().to_string(),
+            config: serde_json::to_string(&r.config)
+                .map_err(|e| StoreError::Other(e.to_string()))?,
+            secret_config: cipher.encrypt(r.secret_config.expose())?,
             created_at: ts(r.created_at),
             updated_at: ts(r.updated_at),
-        }
+        })
     }
 }
 
-impl TryFrom<RegistryRow> for ContainerRegistry {
-    type Error = StoreError;
-    fn try_from(r: RegistryRow) -> StoreResult<Self> {
+impl FromRow for ContainerRegistry {
+    fn from_row(r: RegistryRow, cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
@@ -304,7 +324,7 @@ impl TryFrom<RegistryRow> for ContainerRegistry {
             cluster_id: opt_parse("cluster_id", r.cluster_id.as_deref())?,
             config: serde_json::from_str(&r.config)
                 .map_err(|e| StoreError::Other(format!("unreadable registry config: {e}")))?,
-            secret_config: Secret::new(r.secret_config),
+            secret_config: Secret::new(cipher.decrypt(&r.secret_config)?),
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
         })
@@ -317,34 +337,35 @@ row!(GitTokenRow, git_tokens {
     git_api_url: Option<String>, created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
 });
 
-impl From<&GitToken> for GitTokenRow {
-    fn from(t: &GitToken) -> Self {
-        Self {
+impl ToRow for GitToken {
+    type Row = GitTokenRow;
+    fn to_row(&self, cipher: &Cipher) -> StoreResult<GitTokenRow> {
+        let t = self;
+        Ok(GitTokenRow {
             id: t.id.to_string(),
             organization_id: t.organization_id.to_string(),
             name: t.name.clone(),
             name_key: name_key(&t.name),
             provider: t.provider.as_str().into(),
-            token: t.token.expose().to_string(),
+            token: cipher.encrypt(t.token.expose())?,
             description: t.description.clone(),
             workspace: t.workspace.clone(),
             git_api_url: t.git_api_url.clone(),
             created_at: ts(t.created_at),
             updated_at: ts(t.updated_at),
-        }
+        })
     }
 }
 
-impl TryFrom<GitTokenRow> for GitToken {
-    type Error = StoreError;
-    fn try_from(r: GitTokenRow) -> StoreResult<Self> {
+impl FromRow for GitToken {
+    fn from_row(r: GitTokenRow, cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
             name: r.name,
             description: r.description,
             provider: parse("provider", &r.provider)?,
-            token: Secret::new(r.token),
+            token: Secret::new(cipher.decrypt(&r.token)?),
             workspace: r.workspace,
             git_api_url: r.git_api_url,
             created_at: utc(r.created_at),
@@ -360,9 +381,11 @@ row!(ServiceRow, services {
     created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
 });
 
-impl From<&Service> for ServiceRow {
-    fn from(s: &Service) -> Self {
-        Self {
+impl ToRow for Service {
+    type Row = ServiceRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<ServiceRow> {
+        let s = self;
+        Ok(ServiceRow {
             id: s.id.to_string(),
             organization_id: s.organization_id.to_string(),
             project_id: s.project_id.to_string(),
@@ -371,18 +394,20 @@ impl From<&Service> for ServiceRow {
             name: s.name.clone(),
             name_key: name_key(&s.name),
             description: s.description.clone(),
-            spec: s.spec.to_stored().unwrap_or_else(|_| "{}".into()),
+            spec: s
+                .spec
+                .to_stored()
+                .map_err(|e| StoreError::Other(format!("{e:?}")))?,
             registry_id: s.spec.registry_id().map(|r| r.to_string()),
             git_token_id: s.spec.git_token_id().map(|t| t.to_string()),
             created_at: ts(s.created_at),
             updated_at: ts(s.updated_at),
-        }
+        })
     }
 }
 
-impl TryFrom<ServiceRow> for Service {
-    type Error = StoreError;
-    fn try_from(r: ServiceRow) -> StoreResult<Self> {
+impl FromRow for Service {
+    fn from_row(r: ServiceRow, _cipher: &Cipher) -> StoreResult<Self> {
         let kind: ServiceKind = parse("kind", &r.kind)?;
         Ok(Self {
             id: parse("id", &r.id)?,

@@ -13,11 +13,14 @@ use crate::db::{DatabaseUrl, Db};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use std::path::PathBuf;
 
+/// The key test databases encrypt their secrets with.
+pub const TEST_KEY: [u8; 32] = [42; 32];
+
 /// A fresh, migrated SQLite database in a temporary file (removed when the guard drops).
 pub async fn sqlite() -> (Db, DatabaseUrl, TempFile) {
     let path = std::env::temp_dir().join(format!("capstan-test-{}.db", uuid::Uuid::new_v4()));
     let url = DatabaseUrl::Sqlite(path.to_string_lossy().into_owned());
-    let db = crate::open(&url, 4)
+    let db = crate::open(&url, 4, &TEST_KEY)
         .await
         .expect("open sqlite test database");
     (db, url, TempFile(path))
@@ -44,7 +47,7 @@ pub fn postgres_admin_url() -> String {
 /// A fresh, migrated PostgreSQL database, or `None` (outside CI) when no server answers.
 pub async fn postgres() -> Option<(Db, DatabaseUrl)> {
     let url = postgres_database().await?;
-    let db = crate::open(&url, 4)
+    let db = crate::open(&url, 4, &TEST_KEY)
         .await
         .expect("open postgres test database");
     Some((db, url))
