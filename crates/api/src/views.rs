@@ -4,7 +4,9 @@
 use domain::auth::Role;
 use domain::model::*;
 use domain::pagination::Page;
-use domain::services::{EnvironmentDetails, GitTokenDetails, NewApiToken, RegistryDetails};
+use domain::services::{
+    EnvironmentDetails, GitTokenDetails, NewApiToken, RegistryDetails, VariableDetails,
+};
 use serde::Serialize;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -354,6 +356,180 @@ impl From<Service> for ServiceView {
             description: s.description.unwrap_or_default(),
             service_type: s.spec.kind(),
             spec: s.spec,
+        }
+    }
+}
+
+/// A variable named by another (the aliased or overridden one), as non-secret lists show it.
+#[derive(Serialize)]
+pub struct VariableRef {
+    pub id: Uuid,
+    pub key: String,
+    pub value: String,
+    pub mount_path: String,
+    pub scope: VariableScope,
+    pub variable_type: VariableType,
+}
+
+/// The same, for secrets: never a value.
+#[derive(Serialize)]
+pub struct SecretRef {
+    pub id: Uuid,
+    pub key: String,
+    pub mount_path: String,
+    pub scope: VariableScope,
+    pub variable_type: VariableType,
+    pub description: Option<String>,
+    pub enable_interpolation_in_file: Option<bool>,
+}
+
+fn plain_value(v: &Variable) -> Option<String> {
+    (!v.is_secret).then(|| {
+        v.value
+            .as_ref()
+            .map(|s| s.expose().to_string())
+            .unwrap_or_default()
+    })
+}
+
+impl From<&Variable> for VariableRef {
+    fn from(v: &Variable) -> Self {
+        Self {
+            id: v.id.0,
+            key: v.key.clone(),
+            value: plain_value(v).unwrap_or_default(),
+            mount_path: v.mount_path.clone().unwrap_or_default(),
+            scope: v.scope,
+            variable_type: v.variable_type,
+        }
+    }
+}
+
+impl From<&Variable> for SecretRef {
+    fn from(v: &Variable) -> Self {
+        Self {
+            id: v.id.0,
+            key: v.key.clone(),
+            mount_path: v.mount_path.clone().unwrap_or_default(),
+            scope: v.scope,
+            variable_type: v.variable_type,
+            description: v.description.clone(),
+            enable_interpolation_in_file: v.enable_interpolation_in_file,
+        }
+    }
+}
+
+/// An environment variable. The creation form (endpoint 2, lists) has no `is_secret` nor
+/// `secret_manager_access_id`; the edit form (endpoint 3) has both, and `value` is null for a
+/// secret.
+#[derive(Serialize)]
+pub struct VariableView {
+    #[serde(flatten)]
+    pub base: Base,
+    pub key: String,
+    pub value: Option<String>,
+    pub mount_path: Option<String>,
+    pub scope: VariableScope,
+    pub variable_type: VariableType,
+    pub description: Option<String>,
+    pub enable_interpolation_in_file: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overridden_variable: Option<VariableRef>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aliased_variable: Option<VariableRef>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_id: Option<Uuid>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_type: Option<ServiceKind>,
+    pub owned_by: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_secret: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_manager_access_id: Option<Option<Uuid>>,
+}
+
+impl VariableView {
+    pub fn creation(d: VariableDetails) -> Self {
+        let v = &d.variable;
+        // An alias shows the value it stands for.
+        let value = match &d.aliased {
+            Some(target) if v.variable_type == VariableType::Alias => plain_value(target),
+            _ => plain_value(v),
+        };
+        Self {
+            base: base(v.id.0, v.created_at, v.updated_at),
+            key: v.key.clone(),
+            value,
+            mount_path: v.mount_path.clone(),
+            scope: v.scope,
+            variable_type: v.variable_type,
+            description: v.description.clone(),
+            enable_interpolation_in_file: v.enable_interpolation_in_file,
+            overridden_variable: d.overridden.as_ref().map(VariableRef::from),
+            aliased_variable: d.aliased.as_ref().map(VariableRef::from),
+            service_id: d.service.as_ref().map(|s| s.0 .0),
+            service_name: d.service.as_ref().map(|s| s.1.clone()),
+            service_type: d.service.as_ref().map(|s| s.2),
+            owned_by: d.owner_name.clone(),
+            is_secret: None,
+            secret_manager_access_id: None,
+        }
+    }
+
+    pub fn edit(d: VariableDetails) -> Self {
+        let is_secret = d.variable.is_secret;
+        let access = d.variable.secret_manager_access_id;
+        let mut view = Self::creation(d);
+        view.is_secret = Some(is_secret);
+        view.secret_manager_access_id = Some(access);
+        view
+    }
+}
+
+/// A secret as listed: no value.
+#[derive(Serialize)]
+pub struct SecretView {
+    #[serde(flatten)]
+    pub base: Base,
+    pub key: String,
+    pub scope: VariableScope,
+    pub variable_type: VariableType,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mount_path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overridden_secret: Option<SecretRef>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aliased_secret: Option<SecretRef>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_id: Option<Uuid>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_type: Option<ServiceKind>,
+    pub owned_by: String,
+    pub description: Option<String>,
+    pub enable_interpolation_in_file: Option<bool>,
+}
+
+impl From<VariableDetails> for SecretView {
+    fn from(d: VariableDetails) -> Self {
+        let v = d.variable;
+        Self {
+            base: base(v.id.0, v.created_at, v.updated_at),
+            key: v.key,
+            scope: v.scope,
+            variable_type: v.variable_type,
+            mount_path: v.mount_path,
+            overridden_secret: d.overridden.as_ref().map(SecretRef::from),
+            aliased_secret: d.aliased.as_ref().map(SecretRef::from),
+            service_id: d.service.as_ref().map(|s| s.0 .0),
+            service_name: d.service.as_ref().map(|s| s.1.clone()),
+            service_type: d.service.as_ref().map(|s| s.2),
+            owned_by: d.owner_name,
+            description: v.description,
+            enable_interpolation_in_file: v.enable_interpolation_in_file,
         }
     }
 }

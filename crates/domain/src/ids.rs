@@ -54,4 +54,5 @@ typed_id!(
     ContainerRegistryId,
     GitTokenId,
     RoleId,
+    VariableId,
 );

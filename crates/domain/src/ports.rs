@@ -57,6 +57,19 @@ pub trait ServiceQueries: Send + Sync {
 }
 
 #[async_trait]
+pub trait VariableQueries: Send + Sync {
+    /// The variables attached to any of `parents` (secrets, non-secrets or both), paged.
+    async fn list_variables(
+        &self,
+        parents: &[uuid::Uuid],
+        secret: Option<bool>,
+        page: PageRequest,
+    ) -> StoreResult<Page<Variable>>;
+    /// Marks every UP_TO_DATE service under `reach` OUT_OF_DATE, in one statement; returns how many.
+    async fn mark_out_of_date(&self, reach: VariableParent) -> StoreResult<u64>;
+}
+
+#[async_trait]
 pub trait Health: Send + Sync {
     /// Succeeds when the store answers a trivial query.
     async fn ping(&self) -> StoreResult<()>;
@@ -73,6 +86,8 @@ pub trait Store:
     + Repo<Service>
     + Repo<ContainerRegistry>
     + Repo<GitToken>
+    + Repo<Variable>
+    + VariableQueries
     + TokenStore
     + ServiceQueries
     + Health
@@ -89,6 +104,8 @@ impl<S> Store for S where
         + Repo<Service>
         + Repo<ContainerRegistry>
         + Repo<GitToken>
+        + Repo<Variable>
+        + VariableQueries
         + TokenStore
         + ServiceQueries
         + Health

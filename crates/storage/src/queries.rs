@@ -2,7 +2,7 @@
 
 use crate::db::{db_run, db_transaction, store_error, Db};
 use crate::rows::*;
-use crate::schema::{api_tokens, organizations, services};
+use crate::schema::{api_tokens, organizations, services, variables};
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -10,7 +10,7 @@ use domain::error::{StoreError, StoreResult};
 use domain::ids::*;
 use domain::model::*;
 use domain::pagination::{Page, PageRequest};
-use domain::ports::{Health, ServiceQueries, TokenStore};
+use domain::ports::{Health, ServiceQueries, TokenStore, VariableQueries};
 use std::collections::HashMap;
 use std::str::FromStr;
 
@@ -149,6 +149,83 @@ impl ServiceQueries for Db {
                 .await)
             .map_err(store_error)?;
             count_map(rows)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl VariableQueries for Db {
+    async fn list_variables(
+        &self,
+        parents: &[uuid::Uuid],
+        secret: Option<bool>,
+        page: PageRequest,
+    ) -> StoreResult<Page<Variable>> {
+        let parents: Vec<String> = parents.iter().map(|p| p.to_string()).collect();
+        let cipher = self.cipher.clone();
+        self.read(move |mut conn| async move {
+            let (rows, total): (Vec<VariableRow>, i64) = db_run!(conn, |c| {
+                let filtered = || {
+                    let q = variables::table
+                        .filter(variables::parent_id.eq_any(&parents))
+                        .into_boxed();
+                    match secret {
+                        Some(s) => q.filter(variables::is_secret.eq(s)),
+                        None => q,
+                    }
+                };
+                let rows = filtered()
+                    .order((variables::created_at.asc(), variables::id.asc()))
+                    .limit(page.limit())
+                    .offset(page.offset())
+                    .select(VariableRow::as_select())
+                    .load(c)
+                    .await
+                    .map_err(store_error)?;
+                let total: i64 = filtered()
+                    .count()
+                    .get_result(c)
+                    .await
+                    .map_err(store_error)?;
+                Ok::<_, StoreError>((rows, total))
+            })?;
+            Ok(Page {
+                items: rows
+                    .into_iter()
+                    .map(|r| Variable::from_row(r, &cipher))
+                    .collect::<StoreResult<_>>()?,
+                request: page,
+                total_count: total.max(0) as u64,
+            })
+        })
+        .await
+    }
+
+    async fn mark_out_of_date(&self, reach: VariableParent) -> StoreResult<u64> {
+        self.write(move |mut conn| async move {
+            let n = db_run!(conn, |c| {
+                let target = diesel::update(services::table)
+                    .filter(services::deployment_status.eq(DeploymentStatus::UpToDate.as_str()))
+                    .into_boxed();
+                let target = match reach {
+                    VariableParent::Project(id) => {
+                        target.filter(services::project_id.eq(id.to_string()))
+                    }
+                    VariableParent::Environment(id) => {
+                        target.filter(services::environment_id.eq(id.to_string()))
+                    }
+                    VariableParent::Service(id, _) => {
+                        target.filter(services::id.eq(id.to_string()))
+                    }
+                };
+                target
+                    .set(services::deployment_status.eq(DeploymentStatus::OutOfDate.as_str()))
+                    .execute(c)
+                    .await
+            })
+            .map_err(store_error)?;
+            Ok(n as u64)
         })
         .await
     }

@@ -164,3 +164,5 @@ repo!(GitToken, GitTokenRow, git_tokens, |q, org| q.filter(
 ));
 repo!(Service, ServiceRow, services, |q, env| q
     .filter(schema::services::environment_id.eq(env.to_string())));
+repo!(Variable, VariableRow, variables, |q, parent| q
+    .filter(schema::variables::parent_id.eq(parent.to_string())));

@@ -378,7 +378,7 @@ row!(ServiceRow, services {
     id: String, organization_id: String, project_id: String, environment_id: String, kind: String,
     name: String, name_key: String, description: Option<String>, spec: String,
     registry_id: Option<String>, git_token_id: Option<String>,
-    created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
+    created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime, deployment_status: String,
 });
 
 impl ToRow for Service {
@@ -402,6 +402,7 @@ impl ToRow for Service {
             git_token_id: s.spec.git_token_id().map(|t| t.to_string()),
             created_at: ts(s.created_at),
             updated_at: ts(s.updated_at),
+            deployment_status: s.deployment_status.as_str().into(),
         })
     }
 }
@@ -418,6 +419,88 @@ impl FromRow for Service {
             description: r.description,
             spec: ServiceSpec::from_stored(kind, &r.spec)
                 .map_err(|e| StoreError::Other(format!("{e:?}")))?,
+            deployment_status: parse("deployment_status", &r.deployment_status)?,
+            created_at: utc(r.created_at),
+            updated_at: utc(r.updated_at),
+        })
+    }
+}
+
+row!(VariableRow, variables {
+    id: String, organization_id: String, project_id: String, environment_id: Option<String>,
+    service_id: Option<String>, parent_id: String, scope: String, key: String, value: Option<String>,
+    is_secret: bool, variable_type: String, mount_path: Option<String>, description: Option<String>,
+    enable_interpolation_in_file: Option<bool>, aliased_variable_id: Option<String>,
+    overridden_variable_id: Option<String>, secret_manager_access_id: Option<String>,
+    created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
+});
+
+impl ToRow for Variable {
+    type Row = VariableRow;
+    fn to_row(&self, cipher: &Cipher) -> StoreResult<VariableRow> {
+        let v = self;
+        let value = match (&v.value, v.is_secret) {
+            (Some(secret), true) => Some(cipher.encrypt(secret.expose())?),
+            (Some(plain), false) => Some(plain.expose().to_string()),
+            (None, _) => None,
+        };
+        Ok(VariableRow {
+            id: v.id.to_string(),
+            organization_id: v.organization_id.to_string(),
+            project_id: v.project_id.to_string(),
+            environment_id: v.environment_id.map(|e| e.to_string()),
+            service_id: v.service_id.map(|s| s.to_string()),
+            parent_id: v.parent_id().to_string(),
+            scope: v.scope.as_str().into(),
+            key: v.key.clone(),
+            value,
+            is_secret: v.is_secret,
+            variable_type: v.variable_type.as_str().into(),
+            mount_path: v.mount_path.clone(),
+            description: v.description.clone(),
+            enable_interpolation_in_file: v.enable_interpolation_in_file,
+            aliased_variable_id: v.aliased_variable_id.map(|a| a.to_string()),
+            overridden_variable_id: v.overridden_variable_id.map(|o| o.to_string()),
+            secret_manager_access_id: v.secret_manager_access_id.map(|s| s.to_string()),
+            created_at: ts(v.created_at),
+            updated_at: ts(v.updated_at),
+        })
+    }
+}
+
+impl FromRow for Variable {
+    fn from_row(r: VariableRow, cipher: &Cipher) -> StoreResult<Self> {
+        let value = match (r.value, r.is_secret) {
+            (Some(sealed), true) => Some(Secret::new(cipher.decrypt(&sealed)?)),
+            (Some(plain), false) => Some(Secret::new(plain)),
+            (None, _) => None,
+        };
+        Ok(Self {
+            id: parse("id", &r.id)?,
+            organization_id: parse("organization_id", &r.organization_id)?,
+            project_id: parse("project_id", &r.project_id)?,
+            environment_id: opt_parse("environment_id", r.environment_id.as_deref())?,
+            service_id: opt_parse("service_id", r.service_id.as_deref())?,
+            scope: parse("scope", &r.scope)?,
+            key: r.key,
+            value,
+            is_secret: r.is_secret,
+            variable_type: parse("variable_type", &r.variable_type)?,
+            mount_path: r.mount_path,
+            description: r.description,
+            enable_interpolation_in_file: r.enable_interpolation_in_file,
+            aliased_variable_id: opt_parse(
+                "aliased_variable_id",
+                r.aliased_variable_id.as_deref(),
+            )?,
+            overridden_variable_id: opt_parse(
+                "overridden_variable_id",
+                r.overridden_variable_id.as_deref(),
+            )?,
+            secret_manager_access_id: opt_parse(
+                "secret_manager_access_id",
+                r.secret_manager_access_id.as_deref(),
+            )?,
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
         })

@@ -127,6 +127,31 @@ diesel::table! {
         git_token_id -> Nullable<Text>,
         created_at -> Timestamp,
         updated_at -> Timestamp,
+        deployment_status -> Text,
+    }
+}
+
+diesel::table! {
+    variables (id) {
+        id -> Text,
+        organization_id -> Text,
+        project_id -> Text,
+        environment_id -> Nullable<Text>,
+        service_id -> Nullable<Text>,
+        parent_id -> Text,
+        scope -> Text,
+        key -> Text,
+        value -> Nullable<Text>,
+        is_secret -> Bool,
+        variable_type -> Text,
+        mount_path -> Nullable<Text>,
+        description -> Nullable<Text>,
+        enable_interpolation_in_file -> Nullable<Bool>,
+        aliased_variable_id -> Nullable<Text>,
+        overridden_variable_id -> Nullable<Text>,
+        secret_manager_access_id -> Nullable<Text>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
     }
 }
 
@@ -140,4 +165,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     container_registries,
     git_tokens,
     services,
+    variables,
 );

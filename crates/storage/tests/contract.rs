@@ -134,6 +134,7 @@ fn service_in(
         name: draft.name,
         description: draft.description,
         spec: draft.spec,
+        deployment_status: DeploymentStatus::NeverDeployed,
         created_at: now(),
         updated_at: now(),
     }

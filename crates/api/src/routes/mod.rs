@@ -3,6 +3,7 @@
 mod organization;
 mod resources;
 mod services;
+mod variables;
 
 use actix_web::{web, HttpResponse};
 use serde::Serialize;
@@ -24,4 +25,5 @@ pub fn api_routes(cfg: &mut web::ServiceConfig) {
     organization::routes(cfg);
     resources::routes(cfg);
     services::routes(cfg);
+    variables::routes(cfg);
 }

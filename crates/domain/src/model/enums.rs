@@ -1,13 +1,10 @@
 //! Closed sets of values. Each knows its wire name, used by the API and the store alike.
 
-use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
-
+/// Declares a closed set of values with wire names (used by every enum of the model).
 macro_rules! string_enum {
     ($(#[$meta:meta])* $name:ident { $($variant:ident => $wire:literal),+ $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
         pub enum $name {
             $(#[serde(rename = $wire)] $variant),+
         }
@@ -25,13 +22,13 @@ macro_rules! string_enum {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
 
-        impl FromStr for $name {
+        impl std::str::FromStr for $name {
             type Err = String;
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 match s {
@@ -72,6 +69,15 @@ impl ServiceKind {
         self.path_segment()
     }
 }
+
+string_enum!(
+    /// Whether a service runs its current configuration.
+    DeploymentStatus {
+        NeverDeployed => "NEVER_DEPLOYED",
+        OutOfDate => "OUT_OF_DATE",
+        UpToDate => "UP_TO_DATE",
+    }
+);
 
 string_enum!(EnvironmentMode {
     Development => "DEVELOPMENT",

@@ -1,11 +1,13 @@
 //! The records Capstan manages.
 
+#[macro_use]
 mod enums;
 mod git_repository;
 mod organization;
 mod resources;
 mod service;
 mod service_kinds;
+mod variable;
 
 pub use enums::*;
 pub use git_repository::{GitRepository, GitRepositoryInput};
@@ -15,6 +17,7 @@ pub use resources::{
 };
 pub use service::*;
 pub use service_kinds::*;
+pub use variable::*;
 
 use crate::ids::OrganizationId;
 use std::fmt::Display;

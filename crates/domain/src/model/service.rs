@@ -1,7 +1,7 @@
 //! Services: one record type for the six kinds; only the kind-specific payload differs.
 
 use super::service_kinds::*;
-use super::{GitRepository, Record, ServiceKind};
+use super::{DeploymentStatus, GitRepository, Record, ServiceKind};
 use crate::error::DomainError;
 use crate::ids::*;
 use crate::validate;
@@ -18,6 +18,7 @@ pub struct Service {
     pub name: String,
     pub description: Option<String>,
     pub spec: ServiceSpec,
+    pub deployment_status: DeploymentStatus,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
 }
@@ -51,6 +52,13 @@ pub enum ServiceSpec {
 impl Service {
     pub fn kind(&self) -> ServiceKind {
         self.spec.kind()
+    }
+
+    /// A deployed service whose configuration changed no longer runs what is configured.
+    pub fn mark_changed(&mut self) {
+        if self.deployment_status == DeploymentStatus::UpToDate {
+            self.deployment_status = DeploymentStatus::OutOfDate;
+        }
     }
 }
 

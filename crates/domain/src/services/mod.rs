@@ -7,6 +7,7 @@ mod hierarchy;
 mod organizations;
 mod registries;
 mod service_kinds;
+mod variables;
 
 pub use credentials::{CredentialsInput, CredentialsUpdate};
 pub use environments::{EnvironmentDetails, EnvironmentInput, EnvironmentUpdate};
@@ -14,6 +15,9 @@ pub use git_tokens::{GitTokenDetails, GitTokenInput};
 pub use hierarchy::{ClusterInput, ProjectInput};
 pub use organizations::{ApiTokenInput, NewApiToken, OrganizationUpdate};
 pub use registries::{RegistryDetails, RegistryInput};
+pub use variables::{
+    AliasInput, OverrideInput, ScopedVariableInput, VariableDetails, VariableEdit, VariableInput,
+};
 
 use crate::auth::{Action, Principal};
 use crate::clock::Clock;

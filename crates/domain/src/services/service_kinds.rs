@@ -5,7 +5,8 @@ use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{EnvironmentId, GitTokenId, OrganizationId, ServiceId};
 use crate::model::{
-    ContainerRegistry, Environment, GitToken, Service, ServiceDraft, ServiceKind, ServiceSpec,
+    ContainerRegistry, DeploymentStatus, Environment, GitToken, Service, ServiceDraft, ServiceKind,
+    ServiceSpec,
 };
 use crate::pagination::{Page, PageRequest};
 use crate::ports::Repo;
@@ -108,6 +109,7 @@ impl Capstan {
             name: draft.name,
             description: draft.description,
             spec: draft.spec,
+            deployment_status: DeploymentStatus::NeverDeployed,
             created_at: now,
             updated_at: now,
         };
@@ -161,6 +163,7 @@ impl Capstan {
         service.name = draft.name;
         service.description = draft.description;
         service.spec = draft.spec;
+        service.mark_changed();
         service.updated_at = self.now();
         self.update(&service, "environment").await?;
         self.decorate_one(service).await

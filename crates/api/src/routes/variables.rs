@@ -1,0 +1,212 @@
+//! Variables and secrets: lists and creation under every parent (one set of handlers, told the
+//! parent kind and secrecy by the route), and the operations on one variable.
+
+use super::{created, no_content, ok};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{path_id, Auth, JsonBody, Paging};
+use crate::views::{Paged, SecretView, VariableView};
+use crate::AppState;
+use actix_web::{web, HttpRequest, HttpResponse};
+use domain::model::{from_json, ServiceKind, VariableParent, VariableScope};
+use domain::services::{
+    AliasInput, OverrideInput, ScopedVariableInput, VariableEdit, VariableInput,
+};
+
+type St = web::Data<AppState>;
+
+/// What the route's `{...Id}` names.
+#[derive(Clone, Copy)]
+enum ParentKind {
+    Project,
+    Environment,
+    Service(ServiceKind),
+}
+
+/// Variables (`false`) or secrets (`true`).
+#[derive(Clone, Copy)]
+struct Secrets(bool);
+
+fn parent(req: &HttpRequest, kind: ParentKind) -> Result<VariableParent, ApiError> {
+    Ok(match kind {
+        ParentKind::Project => VariableParent::Project(path_id(req, "projectId")?),
+        ParentKind::Environment => VariableParent::Environment(path_id(req, "environmentId")?),
+        ParentKind::Service(k) => {
+            VariableParent::Service(path_id(req, &format!("{}Id", k.path_segment()))?, k)
+        }
+    })
+}
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    let mut parents = vec![
+        ("/project/{projectId}".to_string(), ParentKind::Project),
+        (
+            "/environment/{environmentId}".to_string(),
+            ParentKind::Environment,
+        ),
+    ];
+    for kind in ServiceKind::ALL {
+        let segment = kind.path_segment();
+        parents.push((
+            format!("/{segment}/{{{segment}Id}}"),
+            ParentKind::Service(*kind),
+        ));
+    }
+    for (prefix, kind) in parents {
+        for (suffix, secrets) in [("environmentVariable", false), ("secret", true)] {
+            cfg.service(
+                web::resource(format!("{prefix}/{suffix}"))
+                    .app_data(web::Data::new(kind))
+                    .app_data(web::Data::new(Secrets(secrets)))
+                    .route(web::get().to(list))
+                    .route(web::post().to(create)),
+            );
+        }
+    }
+    cfg.service(
+        web::resource("/variable")
+            .route(web::get().to(list_scoped))
+            .route(web::post().to(create_scoped)),
+    )
+    .service(
+        web::resource("/variable/{variableId}")
+            .route(web::get().to(get))
+            .route(web::put().to(edit))
+            .route(web::delete().to(delete)),
+    )
+    .service(web::resource("/variable/{variableId}/alias").route(web::post().to(alias)))
+    .service(
+        web::resource("/variable/{variableId}/override").route(web::post().to(override_variable)),
+    );
+}
+
+async fn list(
+    st: St,
+    kind: web::Data<ParentKind>,
+    secrets: web::Data<Secrets>,
+    Auth(p): Auth,
+    req: HttpRequest,
+    Paging(page): Paging,
+) -> ApiResult<HttpResponse> {
+    let vars = st
+        .capstan
+        .list_variables(&p, parent(&req, **kind)?, Some(secrets.0), page)
+        .await?;
+    Ok(if secrets.0 {
+        ok(Paged::from_page(vars, SecretView::from))
+    } else {
+        ok(Paged::from_page(vars, VariableView::creation))
+    })
+}
+
+async fn create(
+    st: St,
+    kind: web::Data<ParentKind>,
+    secrets: web::Data<Secrets>,
+    Auth(p): Auth,
+    req: HttpRequest,
+    JsonBody(input): JsonBody<VariableInput>,
+) -> ApiResult<HttpResponse> {
+    let v = st
+        .capstan
+        .create_variable(&p, parent(&req, **kind)?, input, secrets.0)
+        .await?;
+    Ok(if secrets.0 {
+        created(SecretView::from(v))
+    } else {
+        created(VariableView::creation(v))
+    })
+}
+
+async fn list_scoped(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+    Paging(page): Paging,
+) -> ApiResult<HttpResponse> {
+    let query: Vec<(String, String)> = serde_urlencoded::from_str(req.query_string())
+        .map_err(|_| ApiError::bad_request("query: malformed query string"))?;
+    let get = |name: &str| {
+        query
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .ok_or_else(|| ApiError::bad_request(format!("{name}: is required")))
+    };
+    let parent_id = get("parent_id")?
+        .parse()
+        .map_err(|_| ApiError::bad_request("parent_id: is not a valid UUID"))?;
+    let scope: VariableScope = get("scope")?
+        .parse()
+        .map_err(|e: String| ApiError::bad_request(format!("scope: {e}")))?;
+    let vars = st
+        .capstan
+        .list_scoped_variables(&p, scope, parent_id, page)
+        .await?;
+    Ok(ok(Paged::from_page(vars, VariableView::edit)))
+}
+
+async fn create_scoped(
+    st: St,
+    Auth(p): Auth,
+    JsonBody(body): JsonBody<serde_json::Value>,
+) -> ApiResult<HttpResponse> {
+    let scope: ScopedVariableInput = from_json(&body)?;
+    let input: VariableInput = from_json(&body)?;
+    let v = st.capstan.create_scoped_variable(&p, scope, input).await?;
+    Ok(created(VariableView::edit(v)))
+}
+
+async fn get(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let v = st
+        .capstan
+        .get_variable(&p, path_id(&req, "variableId")?)
+        .await?;
+    Ok(ok(VariableView::edit(v)))
+}
+
+async fn edit(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+    JsonBody(input): JsonBody<VariableEdit>,
+) -> ApiResult<HttpResponse> {
+    let v = st
+        .capstan
+        .edit_variable(&p, path_id(&req, "variableId")?, input)
+        .await?;
+    Ok(ok(VariableView::edit(v)))
+}
+
+async fn delete(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+    st.capstan
+        .delete_variable(&p, path_id(&req, "variableId")?)
+        .await?;
+    Ok(no_content())
+}
+
+async fn alias(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+    JsonBody(input): JsonBody<AliasInput>,
+) -> ApiResult<HttpResponse> {
+    let v = st
+        .capstan
+        .create_alias(&p, path_id(&req, "variableId")?, input)
+        .await?;
+    Ok(created(VariableView::edit(v)))
+}
+
+async fn override_variable(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+    JsonBody(input): JsonBody<OverrideInput>,
+) -> ApiResult<HttpResponse> {
+    let v = st
+        .capstan
+        .create_override(&p, path_id(&req, "variableId")?, input)
+        .await?;
+    Ok(created(VariableView::edit(v)))
+}

@@ -1,0 +1,607 @@
+//! Variables and secrets: creation at any scope, aliases, overrides, edits and deletion. Any
+//! change marks the deployed services it reaches OUT_OF_DATE.
+
+use super::Capstan;
+use crate::auth::{Action, Principal};
+use crate::error::{DomainError, DomainResult, StoreError};
+use crate::ids::*;
+use crate::model::*;
+use crate::pagination::{Page, PageRequest};
+use crate::ports::Repo;
+use crate::secret::Secret;
+use crate::validate;
+use serde::{Deserialize, Deserializer};
+use std::collections::HashMap;
+use uuid::Uuid;
+
+/// Absent: `None`; explicit null: `Some(None)`.
+fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// Creating a variable or secret under a known parent.
+#[derive(Debug, Deserialize)]
+pub struct VariableInput {
+    pub key: String,
+    #[serde(default)]
+    pub value: Option<Secret>,
+    #[serde(default)]
+    pub mount_path: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub enable_interpolation_in_file: Option<bool>,
+}
+
+/// `POST /variable`: the parent and secrecy, read from the same body as the [`VariableInput`].
+#[derive(Debug, Deserialize)]
+pub struct ScopedVariableInput {
+    #[serde(default)]
+    pub is_secret: bool,
+    pub variable_scope: VariableScope,
+    pub variable_parent_id: Uuid,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct VariableEdit {
+    pub key: String,
+    /// Absent or null: the value is kept.
+    #[serde(default)]
+    pub value: Option<Secret>,
+    #[serde(default, deserialize_with = "double_option")]
+    pub description: Option<Option<String>>,
+    #[serde(default, deserialize_with = "double_option")]
+    pub enable_interpolation_in_file: Option<Option<bool>>,
+    #[serde(default, deserialize_with = "double_option")]
+    pub secret_manager_access_id: Option<Option<Uuid>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct AliasInput {
+    pub key: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub alias_scope: Option<VariableScope>,
+    #[serde(default)]
+    pub alias_parent_id: Option<Uuid>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct OverrideInput {
+    pub value: Secret,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub override_scope: VariableScope,
+    pub override_parent_id: Uuid,
+}
+
+/// A variable with what the API shows around it.
+#[derive(Debug, Clone)]
+pub struct VariableDetails {
+    pub variable: Variable,
+    /// The name of the project, environment or service the variable belongs to.
+    pub owner_name: String,
+    pub service: Option<(ServiceId, String, ServiceKind)>,
+    pub aliased: Option<Variable>,
+    pub overridden: Option<Variable>,
+}
+
+/// A resolved parent: where a variable may be attached, and what it reaches.
+#[derive(Debug, Clone)]
+struct Parent {
+    parent: VariableParent,
+    organization_id: OrganizationId,
+    project_id: ProjectId,
+    environment_id: Option<EnvironmentId>,
+}
+
+impl Parent {
+    fn scope(&self) -> VariableScope {
+        match self.parent {
+            VariableParent::Project(_) => VariableScope::Project,
+            VariableParent::Environment(_) => VariableScope::Environment,
+            VariableParent::Service(_, kind) => {
+                VariableScope::of_service(kind).unwrap_or(VariableScope::Application)
+            }
+        }
+    }
+
+    /// The parents whose variables are visible here: the project, the environment, the service.
+    fn chain(&self) -> Vec<Uuid> {
+        let mut out = vec![self.project_id.0];
+        out.extend(self.environment_id.map(|e| e.0));
+        if let VariableParent::Service(s, _) = self.parent {
+            out.push(s.0);
+        }
+        out
+    }
+
+    /// Whether a variable attached to `self` is visible from `other`.
+    fn reaches(&self, other: &Parent) -> bool {
+        match self.parent {
+            VariableParent::Project(p) => other.project_id == p,
+            VariableParent::Environment(e) => other.environment_id == Some(e),
+            VariableParent::Service(..) => self.parent == other.parent,
+        }
+    }
+}
+
+impl Capstan {
+    async fn resolve_parent(
+        &self,
+        p: &Principal,
+        parent: VariableParent,
+        action: Action,
+    ) -> DomainResult<Parent> {
+        Ok(match parent {
+            VariableParent::Project(id) => {
+                let project: Project = self.load(p, id, action).await?;
+                Parent {
+                    parent,
+                    organization_id: project.organization_id,
+                    project_id: id,
+                    environment_id: None,
+                }
+            }
+            VariableParent::Environment(id) => {
+                let env: Environment = self.load(p, id, action).await?;
+                Parent {
+                    parent,
+                    organization_id: env.organization_id,
+                    project_id: env.project_id,
+                    environment_id: Some(id),
+                }
+            }
+            VariableParent::Service(id, kind) => {
+                let service: Service = self.load(p, id, action).await?;
+                if service.kind() != kind {
+                    return Err(DomainError::NotFound(kind.noun()));
+                }
+                if VariableScope::of_service(kind).is_none() {
+                    return Err(DomainError::invalid(
+                        "scope",
+                        "database services take no variables",
+                    ));
+                }
+                Parent {
+                    parent,
+                    organization_id: service.organization_id,
+                    project_id: service.project_id,
+                    environment_id: Some(service.environment_id),
+                }
+            }
+        })
+    }
+
+    /// The parent named by a scope and an id (as `POST /variable` and `GET /variable` give it).
+    async fn scoped_parent(
+        &self,
+        p: &Principal,
+        scope: VariableScope,
+        id: Uuid,
+        action: Action,
+        field: &str,
+    ) -> DomainResult<Parent> {
+        let parent = match scope {
+            VariableScope::Project => VariableParent::Project(ProjectId(id)),
+            VariableScope::Environment => VariableParent::Environment(EnvironmentId(id)),
+            VariableScope::BuiltIn => {
+                return Err(DomainError::invalid(
+                    field,
+                    "BUILT_IN variables are created by Capstan, not by clients",
+                ))
+            }
+            _ => {
+                let service: Service = self.load(p, ServiceId(id), action).await?;
+                if VariableScope::of_service(service.kind()) != Some(scope) {
+                    return Err(DomainError::invalid(
+                        field,
+                        format!("the parent is a {} service, not {scope}", service.kind()),
+                    ));
+                }
+                VariableParent::Service(service.id, service.kind())
+            }
+        };
+        self.resolve_parent(p, parent, action).await
+    }
+
+    /// Adds the names, services and referenced variables the API shows, in a few batched reads.
+    async fn variable_details(&self, vars: Vec<Variable>) -> DomainResult<Vec<VariableDetails>> {
+        let mut service_ids: Vec<ServiceId> = vars.iter().filter_map(|v| v.service_id).collect();
+        let mut env_ids: Vec<EnvironmentId> =
+            vars.iter().filter_map(|v| v.environment_id).collect();
+        let mut project_ids: Vec<ProjectId> = vars.iter().map(|v| v.project_id).collect();
+        let mut ref_ids: Vec<VariableId> = vars
+            .iter()
+            .flat_map(|v| [v.aliased_variable_id, v.overridden_variable_id])
+            .flatten()
+            .collect();
+        service_ids.sort();
+        service_ids.dedup();
+        env_ids.sort();
+        env_ids.dedup();
+        project_ids.sort();
+        project_ids.dedup();
+        ref_ids.sort();
+        ref_ids.dedup();
+        let services: HashMap<ServiceId, Service> =
+            Repo::<Service>::get_many(&*self.store, &service_ids)
+                .await?
+                .into_iter()
+                .map(|s| (s.id, s))
+                .collect();
+        let envs: HashMap<EnvironmentId, String> =
+            Repo::<Environment>::get_many(&*self.store, &env_ids)
+                .await?
+                .into_iter()
+                .map(|e| (e.id, e.name))
+                .collect();
+        let projects: HashMap<ProjectId, String> =
+            Repo::<Project>::get_many(&*self.store, &project_ids)
+                .await?
+                .into_iter()
+                .map(|p| (p.id, p.name))
+                .collect();
+        let refs: HashMap<VariableId, Variable> =
+            Repo::<Variable>::get_many(&*self.store, &ref_ids)
+                .await?
+                .into_iter()
+                .map(|v| (v.id, v))
+                .collect();
+        Ok(vars
+            .into_iter()
+            .map(|variable| {
+                let service = variable
+                    .service_id
+                    .and_then(|id| services.get(&id))
+                    .map(|s| (s.id, s.name.clone(), s.kind()));
+                let owner_name = match (&service, variable.environment_id) {
+                    (Some((_, name, _)), _) => name.clone(),
+                    (None, Some(e)) => envs.get(&e).cloned().unwrap_or_default(),
+                    (None, None) => projects
+                        .get(&variable.project_id)
+                        .cloned()
+                        .unwrap_or_default(),
+                };
+                VariableDetails {
+                    aliased: variable
+                        .aliased_variable_id
+                        .and_then(|id| refs.get(&id).cloned()),
+                    overridden: variable
+                        .overridden_variable_id
+                        .and_then(|id| refs.get(&id).cloned()),
+                    owner_name,
+                    service,
+                    variable,
+                }
+            })
+            .collect())
+    }
+
+    async fn one_variable(&self, v: Variable) -> DomainResult<VariableDetails> {
+        self.variable_details(vec![v])
+            .await?
+            .pop()
+            .ok_or_else(|| DomainError::Internal("variable vanished".into()))
+    }
+
+    async fn insert_variable(&self, v: &Variable) -> DomainResult<()> {
+        Repo::<Variable>::insert(&*self.store, v)
+            .await
+            .map_err(|e| match e {
+                StoreError::Duplicate => DomainError::Conflict(format!(
+                    "a variable with key '{}' already exists in this {}",
+                    v.key,
+                    v.scope.as_str().to_lowercase()
+                )),
+                other => other.into(),
+            })?;
+        self.store.mark_out_of_date(v.parent()).await?;
+        Ok(())
+    }
+
+    fn new_variable(
+        &self,
+        parent: &Parent,
+        key: VariableKey,
+        is_secret: bool,
+        variable_type: VariableType,
+    ) -> Variable {
+        let now = self.now();
+        let (environment_id, service_id) = match parent.parent {
+            VariableParent::Service(s, _) => (parent.environment_id, Some(s)),
+            _ => (parent.environment_id, None),
+        };
+        Variable {
+            id: VariableId::generate(),
+            organization_id: parent.organization_id,
+            project_id: parent.project_id,
+            environment_id,
+            service_id,
+            scope: parent.scope(),
+            key: key.into_string(),
+            value: None,
+            is_secret,
+            variable_type,
+            mount_path: None,
+            description: None,
+            enable_interpolation_in_file: None,
+            aliased_variable_id: None,
+            overridden_variable_id: None,
+            secret_manager_access_id: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    async fn create_under(
+        &self,
+        parent: &Parent,
+        input: VariableInput,
+        is_secret: bool,
+    ) -> DomainResult<VariableDetails> {
+        let key = VariableKey::parse(&input.key)?;
+        let mount_path = mount_path(input.mount_path)?;
+        let variable_type = if mount_path.is_some() {
+            VariableType::File
+        } else {
+            VariableType::Value
+        };
+        let mut v = self.new_variable(parent, key, is_secret, variable_type);
+        v.value = Some(input.value.unwrap_or_else(|| Secret::new("")));
+        v.mount_path = mount_path;
+        v.description = validate::description("description", input.description)?;
+        v.enable_interpolation_in_file = input.enable_interpolation_in_file;
+        self.insert_variable(&v).await?;
+        self.one_variable(v).await
+    }
+
+    /// Creates a variable (`is_secret` false) or a secret under a project, environment or service.
+    pub async fn create_variable(
+        &self,
+        p: &Principal,
+        parent: VariableParent,
+        input: VariableInput,
+        is_secret: bool,
+    ) -> DomainResult<VariableDetails> {
+        let parent = self.resolve_parent(p, parent, Action::Write).await?;
+        self.create_under(&parent, input, is_secret).await
+    }
+
+    /// `POST /variable`.
+    pub async fn create_scoped_variable(
+        &self,
+        p: &Principal,
+        scope: ScopedVariableInput,
+        input: VariableInput,
+    ) -> DomainResult<VariableDetails> {
+        let parent = self
+            .scoped_parent(
+                p,
+                scope.variable_scope,
+                scope.variable_parent_id,
+                Action::Write,
+                "variable_scope",
+            )
+            .await?;
+        self.create_under(&parent, input, scope.is_secret).await
+    }
+
+    /// The variables (or secrets) visible at a parent: its own and those of its ancestors.
+    pub async fn list_variables(
+        &self,
+        p: &Principal,
+        parent: VariableParent,
+        secret: Option<bool>,
+        page: PageRequest,
+    ) -> DomainResult<Page<VariableDetails>> {
+        let parent = self.resolve_parent(p, parent, Action::Read).await?;
+        self.list_visible(&parent, secret, page).await
+    }
+
+    /// `GET /variable?parent_id=&scope=`.
+    pub async fn list_scoped_variables(
+        &self,
+        p: &Principal,
+        scope: VariableScope,
+        parent_id: Uuid,
+        page: PageRequest,
+    ) -> DomainResult<Page<VariableDetails>> {
+        let parent = self
+            .scoped_parent(p, scope, parent_id, Action::Read, "scope")
+            .await?;
+        self.list_visible(&parent, None, page).await
+    }
+
+    async fn list_visible(
+        &self,
+        parent: &Parent,
+        secret: Option<bool>,
+        page: PageRequest,
+    ) -> DomainResult<Page<VariableDetails>> {
+        let page = self
+            .store
+            .list_variables(&parent.chain(), secret, page)
+            .await?;
+        let items = self.variable_details(page.items).await?;
+        Ok(Page {
+            items,
+            request: page.request,
+            total_count: page.total_count,
+        })
+    }
+
+    pub async fn get_variable(
+        &self,
+        p: &Principal,
+        id: VariableId,
+    ) -> DomainResult<VariableDetails> {
+        let v = self.load(p, id, Action::Read).await?;
+        self.one_variable(v).await
+    }
+
+    pub async fn edit_variable(
+        &self,
+        p: &Principal,
+        id: VariableId,
+        edit: VariableEdit,
+    ) -> DomainResult<VariableDetails> {
+        let mut v: Variable = self.load(p, id, Action::Write).await?;
+        if v.variable_type == VariableType::BuiltIn {
+            return Err(DomainError::invalid(
+                "variable_type",
+                "BUILT_IN variables cannot be edited",
+            ));
+        }
+        let key = VariableKey::parse(&edit.key)?;
+        if v.variable_type == VariableType::Override && key.as_str() != v.key {
+            return Err(DomainError::invalid(
+                "key",
+                "the key of an override cannot be changed",
+            ));
+        }
+        if let Some(value) = edit.value {
+            if v.variable_type == VariableType::Alias {
+                return Err(DomainError::invalid(
+                    "value",
+                    "the value of an alias cannot be changed",
+                ));
+            }
+            v.value = Some(value);
+        }
+        v.key = key.into_string();
+        if let Some(description) = edit.description {
+            v.description = validate::description("description", description)?;
+        }
+        if let Some(interpolate) = edit.enable_interpolation_in_file {
+            v.enable_interpolation_in_file = interpolate;
+        }
+        if let Some(access) = edit.secret_manager_access_id {
+            v.secret_manager_access_id = access;
+        }
+        v.updated_at = self.now();
+        Repo::<Variable>::update(&*self.store, &v)
+            .await
+            .map_err(|e| match e {
+                StoreError::Duplicate => DomainError::Conflict(format!(
+                    "a variable with key '{}' already exists there",
+                    v.key
+                )),
+                other => other.into(),
+            })?;
+        self.store.mark_out_of_date(v.parent()).await?;
+        self.one_variable(v).await
+    }
+
+    /// Deletes a variable with its aliases and overrides.
+    pub async fn delete_variable(&self, p: &Principal, id: VariableId) -> DomainResult<()> {
+        let v: Variable = self.load(p, id, Action::Write).await?;
+        self.delete::<Variable>(id, "other variables").await?;
+        self.store.mark_out_of_date(v.parent()).await?;
+        Ok(())
+    }
+
+    async fn referencable(
+        &self,
+        p: &Principal,
+        id: VariableId,
+        what: &str,
+    ) -> DomainResult<(Variable, Parent)> {
+        let target: Variable = self.load(p, id, Action::Write).await?;
+        if matches!(
+            target.variable_type,
+            VariableType::Alias | VariableType::Override
+        ) {
+            return Err(DomainError::invalid(
+                "variableId",
+                format!(
+                    "an {} cannot be made of an {}",
+                    what,
+                    target.variable_type.as_str().to_lowercase()
+                ),
+            ));
+        }
+        let parent = self
+            .resolve_parent(p, target.parent(), Action::Read)
+            .await?;
+        Ok((target, parent))
+    }
+
+    /// A new key that points at an existing variable, at its scope or below.
+    pub async fn create_alias(
+        &self,
+        p: &Principal,
+        id: VariableId,
+        input: AliasInput,
+    ) -> DomainResult<VariableDetails> {
+        let (target, target_parent) = self.referencable(p, id, "alias").await?;
+        let parent = match (input.alias_scope, input.alias_parent_id) {
+            (Some(scope), Some(pid)) => {
+                self.scoped_parent(p, scope, pid, Action::Write, "alias_scope")
+                    .await?
+            }
+            (None, None) => {
+                self.resolve_parent(p, target.parent(), Action::Write)
+                    .await?
+            }
+            _ => {
+                return Err(DomainError::invalid(
+                    "alias_parent_id",
+                    "alias_scope and alias_parent_id go together",
+                ))
+            }
+        };
+        if !target_parent.reaches(&parent) {
+            return Err(DomainError::invalid(
+                "alias_parent_id",
+                "an alias must be at the scope of its variable or below",
+            ));
+        }
+        let mut v = self.new_variable(
+            &parent,
+            VariableKey::parse(&input.key)?,
+            target.is_secret,
+            VariableType::Alias,
+        );
+        v.description = validate::description("description", input.description)?;
+        v.aliased_variable_id = Some(target.id);
+        self.insert_variable(&v).await?;
+        self.one_variable(v).await
+    }
+
+    /// A value for an existing key at a lower scope.
+    pub async fn create_override(
+        &self,
+        p: &Principal,
+        id: VariableId,
+        input: OverrideInput,
+    ) -> DomainResult<VariableDetails> {
+        let (target, target_parent) = self.referencable(p, id, "override").await?;
+        let parent = self
+            .scoped_parent(
+                p,
+                input.override_scope,
+                input.override_parent_id,
+                Action::Write,
+                "override_scope",
+            )
+            .await?;
+        if !target_parent.reaches(&parent) || target_parent.parent == parent.parent {
+            return Err(DomainError::invalid(
+                "override_scope",
+                "an override must be at a lower scope than its variable",
+            ));
+        }
+        let key = VariableKey::parse(&target.key)?;
+        let mut v = self.new_variable(&parent, key, target.is_secret, VariableType::Override);
+        v.value = Some(input.value);
+        v.mount_path = target.mount_path.clone();
+        v.description = validate::description("description", input.description)?;
+        v.overridden_variable_id = Some(target.id);
+        self.insert_variable(&v).await?;
+        self.one_variable(v).await
+    }
+}

@@ -1,0 +1,2 @@
+DROP TABLE variables;
+ALTER TABLE services DROP COLUMN deployment_status;
