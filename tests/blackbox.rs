@@ -74,16 +74,25 @@ struct Server {
 
 impl Server {
     async fn start(dir: &TempDir, database: &str) -> Self {
+        Self::start_logging(dir, database, None).await
+    }
+
+    /// Starts the server; with `log`, at debug level into that file.
+    async fn start_logging(dir: &TempDir, database: &str, log: Option<&std::path::Path>) -> Self {
         let port = free_port();
+        let (level, stderr) = match log {
+            Some(path) => ("debug", Stdio::from(std::fs::File::create(path).unwrap())),
+            None => ("warn", Stdio::inherit()),
+        };
         let child = Command::new(BIN)
             .arg("serve")
             .current_dir(&dir.0)
             .env("CAPSTAN_DATABASE_URL", database)
             .env("CAPSTAN_SECRET_KEY", TEST_KEY)
             .env("CAPSTAN_LISTEN", format!("127.0.0.1:{port}"))
-            .env("CAPSTAN_LOG", "warn")
+            .env("CAPSTAN_LOG", level)
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let base = format!("http://127.0.0.1:{port}");
@@ -385,4 +394,145 @@ fn token_create_rejects_bad_input_cleanly() {
     }
     let out = capstan(&dir, &db, &["token", "create"]);
     assert!(!out.status.success(), "an organization must be named");
+}
+
+/// After secrets are written, neither the log, nor the database files, nor any response hold them.
+#[tokio::test]
+async fn secrets_stay_out_of_logs_files_and_responses() {
+    let dir = TempDir::new();
+    let db_path = dir.0.join("secrets.db");
+    let database = format!("sqlite://{}", db_path.display());
+    let token = create_token(&dir, &database, &["--organization-name", "Acme"]);
+    let log = dir.0.join("server.log");
+    let server = Server::start_logging(&dir, &database, Some(&log)).await;
+    let client = Client {
+        http: reqwest::Client::new(),
+        base: server.base.clone(),
+        token: token.clone(),
+    };
+    let org = client.get("/organization").await["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    client
+        .create(
+            &format!("/organization/{org}/cluster"),
+            json!({"name": "c", "region": "r", "cloud_provider": "CLOUDA"}),
+        )
+        .await;
+    let project = client
+        .create(
+            &format!("/organization/{org}/project"),
+            json!({"name": "p"}),
+        )
+        .await;
+    let env = client
+        .create(
+            &format!("/project/{project}/environment"),
+            json!({"name": "e"}),
+        )
+        .await;
+    let secrets = [
+        "v4r-s3cr3t-value",
+        "gh-t0k3n-value",
+        "cr3ds-s3cr3t-value",
+        "r3g-p4ssw0rd-value",
+        "n3w-s3cr3t-value",
+    ];
+    let mut responses = String::new();
+    let post = |path: String, body: Value| {
+        let client = &client;
+        async move {
+            let res = client
+                .http
+                .post(format!("{}{path}", client.base))
+                .header("Authorization", format!("Token {}", client.token))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert!(res.status().is_success(), "{path}");
+            res.text().await.unwrap()
+        }
+    };
+    let created = post(
+        format!("/environment/{env}/secret"),
+        json!({"key": "K", "value": secrets[0]}),
+    )
+    .await;
+    responses.push_str(&created);
+    responses.push_str(
+        &post(
+            format!("/organization/{org}/gitToken"),
+            json!({"name": "g", "type": "HOSTA", "token": secrets[1]}),
+        )
+        .await,
+    );
+    responses.push_str(
+        &post(
+            format!("/organization/{org}/cloudA/credentials"),
+            json!({"name": "a", "access_key_id": "AK", "secret_access_key": secrets[2]}),
+        )
+        .await,
+    );
+    responses.push_str(
+        &post(
+            format!("/organization/{org}/containerRegistry"),
+            json!({"name": "r", "kind": "DOCKER_HUB", "config": {"password": secrets[3]}}),
+        )
+        .await,
+    );
+    let id = serde_json::from_str::<Value>(&created).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, edited) = client
+        .call(
+            reqwest::Method::PUT,
+            &format!("/variable/{id}"),
+            Some(json!({"key": "K", "value": secrets[4]})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    responses.push_str(&edited.to_string());
+    // A request that fails validation with a secret in it does not echo it either.
+    let (status, bad) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/environment/{env}/secret"),
+            Some(json!({"key": "bad key", "value": secrets[0]})),
+        )
+        .await;
+    assert_eq!(status, 400);
+    responses.push_str(&bad.to_string());
+    for path in [
+        format!("/environment/{env}/secret"),
+        format!("/organization/{org}/gitToken"),
+        format!("/organization/{org}/cloudA/credentials"),
+        format!("/organization/{org}/containerRegistry"),
+    ] {
+        responses.push_str(&client.get(&path).await.to_string());
+    }
+    server.stop();
+
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        log_text.contains("POST"),
+        "the log was written at debug level"
+    );
+    let mut at_rest = Vec::new();
+    for suffix in ["", "-wal", "-shm"] {
+        if let Ok(bytes) = std::fs::read(format!("{}{suffix}", db_path.display())) {
+            at_rest.extend(bytes);
+        }
+    }
+    let at_rest = String::from_utf8_lossy(&at_rest);
+    for secret in secrets.iter().copied().chain([token.as_str()]) {
+        assert!(!log_text.contains(secret), "{secret} is in the log");
+        assert!(
+            !at_rest.contains(secret),
+            "{secret} is in the database files"
+        );
+        assert!(!responses.contains(secret), "{secret} is in a response");
+    }
 }

@@ -74,3 +74,23 @@ pub async fn postgres_database() -> Option<DatabaseUrl> {
     let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin);
     Some(DatabaseUrl::Postgres(format!("{base}/{name}")))
 }
+
+#[derive(diesel::QueryableByName)]
+struct RawText {
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    value: Option<String>,
+}
+
+/// The text of one column of every row, as stored: lets tests check what is at rest.
+/// `table` and `column` are the tests' own constants.
+pub async fn raw_column(db: &Db, table: &'static str, column: &'static str) -> Vec<Option<String>> {
+    use crate::db::db_run;
+    db.read(move |mut conn| async move {
+        let query = format!("SELECT {column} AS value FROM {table}");
+        let rows: Vec<RawText> = db_run!(conn, |c| diesel::sql_query(query.clone()).load(c).await)
+            .map_err(crate::db::store_error)?;
+        Ok(rows.into_iter().map(|r| r.value).collect())
+    })
+    .await
+    .expect("read raw column")
+}

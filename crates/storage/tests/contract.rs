@@ -47,6 +47,7 @@ contract!(
     usage_counts_are_grouped,
     missing_rows_are_reported,
     health_answers,
+    secrets_are_encrypted_at_rest,
 );
 
 fn now() -> time::OffsetDateTime {
@@ -507,4 +508,89 @@ async fn missing_rows_are_reported(db: Db) {
 async fn health_answers(db: Db) {
     db.ping().await.unwrap();
     let _ = testing::postgres_admin_url();
+}
+
+async fn secrets_are_encrypted_at_rest(db: Db) {
+    let (o, _c, p, e) = hierarchy(&db).await;
+    git_token(&db, o.id, "gh").await;
+    registry(&db, o.id, "hub").await;
+    let creds = CloudCredentials {
+        id: CredentialsId::generate(),
+        organization_id: o.id,
+        name: "aws".into(),
+        access_key_id: "AKIA".into(),
+        secret_access_key: Secret::new("pl41n-creds"),
+        created_at: now(),
+        updated_at: now(),
+    };
+    Repo::<CloudCredentials>::insert(&db, &creds).await.unwrap();
+    let secret = Variable {
+        id: VariableId::generate(),
+        organization_id: o.id,
+        project_id: p.id,
+        environment_id: Some(e.id),
+        service_id: None,
+        scope: VariableScope::Environment,
+        key: "K".into(),
+        value: Some(Secret::new("pl41n-variable")),
+        is_secret: true,
+        variable_type: VariableType::Value,
+        mount_path: None,
+        description: None,
+        enable_interpolation_in_file: None,
+        aliased_variable_id: None,
+        overridden_variable_id: None,
+        secret_manager_access_id: None,
+        created_at: now(),
+        updated_at: now(),
+    };
+    Repo::<Variable>::insert(&db, &secret).await.unwrap();
+    let plain = Variable {
+        id: VariableId::generate(),
+        key: "P".into(),
+        value: Some(Secret::new("visible")),
+        is_secret: false,
+        ..secret.clone()
+    };
+    Repo::<Variable>::insert(&db, &plain).await.unwrap();
+
+    for (table, column, plaintext) in [
+        ("git_tokens", "token", "ghp_x"),
+        ("container_registries", "secret_config", "\"p\""),
+        ("cloud_credentials", "secret_access_key", "pl41n-creds"),
+    ] {
+        for stored in testing::raw_column(&db, table, column).await {
+            let stored = stored.unwrap();
+            assert!(
+                stored.starts_with("enc:v1:") && !stored.contains(plaintext),
+                "{table}.{column}: {stored}"
+            );
+        }
+    }
+    let values = testing::raw_column(&db, "variables", "value").await;
+    assert!(
+        values.iter().flatten().any(|v| v == "visible"),
+        "non-secrets stay readable"
+    );
+    assert!(!values
+        .iter()
+        .flatten()
+        .any(|v| v.contains("pl41n-variable")));
+    // Read back through the port, the values are whole again.
+    assert_eq!(
+        Repo::<Variable>::get(&db, secret.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .value,
+        Some(Secret::new("pl41n-variable"))
+    );
+    assert_eq!(
+        Repo::<CloudCredentials>::get(&db, creds.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .secret_access_key,
+        Secret::new("pl41n-creds")
+    );
 }

@@ -179,16 +179,30 @@ pub fn json_error(path: &str, message: &str) -> DomainError {
         };
         return DomainError::invalid(full, "is required");
     }
-    let message = message
-        .split(" at line ")
-        .next()
-        .unwrap_or(message)
-        .to_string();
+    let message = without_input(message.split(" at line ").next().unwrap_or(message));
     let field = match path {
         "" | "." => "body".to_string(),
         p => p.to_string(),
     };
     DomainError::invalid(field, message)
+}
+
+/// Serde's "invalid type: string \"hunter2\", expected ..." quotes what the client sent, which
+/// may be a secret: keep the kind of value, drop the value.
+fn without_input(message: &str) -> String {
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix) {
+            if let Some((unexpected, expected)) = rest.split_once(", expected ") {
+                let kind = unexpected
+                    .split(['`', '"'])
+                    .next()
+                    .unwrap_or(unexpected)
+                    .trim();
+                return format!("{prefix}{kind}, expected {expected}");
+            }
+        }
+    }
+    message.to_string()
 }
 
 impl ServiceDraft {
@@ -264,6 +278,26 @@ mod tests {
             err.to_string()
                 .starts_with("ports[0].internal_port: invalid type"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn type_errors_do_not_echo_the_value() {
+        let err = from_json::<crate::services::VariableInput>(&json!({"key": "K", "value": 12345}))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "value: invalid type: integer, expected a string"
+        );
+        let err =
+            from_json::<crate::services::VariableInput>(&json!({"key": ["hunter2"]})).unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        let err =
+            from_json::<crate::services::VariableInput>(&json!({"key": "K", "description": 1.5}))
+                .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "description: invalid type: floating point, expected a string"
         );
     }
 
