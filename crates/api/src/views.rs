@@ -5,7 +5,8 @@ use domain::auth::Role;
 use domain::model::*;
 use domain::pagination::Page;
 use domain::services::{
-    EnvironmentDetails, GitTokenDetails, NewApiToken, RegistryDetails, VariableDetails,
+    AssociatedService, EnvironmentDetails, GitTokenDetails, NewApiToken, RegistryDetails,
+    VariableDetails,
 };
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -530,6 +531,36 @@ impl From<VariableDetails> for SecretView {
             owned_by: d.owner_name,
             description: v.description,
             enable_interpolation_in_file: v.enable_interpolation_in_file,
+        }
+    }
+}
+
+/// A service using a git token (endpoint 12). Jobs are shown as CRON or LIFECYCLE.
+#[derive(Serialize)]
+pub struct AssociatedServiceView {
+    pub project_id: Uuid,
+    pub project_name: String,
+    pub environment_id: Uuid,
+    pub environment_name: String,
+    pub service_id: Uuid,
+    pub service_name: String,
+    pub service_type: &'static str,
+}
+
+impl From<AssociatedService> for AssociatedServiceView {
+    fn from(a: AssociatedService) -> Self {
+        let service_type = match &a.service.spec {
+            ServiceSpec::Job(j) => j.job_type.as_str(),
+            other => other.kind().as_str(),
+        };
+        Self {
+            project_id: a.project_id.0,
+            project_name: a.project_name,
+            environment_id: a.environment_id.0,
+            environment_name: a.environment_name,
+            service_id: a.service.id.0,
+            service_name: a.service.name,
+            service_type,
         }
     }
 }

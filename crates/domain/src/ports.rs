@@ -49,6 +49,12 @@ pub trait ServiceQueries: Send + Sync {
         &self,
         registries: &[ContainerRegistryId],
     ) -> StoreResult<HashMap<ContainerRegistryId, u64>>;
+    /// The services whose git repository uses `token`, paged.
+    async fn list_services_by_git_token(
+        &self,
+        token: GitTokenId,
+        page: PageRequest,
+    ) -> StoreResult<Page<Service>>;
     /// How many services use each git token (absent ids: none).
     async fn count_services_by_git_token(
         &self,
@@ -70,6 +76,18 @@ pub trait VariableQueries: Send + Sync {
 }
 
 #[async_trait]
+pub trait EnvironmentStore: Send + Sync {
+    /// Inserts an environment with its services and variables in one transaction (a clone).
+    /// Variables must come after those they alias or override.
+    async fn insert_environment_tree(
+        &self,
+        environment: &Environment,
+        services: &[Service],
+        variables: &[Variable],
+    ) -> StoreResult<()>;
+}
+
+#[async_trait]
 pub trait Health: Send + Sync {
     /// Succeeds when the store answers a trivial query.
     async fn ping(&self) -> StoreResult<()>;
@@ -88,6 +106,7 @@ pub trait Store:
     + Repo<GitToken>
     + Repo<Variable>
     + VariableQueries
+    + EnvironmentStore
     + TokenStore
     + ServiceQueries
     + Health
@@ -106,6 +125,7 @@ impl<S> Store for S where
         + Repo<GitToken>
         + Repo<Variable>
         + VariableQueries
+        + EnvironmentStore
         + TokenStore
         + ServiceQueries
         + Health

@@ -2,7 +2,7 @@
 
 use crate::db::{db_run, db_transaction, store_error, Db};
 use crate::rows::*;
-use crate::schema::{api_tokens, organizations, services, variables};
+use crate::schema::{api_tokens, environments, organizations, services, variables};
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -10,7 +10,7 @@ use domain::error::{StoreError, StoreResult};
 use domain::ids::*;
 use domain::model::*;
 use domain::pagination::{Page, PageRequest};
-use domain::ports::{Health, ServiceQueries, TokenStore, VariableQueries};
+use domain::ports::{EnvironmentStore, Health, ServiceQueries, TokenStore, VariableQueries};
 use std::collections::HashMap;
 use std::str::FromStr;
 
@@ -132,6 +132,44 @@ impl ServiceQueries for Db {
         .await
     }
 
+    async fn list_services_by_git_token(
+        &self,
+        token: GitTokenId,
+        page: PageRequest,
+    ) -> StoreResult<Page<Service>> {
+        let token = token.to_string();
+        let cipher = self.cipher.clone();
+        self.read(move |mut conn| async move {
+            let (rows, total): (Vec<ServiceRow>, i64) = db_run!(conn, |c| {
+                let rows = services::table
+                    .filter(services::git_token_id.eq(&token))
+                    .order((services::created_at.asc(), services::id.asc()))
+                    .limit(page.limit())
+                    .offset(page.offset())
+                    .select(ServiceRow::as_select())
+                    .load(c)
+                    .await
+                    .map_err(store_error)?;
+                let total: i64 = services::table
+                    .filter(services::git_token_id.eq(&token))
+                    .count()
+                    .get_result(c)
+                    .await
+                    .map_err(store_error)?;
+                Ok::<_, StoreError>((rows, total))
+            })?;
+            Ok(Page {
+                items: rows
+                    .into_iter()
+                    .map(|r| Service::from_row(r, &cipher))
+                    .collect::<StoreResult<_>>()?,
+                request: page,
+                total_count: total.max(0) as u64,
+            })
+        })
+        .await
+    }
+
     async fn count_services_by_git_token(
         &self,
         tokens: &[GitTokenId],
@@ -226,6 +264,51 @@ impl VariableQueries for Db {
             })
             .map_err(store_error)?;
             Ok(n as u64)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl EnvironmentStore for Db {
+    async fn insert_environment_tree(
+        &self,
+        environment: &Environment,
+        services: &[Service],
+        variables: &[Variable],
+    ) -> StoreResult<()> {
+        let env = environment.to_row(&self.cipher)?;
+        let services: Vec<ServiceRow> = services
+            .iter()
+            .map(|s| s.to_row(&self.cipher))
+            .collect::<StoreResult<_>>()?;
+        let variables: Vec<VariableRow> = variables
+            .iter()
+            .map(|v| v.to_row(&self.cipher))
+            .collect::<StoreResult<_>>()?;
+        self.write(move |mut conn| async move {
+            db_transaction!(conn, |c| {
+                diesel::insert_into(environments::table)
+                    .values(&env)
+                    .execute(c)
+                    .await?;
+                // Row by row: diesel cannot batch rows with NULLs on SQLite. All of it is one
+                // transaction, and variables come in the order the port promises (targets first).
+                for s in &services {
+                    diesel::insert_into(services::table)
+                        .values(s)
+                        .execute(c)
+                        .await?;
+                }
+                for v in &variables {
+                    diesel::insert_into(variables::table)
+                        .values(v)
+                        .execute(c)
+                        .await?;
+                }
+                Ok::<_, diesel::result::Error>(())
+            })
+            .map_err(store_error)
         })
         .await
     }

@@ -1,5 +1,6 @@
 //! The route table. Every route is served under `/v1` and, for unversioned clients, at the root.
 
+mod catalog;
 mod organization;
 mod resources;
 mod services;
@@ -22,6 +23,7 @@ pub(crate) fn no_content() -> HttpResponse {
 
 /// The API's routes, mounted twice by the app (under `/v1` and at the root).
 pub fn api_routes(cfg: &mut web::ServiceConfig) {
+    catalog::routes(cfg);
     organization::routes(cfg);
     resources::routes(cfg);
     services::routes(cfg);

@@ -112,6 +112,14 @@ impl GitRepositoryInput {
 }
 
 impl GitRepository {
+    /// Forgets what was deployed (a copy of the service was never deployed).
+    pub fn clear_deployment_state(&mut self) {
+        self.deployed_commit_id = None;
+        self.deployed_commit_date = None;
+        self.deployed_commit_contributor = None;
+        self.deployed_commit_tag = None;
+    }
+
     /// Keeps what was deployed from the previous version of the same repository.
     pub fn carry_deployment_state(&mut self, previous: &GitRepository) {
         self.deployed_commit_id = previous.deployed_commit_id.clone();

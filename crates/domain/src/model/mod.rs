@@ -4,6 +4,7 @@
 mod enums;
 mod git_repository;
 mod organization;
+mod regions;
 mod resources;
 mod service;
 mod service_kinds;
@@ -12,6 +13,7 @@ mod variable;
 pub use enums::*;
 pub use git_repository::{GitRepository, GitRepositoryInput};
 pub use organization::{ApiToken, Organization};
+pub use regions::{is_region, regions, Region};
 pub use resources::{
     CloudCredentials, Cluster, ContainerRegistry, Environment, GitToken, Project, RegistryConfig,
 };

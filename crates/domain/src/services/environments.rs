@@ -3,8 +3,10 @@
 use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
-use crate::ids::{ClusterId, EnvironmentId, ProjectId};
-use crate::model::{Cluster, Environment, EnvironmentMode, Project};
+use crate::ids::{ClusterId, EnvironmentId, ProjectId, ServiceId, VariableId};
+use crate::model::{
+    Cluster, DeploymentStatus, Environment, EnvironmentMode, Project, Service, Variable,
+};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::Repo;
 use crate::validate;
@@ -167,4 +169,184 @@ impl Capstan {
         self.load::<Environment>(p, id, Action::Write).await?;
         self.delete::<Environment>(id, "services").await
     }
+}
+
+/// `POST /environment/{id}/clone`.
+#[derive(Debug, Deserialize)]
+pub struct CloneInput {
+    pub name: String,
+    #[serde(default)]
+    pub cluster_id: Option<ClusterId>,
+    #[serde(default)]
+    pub mode: Option<EnvironmentMode>,
+    /// Accepted for compatibility; Capstan has no deployment rules yet, so nothing applies.
+    #[serde(default)]
+    pub apply_deployment_rule: Option<bool>,
+    #[serde(default)]
+    pub project_id: Option<ProjectId>,
+}
+
+impl Capstan {
+    /// Every item of a list, page after page.
+    async fn all<T, F, Fut>(&self, mut fetch: F) -> DomainResult<Vec<T>>
+    where
+        F: FnMut(PageRequest) -> Fut,
+        Fut: std::future::Future<Output = DomainResult<crate::pagination::Page<T>>>,
+    {
+        let mut out = Vec::new();
+        let mut number = 1;
+        loop {
+            let page = fetch(PageRequest::new(number, crate::pagination::MAX_PAGE_SIZE)?).await?;
+            let total = page.total_count;
+            let empty = page.items.is_empty();
+            out.extend(page.items);
+            if empty || out.len() as u64 >= total {
+                return Ok(out);
+            }
+            number += 1;
+        }
+    }
+
+    /// A new environment with copies of every service's configuration, variables and secrets,
+    /// and none of the deployment state, written in one transaction.
+    pub async fn clone_environment(
+        &self,
+        p: &Principal,
+        source_id: EnvironmentId,
+        input: CloneInput,
+    ) -> DomainResult<EnvironmentDetails> {
+        let source: Environment = self.load(p, source_id, Action::Read).await?;
+        let project: Project = self
+            .load(
+                p,
+                input.project_id.unwrap_or(source.project_id),
+                Action::Write,
+            )
+            .await?;
+        let name = validate::name("name", &input.name)?;
+        let cluster = self
+            .cluster_for(
+                p,
+                &project,
+                Some(input.cluster_id.unwrap_or(source.cluster_id)),
+            )
+            .await?;
+        let now = self.now();
+        let env = Environment {
+            id: EnvironmentId::generate(),
+            organization_id: project.organization_id,
+            project_id: project.id,
+            cluster_id: cluster.id,
+            name,
+            mode: input.mode.unwrap_or(source.mode),
+            last_updated_by: None,
+            created_at: now,
+            updated_at: now,
+        };
+
+        let services: Vec<Service> =
+            self.all(|page| async move {
+                Ok(Repo::<Service>::list(&*self.store, source_id, page).await?)
+            })
+            .await?;
+        let mut parents: Vec<uuid::Uuid> = vec![source_id.0];
+        parents.extend(services.iter().map(|s| s.id.0));
+        let parents = &parents;
+        let variables: Vec<Variable> = self
+            .all(|page| async move { Ok(self.store.list_variables(parents, None, page).await?) })
+            .await?;
+
+        let mut service_ids = HashMap::new();
+        let copies: Vec<Service> = services
+            .into_iter()
+            .map(|s| {
+                let id = ServiceId::generate();
+                service_ids.insert(s.id, id);
+                let mut spec = s.spec;
+                for repo in spec.git_repositories_mut() {
+                    repo.clear_deployment_state();
+                }
+                Service {
+                    id,
+                    organization_id: env.organization_id,
+                    project_id: env.project_id,
+                    environment_id: env.id,
+                    deployment_status: DeploymentStatus::NeverDeployed,
+                    spec,
+                    created_at: now,
+                    updated_at: now,
+                    ..s
+                }
+            })
+            .collect();
+        let variables = clone_variables(
+            variables,
+            &env,
+            &service_ids,
+            source.project_id == env.project_id,
+            now,
+        );
+        self.store
+            .insert_environment_tree(&env, &copies, &variables)
+            .await
+            .map_err(|e| match e {
+                crate::error::StoreError::Duplicate => DomainError::Conflict(format!(
+                    "an environment named '{}' already exists in this project",
+                    env.name
+                )),
+                other => other.into(),
+            })?;
+        Ok(EnvironmentDetails {
+            environment: env,
+            cluster: Some(cluster),
+        })
+    }
+}
+
+/// Copies the variables of an environment and its services onto the clone. Aliases and overrides
+/// follow their targets when those are copied too; those pointing at the source project's
+/// variables are kept when the clone stays in that project and dropped otherwise.
+fn clone_variables(
+    variables: Vec<Variable>,
+    env: &Environment,
+    service_ids: &HashMap<ServiceId, ServiceId>,
+    same_project: bool,
+    now: time::OffsetDateTime,
+) -> Vec<Variable> {
+    let ids: HashMap<VariableId, VariableId> = variables
+        .iter()
+        .map(|v| (v.id, VariableId::generate()))
+        .collect();
+    let remap = |target: Option<VariableId>| -> Result<Option<VariableId>, ()> {
+        match target {
+            None => Ok(None),
+            Some(t) => match ids.get(&t) {
+                Some(new) => Ok(Some(*new)),
+                None if same_project => Ok(Some(t)),
+                None => Err(()),
+            },
+        }
+    };
+    let mut out: Vec<Variable> = variables
+        .iter()
+        .filter_map(|v| {
+            let aliased = remap(v.aliased_variable_id).ok()?;
+            let overridden = remap(v.overridden_variable_id).ok()?;
+            Some(Variable {
+                id: ids[&v.id],
+                organization_id: env.organization_id,
+                project_id: env.project_id,
+                environment_id: Some(env.id),
+                service_id: v.service_id.and_then(|s| service_ids.get(&s).copied()),
+                aliased_variable_id: aliased,
+                overridden_variable_id: overridden,
+                created_at: now,
+                updated_at: now,
+                ..v.clone()
+            })
+        })
+        .collect();
+    // Targets first, so aliases and overrides find them.
+    out.sort_by_key(|v| v.aliased_variable_id.is_some() || v.overridden_variable_id.is_some());
+    out
 }

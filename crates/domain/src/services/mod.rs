@@ -1,5 +1,6 @@
 //! Use-case services: every operation of the API, with its access check and its rules.
 
+mod catalog;
 mod credentials;
 mod environments;
 mod git_tokens;
@@ -9,8 +10,9 @@ mod registries;
 mod service_kinds;
 mod variables;
 
+pub use catalog::AssociatedService;
 pub use credentials::{CredentialsInput, CredentialsUpdate};
-pub use environments::{EnvironmentDetails, EnvironmentInput, EnvironmentUpdate};
+pub use environments::{CloneInput, EnvironmentDetails, EnvironmentInput, EnvironmentUpdate};
 pub use git_tokens::{GitTokenDetails, GitTokenInput};
 pub use hierarchy::{ClusterInput, ProjectInput};
 pub use organizations::{ApiTokenInput, NewApiToken, OrganizationUpdate};
