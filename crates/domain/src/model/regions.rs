@@ -14,9 +14,12 @@ pub struct Region {
 }
 
 type Row = (&'static str, &'static str, &'static str, &'static str, bool);
+type Catalog = &'static [(Row, &'static [&'static str])];
+/// How a provider names a zone from its region and suffix.
+type ZoneName = fn(&str, &str) -> String;
 
 /// cloudA: zones are the region name with a letter suffix.
-const CLOUDA: &[(Row, &[&str])] = &[
+const CLOUDA: Catalog = &[
     (
         ("us-east-1", "US", "United States", "N. Virginia", true),
         &["a", "b", "c", "d", "e", "f"],
@@ -112,7 +115,7 @@ const CLOUDA: &[(Row, &[&str])] = &[
 ];
 
 /// altcloud: zones are the region name with a number suffix.
-const ALTCLOUD: &[(Row, &[&str])] = &[
+const ALTCLOUD: Catalog = &[
     (("fr-par", "FR", "France", "Paris", true), &["1", "2", "3"]),
     (
         ("nl-ams", "NL", "Netherlands", "Amsterdam", true),
@@ -125,7 +128,7 @@ const ALTCLOUD: &[(Row, &[&str])] = &[
 ];
 
 /// cloudC: zones are numbered; regions without availability zones have none.
-const CLOUDC: &[(Row, &[&str])] = &[
+const CLOUDC: Catalog = &[
     (
         ("eastus", "US", "United States", "Virginia", true),
         &["1", "2", "3"],
@@ -217,7 +220,7 @@ const CLOUDC: &[(Row, &[&str])] = &[
 
 /// The regions of `provider`, in the catalog's order.
 pub fn regions(provider: CloudProvider) -> Vec<Region> {
-    let (rows, zone): (&[(Row, &[&str])], fn(&str, &str) -> String) = match provider {
+    let (rows, zone): (Catalog, ZoneName) = match provider {
         CloudProvider::CloudA => (CLOUDA, |region, z| format!("{region}{z}")),
         CloudProvider::AltCloud => (ALTCLOUD, |region, z| format!("{region}-{z}")),
         CloudProvider::CloudC => (CLOUDC, |_, z| z.to_string()),
