@@ -23,6 +23,19 @@ pub struct ErrorBodyWritten;
 #[derive(Debug, Clone)]
 pub struct InternalCause(pub String);
 
+/// The error body as the OpenAPI document shows it.
+#[derive(utoipa::ToSchema)]
+#[schema(as = ErrorBody)]
+#[allow(dead_code)]
+pub struct ErrorBodySchema {
+    /// The HTTP status code.
+    pub status: u16,
+    /// The status text.
+    pub error: String,
+    /// What is wrong, naming the field or parameter at fault.
+    pub message: String,
+}
+
 #[derive(Serialize)]
 pub struct ErrorBody<'a> {
     pub status: u16,

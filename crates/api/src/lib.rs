@@ -3,6 +3,7 @@
 pub mod envelope;
 pub mod error;
 pub mod extract;
+pub mod openapi;
 mod routes;
 pub mod views;
 
@@ -11,6 +12,7 @@ use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::middleware::{from_fn, Compress};
 use actix_web::{web, App, HttpResponse};
 use domain::Capstan;
+use openapi::{Doc, Routes};
 use serde_json::json;
 
 /// Default limit of a request body.
@@ -20,6 +22,8 @@ pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 pub struct AppState {
     pub capstan: Capstan,
     pub body_limit: usize,
+    /// The OpenAPI document, rendered once.
+    openapi_json: String,
 }
 
 impl AppState {
@@ -27,8 +31,74 @@ impl AppState {
         Self {
             capstan,
             body_limit: DEFAULT_BODY_LIMIT,
+            openapi_json: serde_json::to_string(&openapi()).unwrap_or_else(|_| "{}".into()),
         }
     }
+}
+
+/// Every route the server has, recorded without serving them.
+pub fn endpoints() -> Vec<openapi::Endpoint> {
+    let mut r = Routes::new(None);
+    system_routes(&mut r);
+    routes::api_routes(&mut r);
+    r.endpoints
+}
+
+/// The OpenAPI document of the API.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    openapi::document(&endpoints())
+}
+
+async fn openapi_json(state: web::Data<AppState>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(state.openapi_json.clone())
+}
+
+async fn docs_page() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .body(include_str!("docs.html"))
+}
+
+/// Probes and the document: at the root only, without credentials.
+fn system_routes(r: &mut Routes) {
+    let status = || {
+        openapi::Body::inline(
+            utoipa::openapi::ObjectBuilder::new()
+                .property(
+                    "status",
+                    utoipa::openapi::ObjectBuilder::new()
+                        .schema_type(utoipa::openapi::schema::Type::String),
+                )
+                .required("status")
+                .into(),
+        )
+    };
+    r.at("/healthz")
+        .get(
+            healthz,
+            Doc::answer("The process answers", 200, Some(status())).public(),
+        )
+        .add();
+    r.at("/readyz")
+        .get(
+            readyz,
+            Doc::answer("The database answers", 200, Some(status())).public(),
+        )
+        .add();
+    r.at("/openapi.json")
+        .get(
+            openapi_json,
+            Doc::answer("This document", 200, None).public(),
+        )
+        .add();
+    r.at("/docs")
+        .get(
+            docs_page,
+            Doc::answer("A page that renders this document", 200, None).public(),
+        )
+        .add();
 }
 
 async fn healthz() -> HttpResponse {
@@ -59,10 +129,9 @@ pub fn app(
 > {
     App::new()
         .app_data(state)
-        .route("/healthz", web::get().to(healthz))
-        .route("/readyz", web::get().to(readyz))
-        .service(web::scope("/v1").configure(routes::api_routes))
-        .configure(routes::api_routes)
+        .configure(|cfg| system_routes(&mut Routes::new(Some(cfg))))
+        .service(web::scope("/v1").configure(|cfg| routes::api_routes(&mut Routes::new(Some(cfg)))))
+        .configure(|cfg| routes::api_routes(&mut Routes::new(Some(cfg))))
         .default_service(web::to(not_found))
         .wrap(Compress::default())
         .wrap(from_fn(envelope::envelope))

@@ -12,12 +12,12 @@ use serde::Serialize;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct Reference {
     pub id: Uuid,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct Pagination {
     pub page: u32,
     pub page_size: u32,
@@ -47,7 +47,7 @@ impl<T: Serialize> Paged<T> {
 }
 
 /// The timestamps and id every record starts with.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct Base {
     pub id: Uuid,
     #[serde(with = "time::serde::rfc3339")]
@@ -64,7 +64,7 @@ fn base(id: Uuid, created_at: OffsetDateTime, updated_at: OffsetDateTime) -> Bas
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct OrganizationView {
     #[serde(flatten)]
     pub base: Base,
@@ -85,7 +85,7 @@ impl From<Organization> for OrganizationView {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct ApiTokenView {
     #[serde(flatten)]
     pub base: Base,
@@ -126,7 +126,7 @@ impl From<NewApiToken> for ApiTokenView {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct RoleView {
     pub id: Uuid,
     pub name: &'static str,
@@ -141,7 +141,7 @@ impl From<Role> for RoleView {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct CredentialsView {
     pub id: Uuid,
     pub name: String,
@@ -160,7 +160,7 @@ impl From<CloudCredentials> for CredentialsView {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct ClusterView {
     #[serde(flatten)]
     pub base: Base,
@@ -187,7 +187,7 @@ impl From<Cluster> for ClusterView {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct ProjectView {
     #[serde(flatten)]
     pub base: Base,
@@ -210,13 +210,13 @@ impl From<Project> for ProjectView {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct CloudProviderView {
     pub provider: String,
     pub cluster: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct EnvironmentView {
     #[serde(flatten)]
     pub base: Base,
@@ -262,13 +262,13 @@ impl From<EnvironmentDetails> for EnvironmentView {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct NamedReference {
     pub id: Uuid,
     pub name: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct RegistryView {
     #[serde(flatten)]
     pub base: Base,
@@ -302,7 +302,7 @@ impl From<RegistryDetails> for RegistryView {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct GitTokenView {
     #[serde(flatten)]
     pub base: Base,
@@ -333,15 +333,22 @@ impl From<GitTokenDetails> for GitTokenView {
     }
 }
 
-/// A service of any kind: the common members, then the kind's own.
-#[derive(Serialize)]
-pub struct ServiceView {
+/// The members every kind of service shows.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ServiceCommon {
     #[serde(flatten)]
     pub base: Base,
     pub environment: Reference,
     pub name: String,
     pub description: String,
     pub service_type: ServiceKind,
+}
+
+/// A service of any kind: the common members, then the kind's own.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ServiceView {
+    #[serde(flatten)]
+    pub common: ServiceCommon,
     #[serde(flatten)]
     pub spec: ServiceSpec,
 }
@@ -349,20 +356,22 @@ pub struct ServiceView {
 impl From<Service> for ServiceView {
     fn from(s: Service) -> Self {
         Self {
-            base: base(s.id.0, s.created_at, s.updated_at),
-            environment: Reference {
-                id: s.environment_id.0,
+            common: ServiceCommon {
+                base: base(s.id.0, s.created_at, s.updated_at),
+                environment: Reference {
+                    id: s.environment_id.0,
+                },
+                name: s.name,
+                description: s.description.unwrap_or_default(),
+                service_type: s.spec.kind(),
             },
-            name: s.name,
-            description: s.description.unwrap_or_default(),
-            service_type: s.spec.kind(),
             spec: s.spec,
         }
     }
 }
 
 /// A variable named by another (the aliased or overridden one), as non-secret lists show it.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct VariableRef {
     pub id: Uuid,
     pub key: String,
@@ -373,7 +382,7 @@ pub struct VariableRef {
 }
 
 /// The same, for secrets: never a value.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct SecretRef {
     pub id: Uuid,
     pub key: String,
@@ -423,7 +432,7 @@ impl From<&Variable> for SecretRef {
 /// An environment variable. The creation form (endpoint 2, lists) has no `is_secret` nor
 /// `secret_manager_access_id`; the edit form (endpoint 3) has both, and `value` is null for a
 /// secret.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct VariableView {
     #[serde(flatten)]
     pub base: Base,
@@ -448,6 +457,7 @@ pub struct VariableView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub is_secret: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Uuid>, nullable)]
     pub secret_manager_access_id: Option<Option<Uuid>>,
 }
 
@@ -490,7 +500,7 @@ impl VariableView {
 }
 
 /// A secret as listed: no value.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct SecretView {
     #[serde(flatten)]
     pub base: Base,
@@ -536,7 +546,7 @@ impl From<VariableDetails> for SecretView {
 }
 
 /// A service using a git token (endpoint 12). Jobs are shown as CRON or LIFECYCLE.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct AssociatedServiceView {
     pub project_id: Uuid,
     pub project_name: String,

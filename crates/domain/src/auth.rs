@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 /// The four roles of an organization. Their ids are fixed so clients can hard-code them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Role {
     Admin,

@@ -9,6 +9,7 @@ macro_rules! typed_id {
     ($($name:ident),* $(,)?) => {$(
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(transparent)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
         pub struct $name(pub Uuid);
 
         impl $name {

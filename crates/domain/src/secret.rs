@@ -41,3 +41,16 @@ mod tests {
         assert_eq!(s.expose(), "hunter2");
     }
 }
+
+/// Shown in API documents as the plain string a client sends.
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for Secret {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for Secret {}

@@ -3,6 +3,7 @@
 use super::ok;
 use crate::error::ApiResult;
 use crate::extract::{path_id, Auth, JsonBody, Paging};
+use crate::openapi::{Body, Doc, Routes};
 use crate::views::{AssociatedServiceView, EnvironmentView, Paged};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -11,24 +12,36 @@ use domain::services::CloneInput;
 
 type St = web::Data<AppState>;
 
-pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/environment/{environmentId}/clone").route(web::post().to(clone)))
-        .service(
-            web::resource(
-                "/organization/{organizationId}/gitToken/{gitTokenId}/associatedServices",
+pub fn routes(r: &mut Routes) {
+    r.at("/environment/{environmentId}/clone")
+        .post(
+            clone,
+            Doc::answer(
+                "Clone an environment (configuration, variables and secrets; no deployment state)",
+                202,
+                Some(Body::of::<EnvironmentView>()),
             )
-            .route(web::get().to(associated_services)),
-        );
+            .body(Body::of::<CloneInput>()),
+        )
+        .add();
+    r.at("/organization/{organizationId}/gitToken/{gitTokenId}/associatedServices")
+        .get(
+            associated_services,
+            Doc::list::<AssociatedServiceView>("List the services using a git token"),
+        )
+        .add();
     for (segment, provider) in [
         ("altcloud", CloudProvider::AltCloud),
         ("cloudA", CloudProvider::CloudA),
         ("cloudC", CloudProvider::CloudC),
     ] {
-        cfg.service(
-            web::resource(format!("/{segment}/region"))
-                .app_data(web::Data::new(provider))
-                .route(web::get().to(regions)),
-        );
+        r.at(format!("/{segment}/region"))
+            .data(provider)
+            .get(
+                regions,
+                Doc::list::<domain::model::Region>(format!("List the regions of {segment}")),
+            )
+            .add();
     }
 }
 

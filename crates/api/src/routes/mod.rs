@@ -6,7 +6,8 @@ mod resources;
 mod services;
 mod variables;
 
-use actix_web::{web, HttpResponse};
+use crate::openapi::Routes;
+use actix_web::HttpResponse;
 use serde::Serialize;
 
 pub(crate) fn ok<T: Serialize>(body: T) -> HttpResponse {
@@ -22,10 +23,10 @@ pub(crate) fn no_content() -> HttpResponse {
 }
 
 /// The API's routes, mounted twice by the app (under `/v1` and at the root).
-pub fn api_routes(cfg: &mut web::ServiceConfig) {
-    catalog::routes(cfg);
-    organization::routes(cfg);
-    resources::routes(cfg);
-    services::routes(cfg);
-    variables::routes(cfg);
+pub fn api_routes(r: &mut Routes) {
+    catalog::routes(r);
+    organization::routes(r);
+    resources::routes(r);
+    services::routes(r);
+    variables::routes(r);
 }

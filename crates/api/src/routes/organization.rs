@@ -3,6 +3,7 @@
 use super::{created, no_content, ok};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{path_id, Auth, JsonBody, Paging};
+use crate::openapi::{Doc, Routes};
 use crate::views::{ApiTokenView, OrganizationView, Paged, RoleView};
 use crate::AppState;
 use actix_web::http::StatusCode;
@@ -13,30 +14,51 @@ use domain::services::{ApiTokenInput, OrganizationUpdate};
 type St = web::Data<AppState>;
 const ORG: &str = "organizationId";
 
-pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/organization")
-            .route(web::get().to(list))
-            .route(web::post().to(create)),
-    )
-    .service(
-        web::resource("/organization/{organizationId}")
-            .route(web::get().to(get))
-            .route(web::put().to(update))
-            .route(web::delete().to(delete)),
-    )
-    .service(
-        web::resource("/organization/{organizationId}/apiToken")
-            .route(web::get().to(list_tokens))
-            .route(web::post().to(create_token)),
-    )
-    .service(
-        web::resource("/organization/{organizationId}/apiToken/{apiTokenId}")
-            .route(web::delete().to(delete_token)),
-    )
-    .service(
-        web::resource("/organization/{organizationId}/availableRole").route(web::get().to(roles)),
-    );
+pub fn routes(r: &mut Routes) {
+    r.at("/organization")
+        .get(
+            list,
+            Doc::list::<OrganizationView>("List the organizations of the caller"),
+        )
+        .post(
+            create,
+            Doc::create::<OrganizationView, OrganizationUpdate>(
+                "Create an organization (signed-in users)",
+            ),
+        )
+        .add();
+    r.at("/organization/{organizationId}")
+        .get(get, Doc::get::<OrganizationView>("Get an organization"))
+        .put(
+            update,
+            Doc::edit::<OrganizationView, OrganizationUpdate>("Edit an organization"),
+        )
+        .delete(
+            delete,
+            Doc::delete("Delete an organization and everything in it"),
+        )
+        .add();
+    r.at("/organization/{organizationId}/apiToken")
+        .get(
+            list_tokens,
+            Doc::list::<ApiTokenView>("List API tokens (never their values)"),
+        )
+        .post(
+            create_token,
+            Doc::create::<ApiTokenView, ApiTokenInput>(
+                "Create an API token; its value is shown once",
+            ),
+        )
+        .add();
+    r.at("/organization/{organizationId}/apiToken/{apiTokenId}")
+        .delete(delete_token, Doc::delete("Revoke an API token"))
+        .add();
+    r.at("/organization/{organizationId}/availableRole")
+        .get(
+            roles,
+            Doc::list::<RoleView>("List the roles tokens and members can have"),
+        )
+        .add();
 }
 
 async fn list(st: St, Auth(p): Auth, Paging(page): Paging) -> ApiResult<HttpResponse> {

@@ -7,6 +7,7 @@
 use super::{created, no_content, ok};
 use crate::error::ApiResult;
 use crate::extract::{path_id, Auth, JsonBody, Paging};
+use crate::openapi::{Doc, Routes};
 use crate::views::*;
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -21,24 +22,28 @@ macro_rules! owned {
             use super::*;
             const ORG: &str = "organizationId";
 
-            pub fn routes(cfg: &mut web::ServiceConfig) {
-                cfg.service(
-                    web::resource(concat!("/organization/{organizationId}/", $path))
-                        .route(web::get().to(list))
-                        .route(web::post().to(create)),
+            pub fn routes(r: &mut Routes) {
+                r.at(concat!("/organization/{organizationId}/", $path))
+                    .get(list, Doc::list::<$view>(concat!("List ", $path)))
+                    .post(
+                        create,
+                        Doc::create::<$view, $input>(concat!("Create a ", $path)),
+                    )
+                    .add();
+                r.at(concat!(
+                    "/organization/{organizationId}/",
+                    $path,
+                    "/{",
+                    $id,
+                    "}"
+                ))
+                .get(get, Doc::get::<$view>(concat!("Get a ", $path)))
+                .put(
+                    update,
+                    Doc::edit::<$view, $update>(concat!("Edit a ", $path)),
                 )
-                .service(
-                    web::resource(concat!(
-                        "/organization/{organizationId}/",
-                        $path,
-                        "/{",
-                        $id,
-                        "}"
-                    ))
-                    .route(web::get().to(get))
-                    .route(web::put().to(update))
-                    .route(web::delete().to(delete)),
-                );
+                .delete(delete, Doc::delete(concat!("Delete a ", $path)))
+                .add();
             }
 
             async fn list(
@@ -98,18 +103,25 @@ macro_rules! nested {
         mod $module {
             use super::*;
 
-            pub fn routes(cfg: &mut web::ServiceConfig) {
-                cfg.service(
-                    web::resource(concat!("/", $parent_path, "/{", $parent, "}/", $path))
-                        .route(web::get().to(list))
-                        .route(web::post().to(create)),
-                )
-                .service(
-                    web::resource(concat!("/", $path, "/{", $id, "}"))
-                        .route(web::get().to(get))
-                        .route(web::put().to(update))
-                        .route(web::delete().to(delete)),
-                );
+            pub fn routes(r: &mut Routes) {
+                r.at(concat!("/", $parent_path, "/{", $parent, "}/", $path))
+                    .get(
+                        list,
+                        Doc::list::<$view>(concat!("List the ", $path, "s of a ", $parent_path)),
+                    )
+                    .post(
+                        create,
+                        Doc::create::<$view, $input>(concat!("Create a ", $path)),
+                    )
+                    .add();
+                r.at(concat!("/", $path, "/{", $id, "}"))
+                    .get(get, Doc::get::<$view>(concat!("Get a ", $path)))
+                    .put(
+                        update,
+                        Doc::edit::<$view, $update>(concat!("Edit a ", $path)),
+                    )
+                    .delete(delete, Doc::delete(concat!("Delete a ", $path)))
+                    .add();
             }
 
             async fn list(
@@ -241,11 +253,11 @@ nested!(
     delete_environment
 );
 
-pub fn routes(cfg: &mut web::ServiceConfig) {
-    credentials::routes(cfg);
-    clusters::routes(cfg);
-    registries::routes(cfg);
-    git_tokens::routes(cfg);
-    projects::routes(cfg);
-    environments::routes(cfg);
+pub fn routes(r: &mut Routes) {
+    credentials::routes(r);
+    clusters::routes(r);
+    registries::routes(r);
+    git_tokens::routes(r);
+    projects::routes(r);
+    environments::routes(r);
 }

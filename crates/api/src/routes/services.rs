@@ -3,6 +3,8 @@
 use super::{created, no_content, ok};
 use crate::error::ApiResult;
 use crate::extract::{path_id, Auth, JsonBody, Paging};
+use crate::openapi::{shown_schema, Body, Doc, Routes};
+use crate::views::ServiceCommon;
 use crate::views::{Paged, ServiceView};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -19,22 +21,100 @@ fn service_id(
     path_id(req, &format!("{}Id", kind.path_segment()))
 }
 
-pub fn routes(cfg: &mut web::ServiceConfig) {
+/// The documented shape of a service of `kind`, and of its create and edit request.
+fn shapes(kind: ServiceKind) -> (Body, Body) {
+    use domain::model::*;
+    let common = || Body::of::<ServiceCommon>();
+    let named = || Body::of::<ServiceNameInput>();
+    let runtime = || Body::of::<RuntimeInput>();
+    match kind {
+        ServiceKind::Application => (
+            Body::all_of(vec![common(), Body::of::<ApplicationSpec>()]),
+            Body::all_of(vec![named(), Body::of::<ApplicationInput>(), runtime()]),
+        ),
+        ServiceKind::Container => (
+            Body::all_of(vec![common(), Body::of::<ContainerSpec>()]),
+            Body::all_of(vec![named(), Body::of::<ContainerInput>(), runtime()]),
+        ),
+        ServiceKind::Database => (
+            Body::all_of(vec![common(), Body::of::<DatabaseSpec>()]),
+            Body::all_of(vec![named(), Body::of::<DatabaseInput>()]),
+        ),
+        ServiceKind::Job => (
+            Body::all_of(vec![common(), Body::of::<JobSpec>()]),
+            Body::all_of(vec![named(), Body::of::<JobInput>()]),
+        ),
+        ServiceKind::Helm => (
+            Body::all_of(vec![common(), Body::of::<HelmSpec>()]),
+            Body::all_of(vec![named(), Body::of::<HelmInput>()]),
+        ),
+        ServiceKind::Terraform => (
+            Body::all_of(vec![common(), Body::of::<TerraformSpec>()]),
+            Body::all_of(vec![named(), Body::of::<TerraformInput>()]),
+        ),
+    }
+}
+
+/// The members every service request has.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ServiceNameInput {
+    pub name: String,
+    pub description: Option<String>,
+}
+
+pub fn routes(r: &mut Routes) {
     for kind in ServiceKind::ALL {
         let segment = kind.path_segment();
-        cfg.service(
-            web::resource(format!("/environment/{{environmentId}}/{segment}"))
-                .app_data(web::Data::new(*kind))
-                .route(web::get().to(list))
-                .route(web::post().to(create)),
-        )
-        .service(
-            web::resource(format!("/{segment}/{{{segment}Id}}"))
-                .app_data(web::Data::new(*kind))
-                .route(web::get().to(get))
-                .route(web::put().to(update))
-                .route(web::delete().to(delete)),
+        let (shown, request) = shapes(*kind);
+        let page = Body::inline(
+            utoipa::openapi::ObjectBuilder::new()
+                .property(
+                    "results",
+                    utoipa::openapi::schema::ArrayBuilder::new().items(shown_schema(&shown)),
+                )
+                .property(
+                    "pagination",
+                    utoipa::openapi::Ref::from_schema_name("Pagination"),
+                )
+                .required("results")
+                .required("pagination")
+                .into(),
         );
+        r.at(format!("/environment/{{environmentId}}/{segment}"))
+            .data(*kind)
+            .get(
+                list,
+                Doc::answer(
+                    format!("List the {segment} services of an environment"),
+                    200,
+                    Some(page.with_components(&shown)),
+                )
+                .paged(),
+            )
+            .post(
+                create,
+                Doc::answer(format!("Create a {segment}"), 201, Some(shown.clone()))
+                    .body(request.clone()),
+            )
+            .add();
+        r.at(format!("/{segment}/{{{segment}Id}}"))
+            .data(*kind)
+            .get(
+                get,
+                Doc::answer(format!("Get a {segment}"), 200, Some(shown.clone())),
+            )
+            .put(
+                update,
+                Doc::answer(
+                    format!("Edit a {segment} (the same members as creation)"),
+                    200,
+                    Some(shown),
+                )
+                .body(request),
+            )
+            .delete(delete, Doc::delete(format!("Delete a {segment}")))
+            .add();
     }
 }
 

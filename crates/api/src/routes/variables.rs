@@ -4,6 +4,7 @@
 use super::{created, no_content, ok};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{path_id, Auth, JsonBody, Paging};
+use crate::openapi::{Body, Doc, Query, Routes};
 use crate::views::{Paged, SecretView, VariableView};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -36,7 +37,7 @@ fn parent(req: &HttpRequest, kind: ParentKind) -> Result<VariableParent, ApiErro
     })
 }
 
-pub fn routes(cfg: &mut web::ServiceConfig) {
+pub fn routes(r: &mut Routes) {
     let mut parents = vec![
         ("/project/{projectId}".to_string(), ParentKind::Project),
         (
@@ -52,31 +53,79 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         ));
     }
     for (prefix, kind) in parents {
-        for (suffix, secrets) in [("environmentVariable", false), ("secret", true)] {
-            cfg.service(
-                web::resource(format!("{prefix}/{suffix}"))
-                    .app_data(web::Data::new(kind))
-                    .app_data(web::Data::new(Secrets(secrets)))
-                    .route(web::get().to(list))
-                    .route(web::post().to(create)),
-            );
-        }
+        r.at(format!("{prefix}/environmentVariable"))
+            .data(kind)
+            .data(Secrets(false))
+            .get(
+                list,
+                Doc::list::<VariableView>(
+                    "List the variables visible here (its own and inherited)",
+                ),
+            )
+            .post(
+                create,
+                Doc::create::<VariableView, VariableInput>("Add a variable"),
+            )
+            .add();
+        r.at(format!("{prefix}/secret"))
+            .data(kind)
+            .data(Secrets(true))
+            .get(
+                list,
+                Doc::list::<SecretView>("List the secrets visible here (never their values)"),
+            )
+            .post(
+                create,
+                Doc::create::<SecretView, VariableInput>("Add a secret"),
+            )
+            .add();
     }
-    cfg.service(
-        web::resource("/variable")
-            .route(web::get().to(list_scoped))
-            .route(web::post().to(create_scoped)),
-    )
-    .service(
-        web::resource("/variable/{variableId}")
-            .route(web::get().to(get))
-            .route(web::put().to(edit))
-            .route(web::delete().to(delete)),
-    )
-    .service(web::resource("/variable/{variableId}/alias").route(web::post().to(alias)))
-    .service(
-        web::resource("/variable/{variableId}/override").route(web::post().to(override_variable)),
-    );
+    r.at("/variable")
+        .get(
+            list_scoped,
+            Doc::list::<VariableView>("List the variables and secrets visible at a parent")
+                .query(Query::uuid("parent_id", true))
+                .query(Query::of::<VariableScope>("scope", true)),
+        )
+        .post(
+            create_scoped,
+            Doc::answer(
+                "Add a variable or secret to the parent named in the body",
+                201,
+                Some(Body::of::<VariableView>()),
+            )
+            .body(Body::all_of(vec![
+                Body::of::<VariableInput>(),
+                Body::of::<ScopedVariableInput>(),
+            ])),
+        )
+        .add();
+    r.at("/variable/{variableId}")
+        .get(
+            get,
+            Doc::get::<VariableView>("Get a variable (a secret without its value)"),
+        )
+        .put(
+            edit,
+            Doc::edit::<VariableView, VariableEdit>("Edit a variable or secret"),
+        )
+        .delete(
+            delete,
+            Doc::delete("Delete a variable with its aliases and overrides"),
+        )
+        .add();
+    r.at("/variable/{variableId}/alias")
+        .post(
+            alias,
+            Doc::create::<VariableView, AliasInput>("Create an alias of a variable"),
+        )
+        .add();
+    r.at("/variable/{variableId}/override")
+        .post(
+            override_variable,
+            Doc::create::<VariableView, OverrideInput>("Override a variable at a lower scope"),
+        )
+        .add();
 }
 
 async fn list(

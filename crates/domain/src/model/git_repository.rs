@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 /// A git repository as a client sends it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Deserialize)]
 pub struct GitRepositoryInput {
     pub url: String,
@@ -22,6 +23,7 @@ pub struct GitRepositoryInput {
 /// A git repository as stored and shown: owner and name are derived from the URL, the
 /// `deployed_commit_*` members are written by deployments, `has_access` and `git_token_name`
 /// are resolved from the organization's git tokens each time the record is read.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GitRepository {
     pub provider: GitProvider,

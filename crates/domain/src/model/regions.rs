@@ -3,6 +3,7 @@
 use super::CloudProvider;
 use serde::Serialize;
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Region {
     pub name: &'static str,

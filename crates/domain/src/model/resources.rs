@@ -80,6 +80,7 @@ record!(Environment, EnvironmentId, ProjectId, "environment");
 
 /// The members of a registry's `config` that may be shown. Anything else a client sends in
 /// `config` (passwords, secret keys, JSON credentials) is kept apart as a secret.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RegistryConfig {
     #[serde(skip_serializing_if = "Option::is_none")]

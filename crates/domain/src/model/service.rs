@@ -38,6 +38,7 @@ impl Record for Service {
 /// The kind-specific configuration of a service.
 // Records are handled a page at a time, so the size of the largest kind is not worth a box.
 #[allow(clippy::large_enum_variant)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum ServiceSpec {
@@ -152,6 +153,7 @@ pub struct ServiceDraft {
     pub spec: ServiceSpec,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Deserialize)]
 struct CommonInput {
     name: String,

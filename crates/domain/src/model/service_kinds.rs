@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 // ---------- ports ----------
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Deserialize)]
 pub struct PortInput {
     #[serde(default)]
@@ -36,6 +37,7 @@ pub struct PortInput {
     pub namespace: Option<String>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Port {
     pub id: Uuid,
@@ -127,6 +129,7 @@ fn instances(min: Option<i64>, max: Option<i64>) -> Result<(i64, i64), DomainErr
 /// How a long-running service (application or container) runs; shared by both kinds. Read from
 /// the same request body as the kind's own members (not `flatten`ed, which would lose the member
 /// paths that error messages name).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct RuntimeInput {
     #[serde(default)]
@@ -147,6 +150,7 @@ pub struct RuntimeInput {
     pub max_running_instances: Option<i64>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Runtime {
     pub ports: Vec<Port>,
@@ -177,6 +181,7 @@ impl RuntimeInput {
     }
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct ApplicationInput {
     pub git_repository: GitRepositoryInput,
@@ -186,6 +191,7 @@ pub struct ApplicationInput {
     pub dockerfile_path: Option<String>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApplicationSpec {
     pub git_repository: GitRepository,
@@ -214,6 +220,7 @@ impl ApplicationInput {
 
 // ---------- container ----------
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct ContainerInput {
     pub registry_id: ContainerRegistryId,
@@ -221,6 +228,7 @@ pub struct ContainerInput {
     pub tag: String,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContainerSpec {
     pub registry_id: ContainerRegistryId,
@@ -243,6 +251,7 @@ impl ContainerInput {
 
 // ---------- database ----------
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct DatabaseInput {
     #[serde(rename = "type")]
@@ -259,6 +268,7 @@ pub struct DatabaseInput {
     pub storage: Option<i64>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DatabaseSpec {
     #[serde(rename = "type")]
@@ -287,6 +297,7 @@ impl DatabaseInput {
 
 // ---------- job ----------
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobCommand {
     #[serde(default)]
@@ -295,6 +306,7 @@ pub struct JobCommand {
     pub entrypoint: Option<String>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CronJob {
     pub scheduled_at: String,
@@ -310,6 +322,7 @@ fn utc() -> String {
     "Etc/UTC".into()
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobSchedule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -322,6 +335,7 @@ pub struct JobSchedule {
     pub on_delete: Option<JobCommand>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ImageSource {
     pub image_name: String,
@@ -329,6 +343,7 @@ pub struct ImageSource {
     pub registry_id: ContainerRegistryId,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct DockerSourceInput {
     pub git_repository: GitRepositoryInput,
@@ -336,12 +351,14 @@ pub struct DockerSourceInput {
     pub dockerfile_path: Option<String>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DockerSource {
     pub git_repository: GitRepository,
     pub dockerfile_path: String,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct JobSourceInput {
     #[serde(default)]
@@ -350,6 +367,7 @@ pub struct JobSourceInput {
     pub docker: Option<DockerSourceInput>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -358,6 +376,7 @@ pub struct JobSource {
     pub docker: Option<DockerSource>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct JobInput {
     #[serde(default)]
@@ -375,6 +394,7 @@ pub struct JobInput {
     pub memory: Option<i64>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobSpec {
     pub job_type: JobType,
@@ -454,6 +474,7 @@ impl JobInput {
 
 // ---------- helm ----------
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct HelmRepositoryInput {
     pub repository: String,
@@ -461,6 +482,7 @@ pub struct HelmRepositoryInput {
     pub chart_version: String,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct HelmSourceInput {
     #[serde(default)]
@@ -469,11 +491,13 @@ pub struct HelmSourceInput {
     pub helm_repository: Option<HelmRepositoryInput>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HelmGitSource {
     pub git_repository: GitRepository,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HelmChartRepository {
     pub id: Uuid,
@@ -481,6 +505,7 @@ pub struct HelmChartRepository {
     pub url: String,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HelmRepositorySource {
     pub chart_name: String,
@@ -489,6 +514,7 @@ pub struct HelmRepositorySource {
 }
 
 /// Shown as `{git: {git_repository}}` or `{repository: {chart_name, chart_version, repository}}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HelmSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -497,29 +523,34 @@ pub struct HelmSource {
     pub repository: Option<HelmRepositorySource>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RawValuesFile {
     pub name: String,
     pub content: String,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RawValues {
     pub values: Vec<RawValuesFile>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GitValues {
     pub git_repository: GitRepository,
     pub paths: Vec<String>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct GitValuesInput {
     pub git_repository: GitRepositoryInput,
     pub paths: Vec<String>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ValuesFile {
     #[serde(default)]
@@ -528,6 +559,7 @@ pub struct ValuesFile {
     pub git: Option<GitValues>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Default, Deserialize)]
 pub struct ValuesFileInput {
     #[serde(default)]
@@ -536,6 +568,7 @@ pub struct ValuesFileInput {
     pub git: Option<GitValuesInput>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Default, Deserialize)]
 pub struct ValuesOverrideInput {
     #[serde(default)]
@@ -548,6 +581,7 @@ pub struct ValuesOverrideInput {
     pub file: Option<ValuesFileInput>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ValuesOverride {
     pub set: Vec<Vec<String>>,
@@ -624,6 +658,7 @@ impl ValuesOverrideInput {
     }
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct HelmInput {
     pub source: HelmSourceInput,
@@ -642,6 +677,7 @@ pub struct HelmInput {
     pub icon_uri: Option<String>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HelmSpec {
     pub icon_uri: String,
@@ -728,16 +764,19 @@ fn chart_repository(value: &str) -> Result<HelmChartRepository, DomainError> {
 
 // ---------- terraform ----------
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct TerraformFilesSourceInput {
     pub git_repository: GitRepositoryInput,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TerraformFilesSource {
     pub git_repository: GitRepository,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct TerraformInput {
     pub terraform_files_source: TerraformFilesSourceInput,
@@ -751,6 +790,7 @@ pub struct TerraformInput {
     pub terraform_variables_source: Option<serde_json::Value>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TerraformSpec {
     pub terraform_files_source: TerraformFilesSource,

@@ -10,6 +10,7 @@ use crate::secret::Secret;
 use crate::validate;
 use serde::Deserialize;
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct CredentialsInput {
     pub name: String,
@@ -18,6 +19,7 @@ pub struct CredentialsInput {
 }
 
 /// An edit; the secret is kept when not sent again.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct CredentialsUpdate {
     pub name: String,

@@ -13,6 +13,7 @@ use crate::validate;
 use serde::Deserialize;
 use std::collections::HashMap;
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct EnvironmentInput {
     pub name: String,
@@ -22,6 +23,7 @@ pub struct EnvironmentInput {
     pub mode: Option<EnvironmentMode>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct EnvironmentUpdate {
     #[serde(default)]
@@ -172,6 +174,7 @@ impl Capstan {
 }
 
 /// `POST /environment/{id}/clone`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct CloneInput {
     pub name: String,

@@ -10,6 +10,7 @@ use crate::secret::Secret;
 use crate::validate;
 use serde::Deserialize;
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct GitTokenInput {
     pub name: String,

@@ -9,6 +9,7 @@ use crate::pagination::{Page, PageRequest};
 use crate::validate;
 use serde::Deserialize;
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct ClusterInput {
     pub name: String,
@@ -18,6 +19,7 @@ pub struct ClusterInput {
     pub description: Option<String>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct ProjectInput {
     pub name: String,

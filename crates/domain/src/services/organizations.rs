@@ -10,6 +10,7 @@ use crate::ports::Repo;
 use crate::validate;
 use serde::Deserialize;
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct OrganizationUpdate {
     pub name: String,
@@ -19,6 +20,7 @@ pub struct OrganizationUpdate {
     pub plan: Option<OrganizationPlan>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct ApiTokenInput {
     pub name: String,

@@ -22,6 +22,7 @@ fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 }
 
 /// Creating a variable or secret under a known parent.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct VariableInput {
     pub key: String,
@@ -36,6 +37,7 @@ pub struct VariableInput {
 }
 
 /// `POST /variable`: the parent and secrecy, read from the same body as the [`VariableInput`].
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct ScopedVariableInput {
     #[serde(default)]
@@ -44,6 +46,7 @@ pub struct ScopedVariableInput {
     pub variable_parent_id: Uuid,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct VariableEdit {
     pub key: String,
@@ -58,6 +61,7 @@ pub struct VariableEdit {
     pub secret_manager_access_id: Option<Option<Uuid>>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct AliasInput {
     pub key: String,
@@ -69,6 +73,7 @@ pub struct AliasInput {
     pub alias_parent_id: Option<Uuid>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct OverrideInput {
     pub value: Secret,

@@ -1,0 +1,585 @@
+//! The OpenAPI document, generated from the route table itself: every route is registered through
+//! [`Routes`], which records its method, path and [`Doc`], so the document cannot list a route the
+//! server does not have, nor miss one it has.
+
+use actix_web::http::Method;
+use actix_web::{web, FromRequest, Handler, Resource, Responder};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use utoipa::openapi::path::{
+    HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem,
+};
+use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Schema, Type};
+use utoipa::openapi::security::{
+    ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+};
+use utoipa::openapi::{
+    ComponentsBuilder, ContentBuilder, HeaderBuilder, InfoBuilder, OpenApi, OpenApiBuilder,
+    PathsBuilder, Ref, RefOr, Required, ResponseBuilder, ServerBuilder,
+};
+use utoipa::ToSchema;
+
+type Schemas = Vec<(String, RefOr<Schema>)>;
+
+/// A schema to show and the named schemas it refers to.
+#[derive(Clone)]
+pub struct Body {
+    schema: RefOr<Schema>,
+    components: Schemas,
+}
+
+impl Body {
+    /// A named schema, shown by reference.
+    pub fn of<T: ToSchema>() -> Self {
+        let mut components = Vec::new();
+        T::schemas(&mut components);
+        components.push((T::name().into_owned(), T::schema()));
+        Self {
+            schema: RefOr::Ref(Ref::from_schema_name(T::name())),
+            components,
+        }
+    }
+
+    /// `{results: [T], pagination}`.
+    pub fn page_of<T: ToSchema>() -> Self {
+        let item = Self::of::<T>();
+        let pagination = Self::of::<crate::views::Pagination>();
+        let schema = ObjectBuilder::new()
+            .property("results", ArrayBuilder::new().items(item.schema))
+            .property("pagination", pagination.schema)
+            .required("results")
+            .required("pagination")
+            .into();
+        Self {
+            schema,
+            components: [item.components, pagination.components].concat(),
+        }
+    }
+
+    /// Every member of each part (OpenAPI `allOf`).
+    pub fn all_of(parts: Vec<Body>) -> Self {
+        let mut all = utoipa::openapi::schema::AllOfBuilder::new();
+        let mut components = Vec::new();
+        for part in parts {
+            all = all.item(part.schema);
+            components.extend(part.components);
+        }
+        Self {
+            schema: all.into(),
+            components,
+        }
+    }
+
+    /// This body's schema, keeping the components `other` refers to.
+    pub fn with_components(mut self, other: &Body) -> Self {
+        self.components.extend(other.components.iter().cloned());
+        self.components
+            .extend(Body::of::<crate::views::Pagination>().components);
+        self
+    }
+
+    /// A free-form schema built by hand.
+    pub fn inline(schema: RefOr<Schema>) -> Self {
+        Self {
+            schema,
+            components: Vec::new(),
+        }
+    }
+}
+
+/// The schema of a body, to nest in another.
+pub fn shown_schema(body: &Body) -> RefOr<Schema> {
+    body.schema.clone()
+}
+
+/// A query parameter.
+#[derive(Clone)]
+pub struct Query {
+    name: &'static str,
+    required: bool,
+    schema: RefOr<Schema>,
+    components: Schemas,
+}
+
+impl Query {
+    pub fn of<T: ToSchema>(name: &'static str, required: bool) -> Self {
+        let body = Body::of::<T>();
+        Self {
+            name,
+            required,
+            schema: body.schema,
+            components: body.components,
+        }
+    }
+
+    pub fn integer(name: &'static str, min: i64, max: Option<i64>) -> Self {
+        let mut schema = ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .minimum(Some(min as f64));
+        if let Some(max) = max {
+            schema = schema.maximum(Some(max as f64));
+        }
+        Self {
+            name,
+            required: false,
+            schema: schema.into(),
+            components: Vec::new(),
+        }
+    }
+
+    pub fn uuid(name: &'static str, required: bool) -> Self {
+        Self {
+            name,
+            required,
+            schema: ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                    utoipa::openapi::KnownFormat::Uuid,
+                )))
+                .into(),
+            components: Vec::new(),
+        }
+    }
+}
+
+/// What the document says of one operation.
+#[derive(Clone)]
+pub struct Doc {
+    summary: Cow<'static, str>,
+    status: u16,
+    response: Option<Body>,
+    request: Option<Body>,
+    query: Vec<Query>,
+    authenticated: bool,
+}
+
+impl Doc {
+    fn new(summary: impl Into<Cow<'static, str>>, status: u16, response: Option<Body>) -> Self {
+        Self {
+            summary: summary.into(),
+            status,
+            response,
+            request: None,
+            query: Vec::new(),
+            authenticated: true,
+        }
+    }
+    /// 200 with a `T`.
+    pub fn get<T: ToSchema>(summary: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(summary, 200, Some(Body::of::<T>()))
+    }
+    /// 200 with a page of `T`, taking `page` and `page_size`.
+    pub fn list<T: ToSchema>(summary: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(summary, 200, Some(Body::page_of::<T>())).paged()
+    }
+    /// 201 with a `T`, from a `I`.
+    pub fn create<T: ToSchema, I: ToSchema>(summary: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(summary, 201, Some(Body::of::<T>())).body(Body::of::<I>())
+    }
+    /// 200 with a `T`, from a `I`.
+    pub fn edit<T: ToSchema, I: ToSchema>(summary: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(summary, 200, Some(Body::of::<T>())).body(Body::of::<I>())
+    }
+    /// 204.
+    pub fn delete(summary: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(summary, 204, None)
+    }
+    /// Any status with any body.
+    pub fn answer(
+        summary: impl Into<Cow<'static, str>>,
+        status: u16,
+        response: Option<Body>,
+    ) -> Self {
+        Self::new(summary, status, response)
+    }
+    pub fn body(mut self, body: Body) -> Self {
+        self.request = Some(body);
+        self
+    }
+    pub fn query(mut self, q: Query) -> Self {
+        self.query.push(q);
+        self
+    }
+    pub fn paged(self) -> Self {
+        self.query(Query::integer("page", 1, None))
+            .query(Query::integer(
+                "page_size",
+                1,
+                Some(domain::pagination::MAX_PAGE_SIZE.into()),
+            ))
+    }
+    /// No credentials needed (probes, the document itself).
+    pub fn public(mut self) -> Self {
+        self.authenticated = false;
+        self
+    }
+}
+
+/// A recorded route.
+#[derive(Clone)]
+pub struct Endpoint {
+    pub method: Method,
+    pub path: String,
+    pub doc: Doc,
+}
+
+/// Registers routes with actix (when given a config) and records them for the document.
+pub struct Routes<'c> {
+    cfg: Option<&'c mut web::ServiceConfig>,
+    pub endpoints: Vec<Endpoint>,
+}
+
+impl<'c> Routes<'c> {
+    pub fn new(cfg: Option<&'c mut web::ServiceConfig>) -> Self {
+        Self {
+            cfg,
+            endpoints: Vec::new(),
+        }
+    }
+
+    pub fn at(&mut self, path: impl Into<String>) -> At<'_, 'c> {
+        let path = path.into();
+        At {
+            resource: web::resource(path.clone()),
+            path,
+            methods: Vec::new(),
+            routes: self,
+        }
+    }
+}
+
+/// One path: its methods, handlers and docs.
+pub struct At<'r, 'c> {
+    routes: &'r mut Routes<'c>,
+    path: String,
+    resource: Resource,
+    methods: Vec<(Method, Doc)>,
+}
+
+impl At<'_, '_> {
+    /// Data the handlers of this path receive (`web::Data<T>`).
+    pub fn data<T: 'static>(mut self, data: T) -> Self {
+        self.resource = self.resource.app_data(web::Data::new(data));
+        self
+    }
+
+    pub fn route<F, Args>(mut self, method: Method, handler: F, doc: Doc) -> Self
+    where
+        F: Handler<Args>,
+        Args: FromRequest + 'static,
+        F::Output: Responder + 'static,
+    {
+        self.resource = self.resource.route(web::method(method.clone()).to(handler));
+        self.methods.push((method, doc));
+        self
+    }
+
+    pub fn get<F, Args>(self, handler: F, doc: Doc) -> Self
+    where
+        F: Handler<Args>,
+        Args: FromRequest + 'static,
+        F::Output: Responder + 'static,
+    {
+        self.route(Method::GET, handler, doc)
+    }
+
+    pub fn post<F, Args>(self, handler: F, doc: Doc) -> Self
+    where
+        F: Handler<Args>,
+        Args: FromRequest + 'static,
+        F::Output: Responder + 'static,
+    {
+        self.route(Method::POST, handler, doc)
+    }
+
+    pub fn put<F, Args>(self, handler: F, doc: Doc) -> Self
+    where
+        F: Handler<Args>,
+        Args: FromRequest + 'static,
+        F::Output: Responder + 'static,
+    {
+        self.route(Method::PUT, handler, doc)
+    }
+
+    pub fn delete<F, Args>(self, handler: F, doc: Doc) -> Self
+    where
+        F: Handler<Args>,
+        Args: FromRequest + 'static,
+        F::Output: Responder + 'static,
+    {
+        self.route(Method::DELETE, handler, doc)
+    }
+
+    /// Registers the path.
+    pub fn add(self) {
+        let At {
+            routes,
+            path,
+            resource,
+            methods,
+        } = self;
+        if let Some(cfg) = routes.cfg.as_mut() {
+            cfg.service(resource);
+        }
+        for (method, doc) in methods {
+            routes.endpoints.push(Endpoint {
+                method,
+                path: path.clone(),
+                doc,
+            });
+        }
+    }
+}
+
+fn http_method(m: &Method) -> HttpMethod {
+    match *m {
+        Method::POST => HttpMethod::Post,
+        Method::PUT => HttpMethod::Put,
+        Method::DELETE => HttpMethod::Delete,
+        Method::PATCH => HttpMethod::Patch,
+        _ => HttpMethod::Get,
+    }
+}
+
+fn error_response(description: &str, with_limits: bool) -> utoipa::openapi::Response {
+    let mut response = ResponseBuilder::new().description(description).content(
+        "application/json",
+        ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name("ErrorBody")))
+            .build(),
+    );
+    if with_limits {
+        response = rate_limit_headers(response);
+    }
+    response.build()
+}
+
+fn rate_limit_headers(mut response: ResponseBuilder) -> ResponseBuilder {
+    for (name, description) in [
+        ("X-RateLimit-Limit", "requests allowed per hour"),
+        ("X-RateLimit-Remaining", "requests still allowed"),
+        (
+            "X-RateLimit-Reset",
+            "Unix time at which Remaining is back at Limit",
+        ),
+        (
+            "X-Request-Id",
+            "the id of this request, quoted in error reports",
+        ),
+    ] {
+        response = response.header(
+            name,
+            HeaderBuilder::new()
+                .schema(ObjectBuilder::new().schema_type(if name == "X-Request-Id" {
+                    Type::String
+                } else {
+                    Type::Integer
+                }))
+                .description(Some(description))
+                .build(),
+        );
+    }
+    response
+}
+
+/// Path parameters named in a route template: `{projectId}`.
+fn path_parameters(path: &str) -> Vec<String> {
+    path.split('{')
+        .skip(1)
+        .filter_map(|part| part.split_once('}').map(|(name, _)| name.to_string()))
+        .collect()
+}
+
+/// Builds the OpenAPI document of `endpoints`.
+pub fn document(endpoints: &[Endpoint]) -> OpenApi {
+    let mut components: BTreeMap<String, RefOr<Schema>> = BTreeMap::new();
+    let mut keep = |schemas: &Schemas| {
+        for (name, schema) in schemas {
+            components
+                .entry(name.clone())
+                .or_insert_with(|| schema.clone());
+        }
+    };
+    keep(&Body::of::<crate::error::ErrorBodySchema>().components);
+    let mut items: BTreeMap<String, PathItem> = BTreeMap::new();
+    for e in endpoints {
+        let d = &e.doc;
+        let mut op = OperationBuilder::new()
+            .summary(Some(d.summary.to_string()))
+            .operation_id(Some(format!(
+                "{}{}",
+                e.method.as_str().to_lowercase(),
+                e.path.replace(['{', '}'], "").replace('/', "_")
+            )))
+            .tag(
+                e.path
+                    .trim_start_matches('/')
+                    .split('/')
+                    .next()
+                    .unwrap_or("api"),
+            );
+        for name in path_parameters(&e.path) {
+            op = op.parameter(
+                ParameterBuilder::new()
+                    .name(name)
+                    .parameter_in(ParameterIn::Path)
+                    .required(Required::True)
+                    .schema(Some(Query::uuid("", true).schema)),
+            );
+        }
+        for q in &d.query {
+            keep(&q.components);
+            op = op.parameter(
+                ParameterBuilder::new()
+                    .name(q.name)
+                    .parameter_in(ParameterIn::Query)
+                    .required(if q.required {
+                        Required::True
+                    } else {
+                        Required::False
+                    })
+                    .schema(Some(q.schema.clone())),
+            );
+        }
+        if let Some(body) = &d.request {
+            keep(&body.components);
+            op = op.request_body(Some(
+                RequestBodyBuilder::new()
+                    .required(Some(Required::True))
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(body.schema.clone()))
+                            .build(),
+                    )
+                    .build(),
+            ));
+        }
+        let mut success = ResponseBuilder::new().description(d.summary.to_string());
+        if let Some(body) = &d.response {
+            keep(&body.components);
+            success = success.content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(body.schema.clone()))
+                    .build(),
+            );
+        }
+        let api = d.authenticated;
+        op = op.response(d.status.to_string(), rate_limit_headers(success).build());
+        if api {
+            op = op
+                .response(
+                    "400",
+                    error_response(
+                        "invalid input; the message names the field or parameter",
+                        true,
+                    ),
+                )
+                .response(
+                    "401",
+                    error_response("missing or invalid credentials", true),
+                )
+                .response(
+                    "403",
+                    error_response(
+                        "another organization's resource, or a role that does not allow it",
+                        true,
+                    ),
+                )
+                .response("404", error_response("no such resource", true))
+                .response(
+                    "429",
+                    error_response("rate limit exceeded; see Retry-After", true),
+                );
+            if e.method != Method::GET {
+                op = op.response(
+                    "409",
+                    error_response(
+                        "a name already taken, a resource in use, or a state that forbids it",
+                        true,
+                    ),
+                );
+            }
+            if d.request.is_some() {
+                op = op
+                    .response("413", error_response("body too large", true))
+                    .response(
+                        "415",
+                        error_response("Content-Type must be application/json", true),
+                    );
+            }
+        } else {
+            op = op.security(SecurityRequirement::default());
+        }
+        op = op
+            .response(
+                "500",
+                error_response("internal error; the message quotes the request id", api),
+            )
+            .response("503", error_response("the database is unavailable", api));
+        let item = PathItem::new(http_method(&e.method), op.build());
+        items
+            .entry(e.path.clone())
+            .and_modify(|existing| existing.merge_operations(item.clone()))
+            .or_insert(item);
+    }
+    let mut paths = PathsBuilder::new();
+    for (path, item) in items {
+        paths = paths.path(path, item);
+    }
+    let security = ComponentsBuilder::new()
+        .security_scheme(
+            "bearerAuth",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .build(),
+            ),
+        )
+        .security_scheme(
+            "ApiKeyAuth",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "Authorization",
+                "`Token <api token>`",
+            ))),
+        );
+    let components = components
+        .into_iter()
+        .fold(security, |c, (name, schema)| c.schema(name, schema))
+        .build();
+    OpenApiBuilder::new()
+        .info(
+            InfoBuilder::new()
+                .title("Capstan")
+                .version(env!("CARGO_PKG_VERSION"))
+                .description(Some(
+                    "Infrastructure-management API. Every path is also served under /v1; errors are {status, error, message}.",
+                ))
+                .build(),
+        )
+        .servers(Some([ServerBuilder::new().url("/").build()]))
+        .paths(paths.build())
+        .components(Some(components))
+        .security(Some([
+            SecurityRequirement::new("bearerAuth", Vec::<String>::new()),
+            SecurityRequirement::new("ApiKeyAuth", Vec::<String>::new()),
+        ]))
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_parameters_are_found() {
+        assert_eq!(
+            path_parameters("/organization/{organizationId}/cluster/{clusterId}"),
+            ["organizationId", "clusterId"]
+        );
+        assert!(path_parameters("/healthz").is_empty());
+    }
+}
