@@ -29,19 +29,6 @@ impl fmt::Display for Secret {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn debug_and_display_hide_the_value() {
-        let s = Secret::new("hunter2");
-        assert!(!format!("{s:?}").contains("hunter2"));
-        assert!(!format!("{s}").contains("hunter2"));
-        assert_eq!(s.expose(), "hunter2");
-    }
-}
-
 /// Shown in API documents as the plain string a client sends.
 #[cfg(feature = "openapi")]
 impl utoipa::PartialSchema for Secret {
@@ -54,3 +41,16 @@ impl utoipa::PartialSchema for Secret {
 
 #[cfg(feature = "openapi")]
 impl utoipa::ToSchema for Secret {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_and_display_hide_the_value() {
+        let s = Secret::new("hunter2");
+        assert!(!format!("{s:?}").contains("hunter2"));
+        assert!(!format!("{s}").contains("hunter2"));
+        assert_eq!(s.expose(), "hunter2");
+    }
+}
