@@ -60,14 +60,20 @@ impl PageRequest {
     }
 }
 
+/// `max == u32::MAX` means unbounded: a larger page number is simply past the end.
 fn parse_bounded(name: &str, raw: &str, min: u32, max: u32) -> Result<u32, DomainError> {
-    let message = if max == u32::MAX {
+    let unbounded = max == u32::MAX;
+    let message = if unbounded {
         format!("must be an integer of at least {min}")
     } else {
         format!("must be an integer between {min} and {max}")
     };
-    match raw.trim().parse::<i64>() {
-        Ok(v) if v >= i64::from(min) && v <= i64::from(max) => Ok(v as u32),
+    let raw = raw.trim();
+    let digits = !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit());
+    match raw.parse::<u64>() {
+        Ok(v) if v >= u64::from(min) && v <= u64::from(max) => Ok(v as u32),
+        Ok(v) if v > u64::from(max) && unbounded => Ok(u32::MAX),
+        Err(_) if digits && unbounded => Ok(u32::MAX),
         _ => Err(DomainError::invalid(name, message)),
     }
 }
@@ -136,6 +142,9 @@ mod tests {
         }
         let p = PageRequest::parse(Some("3"), Some("1000")).unwrap();
         assert_eq!(p.offset(), 2000);
+        // A huge page number is past the end, not an error.
+        let far = PageRequest::parse(Some("99999999999999999999999"), None).unwrap();
+        assert_eq!(far.page(), u32::MAX);
     }
 
     #[test]
