@@ -441,7 +441,10 @@ pub struct VariableView {
     pub mount_path: Option<String>,
     pub scope: VariableScope,
     pub variable_type: VariableType,
+    // Absent rather than null: the edit form does not allow null here.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub enable_interpolation_in_file: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overridden_variable: Option<VariableRef>,
