@@ -8,6 +8,7 @@ mod regions;
 mod resources;
 mod service;
 mod service_kinds;
+mod state;
 mod variable;
 
 pub use enums::*;
@@ -19,6 +20,7 @@ pub use resources::{
 };
 pub use service::*;
 pub use service_kinds::*;
+pub use state::{transition, DeploymentAction, Event, Forbidden, ServiceState};
 pub use variable::*;
 
 use crate::ids::OrganizationId;
