@@ -56,4 +56,5 @@ typed_id!(
     GitTokenId,
     RoleId,
     VariableId,
+    DeploymentRequestId,
 );

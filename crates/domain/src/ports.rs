@@ -87,6 +87,32 @@ pub trait EnvironmentStore: Send + Sync {
     ) -> StoreResult<()>;
 }
 
+/// The durable queue of deployment requests, shared by every server process.
+///
+/// Contract: at most one request per environment is RUNNING at any time, across processes;
+/// `claim_next` never hands the same request to two workers.
+#[async_trait]
+pub trait DeploymentQueue: Send + Sync {
+    async fn enqueue(&self, request: &DeploymentRequest) -> StoreResult<()>;
+    /// Marks the oldest QUEUED request whose environment runs nothing RUNNING, claimed by
+    /// `worker`, and returns it; `None` when nothing can start now.
+    async fn claim_next(
+        &self,
+        worker: &str,
+        now: time::OffsetDateTime,
+    ) -> StoreResult<Option<DeploymentRequest>>;
+    /// Ends a RUNNING (or QUEUED, when canceled) request.
+    async fn finish(
+        &self,
+        id: DeploymentRequestId,
+        status: RequestStatus,
+        reason: Option<String>,
+        now: time::OffsetDateTime,
+    ) -> StoreResult<()>;
+    /// The RUNNING requests claimed by workers other than `alive` (after a crash).
+    async fn orphaned(&self, alive: &[String]) -> StoreResult<Vec<DeploymentRequest>>;
+}
+
 #[async_trait]
 pub trait Health: Send + Sync {
     /// Succeeds when the store answers a trivial query.
@@ -105,8 +131,10 @@ pub trait Store:
     + Repo<ContainerRegistry>
     + Repo<GitToken>
     + Repo<Variable>
+    + Repo<DeploymentRequest>
     + VariableQueries
     + EnvironmentStore
+    + DeploymentQueue
     + TokenStore
     + ServiceQueries
     + Health
@@ -124,8 +152,10 @@ impl<S> Store for S where
         + Repo<ContainerRegistry>
         + Repo<GitToken>
         + Repo<Variable>
+        + Repo<DeploymentRequest>
         + VariableQueries
         + EnvironmentStore
+        + DeploymentQueue
         + TokenStore
         + ServiceQueries
         + Health

@@ -5,6 +5,7 @@ mod cipher;
 mod db;
 mod migrate;
 mod queries;
+mod queue;
 mod repos;
 mod rows;
 mod schema;

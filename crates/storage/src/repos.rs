@@ -166,3 +166,9 @@ repo!(Service, ServiceRow, services, |q, env| q
     .filter(schema::services::environment_id.eq(env.to_string())));
 repo!(Variable, VariableRow, variables, |q, parent| q
     .filter(schema::variables::parent_id.eq(parent.to_string())));
+repo!(
+    DeploymentRequest,
+    DeploymentRequestRow,
+    deployment_requests,
+    |q, service| q.filter(schema::deployment_requests::service_id.eq(service.to_string()))
+);

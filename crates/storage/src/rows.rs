@@ -506,3 +506,58 @@ impl FromRow for Variable {
         })
     }
 }
+
+row!(DeploymentRequestRow, deployment_requests {
+    id: String, organization_id: String, environment_id: String, service_id: String, action: String,
+    requested_by: String, git_commit_id: Option<String>, image_tag: Option<String>,
+    chart_version: Option<String>, status: String, reason: Option<String>, claimed_by: Option<String>,
+    created_at: PrimitiveDateTime, started_at: Option<PrimitiveDateTime>, finished_at: Option<PrimitiveDateTime>,
+});
+
+impl ToRow for DeploymentRequest {
+    type Row = DeploymentRequestRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<DeploymentRequestRow> {
+        let r = self;
+        Ok(DeploymentRequestRow {
+            id: r.id.to_string(),
+            organization_id: r.organization_id.to_string(),
+            environment_id: r.environment_id.to_string(),
+            service_id: r.service_id.to_string(),
+            action: r.action.as_str().into(),
+            requested_by: r.requested_by.clone(),
+            git_commit_id: r.target.git_commit_id.clone(),
+            image_tag: r.target.image_tag.clone(),
+            chart_version: r.target.chart_version.clone(),
+            status: r.status.as_str().into(),
+            reason: r.reason.clone(),
+            claimed_by: r.claimed_by.clone(),
+            created_at: ts(r.created_at),
+            started_at: r.started_at.map(ts),
+            finished_at: r.finished_at.map(ts),
+        })
+    }
+}
+
+impl FromRow for DeploymentRequest {
+    fn from_row(r: DeploymentRequestRow, _cipher: &Cipher) -> StoreResult<Self> {
+        Ok(Self {
+            id: parse("id", &r.id)?,
+            organization_id: parse("organization_id", &r.organization_id)?,
+            environment_id: parse("environment_id", &r.environment_id)?,
+            service_id: parse("service_id", &r.service_id)?,
+            action: parse("action", &r.action)?,
+            requested_by: r.requested_by,
+            target: DeployTarget {
+                git_commit_id: r.git_commit_id,
+                image_tag: r.image_tag,
+                chart_version: r.chart_version,
+            },
+            status: parse("status", &r.status)?,
+            reason: r.reason,
+            claimed_by: r.claimed_by,
+            created_at: utc(r.created_at),
+            started_at: r.started_at.map(utc),
+            finished_at: r.finished_at.map(utc),
+        })
+    }
+}

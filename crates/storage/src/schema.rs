@@ -155,7 +155,28 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    deployment_requests (id) {
+        id -> Text,
+        organization_id -> Text,
+        environment_id -> Text,
+        service_id -> Text,
+        action -> Text,
+        requested_by -> Text,
+        git_commit_id -> Nullable<Text>,
+        image_tag -> Nullable<Text>,
+        chart_version -> Nullable<Text>,
+        status -> Text,
+        reason -> Nullable<Text>,
+        claimed_by -> Nullable<Text>,
+        created_at -> Timestamp,
+        started_at -> Nullable<Timestamp>,
+        finished_at -> Nullable<Timestamp>,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
+    deployment_requests,
     organizations,
     api_tokens,
     cloud_credentials,

@@ -9,7 +9,7 @@ use domain::error::StoreError;
 use domain::ids::*;
 use domain::model::*;
 use domain::pagination::PageRequest;
-use domain::ports::{Health, Repo, ServiceQueries, TokenStore};
+use domain::ports::{DeploymentQueue, Health, Repo, ServiceQueries, TokenStore};
 use domain::secret::Secret;
 use serde_json::json;
 
@@ -48,6 +48,9 @@ contract!(
     missing_rows_are_reported,
     health_answers,
     secrets_are_encrypted_at_rest,
+    the_queue_runs_one_request_per_environment,
+    claims_are_exclusive_under_concurrency,
+    orphaned_requests_are_found_and_ended,
 );
 
 fn now() -> time::OffsetDateTime {
@@ -592,5 +595,159 @@ async fn secrets_are_encrypted_at_rest(db: Db) {
             .unwrap()
             .secret_access_key,
         Secret::new("pl41n-creds")
+    );
+}
+
+async fn request_for(db: &Db, env: &Environment, service: &Service) -> DeploymentRequest {
+    let r = DeploymentRequest {
+        id: DeploymentRequestId::generate(),
+        organization_id: env.organization_id,
+        environment_id: env.id,
+        service_id: service.id,
+        action: DeploymentAction::Deploy,
+        requested_by: "test".into(),
+        target: DeployTarget {
+            git_commit_id: Some("abc".into()),
+            ..Default::default()
+        },
+        status: RequestStatus::Queued,
+        reason: None,
+        claimed_by: None,
+        created_at: now(),
+        started_at: None,
+        finished_at: None,
+    };
+    db.enqueue(&r).await.unwrap();
+    r
+}
+
+/// `n` environments of one project, each with a database service.
+async fn environments(db: &Db, n: usize) -> Vec<(Environment, Service)> {
+    let (_o, c, p, e) = hierarchy(db).await;
+    let mut out = Vec::new();
+    for i in 0..n {
+        let env = if i == 0 {
+            e.clone()
+        } else {
+            let env = environment_in(&p, c.id, &format!("env{i}"));
+            Repo::<Environment>::insert(db, &env).await.unwrap();
+            env
+        };
+        let s = service_in(
+            &env,
+            ServiceKind::Database,
+            "db",
+            json!({"type": "REDIS", "version": "7", "mode": "CONTAINER"}),
+        );
+        Repo::<Service>::insert(db, &s).await.unwrap();
+        out.push((env, s));
+    }
+    out
+}
+
+async fn the_queue_runs_one_request_per_environment(db: Db) {
+    let envs = environments(&db, 2).await;
+    let a1 = request_for(&db, &envs[0].0, &envs[0].1).await;
+    let a2 = request_for(&db, &envs[0].0, &envs[0].1).await;
+    let b1 = request_for(&db, &envs[1].0, &envs[1].1).await;
+    let first = db.claim_next("w", now()).await.unwrap().unwrap();
+    assert_eq!(first.id, a1.id);
+    assert_eq!(first.status, RequestStatus::Running);
+    assert_eq!(first.claimed_by.as_deref(), Some("w"));
+    assert!(first.started_at.is_some());
+    assert_eq!(
+        db.claim_next("w", now()).await.unwrap().unwrap().id,
+        b1.id,
+        "another environment may run"
+    );
+    assert!(
+        db.claim_next("w", now()).await.unwrap().is_none(),
+        "a2 waits for a1"
+    );
+    db.finish(a1.id, RequestStatus::Success, None, now())
+        .await
+        .unwrap();
+    assert_eq!(db.claim_next("w", now()).await.unwrap().unwrap().id, a2.id);
+    let done: DeploymentRequest = Repo::get(&db, a1.id).await.unwrap().unwrap();
+    assert_eq!(done.status, RequestStatus::Success);
+    assert!(done.finished_at.is_some());
+    assert!(
+        matches!(
+            db.finish(a1.id, RequestStatus::Error, None, now()).await,
+            Err(StoreError::NotFound)
+        ),
+        "finished once"
+    );
+}
+
+async fn claims_are_exclusive_under_concurrency(db: Db) {
+    let envs = environments(&db, 6).await;
+    for (env, s) in &envs {
+        request_for(&db, env, s).await;
+        request_for(&db, env, s).await;
+    }
+    let mut workers = Vec::new();
+    for w in 0..4 {
+        let db = db.clone();
+        workers.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            for _ in 0..10 {
+                if let Some(r) = db.claim_next(&format!("w{w}"), now()).await.unwrap() {
+                    mine.push(r);
+                }
+            }
+            mine
+        }));
+    }
+    let mut claimed = Vec::new();
+    for w in workers {
+        claimed.extend(w.await.unwrap());
+    }
+    let ids: std::collections::HashSet<_> = claimed.iter().map(|r| r.id).collect();
+    assert_eq!(ids.len(), claimed.len(), "no request claimed twice");
+    let envs_running: std::collections::HashSet<_> =
+        claimed.iter().map(|r| r.environment_id).collect();
+    assert_eq!(
+        envs_running.len(),
+        claimed.len(),
+        "one running request per environment"
+    );
+    assert_eq!(claimed.len(), 6);
+}
+
+async fn orphaned_requests_are_found_and_ended(db: Db) {
+    let envs = environments(&db, 2).await;
+    let a = request_for(&db, &envs[0].0, &envs[0].1).await;
+    let b = request_for(&db, &envs[1].0, &envs[1].1).await;
+    db.claim_next("dead", now()).await.unwrap().unwrap();
+    db.claim_next("alive", now()).await.unwrap().unwrap();
+    let orphans = db.orphaned(&["alive".to_string()]).await.unwrap();
+    assert_eq!(orphans.iter().map(|r| r.id).collect::<Vec<_>>(), vec![a.id]);
+    db.finish(
+        a.id,
+        RequestStatus::Error,
+        Some("worker died".into()),
+        now(),
+    )
+    .await
+    .unwrap();
+    assert!(db
+        .orphaned(&["alive".to_string()])
+        .await
+        .unwrap()
+        .is_empty());
+    let ended: DeploymentRequest = Repo::get(&db, a.id).await.unwrap().unwrap();
+    assert_eq!(ended.reason.as_deref(), Some("worker died"));
+    // A queued request can be canceled before it runs.
+    let c = request_for(&db, &envs[1].0, &envs[1].1).await;
+    db.finish(c.id, RequestStatus::Canceled, None, now())
+        .await
+        .unwrap();
+    db.finish(b.id, RequestStatus::Success, None, now())
+        .await
+        .unwrap();
+    assert!(
+        db.claim_next("alive", now()).await.unwrap().is_none(),
+        "the canceled request never runs"
     );
 }

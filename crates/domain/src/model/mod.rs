@@ -2,6 +2,7 @@
 
 #[macro_use]
 mod enums;
+mod deployment;
 mod git_repository;
 mod organization;
 mod regions;
@@ -11,6 +12,7 @@ mod service_kinds;
 mod state;
 mod variable;
 
+pub use deployment::{DeployTarget, DeploymentRequest, RequestStatus};
 pub use enums::*;
 pub use git_repository::{GitRepository, GitRepositoryInput};
 pub use organization::{ApiToken, Organization};
