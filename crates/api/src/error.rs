@@ -7,7 +7,7 @@ use serde::Serialize;
 use std::fmt;
 
 /// An error answer: `{"status", "error", "message"}`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiError {
     pub status: StatusCode,
     pub message: String,

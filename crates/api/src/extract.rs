@@ -4,11 +4,11 @@
 use crate::error::ApiError;
 use crate::AppState;
 use actix_web::http::{header, StatusCode};
-use actix_web::{dev::Payload, web, FromRequest, HttpRequest};
+use actix_web::{dev::Payload, web, FromRequest, HttpMessage, HttpRequest};
 use domain::auth::Principal;
 use domain::model::from_json;
 use domain::pagination::PageRequest;
-use futures_util::future::LocalBoxFuture;
+use futures_util::future::{FutureExt, LocalBoxFuture, Shared};
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 use std::str::FromStr;
@@ -27,50 +27,69 @@ fn state(req: &HttpRequest) -> Result<web::Data<AppState>, ApiError> {
 /// The caller, from `Authorization: Token ...` (or `Bearer ...`).
 pub struct Auth(pub Principal);
 
+type Authentication = Shared<LocalBoxFuture<'static, Result<Principal, ApiError>>>;
+
+/// The request's authentication, started once and shared by every extractor that needs it.
+///
+/// actix polls a handler's extractors together and answers with the first error; the body and
+/// query extractors therefore wait for authentication before reporting their own errors, so that
+/// a request with bad credentials always gets 401, never a 400 about its page number.
+fn authentication(req: &HttpRequest) -> Authentication {
+    if let Some(running) = req.extensions().get::<Authentication>() {
+        return running.clone();
+    }
+    let started = authenticate(req).boxed_local().shared();
+    req.extensions_mut().insert(started.clone());
+    started
+}
+
 impl FromRequest for Auth {
     type Error = ApiError;
     type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let header = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .map(|v| v.to_str().map(str::to_owned));
-        let state = state(req);
-        Box::pin(async move {
-            let state = state?;
-            let value = match header {
-                None => return Err(ApiError::unauthorized("Authorization header is missing")),
-                Some(Err(_)) => {
-                    return Err(ApiError::unauthorized("Authorization header is malformed"))
-                }
-                Some(Ok(v)) => v,
-            };
-            let (scheme, credentials) = value.trim().split_once(' ').ok_or_else(|| {
-                ApiError::unauthorized(
-                    "Authorization must be 'Token <api token>' or 'Bearer <jwt>'",
-                )
-            })?;
-            let credentials = credentials.trim();
-            if credentials.is_empty() {
-                return Err(ApiError::unauthorized(
-                    "Authorization credentials are empty",
-                ));
+        let auth = authentication(req);
+        Box::pin(async move { auth.await.map(Auth) })
+    }
+}
+
+fn authenticate(
+    req: &HttpRequest,
+) -> impl std::future::Future<Output = Result<Principal, ApiError>> + 'static {
+    let header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().map(str::to_owned));
+    let state = state(req);
+    async move {
+        let state = state?;
+        let value = match header {
+            None => return Err(ApiError::unauthorized("Authorization header is missing")),
+            Some(Err(_)) => {
+                return Err(ApiError::unauthorized("Authorization header is malformed"))
             }
-            if scheme.eq_ignore_ascii_case("token") {
-                Ok(Auth(
-                    state.capstan.authenticate_api_token(credentials).await?,
-                ))
-            } else if scheme.eq_ignore_ascii_case("bearer") {
-                Err(ApiError::unauthorized(
-                    "Bearer tokens are not accepted: no JWT key is configured",
-                ))
-            } else {
-                Err(ApiError::unauthorized(
-                    "Authorization must be 'Token <api token>' or 'Bearer <jwt>'",
-                ))
-            }
-        })
+            Some(Ok(v)) => v,
+        };
+        let (scheme, credentials) = value.trim().split_once(' ').ok_or_else(|| {
+            ApiError::unauthorized("Authorization must be 'Token <api token>' or 'Bearer <jwt>'")
+        })?;
+        let credentials = credentials.trim();
+        if credentials.is_empty() {
+            return Err(ApiError::unauthorized(
+                "Authorization credentials are empty",
+            ));
+        }
+        if scheme.eq_ignore_ascii_case("token") {
+            Ok(state.capstan.authenticate_api_token(credentials).await?)
+        } else if scheme.eq_ignore_ascii_case("bearer") {
+            Err(ApiError::unauthorized(
+                "Bearer tokens are not accepted: no JWT key is configured",
+            ))
+        } else {
+            Err(ApiError::unauthorized(
+                "Authorization must be 'Token <api token>' or 'Bearer <jwt>'",
+            ))
+        }
     }
 }
 
@@ -104,42 +123,56 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
             .and_then(|v| v.parse::<usize>().ok());
         let limit = state(req).map(|s| s.body_limit);
         let mut payload = payload.take();
+        let auth = authentication(req);
         Box::pin(async move {
-            let limit = limit?;
-            if let Some(ct) = &content_type {
-                if !is_json(ct) {
-                    return Err(ApiError::new(
-                        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                        format!("Content-Type must be application/json, not {ct}"),
-                    ));
-                }
+            let parsed = read_json(content_type, declared_len, limit, &mut payload).await;
+            if parsed.is_err() {
+                auth.await?;
             }
-            let too_large = || {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("body: the request body is larger than {limit} bytes"),
-                )
-            };
-            if declared_len.is_some_and(|n| n > limit) {
-                return Err(too_large());
-            }
-            let mut body = web::BytesMut::new();
-            while let Some(chunk) = payload.next().await {
-                let chunk = chunk
-                    .map_err(|e| ApiError::bad_request(format!("body: could not be read: {e}")))?;
-                if body.len() + chunk.len() > limit {
-                    return Err(too_large());
-                }
-                body.extend_from_slice(&chunk);
-            }
-            if body.iter().all(u8::is_ascii_whitespace) {
-                return Err(ApiError::bad_request("body: a JSON body is required"));
-            }
-            let value: serde_json::Value = serde_json::from_slice(&body)
-                .map_err(|e| ApiError::bad_request(format!("body: malformed JSON: {e}")))?;
-            Ok(JsonBody(from_json(&value)?))
+            parsed.map(JsonBody)
         })
     }
+}
+
+async fn read_json<T: DeserializeOwned>(
+    content_type: Option<String>,
+    declared_len: Option<usize>,
+    limit: Result<usize, ApiError>,
+    payload: &mut Payload,
+) -> Result<T, ApiError> {
+    let limit = limit?;
+    if let Some(ct) = &content_type {
+        if !is_json(ct) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!("Content-Type must be application/json, not {ct}"),
+            ));
+        }
+    }
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("body: the request body is larger than {limit} bytes"),
+        )
+    };
+    if declared_len.is_some_and(|n| n > limit) {
+        return Err(too_large());
+    }
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk =
+            chunk.map_err(|e| ApiError::bad_request(format!("body: could not be read: {e}")))?;
+        if body.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request("body: a JSON body is required"));
+    }
+    let value: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("body: malformed JSON: {e}")))?;
+    Ok(from_json(&value)?)
 }
 
 /// A path parameter parsed as an id; a malformed one is a 400 naming the parameter.
@@ -154,10 +187,17 @@ pub struct Paging(pub PageRequest);
 
 impl FromRequest for Paging {
     type Error = ApiError;
-    type Future = std::future::Ready<Result<Self, ApiError>>;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        std::future::ready(paging(req.query_string()).map(Paging))
+        let parsed = paging(req.query_string());
+        let auth = parsed.is_err().then(|| authentication(req));
+        Box::pin(async move {
+            if let Some(auth) = auth {
+                auth.await?;
+            }
+            parsed.map(Paging)
+        })
     }
 }
 

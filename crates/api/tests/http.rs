@@ -481,6 +481,24 @@ async fn authentication_is_required<S: App>(t: T<S>) {
             .to_request();
         t.send(req).await.expect(401);
     }
+    // Bad credentials are a 401 whatever else is wrong with the request.
+    let (_, project, _) = t.hierarchy().await;
+    t.call(Some("cap_wrong"), Method::GET, "/organization?page=0", None)
+        .await
+        .expect_error(401, "invalid API token");
+    let req = TestRequest::post()
+        .uri(&format!("/project/{project}/environment"))
+        .insert_header(("Authorization", "Token cap_wrong"))
+        .insert_header(("Content-Type", "text/plain"))
+        .set_payload("{")
+        .to_request();
+    t.send(req).await.expect(401);
+    let req = TestRequest::post()
+        .uri(&format!("/project/{project}/environment"))
+        .insert_header(("Content-Type", "application/json"))
+        .set_payload("{not json")
+        .to_request();
+    t.send(req).await.expect(401);
     // The scheme word is case-insensitive.
     let req = TestRequest::get()
         .uri("/organization")

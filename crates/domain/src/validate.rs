@@ -55,6 +55,13 @@ pub fn http_url(field: &str, value: &str) -> Result<url::Url, DomainError> {
             "must be an absolute http(s) URL",
         ));
     }
+    // Credentials in a URL would be shown back with it; they belong in a token or a secret.
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(DomainError::invalid(
+            field,
+            "must not hold credentials; use a git token or the registry's config",
+        ));
+    }
     Ok(parsed)
 }
 
@@ -85,5 +92,7 @@ mod tests {
         assert!(http_url("url", "https://example.com/x").is_ok());
         assert!(http_url("url", "ftp://example.com").is_err());
         assert!(http_url("url", "nope").is_err());
+        let err = http_url("url", "https://user:ghp_secret@github.com/o/r").unwrap_err();
+        assert!(!err.to_string().contains("ghp_secret"));
     }
 }

@@ -343,6 +343,27 @@ mod tests {
     }
 
     #[test]
+    fn a_helm_uses_one_git_token_and_terraform_no_secret_variables() {
+        let (a, b) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+        let body = json!({"name": "h", "source": {"git_repository": {"url": "https://github.com/o/c", "git_token_id": a}},
+            "arguments": [], "auto_deploy": false,
+            "values_override": {"file": {"git": {"git_repository": {"url": "https://github.com/o/v", "git_token_id": b}, "paths": ["/v.yaml"]}}}});
+        let err = ServiceDraft::parse(ServiceKind::Helm, &body, None).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("values_override.file.git.git_repository.git_token_id:"),
+            "{err}"
+        );
+        let tf = json!({"name": "t", "terraform_files_source": {"git_repository": {"url": "https://github.com/o/i"}},
+            "terraform_variables_source": {"tf_vars": [{"key": "a", "value": "1"}, {"key": "pw", "value": "hunter2", "secret": true}]}});
+        let err = ServiceDraft::parse(ServiceKind::Terraform, &tf, None).unwrap_err();
+        assert!(err
+            .to_string()
+            .starts_with("terraform_variables_source.tf_vars[1].secret:"));
+        assert!(!err.to_string().contains("hunter2"));
+    }
+
+    #[test]
     fn edits_keep_the_deployed_commit() {
         let body = json!({"name": "a", "git_repository": {"url": "https://github.com/o/r"}});
         let mut first = ServiceDraft::parse(ServiceKind::Application, &body, None)

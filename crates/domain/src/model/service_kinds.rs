@@ -728,6 +728,24 @@ impl HelmInput {
             Some(t) if t >= 0 => t,
             Some(_) => return Err(DomainError::invalid("timeout_sec", "must be at least 0")),
         };
+        let values_override = self.values_override.validate()?;
+        // One token per service: the values repository uses the chart's token, or none.
+        if let (Some(chart), Some(values)) = (
+            source
+                .git
+                .as_ref()
+                .and_then(|g| g.git_repository.git_token_id),
+            values_override
+                .git_repository()
+                .and_then(|r| r.git_token_id),
+        ) {
+            if chart != values {
+                return Err(DomainError::invalid(
+                    "values_override.file.git.git_repository.git_token_id",
+                    "must be the git token of source.git_repository",
+                ));
+            }
+        }
         Ok(HelmSpec {
             icon_uri: self.icon_uri.unwrap_or_else(|| DEFAULT_HELM_ICON.into()),
             auto_preview: self.auto_preview.unwrap_or(false),
@@ -736,7 +754,7 @@ impl HelmInput {
             arguments: self.arguments,
             allow_cluster_wide_resources: self.allow_cluster_wide_resources.unwrap_or(false),
             timeout_sec,
-            values_override: self.values_override.validate()?,
+            values_override,
             ports: ports(self.ports, true)?,
         })
     }
@@ -812,9 +830,31 @@ impl TerraformInput {
             auto_deploy: self.auto_deploy.unwrap_or(false),
             timeout_sec: positive("timeout_sec", self.timeout_sec, 1800)?,
             engine: self.engine.unwrap_or(TerraformEngine::Terraform),
-            terraform_variables_source: self
-                .terraform_variables_source
-                .unwrap_or_else(|| serde_json::json!({"tf_var_file_paths": [], "tf_vars": []})),
+            terraform_variables_source: terraform_variables(self.terraform_variables_source)?,
         })
     }
+}
+
+/// Terraform variables are shown back as sent, so a secret one is refused: it belongs in a
+/// TERRAFORM-scope secret, which is encrypted and never shown.
+fn terraform_variables(
+    source: Option<serde_json::Value>,
+) -> Result<serde_json::Value, DomainError> {
+    let source =
+        source.unwrap_or_else(|| serde_json::json!({"tf_var_file_paths": [], "tf_vars": []}));
+    let vars = source
+        .get("tf_vars")
+        .and_then(|v| v.as_array())
+        .cloned()
+        .unwrap_or_default();
+    if let Some(i) = vars
+        .iter()
+        .position(|v| v.get("secret").and_then(|s| s.as_bool()) == Some(true))
+    {
+        return Err(DomainError::invalid(
+            format!("terraform_variables_source.tf_vars[{i}].secret"),
+            "secret terraform variables go in the service's secrets (POST /terraform/{id}/secret)",
+        ));
+    }
+    Ok(source)
 }

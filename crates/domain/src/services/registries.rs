@@ -54,6 +54,17 @@ fn split_config(config: Map<String, Value>) -> DomainResult<(RegistryConfig, Sec
     Ok((public, Secret::new(secret)))
 }
 
+/// The stored secret members, updated with those sent now.
+fn merge_secrets(stored: &Secret, sent: &Secret) -> DomainResult<Secret> {
+    let parse =
+        |s: &Secret| serde_json::from_str::<Map<String, Value>>(s.expose()).unwrap_or_default();
+    let mut merged = parse(stored);
+    merged.extend(parse(sent));
+    serde_json::to_string(&merged)
+        .map(Secret::new)
+        .map_err(|e| DomainError::Internal(e.to_string()))
+}
+
 impl Capstan {
     async fn registry_fields(
         &self,
@@ -62,7 +73,10 @@ impl Capstan {
         input: &RegistryInput,
     ) -> DomainResult<(String, Option<Cluster>)> {
         let url = match (&input.url, input.kind.default_url()) {
-            (Some(u), _) => validate::http_url("url", u)?.to_string(),
+            (Some(u), _) => {
+                validate::http_url("url", u)?;
+                u.trim().to_string()
+            }
             (None, Some(d)) => d.to_string(),
             (None, None) => {
                 return Err(DomainError::invalid(
@@ -185,14 +199,18 @@ impl Capstan {
         let (url, cluster) = self.registry_fields(p, org, &input).await?;
         let (config, secret_config) = split_config(input.config.unwrap_or_default())?;
         registry.name = validate::name("name", &input.name)?;
+        // Secret members not sent again are kept, unless the kind changes (they would not apply).
+        let secret_config = if input.kind == registry.kind {
+            merge_secrets(&registry.secret_config, &secret_config)?
+        } else {
+            secret_config
+        };
         registry.kind = input.kind;
         registry.url = url;
         registry.description = validate::description("description", input.description)?;
         registry.cluster_id = cluster.as_ref().map(|c| c.id);
         registry.config = config;
-        if secret_config.expose() != "{}" {
-            registry.secret_config = secret_config;
-        }
+        registry.secret_config = secret_config;
         registry.updated_at = self.now();
         self.update(&registry, "organization").await?;
         self.one_registry(registry).await
@@ -228,6 +246,17 @@ mod tests {
         assert_eq!(public.token_lifetime_seconds, Some(60));
         assert!(!serde_json::to_string(&public).unwrap().contains("hunter2"));
         assert!(secret.expose().contains("hunter2"));
+    }
+
+    #[test]
+    fn secrets_not_sent_again_are_kept() {
+        let merged = merge_secrets(
+            &Secret::new(r#"{"password":"a","token":"t"}"#),
+            &Secret::new(r#"{"password":"b"}"#),
+        )
+        .unwrap();
+        let v: Value = serde_json::from_str(merged.expose()).unwrap();
+        assert_eq!(v, json!({"password": "b", "token": "t"}));
     }
 
     #[test]
