@@ -201,6 +201,17 @@ impl FromRequest for Paging {
     }
 }
 
+/// One query parameter (the last if repeated).
+pub fn query_value(req: &HttpRequest, name: &str) -> Result<Option<String>, ApiError> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(req.query_string())
+        .map_err(|_| ApiError::bad_request("query: malformed query string"))?;
+    Ok(pairs
+        .into_iter()
+        .rev()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v))
+}
+
 fn paging(query: &str) -> Result<PageRequest, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
         .map_err(|_| ApiError::bad_request("query: malformed query string"))?;

@@ -128,6 +128,15 @@ impl Query {
         }
     }
 
+    pub fn boolean(name: &'static str) -> Self {
+        Self {
+            name,
+            required: false,
+            schema: ObjectBuilder::new().schema_type(Type::Boolean).into(),
+            components: Vec::new(),
+        }
+    }
+
     pub fn uuid(name: &'static str, required: bool) -> Self {
         Self {
             name,

@@ -14,6 +14,7 @@ http_suite!(
     git_token_lists_the_services_using_it,
     regions_are_listed_per_provider,
     registries_show_their_cluster_and_usage,
+    helms_to_update_are_the_out_of_date_ones,
 );
 
 fn results(v: &Value) -> &Vec<Value> {
@@ -512,4 +513,44 @@ async fn registries_show_their_cluster_and_usage<S: App>(t: T<S>) {
         .body;
     assert_eq!(edited["config"], json!({"region": "eu-west-1"}));
     assert!(edited.get("cluster").is_none());
+}
+
+async fn helms_to_update_are_the_out_of_date_ones<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let body = |name: &str| {
+        json!({"name": name, "source": {"helm_repository": {"repository": "https://c.io", "chart_name": "x", "chart_version": "1"}},
+        "arguments": [], "auto_deploy": false, "values_override": {}})
+    };
+    let stale = t
+        .post(&format!("/environment/{env}/helm"), body("stale"))
+        .await
+        .expect(201)
+        .id();
+    t.post(&format!("/environment/{env}/helm"), body("fresh"))
+        .await
+        .expect(201);
+    let store = t.capstan.store().clone();
+    let mut s: Service = Repo::get(&*store, stale.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    s.deployment_status = DeploymentStatus::OutOfDate;
+    Repo::update(&*store, &s).await.unwrap();
+    let all = t
+        .get(&format!("/environment/{env}/helm?toUpdate=false"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(results(&all).len(), 2);
+    let to_update = t
+        .get(&format!("/environment/{env}/helm?toUpdate=true"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(results(&to_update).len(), 1);
+    assert_eq!(to_update["results"][0]["id"], json!(stale));
+    assert_eq!(to_update["pagination"]["total_count"], 1);
+    t.get(&format!("/environment/{env}/helm?toUpdate=maybe"))
+        .await
+        .expect_error(400, "toUpdate:");
 }

@@ -38,10 +38,13 @@ pub trait TokenStore: Send + Sync {
 
 #[async_trait]
 pub trait ServiceQueries: Send + Sync {
+    /// The services of one kind in an environment; with `out_of_date_only`, only those whose
+    /// configuration changed since their deployment.
     async fn list_services_of_kind(
         &self,
         environment: EnvironmentId,
         kind: ServiceKind,
+        out_of_date_only: bool,
         page: PageRequest,
     ) -> StoreResult<Page<Service>>;
     /// How many services use each registry (absent ids: none).

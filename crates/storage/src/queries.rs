@@ -72,6 +72,7 @@ impl ServiceQueries for Db {
         &self,
         environment: EnvironmentId,
         kind: ServiceKind,
+        out_of_date_only: bool,
         page: PageRequest,
     ) -> StoreResult<Page<Service>> {
         let env = environment.to_string();
@@ -79,11 +80,20 @@ impl ServiceQueries for Db {
         let cipher = self.cipher.clone();
         self.read(move |mut conn| async move {
             let (rows, total): (Vec<ServiceRow>, i64) = db_run!(conn, |c| {
-                let filter = services::environment_id
-                    .eq(&env)
-                    .and(services::kind.eq(kind));
-                let rows = services::table
-                    .filter(filter)
+                let filtered = || {
+                    let q = services::table
+                        .filter(services::environment_id.eq(&env))
+                        .filter(services::kind.eq(kind))
+                        .into_boxed();
+                    if out_of_date_only {
+                        q.filter(
+                            services::deployment_status.eq(DeploymentStatus::OutOfDate.as_str()),
+                        )
+                    } else {
+                        q
+                    }
+                };
+                let rows = filtered()
                     .order((services::created_at.asc(), services::id.asc()))
                     .limit(page.limit())
                     .offset(page.offset())
@@ -91,8 +101,7 @@ impl ServiceQueries for Db {
                     .load(c)
                     .await
                     .map_err(store_error)?;
-                let total: i64 = services::table
-                    .filter(filter)
+                let total: i64 = filtered()
                     .count()
                     .get_result(c)
                     .await

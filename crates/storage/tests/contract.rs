@@ -453,7 +453,7 @@ async fn services_of_every_kind_round_trip_and_filter_by_kind(db: Db) {
     }
     for s in &created {
         let page = db
-            .list_services_of_kind(e.id, s.kind(), PageRequest::default())
+            .list_services_of_kind(e.id, s.kind(), false, PageRequest::default())
             .await
             .unwrap();
         assert_eq!(page.items, vec![s.clone()], "{:?}", s.kind());

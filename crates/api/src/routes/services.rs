@@ -1,9 +1,9 @@
 //! Services of the six kinds: one set of handlers, told their kind by the route.
 
 use super::{created, no_content, ok};
-use crate::error::ApiResult;
-use crate::extract::{path_id, Auth, JsonBody, Paging};
-use crate::openapi::{shown_schema, Body, Doc, Routes};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{path_id, query_value, Auth, JsonBody, Paging};
+use crate::openapi::{shown_schema, Body, Doc, Query, Routes};
 use crate::views::ServiceCommon;
 use crate::views::{Paged, ServiceView};
 use crate::AppState;
@@ -90,7 +90,8 @@ pub fn routes(r: &mut Routes) {
                     200,
                     Some(page.with_components(&shown)),
                 )
-                .paged(),
+                .paged()
+                .query(Query::boolean("toUpdate")),
             )
             .post(
                 create,
@@ -125,9 +126,14 @@ async fn list(
     req: HttpRequest,
     Paging(page): Paging,
 ) -> ApiResult<HttpResponse> {
+    let to_update = match query_value(&req, "toUpdate")?.as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => return Err(ApiError::bad_request("toUpdate: must be true or false")),
+    };
     let services = st
         .capstan
-        .list_services(&p, path_id(&req, "environmentId")?, **kind, page)
+        .list_services(&p, path_id(&req, "environmentId")?, **kind, to_update, page)
         .await?;
     Ok(ok(Paged::from_page(services, ServiceView::from)))
 }

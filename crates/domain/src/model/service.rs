@@ -364,6 +364,47 @@ mod tests {
     }
 
     #[test]
+    fn helm_ports_reach_a_service_by_name_or_selectors() {
+        let helm = |ports: serde_json::Value| {
+            json!({"name": "h", "source": {"helm_repository": {"repository": "https://c.io", "chart_name": "x", "chart_version": "1"}},
+                "arguments": [], "auto_deploy": false, "values_override": {}, "ports": ports})
+        };
+        let ok = ServiceDraft::parse(
+            ServiceKind::Helm,
+            &helm(
+                json!([{"internal_port": 80, "port_type": "SERVICE_SELECTORS",
+            "service_selectors": [{"key": "app", "value": "web"}]}]),
+            ),
+            None,
+        )
+        .unwrap();
+        let shown = serde_json::to_value(&ok.spec).unwrap();
+        assert_eq!(
+            shown["ports"][0]["service_selectors"],
+            json!([{"key": "app", "value": "web"}])
+        );
+        assert!(shown["ports"][0].get("service_name").is_none());
+        for (ports, field) in [
+            (
+                json!([{"internal_port": 80, "port_type": "SERVICE_SELECTORS"}]),
+                "ports[0].service_selectors",
+            ),
+            (json!([{"internal_port": 80}]), "ports[0].service_name"),
+            (
+                json!([{"internal_port": 80, "service_name": "s", "protocol": "TCP"}]),
+                "ports[0].protocol",
+            ),
+            (
+                json!([{"internal_port": 80, "port_type": "OTHER"}]),
+                "ports[0].port_type",
+            ),
+        ] {
+            let err = ServiceDraft::parse(ServiceKind::Helm, &helm(ports), None).unwrap_err();
+            assert!(err.to_string().starts_with(field), "{err}");
+        }
+    }
+
+    #[test]
     fn edits_keep_the_deployed_commit() {
         let body = json!({"name": "a", "git_repository": {"url": "https://github.com/o/r"}});
         let mut first = ServiceDraft::parse(ServiceKind::Application, &body, None)

@@ -35,6 +35,16 @@ pub struct PortInput {
     pub service_name: Option<String>,
     #[serde(default)]
     pub namespace: Option<String>,
+    #[serde(default)]
+    pub service_selectors: Option<Vec<ServiceSelector>>,
+}
+
+/// A Kubernetes label selector of a helm port of type SERVICE_SELECTORS.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceSelector {
+    pub key: String,
+    pub value: String,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -55,6 +65,8 @@ pub struct Port {
     pub service_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_selectors: Option<Vec<ServiceSelector>>,
 }
 
 fn port_number(field: String, value: i64) -> Result<i64, DomainError> {
@@ -74,34 +86,65 @@ fn ports(inputs: Option<Vec<PortInput>>, helm: bool) -> Result<Vec<Port>, Domain
             .external_port
             .map(|v| port_number(format!("ports[{i}].external_port"), v))
             .transpose()?;
-        let (port_type, service_name) = if helm {
-            let service_name =
-                p.service_name
-                    .filter(|s| !s.trim().is_empty())
-                    .ok_or_else(|| {
-                        DomainError::invalid(format!("ports[{i}].service_name"), "is required")
-                    })?;
-            (
-                Some(p.port_type.unwrap_or_else(|| "SERVICE_NAME".into())),
-                Some(service_name),
-            )
+        let protocol = p.protocol.unwrap_or(PortProtocol::Http);
+        let (port_type, service_name, service_selectors) = if helm {
+            helm_port_target(i, p.port_type, p.service_name, p.service_selectors)?
         } else {
-            (p.port_type, p.service_name)
+            (p.port_type, p.service_name, p.service_selectors)
         };
+        if helm && !matches!(protocol, PortProtocol::Http | PortProtocol::Grpc) {
+            return Err(DomainError::invalid(
+                format!("ports[{i}].protocol"),
+                "must be HTTP or GRPC for a helm port",
+            ));
+        }
         out.push(Port {
             id: p.id.unwrap_or_else(Uuid::new_v4),
             name: p.name,
             internal_port,
             external_port,
             publicly_accessible: p.publicly_accessible.unwrap_or(false),
-            protocol: p.protocol.unwrap_or(PortProtocol::Http),
+            protocol,
             is_default: p.is_default.unwrap_or(i == 0),
             port_type,
             service_name,
             namespace: p.namespace,
+            service_selectors,
         });
     }
     Ok(out)
+}
+
+type HelmPortTarget = (Option<String>, Option<String>, Option<Vec<ServiceSelector>>);
+
+/// A helm port reaches a Kubernetes service by name (SERVICE_NAME, the default) or by label
+/// selectors (SERVICE_SELECTORS).
+fn helm_port_target(
+    i: usize,
+    port_type: Option<String>,
+    service_name: Option<String>,
+    selectors: Option<Vec<ServiceSelector>>,
+) -> Result<HelmPortTarget, DomainError> {
+    match port_type.as_deref().unwrap_or("SERVICE_NAME") {
+        "SERVICE_NAME" => {
+            let name = service_name
+                .filter(|s| !s.trim().is_empty())
+                .ok_or_else(|| {
+                    DomainError::invalid(format!("ports[{i}].service_name"), "is required")
+                })?;
+            Ok((Some("SERVICE_NAME".into()), Some(name), None))
+        }
+        "SERVICE_SELECTORS" => {
+            let selectors = selectors.filter(|s| !s.is_empty()).ok_or_else(|| {
+                DomainError::invalid(format!("ports[{i}].service_selectors"), "is required")
+            })?;
+            Ok((Some("SERVICE_SELECTORS".into()), None, Some(selectors)))
+        }
+        _ => Err(DomainError::invalid(
+            format!("ports[{i}].port_type"),
+            "must be one of SERVICE_NAME, SERVICE_SELECTORS",
+        )),
+    }
 }
 
 fn positive(field: &str, value: Option<i64>, default: i64) -> Result<i64, DomainError> {

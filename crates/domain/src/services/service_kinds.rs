@@ -122,13 +122,14 @@ impl Capstan {
         p: &Principal,
         environment_id: EnvironmentId,
         kind: ServiceKind,
+        out_of_date_only: bool,
         page: PageRequest,
     ) -> DomainResult<Page<Service>> {
         self.load::<Environment>(p, environment_id, Action::Read)
             .await?;
         let page = self
             .store
-            .list_services_of_kind(environment_id, kind, page)
+            .list_services_of_kind(environment_id, kind, out_of_date_only, page)
             .await?;
         let items = self.decorate(page.items).await?;
         Ok(Page {
