@@ -31,7 +31,7 @@ use std::fmt::Display;
 /// What every stored resource has in common; lets one generic repository port and one generic
 /// access check serve them all.
 pub trait Record: Clone + Send + Sync + 'static {
-    type Id: Copy + Send + Sync + Display + PartialEq + 'static;
+    type Id: Copy + Send + Sync + Display + Ord + std::hash::Hash + 'static;
     /// The parent a list is taken under (an organization, a project, an environment).
     type Parent: Copy + Send + Sync + 'static;
     /// The word used in messages: "project", "environment", ...

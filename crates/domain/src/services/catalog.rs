@@ -6,8 +6,6 @@ use crate::error::DomainResult;
 use crate::ids::*;
 use crate::model::*;
 use crate::pagination::{Page, PageRequest};
-use crate::ports::Repo;
-use std::collections::HashMap;
 
 /// A service that uses a git token, with where it lives.
 #[derive(Debug, Clone)]
@@ -40,34 +38,22 @@ impl Capstan {
         self.load_in_org::<GitToken>(p, org, token, Action::Read)
             .await?;
         let page = self.store.list_services_by_git_token(token, page).await?;
-        let mut env_ids: Vec<EnvironmentId> = page.items.iter().map(|s| s.environment_id).collect();
-        env_ids.sort();
-        env_ids.dedup();
-        let mut project_ids: Vec<ProjectId> = page.items.iter().map(|s| s.project_id).collect();
-        project_ids.sort();
-        project_ids.dedup();
-        let envs: HashMap<EnvironmentId, String> =
-            Repo::<Environment>::get_many(&*self.store, &env_ids)
-                .await?
-                .into_iter()
-                .map(|e| (e.id, e.name))
-                .collect();
-        let projects: HashMap<ProjectId, String> =
-            Repo::<Project>::get_many(&*self.store, &project_ids)
-                .await?
-                .into_iter()
-                .map(|p| (p.id, p.name))
-                .collect();
+        let envs = self
+            .by_id::<Environment>(page.items.iter().map(|s| s.environment_id))
+            .await?;
+        let projects = self
+            .by_id::<Project>(page.items.iter().map(|s| s.project_id))
+            .await?;
         Ok(page.map(|service| AssociatedService {
             project_id: service.project_id,
             project_name: projects
                 .get(&service.project_id)
-                .cloned()
+                .map(|p| p.name.clone())
                 .unwrap_or_default(),
             environment_id: service.environment_id,
             environment_name: envs
                 .get(&service.environment_id)
-                .cloned()
+                .map(|e| e.name.clone())
                 .unwrap_or_default(),
             service,
         }))

@@ -41,14 +41,9 @@ pub struct EnvironmentDetails {
 
 impl Capstan {
     async fn with_clusters(&self, envs: Vec<Environment>) -> DomainResult<Vec<EnvironmentDetails>> {
-        let mut ids: Vec<ClusterId> = envs.iter().map(|e| e.cluster_id).collect();
-        ids.sort();
-        ids.dedup();
-        let clusters: HashMap<ClusterId, Cluster> = Repo::<Cluster>::get_many(&*self.store, &ids)
-            .await?
-            .into_iter()
-            .map(|c| (c.id, c))
-            .collect();
+        let clusters = self
+            .by_id::<Cluster>(envs.iter().map(|e| e.cluster_id))
+            .await?;
         Ok(envs
             .into_iter()
             .map(|environment| EnvironmentDetails {

@@ -89,6 +89,27 @@ impl Capstan {
         Ok(item)
     }
 
+    /// The records with these ids (repeated or unknown ids allowed), by id, in one query.
+    async fn by_id<T: Record>(
+        &self,
+        ids: impl IntoIterator<Item = T::Id>,
+    ) -> DomainResult<std::collections::HashMap<T::Id, T>>
+    where
+        dyn Store: Repo<T>,
+    {
+        let mut ids: Vec<T::Id> = ids.into_iter().collect();
+        ids.sort();
+        ids.dedup();
+        if ids.is_empty() {
+            return Ok(std::collections::HashMap::new());
+        }
+        Ok(Repo::<T>::get_many(&*self.store, &ids)
+            .await?
+            .into_iter()
+            .map(|r| (r.id(), r))
+            .collect())
+    }
+
     async fn list<T: Record>(&self, parent: T::Parent, page: PageRequest) -> DomainResult<Page<T>>
     where
         dyn Store: Repo<T>,

@@ -8,12 +8,10 @@ use crate::model::{
     from_json, Cluster, ContainerRegistry, Organization, RegistryConfig, RegistryKind,
 };
 use crate::pagination::{Page, PageRequest};
-use crate::ports::Repo;
 use crate::secret::Secret;
 use crate::validate;
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
@@ -101,16 +99,9 @@ impl Capstan {
     ) -> DomainResult<Vec<RegistryDetails>> {
         let ids: Vec<ContainerRegistryId> = registries.iter().map(|r| r.id).collect();
         let counts = self.store.count_services_by_registry(&ids).await?;
-        let cluster_ids: Vec<ClusterId> = registries.iter().filter_map(|r| r.cluster_id).collect();
-        let clusters: HashMap<ClusterId, Cluster> = if cluster_ids.is_empty() {
-            HashMap::new()
-        } else {
-            Repo::<Cluster>::get_many(&*self.store, &cluster_ids)
-                .await?
-                .into_iter()
-                .map(|c| (c.id, c))
-                .collect()
-        };
+        let clusters = self
+            .by_id::<Cluster>(registries.iter().filter_map(|r| r.cluster_id))
+            .await?;
         Ok(registries
             .into_iter()
             .map(|registry| RegistryDetails {

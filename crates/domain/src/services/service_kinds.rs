@@ -3,14 +3,12 @@
 use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
-use crate::ids::{EnvironmentId, GitTokenId, OrganizationId, ServiceId};
+use crate::ids::{EnvironmentId, OrganizationId, ServiceId};
 use crate::model::{
     ContainerRegistry, DeploymentStatus, Environment, GitToken, Service, ServiceDraft, ServiceKind,
     ServiceSpec,
 };
 use crate::pagination::{Page, PageRequest};
-use crate::ports::Repo;
-use std::collections::HashMap;
 
 impl Capstan {
     /// The registry and git tokens a spec names must exist in the service's organization.
@@ -43,25 +41,19 @@ impl Capstan {
 
     /// Fills the read-time members of git repositories (token names, access) in one query.
     async fn decorate(&self, mut services: Vec<Service>) -> DomainResult<Vec<Service>> {
-        let mut ids: Vec<GitTokenId> = services
-            .iter()
-            .flat_map(|s| s.spec.git_repositories())
-            .filter_map(|r| r.git_token_id)
-            .collect();
-        ids.sort();
-        ids.dedup();
-        let names: HashMap<GitTokenId, String> = if ids.is_empty() {
-            HashMap::new()
-        } else {
-            Repo::<GitToken>::get_many(&*self.store, &ids)
-                .await?
-                .into_iter()
-                .map(|t| (t.id, t.name))
-                .collect()
-        };
+        let tokens = self
+            .by_id::<GitToken>(
+                services
+                    .iter()
+                    .flat_map(|s| s.spec.git_repositories())
+                    .filter_map(|r| r.git_token_id),
+            )
+            .await?;
         for service in &mut services {
             for repo in service.spec.git_repositories_mut() {
-                repo.git_token_name = repo.git_token_id.and_then(|id| names.get(&id).cloned());
+                repo.git_token_name = repo
+                    .git_token_id
+                    .and_then(|id| tokens.get(&id).map(|t| t.name.clone()));
                 repo.has_access = repo.git_token_id.is_none() || repo.git_token_name.is_some();
             }
         }

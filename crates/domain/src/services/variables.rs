@@ -11,7 +11,6 @@ use crate::ports::Repo;
 use crate::secret::Secret;
 use crate::validate;
 use serde::{Deserialize, Deserializer};
-use std::collections::HashMap;
 use uuid::Uuid;
 
 /// Absent: `None`; explicit null: `Some(None)`.
@@ -215,47 +214,22 @@ impl Capstan {
 
     /// Adds the names, services and referenced variables the API shows, in a few batched reads.
     async fn variable_details(&self, vars: Vec<Variable>) -> DomainResult<Vec<VariableDetails>> {
-        let mut service_ids: Vec<ServiceId> = vars.iter().filter_map(|v| v.service_id).collect();
-        let mut env_ids: Vec<EnvironmentId> =
-            vars.iter().filter_map(|v| v.environment_id).collect();
-        let mut project_ids: Vec<ProjectId> = vars.iter().map(|v| v.project_id).collect();
-        let mut ref_ids: Vec<VariableId> = vars
-            .iter()
-            .flat_map(|v| [v.aliased_variable_id, v.overridden_variable_id])
-            .flatten()
-            .collect();
-        service_ids.sort();
-        service_ids.dedup();
-        env_ids.sort();
-        env_ids.dedup();
-        project_ids.sort();
-        project_ids.dedup();
-        ref_ids.sort();
-        ref_ids.dedup();
-        let services: HashMap<ServiceId, Service> =
-            Repo::<Service>::get_many(&*self.store, &service_ids)
-                .await?
-                .into_iter()
-                .map(|s| (s.id, s))
-                .collect();
-        let envs: HashMap<EnvironmentId, String> =
-            Repo::<Environment>::get_many(&*self.store, &env_ids)
-                .await?
-                .into_iter()
-                .map(|e| (e.id, e.name))
-                .collect();
-        let projects: HashMap<ProjectId, String> =
-            Repo::<Project>::get_many(&*self.store, &project_ids)
-                .await?
-                .into_iter()
-                .map(|p| (p.id, p.name))
-                .collect();
-        let refs: HashMap<VariableId, Variable> =
-            Repo::<Variable>::get_many(&*self.store, &ref_ids)
-                .await?
-                .into_iter()
-                .map(|v| (v.id, v))
-                .collect();
+        let services = self
+            .by_id::<Service>(vars.iter().filter_map(|v| v.service_id))
+            .await?;
+        let envs = self
+            .by_id::<Environment>(vars.iter().filter_map(|v| v.environment_id))
+            .await?;
+        let projects = self
+            .by_id::<Project>(vars.iter().map(|v| v.project_id))
+            .await?;
+        let refs = self
+            .by_id::<Variable>(
+                vars.iter()
+                    .flat_map(|v| [v.aliased_variable_id, v.overridden_variable_id])
+                    .flatten(),
+            )
+            .await?;
         Ok(vars
             .into_iter()
             .map(|variable| {
@@ -265,10 +239,10 @@ impl Capstan {
                     .map(|s| (s.id, s.name.clone(), s.kind()));
                 let owner_name = match (&service, variable.environment_id) {
                     (Some((_, name, _)), _) => name.clone(),
-                    (None, Some(e)) => envs.get(&e).cloned().unwrap_or_default(),
+                    (None, Some(e)) => envs.get(&e).map(|e| e.name.clone()).unwrap_or_default(),
                     (None, None) => projects
                         .get(&variable.project_id)
-                        .cloned()
+                        .map(|p| p.name.clone())
                         .unwrap_or_default(),
                 };
                 VariableDetails {
