@@ -103,6 +103,45 @@ macro_rules! db_transaction {
 }
 pub(crate) use db_transaction;
 
+/// One page of `$row`s of `$table` that `$filtered()` (a boxed query) selects, in creation order,
+/// with the total count: the body of every list, written once.
+macro_rules! page_rows {
+    ($c:ident, $page:expr, $table:ident, $row:ty, $filtered:ident) => {{
+        let rows: Vec<$row> = $filtered()
+            .order(($table::created_at.asc(), $table::id.asc()))
+            .limit($page.limit())
+            .offset($page.offset())
+            .select(<$row>::as_select())
+            .load($c)
+            .await
+            .map_err($crate::db::store_error)?;
+        let total: i64 = $filtered()
+            .count()
+            .get_result($c)
+            .await
+            .map_err($crate::db::store_error)?;
+        Ok::<_, domain::error::StoreError>((rows, total))
+    }};
+}
+pub(crate) use page_rows;
+
+/// Decodes a page of rows into records.
+pub(crate) fn into_page<T: crate::rows::FromRow>(
+    rows: Vec<T::Row>,
+    total: i64,
+    page: domain::pagination::PageRequest,
+    cipher: &Cipher,
+) -> Result<domain::pagination::Page<T>, StoreError> {
+    Ok(domain::pagination::Page {
+        items: rows
+            .into_iter()
+            .map(|r| T::from_row(r, cipher))
+            .collect::<Result<_, _>>()?,
+        request: page,
+        total_count: total.max(0) as u64,
+    })
+}
+
 /// The store: a pool over one of the two backends.
 ///
 /// Queries run on the store's own multi-threaded runtime, never on the caller's: a caller (an

@@ -1,12 +1,12 @@
 //! Queries beyond the generic repository: token lookup, service counts, health.
 
-use crate::db::{db_run, db_transaction, store_error, Db};
+use crate::db::{db_run, db_transaction, into_page, page_rows, store_error, Db};
 use crate::rows::*;
 use crate::schema::{api_tokens, environments, organizations, services, variables};
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
-use domain::error::{StoreError, StoreResult};
+use domain::error::StoreResult;
 use domain::ids::*;
 use domain::model::*;
 use domain::pagination::{Page, PageRequest};
@@ -93,29 +93,9 @@ impl ServiceQueries for Db {
                         q
                     }
                 };
-                let rows = filtered()
-                    .order((services::created_at.asc(), services::id.asc()))
-                    .limit(page.limit())
-                    .offset(page.offset())
-                    .select(ServiceRow::as_select())
-                    .load(c)
-                    .await
-                    .map_err(store_error)?;
-                let total: i64 = filtered()
-                    .count()
-                    .get_result(c)
-                    .await
-                    .map_err(store_error)?;
-                Ok::<_, StoreError>((rows, total))
+                page_rows!(c, page, services, ServiceRow, filtered)
             })?;
-            Ok(Page {
-                items: rows
-                    .into_iter()
-                    .map(|r| FromRow::from_row(r, &cipher))
-                    .collect::<StoreResult<_>>()?,
-                request: page,
-                total_count: total.max(0) as u64,
-            })
+            into_page::<Service>(rows, total, page, &cipher)
         })
         .await
     }
@@ -150,31 +130,14 @@ impl ServiceQueries for Db {
         let cipher = self.cipher.clone();
         self.read(move |mut conn| async move {
             let (rows, total): (Vec<ServiceRow>, i64) = db_run!(conn, |c| {
-                let rows = services::table
-                    .filter(services::git_token_id.eq(&token))
-                    .order((services::created_at.asc(), services::id.asc()))
-                    .limit(page.limit())
-                    .offset(page.offset())
-                    .select(ServiceRow::as_select())
-                    .load(c)
-                    .await
-                    .map_err(store_error)?;
-                let total: i64 = services::table
-                    .filter(services::git_token_id.eq(&token))
-                    .count()
-                    .get_result(c)
-                    .await
-                    .map_err(store_error)?;
-                Ok::<_, StoreError>((rows, total))
+                let filtered = || {
+                    services::table
+                        .filter(services::git_token_id.eq(&token))
+                        .into_boxed()
+                };
+                page_rows!(c, page, services, ServiceRow, filtered)
             })?;
-            Ok(Page {
-                items: rows
-                    .into_iter()
-                    .map(|r| Service::from_row(r, &cipher))
-                    .collect::<StoreResult<_>>()?,
-                request: page,
-                total_count: total.max(0) as u64,
-            })
+            into_page::<Service>(rows, total, page, &cipher)
         })
         .await
     }
@@ -222,29 +185,9 @@ impl VariableQueries for Db {
                         None => q,
                     }
                 };
-                let rows = filtered()
-                    .order((variables::created_at.asc(), variables::id.asc()))
-                    .limit(page.limit())
-                    .offset(page.offset())
-                    .select(VariableRow::as_select())
-                    .load(c)
-                    .await
-                    .map_err(store_error)?;
-                let total: i64 = filtered()
-                    .count()
-                    .get_result(c)
-                    .await
-                    .map_err(store_error)?;
-                Ok::<_, StoreError>((rows, total))
+                page_rows!(c, page, variables, VariableRow, filtered)
             })?;
-            Ok(Page {
-                items: rows
-                    .into_iter()
-                    .map(|r| Variable::from_row(r, &cipher))
-                    .collect::<StoreResult<_>>()?,
-                request: page,
-                total_count: total.max(0) as u64,
-            })
+            into_page::<Variable>(rows, total, page, &cipher)
         })
         .await
     }

@@ -1,7 +1,7 @@
 //! The generic repository port, implemented once per table by one macro; each query body is
 //! written once and runs on both backends.
 
-use crate::db::{db_run, store_error, Db};
+use crate::db::{db_run, into_page, page_rows, store_error, Db};
 use crate::rows::*;
 use crate::schema;
 use async_trait::async_trait;
@@ -106,28 +106,14 @@ macro_rules! repo {
                 let cipher = self.cipher.clone();
                 self.read(move |mut conn| async move {
                     let (rows, total): (Vec<$row>, i64) = db_run!(conn, |c| {
-                        let $q = schema::$table::table.into_boxed();
-                        let rows = $filter
-                            .order((schema::$table::created_at.asc(), schema::$table::id.asc()))
-                            .limit(page.limit())
-                            .offset(page.offset())
-                            .select(<$row>::as_select())
-                            .load(c)
-                            .await
-                            .map_err(store_error)?;
-                        let $q = schema::$table::table.into_boxed();
-                        let total: i64 =
-                            $filter.count().get_result(c).await.map_err(store_error)?;
-                        Ok::<_, StoreError>((rows, total))
+                        use schema::$table;
+                        let filtered = || {
+                            let $q = $table::table.into_boxed();
+                            $filter
+                        };
+                        page_rows!(c, page, $table, $row, filtered)
                     })?;
-                    Ok(Page {
-                        items: rows
-                            .into_iter()
-                            .map(|r| FromRow::from_row(r, &cipher))
-                            .collect::<StoreResult<_>>()?,
-                        request: page,
-                        total_count: total.max(0) as u64,
-                    })
+                    into_page::<$record>(rows, total, page, &cipher)
                 })
                 .await
             }
