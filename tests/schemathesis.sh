@@ -7,7 +7,8 @@ set -euo pipefail
 bin="${1:-target/debug/capstan}"
 bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-command -v schemathesis >/dev/null || python3 -m pip install --quiet "schemathesis>=4,<5"
+# Run through the interpreter: a freshly installed console script may not be on PATH (pyenv shims).
+python3 -c 'import schemathesis' 2>/dev/null || python3 -m pip install --quiet "schemathesis>=4,<5"
 work="$(mktemp -d)"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 cleanup() { [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
@@ -24,7 +25,7 @@ if [ -f "$reference" ]; then
   python3 "$repo/tests/reference_conformance.py" "http://127.0.0.1:$port" "$token" "$reference"
 fi
 # Deleting the organization or revoking the token would leave the rest of the run with 401s only.
-timeout 900 schemathesis run "http://127.0.0.1:$port/openapi.json" \
+timeout 900 python3 -m schemathesis.cli run "http://127.0.0.1:$port/openapi.json" \
   -H "Authorization: Token $token" \
   --exclude-name "DELETE /organization/{organizationId}" \
   --exclude-name "DELETE /organization/{organizationId}/apiToken/{apiTokenId}" \
