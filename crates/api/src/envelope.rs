@@ -88,3 +88,53 @@ pub async fn envelope(
     );
     Ok(res)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ApiError;
+    use actix_web::{test, web, App};
+    use domain::DomainError;
+
+    async fn broken() -> Result<actix_web::HttpResponse, ApiError> {
+        Err(DomainError::Internal("connection refused to db-7.internal:5432".into()).into())
+    }
+
+    async fn plain_405() -> actix_web::HttpResponse {
+        actix_web::HttpResponse::MethodNotAllowed().finish()
+    }
+
+    #[actix_rt::test]
+    async fn a_500_says_nothing_of_internals_and_quotes_the_request_id() {
+        let app = test::init_service(
+            App::new()
+                .route("/broken", web::get().to(broken))
+                .route("/plain", web::get().to(plain_405))
+                .wrap(actix_web::middleware::from_fn(envelope)),
+        )
+        .await;
+        let res =
+            test::call_service(&app, test::TestRequest::get().uri("/broken").to_request()).await;
+        assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let id = res
+            .headers()
+            .get(&REQUEST_ID)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        let body: serde_json::Value = test::read_body_json(res).await;
+        assert_eq!(body["status"], 500);
+        assert_eq!(body["error"], "Internal Server Error");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains(&id), "{message}");
+        assert!(!message.contains("db-7"), "{message}");
+
+        // An error response written without a body still gets the JSON body.
+        let res =
+            test::call_service(&app, test::TestRequest::get().uri("/plain").to_request()).await;
+        assert_eq!(res.status(), StatusCode::METHOD_NOT_ALLOWED);
+        let body: serde_json::Value = test::read_body_json(res).await;
+        assert_eq!(body["status"], 405);
+    }
+}

@@ -258,6 +258,19 @@ impl<'c> Routes<'c> {
     }
 }
 
+macro_rules! method_shorthands {
+    ($($name:ident => $method:ident),*) => {$(
+        pub fn $name<F, Args>(self, handler: F, doc: Doc) -> Self
+        where
+            F: Handler<Args>,
+            Args: FromRequest + 'static,
+            F::Output: Responder + 'static,
+        {
+            self.route(Method::$method, handler, doc)
+        }
+    )*};
+}
+
 /// One path: its methods, handlers and docs.
 pub struct At<'r, 'c> {
     routes: &'r mut Routes<'c>,
@@ -284,41 +297,8 @@ impl At<'_, '_> {
         self
     }
 
-    pub fn get<F, Args>(self, handler: F, doc: Doc) -> Self
-    where
-        F: Handler<Args>,
-        Args: FromRequest + 'static,
-        F::Output: Responder + 'static,
-    {
-        self.route(Method::GET, handler, doc)
-    }
-
-    pub fn post<F, Args>(self, handler: F, doc: Doc) -> Self
-    where
-        F: Handler<Args>,
-        Args: FromRequest + 'static,
-        F::Output: Responder + 'static,
-    {
-        self.route(Method::POST, handler, doc)
-    }
-
-    pub fn put<F, Args>(self, handler: F, doc: Doc) -> Self
-    where
-        F: Handler<Args>,
-        Args: FromRequest + 'static,
-        F::Output: Responder + 'static,
-    {
-        self.route(Method::PUT, handler, doc)
-    }
-
-    pub fn delete<F, Args>(self, handler: F, doc: Doc) -> Self
-    where
-        F: Handler<Args>,
-        Args: FromRequest + 'static,
-        F::Output: Responder + 'static,
-    {
-        self.route(Method::DELETE, handler, doc)
-    }
+    // Shorthands for `At::route`.
+    method_shorthands!(get => GET, post => POST, put => PUT, delete => DELETE);
 
     /// Registers the path.
     pub fn add(self) {
