@@ -106,31 +106,59 @@ fn is_json(content_type: &str) -> bool {
     mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
 }
 
+/// Reads the body as JSON once authentication is known (so bad credentials answer 401 before
+/// any complaint about the body); `None` when there is no body and `required` is false.
+fn json_body<T: DeserializeOwned + 'static>(
+    req: &HttpRequest,
+    payload: &mut Payload,
+    required: bool,
+) -> LocalBoxFuture<'static, Result<Option<T>, ApiError>> {
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let declared_len = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    let limit = state(req).map(|s| s.body_limit);
+    let mut payload = payload.take();
+    let auth = authentication(req);
+    Box::pin(async move {
+        let parsed = read_json(content_type, declared_len, limit, &mut payload, required).await;
+        if parsed.is_err() {
+            auth.await?;
+        }
+        parsed
+    })
+}
+
 impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
     type Error = ApiError;
     type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        let content_type = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let declared_len = req
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<usize>().ok());
-        let limit = state(req).map(|s| s.body_limit);
-        let mut payload = payload.take();
-        let auth = authentication(req);
+        let body = json_body::<T>(req, payload, true);
         Box::pin(async move {
-            let parsed = read_json(content_type, declared_len, limit, &mut payload).await;
-            if parsed.is_err() {
-                auth.await?;
-            }
-            parsed.map(JsonBody)
+            body.await?
+                .map(JsonBody)
+                .ok_or_else(|| ApiError::bad_request("body: a JSON body is required"))
         })
+    }
+}
+
+/// A JSON body that may be left out (then `T::default()`).
+pub struct OptionalJson<T>(pub T);
+
+impl<T: DeserializeOwned + Default + 'static> FromRequest for OptionalJson<T> {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let body = json_body::<T>(req, payload, false);
+        Box::pin(async move { Ok(OptionalJson(body.await?.unwrap_or_default())) })
     }
 }
 
@@ -139,7 +167,8 @@ async fn read_json<T: DeserializeOwned>(
     declared_len: Option<usize>,
     limit: Result<usize, ApiError>,
     payload: &mut Payload,
-) -> Result<T, ApiError> {
+    required: bool,
+) -> Result<Option<T>, ApiError> {
     let limit = limit?;
     if let Some(ct) = &content_type {
         if !is_json(ct) {
@@ -168,11 +197,18 @@ async fn read_json<T: DeserializeOwned>(
         body.extend_from_slice(&chunk);
     }
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::bad_request("body: a JSON body is required"));
+        return if required {
+            Err(ApiError::bad_request("body: a JSON body is required"))
+        } else {
+            Ok(None)
+        };
     }
     let value: serde_json::Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("body: malformed JSON: {e}")))?;
-    Ok(from_json(&value)?)
+    if value.is_null() && !required {
+        return Ok(None);
+    }
+    Ok(Some(from_json(&value)?))
 }
 
 /// A path parameter parsed as an id; a malformed one is a 400 naming the parameter.

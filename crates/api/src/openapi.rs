@@ -159,6 +159,9 @@ pub struct Doc {
     status: u16,
     response: Option<Body>,
     request: Option<Body>,
+    request_required: bool,
+    /// A second success answer (a delete the engine carries out: 202).
+    accepted: Option<Body>,
     query: Vec<Query>,
     authenticated: bool,
 }
@@ -170,6 +173,8 @@ impl Doc {
             status,
             response,
             request: None,
+            request_required: true,
+            accepted: None,
             query: Vec::new(),
             authenticated: true,
         }
@@ -194,6 +199,12 @@ impl Doc {
     pub fn delete(summary: impl Into<Cow<'static, str>>) -> Self {
         Self::new(summary, 204, None)
     }
+    /// 204 when done at once, 202 with a `T` when the engine carries it out.
+    pub fn delete_or_accept<T: ToSchema>(summary: impl Into<Cow<'static, str>>) -> Self {
+        let mut doc = Self::new(summary, 204, None);
+        doc.accepted = Some(Body::of::<T>());
+        doc
+    }
     /// Any status with any body.
     pub fn answer(
         summary: impl Into<Cow<'static, str>>,
@@ -204,6 +215,12 @@ impl Doc {
     }
     pub fn body(mut self, body: Body) -> Self {
         self.request = Some(body);
+        self
+    }
+    /// A body that may be left out.
+    pub fn optional_body(mut self, body: Body) -> Self {
+        self.request = Some(body);
+        self.request_required = false;
         self
     }
     pub fn query(mut self, q: Query) -> Self {
@@ -435,7 +452,11 @@ pub fn document(endpoints: &[Endpoint]) -> OpenApi {
             keep(&body.components);
             op = op.request_body(Some(
                 RequestBodyBuilder::new()
-                    .required(Some(Required::True))
+                    .required(Some(if d.request_required {
+                        Required::True
+                    } else {
+                        Required::False
+                    }))
                     .content(
                         "application/json",
                         ContentBuilder::new()
@@ -457,6 +478,18 @@ pub fn document(endpoints: &[Endpoint]) -> OpenApi {
         }
         let api = d.authenticated;
         op = op.response(d.status.to_string(), rate_limit_headers(success).build());
+        if let Some(body) = &d.accepted {
+            keep(&body.components);
+            let accepted = ResponseBuilder::new()
+                .description("requested: the engine carries it out")
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(body.schema.clone()))
+                        .build(),
+                );
+            op = op.response("202", rate_limit_headers(accepted).build());
+        }
         if api {
             op = op
                 .response(

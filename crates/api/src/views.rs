@@ -577,3 +577,75 @@ impl From<AssociatedService> for AssociatedServiceView {
         }
     }
 }
+
+/// One deployment of a service, as deployed: the name and, for image-based services, the
+/// image, tag, arguments and entrypoint it ran with.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct DeploymentHistoryItem {
+    #[serde(flatten)]
+    pub base: Base,
+    /// The service's name when it was deployed.
+    pub name: String,
+    /// The state this deployment brought (or is bringing) the service to.
+    pub status: ServiceState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git_commit_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chart_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chart_version: Option<String>,
+}
+
+impl From<DeploymentRequest> for DeploymentHistoryItem {
+    fn from(r: DeploymentRequest) -> Self {
+        let text = |k: &str| r.snapshot.get(k).and_then(|v| v.as_str()).map(String::from);
+        let updated = r.finished_at.or(r.started_at).unwrap_or(r.created_at);
+        Self {
+            base: base(r.id.0, r.created_at, updated),
+            name: text("name").unwrap_or_default(),
+            status: r.state,
+            image_name: text("image_name"),
+            tag: text("tag"),
+            arguments: r
+                .snapshot
+                .get("arguments")
+                .and_then(|v| serde_json::from_value(v.clone()).ok()),
+            entrypoint: text("entrypoint"),
+            git_commit_id: text("git_commit_id"),
+            chart_name: text("chart_name"),
+            chart_version: text("chart_version"),
+        }
+    }
+}
+
+/// A deployment history page: `page` and `page_size` beside `results`, as endpoint 11 shows.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct HistoryPage {
+    pub page: u32,
+    pub page_size: u32,
+    pub results: Vec<DeploymentHistoryItem>,
+}
+
+impl HistoryPage {
+    pub fn from_page(page: Page<DeploymentRequest>) -> Self {
+        Self {
+            page: page.request.page(),
+            page_size: page.request.page_size(),
+            results: page.items.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// `{results: [...]}` without pagination (the statuses of an environment's services).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct StatusList {
+    pub results: Vec<ServiceStatus>,
+}

@@ -5,9 +5,9 @@ mod common;
 
 use actix_web::http::Method;
 use actix_web::test::TestRequest;
-use common::{App, T};
+use common::{service_bodies, App, T};
 use domain::auth::Role;
-use serde_json::{json, Value};
+use serde_json::json;
 
 http_suite!(
     hierarchy_round_trip,
@@ -117,35 +117,6 @@ async fn hierarchy_round_trip<S: App>(t: T<S>) {
     t.get(&format!("/environment/{env_id}"))
         .await
         .expect_error(404, "environment not found");
-}
-
-fn service_bodies(registry: &str) -> Vec<(&'static str, Value)> {
-    vec![
-        (
-            "application",
-            json!({"name": "api", "git_repository": {"url": "https://github.com/acme/api.git", "branch": "main"}, "ports": [{"internal_port": 8080}]}),
-        ),
-        (
-            "container",
-            json!({"name": "web", "registry_id": registry, "image_name": "nginx", "tag": "1.27", "arguments": ["-g", "daemon off;"], "entrypoint": "/docker-entrypoint.sh"}),
-        ),
-        (
-            "database",
-            json!({"name": "db", "type": "POSTGRESQL", "version": "16", "mode": "CONTAINER"}),
-        ),
-        (
-            "job",
-            json!({"name": "cron", "schedule": {"cronjob": {"scheduled_at": "0 * * * *"}}, "source": {"image": {"image_name": "busybox", "tag": "1", "registry_id": registry}}}),
-        ),
-        (
-            "helm",
-            json!({"name": "redis", "source": {"helm_repository": {"repository": "https://charts.example.com", "chart_name": "redis", "chart_version": "19.0.0"}}, "arguments": [], "auto_deploy": false, "values_override": {}}),
-        ),
-        (
-            "terraform",
-            json!({"name": "infra", "terraform_files_source": {"git_repository": {"url": "https://gitlab.com/acme/infra"}}}),
-        ),
-    ]
 }
 
 async fn every_service_kind_round_trips<S: App>(t: T<S>) {

@@ -74,8 +74,13 @@ pub trait VariableQueries: Send + Sync {
         secret: Option<bool>,
         page: PageRequest,
     ) -> StoreResult<Page<Variable>>;
-    /// Marks every UP_TO_DATE service under `reach` OUT_OF_DATE, in one statement; returns how many.
-    async fn mark_out_of_date(&self, reach: VariableParent) -> StoreResult<u64>;
+    /// Marks every service under `reach` changed at `now`, and those UP_TO_DATE OUT_OF_DATE;
+    /// returns how many changed status.
+    async fn mark_out_of_date(
+        &self,
+        reach: VariableParent,
+        now: time::OffsetDateTime,
+    ) -> StoreResult<u64>;
 }
 
 #[async_trait]
@@ -93,27 +98,59 @@ pub trait EnvironmentStore: Send + Sync {
 /// The durable queue of deployment requests, shared by every server process.
 ///
 /// Contract: at most one request per environment is RUNNING at any time, across processes;
-/// `claim_next` never hands the same request to two workers.
+/// `claim_next` never hands the same request to two workers; a worker's writes to a request
+/// take effect only while it holds the claim.
 #[async_trait]
 pub trait DeploymentQueue: Send + Sync {
-    async fn enqueue(&self, request: &DeploymentRequest) -> StoreResult<()>;
+    /// Adds requests, all or none.
+    async fn enqueue(&self, requests: &[DeploymentRequest]) -> StoreResult<()>;
     /// Marks the oldest QUEUED request whose environment runs nothing RUNNING, claimed by
-    /// `worker`, and returns it; `None` when nothing can start now.
+    /// `worker` until `lease_until`, and returns it; `None` when nothing can start now.
     async fn claim_next(
         &self,
         worker: &str,
         now: time::OffsetDateTime,
+        lease_until: time::OffsetDateTime,
     ) -> StoreResult<Option<DeploymentRequest>>;
-    /// Ends a RUNNING (or QUEUED, when canceled) request.
-    async fn finish(
+    /// Writes the progress of a RUNNING request (state, steps, lease, and its end when its
+    /// status is finished), if `request.claimed_by` still holds it. Returns `None` when it does
+    /// not, else whether a client asked to cancel it.
+    async fn record(&self, request: &DeploymentRequest) -> StoreResult<Option<bool>>;
+    /// Cancels what waits in an environment (except deletions) and asks its running request
+    /// (unless a deletion) to stop; returns how many requests that touched.
+    async fn cancel_environment(
         &self,
-        id: DeploymentRequestId,
-        status: RequestStatus,
-        reason: Option<String>,
+        environment: EnvironmentId,
+        reason: &str,
         now: time::OffsetDateTime,
-    ) -> StoreResult<()>;
-    /// The RUNNING requests claimed by workers other than `alive` (after a crash).
-    async fn orphaned(&self, alive: &[String]) -> StoreResult<Vec<DeploymentRequest>>;
+    ) -> StoreResult<u64>;
+    /// Hands the RUNNING requests whose lease ran out (their worker died) to `worker`.
+    async fn reclaim_expired(
+        &self,
+        worker: &str,
+        now: time::OffsetDateTime,
+        lease_until: time::OffsetDateTime,
+    ) -> StoreResult<Vec<DeploymentRequest>>;
+    /// For each service: its waiting and running requests and its latest ended request of each
+    /// action (enough to derive its status).
+    async fn requests_of_services(
+        &self,
+        services: &[ServiceId],
+    ) -> StoreResult<Vec<DeploymentRequest>>;
+    /// The running request, the waiting ones and the latest batch of an environment.
+    async fn environment_activity(
+        &self,
+        environment: EnvironmentId,
+    ) -> StoreResult<EnvironmentActivity>;
+    /// The deployments (DEPLOY and REDEPLOY requests) of a service, newest first.
+    async fn deployment_history(
+        &self,
+        service: ServiceId,
+        page: PageRequest,
+    ) -> StoreResult<Page<DeploymentRequest>>;
+    /// Writes a service's spec and deployment status if its `updated_at` is still the one
+    /// given; false when it changed meanwhile.
+    async fn save_deployed(&self, service: &Service) -> StoreResult<bool>;
 }
 
 #[async_trait]

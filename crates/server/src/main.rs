@@ -10,6 +10,7 @@ use domain::auth::Role;
 use domain::clock::SystemClock;
 use domain::ids::OrganizationId;
 use domain::Capstan;
+use engine::{PoolSettings, SimulatedEngine, WorkerPool};
 use settings::{redact_url, RawSettings, Settings};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -65,6 +66,8 @@ struct TokenCreate {
 
 /// Connections per server process.
 const POOL_SIZE: usize = 16;
+/// Requests of different environments this process runs at once.
+const ENGINE_WORKERS: usize = 4;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -112,6 +115,15 @@ async fn open(settings: &Settings) -> anyhow::Result<Capstan> {
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {
     let capstan = open(&settings).await?;
+    let step = std::time::Duration::from_millis(settings.engine_step_ms);
+    let workers = WorkerPool::start(
+        capstan.clone(),
+        Arc::new(SimulatedEngine::new(step)),
+        PoolSettings {
+            workers: ENGINE_WORKERS,
+            step,
+        },
+    );
     let state = actix_web::web::Data::new(AppState::new(capstan));
     let server = actix_web::HttpServer::new(move || api::app(state.clone()))
         .bind(settings.listen)
@@ -124,7 +136,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         "capstan is serving"
     );
     // actix stops on SIGTERM/SIGINT, letting requests in flight finish.
-    server.await.context("server failed")?;
+    let served = server.await.context("server failed");
+    // Then the deployment workers: they stop claiming and finish what they hold.
+    workers.shutdown().await;
+    served?;
     tracing::info!("capstan stopped");
     Ok(())
 }

@@ -192,27 +192,43 @@ impl VariableQueries for Db {
         .await
     }
 
-    async fn mark_out_of_date(&self, reach: VariableParent) -> StoreResult<u64> {
+    async fn mark_out_of_date(
+        &self,
+        reach: VariableParent,
+        now: time::OffsetDateTime,
+    ) -> StoreResult<u64> {
+        let at = ts(now);
         self.write(move |mut conn| async move {
-            let n = db_run!(conn, |c| {
-                let target = diesel::update(services::table)
+            // Expanded inside each backend's body: a boxed query is tied to one backend.
+            macro_rules! reached {
+                () => {{
+                    let target = diesel::update(services::table).into_boxed();
+                    match reach {
+                        VariableParent::Project(id) => {
+                            target.filter(services::project_id.eq(id.to_string()))
+                        }
+                        VariableParent::Environment(id) => {
+                            target.filter(services::environment_id.eq(id.to_string()))
+                        }
+                        VariableParent::Service(id, _) => {
+                            target.filter(services::id.eq(id.to_string()))
+                        }
+                    }
+                }};
+            }
+            // Changed at `now`: a deployment asked for before this no longer deploys what
+            // is configured.
+            let n = db_transaction!(conn, |c| {
+                let n = reached!()
                     .filter(services::deployment_status.eq(DeploymentStatus::UpToDate.as_str()))
-                    .into_boxed();
-                let target = match reach {
-                    VariableParent::Project(id) => {
-                        target.filter(services::project_id.eq(id.to_string()))
-                    }
-                    VariableParent::Environment(id) => {
-                        target.filter(services::environment_id.eq(id.to_string()))
-                    }
-                    VariableParent::Service(id, _) => {
-                        target.filter(services::id.eq(id.to_string()))
-                    }
-                };
-                target
                     .set(services::deployment_status.eq(DeploymentStatus::OutOfDate.as_str()))
                     .execute(c)
-                    .await
+                    .await?;
+                reached!()
+                    .set(services::updated_at.eq(at))
+                    .execute(c)
+                    .await?;
+                Ok::<_, diesel::result::Error>(n)
             })
             .map_err(store_error)?;
             Ok(n as u64)

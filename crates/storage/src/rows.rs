@@ -27,6 +27,17 @@ pub fn parse<T: FromStr>(column: &str, value: &str) -> StoreResult<T> {
         .map_err(|_| StoreError::Other(format!("unreadable {column} in store: {value:?}")))
 }
 
+/// A JSON column's text.
+fn json_text<T: serde::Serialize>(value: &T) -> StoreResult<String> {
+    serde_json::to_string(value).map_err(|e| StoreError::Other(format!("unwritable JSON: {e}")))
+}
+
+/// A JSON column read back.
+fn json_value<T: serde::de::DeserializeOwned>(column: &str, text: &str) -> StoreResult<T> {
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::Other(format!("unreadable {column} in store: {e}")))
+}
+
 fn opt_parse<T: FromStr>(column: &str, value: Option<&str>) -> StoreResult<Option<T>> {
     value.map(|v| parse(column, v)).transpose()
 }
@@ -512,6 +523,8 @@ row!(DeploymentRequestRow, deployment_requests {
     requested_by: String, git_commit_id: Option<String>, image_tag: Option<String>,
     chart_version: Option<String>, status: String, reason: Option<String>, claimed_by: Option<String>,
     created_at: PrimitiveDateTime, started_at: Option<PrimitiveDateTime>, finished_at: Option<PrimitiveDateTime>,
+    state: String, batch_id: String, snapshot: String, steps: String,
+    lease_until: Option<PrimitiveDateTime>, cancel_requested: bool,
 });
 
 impl ToRow for DeploymentRequest {
@@ -534,6 +547,12 @@ impl ToRow for DeploymentRequest {
             created_at: ts(r.created_at),
             started_at: r.started_at.map(ts),
             finished_at: r.finished_at.map(ts),
+            state: r.state.as_str().into(),
+            batch_id: r.batch_id.to_string(),
+            snapshot: r.snapshot.to_string(),
+            steps: json_text(&r.steps)?,
+            lease_until: r.lease_until.map(ts),
+            cancel_requested: r.cancel_requested,
         })
     }
 }
@@ -558,6 +577,12 @@ impl FromRow for DeploymentRequest {
             created_at: utc(r.created_at),
             started_at: r.started_at.map(utc),
             finished_at: r.finished_at.map(utc),
+            state: parse("state", &r.state)?,
+            batch_id: parse("batch_id", &r.batch_id)?,
+            snapshot: json_value("snapshot", &r.snapshot)?,
+            steps: json_value("steps", &r.steps)?,
+            lease_until: r.lease_until.map(utc),
+            cancel_requested: r.cancel_requested,
         })
     }
 }

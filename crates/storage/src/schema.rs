@@ -172,6 +172,12 @@ diesel::table! {
         created_at -> Timestamp,
         started_at -> Nullable<Timestamp>,
         finished_at -> Nullable<Timestamp>,
+        state -> Text,
+        batch_id -> Text,
+        snapshot -> Text,
+        steps -> Text,
+        lease_until -> Nullable<Timestamp>,
+        cancel_requested -> Bool,
     }
 }
 

@@ -9,7 +9,7 @@ use domain::error::StoreError;
 use domain::ids::*;
 use domain::model::*;
 use domain::pagination::PageRequest;
-use domain::ports::{DeploymentQueue, Health, Repo, ServiceQueries, TokenStore};
+use domain::ports::{DeploymentQueue, Health, Repo, ServiceQueries, TokenStore, VariableQueries};
 use domain::secret::Secret;
 use serde_json::json;
 
@@ -50,7 +50,10 @@ contract!(
     secrets_are_encrypted_at_rest,
     the_queue_runs_one_request_per_environment,
     claims_are_exclusive_under_concurrency,
-    orphaned_requests_are_found_and_ended,
+    expired_claims_are_reclaimed_once,
+    canceling_an_environment_spares_deletions,
+    activity_and_history_come_from_the_queue,
+    deployments_are_saved_unless_the_service_changed,
 );
 
 fn now() -> time::OffsetDateTime {
@@ -597,27 +600,52 @@ async fn secrets_are_encrypted_at_rest(db: Db) {
     );
 }
 
-async fn request_for(db: &Db, env: &Environment, service: &Service) -> DeploymentRequest {
-    let r = DeploymentRequest {
-        id: DeploymentRequestId::generate(),
+fn request(env: &Environment, service: &Service, action: DeploymentAction) -> DeploymentRequest {
+    let id = DeploymentRequestId::generate();
+    DeploymentRequest {
+        id,
         organization_id: env.organization_id,
         environment_id: env.id,
         service_id: service.id,
-        action: DeploymentAction::Deploy,
+        action,
         requested_by: "test".into(),
         target: DeployTarget {
             git_commit_id: Some("abc".into()),
             ..Default::default()
         },
         status: RequestStatus::Queued,
+        state: ServiceState::queued(action),
+        batch_id: id.0,
+        snapshot: json!({"name": service.name}),
+        steps: vec![],
         reason: None,
         claimed_by: None,
+        lease_until: None,
+        cancel_requested: false,
         created_at: now(),
         started_at: None,
         finished_at: None,
-    };
-    db.enqueue(&r).await.unwrap();
+    }
+}
+
+async fn request_for(db: &Db, env: &Environment, service: &Service) -> DeploymentRequest {
+    let r = request(env, service, DeploymentAction::Deploy);
+    db.enqueue(std::slice::from_ref(&r)).await.unwrap();
     r
+}
+
+fn lease() -> time::OffsetDateTime {
+    now() + time::Duration::minutes(1)
+}
+
+async fn claim(db: &Db, worker: &str) -> Option<DeploymentRequest> {
+    db.claim_next(worker, now(), lease()).await.unwrap()
+}
+
+/// Ends a claimed request as its worker would.
+async fn end(db: &Db, mut r: DeploymentRequest, status: RequestStatus) -> Option<bool> {
+    r.finish(status, None, now());
+    db.record(&r).await.unwrap()
 }
 
 /// `n` environments of one project, each with a database service.
@@ -649,33 +677,37 @@ async fn the_queue_runs_one_request_per_environment(db: Db) {
     let a1 = request_for(&db, &envs[0].0, &envs[0].1).await;
     let a2 = request_for(&db, &envs[0].0, &envs[0].1).await;
     let b1 = request_for(&db, &envs[1].0, &envs[1].1).await;
-    let first = db.claim_next("w", now()).await.unwrap().unwrap();
+    let first = claim(&db, "w").await.unwrap();
     assert_eq!(first.id, a1.id);
     assert_eq!(first.status, RequestStatus::Running);
     assert_eq!(first.claimed_by.as_deref(), Some("w"));
-    assert!(first.started_at.is_some());
+    assert!(first.started_at.is_some() && first.lease_until.is_some());
+    assert_eq!(first.snapshot, a1.snapshot);
     assert_eq!(
-        db.claim_next("w", now()).await.unwrap().unwrap().id,
+        claim(&db, "w").await.unwrap().id,
         b1.id,
         "another environment may run"
     );
-    assert!(
-        db.claim_next("w", now()).await.unwrap().is_none(),
-        "a2 waits for a1"
+    assert!(claim(&db, "w").await.is_none(), "a2 waits for a1");
+    let mut stolen = first.clone();
+    stolen.claimed_by = Some("other".into());
+    assert_eq!(
+        end(&db, stolen, RequestStatus::Success).await,
+        None,
+        "only the claimer writes"
     );
-    db.finish(a1.id, RequestStatus::Success, None, now())
-        .await
-        .unwrap();
-    assert_eq!(db.claim_next("w", now()).await.unwrap().unwrap().id, a2.id);
+    assert_eq!(
+        end(&db, first.clone(), RequestStatus::Success).await,
+        Some(false)
+    );
+    assert_eq!(claim(&db, "w").await.unwrap().id, a2.id);
     let done: DeploymentRequest = Repo::get(&db, a1.id).await.unwrap().unwrap();
     assert_eq!(done.status, RequestStatus::Success);
     assert!(done.finished_at.is_some());
-    assert!(
-        matches!(
-            db.finish(a1.id, RequestStatus::Error, None, now()).await,
-            Err(StoreError::NotFound)
-        ),
-        "finished once"
+    assert_eq!(
+        end(&db, first, RequestStatus::Error).await,
+        None,
+        "ended once"
     );
 }
 
@@ -691,7 +723,7 @@ async fn claims_are_exclusive_under_concurrency(db: Db) {
         workers.push(tokio::spawn(async move {
             let mut mine = Vec::new();
             for _ in 0..10 {
-                if let Some(r) = db.claim_next(&format!("w{w}"), now()).await.unwrap() {
+                if let Some(r) = claim(&db, &format!("w{w}")).await {
                     mine.push(r);
                 }
             }
@@ -714,39 +746,145 @@ async fn claims_are_exclusive_under_concurrency(db: Db) {
     assert_eq!(claimed.len(), 6);
 }
 
-async fn orphaned_requests_are_found_and_ended(db: Db) {
+async fn expired_claims_are_reclaimed_once(db: Db) {
     let envs = environments(&db, 2).await;
     let a = request_for(&db, &envs[0].0, &envs[0].1).await;
-    let b = request_for(&db, &envs[1].0, &envs[1].1).await;
-    db.claim_next("dead", now()).await.unwrap().unwrap();
-    db.claim_next("alive", now()).await.unwrap().unwrap();
-    let orphans = db.orphaned(&["alive".to_string()]).await.unwrap();
-    assert_eq!(orphans.iter().map(|r| r.id).collect::<Vec<_>>(), vec![a.id]);
-    db.finish(
-        a.id,
-        RequestStatus::Error,
-        Some("worker died".into()),
-        now(),
-    )
-    .await
-    .unwrap();
+    request_for(&db, &envs[1].0, &envs[1].1).await;
+    let past = now() - time::Duration::seconds(1);
+    let dead = db.claim_next("dead", now(), past).await.unwrap().unwrap();
+    claim(&db, "alive").await.unwrap();
+    let (a1, a2) = tokio::join!(
+        db.reclaim_expired("new1", now(), lease()),
+        db.reclaim_expired("new2", now(), lease())
+    );
+    let mut got: Vec<DeploymentRequest> = a1.unwrap();
+    got.extend(a2.unwrap());
+    assert_eq!(got.iter().map(|r| r.id).collect::<Vec<_>>(), vec![a.id]);
+    assert!(matches!(
+        got[0].claimed_by.as_deref(),
+        Some("new1" | "new2")
+    ));
     assert!(db
-        .orphaned(&["alive".to_string()])
+        .reclaim_expired("new3", now(), lease())
         .await
         .unwrap()
         .is_empty());
-    let ended: DeploymentRequest = Repo::get(&db, a.id).await.unwrap().unwrap();
-    assert_eq!(ended.reason.as_deref(), Some("worker died"));
-    // A queued request can be canceled before it runs.
-    let c = request_for(&db, &envs[1].0, &envs[1].1).await;
-    db.finish(c.id, RequestStatus::Canceled, None, now())
+    assert_eq!(
+        end(&db, dead, RequestStatus::Success).await,
+        None,
+        "the dead worker no longer holds it"
+    );
+    let mut ended = got.remove(0);
+    ended.reason = Some("worker died".into());
+    let reason = ended.reason.clone();
+    ended.finish(RequestStatus::Error, reason, now());
+    assert_eq!(db.record(&ended).await.unwrap(), Some(false));
+    let read: DeploymentRequest = Repo::get(&db, a.id).await.unwrap().unwrap();
+    assert_eq!(read.reason.as_deref(), Some("worker died"));
+    assert_eq!(read.status, RequestStatus::Error);
+}
+
+async fn canceling_an_environment_spares_deletions(db: Db) {
+    let envs = environments(&db, 1).await;
+    let (env, s) = &envs[0];
+    let running = request_for(&db, env, s).await;
+    let waiting = request_for(&db, env, s).await;
+    let deletion = request(env, s, DeploymentAction::Delete);
+    db.enqueue(std::slice::from_ref(&deletion)).await.unwrap();
+    let claimed = claim(&db, "w").await.unwrap();
+    assert_eq!(claimed.id, running.id);
+    assert_eq!(
+        db.cancel_environment(env.id, "canceled by test", now())
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        db.record(&claimed).await.unwrap(),
+        Some(true),
+        "the worker hears of it"
+    );
+    let w: DeploymentRequest = Repo::get(&db, waiting.id).await.unwrap().unwrap();
+    assert_eq!(w.status, RequestStatus::Canceled);
+    assert_eq!(w.state, ServiceState::Canceled);
+    assert_eq!(w.reason.as_deref(), Some("canceled by test"));
+    let d: DeploymentRequest = Repo::get(&db, deletion.id).await.unwrap().unwrap();
+    assert_eq!(d.status, RequestStatus::Queued);
+    assert_eq!(
+        db.cancel_environment(env.id, "again", now()).await.unwrap(),
+        0
+    );
+}
+
+async fn activity_and_history_come_from_the_queue(db: Db) {
+    let envs = environments(&db, 1).await;
+    let (env, s) = &envs[0];
+    let empty = db.environment_activity(env.id).await.unwrap();
+    assert_eq!(empty, EnvironmentActivity::default());
+    let first = request_for(&db, env, s).await;
+    let claimed = claim(&db, "w").await.unwrap();
+    end(&db, claimed, RequestStatus::Success).await.unwrap();
+    let second = request_for(&db, env, s).await;
+    let restart = request(env, s, DeploymentAction::Restart);
+    db.enqueue(std::slice::from_ref(&restart)).await.unwrap();
+    let claimed = claim(&db, "w").await.unwrap();
+    assert_eq!(claimed.id, second.id);
+
+    let activity = db.environment_activity(env.id).await.unwrap();
+    assert_eq!(activity.running.as_ref().map(|r| r.id), Some(second.id));
+    assert_eq!(
+        activity.pending.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![second.id, restart.id]
+    );
+    assert_eq!(activity.last_batch, Some(restart.batch_id));
+
+    let mut of_service: Vec<DeploymentRequestId> = db
+        .requests_of_services(&[s.id])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    of_service.sort();
+    let mut expected = vec![first.id, second.id, restart.id];
+    expected.sort();
+    assert_eq!(of_service, expected, "pending ones and the latest ended");
+
+    let history = db
+        .deployment_history(s.id, PageRequest::all())
         .await
         .unwrap();
-    db.finish(b.id, RequestStatus::Success, None, now())
-        .await
-        .unwrap();
+    assert_eq!(history.total_count, 2, "restarts are not deployments");
+    assert_eq!(
+        history.items.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![second.id, first.id],
+        "newest first"
+    );
+}
+
+async fn deployments_are_saved_unless_the_service_changed(db: Db) {
+    let envs = environments(&db, 1).await;
+    let (_env, s) = &envs[0];
+    let mut deployed = s.clone();
+    deployed.deployment_status = DeploymentStatus::UpToDate;
+    assert!(db.save_deployed(&deployed).await.unwrap());
+    let read: Service = Repo::get(&db, s.id).await.unwrap().unwrap();
+    assert_eq!(read.deployment_status, DeploymentStatus::UpToDate);
+    let later = now() + time::Duration::seconds(1);
+    assert_eq!(
+        db.mark_out_of_date(VariableParent::Service(s.id, ServiceKind::Database), later)
+            .await
+            .unwrap(),
+        1
+    );
+    let read: Service = Repo::get(&db, s.id).await.unwrap().unwrap();
+    assert_eq!(read.deployment_status, DeploymentStatus::OutOfDate);
+    assert_eq!(
+        read.updated_at, later,
+        "a variable change is a change of the service"
+    );
     assert!(
-        db.claim_next("alive", now()).await.unwrap().is_none(),
-        "the canceled request never runs"
+        !db.save_deployed(&deployed).await.unwrap(),
+        "a stale copy is not written"
     );
 }

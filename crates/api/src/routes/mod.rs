@@ -1,6 +1,7 @@
 //! The route table. Every route is served under `/v1` and, for unversioned clients, at the root.
 
 mod catalog;
+mod deployments;
 mod organization;
 mod resources;
 mod services;
@@ -22,11 +23,36 @@ pub(crate) fn no_content() -> HttpResponse {
     HttpResponse::NoContent().finish()
 }
 
+pub(crate) fn accepted<T: Serialize>(body: T) -> HttpResponse {
+    HttpResponse::Accepted().json(body)
+}
+
+/// What a delete answers: 204 when done, 202 with the status when handed to the engine.
+pub(crate) trait Deleted {
+    fn response(self) -> HttpResponse;
+}
+
+impl Deleted for () {
+    fn response(self) -> HttpResponse {
+        no_content()
+    }
+}
+
+impl<T: Serialize> Deleted for domain::services::Deletion<T> {
+    fn response(self) -> HttpResponse {
+        match self {
+            domain::services::Deletion::Done => no_content(),
+            domain::services::Deletion::Requested(status) => accepted(status),
+        }
+    }
+}
+
 /// The API's routes, mounted twice by the app (under `/v1` and at the root).
 pub fn api_routes(r: &mut Routes) {
     catalog::routes(r);
     organization::routes(r);
     resources::routes(r);
     services::routes(r);
+    deployments::routes(r);
     variables::routes(r);
 }

@@ -4,7 +4,7 @@
 //!   (`/organization/{organizationId}/cluster/{clusterId}`);
 //! - `nested`: list/create under a parent, get/edit/delete at the top (`/project/{projectId}`).
 
-use super::{created, no_content, ok};
+use super::{created, no_content, ok, Deleted};
 use crate::error::ApiResult;
 use crate::extract::{path_id, Auth, JsonBody, Paging};
 use crate::openapi::{Doc, Routes};
@@ -99,7 +99,7 @@ macro_rules! owned {
 
 macro_rules! nested {
     ($module:ident, $parent_path:literal, $parent:literal, $path:literal, $id:literal, $input:ty, $update:ty, $view:ty,
-     $list:ident, $create:ident, $get:ident, $edit:ident, $delete:ident) => {
+     $list:ident, $create:ident, $get:ident, $edit:ident, $delete:ident, $delete_doc:expr) => {
         mod $module {
             use super::*;
 
@@ -120,7 +120,7 @@ macro_rules! nested {
                         update,
                         Doc::edit::<$view, $update>(concat!("Edit a ", $path)),
                     )
-                    .delete(delete, Doc::delete(concat!("Delete a ", $path)))
+                    .delete(delete, $delete_doc)
                     .add();
             }
 
@@ -163,8 +163,11 @@ macro_rules! nested {
             }
 
             async fn delete(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
-                st.capstan.$delete(&p, path_id(&req, $id)?).await?;
-                Ok(no_content())
+                Ok(st
+                    .capstan
+                    .$delete(&p, path_id(&req, $id)?)
+                    .await?
+                    .response())
             }
         }
     };
@@ -235,7 +238,8 @@ nested!(
     create_project,
     get_project,
     update_project,
-    delete_project
+    delete_project,
+    Doc::delete("Delete a project with its environments")
 );
 nested!(
     environments,
@@ -250,7 +254,11 @@ nested!(
     create_environment,
     get_environment,
     update_environment,
-    delete_environment
+    delete_environment,
+    Doc::delete_or_accept::<EnvironmentStatus>(
+        "Delete an environment: 204 at once when none of its services was deployed, else 202 \
+         and the engine deletes them first"
+    )
 );
 
 pub fn routes(r: &mut Routes) {

@@ -1,6 +1,6 @@
 //! Services of the six kinds: one set of handlers, told their kind by the route.
 
-use super::{created, no_content, ok};
+use super::{created, ok, Deleted};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{path_id, query_value, Auth, JsonBody, Paging};
 use crate::openapi::{shown_schema, Body, Doc, Query, Routes};
@@ -114,7 +114,12 @@ pub fn routes(r: &mut Routes) {
                 )
                 .body(request),
             )
-            .delete(delete, Doc::delete(format!("Delete a {segment}")))
+            .delete(
+                delete,
+                Doc::delete_or_accept::<domain::model::ServiceStatus>(format!(
+                    "Delete a {segment}: 204 when never deployed, else 202 and the engine deletes it"
+                )),
+            )
             .add();
     }
 }
@@ -175,8 +180,9 @@ async fn update(
 }
 
 async fn delete(st: St, kind: Kind, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
-    st.capstan
+    Ok(st
+        .capstan
         .delete_service(&p, **kind, service_id(&req, **kind)?)
-        .await?;
-    Ok(no_content())
+        .await?
+        .response())
 }

@@ -79,8 +79,12 @@ pub struct T<S> {
     pub token: String,
     pub org: String,
     pub capstan: Capstan,
+    _workers: engine::WorkerPool,
     _backend: Backend,
 }
+
+/// How long each step of the simulated engine takes in HTTP tests.
+pub const STEP: std::time::Duration = std::time::Duration::from_millis(15);
 
 pub async fn setup(
     backend: Backend,
@@ -93,11 +97,20 @@ pub async fn setup(
         .unwrap();
     let state = actix_web::web::Data::new(AppState::new(backend.capstan.clone()));
     let svc = test::init_service(api::app(state)).await;
+    let workers = engine::WorkerPool::start(
+        backend.capstan.clone(),
+        Arc::new(engine::SimulatedEngine::new(STEP)),
+        engine::PoolSettings {
+            workers: 2,
+            step: STEP,
+        },
+    );
     T {
         svc,
         token: token.value,
         org: org.id.to_string(),
         capstan: backend.capstan.clone(),
+        _workers: workers,
         _backend: backend,
     }
 }
@@ -167,6 +180,35 @@ impl<S: App> T<S> {
             .await
     }
 
+    /// Polls a status until nothing waits or runs (a settled state), and returns it.
+    pub async fn settle(&self, status_path: &str) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let r = self.get(status_path).await.expect(200);
+            if r.body["deployment_requests_count"] == json!(0) {
+                return r.body;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{status_path} never settled: {}",
+                r.text
+            );
+            actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Polls until `path` answers 404 (a deletion the engine carries out).
+    pub async fn gone(&self, path: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while self.get(path).await.status != 404 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{path} was never deleted"
+            );
+            actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
     /// A cluster, a project and an environment; returns (cluster, project, environment) ids.
     pub async fn hierarchy(&self) -> (String, String, String) {
         let org = self.org.clone();
@@ -200,7 +242,7 @@ impl<S: App> T<S> {
     pub async fn registry(&self) -> String {
         self.post(
             &format!("/organization/{}/containerRegistry", self.org),
-            json!({"name": "hub", "kind": "DOCKER_HUB", "config": {"username": "bob", "password": "hunter2-registry"}}),
+            json!({"name": format!("hub-{}", uuid::Uuid::new_v4()), "kind": "DOCKER_HUB", "config": {"username": "bob", "password": "hunter2-registry"}}),
         )
         .await
         .expect(201)
@@ -216,6 +258,36 @@ impl<S: App> T<S> {
             .unwrap()
             .value
     }
+}
+
+/// A minimal valid creation body of each kind.
+pub fn service_bodies(registry: &str) -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "application",
+            json!({"name": "api", "git_repository": {"url": "https://github.com/acme/api.git", "branch": "main"}, "ports": [{"internal_port": 8080}]}),
+        ),
+        (
+            "container",
+            json!({"name": "web", "registry_id": registry, "image_name": "nginx", "tag": "1.27", "arguments": ["-g", "daemon off;"], "entrypoint": "/docker-entrypoint.sh"}),
+        ),
+        (
+            "database",
+            json!({"name": "db", "type": "POSTGRESQL", "version": "16", "mode": "CONTAINER"}),
+        ),
+        (
+            "job",
+            json!({"name": "cron", "schedule": {"cronjob": {"scheduled_at": "0 * * * *"}}, "source": {"image": {"image_name": "busybox", "tag": "1", "registry_id": registry}}}),
+        ),
+        (
+            "helm",
+            json!({"name": "redis", "source": {"helm_repository": {"repository": "https://charts.example.com", "chart_name": "redis", "chart_version": "19.0.0"}}, "arguments": [], "auto_deploy": false, "values_override": {}}),
+        ),
+        (
+            "terraform",
+            json!({"name": "infra", "terraform_files_source": {"git_repository": {"url": "https://gitlab.com/acme/infra"}}}),
+        ),
+    ]
 }
 
 /// Runs each listed test against SQLite and PostgreSQL.

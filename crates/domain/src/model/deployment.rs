@@ -1,8 +1,11 @@
-//! Deployment requests: durable records of what a client asked the engine to do.
+//! Deployment requests: durable records of what a client asked the engine to do, and of how far
+//! the engine has gone with it.
 
-use super::{DeploymentAction, Record};
+use super::{DeploymentAction, Event, Record, ServiceKind, ServiceState};
 use crate::ids::*;
+use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
+use uuid::Uuid;
 
 string_enum!(
     /// Where a request is in its life.
@@ -21,12 +24,49 @@ impl RequestStatus {
     }
 }
 
+string_enum!(
+    /// The name of a deployment step, as the public API names them.
+    StepName {
+        RegistryCreateRepository => "REGISTRY_CREATE_REPOSITORY",
+        GitClone => "GIT_CLONE",
+        BuildQueueing => "BUILD_QUEUEING",
+        Build => "BUILD",
+        DeploymentQueueing => "DEPLOYMENT_QUEUEING",
+        Deployment => "DEPLOYMENT",
+        RouterDeployment => "ROUTER_DEPLOYMENT",
+        MirrorImage => "MIRROR_IMAGE",
+        Executing => "EXECUTING",
+    }
+);
+
+string_enum!(
+    /// How a step ended.
+    StepStatus {
+        Success => "SUCCESS",
+        Error => "ERROR",
+        Cancel => "CANCEL",
+        Skip => "SKIP",
+    }
+);
+
 /// What a deployment deploys: a commit, an image tag or a chart version, as the kind has it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeployTarget {
     pub git_commit_id: Option<String>,
     pub image_tag: Option<String>,
     pub chart_version: Option<String>,
+}
+
+/// One step the engine walked (or is walking: no status, no end yet).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub name: StepName,
+    #[serde(default)]
+    pub status: Option<StepStatus>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub started_at: OffsetDateTime,
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub finished_at: Option<OffsetDateTime>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -40,10 +80,22 @@ pub struct DeploymentRequest {
     pub requested_by: String,
     pub target: DeployTarget,
     pub status: RequestStatus,
+    /// The state this request has brought its service to.
+    pub state: ServiceState,
+    /// The environment-level action it is part of; its own id when asked for alone. An
+    /// environment deletion uses the environment's id.
+    pub batch_id: Uuid,
+    /// What it deploys: the service as configured when it was asked for (name and the members
+    /// a deployment history shows).
+    pub snapshot: serde_json::Value,
+    pub steps: Vec<Step>,
     /// Why it ended in error or was canceled.
     pub reason: Option<String>,
-    /// The worker running it (process-unique), so a dead worker's requests can be found.
+    /// The worker running it (process-unique) and until when its claim holds; a claim that is
+    /// not renewed in time belonged to a worker that died.
     pub claimed_by: Option<String>,
+    pub lease_until: Option<OffsetDateTime>,
+    pub cancel_requested: bool,
     pub created_at: OffsetDateTime,
     pub started_at: Option<OffsetDateTime>,
     pub finished_at: Option<OffsetDateTime>,
@@ -51,7 +103,7 @@ pub struct DeploymentRequest {
 
 impl Record for DeploymentRequest {
     type Id = DeploymentRequestId;
-    /// Requests are listed per service, newest first.
+    /// Requests are listed per service.
     type Parent = ServiceId;
     const KIND: &'static str = "deployment request";
     fn id(&self) -> DeploymentRequestId {
@@ -59,5 +111,109 @@ impl Record for DeploymentRequest {
     }
     fn organization_id(&self) -> OrganizationId {
         self.organization_id
+    }
+}
+
+/// One step of a plan, and the event its success brings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Phase {
+    pub step: StepName,
+    pub then: Event,
+}
+
+/// The steps the engine walks for an action. BUILDING only for services built from git; jobs
+/// and terraform services then run (EXECUTING).
+pub fn plan(action: DeploymentAction, kind: ServiceKind, builds: bool) -> Vec<Phase> {
+    let phase = |step, then| Phase { step, then };
+    match action {
+        DeploymentAction::Deploy | DeploymentAction::Redeploy => {
+            let mut phases = Vec::new();
+            if builds {
+                phases.push(phase(StepName::Build, Event::Built));
+            }
+            if matches!(kind, ServiceKind::Job | ServiceKind::Terraform) {
+                phases.push(phase(StepName::Deployment, Event::Executing));
+                phases.push(phase(StepName::Executing, Event::Succeeded));
+            } else {
+                phases.push(phase(StepName::Deployment, Event::Succeeded));
+            }
+            phases
+        }
+        DeploymentAction::Restart | DeploymentAction::Stop | DeploymentAction::Delete => {
+            vec![phase(StepName::Deployment, Event::Succeeded)]
+        }
+        DeploymentAction::Diff => vec![phase(StepName::Executing, Event::Succeeded)],
+    }
+}
+
+impl DeploymentRequest {
+    /// Whether this request deploys (and so appears in the deployment history).
+    pub fn deploys(&self) -> bool {
+        matches!(
+            self.action,
+            DeploymentAction::Deploy | DeploymentAction::Redeploy
+        )
+    }
+
+    /// Ends the running step with `status`.
+    pub fn end_step(&mut self, status: StepStatus, now: OffsetDateTime) {
+        if let Some(step) = self.steps.last_mut().filter(|s| s.status.is_none()) {
+            step.status = Some(status);
+            step.finished_at = Some(now);
+        }
+    }
+
+    /// Ends the request.
+    pub fn finish(&mut self, status: RequestStatus, reason: Option<String>, now: OffsetDateTime) {
+        self.status = status;
+        self.reason = reason;
+        self.finished_at = Some(now);
+        self.lease_until = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_git_built_services_build_and_jobs_execute() {
+        let steps = |a, k, b| -> Vec<StepName> { plan(a, k, b).iter().map(|p| p.step).collect() };
+        use DeploymentAction as A;
+        use ServiceKind as K;
+        assert_eq!(
+            steps(A::Deploy, K::Application, true),
+            [StepName::Build, StepName::Deployment]
+        );
+        assert_eq!(
+            steps(A::Deploy, K::Container, false),
+            [StepName::Deployment]
+        );
+        assert_eq!(
+            steps(A::Redeploy, K::Job, true),
+            [StepName::Build, StepName::Deployment, StepName::Executing]
+        );
+        assert_eq!(steps(A::Diff, K::Helm, false), [StepName::Executing]);
+        assert_eq!(steps(A::Stop, K::Database, false), [StepName::Deployment]);
+    }
+
+    #[test]
+    fn every_plan_walks_the_state_machine_to_its_end() {
+        use super::super::transition;
+        for action in DeploymentAction::ALL {
+            for kind in ServiceKind::ALL {
+                for builds in [false, true] {
+                    let mut state = ServiceState::queued(*action);
+                    state = transition(state, Event::Started { builds }).unwrap();
+                    for phase in plan(*action, *kind, builds) {
+                        state = transition(state, phase.then).unwrap();
+                    }
+                    assert!(
+                        state.is_settled() || state == ServiceState::Deleted,
+                        "{action:?} {kind:?} ends in {state:?}"
+                    );
+                }
+            }
+        }
     }
 }

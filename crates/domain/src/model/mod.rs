@@ -10,9 +10,12 @@ mod resources;
 mod service;
 mod service_kinds;
 mod state;
+mod status;
 mod variable;
 
-pub use deployment::{DeployTarget, DeploymentRequest, RequestStatus};
+pub use deployment::{
+    plan, DeployTarget, DeploymentRequest, Phase, RequestStatus, Step, StepName, StepStatus,
+};
 pub use enums::*;
 pub use git_repository::{GitRepository, GitRepositoryInput};
 pub use organization::{ApiToken, Organization};
@@ -23,6 +26,7 @@ pub use resources::{
 pub use service::*;
 pub use service_kinds::*;
 pub use state::{transition, DeploymentAction, Event, Forbidden, ServiceState};
+pub use status::*;
 pub use variable::*;
 
 use crate::ids::OrganizationId;

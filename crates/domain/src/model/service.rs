@@ -63,6 +63,100 @@ impl Service {
     }
 }
 
+impl Service {
+    /// Whether deploying it builds an image from git first (BUILDING).
+    pub fn builds_from_git(&self) -> bool {
+        match &self.spec {
+            ServiceSpec::Application(_) => true,
+            ServiceSpec::Job(j) => j.source.docker.is_some(),
+            _ => false,
+        }
+    }
+
+    /// Makes the tag or chart version a deployment names the configured one; true when that
+    /// changed the configuration.
+    pub fn apply_target(&mut self, target: &super::DeployTarget) -> bool {
+        let before = self.spec.clone();
+        match &mut self.spec {
+            ServiceSpec::Container(c) => {
+                if let Some(tag) = &target.image_tag {
+                    c.tag.clone_from(tag);
+                }
+            }
+            ServiceSpec::Job(j) => {
+                if let (Some(tag), Some(image)) = (&target.image_tag, j.source.image.as_mut()) {
+                    image.tag.clone_from(tag);
+                }
+            }
+            ServiceSpec::Helm(h) => {
+                if let (Some(version), Some(repo)) =
+                    (&target.chart_version, h.source.repository.as_mut())
+                {
+                    repo.chart_version.clone_from(version);
+                }
+            }
+            _ => {}
+        }
+        before != self.spec
+    }
+
+    /// What a deployment history shows of the service as it is deployed now.
+    pub fn snapshot(&self, target: &super::DeployTarget) -> serde_json::Value {
+        let mut shown = serde_json::json!({"name": self.name});
+        let image = |name: &str, tag: &str, runtime: Option<&Runtime>| {
+            serde_json::json!({
+                "image_name": name,
+                "tag": tag,
+                "arguments": runtime.map(|r| r.arguments.clone()).unwrap_or_default(),
+                "entrypoint": runtime.and_then(|r| r.entrypoint.clone()).unwrap_or_default(),
+            })
+        };
+        let extra = match &self.spec {
+            ServiceSpec::Container(c) => image(&c.image_name, &c.tag, Some(&c.runtime)),
+            ServiceSpec::Job(j) => match &j.source.image {
+                Some(i) => image(&i.image_name, &i.tag, None),
+                None => serde_json::json!({}),
+            },
+            ServiceSpec::Helm(h) => match &h.source.repository {
+                Some(r) => serde_json::json!({
+                    "chart_name": r.chart_name, "chart_version": r.chart_version
+                }),
+                None => serde_json::json!({}),
+            },
+            _ => serde_json::json!({}),
+        };
+        if let (Some(map), serde_json::Value::Object(extra)) = (shown.as_object_mut(), extra) {
+            map.extend(extra);
+            if let Some(commit) = &target.git_commit_id {
+                map.insert("git_commit_id".into(), commit.clone().into());
+            }
+        }
+        shown
+    }
+
+    /// Records a successful deployment of `target` asked for at `requested_at`: the service is
+    /// UP_TO_DATE unless its configuration changed after the request.
+    pub fn record_deployment(
+        &mut self,
+        target: &super::DeployTarget,
+        requested_at: OffsetDateTime,
+        now: OffsetDateTime,
+    ) {
+        self.deployment_status = if self.updated_at <= requested_at {
+            DeploymentStatus::UpToDate
+        } else {
+            DeploymentStatus::OutOfDate
+        };
+        if let (Some(commit), Some(repo)) = (
+            &target.git_commit_id,
+            self.spec.git_repositories_mut().into_iter().next(),
+        ) {
+            repo.deployed_commit_id = Some(commit.clone());
+            repo.deployed_commit_date = Some(now);
+        }
+    }
+}
+
 impl ServiceSpec {
     pub fn kind(&self) -> ServiceKind {
         match self {

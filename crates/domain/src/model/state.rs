@@ -71,8 +71,6 @@ pub enum Event {
     /// A client asked to cancel.
     CancelRequested,
     Canceled,
-    /// The engine lost track of the service (e.g. its worker died and it cannot be resumed).
-    Lost,
 }
 
 /// Why an event cannot happen in a state.
@@ -167,13 +165,16 @@ impl ServiceState {
     }
 }
 
-fn queued(action: DeploymentAction) -> ServiceState {
-    match action {
-        A::Deploy | A::Redeploy => S::DeploymentQueued,
-        A::Restart => S::RestartQueued,
-        A::Stop => S::StopQueued,
-        A::Delete => S::DeleteQueued,
-        A::Diff => S::Queued,
+impl ServiceState {
+    /// The state a request of `action` starts in.
+    pub fn queued(action: DeploymentAction) -> ServiceState {
+        match action {
+            A::Deploy | A::Redeploy => S::DeploymentQueued,
+            A::Restart => S::RestartQueued,
+            A::Stop => S::StopQueued,
+            A::Delete => S::DeleteQueued,
+            A::Diff => S::Queued,
+        }
     }
 }
 
@@ -181,7 +182,7 @@ fn queued(action: DeploymentAction) -> ServiceState {
 pub fn transition(state: ServiceState, event: Event) -> Result<ServiceState, Forbidden> {
     let next = match (state, event) {
         // A new request starts from a settled state.
-        (s, Event::Requested(action)) if s.is_settled() => Some(queued(action)),
+        (s, Event::Requested(action)) if s.is_settled() => Some(S::queued(action)),
         // Waiting behind another request of the environment.
         (S::DeploymentQueued, Event::Blocked) => Some(S::WaitingRunning),
         (S::RestartQueued, Event::Blocked) => Some(S::WaitingRestarting),
@@ -220,8 +221,6 @@ pub fn transition(state: ServiceState, event: Event) -> Result<ServiceState, For
             Some(S::Canceling)
         }
         (S::Canceling, Event::Canceled) => Some(S::Canceled),
-        // The engine lost a running request it cannot resume.
-        (s, Event::Lost) if s.is_running() => Some(S::Unavailable),
         _ => None,
     };
     next.ok_or(Forbidden { state, event })
@@ -243,7 +242,6 @@ mod tests {
             Event::Failed,
             Event::CancelRequested,
             Event::Canceled,
-            Event::Lost,
         ]);
         all
     }
@@ -307,7 +305,7 @@ mod tests {
                         }
                         assert_ne!(*state, S::Deleted);
                         if let Event::Requested(a) = event {
-                            assert_eq!(next, queued(a));
+                            assert_eq!(next, S::queued(a));
                         }
                     }
                     Err(f) => {
@@ -342,7 +340,6 @@ mod tests {
             Ok(S::Canceling)
         );
         assert_eq!(transition(S::Canceling, Event::Canceled), Ok(S::Canceled));
-        assert_eq!(transition(S::Deploying, Event::Lost), Ok(S::Unavailable));
         assert_eq!(
             transition(S::Queued, Event::Started { builds: false }),
             Ok(S::Executing)
@@ -350,7 +347,7 @@ mod tests {
     }
 
     #[test]
-    fn every_state_but_recap_is_reachable_from_ready() {
+    fn every_state_but_recap_and_unavailable_is_reachable_from_ready() {
         let mut seen = std::collections::HashSet::from([S::Ready]);
         let mut frontier = vec![S::Ready];
         while let Some(s) = frontier.pop() {
@@ -363,6 +360,6 @@ mod tests {
             }
         }
         let unreachable: Vec<_> = S::ALL.iter().filter(|s| !seen.contains(s)).collect();
-        assert_eq!(unreachable, vec![&S::Recap]);
+        assert_eq!(unreachable, vec![&S::Recap, &S::Unavailable]);
     }
 }

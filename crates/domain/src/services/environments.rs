@@ -160,12 +160,6 @@ impl Capstan {
         self.update(&env, "project").await?;
         self.details(env).await
     }
-
-    /// Deletes the environment with its services.
-    pub async fn delete_environment(&self, p: &Principal, id: EnvironmentId) -> DomainResult<()> {
-        self.load::<Environment>(p, id, Action::Write).await?;
-        self.delete::<Environment>(id, "services").await
-    }
 }
 
 /// `POST /environment/{id}/clone`.

@@ -2,6 +2,7 @@
 
 mod catalog;
 mod credentials;
+mod deployments;
 mod environments;
 mod git_tokens;
 mod hierarchy;
@@ -9,9 +10,11 @@ mod organizations;
 mod registries;
 mod service_kinds;
 mod variables;
+mod worker;
 
 pub use catalog::AssociatedService;
 pub use credentials::{CredentialsInput, CredentialsUpdate};
+pub use deployments::{refusal, Deletion, DeployInput, EnvironmentStatus};
 pub use environments::{CloneInput, EnvironmentDetails, EnvironmentInput, EnvironmentUpdate};
 pub use git_tokens::{GitTokenDetails, GitTokenInput};
 pub use hierarchy::{ClusterInput, ProjectInput};
@@ -20,6 +23,7 @@ pub use registries::{RegistryDetails, RegistryInput};
 pub use variables::{
     AliasInput, OverrideInput, ScopedVariableInput, VariableDetails, VariableEdit, VariableInput,
 };
+pub use worker::{Worker, WORKER_LOST};
 
 use crate::auth::{Action, Principal};
 use crate::clock::Clock;

@@ -67,7 +67,7 @@ impl Capstan {
             .ok_or_else(|| DomainError::Internal("service vanished".into()))
     }
 
-    async fn load_service(
+    pub(super) async fn load_service(
         &self,
         p: &Principal,
         kind: ServiceKind,
@@ -160,15 +160,5 @@ impl Capstan {
         service.updated_at = self.now();
         self.update(&service, "environment").await?;
         self.decorate_one(service).await
-    }
-
-    pub async fn delete_service(
-        &self,
-        p: &Principal,
-        kind: ServiceKind,
-        id: ServiceId,
-    ) -> DomainResult<()> {
-        self.load_service(p, kind, id, Action::Write).await?;
-        self.delete::<Service>(id, "other resources").await
     }
 }

@@ -278,7 +278,7 @@ impl Capstan {
                 )),
                 other => other.into(),
             })?;
-        self.store.mark_out_of_date(v.parent()).await?;
+        self.store.mark_out_of_date(v.parent(), self.now()).await?;
         Ok(())
     }
 
@@ -471,7 +471,7 @@ impl Capstan {
                 )),
                 other => other.into(),
             })?;
-        self.store.mark_out_of_date(v.parent()).await?;
+        self.store.mark_out_of_date(v.parent(), self.now()).await?;
         self.one_variable(v).await
     }
 
@@ -479,7 +479,7 @@ impl Capstan {
     pub async fn delete_variable(&self, p: &Principal, id: VariableId) -> DomainResult<()> {
         let v: Variable = self.load(p, id, Action::Write).await?;
         self.delete::<Variable>(id, "other variables").await?;
-        self.store.mark_out_of_date(v.parent()).await?;
+        self.store.mark_out_of_date(v.parent(), self.now()).await?;
         Ok(())
     }
 

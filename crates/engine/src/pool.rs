@@ -1,0 +1,98 @@
+//! The background workers: each claims a request, runs it to its end, and claims the next; one
+//! more task ends the requests of workers that died. On shutdown they stop claiming and finish
+//! what they hold.
+
+use domain::engine::Engine;
+use domain::services::{Capstan, Worker};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+#[derive(Debug, Clone, Copy)]
+pub struct PoolSettings {
+    /// How many requests this process runs at once (of different environments).
+    pub workers: usize,
+    /// How long a step takes; the lease and polling follow from it.
+    pub step: Duration,
+}
+
+impl PoolSettings {
+    /// A claim must outlive the longest step with room to spare, and no more: a dead worker's
+    /// request is ended once its lease runs out.
+    pub fn lease(&self) -> Duration {
+        self.step * 3 + Duration::from_secs(5)
+    }
+
+    fn poll(&self) -> Duration {
+        (self.step / 2).clamp(Duration::from_millis(20), Duration::from_millis(500))
+    }
+}
+
+pub struct WorkerPool {
+    stop: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+}
+
+impl WorkerPool {
+    pub fn start(capstan: Capstan, engine: Arc<dyn Engine>, settings: PoolSettings) -> Self {
+        let (stop, stopped) = watch::channel(false);
+        let lease = time::Duration::try_from(settings.lease()).unwrap_or(time::Duration::MINUTE);
+        let mut tasks = JoinSet::new();
+        for _ in 0..settings.workers.max(1) {
+            let worker = Worker::new(capstan.clone(), engine.clone(), lease);
+            tasks.spawn(run(worker, stopped.clone(), settings.poll()));
+        }
+        let reaper = Worker::new(capstan, engine, lease);
+        tasks.spawn(reap(reaper, stopped, settings.poll()));
+        Self { stop, tasks }
+    }
+
+    /// Stops claiming, lets every request in flight finish, and returns when all have.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+/// Sleeps `pause` unless told to stop first; true when told to stop.
+async fn pause_or_stop(stopped: &mut watch::Receiver<bool>, pause: Duration) -> bool {
+    if *stopped.borrow() {
+        return true;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(pause) => *stopped.borrow(),
+        _ = stopped.changed() => true,
+    }
+}
+
+async fn run(worker: Worker, mut stopped: watch::Receiver<bool>, poll: Duration) {
+    loop {
+        if *stopped.borrow() {
+            return;
+        }
+        let idle = match worker.run_next().await {
+            Ok(ran) => !ran,
+            Err(e) => {
+                tracing::error!(worker = worker.id(), error = %e, "deployment worker failed");
+                true
+            }
+        };
+        if idle && pause_or_stop(&mut stopped, poll).await {
+            return;
+        }
+    }
+}
+
+async fn reap(worker: Worker, mut stopped: watch::Receiver<bool>, poll: Duration) {
+    loop {
+        match worker.recover().await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(count = n, "ended requests whose worker died"),
+            Err(e) => tracing::error!(error = %e, "could not look for requests of dead workers"),
+        }
+        if pause_or_stop(&mut stopped, poll * 4).await {
+            return;
+        }
+    }
+}

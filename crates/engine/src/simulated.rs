@@ -1,0 +1,66 @@
+//! The simulated engine: every step takes the configured time and succeeds, unless the client
+//! asked for a failure. A failure is asked for by putting `capstan-fail-<what>` (build, deploy,
+//! restart, stop or delete) in the commit id, image tag or chart version being deployed, or in
+//! the service's description; see docs/deployments.md.
+
+use async_trait::async_trait;
+use domain::engine::Engine;
+use domain::model::{DeploymentAction, DeploymentRequest, Service, StepName};
+use std::time::Duration;
+
+/// The prefix of the words that make a simulated step fail.
+pub const FAILURE_MARKER: &str = "capstan-fail-";
+
+pub struct SimulatedEngine {
+    step: Duration,
+}
+
+impl SimulatedEngine {
+    pub fn new(step: Duration) -> Self {
+        Self { step }
+    }
+}
+
+/// What a failure of this step is called in the marker.
+fn failure_word(step: StepName, action: DeploymentAction) -> &'static str {
+    match (step, action) {
+        (StepName::Build, _) => "build",
+        (_, DeploymentAction::Restart) => "restart",
+        (_, DeploymentAction::Stop) => "stop",
+        (_, DeploymentAction::Delete) => "delete",
+        _ => "deploy",
+    }
+}
+
+fn failure_asked(step: StepName, request: &DeploymentRequest, service: &Service) -> bool {
+    let marker = format!("{FAILURE_MARKER}{}", failure_word(step, request.action));
+    let t = &request.target;
+    [
+        t.git_commit_id.as_deref(),
+        t.image_tag.as_deref(),
+        t.chart_version.as_deref(),
+        service.description.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .any(|text| text.contains(&marker))
+}
+
+#[async_trait]
+impl Engine for SimulatedEngine {
+    async fn run_step(
+        &self,
+        step: StepName,
+        request: &DeploymentRequest,
+        service: &Service,
+    ) -> Result<(), String> {
+        tokio::time::sleep(self.step).await;
+        if failure_asked(step, request, service) {
+            let what = failure_word(step, request.action);
+            return Err(format!(
+                "simulated {what} failure (asked for with {FAILURE_MARKER}{what})"
+            ));
+        }
+        Ok(())
+    }
+}
