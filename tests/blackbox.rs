@@ -74,11 +74,20 @@ struct Server {
 
 impl Server {
     async fn start(dir: &TempDir, database: &str) -> Self {
-        Self::start_logging(dir, database, None).await
+        Self::start_with(dir, database, None, &[]).await
     }
 
-    /// Starts the server; with `log`, at debug level into that file.
     async fn start_logging(dir: &TempDir, database: &str, log: Option<&std::path::Path>) -> Self {
+        Self::start_with(dir, database, log, &[]).await
+    }
+
+    /// Starts the server with extra settings; with `log`, at debug level into that file.
+    async fn start_with(
+        dir: &TempDir,
+        database: &str,
+        log: Option<&std::path::Path>,
+        env: &[(&str, &str)],
+    ) -> Self {
         let port = free_port();
         let (level, stderr) = match log {
             Some(path) => ("debug", Stdio::from(std::fs::File::create(path).unwrap())),
@@ -91,6 +100,7 @@ impl Server {
             .env("CAPSTAN_SECRET_KEY", TEST_KEY)
             .env("CAPSTAN_LISTEN", format!("127.0.0.1:{port}"))
             .env("CAPSTAN_LOG", level)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()
@@ -132,6 +142,14 @@ impl Server {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+impl Server {
+    /// SIGKILL: the process dies mid-whatever, as in a crash.
+    fn crash(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
     }
 }
 
@@ -535,4 +553,234 @@ async fn secrets_stay_out_of_logs_files_and_responses() {
         );
         assert!(!responses.contains(secret), "{secret} is in a response");
     }
+}
+
+/// Polls a status until nothing waits or runs for the service.
+async fn settle(client: &Client, path: &str, within: Duration) -> Value {
+    let started = Instant::now();
+    loop {
+        let status = client.get(path).await;
+        if status["deployment_requests_count"] == json!(0) {
+            return status;
+        }
+        assert!(started.elapsed() < within, "{path} never settled: {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// An organization's environment with a cluster and project; returns (token, environment id).
+async fn environment(dir: &TempDir, database: &str, server: &Server) -> (Client, String) {
+    let token = create_token(dir, database, &["--organization-name", "Crashers"]);
+    let client = Client {
+        http: reqwest::Client::new(),
+        base: server.base.clone(),
+        token,
+    };
+    let org = client.get("/organization").await["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    client
+        .create(
+            &format!("/organization/{org}/cluster"),
+            json!({"name": "c", "region": "eu-west-3", "cloud_provider": "CLOUDA"}),
+        )
+        .await;
+    let project = client
+        .create(
+            &format!("/organization/{org}/project"),
+            json!({"name": "p"}),
+        )
+        .await;
+    let env = client
+        .create(
+            &format!("/project/{project}/environment"),
+            json!({"name": "e"}),
+        )
+        .await;
+    (client, env)
+}
+
+/// Kills the server while an application builds, starts it again, and finds the build ended in
+/// BUILD_ERROR with a reason and the deployment queued behind it done: nothing stuck, nothing lost.
+async fn a_crash_mid_deployment_leaves_nothing_stuck(database: &str) {
+    let dir = TempDir::new();
+    let slow = [("CAPSTAN_ENGINE_STEP_MS", "1500")];
+    let server = Server::start_with(&dir, database, None, &slow).await;
+    let (mut client, env) = environment(&dir, database, &server).await;
+    let app = client
+        .create(
+            &format!("/environment/{env}/application"),
+            json!({"name": "api", "git_repository": {"url": "https://github.com/acme/api"}}),
+        )
+        .await;
+    let db = client
+        .create(
+            &format!("/environment/{env}/database"),
+            json!({"name": "db", "type": "REDIS", "version": "7", "mode": "CONTAINER"}),
+        )
+        .await;
+    let (status, body) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/application/{app}/deploy"),
+            Some(json!({"git_commit_id": "abc123"})),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let (status, _) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/database/{db}/deploy"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 202);
+    let started = Instant::now();
+    while client.get(&format!("/application/{app}/status")).await["state"] != json!("BUILDING") {
+        assert!(started.elapsed() < Duration::from_secs(20), "never built");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.crash();
+
+    let server =
+        Server::start_with(&dir, database, None, &[("CAPSTAN_ENGINE_STEP_MS", "50")]).await;
+    client.base = server.base.clone();
+    // The dead process's lease (3 steps + 5 s) must run out first.
+    let app_status = settle(
+        &client,
+        &format!("/application/{app}/status"),
+        Duration::from_secs(40),
+    )
+    .await;
+    assert_eq!(app_status["state"], "BUILD_ERROR", "{app_status}");
+    assert_eq!(app_status["status_details"]["status"], "ERROR");
+    let history = client
+        .get(&format!("/application/{app}/deploymentHistory"))
+        .await;
+    let reason = history["results"][0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("stopped before it finished"), "{history}");
+    let db_status = settle(
+        &client,
+        &format!("/database/{db}/status"),
+        Duration::from_secs(40),
+    )
+    .await;
+    assert_eq!(
+        db_status["state"], "DEPLOYED",
+        "the queued request is not lost"
+    );
+    server.stop();
+}
+
+#[tokio::test]
+async fn sqlite_a_crash_mid_deployment_leaves_nothing_stuck() {
+    let dir = TempDir::new();
+    let path = dir.0.join("crash.db");
+    a_crash_mid_deployment_leaves_nothing_stuck(&format!("sqlite://{}", path.display())).await;
+}
+
+#[tokio::test]
+async fn postgres_a_crash_mid_deployment_leaves_nothing_stuck() {
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
+        return;
+    };
+    a_crash_mid_deployment_leaves_nothing_stuck(&url).await;
+}
+
+/// Two server processes on one PostgreSQL database share the queue: both run requests, each
+/// request runs once, and one environment runs one request at a time.
+#[tokio::test]
+async fn two_processes_share_one_queue_without_running_a_request_twice() {
+    let Some(url) = storage::testing::postgres_database().await else {
+        return;
+    };
+    let storage::DatabaseUrl::Postgres(raw) = &url else {
+        unreachable!()
+    };
+    let dir = TempDir::new();
+    let step = [("CAPSTAN_ENGINE_STEP_MS", "100")];
+    let one = Server::start_with(&dir, raw, None, &step).await;
+    let two = Server::start_with(&dir, raw, None, &step).await;
+    let (first, env) = environment(&dir, raw, &one).await;
+    let second = Client {
+        http: reqwest::Client::new(),
+        base: two.base.clone(),
+        token: first.token.clone(),
+    };
+    let project = first.get(&format!("/environment/{env}")).await["project"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut services = Vec::new();
+    for e in 0..6 {
+        let env = first
+            .create(
+                &format!("/project/{project}/environment"),
+                json!({"name": format!("env{e}")}),
+            )
+            .await;
+        for s in 0..3 {
+            services.push(
+                first
+                    .create(
+                        &format!("/environment/{env}/database"),
+                        json!({"name": format!("db{s}"), "type": "REDIS", "version": "7", "mode": "CONTAINER"}),
+                    )
+                    .await,
+            );
+        }
+    }
+    for (i, id) in services.iter().enumerate() {
+        let client = if i % 2 == 0 { &first } else { &second };
+        let (status, body) = client
+            .call(
+                reqwest::Method::POST,
+                &format!("/database/{id}/deploy"),
+                None,
+            )
+            .await;
+        assert_eq!(status, 202, "{body}");
+    }
+    for id in &services {
+        let status = settle(
+            &first,
+            &format!("/database/{id}/status"),
+            Duration::from_secs(60),
+        )
+        .await;
+        assert_eq!(status["state"], "DEPLOYED", "{status}");
+        let history = second
+            .get(&format!("/database/{id}/deploymentHistory"))
+            .await;
+        assert_eq!(history["results"].as_array().unwrap().len(), 1);
+    }
+    let db = storage::open(&url, 2, &base64_key()).await.unwrap();
+    let claimers = storage::testing::raw_column(&db, "deployment_requests", "claimed_by").await;
+    let steps = storage::testing::raw_column(&db, "deployment_requests", "steps").await;
+    assert_eq!(claimers.len(), services.len());
+    let processes: std::collections::HashSet<String> = claimers
+        .iter()
+        .map(|c| c.as_deref().unwrap().split('-').next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        processes.len(),
+        2,
+        "both processes ran requests: {claimers:?}"
+    );
+    for s in steps {
+        let s: Value = serde_json::from_str(&s.unwrap()).unwrap();
+        assert_eq!(
+            s.as_array().unwrap().len(),
+            1,
+            "each request ran its one step once: {s}"
+        );
+    }
+    one.stop();
+    two.stop();
+}
+
+fn base64_key() -> [u8; 32] {
+    [7u8; 32]
 }

@@ -602,6 +602,9 @@ pub struct DeploymentHistoryItem {
     pub chart_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chart_version: Option<String>,
+    /// Why the deployment failed or was canceled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl From<DeploymentRequest> for DeploymentHistoryItem {
@@ -622,6 +625,7 @@ impl From<DeploymentRequest> for DeploymentHistoryItem {
             git_commit_id: text("git_commit_id"),
             chart_name: text("chart_name"),
             chart_version: text("chart_version"),
+            reason: r.reason,
         }
     }
 }

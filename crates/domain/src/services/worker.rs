@@ -30,7 +30,8 @@ impl Worker {
         Self {
             capstan,
             engine,
-            id: format!("worker-{}", uuid::Uuid::new_v4()),
+            // The process id shows which server ran a request; the uuid tells workers apart.
+            id: format!("{}-{}", std::process::id(), uuid::Uuid::new_v4()),
             lease,
         }
     }

@@ -1,0 +1,321 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The worker pool and the simulated engine over a real store of each backend, driven by the
+//! step size: one request at a time per environment, cancellation, recovery of a dead worker's
+//! request, and a shutdown that lets the request in flight finish.
+
+use capstan_engine::{PoolSettings, SimulatedEngine, WorkerPool};
+use domain::auth::{Principal, Role};
+use domain::clock::{Clock, SystemClock};
+use domain::ids::{EnvironmentId, ServiceId};
+use domain::model::*;
+use domain::ports::DeploymentQueue;
+use domain::services::{Capstan, DeployInput, WORKER_LOST};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let (db, _url, _guard) = storage::testing::sqlite().await;
+                    super::$name(std::sync::Arc::new(db)).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some((db, _url)) = storage::testing::postgres().await else { return };
+                    super::$name(std::sync::Arc::new(db)).await;
+                }
+            )*
+        }
+    };
+}
+type Db = Arc<storage::Db>;
+
+both_backends!(
+    one_request_runs_at_a_time_per_environment,
+    a_running_deployment_can_be_canceled,
+    a_dead_workers_request_ends_in_its_error_state_and_the_queue_goes_on,
+    shutdown_lets_the_request_in_flight_finish,
+);
+
+struct World {
+    capstan: Capstan,
+    p: Principal,
+    env: EnvironmentId,
+}
+
+async fn world(db: Db) -> World {
+    let capstan = Capstan::new(db, Arc::new(SystemClock));
+    let (org, token) = capstan
+        .bootstrap_organization("Acme", Role::Admin, "t")
+        .await
+        .unwrap();
+    let p = capstan.authenticate_api_token(&token.value).await.unwrap();
+    capstan
+        .create_cluster(
+            &p,
+            org.id,
+            serde_json::from_value(json!({"name": "c", "region": "r", "cloud_provider": "CLOUDA"}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let project = capstan
+        .create_project(
+            &p,
+            org.id,
+            serde_json::from_value(json!({"name": "p"})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let env = capstan
+        .create_environment(
+            &p,
+            project.id,
+            serde_json::from_value(json!({"name": "e"})).unwrap(),
+        )
+        .await
+        .unwrap()
+        .environment
+        .id;
+    World { capstan, p, env }
+}
+
+impl World {
+    async fn database(&self, name: &str) -> ServiceId {
+        self.capstan
+            .create_service(
+                &self.p,
+                self.env,
+                ServiceKind::Database,
+                &json!({"name": name, "type": "REDIS", "version": "7", "mode": "CONTAINER"}),
+            )
+            .await
+            .unwrap()
+            .id
+    }
+
+    async fn deploy(&self, id: ServiceId) -> ServiceStatus {
+        self.capstan
+            .service_action(
+                &self.p,
+                ServiceKind::Database,
+                id,
+                DeploymentAction::Deploy,
+                DeployInput::default(),
+            )
+            .await
+            .unwrap()
+    }
+
+    async fn status(&self, id: ServiceId) -> ServiceStatus {
+        self.capstan
+            .service_status(&self.p, ServiceKind::Database, id)
+            .await
+            .unwrap()
+    }
+
+    /// Polls until `id` is in a state `until` accepts.
+    async fn wait(&self, id: ServiceId, until: impl Fn(&ServiceStatus) -> bool) -> ServiceStatus {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = self.status(id).await;
+            if until(&s) {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "still {s:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    fn pool(&self, step_ms: u64) -> WorkerPool {
+        let step = Duration::from_millis(step_ms);
+        WorkerPool::start(
+            self.capstan.clone(),
+            Arc::new(SimulatedEngine::new(step)),
+            PoolSettings { workers: 3, step },
+        )
+    }
+}
+
+fn settled(s: &ServiceStatus) -> bool {
+    s.deployment_requests_count == 0
+}
+
+async fn one_request_runs_at_a_time_per_environment(db: Db) {
+    let w = world(db).await;
+    let a = w.database("a").await;
+    let b = w.database("b").await;
+    let pool = w.pool(150);
+    w.deploy(a).await;
+    w.deploy(b).await;
+    w.wait(a, |s| s.state == ServiceState::Deploying).await;
+    // Three workers, yet b waits for a: they share an environment.
+    assert_eq!(w.status(b).await.state, ServiceState::WaitingRunning);
+    let a_done = w.wait(a, settled).await;
+    assert_eq!(a_done.state, ServiceState::Deployed);
+    assert_eq!(w.wait(b, settled).await.state, ServiceState::Deployed);
+    let a_steps = a_done.steps.unwrap();
+    assert_eq!(
+        a_steps
+            .details
+            .iter()
+            .map(|d| d.step_name)
+            .collect::<Vec<_>>(),
+        [StepName::DeploymentQueueing, StepName::Deployment]
+    );
+    pool.shutdown().await;
+}
+
+async fn a_running_deployment_can_be_canceled(db: Db) {
+    let w = world(db).await;
+    // An application builds, then deploys: a cancel takes effect at the step boundary.
+    let app = w
+        .capstan
+        .create_service(
+            &w.p,
+            w.env,
+            ServiceKind::Application,
+            &json!({"name": "api", "git_repository": {"url": "https://github.com/acme/api"}}),
+        )
+        .await
+        .unwrap()
+        .id;
+    let b = w.database("b").await;
+    let pool = w.pool(300);
+    w.capstan
+        .service_action(
+            &w.p,
+            ServiceKind::Application,
+            app,
+            DeploymentAction::Deploy,
+            DeployInput {
+                git_commit_id: Some("abc".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    w.deploy(b).await;
+    let app_status = || async {
+        w.capstan
+            .service_status(&w.p, ServiceKind::Application, app)
+            .await
+            .unwrap()
+    };
+    while app_status().await.state != ServiceState::Building {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let env = w
+        .capstan
+        .cancel_environment_deployment(&w.p, w.env)
+        .await
+        .unwrap();
+    assert_eq!(env.id, w.env);
+    let canceled = w.status(b).await;
+    assert_eq!(
+        canceled.state,
+        ServiceState::Canceled,
+        "the waiting one at once"
+    );
+    assert_eq!(
+        canceled.status_details.status,
+        ServiceActionStatus::Canceled
+    );
+    assert_eq!(app_status().await.state, ServiceState::Canceling);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let done = loop {
+        let s = app_status().await;
+        if settled(&s) {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "{s:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert_eq!(done.state, ServiceState::Canceled);
+    assert_eq!(done.status_details.status, ServiceActionStatus::Canceled);
+    assert_eq!(
+        done.service_deployment_status,
+        DeploymentStatus::NeverDeployed
+    );
+    let steps = done.steps.unwrap().details;
+    assert_eq!(steps[1].step_name, StepName::Build);
+    assert_eq!(steps[1].status, Some(StepStatus::Success));
+    assert_eq!(steps[2].status, Some(StepStatus::Cancel));
+    pool.shutdown().await;
+}
+
+async fn a_dead_workers_request_ends_in_its_error_state_and_the_queue_goes_on(db: Db) {
+    let store = db.clone();
+    let w = world(db).await;
+    let a = w.database("a").await;
+    let b = w.database("b").await;
+    w.deploy(a).await;
+    w.deploy(b).await;
+    // A worker claims a's request, starts deploying, and dies: its lease runs out.
+    let now = SystemClock.now();
+    let mut claimed = store
+        .claim_next("dead-worker", now, now + time::Duration::milliseconds(50))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.service_id, a);
+    claimed.state = transition(claimed.state, Event::Started { builds: false }).unwrap();
+    claimed.steps.push(Step {
+        name: StepName::Deployment,
+        status: None,
+        started_at: now,
+        finished_at: None,
+    });
+    assert_eq!(store.record(&claimed).await.unwrap(), Some(false));
+    assert_eq!(w.status(a).await.state, ServiceState::Deploying);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let pool = w.pool(20);
+    let a_done = w.wait(a, settled).await;
+    assert_eq!(a_done.state, ServiceState::DeploymentError);
+    assert_eq!(a_done.status_details.status, ServiceActionStatus::Error);
+    let ended: DeploymentRequest = domain::ports::Repo::get(&*store, claimed.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ended.reason.as_deref(), Some(WORKER_LOST));
+    assert_eq!(ended.steps[0].status, Some(StepStatus::Error));
+    assert_eq!(
+        w.wait(b, settled).await.state,
+        ServiceState::Deployed,
+        "nothing queued is lost"
+    );
+    pool.shutdown().await;
+}
+
+async fn shutdown_lets_the_request_in_flight_finish(db: Db) {
+    let w = world(db).await;
+    let a = w.database("a").await;
+    let b = w.database("b").await;
+    let pool = w.pool(200);
+    w.deploy(a).await;
+    w.deploy(b).await;
+    w.wait(a, |s| s.state == ServiceState::Deploying).await;
+    pool.shutdown().await;
+    let a_now = w.status(a).await;
+    assert_eq!(
+        a_now.state,
+        ServiceState::Deployed,
+        "finished before stopping"
+    );
+    assert_eq!(a_now.deployment_requests_count, 0);
+    let b_now = w.status(b).await;
+    assert_eq!(
+        b_now.state,
+        ServiceState::DeploymentQueued,
+        "not started: left for the next process"
+    );
+}
