@@ -74,5 +74,32 @@ st, regions = get('GET', '/altcloud/region'); check('13 regions', 'ClusterRegion
 st, cr = get('POST', f'/organization/{org}/cloudA/credentials', {'name': 'a', 'access_key_id': 'AK', 'secret_access_key': 's'})
 st, crg = get('GET', f'/organization/{org}/cloudA/credentials/{cr["id"]}'); check('14 credentials', 'AwsStaticClusterCredentials', crg)
 
+import time
+def settle(path):
+    for _ in range(500):
+        st, s = get('GET', path)
+        if s.get('deployment_requests_count') == 0: return s
+        time.sleep(0.02)
+    failures.append('settle ' + path); return s
+def accepted(name, st, body, schema='Status'):
+    if st != 202: print(f'FAIL {name}: status {st} {body}'); failures.append(name)
+    check(name, schema, body)
+st, d = get('POST', f'/application/{app["id"]}/deploy', {'git_commit_id': 'a1b2c3'}); accepted('7 deploy application', st, d)
+check('7 settled status', 'Status', settle(f'/application/{app["id"]}/status'))
+st, h2 = get('GET', f'/environment/{env}/helm')
+helm = [h for h in h2['results'] if h['name'] == 'h2'][0]
+st, rd = get('POST', f'/helm/{helm["id"]}/redeploy?forceEvent=DIFF'); accepted('8 helm redeploy DIFF', st, rd)
+st, rd = get('POST', f'/helm/{helm["id"]}/redeploy'); accepted('8 helm redeploy', st, rd)
+settle(f'/helm/{helm["id"]}/status')
+st, sts = get('GET', f'/environment/{env}/application/status'); check('9 application statuses', 'ReferenceObjectStatusResponseList', sts)
+st, dc = get('POST', f'/container/{cont["id"]}/deploy'); accepted('10 deploy container first', st, dc)
+settle(f'/container/{cont["id"]}/status')
+st, rb = get('POST', f'/container/{cont["id"]}/restart-service'); accepted('10 reboot container', st, rb)
+settle(f'/container/{cont["id"]}/status')
+st, hist = get('GET', f'/container/{cont["id"]}/deploymentHistory')
+check('11 container history', 'PaginationData', hist)
+for x in hist.get('results', []): check('11 history item', 'DeploymentHistoryContainer', x)
+if not hist.get('results'): failures.append('11 empty history')
+
 print(f"reference conformance: {15 - len(failures)} operations checked clean, {len(failures)} failing")
 sys.exit(1 if failures else 0)

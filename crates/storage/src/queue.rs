@@ -95,6 +95,16 @@ impl DeploymentQueue for Db {
         now: OffsetDateTime,
         lease_until: OffsetDateTime,
     ) -> StoreResult<Option<DeploymentRequest>> {
+        // Idle workers poll; a read first keeps them off the writer lock (SQLite) and out of
+        // row locks (PostgreSQL) when nothing can start.
+        let ready: Option<String> = self
+            .read(move |mut conn| async move {
+                db_run!(conn, |c| candidate!().first(c).await.optional()).map_err(store_error)
+            })
+            .await?;
+        if ready.is_none() {
+            return Ok(None);
+        }
         let worker = worker.to_string();
         let claimed = self
             .write(move |conn| async move {
