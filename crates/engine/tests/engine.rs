@@ -43,6 +43,7 @@ both_backends!(
     a_running_deployment_can_be_canceled,
     a_dead_workers_request_ends_in_its_error_state_and_the_queue_goes_on,
     shutdown_lets_the_request_in_flight_finish,
+    a_new_commit_is_out_of_date_until_deployed,
 );
 
 struct World {
@@ -317,5 +318,66 @@ async fn shutdown_lets_the_request_in_flight_finish(db: Db) {
         b_now.state,
         ServiceState::DeploymentQueued,
         "not started: left for the next process"
+    );
+}
+
+async fn a_new_commit_is_out_of_date_until_deployed(db: Db) {
+    let w = world(db).await;
+    let app = w
+        .capstan
+        .create_service(
+            &w.p,
+            w.env,
+            ServiceKind::Application,
+            &json!({"name": "api", "git_repository": {"url": "https://github.com/acme/api"}}),
+        )
+        .await
+        .unwrap()
+        .id;
+    let deploy = |commit: &str| {
+        w.capstan.service_action(
+            &w.p,
+            ServiceKind::Application,
+            app,
+            DeploymentAction::Deploy,
+            DeployInput {
+                git_commit_id: Some(commit.into()),
+                ..Default::default()
+            },
+        )
+    };
+    let status = || async {
+        w.capstan
+            .service_status(&w.p, ServiceKind::Application, app)
+            .await
+            .unwrap()
+    };
+    let pool = w.pool(10);
+    deploy("aaa").await.unwrap();
+    while !settled(&status().await) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    pool.shutdown().await;
+    assert_eq!(
+        status().await.service_deployment_status,
+        DeploymentStatus::UpToDate
+    );
+    // No worker runs now: the request waits, and the service wants another commit.
+    let same = deploy("aaa").await.unwrap();
+    assert_eq!(same.service_deployment_status, DeploymentStatus::UpToDate);
+    let queued = deploy("bbb").await.unwrap();
+    assert_eq!(
+        queued.service_deployment_status,
+        DeploymentStatus::OutOfDate
+    );
+    assert_eq!(queued.deployment_requests_count, 2);
+    let pool = w.pool(10);
+    while !settled(&status().await) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    pool.shutdown().await;
+    assert_eq!(
+        status().await.service_deployment_status,
+        DeploymentStatus::UpToDate
     );
 }

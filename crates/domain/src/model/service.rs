@@ -73,9 +73,15 @@ impl Service {
         }
     }
 
-    /// Makes the tag or chart version a deployment names the configured one; true when that
-    /// changed the configuration.
+    /// Makes the tag or chart version a deployment names the configured one; true when the
+    /// wanted revision changed (that, or a commit other than the deployed one).
     pub fn apply_target(&mut self, target: &super::DeployTarget) -> bool {
+        let new_commit = target.git_commit_id.as_ref().is_some_and(|commit| {
+            self.spec
+                .git_repositories()
+                .first()
+                .is_some_and(|r| r.deployed_commit_id.as_ref() != Some(commit))
+        });
         let before = self.spec.clone();
         match &mut self.spec {
             ServiceSpec::Container(c) => {
@@ -97,7 +103,7 @@ impl Service {
             }
             _ => {}
         }
-        before != self.spec
+        new_commit || before != self.spec
     }
 
     /// What a deployment history shows of the service as it is deployed now.

@@ -73,8 +73,11 @@ impl Worker {
                 state = transition(state, Event::Started { builds: false }).map_err(forbidden)?;
             }
             r.end_step(StepStatus::Error, now);
-            if state == ServiceState::Canceling {
-                r.state = transition(state, Event::Canceled).map_err(forbidden)?;
+            if r.cancel_requested {
+                // A cancel was asked for: it ends canceled all the same.
+                r.state = transition(state, Event::CancelRequested)
+                    .and_then(|s| transition(s, Event::Canceled))
+                    .map_err(forbidden)?;
                 r.finish(RequestStatus::Canceled, Some(WORKER_LOST.into()), now);
             } else {
                 r.state = transition(state, Event::Failed).map_err(forbidden)?;
