@@ -523,6 +523,24 @@ async fn secrets_stay_out_of_logs_files_and_responses() {
         .await;
     assert_eq!(status, 400);
     responses.push_str(&bad.to_string());
+    // A token created through the API, with an Idempotency-Key: its one showing is kept (for
+    // a replay) only encrypted.
+    let issued: Value = client
+        .http
+        .post(format!("{}/organization/{org}/apiToken", client.base))
+        .header("Authorization", format!("Token {}", client.token))
+        .header("Idempotency-Key", "issue-once")
+        .json(&json!({"name": "ci", "role_id": "7e57ca95-0000-4000-8000-000000000002"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let issued = issued["token"]
+        .as_str()
+        .expect("the token is shown once")
+        .to_string();
     for path in [
         format!("/environment/{env}/secret"),
         format!("/organization/{org}/gitToken"),
@@ -545,6 +563,11 @@ async fn secrets_stay_out_of_logs_files_and_responses() {
         }
     }
     let at_rest = String::from_utf8_lossy(&at_rest);
+    assert!(!log_text.contains(&issued), "an issued token is in the log");
+    assert!(
+        !at_rest.contains(&issued),
+        "an issued token is in the database files"
+    );
     for secret in secrets.iter().copied().chain([token.as_str()]) {
         assert!(!log_text.contains(secret), "{secret} is in the log");
         assert!(
@@ -783,4 +806,46 @@ async fn two_processes_share_one_queue_without_running_a_request_twice() {
 
 fn base64_key() -> [u8; 32] {
     [7u8; 32]
+}
+
+/// With CAPSTAN_RATE_LIMIT_PER_HOUR=5 and two processes on one PostgreSQL database, a token's
+/// sixth request is refused whichever process gets it; another token is unaffected.
+#[tokio::test]
+async fn two_processes_share_one_rate_limit() {
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
+        return;
+    };
+    let dir = TempDir::new();
+    let five = [("CAPSTAN_RATE_LIMIT_PER_HOUR", "5")];
+    let one = Server::start_with(&dir, &url, None, &five).await;
+    let two = Server::start_with(&dir, &url, None, &five).await;
+    let token = create_token(&dir, &url, &["--organization-name", "Limited"]);
+    let other = create_token(&dir, &url, &["--organization-name", "Other"]);
+    let http = reqwest::Client::new();
+    let get = |base: &str, token: &str| {
+        http.get(format!("{base}/organization"))
+            .header("Authorization", format!("Token {token}"))
+            .send()
+    };
+    for (i, base) in [&one.base, &two.base, &one.base, &two.base, &one.base]
+        .into_iter()
+        .enumerate()
+    {
+        let r = get(base, &token).await.unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        assert_eq!(
+            r.headers()["x-ratelimit-remaining"],
+            (4 - i).to_string().as_str()
+        );
+    }
+    let refused = get(&two.base, &token).await.unwrap();
+    assert_eq!(refused.status().as_u16(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["status"], 429);
+    assert_eq!(get(&one.base, &token).await.unwrap().status().as_u16(), 429);
+    assert_eq!(get(&two.base, &other).await.unwrap().status().as_u16(), 200);
+    one.stop();
+    two.stop();
 }

@@ -35,6 +35,26 @@ fn default_message(status: StatusCode, method: &str, path: &str) -> String {
     }
 }
 
+/// Headers that suit a JSON API: no sniffing, no framing, no caching of answers that may hold
+/// secrets, no referrer; the /docs page may run its own inline script and nothing else.
+fn security_headers(headers: &mut actix_web::http::header::HeaderMap, path: &str) {
+    use actix_web::http::header;
+    let csp = if path == "/docs" {
+        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:; frame-ancestors 'none'"
+    } else {
+        "default-src 'none'; frame-ancestors 'none'"
+    };
+    for (name, value) in [
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::CACHE_CONTROL, "no-store"),
+        (header::CONTENT_SECURITY_POLICY, csp),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+}
+
 pub async fn envelope(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -59,14 +79,18 @@ pub async fn envelope(
         if status.is_server_error() {
             tracing::error!(request_id = %request_id, cause = cause.as_ref().map(|c| c.0.as_str()).unwrap_or("unknown"), "{method} {path} failed");
         }
-        if status == StatusCode::INTERNAL_SERVER_ERROR {
-            let message =
-                format!("internal error; quote request id {request_id} when reporting it");
-            res = res.into_response(error_response(status, &message));
+        let replacement = if status == StatusCode::INTERNAL_SERVER_ERROR {
+            Some(format!(
+                "internal error; quote request id {request_id} when reporting it"
+            ))
         } else if !written {
-            let message = default_message(status, &method, &path);
+            Some(default_message(status, &method, &path))
+        } else {
+            None
+        };
+        if let Some(message) = replacement {
             let mut replaced = error_response(status, &message);
-            // Keep headers such as Allow on a 405.
+            // Keep headers such as Allow on a 405 and the rate-limit headers.
             for (k, v) in res.headers() {
                 if k != actix_web::http::header::CONTENT_TYPE
                     && k != actix_web::http::header::CONTENT_LENGTH
@@ -80,6 +104,7 @@ pub async fn envelope(
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         res.headers_mut().insert(REQUEST_ID, v);
     }
+    security_headers(res.headers_mut(), &path);
     tracing::info!(
         request_id = %request_id,
         status = status.as_u16(),

@@ -27,14 +27,14 @@ fn state(req: &HttpRequest) -> Result<web::Data<AppState>, ApiError> {
 /// The caller, from `Authorization: Token ...` (or `Bearer ...`).
 pub struct Auth(pub Principal);
 
-type Authentication = Shared<LocalBoxFuture<'static, Result<Principal, ApiError>>>;
+pub(crate) type Authentication = Shared<LocalBoxFuture<'static, Result<Principal, ApiError>>>;
 
 /// The request's authentication, started once and shared by every extractor that needs it.
 ///
 /// actix polls a handler's extractors together and answers with the first error; the body and
 /// query extractors therefore wait for authentication before reporting their own errors, so that
 /// a request with bad credentials always gets 401, never a 400 about its page number.
-fn authentication(req: &HttpRequest) -> Authentication {
+pub(crate) fn authentication(req: &HttpRequest) -> Authentication {
     if let Some(running) = req.extensions().get::<Authentication>() {
         return running.clone();
     }

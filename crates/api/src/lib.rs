@@ -3,6 +3,7 @@
 pub mod envelope;
 pub mod error;
 pub mod extract;
+pub mod limits;
 pub mod openapi;
 mod routes;
 pub mod views;
@@ -18,21 +19,47 @@ use serde_json::json;
 /// Default limit of a request body.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 
+/// Default time a request may take.
+pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What handlers share: the use cases and the HTTP settings.
 pub struct AppState {
     pub capstan: Capstan,
     pub body_limit: usize,
+    pub limiter: limits::RateLimiter,
+    pub request_timeout: std::time::Duration,
+    /// Origins allowed to call from a browser; none: CORS is off.
+    pub cors_origins: Vec<String>,
     /// The OpenAPI document, rendered once.
     openapi_json: String,
 }
 
 impl AppState {
+    /// The defaults of API.md: 1000 requests per hour per principal, in this process.
     pub fn new(capstan: Capstan) -> Self {
         Self {
             capstan,
             body_limit: DEFAULT_BODY_LIMIT,
+            limiter: limits::RateLimiter::local(1000),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            cors_origins: Vec::new(),
             openapi_json: serde_json::to_string(&openapi()).unwrap_or_else(|_| "{}".into()),
         }
+    }
+
+    pub fn with_limiter(mut self, limiter: limits::RateLimiter) -> Self {
+        self.limiter = limiter;
+        self
+    }
+
+    pub fn with_request_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    pub fn with_cors_origins(mut self, origins: Vec<String>) -> Self {
+        self.cors_origins = origins;
+        self
     }
 }
 
@@ -127,12 +154,41 @@ pub fn app(
         InitError = (),
     >,
 > {
+    let cors = cors(&state.cors_origins);
+    // Listed innermost first: the envelope sees every answer, the limiter every request.
     App::new()
         .app_data(state)
         .configure(|cfg| system_routes(&mut Routes::new(Some(cfg))))
         .service(web::scope("/v1").configure(|cfg| routes::api_routes(&mut Routes::new(Some(cfg)))))
         .configure(|cfg| routes::api_routes(&mut Routes::new(Some(cfg))))
         .default_service(web::to(not_found))
+        .wrap(from_fn(limits::idempotency))
+        .wrap(from_fn(limits::rate_limit))
         .wrap(Compress::default())
+        .wrap(cors)
         .wrap(from_fn(envelope::envelope))
+}
+
+/// CORS is off (no header is sent, browsers refuse cross-origin calls) unless origins are
+/// configured.
+fn cors(origins: &[String]) -> actix_cors::Cors {
+    let mut cors = actix_cors::Cors::default()
+        .allowed_methods(["GET", "POST", "PUT", "DELETE"])
+        .allowed_headers([
+            actix_web::http::header::AUTHORIZATION,
+            actix_web::http::header::CONTENT_TYPE,
+            actix_web::http::header::HeaderName::from_static("idempotency-key"),
+        ])
+        .expose_headers([
+            "x-request-id",
+            "x-ratelimit-limit",
+            "x-ratelimit-remaining",
+            "x-ratelimit-reset",
+            "retry-after",
+        ])
+        .max_age(3600);
+    for origin in origins {
+        cors = cors.allowed_origin(origin);
+    }
+    cors
 }

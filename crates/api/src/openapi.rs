@@ -326,7 +326,7 @@ impl At<'_, '_> {
             methods,
         } = self;
         if let Some(cfg) = routes.cfg.as_mut() {
-            cfg.service(resource);
+            cfg.service(resource.wrap(actix_web::middleware::from_fn(crate::limits::timeout)));
         }
         for (method, doc) in methods {
             routes.endpoints.push(Endpoint {

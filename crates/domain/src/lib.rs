@@ -9,6 +9,7 @@ pub mod ids;
 pub mod model;
 pub mod pagination;
 pub mod ports;
+pub mod ratelimit;
 pub mod secret;
 pub mod services;
 pub mod validate;

@@ -153,6 +153,60 @@ pub trait DeploymentQueue: Send + Sync {
     async fn save_deployed(&self, service: &Service) -> StoreResult<bool>;
 }
 
+/// Rate-limit state shared by every server process.
+#[async_trait]
+pub trait RateLimitStore: Send + Sync {
+    /// Applies `gcra.step` to `key`'s state at `now_us` in one atomic statement.
+    async fn gcra_step(
+        &self,
+        key: &str,
+        gcra: crate::ratelimit::Gcra,
+        now_us: i64,
+    ) -> StoreResult<crate::ratelimit::GcraStep>;
+}
+
+/// The first answer to a request sent with an `Idempotency-Key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResponse {
+    pub status: u16,
+    pub body: String,
+}
+
+/// What the store knows of an idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdempotencyClaim {
+    /// New: the caller does the work, then saves the answer.
+    Claimed,
+    /// Seen with this request hash: its answer, or none yet (still running).
+    Replay(Option<StoredResponse>),
+    /// Seen with another request.
+    Mismatch,
+}
+
+/// Idempotency keys, per principal, kept for a day.
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync {
+    /// Claims `key` for `principal` and `request_hash` unless it is known (keys older than
+    /// `expired_before` are forgotten first).
+    async fn claim_idempotency_key(
+        &self,
+        principal: &str,
+        key: &str,
+        request_hash: &str,
+        now: time::OffsetDateTime,
+        expired_before: time::OffsetDateTime,
+    ) -> StoreResult<IdempotencyClaim>;
+    /// Saves the answer of a claimed key.
+    async fn save_idempotent_response(
+        &self,
+        principal: &str,
+        key: &str,
+        response: &StoredResponse,
+    ) -> StoreResult<()>;
+    /// Forgets a claimed key whose request failed before it could answer (so a retry runs).
+    async fn release_idempotency_key(&self, principal: &str, key: &str) -> StoreResult<()>;
+}
+
 #[async_trait]
 pub trait Health: Send + Sync {
     /// Succeeds when the store answers a trivial query.
@@ -177,6 +231,8 @@ pub trait Store:
     + DeploymentQueue
     + TokenStore
     + ServiceQueries
+    + RateLimitStore
+    + IdempotencyStore
     + Health
 {
 }
@@ -198,6 +254,8 @@ impl<S> Store for S where
         + DeploymentQueue
         + TokenStore
         + ServiceQueries
+        + RateLimitStore
+        + IdempotencyStore
         + Health
 {
 }

@@ -4,6 +4,7 @@ mod secret_key;
 mod settings;
 
 use anyhow::Context;
+use api::limits::RateLimiter;
 use api::AppState;
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use domain::auth::Role;
@@ -124,7 +125,20 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             step,
         },
     );
-    let state = actix_web::web::Data::new(AppState::new(capstan));
+    // Several instances share a PostgreSQL database, so they share the quota there; an embedded
+    // SQLite database has one instance, which keeps it in memory.
+    let limiter = match settings.database {
+        storage::DatabaseUrl::Postgres(_) => {
+            RateLimiter::shared(settings.rate_limit_per_hour, capstan.clone())
+        }
+        storage::DatabaseUrl::Sqlite(_) => RateLimiter::local(settings.rate_limit_per_hour),
+    };
+    let state = actix_web::web::Data::new(
+        AppState::new(capstan)
+            .with_limiter(limiter)
+            .with_request_timeout(settings.request_timeout)
+            .with_cors_origins(settings.cors_origins.clone()),
+    );
     let server = actix_web::HttpServer::new(move || api::app(state.clone()))
         .bind(settings.listen)
         .with_context(|| format!("cannot listen on {}", settings.listen))?

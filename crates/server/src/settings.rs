@@ -70,6 +70,23 @@ pub struct RawSettings {
         global = true
     )]
     pub engine_step_ms: String,
+    /// Expected `iss` of Bearer JWTs (not checked when unset).
+    #[arg(long = "jwt-issuer", env = "CAPSTAN_JWT_ISSUER", global = true)]
+    pub jwt_issuer: Option<String>,
+    /// Expected `aud` of Bearer JWTs (not checked when unset).
+    #[arg(long = "jwt-audience", env = "CAPSTAN_JWT_AUDIENCE", global = true)]
+    pub jwt_audience: Option<String>,
+    /// Longest a request may take, in seconds (then 503).
+    #[arg(
+        long,
+        env = "CAPSTAN_REQUEST_TIMEOUT_SECS",
+        default_value = "30",
+        global = true
+    )]
+    pub request_timeout_secs: String,
+    /// Origins allowed to call from a browser, comma-separated (unset: CORS off).
+    #[arg(long, env = "CAPSTAN_CORS_ORIGINS", global = true)]
+    pub cors_origins: Option<String>,
     /// Log filter (e.g. info, debug, capstan_api=debug).
     #[arg(long, env = "CAPSTAN_LOG", default_value = "info", global = true)]
     pub log: String,
@@ -85,6 +102,10 @@ pub struct Settings {
     pub jwt_hs256_secret: Option<String>,
     pub jwt_public_key_file: Option<PathBuf>,
     pub engine_step_ms: u64,
+    pub jwt_issuer: Option<String>,
+    pub jwt_audience: Option<String>,
+    pub request_timeout: std::time::Duration,
+    pub cors_origins: Vec<String>,
     pub log: String,
 }
 
@@ -101,6 +122,10 @@ impl fmt::Debug for Settings {
             )
             .field("jwt_public_key_file", &self.jwt_public_key_file)
             .field("engine_step_ms", &self.engine_step_ms)
+            .field("jwt_issuer", &self.jwt_issuer)
+            .field("jwt_audience", &self.jwt_audience)
+            .field("request_timeout", &self.request_timeout)
+            .field("cors_origins", &self.cors_origins)
             .finish()
     }
 }
@@ -221,6 +246,40 @@ impl RawSettings {
                 ),
             )
         })?;
+        let request_timeout = match self.request_timeout_secs.trim().parse::<u64>() {
+            Ok(n) if n > 0 => std::time::Duration::from_secs(n),
+            _ => {
+                return Err(bad(
+                    "CAPSTAN_REQUEST_TIMEOUT_SECS",
+                    "request-timeout-secs",
+                    format!(
+                        "'{}' is not a whole number of seconds of at least 1",
+                        self.request_timeout_secs
+                    ),
+                ))
+            }
+        };
+        let mut cors_origins = Vec::new();
+        for origin in self.cors_origins.iter().flat_map(|o| o.split(',')) {
+            let origin = origin.trim();
+            if origin.is_empty() {
+                continue;
+            }
+            let ok = url::Url::parse(origin).is_ok_and(|u| {
+                matches!(u.scheme(), "http" | "https")
+                    && u.host_str().is_some()
+                    && u.path() == "/"
+                    && !origin.ends_with('/')
+            });
+            if !ok {
+                return Err(bad(
+                    "CAPSTAN_CORS_ORIGINS",
+                    "cors-origins",
+                    format!("'{origin}' is not an origin like https://console.example.com"),
+                ));
+            }
+            cors_origins.push(origin.to_string());
+        }
         tracing_subscriber::EnvFilter::try_new(&self.log).map_err(|e| {
             bad(
                 "CAPSTAN_LOG",
@@ -236,6 +295,10 @@ impl RawSettings {
             jwt_hs256_secret: self.jwt_hs256_secret.clone(),
             jwt_public_key_file: self.jwt_public_key_file.clone(),
             engine_step_ms,
+            jwt_issuer: self.jwt_issuer.clone(),
+            jwt_audience: self.jwt_audience.clone(),
+            request_timeout,
+            cors_origins,
             log: self.log.clone(),
         })
     }

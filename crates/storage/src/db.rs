@@ -167,8 +167,10 @@ impl Drop for StoreRuntime {
     }
 }
 
+// busy_timeout comes first: switching to WAL takes a lock that connections opened at the same
+// moment (workers and requests at start-up) must wait for rather than fail on.
 const SQLITE_PRAGMAS: &str =
-    "PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;";
+    "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;";
 
 impl Db {
     /// Opens a pool (creating a SQLite file if needed). Migrations are applied separately.
@@ -200,7 +202,7 @@ impl Db {
                         let pragmas = if memory {
                             SQLITE_PRAGMAS.to_string()
                         } else {
-                            format!("PRAGMA journal_mode = WAL; {SQLITE_PRAGMAS}")
+                            format!("{SQLITE_PRAGMAS} PRAGMA journal_mode = WAL;")
                         };
                         conn.batch_execute(&pragmas)
                             .await

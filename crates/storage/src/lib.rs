@@ -3,6 +3,7 @@
 
 mod cipher;
 mod db;
+mod limits;
 mod migrate;
 mod queries;
 mod queue;

@@ -181,6 +181,24 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    rate_limits (key) {
+        key -> Text,
+        tat -> BigInt,
+    }
+}
+
+diesel::table! {
+    idempotency_keys (principal, key) {
+        principal -> Text,
+        key -> Text,
+        request_hash -> Text,
+        status -> Nullable<Integer>,
+        response_body -> Nullable<Text>,
+        created_at -> Timestamp,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     deployment_requests,
     organizations,

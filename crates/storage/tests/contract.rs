@@ -9,7 +9,11 @@ use domain::error::StoreError;
 use domain::ids::*;
 use domain::model::*;
 use domain::pagination::PageRequest;
-use domain::ports::{DeploymentQueue, Health, Repo, ServiceQueries, TokenStore, VariableQueries};
+use domain::ports::{
+    DeploymentQueue, Health, IdempotencyClaim, IdempotencyStore, RateLimitStore, Repo,
+    ServiceQueries, StoredResponse, TokenStore, VariableQueries,
+};
+use domain::ratelimit::Gcra;
 use domain::secret::Secret;
 use serde_json::json;
 
@@ -54,6 +58,8 @@ contract!(
     canceling_an_environment_spares_deletions,
     activity_and_history_come_from_the_queue,
     deployments_are_saved_unless_the_service_changed,
+    the_rate_limit_step_is_atomic,
+    idempotency_keys_replay_or_refuse,
 );
 
 fn now() -> time::OffsetDateTime {
@@ -887,4 +893,90 @@ async fn deployments_are_saved_unless_the_service_changed(db: Db) {
         !db.save_deployed(&deployed).await.unwrap(),
         "a stale copy is not written"
     );
+}
+
+async fn the_rate_limit_step_is_atomic(db: Db) {
+    let gcra = Gcra::per_hour(5);
+    let now = 1_700_000_000_000_000;
+    // Twenty concurrent requests on one key: exactly five pass, as Gcra::step says.
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let db = db.clone();
+        tasks.push(tokio::spawn(async move {
+            db.gcra_step("token:a", gcra, now).await.unwrap()
+        }));
+    }
+    let mut allowed = 0;
+    for t in tasks {
+        if t.await.unwrap().allowed {
+            allowed += 1;
+        }
+    }
+    assert_eq!(allowed, 5);
+    let refused = db.gcra_step("token:a", gcra, now).await.unwrap();
+    assert!(!refused.allowed);
+    assert_eq!(refused.tat_us, now + 5 * gcra.interval_us());
+    assert!(
+        db.gcra_step("token:b", gcra, now).await.unwrap().allowed,
+        "keys are apart"
+    );
+    let later = now + gcra.interval_us();
+    assert!(
+        db.gcra_step("token:a", gcra, later).await.unwrap().allowed,
+        "refilled"
+    );
+}
+
+async fn idempotency_keys_replay_or_refuse(db: Db) {
+    let t0 = now();
+    let claim = |principal: &'static str,
+                 key: &'static str,
+                 hash: &'static str,
+                 at: time::OffsetDateTime| {
+        let db = db.clone();
+        async move {
+            db.claim_idempotency_key(principal, key, hash, at, at - time::Duration::days(1))
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(claim("p", "k", "h1", t0).await, IdempotencyClaim::Claimed);
+    assert_eq!(
+        claim("p", "k", "h1", t0).await,
+        IdempotencyClaim::Replay(None),
+        "in flight"
+    );
+    let answer = StoredResponse {
+        status: 201,
+        body: r#"{"token":"cap_secret"}"#.into(),
+    };
+    db.save_idempotent_response("p", "k", &answer)
+        .await
+        .unwrap();
+    assert_eq!(
+        claim("p", "k", "h1", t0).await,
+        IdempotencyClaim::Replay(Some(answer.clone()))
+    );
+    assert_eq!(claim("p", "k", "h2", t0).await, IdempotencyClaim::Mismatch);
+    assert_eq!(
+        claim("q", "k", "h2", t0).await,
+        IdempotencyClaim::Claimed,
+        "per principal"
+    );
+    let stored =
+        capstan_storage::testing::raw_column(&db, "idempotency_keys", "response_body").await;
+    assert!(
+        stored.iter().flatten().all(|b| !b.contains("cap_secret")),
+        "answers are encrypted at rest"
+    );
+    // A key a day old is forgotten.
+    let tomorrow = t0 + time::Duration::days(1) + time::Duration::seconds(1);
+    assert_eq!(
+        claim("p", "k", "h2", tomorrow).await,
+        IdempotencyClaim::Claimed
+    );
+    // A released key (its request failed) can be claimed again.
+    assert_eq!(claim("p", "r", "h", t0).await, IdempotencyClaim::Claimed);
+    db.release_idempotency_key("p", "r").await.unwrap();
+    assert_eq!(claim("p", "r", "h", t0).await, IdempotencyClaim::Claimed);
 }

@@ -90,12 +90,25 @@ pub async fn setup(
     backend: Backend,
 ) -> T<impl Service<Request, Response = ServiceResponse<impl MessageBody>, Error = actix_web::Error>>
 {
+    // Suites poll statuses; the rate limit has suites of its own.
+    setup_with(backend, |s| {
+        s.with_limiter(api::limits::RateLimiter::local(1_000_000))
+    })
+    .await
+}
+
+/// As `setup`, with the app's settings adjusted by `adjust`.
+pub async fn setup_with(
+    backend: Backend,
+    adjust: impl FnOnce(AppState) -> AppState,
+) -> T<impl Service<Request, Response = ServiceResponse<impl MessageBody>, Error = actix_web::Error>>
+{
     let (org, token) = backend
         .capstan
         .bootstrap_organization("Acme", Role::Admin, "tests")
         .await
         .unwrap();
-    let state = actix_web::web::Data::new(AppState::new(backend.capstan.clone()));
+    let state = actix_web::web::Data::new(adjust(AppState::new(backend.capstan.clone())));
     let svc = test::init_service(api::app(state)).await;
     let workers = engine::WorkerPool::start(
         backend.capstan.clone(),

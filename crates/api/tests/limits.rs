@@ -1,0 +1,285 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Rate limits, safe retries and the headers every answer carries, on both backends; the
+//! limiter both in this process (governor) and in the database (shared by instances).
+
+mod common;
+
+use actix_web::http::Method;
+use actix_web::test::TestRequest;
+use common::{App, T};
+use serde_json::json;
+
+macro_rules! limited {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite_local {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    let b = crate::common::sqlite().await.unwrap();
+                    let t = crate::common::setup_with(b, |s| s.with_limiter(capstan_api::limits::RateLimiter::local(5))).await;
+                    super::$name(t).await;
+                }
+            )*
+        }
+        mod sqlite_shared {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    let b = crate::common::sqlite().await.unwrap();
+                    let c = b.capstan.clone();
+                    let t = crate::common::setup_with(b, |s| s.with_limiter(capstan_api::limits::RateLimiter::shared(5, c))).await;
+                    super::$name(t).await;
+                }
+            )*
+        }
+        mod postgres_shared {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    let Some(b) = crate::common::postgres().await else { return };
+                    let c = b.capstan.clone();
+                    let t = crate::common::setup_with(b, |s| s.with_limiter(capstan_api::limits::RateLimiter::shared(5, c))).await;
+                    super::$name(t).await;
+                }
+            )*
+        }
+    };
+}
+
+limited!(
+    the_sixth_request_of_a_token_is_refused_and_others_are_not,
+    bad_credentials_are_metered_per_client_address,
+);
+
+http_suite!(
+    a_retried_post_does_its_work_once,
+    answers_carry_security_headers_and_no_cors_by_default,
+);
+
+fn header(r: &common::Resp, name: &str) -> String {
+    r.headers
+        .get(name)
+        .unwrap_or_else(|| panic!("{name} missing"))
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+async fn the_sixth_request_of_a_token_is_refused_and_others_are_not<S: App>(t: T<S>) {
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let path = format!("/organization/{}", t.org);
+    for remaining in (0..5).rev() {
+        let r = t.get(&path).await.expect(200);
+        assert_eq!(header(&r, "x-ratelimit-limit"), "5");
+        assert_eq!(header(&r, "x-ratelimit-remaining"), remaining.to_string());
+        let reset: i64 = header(&r, "x-ratelimit-reset").parse().unwrap();
+        assert!(reset > now && reset <= now + 3600 + 1, "{reset}");
+    }
+    let refused = t.get(&path).await.expect_error(429, "rate limit exceeded");
+    let after: u64 = header(&refused, "retry-after").parse().unwrap();
+    assert!(
+        (1..=720).contains(&after),
+        "one request comes back every 720 s: {after}"
+    );
+    assert_eq!(header(&refused, "x-ratelimit-remaining"), "0");
+    assert!(refused.headers.contains_key("x-request-id"));
+    // Another token of the same organization has its own quota. (Issued in the store: the
+    // first token has no request left to create it.)
+    let other = t.token_with_role(domain::auth::Role::Viewer).await;
+    let r = t
+        .call(Some(&other), Method::GET, &path, None)
+        .await
+        .expect(200);
+    assert_eq!(header(&r, "x-ratelimit-remaining"), "4");
+    // Probes are not metered and still say where the quota stands.
+    let probe = t
+        .call(None, Method::GET, "/healthz", None)
+        .await
+        .expect(200);
+    assert_eq!(header(&probe, "x-ratelimit-limit"), "5");
+}
+
+async fn bad_credentials_are_metered_per_client_address<S: App>(t: T<S>) {
+    let from = |ip: &str| {
+        TestRequest::get()
+            .uri("/organization")
+            .insert_header(("Authorization", "Token cap_wrong"))
+            .peer_addr(format!("{ip}:4000").parse().unwrap())
+            .to_request()
+    };
+    for _ in 0..5 {
+        let r = t.send(from("10.0.0.1")).await.expect(401);
+        assert!(r.headers.contains_key("x-ratelimit-remaining"));
+    }
+    t.send(from("10.0.0.1"))
+        .await
+        .expect_error(429, "rate limit exceeded");
+    t.send(from("10.0.0.2")).await.expect(401);
+    // A valid token is metered under its own key, whatever the address.
+    t.get(&format!("/organization/{}", t.org)).await.expect(200);
+    // Unknown routes too carry the headers.
+    let missing = t.get("/nowhere").await.expect(404);
+    assert!(missing.headers.contains_key("x-ratelimit-limit"));
+}
+
+async fn a_retried_post_does_its_work_once<S: App>(t: T<S>) {
+    let (_, project, env) = t.hierarchy().await;
+    let post = |path: String, body: serde_json::Value, key: &'static str| {
+        let req = TestRequest::post()
+            .uri(&path)
+            .insert_header(("Authorization", format!("Token {}", t.token)))
+            .insert_header(("Idempotency-Key", key))
+            .set_json(body)
+            .to_request();
+        t.send(req)
+    };
+    let first = post(
+        format!("/project/{project}/environment"),
+        json!({"name": "staging"}),
+        "k-1",
+    )
+    .await
+    .expect(201);
+    let again = post(
+        format!("/project/{project}/environment"),
+        json!({"name": "staging"}),
+        "k-1",
+    )
+    .await
+    .expect(201);
+    assert_eq!(first.body, again.body, "the first answer, replayed");
+    assert_eq!(header(&again, "idempotent-replayed"), "true");
+    let list = t
+        .get(&format!("/project/{project}/environment"))
+        .await
+        .expect(200);
+    assert_eq!(
+        list.body["pagination"]["total_count"], 2,
+        "prod and one staging"
+    );
+    post(
+        format!("/project/{project}/environment"),
+        json!({"name": "other"}),
+        "k-1",
+    )
+    .await
+    .expect_error(422, "Idempotency-Key");
+    // A client error is an answer too: replayed, not retried.
+    let bad = post(format!("/project/{project}/environment"), json!({}), "k-2")
+        .await
+        .expect(400);
+    let bad_again = post(format!("/project/{project}/environment"), json!({}), "k-2")
+        .await
+        .expect(400);
+    assert_eq!(bad.body["message"], bad_again.body["message"]);
+
+    let db = t
+        .post(
+            &format!("/environment/{env}/database"),
+            json!({"name": "db", "type": "REDIS", "version": "7", "mode": "CONTAINER"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let deploy = format!("/database/{db}/deploy");
+    let one = post(deploy.clone(), json!({}), "deploy-1")
+        .await
+        .expect(202);
+    let two = post(deploy.clone(), json!({}), "deploy-1")
+        .await
+        .expect(202);
+    assert_eq!(
+        one.body["deployment_request_id"],
+        two.body["deployment_request_id"]
+    );
+    t.settle(&format!("/database/{db}/status")).await;
+    let history = t
+        .get(&format!("/database/{db}/deploymentHistory"))
+        .await
+        .expect(200);
+    assert_eq!(
+        history.body["results"].as_array().unwrap().len(),
+        1,
+        "one deployment"
+    );
+    let bad_key = TestRequest::post()
+        .uri(&deploy)
+        .insert_header(("Authorization", format!("Token {}", t.token)))
+        .insert_header(("Idempotency-Key", ""))
+        .to_request();
+    t.send(bad_key).await.expect_error(400, "Idempotency-Key");
+}
+
+async fn answers_carry_security_headers_and_no_cors_by_default<S: App>(t: T<S>) {
+    let req = TestRequest::get()
+        .uri(&format!("/organization/{}", t.org))
+        .insert_header(("Authorization", format!("Token {}", t.token)))
+        .insert_header(("Origin", "https://evil.example"))
+        .to_request();
+    let r = t.send(req).await.expect(200);
+    assert_eq!(header(&r, "x-content-type-options"), "nosniff");
+    assert_eq!(header(&r, "cache-control"), "no-store");
+    assert_eq!(header(&r, "x-frame-options"), "DENY");
+    assert!(header(&r, "content-security-policy").contains("default-src 'none'"));
+    assert!(!r.headers.contains_key("access-control-allow-origin"));
+    let err = t.get("/nowhere").await.expect(404);
+    assert_eq!(header(&err, "x-content-type-options"), "nosniff");
+}
+
+#[actix_rt::test]
+async fn configured_origins_may_call_from_a_browser() {
+    let b = common::sqlite().await.unwrap();
+    let t = common::setup_with(b, |s| {
+        s.with_cors_origins(vec!["https://console.example".into()])
+    })
+    .await;
+    let req = TestRequest::default()
+        .method(Method::OPTIONS)
+        .uri("/organization")
+        .insert_header(("Origin", "https://console.example"))
+        .insert_header(("Access-Control-Request-Method", "GET"))
+        .to_request();
+    let r = t.send(req).await;
+    assert_eq!(
+        header(&r, "access-control-allow-origin"),
+        "https://console.example"
+    );
+    let req = TestRequest::get()
+        .uri(&format!("/organization/{}", t.org))
+        .insert_header(("Authorization", format!("Token {}", t.token)))
+        .insert_header(("Origin", "https://evil.example"))
+        .to_request();
+    let r = t.send(req).await;
+    assert!(!r.headers.contains_key("access-control-allow-origin"));
+}
+
+#[actix_rt::test]
+async fn a_request_that_takes_too_long_gets_503() {
+    use actix_web::{test, web};
+    let b = common::sqlite().await.unwrap();
+    let state = web::Data::new(
+        capstan_api::AppState::new(b.capstan.clone())
+            .with_request_timeout(std::time::Duration::from_millis(50)),
+    );
+    async fn slow() -> actix_web::HttpResponse {
+        actix_rt::time::sleep(std::time::Duration::from_secs(5)).await;
+        actix_web::HttpResponse::Ok().finish()
+    }
+    let app = test::init_service(
+        actix_web::App::new().app_data(state).service(
+            web::resource("/slow")
+                .wrap(actix_web::middleware::from_fn(capstan_api::limits::timeout))
+                .route(web::get().to(slow)),
+        ),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let res = test::call_service(&app, TestRequest::get().uri("/slow").to_request()).await;
+    assert_eq!(res.status().as_u16(), 503);
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+    let body: serde_json::Value = test::read_body_json(res).await;
+    assert!(body["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("the request took longer"));
+}

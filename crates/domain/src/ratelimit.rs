@@ -1,0 +1,120 @@
+//! Rate limiting by GCRA (the generic cell rate algorithm): each key has a "theoretical arrival
+//! time" (TAT); a request moves it one emission interval later, and is allowed while the TAT
+//! stays within one window (the quota's period) of now. The store advances the TAT atomically;
+//! this module holds the arithmetic around it.
+
+/// A quota of `limit` requests per `period_us` microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gcra {
+    pub limit: u32,
+    pub period_us: i64,
+}
+
+/// What a request gets: allowed or not, and the members of the rate-limit headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateDecision {
+    pub allowed: bool,
+    pub limit: u32,
+    pub remaining: u32,
+    /// Unix seconds at which `remaining` is back at `limit`.
+    pub reset: i64,
+    /// Seconds to wait before a retry can succeed (refused requests only).
+    pub retry_after: Option<u64>,
+}
+
+/// The store's answer: whether it advanced the TAT, and the TAT it holds now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcraStep {
+    pub allowed: bool,
+    pub tat_us: i64,
+}
+
+const SECOND: i64 = 1_000_000;
+
+fn ceil_seconds(us: i64) -> i64 {
+    (us + SECOND - 1).div_euclid(SECOND)
+}
+
+impl Gcra {
+    pub fn per_hour(limit: u32) -> Self {
+        Self {
+            limit: limit.max(1),
+            period_us: 3600 * SECOND,
+        }
+    }
+
+    /// Time one request costs.
+    pub fn interval_us(&self) -> i64 {
+        (self.period_us / i64::from(self.limit.max(1))).max(1)
+    }
+
+    /// How far ahead of now the TAT may run: the whole quota.
+    pub fn window_us(&self) -> i64 {
+        self.interval_us() * i64::from(self.limit.max(1))
+    }
+
+    /// The step the store applies atomically: from `tat` (none for a new key) at `now`.
+    pub fn step(&self, tat_us: Option<i64>, now_us: i64) -> GcraStep {
+        let next = tat_us.unwrap_or(now_us).max(now_us) + self.interval_us();
+        if next - now_us <= self.window_us() {
+            GcraStep {
+                allowed: true,
+                tat_us: next,
+            }
+        } else {
+            GcraStep {
+                allowed: false,
+                tat_us: tat_us.unwrap_or(now_us),
+            }
+        }
+    }
+
+    /// The decision and header values after the store's step.
+    pub fn decide(&self, step: GcraStep, now_us: i64) -> RateDecision {
+        let interval = self.interval_us();
+        let ahead = (step.tat_us - now_us).max(0);
+        let remaining = ((self.window_us() - ahead) / interval).clamp(0, i64::from(self.limit));
+        RateDecision {
+            allowed: step.allowed,
+            limit: self.limit,
+            remaining: if step.allowed { remaining as u32 } else { 0 },
+            reset: ceil_seconds(step.tat_us.max(now_us)),
+            retry_after: (!step.allowed).then(|| {
+                let wait = step.tat_us + interval - self.window_us() - now_us;
+                ceil_seconds(wait).max(1) as u64
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_quota_is_spent_then_refilled_continuously() {
+        let g = Gcra::per_hour(5);
+        let now = 1_000 * SECOND;
+        let mut tat = None;
+        for expected_remaining in [4, 3, 2, 1, 0] {
+            let step = g.step(tat, now);
+            let d = g.decide(step, now);
+            assert!(d.allowed);
+            assert_eq!(d.remaining, expected_remaining);
+            assert_eq!(d.limit, 5);
+            tat = Some(step.tat_us);
+        }
+        let refused = g.step(tat, now);
+        let d = g.decide(refused, now);
+        assert!(!d.allowed);
+        assert_eq!(d.remaining, 0);
+        assert_eq!(d.retry_after, Some(720), "one interval: 3600 s / 5");
+        assert_eq!(d.reset, 1_000 + 3600);
+        assert_eq!(refused.tat_us, tat.unwrap(), "a refusal costs nothing");
+        // One interval later, one request is allowed again.
+        let later = now + g.interval_us();
+        let step = g.step(tat, later);
+        assert!(step.allowed);
+        assert_eq!(g.decide(step, later).remaining, 0);
+    }
+}
