@@ -355,6 +355,10 @@ fn a_bad_setting_stops_start_up_with_one_line() {
         ("CAPSTAN_RATE_LIMIT_PER_HOUR", "many"),
         ("CAPSTAN_ENGINE", "kubernetes"),
         ("CAPSTAN_SECRET_KEY", "short"),
+        ("CAPSTAN_REQUEST_TIMEOUT_SECS", "0"),
+        ("CAPSTAN_CORS_ORIGINS", "*"),
+        ("CAPSTAN_JWT_PUBLIC_KEY_FILE", "Cargo.toml"),
+        ("CAPSTAN_JWT_HS256_SECRET", "too-short"),
     ] {
         let out = Command::new(BIN)
             .arg("serve")
@@ -848,4 +852,100 @@ async fn two_processes_share_one_rate_limit() {
     assert_eq!(get(&two.base, &other).await.unwrap().status().as_u16(), 200);
     one.stop();
     two.stop();
+}
+
+/// A JWT user creates an organization over HTTP; `capstan member add` gives another user a role
+/// in it, which that user's next request carries.
+#[tokio::test]
+async fn users_sign_in_with_jwts_and_members_are_added_from_the_command_line() {
+    use jsonwebtoken::{encode, EncodingKey, Header};
+    let dir = TempDir::new();
+    let database = format!("sqlite://{}", dir.0.join("jwt.db").display());
+    let secret = "a-shared-secret-of-at-least-32-bytes!!";
+    let server = Server::start_with(
+        &dir,
+        &database,
+        None,
+        &[("CAPSTAN_JWT_HS256_SECRET", secret)],
+    )
+    .await;
+    let exp = time::OffsetDateTime::now_utc().unix_timestamp() + 600;
+    let jwt = |sub: &str| {
+        encode(
+            &Header::default(),
+            &json!({"sub": sub, "exp": exp}),
+            &EncodingKey::from_secret(secret.as_bytes()),
+        )
+        .unwrap()
+    };
+    let http = reqwest::Client::new();
+    let call = |method: reqwest::Method, path: String, who: String, body: Option<Value>| {
+        let mut req = http
+            .request(method, format!("{}{path}", server.base))
+            .header("Authorization", format!("Bearer {who}"));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        req.send()
+    };
+    let created = call(
+        reqwest::Method::POST,
+        "/organization".into(),
+        jwt("ada"),
+        Some(json!({"name": "Ada's"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+    let org = created.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let bob_reads = || {
+        call(
+            reqwest::Method::GET,
+            format!("/organization/{org}/project"),
+            jwt("bob"),
+            None,
+        )
+    };
+    assert_eq!(bob_reads().await.unwrap().status().as_u16(), 403);
+    let out = capstan(
+        &dir,
+        &database,
+        &[
+            "member",
+            "add",
+            "--organization-id",
+            &org,
+            "--user-id",
+            "bob",
+            "--role",
+            "VIEWER",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(bob_reads().await.unwrap().status().as_u16(), 200);
+    let bad = capstan(
+        &dir,
+        &database,
+        &[
+            "member",
+            "add",
+            "--organization-id",
+            "nope",
+            "--user-id",
+            "x",
+        ],
+    );
+    assert!(!bad.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&bad.stderr).trim().lines().count(),
+        1
+    );
+    server.stop();
 }

@@ -82,9 +82,15 @@ fn authenticate(
         if scheme.eq_ignore_ascii_case("token") {
             Ok(state.capstan.authenticate_api_token(credentials).await?)
         } else if scheme.eq_ignore_ascii_case("bearer") {
-            Err(ApiError::unauthorized(
-                "Bearer tokens are not accepted: no JWT key is configured",
-            ))
+            let Some(verifier) = &state.jwt else {
+                return Err(ApiError::unauthorized(
+                    "Bearer tokens are not accepted: no JWT key is configured",
+                ));
+            };
+            let subject = verifier
+                .subject(credentials)
+                .map_err(ApiError::unauthorized)?;
+            Ok(state.capstan.authenticate_user(&subject).await?)
         } else {
             Err(ApiError::unauthorized(
                 "Authorization must be 'Token <api token>' or 'Bearer <jwt>'",

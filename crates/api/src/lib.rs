@@ -3,6 +3,7 @@
 pub mod envelope;
 pub mod error;
 pub mod extract;
+pub mod jwt;
 pub mod limits;
 pub mod openapi;
 mod routes;
@@ -30,6 +31,8 @@ pub struct AppState {
     pub request_timeout: std::time::Duration,
     /// Origins allowed to call from a browser; none: CORS is off.
     pub cors_origins: Vec<String>,
+    /// How Bearer JWTs are verified; none: they are refused.
+    pub jwt: Option<jwt::JwtVerifier>,
     /// The OpenAPI document, rendered once.
     openapi_json: String,
 }
@@ -43,6 +46,7 @@ impl AppState {
             limiter: limits::RateLimiter::local(1000),
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             cors_origins: Vec::new(),
+            jwt: None,
             openapi_json: serde_json::to_string(&openapi()).unwrap_or_else(|_| "{}".into()),
         }
     }
@@ -54,6 +58,11 @@ impl AppState {
 
     pub fn with_request_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.request_timeout = timeout;
+        self
+    }
+
+    pub fn with_jwt(mut self, verifier: jwt::JwtVerifier) -> Self {
+        self.jwt = Some(verifier);
         self
     }
 

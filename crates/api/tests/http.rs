@@ -927,9 +927,8 @@ async fn service_references_must_exist_in_the_organization<S: App>(t: T<S>) {
         .capstan
         .create_registry(
             &domain::auth::Principal {
-                subject: domain::auth::Subject::User(domain::ids::UserId::generate()),
-                organization_id: other_org.id,
-                role: Role::Admin,
+                subject: domain::auth::Subject::User("someone".into()),
+                memberships: vec![(other_org.id, Role::Admin)],
             },
             other_org.id,
             serde_json::from_value(json!({"name": "r", "kind": "DOCKER_HUB"})).unwrap(),

@@ -1,7 +1,7 @@
 //! Roles, principals and API token material.
 
 use crate::error::DomainError;
-use crate::ids::{ApiTokenId, OrganizationId, RoleId, UserId};
+use crate::ids::{ApiTokenId, OrganizationId, RoleId};
 use base64::Engine;
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
@@ -82,36 +82,56 @@ pub enum Action {
 }
 
 /// Who is calling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Subject {
     ApiToken(ApiTokenId),
-    User(UserId),
+    /// A JWT user: the token's `sub`.
+    User(String),
 }
 
-/// An authenticated caller, scoped to one organization with one role.
+/// An authenticated caller and its role in each organization it belongs to: one for an API
+/// token, any number for a user.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub subject: Subject,
-    pub organization_id: OrganizationId,
-    pub role: Role,
+    pub memberships: Vec<(OrganizationId, Role)>,
 }
 
 impl Principal {
+    pub fn token(id: ApiTokenId, organization: OrganizationId, role: Role) -> Self {
+        Self {
+            subject: Subject::ApiToken(id),
+            memberships: vec![(organization, role)],
+        }
+    }
+
+    /// The principal's role in `organization`, if it belongs to it.
+    pub fn role_in(&self, organization: OrganizationId) -> Option<Role> {
+        self.memberships
+            .iter()
+            .find(|(o, _)| *o == organization)
+            .map(|(_, r)| *r)
+    }
+
+    pub fn organizations(&self) -> Vec<OrganizationId> {
+        self.memberships.iter().map(|(o, _)| *o).collect()
+    }
+
     /// Allows `action` on a resource of `organization`, or says why not (403).
     pub fn authorize(
         &self,
         organization: OrganizationId,
         action: Action,
     ) -> Result<(), DomainError> {
-        if organization != self.organization_id {
+        let Some(role) = self.role_in(organization) else {
             return Err(DomainError::Forbidden(
                 "the resource belongs to another organization".into(),
             ));
-        }
-        if !self.role.allows(action) {
+        };
+        if !role.allows(action) {
             return Err(DomainError::Forbidden(format!(
                 "the {} role does not allow this operation",
-                self.role.name()
+                role.name()
             )));
         }
         Ok(())
@@ -172,12 +192,9 @@ mod tests {
 
     #[test]
     fn other_organization_is_forbidden() {
-        let p = Principal {
-            subject: Subject::ApiToken(ApiTokenId::generate()),
-            organization_id: OrganizationId::generate(),
-            role: Role::Admin,
-        };
-        assert!(p.authorize(p.organization_id, Action::Administer).is_ok());
+        let org = OrganizationId::generate();
+        let p = Principal::token(ApiTokenId::generate(), org, Role::Admin);
+        assert!(p.authorize(org, Action::Administer).is_ok());
         assert!(matches!(
             p.authorize(OrganizationId::generate(), Action::Read),
             Err(DomainError::Forbidden(_))

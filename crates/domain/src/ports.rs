@@ -153,6 +153,31 @@ pub trait DeploymentQueue: Send + Sync {
     async fn save_deployed(&self, service: &Service) -> StoreResult<bool>;
 }
 
+/// The users of organizations (JWT subjects) and their roles.
+#[async_trait]
+pub trait MemberStore: Send + Sync {
+    /// The organizations `user` belongs to, with its role in each.
+    async fn memberships(
+        &self,
+        user: &str,
+    ) -> StoreResult<Vec<(OrganizationId, crate::auth::Role)>>;
+    /// Adds `user` to the organization, or changes its role there.
+    async fn put_member(
+        &self,
+        organization: OrganizationId,
+        user: &str,
+        role: crate::auth::Role,
+        now: time::OffsetDateTime,
+    ) -> StoreResult<()>;
+    /// Creates an organization with its first member, in one transaction.
+    async fn insert_organization_with_member(
+        &self,
+        organization: &Organization,
+        user: &str,
+        role: crate::auth::Role,
+    ) -> StoreResult<()>;
+}
+
 /// Rate-limit state shared by every server process.
 #[async_trait]
 pub trait RateLimitStore: Send + Sync {
@@ -233,6 +258,7 @@ pub trait Store:
     + ServiceQueries
     + RateLimitStore
     + IdempotencyStore
+    + MemberStore
     + Health
 {
 }
@@ -256,6 +282,7 @@ impl<S> Store for S where
         + ServiceQueries
         + RateLimitStore
         + IdempotencyStore
+        + MemberStore
         + Health
 {
 }

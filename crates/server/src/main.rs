@@ -40,6 +40,30 @@ enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Users (JWT subjects) of organizations.
+    Member {
+        #[command(subcommand)]
+        command: MemberCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum MemberCommand {
+    /// Add a user to an organization with a role (or change its role there).
+    Add(MemberAdd),
+}
+
+#[derive(Args)]
+struct MemberAdd {
+    /// The organization.
+    #[arg(long)]
+    organization_id: String,
+    /// The user: the `sub` of its JWTs.
+    #[arg(long)]
+    user_id: String,
+    /// ADMIN, DEVOPS, VIEWER or BILLING_MANAGER.
+    #[arg(long, default_value = "VIEWER")]
+    role: String,
 }
 
 #[derive(Subcommand)]
@@ -90,6 +114,9 @@ fn main() -> ExitCode {
             Command::Token {
                 command: TokenCommand::Create(args),
             } => create_token(settings, args).await,
+            Command::Member {
+                command: MemberCommand::Add(args),
+            } => add_member(settings, args).await,
         }
     });
     match result {
@@ -133,12 +160,14 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         }
         storage::DatabaseUrl::Sqlite(_) => RateLimiter::local(settings.rate_limit_per_hour),
     };
-    let state = actix_web::web::Data::new(
-        AppState::new(capstan)
-            .with_limiter(limiter)
-            .with_request_timeout(settings.request_timeout)
-            .with_cors_origins(settings.cors_origins.clone()),
-    );
+    let mut app_state = AppState::new(capstan)
+        .with_limiter(limiter)
+        .with_request_timeout(settings.request_timeout)
+        .with_cors_origins(settings.cors_origins.clone());
+    if let Some(verifier) = settings.jwt.clone() {
+        app_state = app_state.with_jwt(verifier);
+    }
+    let state = actix_web::web::Data::new(app_state);
     let server = actix_web::HttpServer::new(move || api::app(state.clone()))
         .bind(settings.listen)
         .with_context(|| format!("cannot listen on {}", settings.listen))?
@@ -166,13 +195,31 @@ async fn migrate(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn create_token(settings: Settings, args: TokenCreate) -> anyhow::Result<()> {
-    let role = Role::from_name(&args.role).ok_or_else(|| {
+fn role(name: &str) -> anyhow::Result<Role> {
+    Role::from_name(name).ok_or_else(|| {
         anyhow::anyhow!(
-            "--role must be one of ADMIN, DEVOPS, VIEWER, BILLING_MANAGER, not '{}'",
-            args.role
+            "--role must be one of ADMIN, DEVOPS, VIEWER, BILLING_MANAGER, not '{name}'"
         )
-    })?;
+    })
+}
+
+fn organization_id(raw: &str) -> anyhow::Result<OrganizationId> {
+    raw.trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--organization-id must be a UUID, not '{raw}'"))
+}
+
+async fn add_member(settings: Settings, args: MemberAdd) -> anyhow::Result<()> {
+    let role = role(&args.role)?;
+    let org = organization_id(&args.organization_id)?;
+    let capstan = open(&settings).await?;
+    capstan.add_member(org, &args.user_id, role).await?;
+    eprintln!("{} is now {} of {org}", args.user_id.trim(), role.name());
+    Ok(())
+}
+
+async fn create_token(settings: Settings, args: TokenCreate) -> anyhow::Result<()> {
+    let role = role(&args.role)?;
     let capstan = open(&settings).await?;
     let token = match (args.organization_name, args.organization_id) {
         (Some(name), _) => {
@@ -182,11 +229,9 @@ async fn create_token(settings: Settings, args: TokenCreate) -> anyhow::Result<(
                 .1
         }
         (None, Some(id)) => {
-            let id: OrganizationId = id
-                .trim()
-                .parse()
-                .map_err(|_| anyhow::anyhow!("--organization-id must be a UUID, not '{id}'"))?;
-            capstan.issue_token(id, role, &args.name).await?
+            capstan
+                .issue_token(organization_id(&id)?, role, &args.name)
+                .await?
         }
         (None, None) => anyhow::bail!("give --organization-name or --organization-id"),
     };

@@ -1,6 +1,7 @@
 //! Settings: every `CAPSTAN_*` variable is also a flag (the flag wins). Values are read as text
 //! and checked here so that a bad one stops start-up with one line naming it.
 
+use api::jwt::JwtVerifier;
 use base64::Engine;
 use clap::Args;
 use std::fmt;
@@ -104,6 +105,8 @@ pub struct Settings {
     pub engine_step_ms: u64,
     pub jwt_issuer: Option<String>,
     pub jwt_audience: Option<String>,
+    /// How Bearer JWTs are verified, from the settings above; none: refused.
+    pub jwt: Option<JwtVerifier>,
     pub request_timeout: std::time::Duration,
     pub cors_origins: Vec<String>,
     pub log: String,
@@ -220,15 +223,37 @@ impl RawSettings {
                 "must be at least 32 characters long",
             ));
         }
-        if let Some(path) = &self.jwt_public_key_file {
-            if !path.is_file() {
+        let jwt = match (&self.jwt_hs256_secret, &self.jwt_public_key_file) {
+            (Some(_), Some(_)) => {
                 return Err(bad(
                     "CAPSTAN_JWT_PUBLIC_KEY_FILE",
                     "jwt-public-key-file",
-                    format!("{} is not a readable file", path.display()),
-                ));
+                    "give either CAPSTAN_JWT_HS256_SECRET or a public key file, not both",
+                ))
             }
+            (Some(secret), None) => Some(JwtVerifier::hs256(secret.as_bytes())),
+            (None, Some(path)) => {
+                let pem = std::fs::read(path).map_err(|_| {
+                    bad(
+                        "CAPSTAN_JWT_PUBLIC_KEY_FILE",
+                        "jwt-public-key-file",
+                        format!("{} is not a readable file", path.display()),
+                    )
+                })?;
+                Some(JwtVerifier::from_public_key_pem(&pem).map_err(|e| {
+                    bad(
+                        "CAPSTAN_JWT_PUBLIC_KEY_FILE",
+                        "jwt-public-key-file",
+                        format!("{}: {e}", path.display()),
+                    )
+                })?)
+            }
+            (None, None) => None,
         }
+        .map(|v| {
+            v.with_issuer(self.jwt_issuer.as_deref())
+                .with_audience(self.jwt_audience.as_deref())
+        });
         if self.engine.trim() != "simulated" {
             return Err(bad(
                 "CAPSTAN_ENGINE",
@@ -297,6 +322,7 @@ impl RawSettings {
             engine_step_ms,
             jwt_issuer: self.jwt_issuer.clone(),
             jwt_audience: self.jwt_audience.clone(),
+            jwt,
             request_timeout,
             cors_origins,
             log: self.log.clone(),

@@ -1,15 +1,25 @@
-//! Rate-limit state and idempotency keys: small tables every server process shares.
+//! Rate-limit state, idempotency keys and organization members: small tables every server
+//! process shares.
 
 use crate::db::{db_run, db_transaction, store_error, Conn, Db};
+use crate::rows::parse;
 use crate::rows::ts;
-use crate::schema::{idempotency_keys as ik, rate_limits as rl};
+use crate::rows::ToRow;
+use crate::schema::{
+    idempotency_keys as ik, organization_members as om, organizations, rate_limits as rl,
+};
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel::result::Error as DieselError;
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::RunQueryDsl;
+use domain::auth::Role;
 use domain::error::StoreResult;
-use domain::ports::{IdempotencyClaim, IdempotencyStore, RateLimitStore, StoredResponse};
+use domain::ids::OrganizationId;
+use domain::model::Organization;
+use domain::ports::{
+    IdempotencyClaim, IdempotencyStore, MemberStore, RateLimitStore, StoredResponse,
+};
 use domain::ratelimit::{Gcra, GcraStep};
 use time::OffsetDateTime;
 
@@ -158,6 +168,93 @@ impl IdempotencyStore for Db {
                 .await)
             .map_err(store_error)?;
             Ok(())
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl MemberStore for Db {
+    async fn memberships(&self, user: &str) -> StoreResult<Vec<(OrganizationId, Role)>> {
+        let user = user.to_string();
+        let rows: Vec<(String, String)> = self
+            .read(move |mut conn| async move {
+                db_run!(conn, |c| om::table
+                    .filter(om::user_id.eq(&user))
+                    .order((om::created_at.asc(), om::organization_id.asc()))
+                    .select((om::organization_id, om::role))
+                    .load(c)
+                    .await)
+                .map_err(store_error)
+            })
+            .await?;
+        rows.into_iter()
+            .map(|(org, role)| {
+                let role = Role::from_name(&role).ok_or_else(|| {
+                    domain::error::StoreError::Other(format!("unreadable role in store: {role:?}"))
+                })?;
+                Ok((parse("organization_id", &org)?, role))
+            })
+            .collect()
+    }
+
+    async fn put_member(
+        &self,
+        organization: OrganizationId,
+        user: &str,
+        role: Role,
+        now: OffsetDateTime,
+    ) -> StoreResult<()> {
+        let (org, user) = (organization.to_string(), user.to_string());
+        self.write(move |mut conn| async move {
+            db_run!(conn, |c| diesel::insert_into(om::table)
+                .values((
+                    om::organization_id.eq(&org),
+                    om::user_id.eq(&user),
+                    om::role.eq(role.name()),
+                    om::created_at.eq(ts(now)),
+                ))
+                .on_conflict((om::organization_id, om::user_id))
+                .do_update()
+                .set(om::role.eq(role.name()))
+                .execute(c)
+                .await)
+            .map_err(store_error)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn insert_organization_with_member(
+        &self,
+        organization: &Organization,
+        user: &str,
+        role: Role,
+    ) -> StoreResult<()> {
+        let row = organization.to_row(&self.cipher)?;
+        let (org, user, at) = (
+            organization.id.to_string(),
+            user.to_string(),
+            ts(organization.created_at),
+        );
+        self.write(move |mut conn| async move {
+            db_transaction!(conn, |c| {
+                diesel::insert_into(organizations::table)
+                    .values(&row)
+                    .execute(c)
+                    .await?;
+                diesel::insert_into(om::table)
+                    .values((
+                        om::organization_id.eq(&org),
+                        om::user_id.eq(&user),
+                        om::role.eq(role.name()),
+                        om::created_at.eq(at),
+                    ))
+                    .execute(c)
+                    .await?;
+                Ok::<_, DieselError>(())
+            })
+            .map_err(store_error)
         })
         .await
     }

@@ -182,6 +182,15 @@ diesel::table! {
 }
 
 diesel::table! {
+    organization_members (organization_id, user_id) {
+        organization_id -> Text,
+        user_id -> Text,
+        role -> Text,
+        created_at -> Timestamp,
+    }
+}
+
+diesel::table! {
     rate_limits (key) {
         key -> Text,
         tat -> BigInt,
@@ -200,6 +209,7 @@ diesel::table! {
 }
 
 diesel::allow_tables_to_appear_in_same_query!(
+    organization_members,
     deployment_requests,
     organizations,
     api_tokens,

@@ -1,12 +1,11 @@
 //! Organizations, API tokens and roles.
 
 use super::{created, no_content, ok};
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::extract::{path_id, Auth, JsonBody, Paging};
 use crate::openapi::{Doc, Routes};
 use crate::views::{ApiTokenView, OrganizationView, Paged, RoleView};
 use crate::AppState;
-use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::pagination::Page;
 use domain::services::{ApiTokenInput, OrganizationUpdate};
@@ -66,12 +65,15 @@ async fn list(st: St, Auth(p): Auth, Paging(page): Paging) -> ApiResult<HttpResp
     Ok(ok(Paged::from_page(orgs, OrganizationView::from)))
 }
 
-/// Organizations are created by signed-in users (JWT) or with `capstan token create`.
-async fn create(_: Auth) -> ApiResult<HttpResponse> {
-    Err(ApiError::new(
-        StatusCode::FORBIDDEN,
-        "API tokens cannot create organizations; a signed-in user (Bearer JWT) or `capstan token create` can",
-    ))
+/// Organizations are created by signed-in users (JWT), who become their ADMIN, or with
+/// `capstan token create`.
+async fn create(
+    st: St,
+    Auth(p): Auth,
+    JsonBody(input): JsonBody<OrganizationUpdate>,
+) -> ApiResult<HttpResponse> {
+    let org = st.capstan.create_organization(&p, input).await?;
+    Ok(created(OrganizationView::from(org)))
 }
 
 async fn get(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {

@@ -106,7 +106,7 @@ pub fn refusal(
 }
 
 fn requested_by(p: &Principal) -> String {
-    match p.subject {
+    match &p.subject {
         Subject::ApiToken(id) => format!("token:{id}"),
         Subject::User(id) => format!("user:{id}"),
     }

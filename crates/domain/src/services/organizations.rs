@@ -45,11 +45,11 @@ impl Capstan {
             .find_token_by_hash(&hash)
             .await?
             .ok_or_else(|| DomainError::Unauthenticated("invalid API token".into()))?;
-        Ok(Principal {
-            subject: Subject::ApiToken(token.id),
-            organization_id: token.organization_id,
-            role: token.role,
-        })
+        Ok(Principal::token(
+            token.id,
+            token.organization_id,
+            token.role,
+        ))
     }
 
     fn new_token(
@@ -73,6 +73,67 @@ impl Capstan {
             last_used_at: None,
         };
         Ok(NewApiToken { token, value })
+    }
+
+    /// Resolves a verified JWT's subject to a principal with the user's memberships.
+    pub async fn authenticate_user(&self, subject: &str) -> DomainResult<Principal> {
+        if subject.is_empty() || subject.len() > 255 {
+            return Err(DomainError::Unauthenticated(
+                "the JWT's sub must be 1 to 255 characters".into(),
+            ));
+        }
+        Ok(Principal {
+            subject: Subject::User(subject.to_string()),
+            memberships: self.store.memberships(subject).await?,
+        })
+    }
+
+    /// `POST /organization`: a signed-in user creates an organization and becomes its ADMIN.
+    pub async fn create_organization(
+        &self,
+        p: &Principal,
+        input: OrganizationUpdate,
+    ) -> DomainResult<Organization> {
+        let Subject::User(user) = &p.subject else {
+            return Err(DomainError::Forbidden(
+                "API tokens cannot create organizations; a signed-in user (Bearer JWT) or `capstan token create` can".into(),
+            ));
+        };
+        let now = self.now();
+        let org = Organization {
+            id: OrganizationId::generate(),
+            name: validate::name("name", &input.name)?,
+            description: validate::description("description", input.description)?,
+            plan: input.plan.unwrap_or(OrganizationPlan::Free),
+            created_at: now,
+            updated_at: now,
+        };
+        self.store
+            .insert_organization_with_member(&org, user, Role::Admin)
+            .await?;
+        Ok(org)
+    }
+
+    /// Command line: adds a user (a JWT subject) to an organization with a role.
+    pub async fn add_member(
+        &self,
+        organization_id: OrganizationId,
+        user: &str,
+        role: Role,
+    ) -> DomainResult<()> {
+        Repo::<Organization>::get(&*self.store, organization_id)
+            .await?
+            .ok_or(DomainError::NotFound("organization"))?;
+        if user.trim().is_empty() || user.len() > 255 {
+            return Err(DomainError::invalid(
+                "user-id",
+                "must be 1 to 255 characters",
+            ));
+        }
+        Ok(self
+            .store
+            .put_member(organization_id, user.trim(), role, self.now())
+            .await?)
     }
 
     /// Command-line bootstrap: a new organization and a first token in it, in one transaction.
@@ -118,8 +179,9 @@ impl Capstan {
         p: &Principal,
         page: PageRequest,
     ) -> DomainResult<Page<Organization>> {
-        let own = Repo::<Organization>::get(&*self.store, p.organization_id).await?;
-        Ok(Page::from_vec(own.into_iter().collect(), page))
+        let mut own = Repo::<Organization>::get_many(&*self.store, &p.organizations()).await?;
+        own.sort_by_key(|o| (o.created_at, o.id));
+        Ok(Page::from_vec(own, page))
     }
 
     pub async fn get_organization(
