@@ -154,12 +154,19 @@ async fn one_request_runs_at_a_time_per_environment(db: Db) {
     let w = world(db).await;
     let a = w.database("a").await;
     let b = w.database("b").await;
-    let pool = w.pool(150);
+    let pool = w.pool(400);
     w.deploy(a).await;
     w.deploy(b).await;
     w.wait(a, |s| s.state == ServiceState::Deploying).await;
-    // Three workers, yet b waits for a: they share an environment.
-    assert_eq!(w.status(b).await.state, ServiceState::WaitingRunning);
+    // Three workers, yet b waits for a: they share an environment. (b's state is read while
+    // a is seen deploying both before and after, so a slow machine cannot fool the check.)
+    let b_meanwhile = w.status(b).await;
+    assert_eq!(
+        w.status(a).await.state,
+        ServiceState::Deploying,
+        "a step outlasts three reads"
+    );
+    assert_eq!(b_meanwhile.state, ServiceState::WaitingRunning);
     let a_done = w.wait(a, settled).await;
     assert_eq!(a_done.state, ServiceState::Deployed);
     assert_eq!(w.wait(b, settled).await.state, ServiceState::Deployed);
@@ -190,7 +197,7 @@ async fn a_running_deployment_can_be_canceled(db: Db) {
         .unwrap()
         .id;
     let b = w.database("b").await;
-    let pool = w.pool(300);
+    let pool = w.pool(600);
     w.capstan
         .service_action(
             &w.p,

@@ -84,7 +84,7 @@ pub struct T<S> {
 }
 
 /// How long each step of the simulated engine takes in HTTP tests.
-pub const STEP: std::time::Duration = std::time::Duration::from_millis(15);
+pub const STEP: std::time::Duration = std::time::Duration::from_millis(50);
 
 pub async fn setup(
     backend: Backend,
