@@ -524,6 +524,29 @@ pub fn document(endpoints: &[Endpoint]) -> OpenApi {
                     ),
                 );
             }
+            if e.method == Method::POST {
+                op = op
+                    .parameter(
+                        ParameterBuilder::new()
+                            .name("Idempotency-Key")
+                            .parameter_in(ParameterIn::Header)
+                            .required(Required::False)
+                            .description(Some(
+                                "makes a retry safe: the first answer is replayed for 24 hours",
+                            ))
+                            .schema(Some(
+                                ObjectBuilder::new()
+                                    .schema_type(utoipa::openapi::schema::Type::String)
+                                    .min_length(Some(1))
+                                    .max_length(Some(255))
+                                    .pattern(Some("^[!-~]+$")),
+                            )),
+                    )
+                    .response(
+                        "422",
+                        error_response("the Idempotency-Key was used with another request", true),
+                    );
+            }
             if d.request.is_some() {
                 op = op
                     .response("413", error_response("body too large", true))
@@ -540,7 +563,13 @@ pub fn document(endpoints: &[Endpoint]) -> OpenApi {
                 "500",
                 error_response("internal error; the message quotes the request id", api),
             )
-            .response("503", error_response("the database is unavailable", api));
+            .response(
+                "503",
+                error_response(
+                    "the database is unavailable, or the request took too long",
+                    api,
+                ),
+            );
         let item = PathItem::new(http_method(&e.method), op.build());
         items
             .entry(e.path.clone())

@@ -140,6 +140,12 @@ impl Principal {
 
 const TOKEN_PREFIX: &str = "cap_";
 
+/// Compares two token hashes in time independent of where they differ.
+pub fn same_hash(a: &str, b: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}
+
 /// A new API token: 32 random bytes, URL-safe, with a recognisable prefix for secret scanners.
 pub fn generate_token() -> String {
     let mut bytes = [0u8; 32];

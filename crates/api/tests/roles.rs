@@ -1,0 +1,313 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The role table of API.md, operation class by operation class, for each of the four roles:
+//! 403 exactly where the role does not allow the operation, success elsewhere.
+
+mod common;
+
+use actix_web::http::Method;
+use common::{App, T};
+use domain::auth::Role;
+use serde_json::{json, Value};
+
+http_suite!(every_role_gets_403_exactly_where_api_md_says);
+
+#[derive(Clone, Copy, Debug)]
+enum Class {
+    ReadOrganization,
+    Read,
+    Write,
+    Deploy,
+    Administer,
+}
+
+fn allowed(role: Role, class: Class) -> bool {
+    use Class::*;
+    match role {
+        Role::Admin => true,
+        Role::Devops => !matches!(class, Administer),
+        Role::Viewer => matches!(class, ReadOrganization | Read),
+        Role::BillingManager => matches!(class, ReadOrganization),
+    }
+}
+
+async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
+    let (cluster, project, env) = t.hierarchy().await;
+    let org = t.org.clone();
+    let registry = t.registry().await;
+    let container = t
+        .post(
+            &format!("/environment/{env}/container"),
+            json!({"name": "web", "registry_id": registry, "image_name": "nginx", "tag": "1"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let variable = t
+        .post(
+            &format!("/container/{container}/environmentVariable"),
+            json!({"key": "K", "value": "v"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    for role in [
+        Role::BillingManager,
+        Role::Viewer,
+        Role::Devops,
+        Role::Admin,
+    ] {
+        let token = t.token_with_role(role).await;
+        let n = role.name().to_lowercase();
+        let ops: Vec<(Class, Method, String, Option<Value>)> = vec![
+            (
+                Class::ReadOrganization,
+                Method::GET,
+                format!("/organization/{org}"),
+                None,
+            ),
+            (
+                Class::ReadOrganization,
+                Method::GET,
+                format!("/organization/{org}/availableRole"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/organization/{org}/project"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/project/{project}"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/organization/{org}/cluster/{cluster}"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/environment/{env}/container"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/container/{container}/environmentVariable"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/container/{container}/secret"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/organization/{org}/containerRegistry"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/organization/{org}/gitToken"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/organization/{org}/cloudA/credentials"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/container/{container}/status"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/container/{container}/deploymentHistory"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/environment/{env}/status"),
+                None,
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/organization/{org}/project"),
+                Some(json!({"name": format!("p-{n}")})),
+            ),
+            (
+                Class::Write,
+                Method::PUT,
+                format!("/project/{project}"),
+                Some(json!({"name": "shop"})),
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/project/{project}/environment"),
+                Some(json!({"name": format!("e-{n}")})),
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/organization/{org}/cluster"),
+                Some(json!({"name": format!("c-{n}"), "region": "r", "cloud_provider": "CLOUDA"})),
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/environment/{env}/database"),
+                Some(
+                    json!({"name": format!("db-{n}"), "type": "REDIS", "version": "7", "mode": "CONTAINER"}),
+                ),
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/container/{container}/environmentVariable"),
+                Some(json!({"key": format!("V_{n}"), "value": "v"})),
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/container/{container}/secret"),
+                Some(json!({"key": format!("S_{n}"), "value": "s"})),
+            ),
+            (
+                Class::Write,
+                Method::PUT,
+                format!("/variable/{variable}"),
+                Some(json!({"key": "K", "value": "w"})),
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/organization/{org}/containerRegistry"),
+                Some(json!({"name": format!("r-{n}"), "kind": "DOCKER_HUB"})),
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/organization/{org}/gitToken"),
+                Some(json!({"name": format!("g-{n}"), "type": "HOSTA", "token": "x"})),
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/organization/{org}/cloudA/credentials"),
+                Some(
+                    json!({"name": format!("a-{n}"), "access_key_id": "A", "secret_access_key": "s"}),
+                ),
+            ),
+            (
+                Class::Deploy,
+                Method::POST,
+                format!("/container/{container}/deploy"),
+                None,
+            ),
+            (
+                Class::Deploy,
+                Method::POST,
+                format!("/environment/{env}/deploy"),
+                None,
+            ),
+            (
+                Class::Administer,
+                Method::GET,
+                format!("/organization/{org}/apiToken"),
+                None,
+            ),
+            (
+                Class::Administer,
+                Method::POST,
+                format!("/organization/{org}/apiToken"),
+                Some(json!({"name": format!("t-{n}"), "role_id": Role::Viewer.id().0})),
+            ),
+            (
+                Class::Administer,
+                Method::PUT,
+                format!("/organization/{org}"),
+                Some(json!({"name": "Acme"})),
+            ),
+        ];
+        for (class, method, path, body) in ops {
+            let r = t.call(Some(&token), method.clone(), &path, body).await;
+            if allowed(role, class) {
+                assert!(
+                    (200..300).contains(&r.status),
+                    "{role:?} {class:?} {method} {path}: {} {}",
+                    r.status,
+                    r.text
+                );
+            } else {
+                assert_eq!(
+                    r.status, 403,
+                    "{role:?} {class:?} {method} {path}: {}",
+                    r.text
+                );
+                assert!(r.body["message"].as_str().unwrap().contains(role.name()));
+            }
+        }
+        // Deleting: a variable (write) and the organization (administer).
+        let doomed = t
+            .post(
+                &format!("/container/{container}/environmentVariable"),
+                json!({"key": format!("D_{n}"), "value": "v"}),
+            )
+            .await
+            .expect(201)
+            .id();
+        let r = t
+            .call(
+                Some(&token),
+                Method::DELETE,
+                &format!("/variable/{doomed}"),
+                None,
+            )
+            .await;
+        assert_eq!(
+            r.status,
+            if allowed(role, Class::Write) {
+                204
+            } else {
+                403
+            },
+            "{role:?}"
+        );
+        if role != Role::Admin {
+            let r = t
+                .call(
+                    Some(&token),
+                    Method::DELETE,
+                    &format!("/organization/{org}"),
+                    None,
+                )
+                .await;
+            assert_eq!(r.status, 403, "{role:?}");
+        }
+    }
+    let admin = t.token_with_role(Role::Admin).await;
+    let r = t
+        .call(
+            Some(&admin),
+            Method::DELETE,
+            &format!("/organization/{org}"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+}
