@@ -22,12 +22,14 @@ use domain::ports::DeploymentQueue;
 use std::collections::HashSet;
 use time::{OffsetDateTime, PrimitiveDateTime};
 
-diesel::alias!(dr as running: RunningRequests);
+diesel::alias!(dr as running: RunningRequests, dr as older: OlderRequests);
 
 const QUEUED: &str = "QUEUED";
 const RUNNING: &str = "RUNNING";
 
-/// The oldest queued request whose environment runs nothing. Written once, for both backends;
+/// The oldest queued request whose environment runs nothing, and which is the oldest waiting in
+/// its environment (so requests of one environment start in the order they were asked for,
+/// even when a concurrent claimer has locked the first). Written once, for both backends;
 /// PostgreSQL adds its row lock at the call site.
 macro_rules! candidate {
     () => {
@@ -37,6 +39,17 @@ macro_rules! candidate {
                 running
                     .filter(running.field(dr::environment_id).eq(dr::environment_id))
                     .filter(running.field(dr::status).eq(RUNNING)),
+            )))
+            .filter(diesel::dsl::not(diesel::dsl::exists(
+                older
+                    .filter(older.field(dr::environment_id).eq(dr::environment_id))
+                    .filter(older.field(dr::status).eq(QUEUED))
+                    .filter(
+                        older.field(dr::created_at).lt(dr::created_at).or(older
+                            .field(dr::created_at)
+                            .eq(dr::created_at)
+                            .and(older.field(dr::id).lt(dr::id))),
+                    ),
             )))
             .order((dr::created_at.asc(), dr::id.asc()))
             .select(dr::id)

@@ -719,8 +719,9 @@ async fn the_queue_runs_one_request_per_environment(db: Db) {
 
 async fn claims_are_exclusive_under_concurrency(db: Db) {
     let envs = environments(&db, 6).await;
+    let mut firsts = std::collections::HashSet::new();
     for (env, s) in &envs {
-        request_for(&db, env, s).await;
+        firsts.insert(request_for(&db, env, s).await.id);
         request_for(&db, env, s).await;
     }
     let mut workers = Vec::new();
@@ -750,6 +751,10 @@ async fn claims_are_exclusive_under_concurrency(db: Db) {
         "one running request per environment"
     );
     assert_eq!(claimed.len(), 6);
+    assert_eq!(
+        ids, firsts,
+        "each environment starts its oldest request first"
+    );
 }
 
 async fn expired_claims_are_reclaimed_once(db: Db) {
