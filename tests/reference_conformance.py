@@ -101,5 +101,7 @@ check('11 container history', 'PaginationData', hist)
 for x in hist.get('results', []): check('11 history item', 'DeploymentHistoryContainer', x)
 if not hist.get('results'): failures.append('11 empty history')
 
+st, wh = get('GET', f'/service/{app["id"]}/gitWebhookStatus'); check('15 git webhook status ' + str(st), 'GitWebhookStatusResponse', wh)
+
 print(f"reference conformance: {15 - len(failures)} operations checked clean, {len(failures)} failing")
 sys.exit(1 if failures else 0)

@@ -162,6 +162,8 @@ pub struct Doc {
     request_required: bool,
     /// A second success answer (a delete the engine carries out: 202).
     accepted: Option<Body>,
+    /// Error answers of a public operation (authenticated ones document theirs already).
+    public_errors: Vec<(u16, &'static str)>,
     query: Vec<Query>,
     authenticated: bool,
 }
@@ -175,6 +177,7 @@ impl Doc {
             request: None,
             request_required: true,
             accepted: None,
+            public_errors: Vec::new(),
             query: Vec::new(),
             authenticated: true,
         }
@@ -204,6 +207,16 @@ impl Doc {
         let mut doc = Self::new(summary, 204, None);
         doc.accepted = Some(Body::of::<T>());
         doc
+    }
+    /// Adds 202 with a `T` beside the main answer.
+    pub fn or_accepted<T: ToSchema>(mut self) -> Self {
+        self.accepted = Some(Body::of::<T>());
+        self
+    }
+    /// Documents an error answer of a public operation.
+    pub fn fails_with(mut self, status: u16, why: &'static str) -> Self {
+        self.public_errors.push((status, why));
+        self
     }
     /// Any status with any body.
     pub fn answer(
@@ -557,6 +570,9 @@ pub fn document(endpoints: &[Endpoint]) -> OpenApi {
             }
         } else {
             op = op.security(SecurityRequirement::default());
+            for (status, why) in &d.public_errors {
+                op = op.response(status.to_string(), error_response(why, true));
+            }
         }
         op = op
             .response(

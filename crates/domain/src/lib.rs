@@ -5,6 +5,7 @@ pub mod auth;
 pub mod clock;
 pub mod engine;
 pub mod error;
+pub mod git;
 pub mod ids;
 pub mod model;
 pub mod pagination;

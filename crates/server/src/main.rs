@@ -10,6 +10,7 @@ use clap::{ArgGroup, Args, Parser, Subcommand};
 use domain::auth::Role;
 use domain::clock::SystemClock;
 use domain::ids::OrganizationId;
+use domain::services::GitIntegration;
 use domain::Capstan;
 use engine::{PoolSettings, SimulatedEngine, WorkerPool};
 use settings::{redact_url, RawSettings, Settings};
@@ -93,6 +94,11 @@ struct TokenCreate {
 const POOL_SIZE: usize = 16;
 /// Requests of different environments this process runs at once.
 const ENGINE_WORKERS: usize = 4;
+/// How long a git provider has to answer.
+const GIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a webhook status is reused for a service: enough to absorb a burst of polls,
+/// short enough that a change on the provider shows at once to a person looking.
+const GIT_STATUS_CACHE_SECONDS: i64 = 1;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -138,7 +144,23 @@ async fn open(settings: &Settings) -> anyhow::Result<Capstan> {
                 redact_url(&settings.database)
             )
         })?;
-    Ok(Capstan::new(Arc::new(db), Arc::new(SystemClock)))
+    // The webhook signing secrets derive from the secret key, but not with the key itself.
+    let signing = {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(b"capstan webhook signing\0");
+        h.update(key);
+        let digest: Vec<String> = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        domain::secret::Secret::new(digest.concat())
+    };
+    let hosting = git::HttpGitHosting::new(GIT_TIMEOUT).map_err(anyhow::Error::msg)?;
+    let git = GitIntegration::new(
+        Arc::new(hosting),
+        &settings.public_url,
+        signing,
+        time::Duration::seconds(GIT_STATUS_CACHE_SECONDS),
+    );
+    Ok(Capstan::new(Arc::new(db), Arc::new(SystemClock)).with_git(git))
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {

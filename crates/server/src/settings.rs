@@ -85,6 +85,9 @@ pub struct RawSettings {
         global = true
     )]
     pub request_timeout_secs: String,
+    /// The address clients and git providers reach this server at (default: http://LISTEN).
+    #[arg(long, env = "CAPSTAN_PUBLIC_URL", global = true)]
+    pub public_url: Option<String>,
     /// Origins allowed to call from a browser, comma-separated (unset: CORS off).
     #[arg(long, env = "CAPSTAN_CORS_ORIGINS", global = true)]
     pub cors_origins: Option<String>,
@@ -108,6 +111,7 @@ pub struct Settings {
     /// How Bearer JWTs are verified, from the settings above; none: refused.
     pub jwt: Option<JwtVerifier>,
     pub request_timeout: std::time::Duration,
+    pub public_url: String,
     pub cors_origins: Vec<String>,
     pub log: String,
 }
@@ -128,6 +132,7 @@ impl fmt::Debug for Settings {
             .field("jwt_issuer", &self.jwt_issuer)
             .field("jwt_audience", &self.jwt_audience)
             .field("request_timeout", &self.request_timeout)
+            .field("public_url", &self.public_url)
             .field("cors_origins", &self.cors_origins)
             .finish()
     }
@@ -284,6 +289,26 @@ impl RawSettings {
                 ))
             }
         };
+        let public_url = match &self.public_url {
+            None => format!("http://{listen}"),
+            Some(raw) => {
+                let ok = url::Url::parse(raw.trim()).is_ok_and(|u| {
+                    matches!(u.scheme(), "http" | "https")
+                        && u.host_str().is_some()
+                        && u.query().is_none()
+                        && u.username().is_empty()
+                        && u.password().is_none()
+                });
+                if !ok {
+                    return Err(bad(
+                        "CAPSTAN_PUBLIC_URL",
+                        "public-url",
+                        format!("'{raw}' is not an address like https://capstan.example.com"),
+                    ));
+                }
+                raw.trim().trim_end_matches('/').to_string()
+            }
+        };
         let mut cors_origins = Vec::new();
         for origin in self.cors_origins.iter().flat_map(|o| o.split(',')) {
             let origin = origin.trim();
@@ -324,6 +349,7 @@ impl RawSettings {
             jwt_audience: self.jwt_audience.clone(),
             jwt,
             request_timeout,
+            public_url,
             cors_origins,
             log: self.log.clone(),
         })

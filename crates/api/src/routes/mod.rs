@@ -6,6 +6,7 @@ mod organization;
 mod resources;
 mod services;
 mod variables;
+mod webhooks;
 
 use crate::openapi::Routes;
 use actix_web::HttpResponse;
@@ -55,4 +56,5 @@ pub fn api_routes(r: &mut Routes) {
     services::routes(r);
     deployments::routes(r);
     variables::routes(r);
+    webhooks::routes(r);
 }

@@ -29,6 +29,14 @@ pub async fn sqlite() -> Option<Backend> {
     })
 }
 
+impl Backend {
+    /// The same store, with the use cases adjusted (e.g. given a git integration).
+    pub fn map(mut self, f: impl FnOnce(Capstan) -> Capstan) -> Self {
+        self.capstan = f(self.capstan);
+        self
+    }
+}
+
 pub async fn postgres() -> Option<Backend> {
     let (db, _url) = storage::testing::postgres().await?;
     Some(Backend {

@@ -206,3 +206,13 @@ mod tests {
         );
     }
 }
+
+string_enum!(
+    /// Endpoint 15's status.
+    WebhookState {
+        Active => "ACTIVE",
+        NotConfigured => "NOT_CONFIGURED",
+        Misconfigured => "MISCONFIGURED",
+        UnableToVerify => "UNABLE_TO_VERIFY",
+    }
+);

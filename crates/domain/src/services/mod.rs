@@ -10,6 +10,7 @@ mod organizations;
 mod registries;
 mod service_kinds;
 mod variables;
+mod webhooks;
 mod worker;
 
 pub use catalog::AssociatedService;
@@ -23,6 +24,7 @@ pub use registries::{RegistryDetails, RegistryInput};
 pub use variables::{
     AliasInput, OverrideInput, ScopedVariableInput, VariableDetails, VariableEdit, VariableInput,
 };
+pub use webhooks::{Delivery, GitIntegration, Received};
 pub use worker::{Worker, WORKER_LOST};
 
 use crate::auth::{Action, Principal};
@@ -39,11 +41,22 @@ use time::OffsetDateTime;
 pub struct Capstan {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
+    git: Option<GitIntegration>,
 }
 
 impl Capstan {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
-        Self { store, clock }
+        Self {
+            store,
+            clock,
+            git: None,
+        }
+    }
+
+    /// With the git providers, for webhook status, repair and delivery.
+    pub fn with_git(mut self, git: GitIntegration) -> Self {
+        self.git = Some(git);
+        self
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {

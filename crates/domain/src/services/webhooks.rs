@@ -1,0 +1,361 @@
+//! Git webhooks of services: their status on the provider (endpoint 15), their repair, and the
+//! receiver of the pushes they deliver.
+
+use super::{Capstan, DeployInput};
+use crate::auth::{Action, Principal, Role, Subject};
+use crate::error::{DomainError, DomainResult};
+use crate::git::*;
+use crate::ids::ServiceId;
+use crate::model::{DeploymentAction, GitProvider, GitRepository, GitToken, Service, ServiceSpec};
+use crate::ports::IdempotencyClaim;
+use crate::secret::Secret;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use time::{Duration, OffsetDateTime};
+
+/// What the git integration needs: the provider adapters, where this server is reached, and
+/// the key the per-service signing secrets derive from.
+#[derive(Clone)]
+pub struct GitIntegration {
+    pub hosting: Arc<dyn GitHosting>,
+    /// The server's public address (`CAPSTAN_PUBLIC_URL`), without a trailing slash.
+    pub public_url: String,
+    pub signing_key: Secret,
+    /// How long a status is reused for a service (a provider's rate limit is easy to reach).
+    pub cache_ttl: Duration,
+    cache: Arc<Mutex<HashMap<ServiceId, (OffsetDateTime, WebhookStatus)>>>,
+}
+
+impl GitIntegration {
+    pub fn new(
+        hosting: Arc<dyn GitHosting>,
+        public_url: &str,
+        signing_key: Secret,
+        cache_ttl: Duration,
+    ) -> Self {
+        Self {
+            hosting,
+            public_url: public_url.trim_end_matches('/').to_string(),
+            signing_key,
+            cache_ttl,
+            cache: Arc::default(),
+        }
+    }
+
+    /// Where the provider delivers the service's events.
+    pub fn receiver_url(&self, service: ServiceId) -> String {
+        format!("{}/git/webhook/{service}", self.public_url)
+    }
+
+    /// The service's signing secret: derived, so nothing more is stored.
+    pub fn secret_for(&self, service: ServiceId) -> Secret {
+        Secret::new(hex(&hmac(
+            self.signing_key.expose().as_bytes(),
+            service.to_string().as_bytes(),
+        )))
+    }
+}
+
+fn hmac(key: &[u8], message: &[u8]) -> Vec<u8> {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).unwrap_or_else(|_| {
+        // HMAC takes keys of any length; this branch is unreachable.
+        <Hmac<Sha256> as Mac>::new_from_slice(b"").unwrap_or_else(|_| unreachable!())
+    });
+    mac.update(message);
+    mac.finalize().into_bytes().to_vec()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A delivery as it arrived: the headers that matter (lower-case names) and the raw body.
+pub struct Delivery {
+    pub headers: HashMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+/// What the receiver did with a delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Received {
+    Deployed(crate::ids::DeploymentRequestId),
+    Ignored(String),
+}
+
+impl Delivery {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+
+    /// Checks the provider's signature scheme with `secret`.
+    fn verify(&self, provider: GitProvider, secret: &Secret) -> bool {
+        use subtle::ConstantTimeEq;
+        let signed = |header: &str| {
+            let Some(given) = self.header(header).and_then(|v| v.strip_prefix("sha256=")) else {
+                return false;
+            };
+            let expected = hex(&hmac(secret.expose().as_bytes(), &self.body));
+            given.len() == expected.len() && bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
+        };
+        match provider {
+            GitProvider::HostA => signed("x-hub-signature-256"),
+            GitProvider::HostC => signed("x-hub-signature"),
+            GitProvider::HostB => self.header("x-gitlab-token").is_some_and(|t| {
+                t.len() == secret.expose().len()
+                    && bool::from(t.as_bytes().ct_eq(secret.expose().as_bytes()))
+            }),
+        }
+    }
+
+    /// The delivery's id and whether it is a push.
+    fn identity(&self, provider: GitProvider) -> (Option<&str>, bool) {
+        match provider {
+            GitProvider::HostA => (
+                self.header("x-github-delivery"),
+                self.header("x-github-event") == Some("push"),
+            ),
+            GitProvider::HostB => (
+                self.header("x-gitlab-event-uuid"),
+                self.header("x-gitlab-event") == Some("Push Hook"),
+            ),
+            GitProvider::HostC => (
+                self.header("x-request-uuid").or(self.header("x-hook-uuid")),
+                self.header("x-event-key") == Some("repo:push"),
+            ),
+        }
+    }
+
+    /// The branch and commit a push moved, from the provider's payload.
+    fn pushed(&self, provider: GitProvider) -> Option<(String, String)> {
+        let v: serde_json::Value = serde_json::from_slice(&self.body).ok()?;
+        match provider {
+            GitProvider::HostA | GitProvider::HostB => {
+                let branch = v.get("ref")?.as_str()?.strip_prefix("refs/heads/")?;
+                let commit = v
+                    .get("checkout_sha")
+                    .and_then(|c| c.as_str())
+                    .or(v.get("after")?.as_str())?;
+                Some((branch.to_string(), commit.to_string()))
+            }
+            GitProvider::HostC => {
+                let change = v
+                    .get("push")?
+                    .get("changes")?
+                    .as_array()?
+                    .first()?
+                    .get("new")?;
+                if change.get("type")?.as_str()? != "branch" {
+                    return None;
+                }
+                Some((
+                    change.get("name")?.as_str()?.to_string(),
+                    change.get("target")?.get("hash")?.as_str()?.to_string(),
+                ))
+            }
+        }
+    }
+}
+
+fn auto_deploy(spec: &ServiceSpec) -> bool {
+    match spec {
+        ServiceSpec::Application(a) => a.runtime.auto_deploy,
+        ServiceSpec::Job(j) => j.auto_deploy,
+        ServiceSpec::Helm(h) => h.auto_deploy,
+        ServiceSpec::Terraform(t) => t.auto_deploy,
+        ServiceSpec::Container(c) => c.runtime.auto_deploy,
+        ServiceSpec::Database(_) => false,
+    }
+}
+
+fn git_source(service: &Service) -> DomainResult<GitRepository> {
+    service
+        .spec
+        .git_repositories()
+        .first()
+        .map(|r| (*r).clone())
+        .ok_or_else(|| {
+            DomainError::invalid(
+                "serviceId",
+                "the service is not built from a git repository, so it has no git webhook",
+            )
+        })
+}
+
+fn unavailable(e: GitError) -> DomainError {
+    DomainError::Unavailable(e.to_string())
+}
+
+impl Capstan {
+    fn git(&self) -> DomainResult<&GitIntegration> {
+        self.git
+            .as_ref()
+            .ok_or_else(|| DomainError::Unavailable("the git integration is not configured".into()))
+    }
+
+    async fn repository_access(
+        &self,
+        service: &Service,
+        repo: &GitRepository,
+    ) -> DomainResult<RepositoryAccess> {
+        let token = match repo.git_token_id {
+            Some(id) => crate::ports::Repo::<GitToken>::get(&*self.store, id).await?,
+            None => None,
+        };
+        let _ = service;
+        Ok(RepositoryAccess {
+            provider: repo.provider,
+            api_url: token
+                .as_ref()
+                .and_then(|t| t.git_api_url.clone())
+                .unwrap_or_else(|| default_api_url(repo.provider).to_string())
+                .trim_end_matches('/')
+                .to_string(),
+            owner: repo.owner.clone(),
+            name: repo.name.clone(),
+            token: token.map(|t| t.token),
+        })
+    }
+
+    /// Endpoint 15: whether the service's webhook is set up on its git provider.
+    pub async fn git_webhook_status(
+        &self,
+        p: &Principal,
+        id: ServiceId,
+    ) -> DomainResult<WebhookStatus> {
+        let service: Service = self.load(p, id, Action::Read).await?;
+        let repo = git_source(&service)?;
+        let git = self.git()?;
+        let now = self.now();
+        if let Ok(cache) = git.cache.lock() {
+            if let Some((at, status)) = cache.get(&id) {
+                if now - *at < git.cache_ttl {
+                    return Ok(status.clone());
+                }
+            }
+        }
+        let access = self.repository_access(&service, &repo).await?;
+        let hooks = git.hosting.list_hooks(&access).await;
+        let status = webhook_status(repo.provider, &git.receiver_url(id), hooks);
+        if let Ok(mut cache) = git.cache.lock() {
+            cache.retain(|_, (at, _)| now - *at < git.cache_ttl);
+            cache.insert(id, (now, status.clone()));
+        }
+        Ok(status)
+    }
+
+    /// Creates or repairs the service's hook with the required events and its signing secret.
+    pub async fn sync_git_webhook(
+        &self,
+        p: &Principal,
+        id: ServiceId,
+    ) -> DomainResult<WebhookStatus> {
+        let service: Service = self.load(p, id, Action::Write).await?;
+        let repo = git_source(&service)?;
+        let git = self.git()?;
+        let access = self.repository_access(&service, &repo).await?;
+        let receiver = git.receiver_url(id);
+        let hooks = git.hosting.list_hooks(&access).await.map_err(unavailable)?;
+        let existing = hooks
+            .iter()
+            .find(|h| h.url.trim_end_matches('/') == receiver)
+            .map(|h| h.id.clone());
+        git.hosting
+            .put_hook(
+                &access,
+                existing.as_deref(),
+                &receiver,
+                required_events(repo.provider),
+                &git.secret_for(id),
+            )
+            .await
+            .map_err(unavailable)?;
+        if let Ok(mut cache) = git.cache.lock() {
+            cache.remove(&id);
+        }
+        let hooks = git.hosting.list_hooks(&access).await;
+        Ok(webhook_status(repo.provider, &receiver, hooks))
+    }
+
+    /// A delivery from the provider: verified (401 when the signature is wrong or missing),
+    /// then a push on the service's branch with auto-deploy on queues a deployment of that
+    /// commit. The same delivery twice deploys once.
+    pub async fn receive_git_delivery(
+        &self,
+        id: ServiceId,
+        delivery: Delivery,
+    ) -> DomainResult<Received> {
+        let git = self.git()?;
+        let service = crate::ports::Repo::<Service>::get(&*self.store, id).await?;
+        // An unknown service and a bad signature look the same to the sender.
+        let refused =
+            || DomainError::Unauthenticated("the delivery's signature does not verify".into());
+        let Some(service) = service else {
+            return Err(refused());
+        };
+        let Ok(repo) = git_source(&service) else {
+            return Err(refused());
+        };
+        if !delivery.verify(repo.provider, &git.secret_for(id)) {
+            return Err(refused());
+        }
+        let (delivery_id, is_push) = delivery.identity(repo.provider);
+        if !is_push {
+            return Ok(Received::Ignored("not a push event".into()));
+        }
+        let Some((branch, commit)) = delivery.pushed(repo.provider) else {
+            return Ok(Received::Ignored("a push without a branch head".into()));
+        };
+        if branch != repo.branch {
+            return Ok(Received::Ignored(format!(
+                "a push to {branch}, not to the service's branch"
+            )));
+        }
+        if !auto_deploy(&service.spec) {
+            return Ok(Received::Ignored("auto_deploy is off".into()));
+        }
+        let now = self.now();
+        let key = format!("webhook:{id}");
+        if let Some(delivery_id) = delivery_id {
+            let claim = self
+                .store
+                .claim_idempotency_key(&key, delivery_id, "push", now, now - Duration::days(1))
+                .await?;
+            if claim != IdempotencyClaim::Claimed {
+                return Ok(Received::Ignored(
+                    "this delivery was already received".into(),
+                ));
+            }
+        }
+        let system = Principal {
+            subject: Subject::User(format!("git-webhook:{}", repo.provider)),
+            memberships: vec![(service.organization_id, Role::Devops)],
+        };
+        let status = self
+            .service_action(
+                &system,
+                service.kind(),
+                id,
+                DeploymentAction::Deploy,
+                DeployInput {
+                    git_commit_id: Some(commit),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        if let Some(delivery_id) = delivery_id {
+            let answer = crate::ports::StoredResponse {
+                status: 202,
+                body: String::new(),
+            };
+            self.store
+                .save_idempotent_response(&key, delivery_id, &answer)
+                .await?;
+        }
+        status
+            .deployment_request_id
+            .map(Received::Deployed)
+            .ok_or_else(|| DomainError::Internal("the deployment was not queued".into()))
+    }
+}

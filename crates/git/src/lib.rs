@@ -1,0 +1,212 @@
+//! The git provider adapters: repository hooks over each provider's REST API. HOSTA speaks a
+//! GitHub-compatible API, HOSTB a GitLab-compatible one, HOSTC a Bitbucket-compatible one.
+
+use async_trait::async_trait;
+use domain::git::{GitError, GitHosting, Hook, RepositoryAccess};
+use domain::model::GitProvider;
+use domain::secret::Secret;
+use reqwest::{Method, RequestBuilder, StatusCode};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// The flags of a HOSTB hook, which stand for its events.
+const HOSTB_EVENTS: [&str; 6] = [
+    "push_events",
+    "merge_requests_events",
+    "tag_push_events",
+    "issues_events",
+    "note_events",
+    "pipeline_events",
+];
+
+pub struct HttpGitHosting {
+    client: reqwest::Client,
+}
+
+impl HttpGitHosting {
+    /// Short timeouts: a status must answer even when the provider does not.
+    pub fn new(timeout: Duration) -> Result<Self, String> {
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .user_agent(concat!("capstan/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        Ok(Self { client })
+    }
+
+    fn hooks_url(repo: &RepositoryAccess) -> String {
+        let base = repo.api_url.trim_end_matches('/');
+        match repo.provider {
+            GitProvider::HostA => format!("{base}/repos/{}/{}/hooks", repo.owner, repo.name),
+            GitProvider::HostB => {
+                let project: String = url::form_urlencoded::byte_serialize(
+                    format!("{}/{}", repo.owner, repo.name).as_bytes(),
+                )
+                .collect();
+                format!("{base}/projects/{project}/hooks")
+            }
+            GitProvider::HostC => {
+                format!("{base}/repositories/{}/{}/hooks", repo.owner, repo.name)
+            }
+        }
+    }
+
+    fn request(&self, method: Method, url: &str, repo: &RepositoryAccess) -> RequestBuilder {
+        let req = self.client.request(method, url);
+        let Some(token) = &repo.token else { return req };
+        match repo.provider {
+            GitProvider::HostA => req
+                .bearer_auth(token.expose())
+                .header("Accept", "application/vnd.github+json"),
+            GitProvider::HostB => req.header("PRIVATE-TOKEN", token.expose()),
+            GitProvider::HostC => req.bearer_auth(token.expose()),
+        }
+    }
+
+    async fn send(&self, req: RequestBuilder) -> Result<Value, GitError> {
+        let res = req.send().await.map_err(|e| {
+            GitError::Unreachable(if e.is_timeout() {
+                "timed out".into()
+            } else {
+                "connection failed".into()
+            })
+        })?;
+        let status = res.status();
+        let exhausted = res
+            .headers()
+            .get("x-ratelimit-remaining")
+            .is_some_and(|v| v.as_bytes() == b"0");
+        match status {
+            s if s.is_success() => {
+                let text = res
+                    .text()
+                    .await
+                    .map_err(|_| GitError::Unreachable("body cut off".into()))?;
+                if text.trim().is_empty() {
+                    return Ok(Value::Null);
+                }
+                serde_json::from_str(&text)
+                    .map_err(|_| GitError::Unexpected("a body that is not JSON".into()))
+            }
+            StatusCode::TOO_MANY_REQUESTS => Err(GitError::RateLimited),
+            StatusCode::FORBIDDEN if exhausted => Err(GitError::RateLimited),
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(GitError::Unauthorized),
+            StatusCode::NOT_FOUND => Err(GitError::NotFound),
+            s => Err(GitError::Unexpected(format!("status {}", s.as_u16()))),
+        }
+    }
+}
+
+fn text(v: &Value, key: &str) -> Option<String> {
+    match v.get(key)? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The provider's hooks, in the domain's terms.
+fn parse_hooks(provider: GitProvider, body: &Value) -> Result<Vec<Hook>, GitError> {
+    let list = match provider {
+        GitProvider::HostC => body.get("values"),
+        _ => Some(body),
+    }
+    .and_then(Value::as_array)
+    .ok_or_else(|| GitError::Unexpected("a hook list that is not a list".into()))?;
+    Ok(list
+        .iter()
+        .filter_map(|h| {
+            Some(match provider {
+                GitProvider::HostA => Hook {
+                    id: text(h, "id")?,
+                    url: h.get("config")?.get("url")?.as_str()?.to_string(),
+                    events: strings(h.get("events")),
+                },
+                GitProvider::HostB => Hook {
+                    id: text(h, "id")?,
+                    url: text(h, "url")?,
+                    events: HOSTB_EVENTS
+                        .iter()
+                        .filter(|e| h.get(**e).and_then(Value::as_bool) == Some(true))
+                        .map(|e| e.to_string())
+                        .collect(),
+                },
+                GitProvider::HostC => Hook {
+                    id: text(h, "uuid")?,
+                    url: text(h, "url")?,
+                    events: strings(h.get("events")),
+                },
+            })
+        })
+        .collect())
+}
+
+fn hook_body(provider: GitProvider, url: &str, events: &[&str], secret: &Secret) -> Value {
+    match provider {
+        GitProvider::HostA => json!({
+            "name": "web",
+            "active": true,
+            "events": events,
+            "config": {"url": url, "content_type": "json", "secret": secret.expose(), "insecure_ssl": "0"},
+        }),
+        GitProvider::HostB => {
+            let mut body =
+                json!({"url": url, "token": secret.expose(), "enable_ssl_verification": true});
+            for flag in HOSTB_EVENTS {
+                body[flag] = json!(events.contains(&flag));
+            }
+            body
+        }
+        GitProvider::HostC => json!({
+            "description": "capstan",
+            "url": url,
+            "active": true,
+            "events": events,
+            "secret": secret.expose(),
+        }),
+    }
+}
+
+#[async_trait]
+impl GitHosting for HttpGitHosting {
+    async fn list_hooks(&self, repo: &RepositoryAccess) -> Result<Vec<Hook>, GitError> {
+        let url = Self::hooks_url(repo);
+        let url = match repo.provider {
+            GitProvider::HostC => format!("{url}?pagelen=100"),
+            _ => format!("{url}?per_page=100"),
+        };
+        let body = self.send(self.request(Method::GET, &url, repo)).await?;
+        parse_hooks(repo.provider, &body)
+    }
+
+    async fn put_hook(
+        &self,
+        repo: &RepositoryAccess,
+        existing: Option<&str>,
+        url: &str,
+        events: &[&str],
+        secret: &Secret,
+    ) -> Result<(), GitError> {
+        let hooks = Self::hooks_url(repo);
+        let body = hook_body(repo.provider, url, events, secret);
+        let req = match (existing, repo.provider) {
+            (None, _) => self.request(Method::POST, &hooks, repo),
+            (Some(id), GitProvider::HostA) => {
+                self.request(Method::PATCH, &format!("{hooks}/{id}"), repo)
+            }
+            (Some(id), _) => self.request(Method::PUT, &format!("{hooks}/{id}"), repo),
+        };
+        self.send(req.json(&body)).await.map(|_| ())
+    }
+}
