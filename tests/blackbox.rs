@@ -359,6 +359,7 @@ fn a_bad_setting_stops_start_up_with_one_line() {
         ("CAPSTAN_CORS_ORIGINS", "*"),
         ("CAPSTAN_JWT_PUBLIC_KEY_FILE", "Cargo.toml"),
         ("CAPSTAN_JWT_HS256_SECRET", "too-short"),
+        ("CAPSTAN_PUBLIC_URL", "capstan.example"),
     ] {
         let out = Command::new(BIN)
             .arg("serve")

@@ -379,15 +379,13 @@ impl Capstan {
         })
     }
 
-    /// Queues `action` for every service of the environment that `wanted` selects and the
-    /// service's state allows, as one batch.
-    async fn environment_action(
+    /// What an environment-level action starts from: the environment's activity, its services
+    /// and their requests; 409 while the environment is being deleted.
+    async fn environment_for_action(
         &self,
         p: &Principal,
         environment: EnvironmentId,
-        action: DeploymentAction,
-        wanted: impl Fn(&Service, ServiceState) -> bool,
-    ) -> DomainResult<EnvironmentStatus> {
+    ) -> DomainResult<(EnvironmentActivity, Vec<Service>, Vec<DeploymentRequest>)> {
         self.load::<Environment>(p, environment, Action::Write)
             .await?;
         let env = self.store.environment_activity(environment).await?;
@@ -403,6 +401,19 @@ impl Capstan {
         } else {
             self.store.requests_of_services(&ids).await?
         };
+        Ok((env, services, requests))
+    }
+
+    /// Queues `action` for every service of the environment that `wanted` selects and the
+    /// service's state allows, as one batch.
+    async fn environment_action(
+        &self,
+        p: &Principal,
+        environment: EnvironmentId,
+        action: DeploymentAction,
+        wanted: impl Fn(&Service, ServiceState) -> bool,
+    ) -> DomainResult<EnvironmentStatus> {
+        let (env, services, requests) = self.environment_for_action(p, environment).await?;
         let now = self.now();
         let batch = Uuid::new_v4();
         let mut queued = Vec::new();
@@ -509,21 +520,7 @@ impl Capstan {
         p: &Principal,
         environment: EnvironmentId,
     ) -> DomainResult<Deletion<EnvironmentStatus>> {
-        self.load::<Environment>(p, environment, Action::Write)
-            .await?;
-        let env = self.store.environment_activity(environment).await?;
-        if env.deleting(environment.0) {
-            return Err(DomainError::Conflict(
-                "the environment is being deleted".into(),
-            ));
-        }
-        let services = self.services_of(environment).await?;
-        let ids: Vec<ServiceId> = services.iter().map(|s| s.id).collect();
-        let requests = if ids.is_empty() {
-            Vec::new()
-        } else {
-            self.store.requests_of_services(&ids).await?
-        };
+        let (_, services, requests) = self.environment_for_action(p, environment).await?;
         let busy = |s: &Service| {
             s.deployment_status != DeploymentStatus::NeverDeployed
                 || requests

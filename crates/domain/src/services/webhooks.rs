@@ -332,7 +332,7 @@ impl Capstan {
             subject: Subject::User(format!("git-webhook:{}", repo.provider)),
             memberships: vec![(service.organization_id, Role::Devops)],
         };
-        let status = self
+        let queued = self
             .service_action(
                 &system,
                 service.kind(),
@@ -343,7 +343,19 @@ impl Capstan {
                     ..Default::default()
                 },
             )
-            .await?;
+            .await;
+        let status = match queued {
+            Ok(status) => status,
+            Err(e) => {
+                // Not done: the provider's redelivery may try again.
+                if let Some(delivery_id) = delivery_id {
+                    self.store
+                        .release_idempotency_key(&key, delivery_id)
+                        .await?;
+                }
+                return Err(e);
+            }
+        };
         if let Some(delivery_id) = delivery_id {
             let answer = crate::ports::StoredResponse {
                 status: 202,
@@ -357,5 +369,99 @@ impl Capstan {
             .deployment_request_id
             .map(Received::Deployed)
             .ok_or_else(|| DomainError::Internal("the deployment was not queued".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delivery(headers: &[(&str, &str)], body: serde_json::Value) -> Delivery {
+        Delivery {
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            body: serde_json::to_vec(&body).unwrap_or_default(),
+        }
+    }
+
+    fn signature(secret: &Secret, body: &serde_json::Value) -> String {
+        let bytes = serde_json::to_vec(body).unwrap_or_default();
+        format!("sha256={}", hex(&hmac(secret.expose().as_bytes(), &bytes)))
+    }
+
+    #[test]
+    fn each_provider_signs_names_and_describes_pushes_its_own_way() {
+        let secret = Secret::new("s3cret");
+        let wrong = Secret::new("other");
+        let hub = serde_json::json!({"ref": "refs/heads/main", "after": "abc"});
+        let a = delivery(
+            &[
+                ("x-hub-signature-256", &signature(&secret, &hub)),
+                ("x-github-event", "push"),
+                ("x-github-delivery", "d1"),
+            ],
+            hub.clone(),
+        );
+        assert!(a.verify(GitProvider::HostA, &secret));
+        assert!(!a.verify(GitProvider::HostA, &wrong));
+        assert_eq!(a.identity(GitProvider::HostA), (Some("d1"), true));
+        assert_eq!(
+            a.pushed(GitProvider::HostA),
+            Some(("main".into(), "abc".into()))
+        );
+
+        let lab =
+            serde_json::json!({"ref": "refs/heads/main", "after": "x", "checkout_sha": "def"});
+        let b = delivery(
+            &[
+                ("x-gitlab-token", "s3cret"),
+                ("x-gitlab-event", "Push Hook"),
+                ("x-gitlab-event-uuid", "d2"),
+            ],
+            lab,
+        );
+        assert!(b.verify(GitProvider::HostB, &secret));
+        assert!(!b.verify(GitProvider::HostB, &wrong));
+        assert_eq!(b.identity(GitProvider::HostB), (Some("d2"), true));
+        assert_eq!(
+            b.pushed(GitProvider::HostB),
+            Some(("main".into(), "def".into()))
+        );
+
+        let bucket = serde_json::json!({"push": {"changes": [
+            {"new": {"type": "branch", "name": "main", "target": {"hash": "123"}}}
+        ]}});
+        let c = delivery(
+            &[
+                ("x-hub-signature", &signature(&secret, &bucket)),
+                ("x-event-key", "repo:push"),
+                ("x-request-uuid", "d3"),
+            ],
+            bucket,
+        );
+        assert!(c.verify(GitProvider::HostC, &secret));
+        assert!(
+            !c.verify(GitProvider::HostA, &secret),
+            "each provider its header"
+        );
+        assert_eq!(c.identity(GitProvider::HostC), (Some("d3"), true));
+        assert_eq!(
+            c.pushed(GitProvider::HostC),
+            Some(("main".into(), "123".into()))
+        );
+
+        let unsigned = delivery(&[("x-github-event", "push")], hub);
+        assert!(!unsigned.verify(GitProvider::HostA, &secret));
+        let tag = delivery(
+            &[],
+            serde_json::json!({"ref": "refs/tags/v1", "after": "abc"}),
+        );
+        assert_eq!(
+            tag.pushed(GitProvider::HostA),
+            None,
+            "a tag is not a branch"
+        );
     }
 }
