@@ -51,6 +51,9 @@ macro_rules! with_git {
 with_git!(0;
     status_follows_the_hook_on_the_provider,
     a_signed_push_deploys_and_an_unsigned_one_does_not,
+    hostb_job_on_a_self_hosted_instance,
+    hostc_terraform_service,
+    hosta_helm_chart_from_git,
 );
 
 /// A git token aimed at the fake, and an application using it; returns the application's id.
@@ -273,4 +276,243 @@ async fn a_status_is_reused_briefly_then_asked_again() {
         1,
         "one provider call"
     );
+}
+
+/// A delivery's headers and JSON body.
+type Signed = (Vec<(&'static str, String)>, Value);
+
+/// One provider's side of the loop, as the fake serves it and the receiver is sent it.
+struct Case {
+    token_type: &'static str,
+    kind: &'static str,
+    /// The create body, given the git repository member.
+    body: fn(Value) -> Value,
+    repo_url: &'static str,
+    hooks_path: &'static str,
+    /// The provider's hook listing with these events aimed at `url`.
+    listing: fn(&str, &[&str]) -> Value,
+    required: &'static [&'static str],
+    /// A signed push of `commit` to main: headers and body.
+    push: fn(&str, &str, &str) -> Signed,
+}
+
+/// NOT_CONFIGURED -> sync -> ACTIVE -> MISCONFIGURED, then a signed push deploys its commit
+/// and an unsigned one is refused.
+async fn provider_loop<S: App>(t: T<S>, case: Case) {
+    let fake = MockServer::start().await;
+    let env = t.hierarchy().await.2;
+    let token = t
+        .post(
+            &format!("/organization/{}/gitToken", t.org),
+            json!({"name": "git", "type": case.token_type, "token": "tok-1", "git_api_url": fake.uri()}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let git = json!({"url": case.repo_url, "branch": "main", "git_token_id": token});
+    let id = t
+        .post(
+            &format!("/environment/{env}/{}", case.kind),
+            (case.body)(git),
+        )
+        .await
+        .expect(201)
+        .id();
+    let status_path = format!("/service/{id}/gitWebhookStatus");
+    let receiver = format!("{PUBLIC}/git/webhook/{id}");
+    let listing = |events: &[&str]| (case.listing)(&receiver, events);
+    let serve = |body: Value| {
+        let fake = &fake;
+        async move {
+            fake.reset().await;
+            Mock::given(method("GET"))
+                .and(path(case.hooks_path))
+                .respond_with(ResponseTemplate::new(200).set_body_json(body))
+                .mount(fake)
+                .await;
+        }
+    };
+
+    // A hook aimed elsewhere, even with every event, is not the service's.
+    serve((case.listing)(
+        "https://elsewhere.example/hook",
+        case.required,
+    ))
+    .await;
+    let s = t.get(&status_path).await.expect(200).body;
+    assert_eq!(
+        s,
+        json!({"status": "NOT_CONFIGURED", "provider": case.token_type})
+    );
+
+    serve((case.listing)(
+        "https://elsewhere.example/hook",
+        case.required,
+    ))
+    .await;
+    Mock::given(method("POST"))
+        .and(path(case.hooks_path))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1, "uuid": "{1}"})))
+        .expect(1)
+        .mount(&fake)
+        .await;
+    t.post(&format!("/service/{id}/gitWebhook/sync"), json!({}))
+        .await
+        .expect(200);
+    let sent = fake.received_requests().await.unwrap();
+    let created = sent.iter().find(|r| r.method.as_str() == "POST").unwrap();
+    let created = String::from_utf8_lossy(&created.body).to_string();
+    assert!(created.contains(&receiver), "{created}");
+
+    serve(listing(case.required)).await;
+    let s = t.get(&status_path).await.expect(200).body;
+    assert_eq!(s, json!({"status": "ACTIVE", "provider": case.token_type}));
+
+    let (last, rest) = case.required.split_last().unwrap();
+    serve(listing(rest)).await;
+    let s = t.get(&status_path).await.expect(200).body;
+    assert_eq!(
+        s,
+        json!({"status": "MISCONFIGURED", "provider": case.token_type, "missing_events": [last]})
+    );
+
+    let secret = integration(0).secret_for(id.parse().unwrap());
+    let deliver = |headers: Vec<(&'static str, String)>, body: &Value| {
+        let mut req = TestRequest::default()
+            .method(Method::POST)
+            .uri(&format!("/git/webhook/{id}"))
+            .insert_header(("Content-Type", "application/json"));
+        for h in headers {
+            req = req.insert_header(h);
+        }
+        t.send(
+            req.set_payload(serde_json::to_vec(body).unwrap())
+                .to_request(),
+        )
+    };
+    let (headers, body) = (case.push)("wrong-secret", "d-1", "c0ffee2");
+    deliver(headers, &body).await.expect(401);
+    let (headers, body) = (case.push)(secret.expose(), "d-1", "c0ffee2");
+    let queued = deliver(headers.clone(), &body).await.expect(202);
+    assert_eq!(queued.body["result"], "DEPLOYMENT_QUEUED");
+    deliver(headers, &body).await.expect(200);
+    let done = t.settle(&format!("/{}/{id}/status", case.kind)).await;
+    assert_eq!(done["state"], "DEPLOYED");
+    let history = t
+        .get(&format!("/{}/{id}/deploymentHistory", case.kind))
+        .await
+        .body;
+    assert_eq!(
+        history["results"].as_array().unwrap().len(),
+        1,
+        "deployed once"
+    );
+    let shown = t.get(&format!("/{}/{id}", case.kind)).await.body;
+    assert!(
+        shown.to_string().contains("c0ffee2"),
+        "the pushed commit is the deployed one: {shown}"
+    );
+}
+
+fn hub_signature(secret: &str, body: &Value) -> String {
+    sign(secret, &serde_json::to_vec(body).unwrap())
+}
+
+async fn hostb_job_on_a_self_hosted_instance<S: App>(t: T<S>) {
+    provider_loop(
+        t,
+        Case {
+            token_type: "HOSTB",
+            kind: "job",
+            body: |git| {
+                json!({"name": "cron", "auto_deploy": true,
+                       "schedule": {"cronjob": {"scheduled_at": "@daily"}},
+                       "source": {"docker": {"git_repository": git}}})
+            },
+            // No "gitlab" in the host: the token's type decides the provider.
+            repo_url: "https://git.acme.internal/acme/api",
+            hooks_path: "/projects/acme%2Fapi/hooks",
+            listing: |url, events| {
+                let mut hook = json!({"id": 3, "url": url});
+                for e in ["push_events", "merge_requests_events", "tag_push_events"] {
+                    hook[e] = json!(events.contains(&e));
+                }
+                json!([hook])
+            },
+            required: &["push_events", "merge_requests_events"],
+            push: |secret, delivery, commit| {
+                (
+                    vec![
+                        ("X-Gitlab-Token", secret.to_string()),
+                        ("X-Gitlab-Event", "Push Hook".to_string()),
+                        ("X-Gitlab-Event-UUID", delivery.to_string()),
+                    ],
+                    json!({"object_kind": "push", "ref": "refs/heads/main", "checkout_sha": commit}),
+                )
+            },
+        },
+    )
+    .await;
+}
+
+async fn hostc_terraform_service<S: App>(t: T<S>) {
+    provider_loop(
+        t,
+        Case {
+            token_type: "HOSTC",
+            kind: "terraform",
+            body: |git| {
+                json!({"name": "infra", "auto_deploy": true,
+                       "terraform_files_source": {"git_repository": git}})
+            },
+            repo_url: "https://bitbucket.org/acme/api",
+            hooks_path: "/repositories/acme/api/hooks",
+            listing: |url, events| json!({"values": [{"uuid": "{h-1}", "url": url, "events": events}]}),
+            required: &["repo:push", "pullrequest:created", "pullrequest:updated"],
+            push: |secret, delivery, commit| {
+                let body = json!({"push": {"changes": [
+                    {"new": {"type": "branch", "name": "main", "target": {"hash": commit}}}
+                ]}});
+                (
+                    vec![
+                        ("X-Hub-Signature", hub_signature(secret, &body)),
+                        ("X-Event-Key", "repo:push".to_string()),
+                        ("X-Request-UUID", delivery.to_string()),
+                    ],
+                    body,
+                )
+            },
+        },
+    )
+    .await;
+}
+
+async fn hosta_helm_chart_from_git<S: App>(t: T<S>) {
+    provider_loop(
+        t,
+        Case {
+            token_type: "HOSTA",
+            kind: "helm",
+            body: |git| {
+                json!({"name": "chart", "source": {"git_repository": git}, "arguments": [],
+                       "auto_deploy": true, "values_override": {}})
+            },
+            repo_url: "https://github.com/acme/charts",
+            hooks_path: "/repos/acme/charts/hooks",
+            listing: |url, events| json!([{"id": 9, "config": {"url": url}, "events": events}]),
+            required: &["push", "pull_request"],
+            push: |secret, delivery, commit| {
+                let body = json!({"ref": "refs/heads/main", "after": commit});
+                (
+                    vec![
+                        ("X-Hub-Signature-256", hub_signature(secret, &body)),
+                        ("X-GitHub-Event", "push".to_string()),
+                        ("X-GitHub-Delivery", delivery.to_string()),
+                    ],
+                    body,
+                )
+            },
+        },
+    )
+    .await;
 }

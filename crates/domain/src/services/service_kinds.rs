@@ -11,12 +11,14 @@ use crate::model::{
 use crate::pagination::{Page, PageRequest};
 
 impl Capstan {
-    /// The registry and git tokens a spec names must exist in the service's organization.
+    /// The registry and git tokens a spec names must exist in the service's organization. A
+    /// repository reached with a token is on that token's provider, whatever its host is called
+    /// (a self-hosted HOSTB need not have "gitlab" in its name).
     async fn check_references(
         &self,
         p: &Principal,
         org: OrganizationId,
-        spec: &ServiceSpec,
+        spec: &mut ServiceSpec,
     ) -> DomainResult<()> {
         if let Some(id) = spec.registry_id() {
             let registry: ContainerRegistry = self.load(p, id, Action::Read).await?;
@@ -26,7 +28,7 @@ impl Capstan {
                 ));
             }
         }
-        for repo in spec.git_repositories() {
+        for repo in spec.git_repositories_mut() {
             if let Some(id) = repo.git_token_id {
                 let token: GitToken = self.load(p, id, Action::Read).await?;
                 if token.organization_id != org {
@@ -34,6 +36,7 @@ impl Capstan {
                         "the git token belongs to another organization".into(),
                     ));
                 }
+                repo.provider = token.provider;
             }
         }
         Ok(())
@@ -89,8 +92,8 @@ impl Capstan {
         body: &serde_json::Value,
     ) -> DomainResult<Service> {
         let env: Environment = self.load(p, environment_id, Action::Write).await?;
-        let draft = ServiceDraft::parse(kind, body, None)?;
-        self.check_references(p, env.organization_id, &draft.spec)
+        let mut draft = ServiceDraft::parse(kind, body, None)?;
+        self.check_references(p, env.organization_id, &mut draft.spec)
             .await?;
         let now = self.now();
         let service = Service {
@@ -150,8 +153,8 @@ impl Capstan {
         body: &serde_json::Value,
     ) -> DomainResult<Service> {
         let mut service = self.load_service(p, kind, id, Action::Write).await?;
-        let draft = ServiceDraft::parse(kind, body, Some(&service.spec))?;
-        self.check_references(p, service.organization_id, &draft.spec)
+        let mut draft = ServiceDraft::parse(kind, body, Some(&service.spec))?;
+        self.check_references(p, service.organization_id, &mut draft.spec)
             .await?;
         service.name = draft.name;
         service.description = draft.description;

@@ -67,6 +67,11 @@ fn hmac(key: &[u8], message: &[u8]) -> Vec<u8> {
     mac.finalize().into_bytes().to_vec()
 }
 
+fn digest(bytes: &[u8]) -> Vec<u8> {
+    use sha2::Digest;
+    Sha256::digest(bytes).to_vec()
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -109,9 +114,10 @@ impl Delivery {
         }
     }
 
-    /// The delivery's id and whether it is a push.
-    fn identity(&self, provider: GitProvider) -> (Option<&str>, bool) {
-        match provider {
+    /// The delivery's id and whether it is a push. Without the provider's delivery header,
+    /// the body's digest stands in: a redelivery repeats the body, a new push never does.
+    fn identity(&self, provider: GitProvider) -> (String, bool) {
+        let (id, push) = match provider {
             GitProvider::HostA => (
                 self.header("x-github-delivery"),
                 self.header("x-github-event") == Some("push"),
@@ -120,11 +126,17 @@ impl Delivery {
                 self.header("x-gitlab-event-uuid"),
                 self.header("x-gitlab-event") == Some("Push Hook"),
             ),
+            // Not X-Hook-UUID: it names the hook, the same for every delivery.
             GitProvider::HostC => (
-                self.header("x-request-uuid").or(self.header("x-hook-uuid")),
+                self.header("x-request-uuid"),
                 self.header("x-event-key") == Some("repo:push"),
             ),
-        }
+        };
+        let id = id.map_or_else(
+            || format!("sha256:{}", hex(&digest(&self.body))),
+            str::to_string,
+        );
+        (id, push)
     }
 
     /// The branch and commit a push moved, from the provider's payload.
@@ -136,7 +148,11 @@ impl Delivery {
                 let commit = v
                     .get("checkout_sha")
                     .and_then(|c| c.as_str())
-                    .or(v.get("after")?.as_str())?;
+                    .or_else(|| v.get("after").and_then(|c| c.as_str()))?;
+                // A deleted branch "moves" to the zero commit: nothing to deploy.
+                if commit.bytes().all(|b| b == b'0') {
+                    return None;
+                }
                 Some((branch.to_string(), commit.to_string()))
             }
             GitProvider::HostC => {
@@ -194,16 +210,11 @@ impl Capstan {
             .ok_or_else(|| DomainError::Unavailable("the git integration is not configured".into()))
     }
 
-    async fn repository_access(
-        &self,
-        service: &Service,
-        repo: &GitRepository,
-    ) -> DomainResult<RepositoryAccess> {
+    async fn repository_access(&self, repo: &GitRepository) -> DomainResult<RepositoryAccess> {
         let token = match repo.git_token_id {
             Some(id) => crate::ports::Repo::<GitToken>::get(&*self.store, id).await?,
             None => None,
         };
-        let _ = service;
         Ok(RepositoryAccess {
             provider: repo.provider,
             api_url: token
@@ -235,7 +246,7 @@ impl Capstan {
                 }
             }
         }
-        let access = self.repository_access(&service, &repo).await?;
+        let access = self.repository_access(&repo).await?;
         let hooks = git.hosting.list_hooks(&access).await;
         let status = webhook_status(repo.provider, &git.receiver_url(id), hooks);
         if let Ok(mut cache) = git.cache.lock() {
@@ -254,7 +265,7 @@ impl Capstan {
         let service: Service = self.load(p, id, Action::Write).await?;
         let repo = git_source(&service)?;
         let git = self.git()?;
-        let access = self.repository_access(&service, &repo).await?;
+        let access = self.repository_access(&repo).await?;
         let receiver = git.receiver_url(id);
         let hooks = git.hosting.list_hooks(&access).await.map_err(unavailable)?;
         let existing = hooks
@@ -317,16 +328,14 @@ impl Capstan {
         }
         let now = self.now();
         let key = format!("webhook:{id}");
-        if let Some(delivery_id) = delivery_id {
-            let claim = self
-                .store
-                .claim_idempotency_key(&key, delivery_id, "push", now, now - Duration::days(1))
-                .await?;
-            if claim != IdempotencyClaim::Claimed {
-                return Ok(Received::Ignored(
-                    "this delivery was already received".into(),
-                ));
-            }
+        let claim = self
+            .store
+            .claim_idempotency_key(&key, &delivery_id, "push", now, now - Duration::days(1))
+            .await?;
+        if claim != IdempotencyClaim::Claimed {
+            return Ok(Received::Ignored(
+                "this delivery was already received".into(),
+            ));
         }
         let system = Principal {
             subject: Subject::User(format!("git-webhook:{}", repo.provider)),
@@ -348,23 +357,19 @@ impl Capstan {
             Ok(status) => status,
             Err(e) => {
                 // Not done: the provider's redelivery may try again.
-                if let Some(delivery_id) = delivery_id {
-                    self.store
-                        .release_idempotency_key(&key, delivery_id)
-                        .await?;
-                }
+                self.store
+                    .release_idempotency_key(&key, &delivery_id)
+                    .await?;
                 return Err(e);
             }
         };
-        if let Some(delivery_id) = delivery_id {
-            let answer = crate::ports::StoredResponse {
-                status: 202,
-                body: String::new(),
-            };
-            self.store
-                .save_idempotent_response(&key, delivery_id, &answer)
-                .await?;
-        }
+        let answer = crate::ports::StoredResponse {
+            status: 202,
+            body: String::new(),
+        };
+        self.store
+            .save_idempotent_response(&key, &delivery_id, &answer)
+            .await?;
         status
             .deployment_request_id
             .map(Received::Deployed)
@@ -406,7 +411,7 @@ mod tests {
         );
         assert!(a.verify(GitProvider::HostA, &secret));
         assert!(!a.verify(GitProvider::HostA, &wrong));
-        assert_eq!(a.identity(GitProvider::HostA), (Some("d1"), true));
+        assert_eq!(a.identity(GitProvider::HostA), ("d1".into(), true));
         assert_eq!(
             a.pushed(GitProvider::HostA),
             Some(("main".into(), "abc".into()))
@@ -424,7 +429,7 @@ mod tests {
         );
         assert!(b.verify(GitProvider::HostB, &secret));
         assert!(!b.verify(GitProvider::HostB, &wrong));
-        assert_eq!(b.identity(GitProvider::HostB), (Some("d2"), true));
+        assert_eq!(b.identity(GitProvider::HostB), ("d2".into(), true));
         assert_eq!(
             b.pushed(GitProvider::HostB),
             Some(("main".into(), "def".into()))
@@ -446,10 +451,28 @@ mod tests {
             !c.verify(GitProvider::HostA, &secret),
             "each provider its header"
         );
-        assert_eq!(c.identity(GitProvider::HostC), (Some("d3"), true));
+        assert_eq!(c.identity(GitProvider::HostC), ("d3".into(), true));
         assert_eq!(
             c.pushed(GitProvider::HostC),
             Some(("main".into(), "123".into()))
+        );
+
+        let hook_only = |body: serde_json::Value| {
+            delivery(&[("x-event-key", "repo:push"), ("x-hook-uuid", "h1")], body)
+                .identity(GitProvider::HostC)
+                .0
+        };
+        let one = serde_json::json!({"push": {"changes": []}, "n": 1});
+        let two = serde_json::json!({"push": {"changes": []}, "n": 2});
+        assert_eq!(
+            hook_only(one.clone()),
+            hook_only(one.clone()),
+            "a redelivery"
+        );
+        assert_ne!(
+            hook_only(one),
+            hook_only(two),
+            "the hook's id is not the delivery's"
         );
 
         let unsigned = delivery(&[("x-github-event", "push")], hub);
@@ -462,6 +485,19 @@ mod tests {
             tag.pushed(GitProvider::HostA),
             None,
             "a tag is not a branch"
+        );
+        let deleted = delivery(
+            &[],
+            serde_json::json!({"ref": "refs/heads/main", "after": "0000000000000000000000000000000000000000"}),
+        );
+        assert_eq!(deleted.pushed(GitProvider::HostA), None, "a deleted branch");
+        let without_after = delivery(
+            &[],
+            serde_json::json!({"ref": "refs/heads/main", "checkout_sha": "def"}),
+        );
+        assert_eq!(
+            without_after.pushed(GitProvider::HostB),
+            Some(("main".into(), "def".into()))
         );
     }
 }
