@@ -950,3 +950,157 @@ async fn users_sign_in_with_jwts_and_members_are_added_from_the_command_line() {
     );
     server.stop();
 }
+
+/// Two processes behind one public address: a hook synced through one verifies deliveries
+/// received by the other, and one delivery sent to both deploys once.
+#[tokio::test]
+async fn a_webhook_synced_on_one_instance_deploys_once_through_either() {
+    use hmac::{Hmac, Mac};
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let Some(url) = storage::testing::postgres_database().await else {
+        return;
+    };
+    let storage::DatabaseUrl::Postgres(raw) = &url else {
+        unreachable!()
+    };
+    let dir = TempDir::new();
+    let settings = [
+        ("CAPSTAN_ENGINE_STEP_MS", "20"),
+        ("CAPSTAN_PUBLIC_URL", "https://capstan.example/"),
+    ];
+    let log = dir.0.join("one.log");
+    let one = Server::start_with(&dir, raw, Some(&log), &settings).await;
+    let two = Server::start_with(&dir, raw, None, &settings).await;
+    let (first, env) = environment(&dir, raw, &one).await;
+    let org = first.get("/organization").await["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let fake = MockServer::start().await;
+    let token = first
+        .create(
+            &format!("/organization/{org}/gitToken"),
+            json!({"name": "gh", "type": "HOSTA", "token": "ghp_blackbox_value", "git_api_url": fake.uri()}),
+        )
+        .await;
+    let app = first
+        .create(
+            &format!("/environment/{env}/application"),
+            json!({"name": "api", "auto_deploy": true,
+                   "git_repository": {"url": "https://github.com/acme/api", "branch": "main", "git_token_id": token}}),
+        )
+        .await;
+
+    Mock::given(method("GET"))
+        .and(path("/repos/acme/api/hooks"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
+        .up_to_n_times(1)
+        .mount(&fake)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/repos/acme/api/hooks"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
+        .mount(&fake)
+        .await;
+    let (status, _) = first
+        .call(
+            reqwest::Method::POST,
+            &format!("/service/{app}/gitWebhook/sync"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let requests = fake.received_requests().await.unwrap();
+    let created: Value = serde_json::from_slice(
+        &requests
+            .iter()
+            .find(|r| r.method.as_str() == "POST")
+            .unwrap()
+            .body,
+    )
+    .unwrap();
+    let receiver = created["config"]["url"].as_str().unwrap().to_string();
+    assert_eq!(
+        receiver,
+        format!("https://capstan.example/git/webhook/{app}")
+    );
+    let secret = created["config"]["secret"].as_str().unwrap().to_string();
+
+    // The other instance sees the same hook as ACTIVE.
+    Mock::given(method("GET"))
+        .and(path("/repos/acme/api/hooks"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(
+            json!([{"id": 1, "config": {"url": receiver}, "events": created["events"]}]),
+        ))
+        .mount(&fake)
+        .await;
+    let second = Client {
+        http: reqwest::Client::new(),
+        base: two.base.clone(),
+        token: first.token.clone(),
+    };
+    let status = second
+        .get(&format!("/service/{app}/gitWebhookStatus"))
+        .await;
+    assert_eq!(status, json!({"status": "ACTIVE", "provider": "HOSTA"}));
+
+    let body = serde_json::to_vec(&json!({"ref": "refs/heads/main", "after": "feed42"})).unwrap();
+    let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(&body);
+    let signature: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let deliver = |base: String| {
+        let body = body.clone();
+        let signature = signature.clone();
+        let app = app.clone();
+        async move {
+            reqwest::Client::new()
+                .post(format!("{base}/git/webhook/{app}"))
+                .header("Content-Type", "application/json")
+                .header("X-GitHub-Event", "push")
+                .header("X-GitHub-Delivery", "delivery-7")
+                .header("X-Hub-Signature-256", format!("sha256={signature}"))
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    let (a, b) = tokio::join!(deliver(one.base.clone()), deliver(two.base.clone()));
+    let mut answers = [a, b];
+    answers.sort_unstable();
+    assert_eq!(
+        answers,
+        [200, 202],
+        "one instance deploys, the other ignores"
+    );
+
+    let status = settle(
+        &second,
+        &format!("/application/{app}/status"),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(status["state"], "DEPLOYED", "{status}");
+    let history = first
+        .get(&format!("/application/{app}/deploymentHistory"))
+        .await;
+    assert_eq!(history["results"].as_array().unwrap().len(), 1, "{history}");
+    let shown = second.get(&format!("/application/{app}")).await;
+    assert_eq!(shown["git_repository"]["deployed_commit_id"], "feed42");
+
+    one.stop();
+    two.stop();
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(!logged.is_empty());
+    assert!(!logged.contains("ghp_blackbox_value"), "token value logged");
+    assert!(!logged.contains(&secret), "signing secret logged");
+}
