@@ -1,0 +1,248 @@
+//! Runs the built `capstan` binary: a scratch directory, a server process on a free port, and
+//! an API client. Shared by the black-box tests and the benchmarks.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::{json, Value};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_capstan");
+/// base64 of 32 bytes of 7.
+pub const TEST_KEY: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> Self {
+        let p = std::env::temp_dir().join(format!("capstan-bb-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn capstan(dir: &TempDir, database: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(&dir.0)
+        .env("CAPSTAN_DATABASE_URL", database)
+        .env("CAPSTAN_SECRET_KEY", TEST_KEY)
+        .env_remove("CAPSTAN_LISTEN")
+        .output()
+        .unwrap()
+}
+
+pub fn create_token(dir: &TempDir, database: &str, args: &[&str]) -> String {
+    let mut all = vec!["token", "create"];
+    all.extend_from_slice(args);
+    let out = capstan(dir, database, &all);
+    assert!(
+        out.status.success(),
+        "token create failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "stdout must hold only the token: {stdout:?}"
+    );
+    assert!(lines[0].starts_with("cap_"));
+    lines[0].to_string()
+}
+
+pub struct Server {
+    child: Child,
+    pub base: String,
+}
+
+impl Server {
+    pub async fn start(dir: &TempDir, database: &str) -> Self {
+        Self::start_with(dir, database, None, &[]).await
+    }
+
+    pub async fn start_logging(
+        dir: &TempDir,
+        database: &str,
+        log: Option<&std::path::Path>,
+    ) -> Self {
+        Self::start_with(dir, database, log, &[]).await
+    }
+
+    /// Starts the server with extra settings; with `log`, at debug level into that file.
+    pub async fn start_with(
+        dir: &TempDir,
+        database: &str,
+        log: Option<&std::path::Path>,
+        env: &[(&str, &str)],
+    ) -> Self {
+        let port = free_port();
+        let (level, stderr) = match log {
+            Some(path) => ("debug", Stdio::from(std::fs::File::create(path).unwrap())),
+            None => ("warn", Stdio::inherit()),
+        };
+        let child = Command::new(BIN)
+            .arg("serve")
+            .current_dir(&dir.0)
+            .env("CAPSTAN_DATABASE_URL", database)
+            .env("CAPSTAN_SECRET_KEY", TEST_KEY)
+            .env("CAPSTAN_LISTEN", format!("127.0.0.1:{port}"))
+            .env("CAPSTAN_LOG", level)
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        let base = format!("http://127.0.0.1:{port}");
+        let started = Instant::now();
+        let client = reqwest::Client::new();
+        loop {
+            if let Ok(r) = client.get(format!("{base}/readyz")).send().await {
+                if r.status().is_success() {
+                    break;
+                }
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "server did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Self { child, base }
+    }
+
+    /// SIGTERM, then waits: a graceful stop exits successfully.
+    pub fn stop(mut self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let started = Instant::now();
+        loop {
+            if let Some(code) = self.child.try_wait().unwrap() {
+                assert!(code.success(), "capstan exited with {code} on SIGTERM");
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "capstan did not stop on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Server {
+    /// SIGKILL: the process dies mid-whatever, as in a crash.
+    pub fn crash(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct Client {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub token: String,
+}
+
+impl Client {
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header("Authorization", format!("Token {}", self.token));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status().as_u16();
+        assert!(res.headers().contains_key("x-request-id"));
+        let body = res.json().await.unwrap_or(Value::Null);
+        (status, body)
+    }
+    pub async fn get(&self, path: &str) -> Value {
+        let (status, body) = self.call(reqwest::Method::GET, path, None).await;
+        assert_eq!(status, 200, "GET {path}: {body}");
+        body
+    }
+    pub async fn create(&self, path: &str, body: Value) -> String {
+        let (status, body) = self.call(reqwest::Method::POST, path, Some(body)).await;
+        assert_eq!(status, 201, "POST {path}: {body}");
+        body["id"].as_str().unwrap().to_string()
+    }
+}
+
+pub async fn settle(client: &Client, path: &str, within: Duration) -> Value {
+    let started = Instant::now();
+    loop {
+        let status = client.get(path).await;
+        if status["deployment_requests_count"] == json!(0) {
+            return status;
+        }
+        assert!(started.elapsed() < within, "{path} never settled: {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// An organization's environment with a cluster and project; returns (token, environment id).
+pub async fn environment(dir: &TempDir, database: &str, server: &Server) -> (Client, String) {
+    let token = create_token(dir, database, &["--organization-name", "Crashers"]);
+    let client = Client {
+        http: reqwest::Client::new(),
+        base: server.base.clone(),
+        token,
+    };
+    let org = client.get("/organization").await["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    client
+        .create(
+            &format!("/organization/{org}/cluster"),
+            json!({"name": "c", "region": "eu-west-3", "cloud_provider": "CLOUDA"}),
+        )
+        .await;
+    let project = client
+        .create(
+            &format!("/organization/{org}/project"),
+            json!({"name": "p"}),
+        )
+        .await;
+    let env = client
+        .create(
+            &format!("/project/{project}/environment"),
+            json!({"name": "e"}),
+        )
+        .await;
+    (client, env)
+}
