@@ -149,6 +149,14 @@ fn is_unmetered(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/openapi.json" | "/docs")
 }
 
+/// A git provider delivers the pushes of every repository from a few addresses: its deliveries
+/// are metered per service, so one busy repository cannot use up the others' quota.
+fn receiver_key(path: &str) -> Option<String> {
+    let path = path.strip_prefix("/v1").unwrap_or(path);
+    let service = path.strip_prefix("/git/webhook/")?;
+    Some(format!("git-webhook:{}", service.trim_end_matches('/')))
+}
+
 fn set_headers(headers: &mut HeaderMap, d: &RateDecision) {
     let mut put = |name: &'static str, value: String| {
         if let Ok(v) = HeaderValue::from_str(&value) {
@@ -183,6 +191,8 @@ pub async fn rate_limit(
             reset: now_us().div_euclid(1_000_000),
             retry_after: None,
         })
+    } else if let Some(key) = receiver_key(req.path()) {
+        state.limiter.acquire(&key).await
     } else {
         let key = match authentication(req.request()).await {
             Ok(p) => principal_key(&p),

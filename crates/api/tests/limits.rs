@@ -49,6 +49,7 @@ macro_rules! limited {
 limited!(
     the_sixth_request_of_a_token_is_refused_and_others_are_not,
     bad_credentials_are_metered_per_client_address,
+    git_deliveries_are_metered_per_service_not_per_address,
 );
 
 http_suite!(
@@ -120,6 +121,39 @@ async fn bad_credentials_are_metered_per_client_address<S: App>(t: T<S>) {
     // Unknown routes too carry the headers.
     let missing = t.get("/nowhere").await.expect(404);
     assert!(missing.headers.contains_key("x-ratelimit-limit"));
+}
+
+async fn git_deliveries_are_metered_per_service_not_per_address<S: App>(t: T<S>) {
+    let deliver = |service: &str| {
+        TestRequest::post()
+            .uri(&format!("/git/webhook/{service}"))
+            .insert_header(("X-GitHub-Event", "push"))
+            .peer_addr("140.82.112.1:4000".parse().unwrap())
+            .set_payload("{}")
+            .to_request()
+    };
+    let one = "00000000-0000-4000-8000-000000000001";
+    let two = "00000000-0000-4000-8000-000000000002";
+    // Refused for want of a signature, but metered first.
+    for _ in 0..5 {
+        let r = t.send(deliver(one)).await;
+        assert_ne!(r.status, 429, "{}", r.text);
+    }
+    t.send(deliver(one))
+        .await
+        .expect_error(429, "rate limit exceeded");
+    // The same provider address, another service: its own quota.
+    let other = t.send(deliver(two)).await;
+    assert_ne!(other.status, 429, "{}", other.text);
+    assert_eq!(header(&other, "x-ratelimit-remaining"), "4");
+    // Nor did the deliveries spend the address's quota for bad credentials.
+    let from_provider = TestRequest::get()
+        .uri("/organization")
+        .insert_header(("Authorization", "Token cap_wrong"))
+        .peer_addr("140.82.112.1:4000".parse().unwrap())
+        .to_request();
+    let r = t.send(from_provider).await.expect(401);
+    assert_eq!(header(&r, "x-ratelimit-remaining"), "4");
 }
 
 async fn a_retried_post_does_its_work_once<S: App>(t: T<S>) {
