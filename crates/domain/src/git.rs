@@ -26,6 +26,8 @@ pub struct Hook {
     pub url: String,
     /// The events it is subscribed to, in the provider's own names.
     pub events: Vec<String>,
+    /// False when the provider holds the hook but does not deliver (disabled).
+    pub active: bool,
 }
 
 /// Why the provider could not be asked.
@@ -98,18 +100,27 @@ pub fn webhook_status(
         missing_events: None,
     };
     let Ok(hooks) = hooks else { return unable };
-    let Some(hook) = hooks.iter().find(|h| same_url(&h.url, receiver)) else {
+    // Several hooks may aim at the receiver: the one closest to complete speaks for them. A
+    // disabled hook delivers nothing, so it lacks every event.
+    let missing_of = |hook: &Hook| -> Vec<String> {
+        required_events(provider)
+            .iter()
+            .filter(|e| !hook.active || !hook.events.iter().any(|h| h == *e))
+            .map(|e| e.to_string())
+            .collect()
+    };
+    let Some(missing) = hooks
+        .iter()
+        .filter(|h| same_url(&h.url, receiver))
+        .map(missing_of)
+        .min_by_key(Vec::len)
+    else {
         return WebhookStatus {
             status: WebhookState::NotConfigured,
             provider,
             missing_events: None,
         };
     };
-    let missing: Vec<String> = required_events(provider)
-        .iter()
-        .filter(|e| !hook.events.iter().any(|h| h == *e))
-        .map(|e| e.to_string())
-        .collect();
     if missing.is_empty() {
         WebhookStatus {
             status: WebhookState::Active,
@@ -125,7 +136,8 @@ pub fn webhook_status(
     }
 }
 
-fn same_url(a: &str, b: &str) -> bool {
+/// Whether a hook's target is the receiver (providers may add a slash or change case).
+pub fn same_url(a: &str, b: &str) -> bool {
     a.trim_end_matches('/')
         .eq_ignore_ascii_case(b.trim_end_matches('/'))
 }
@@ -139,6 +151,7 @@ mod tests {
             id: "1".into(),
             url: url.into(),
             events: events.iter().map(|e| e.to_string()).collect(),
+            active: true,
         }
     }
 
@@ -162,6 +175,25 @@ mod tests {
         let partial = webhook_status(p, me, Ok(vec![hook(&format!("{me}/"), &["push"])]));
         assert_eq!(partial.status, WebhookState::Misconfigured);
         assert_eq!(partial.missing_events, Some(vec!["pull_request".into()]));
+        let both = webhook_status(
+            p,
+            me,
+            Ok(vec![
+                hook(me, &["push"]),
+                hook(me, &["push", "pull_request"]),
+            ]),
+        );
+        assert_eq!(both.status, WebhookState::Active, "the complete one counts");
+        let disabled = Hook {
+            active: false,
+            ..hook(me, &["push", "pull_request"])
+        };
+        let off = webhook_status(p, me, Ok(vec![disabled]));
+        assert_eq!(off.status, WebhookState::Misconfigured);
+        assert_eq!(
+            off.missing_events,
+            Some(vec!["push".into(), "pull_request".into()])
+        );
         for e in [
             GitError::Unauthorized,
             GitError::RateLimited,

@@ -106,6 +106,11 @@ fn text(v: &Value, key: &str) -> Option<String> {
     }
 }
 
+/// A hook's on/off member; absent means on.
+fn flag(v: &Value, key: &str) -> bool {
+    v.get(key).and_then(Value::as_bool).unwrap_or(true)
+}
+
 fn strings(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
         .map(|a| {
@@ -132,6 +137,7 @@ fn parse_hooks(provider: GitProvider, body: &Value) -> Result<Vec<Hook>, GitErro
                     id: text(h, "id")?,
                     url: h.get("config")?.get("url")?.as_str()?.to_string(),
                     events: strings(h.get("events")),
+                    active: flag(h, "active"),
                 },
                 GitProvider::HostB => Hook {
                     id: text(h, "id")?,
@@ -141,11 +147,17 @@ fn parse_hooks(provider: GitProvider, body: &Value) -> Result<Vec<Hook>, GitErro
                         .filter(|e| h.get(**e).and_then(Value::as_bool) == Some(true))
                         .map(|e| e.to_string())
                         .collect(),
+                    // GitLab-compatible hooks are switched off after failing deliveries.
+                    active: !matches!(
+                        h.get("alert_status").and_then(Value::as_str),
+                        Some("disabled" | "temporarily_disabled")
+                    ),
                 },
                 GitProvider::HostC => Hook {
                     id: text(h, "uuid")?,
                     url: text(h, "url")?,
                     events: strings(h.get("events")),
+                    active: flag(h, "active"),
                 },
             })
         })

@@ -34,7 +34,8 @@ async fn hosta_hooks_are_github_shaped() {
         .and(path("/repos/acme/api/hooks"))
         .and(header("authorization", "Bearer tok-123"))
         .respond_with(ResponseTemplate::new(200).set_body_json(json!([
-            {"id": 7, "config": {"url": URL}, "events": ["push"]}
+            {"id": 7, "config": {"url": URL}, "events": ["push"]},
+            {"id": 8, "active": false, "config": {"url": URL}, "events": ["push"]}
         ])))
         .mount(&server)
         .await;
@@ -52,6 +53,8 @@ async fn hosta_hooks_are_github_shaped() {
     assert_eq!(hooks[0].id, "7");
     assert_eq!(hooks[0].url, URL);
     assert_eq!(hooks[0].events, ["push"]);
+    assert!(hooks[0].active);
+    assert!(!hooks[1].active, "a disabled hook");
     client()
         .put_hook(
             &r,
@@ -71,7 +74,8 @@ async fn hostb_hooks_are_gitlab_shaped() {
         .and(path("/projects/acme%2Fapi/hooks"))
         .and(header("private-token", "tok-123"))
         .respond_with(ResponseTemplate::new(200).set_body_json(json!([
-            {"id": 3, "url": URL, "push_events": true, "merge_requests_events": false}
+            {"id": 3, "url": URL, "push_events": true, "merge_requests_events": false},
+            {"id": 5, "url": URL, "push_events": true, "alert_status": "disabled"}
         ])))
         .mount(&server)
         .await;
@@ -87,6 +91,8 @@ async fn hostb_hooks_are_gitlab_shaped() {
     let r = repo(&server, GitProvider::HostB);
     let hooks = client().list_hooks(&r).await.unwrap();
     assert_eq!(hooks[0].events, ["push_events"]);
+    assert!(hooks[0].active);
+    assert!(!hooks[1].active, "a hook switched off after failures");
     client()
         .put_hook(
             &r,
@@ -106,7 +112,8 @@ async fn hostc_hooks_are_bitbucket_shaped() {
         .and(path("/repositories/acme/api/hooks"))
         .and(header("authorization", "Bearer tok-123"))
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({"values": [
-            {"uuid": "{h-1}", "url": URL, "events": ["repo:push", "pullrequest:created"]}
+            {"uuid": "{h-1}", "url": URL, "events": ["repo:push", "pullrequest:created"]},
+            {"uuid": "{h-2}", "url": URL, "active": false, "events": ["repo:push"]}
         ]})))
         .mount(&server)
         .await;
@@ -123,6 +130,8 @@ async fn hostc_hooks_are_bitbucket_shaped() {
     let hooks = client().list_hooks(&r).await.unwrap();
     assert_eq!(hooks[0].id, "{h-1}");
     assert_eq!(hooks[0].events, ["repo:push", "pullrequest:created"]);
+    assert!(hooks[0].active);
+    assert!(!hooks[1].active, "a disabled hook");
     client()
         .put_hook(&r, Some("{h-1}"), URL, &["repo:push"], &Secret::new("s3"))
         .await
