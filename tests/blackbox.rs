@@ -249,28 +249,7 @@ async fn secrets_stay_out_of_logs_files_and_responses() {
         base: server.base.clone(),
         token: token.clone(),
     };
-    let org = client.get("/organization").await["results"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    client
-        .create(
-            &format!("/organization/{org}/cluster"),
-            json!({"name": "c", "region": "r", "cloud_provider": "CLOUDA"}),
-        )
-        .await;
-    let project = client
-        .create(
-            &format!("/organization/{org}/project"),
-            json!({"name": "p"}),
-        )
-        .await;
-    let env = client
-        .create(
-            &format!("/project/{project}/environment"),
-            json!({"name": "e"}),
-        )
-        .await;
+    let (org, env) = hierarchy(&client).await;
     let secrets = [
         "v4r-s3cr3t-value",
         "gh-t0k3n-value",

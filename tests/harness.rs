@@ -222,6 +222,12 @@ pub async fn environment(dir: &TempDir, database: &str, server: &Server) -> (Cli
         base: server.base.clone(),
         token,
     };
+    let (_, env) = hierarchy(&client).await;
+    (client, env)
+}
+
+/// A cluster, a project and an environment in the client's organization: (organization, environment).
+pub async fn hierarchy(client: &Client) -> (String, String) {
     let org = client.get("/organization").await["results"][0]["id"]
         .as_str()
         .unwrap()
@@ -244,5 +250,5 @@ pub async fn environment(dir: &TempDir, database: &str, server: &Server) -> (Cli
             json!({"name": "e"}),
         )
         .await;
-    (client, env)
+    (org, env)
 }
