@@ -105,13 +105,20 @@ pub fn webhook_status(
     let missing_of = |hook: &Hook| -> Vec<String> {
         required_events(provider)
             .iter()
-            .filter(|e| !hook.active || !hook.events.iter().any(|h| h == *e))
+            .filter(|e| !hook.active || !hook.events.iter().any(|h| h == *e || h == "*"))
             .map(|e| e.to_string())
             .collect()
     };
     let Some(missing) = hooks
         .iter()
-        .filter(|h| same_url(&h.url, receiver))
+        .filter(|h| {
+            // The receiver is served under /v1 too; a hook aimed there delivers as well.
+            same_url(&h.url, receiver)
+                || same_url(
+                    &h.url,
+                    &receiver.replacen("/git/webhook/", "/v1/git/webhook/", 1),
+                )
+        })
         .map(missing_of)
         .min_by_key(Vec::len)
     else {
@@ -184,6 +191,19 @@ mod tests {
             ]),
         );
         assert_eq!(both.status, WebhookState::Active, "the complete one counts");
+        assert_eq!(
+            s(Ok(vec![hook(me, &["*"])])),
+            WebhookState::Active,
+            "a hook sending every event"
+        );
+        assert_eq!(
+            s(Ok(vec![hook(
+                "https://capstan.example/v1/git/webhook/s1",
+                &["push", "pull_request"]
+            )])),
+            WebhookState::Active,
+            "the receiver under /v1"
+        );
         let disabled = Hook {
             active: false,
             ..hook(me, &["push", "pull_request"])
