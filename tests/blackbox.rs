@@ -487,29 +487,7 @@ async fn two_processes_share_one_queue_without_running_a_request_twice() {
         base: two.base.clone(),
         token: first.token.clone(),
     };
-    let project = first.get(&format!("/environment/{env}")).await["project"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let mut services = Vec::new();
-    for e in 0..6 {
-        let env = first
-            .create(
-                &format!("/project/{project}/environment"),
-                json!({"name": format!("env{e}")}),
-            )
-            .await;
-        for s in 0..3 {
-            services.push(
-                first
-                    .create(
-                        &format!("/environment/{env}/database"),
-                        json!({"name": format!("db{s}"), "type": "REDIS", "version": "7", "mode": "CONTAINER"}),
-                    )
-                    .await,
-            );
-        }
-    }
+    let services = databases(&first, &env, 6, 3).await;
     for (i, id) in services.iter().enumerate() {
         let client = if i % 2 == 0 { &first } else { &second };
         let (status, body) = client

@@ -252,3 +252,31 @@ pub async fn hierarchy(client: &Client) -> (String, String) {
         .await;
     (org, env)
 }
+
+/// `envs` more environments beside `env`, each with `per_env` databases; returns the databases.
+pub async fn databases(client: &Client, env: &str, envs: usize, per_env: usize) -> Vec<String> {
+    let project = client.get(&format!("/environment/{env}")).await["project"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut services = Vec::new();
+    for e in 0..envs {
+        let env = client
+            .create(
+                &format!("/project/{project}/environment"),
+                json!({"name": format!("env{e}")}),
+            )
+            .await;
+        for s in 0..per_env {
+            services.push(
+                client
+                    .create(
+                        &format!("/environment/{env}/database"),
+                        json!({"name": format!("db{s}"), "type": "REDIS", "version": "7", "mode": "CONTAINER"}),
+                    )
+                    .await,
+            );
+        }
+    }
+    services
+}

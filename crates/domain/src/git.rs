@@ -111,14 +111,7 @@ pub fn webhook_status(
     };
     let Some(missing) = hooks
         .iter()
-        .filter(|h| {
-            // The receiver is served under /v1 too; a hook aimed there delivers as well.
-            same_url(&h.url, receiver)
-                || same_url(
-                    &h.url,
-                    &receiver.replacen("/git/webhook/", "/v1/git/webhook/", 1),
-                )
-        })
+        .filter(|h| aims_at(&h.url, receiver))
         .map(missing_of)
         .min_by_key(Vec::len)
     else {
@@ -143,10 +136,18 @@ pub fn webhook_status(
     }
 }
 
-/// Whether a hook's target is the receiver (providers may add a slash or change case).
-pub fn same_url(a: &str, b: &str) -> bool {
-    a.trim_end_matches('/')
-        .eq_ignore_ascii_case(b.trim_end_matches('/'))
+/// Whether a hook's target is the receiver: providers may add a slash or change case, and the
+/// receiver is served under /v1 too, so a hook aimed there delivers as well.
+pub fn aims_at(url: &str, receiver: &str) -> bool {
+    let same = |a: &str, b: &str| {
+        a.trim_end_matches('/')
+            .eq_ignore_ascii_case(b.trim_end_matches('/'))
+    };
+    same(url, receiver)
+        || same(
+            url,
+            &receiver.replacen("/git/webhook/", "/v1/git/webhook/", 1),
+        )
 }
 
 #[cfg(test)]

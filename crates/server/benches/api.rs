@@ -7,7 +7,7 @@
 #[path = "../../../tests/harness.rs"]
 mod harness;
 
-use harness::{environment, settle, Client, Server, TempDir};
+use harness::{databases, environment, settle, Client, Server, TempDir};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -161,29 +161,7 @@ async fn run(backend: &str, database: &str) {
 
 /// 100 deployments over 10 environments through the queue, with instant engine steps.
 async fn deployments(backend: &str, client: &Client, env: &str) {
-    let project = client.get(&format!("/environment/{env}")).await["project"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let mut services = Vec::new();
-    for e in 0..10 {
-        let env = client
-            .create(
-                &format!("/project/{project}/environment"),
-                json!({"name": format!("bench{e}")}),
-            )
-            .await;
-        for s in 0..10 {
-            services.push(
-                client
-                    .create(
-                        &format!("/environment/{env}/database"),
-                        json!({"name": format!("db{s}"), "type": "REDIS", "version": "7", "mode": "CONTAINER"}),
-                    )
-                    .await,
-            );
-        }
-    }
+    let services = databases(client, env, 10, 10).await;
     let started = Instant::now();
     for id in &services {
         let (status, _) = client

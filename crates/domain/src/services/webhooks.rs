@@ -270,7 +270,7 @@ impl Capstan {
         let hooks = git.hosting.list_hooks(&access).await.map_err(unavailable)?;
         let existing = hooks
             .iter()
-            .find(|h| same_url(&h.url, &receiver))
+            .find(|h| aims_at(&h.url, &receiver))
             .map(|h| h.id.clone());
         git.hosting
             .put_hook(
