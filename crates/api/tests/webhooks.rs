@@ -237,6 +237,18 @@ async fn a_signed_push_deploys_and_an_unsigned_one_does_not<S: App>(t: T<S>) {
         again.body["result"], "IGNORED",
         "the same delivery deploys once"
     );
+    // A signed event other than a push (the provider's ping) is acknowledged and ignored.
+    let ping = TestRequest::default()
+        .method(Method::POST)
+        .uri(&format!("/git/webhook/{app}"))
+        .insert_header(("X-GitHub-Event", "ping"))
+        .insert_header(("X-GitHub-Delivery", "d-ping"))
+        .insert_header(("X-Hub-Signature-256", sign(secret.expose(), &body)))
+        .set_payload(body.clone())
+        .to_request();
+    let ignored = t.send(ping).await.expect(200);
+    assert_eq!(ignored.body["result"], "IGNORED");
+    assert_eq!(ignored.body["reason"], "not a push event");
     let other = push("feature", "bad");
     let ignored = deliver(other.clone(), Some(sign(secret.expose(), &other)), "d-2")
         .await
