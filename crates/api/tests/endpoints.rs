@@ -86,13 +86,15 @@ async fn clone_copies_configuration_variables_and_secrets_but_no_deployment_stat
     .expect(201);
     // The application was deployed (no engine yet: through the store).
     let store = t.capstan.store().clone();
-    let mut deployed: Service = Repo::get(&*store, app.parse().unwrap())
+    let mut deployed: Service = Repo::get(&mut *store.read().await.unwrap(), app.parse().unwrap())
         .await
         .unwrap()
         .unwrap();
     deployed.deployment_status = DeploymentStatus::UpToDate;
     deployed.spec.git_repositories_mut()[0].deployed_commit_id = Some("abc123".into());
-    Repo::update(&*store, &deployed).await.unwrap();
+    Repo::update(&mut *store.read().await.unwrap(), &deployed)
+        .await
+        .unwrap();
 
     let clone = t
         .post(
@@ -147,10 +149,13 @@ async fn clone_copies_configuration_variables_and_secrets_but_no_deployment_stat
             .is_none(),
         "{app_copy}"
     );
-    let app_copy: Service = Repo::get(&*store, app_copy["id"].as_str().unwrap().parse().unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let app_copy: Service = Repo::get(
+        &mut *store.read().await.unwrap(),
+        app_copy["id"].as_str().unwrap().parse().unwrap(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(app_copy.deployment_status, DeploymentStatus::NeverDeployed);
 
     let copy_id = copy["id"].as_str().unwrap();
@@ -210,10 +215,13 @@ async fn clone_copies_configuration_variables_and_secrets_but_no_deployment_stat
         .iter()
         .find(|s| s["key"] == "C_SECRET")
         .unwrap();
-    let stored: Variable = Repo::get(&*store, secret["id"].as_str().unwrap().parse().unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let stored: Variable = Repo::get(
+        &mut *store.read().await.unwrap(),
+        secret["id"].as_str().unwrap().parse().unwrap(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(
         stored.value.unwrap().expose(),
         "web-s3cr3t",
@@ -530,12 +538,14 @@ async fn helms_to_update_are_the_out_of_date_ones<S: App>(t: T<S>) {
         .await
         .expect(201);
     let store = t.capstan.store().clone();
-    let mut s: Service = Repo::get(&*store, stale.parse().unwrap())
+    let mut s: Service = Repo::get(&mut *store.read().await.unwrap(), stale.parse().unwrap())
         .await
         .unwrap()
         .unwrap();
     s.deployment_status = DeploymentStatus::OutOfDate;
-    Repo::update(&*store, &s).await.unwrap();
+    Repo::update(&mut *store.read().await.unwrap(), &s)
+        .await
+        .unwrap();
     let all = t
         .get(&format!("/environment/{env}/helm?toUpdate=false"))
         .await

@@ -627,20 +627,24 @@ async fn changes_mark_deployed_services_out_of_date<S: App>(t: T<S>) {
     // No deployment engine yet: mark both services deployed through the store.
     let store = t.capstan.store().clone();
     for id in [&container, &app] {
-        let mut s: domain::model::Service = Repo::get(&*store, id.parse().unwrap())
-            .await
-            .unwrap()
-            .unwrap();
+        let mut s: domain::model::Service =
+            Repo::get(&mut *store.read().await.unwrap(), id.parse().unwrap())
+                .await
+                .unwrap()
+                .unwrap();
         s.deployment_status = DeploymentStatus::UpToDate;
-        Repo::update(&*store, &s).await.unwrap();
+        Repo::update(&mut *store.read().await.unwrap(), &s)
+            .await
+            .unwrap();
     }
     let status = |id: String| {
         let store = store.clone();
         async move {
-            let s: domain::model::Service = Repo::get(&*store, id.parse().unwrap())
-                .await
-                .unwrap()
-                .unwrap();
+            let s: domain::model::Service =
+                Repo::get(&mut *store.read().await.unwrap(), id.parse().unwrap())
+                    .await
+                    .unwrap()
+                    .unwrap();
             s.deployment_status
         }
     };
@@ -665,12 +669,15 @@ async fn changes_mark_deployed_services_out_of_date<S: App>(t: T<S>) {
         .expect(201)
         .id();
     assert_eq!(status(app.clone()).await, DeploymentStatus::OutOfDate);
-    let mut s: domain::model::Service = Repo::get(&*store, app.parse().unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let mut s: domain::model::Service =
+        Repo::get(&mut *store.read().await.unwrap(), app.parse().unwrap())
+            .await
+            .unwrap()
+            .unwrap();
     s.deployment_status = DeploymentStatus::UpToDate;
-    Repo::update(&*store, &s).await.unwrap();
+    Repo::update(&mut *store.read().await.unwrap(), &s)
+        .await
+        .unwrap();
     t.put(
         &format!("/variable/{id}"),
         json!({"key": "SHARED", "value": "y"}),

@@ -20,7 +20,7 @@ pub enum DomainError {
     NotFound(&'static str),
     /// A name already taken, a resource still in use, or a state that forbids the action.
     #[error("{0}")]
-    Conflict(String),
+    Conflict(Conflict),
     /// The store could not be reached or is saturated.
     #[error("service temporarily unavailable")]
     Unavailable(String),
@@ -29,7 +29,47 @@ pub enum DomainError {
     Internal(String),
 }
 
+/// Which conflict a 409 reports.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Conflict {
+    /// `kind` named `name` exists already under the same `parent` (names are unique there,
+    /// case-insensitively).
+    #[error(
+        "{} {kind} named '{name}' already exists in this {parent}",
+        article(kind)
+    )]
+    NameTaken {
+        kind: &'static str,
+        name: String,
+        parent: &'static str,
+    },
+    /// A variable key is taken at the variable's parent (`at` says where, as shown).
+    #[error("a variable with key '{key}' already exists {at}")]
+    KeyTaken { key: String, at: String },
+    /// The `kind` cannot go while `by` still refers to it.
+    #[error("the {kind} is still used by {by}")]
+    InUse {
+        kind: &'static str,
+        by: &'static str,
+    },
+    /// The state of the resource forbids the action (the reason says which state).
+    #[error("{0}")]
+    State(String),
+}
+
+fn article(noun: &str) -> &'static str {
+    match noun.chars().next() {
+        Some('a' | 'e' | 'i' | 'o' | 'u') => "an",
+        _ => "a",
+    }
+}
+
 impl DomainError {
+    /// The state of a resource forbids the action.
+    pub fn state(reason: impl Into<String>) -> Self {
+        Self::Conflict(Conflict::State(reason.into()))
+    }
+
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self::Invalid {
             field: field.into(),
@@ -61,10 +101,15 @@ pub type StoreResult<T> = Result<T, StoreError>;
 impl From<StoreError> for DomainError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Duplicate => {
-                DomainError::Conflict("a resource with this name already exists".into())
-            }
-            StoreError::InUse => DomainError::Conflict("the resource is still in use".into()),
+            StoreError::Duplicate => DomainError::Conflict(Conflict::NameTaken {
+                kind: "resource",
+                name: String::new(),
+                parent: "place",
+            }),
+            StoreError::InUse => DomainError::Conflict(Conflict::InUse {
+                kind: "resource",
+                by: "other resources",
+            }),
             StoreError::NotFound => DomainError::NotFound("resource"),
             StoreError::Unavailable(m) => DomainError::Unavailable(m),
             StoreError::Other(m) => DomainError::Internal(m),

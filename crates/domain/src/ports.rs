@@ -13,35 +13,31 @@ use crate::pagination::{Page, PageRequest};
 use async_trait::async_trait;
 use std::collections::HashMap;
 
-/// Generic persistence of one record type.
+/// Generic persistence of one record type, inside a unit of work ([`Tx`]).
 #[async_trait]
-pub trait Repo<T: Record>: Send + Sync {
-    async fn insert(&self, item: &T) -> StoreResult<()>;
-    async fn get(&self, id: T::Id) -> StoreResult<Option<T>>;
-    async fn get_many(&self, ids: &[T::Id]) -> StoreResult<Vec<T>>;
-    async fn update(&self, item: &T) -> StoreResult<()>;
-    async fn delete(&self, id: T::Id) -> StoreResult<()>;
-    async fn list(&self, parent: T::Parent, page: PageRequest) -> StoreResult<Page<T>>;
+pub trait Repo<T: Record>: Send {
+    async fn insert(&mut self, item: &T) -> StoreResult<()>;
+    async fn get(&mut self, id: T::Id) -> StoreResult<Option<T>>;
+    async fn get_many(&mut self, ids: &[T::Id]) -> StoreResult<Vec<T>>;
+    /// Writes the record back; only inside the write unit that locked its scope before reading
+    /// it ([`Tx::lock`]), so nothing another unit wrote in between is lost.
+    async fn update(&mut self, item: &T) -> StoreResult<()>;
+    async fn delete(&mut self, id: T::Id) -> StoreResult<()>;
+    async fn list(&mut self, parent: T::Parent, page: PageRequest) -> StoreResult<Page<T>>;
 }
 
 #[async_trait]
 pub trait TokenStore: Send + Sync {
     /// The token whose hash is `hash`, by an indexed lookup.
     async fn find_token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>>;
-    /// Creates an organization and its first token in one transaction.
-    async fn insert_organization_with_token(
-        &self,
-        organization: &Organization,
-        token: &ApiToken,
-    ) -> StoreResult<()>;
 }
 
 #[async_trait]
-pub trait ServiceQueries: Send + Sync {
+pub trait ServiceQueries: Send {
     /// The services of one kind in an environment; with `out_of_date_only`, only those whose
     /// configuration changed since their deployment.
     async fn list_services_of_kind(
-        &self,
+        &mut self,
         environment: EnvironmentId,
         kind: ServiceKind,
         out_of_date_only: bool,
@@ -49,27 +45,27 @@ pub trait ServiceQueries: Send + Sync {
     ) -> StoreResult<Page<Service>>;
     /// How many services use each registry (absent ids: none).
     async fn count_services_by_registry(
-        &self,
+        &mut self,
         registries: &[ContainerRegistryId],
     ) -> StoreResult<HashMap<ContainerRegistryId, u64>>;
     /// The services whose git repository uses `token`, paged.
     async fn list_services_by_git_token(
-        &self,
+        &mut self,
         token: GitTokenId,
         page: PageRequest,
     ) -> StoreResult<Page<Service>>;
     /// How many services use each git token (absent ids: none).
     async fn count_services_by_git_token(
-        &self,
+        &mut self,
         tokens: &[GitTokenId],
     ) -> StoreResult<HashMap<GitTokenId, u64>>;
 }
 
 #[async_trait]
-pub trait VariableQueries: Send + Sync {
+pub trait VariableQueries: Send {
     /// The variables attached to any of `parents` (secrets, non-secrets or both), paged.
     async fn list_variables(
-        &self,
+        &mut self,
         parents: &[uuid::Uuid],
         secret: Option<bool>,
         page: PageRequest,
@@ -77,33 +73,57 @@ pub trait VariableQueries: Send + Sync {
     /// Marks every service under `reach` changed at `now`, and those UP_TO_DATE OUT_OF_DATE;
     /// returns how many changed status.
     async fn mark_out_of_date(
-        &self,
+        &mut self,
         reach: VariableParent,
         now: time::OffsetDateTime,
     ) -> StoreResult<u64>;
 }
 
-#[async_trait]
-pub trait EnvironmentStore: Send + Sync {
-    /// Inserts an environment with its services and variables in one transaction (a clone).
-    /// Variables must come after those they alias or override.
-    async fn insert_environment_tree(
-        &self,
-        environment: &Environment,
-        services: &[Service],
-        variables: &[Variable],
-    ) -> StoreResult<()>;
-}
-
-/// The durable queue of deployment requests, shared by every server process.
+/// The durable queue of deployment requests, shared by every server process: what a unit of
+/// work does with it.
 ///
 /// Contract: at most one request per environment is RUNNING at any time, across processes;
-/// `claim_next` never hands the same request to two workers; a worker's writes to a request
-/// take effect only while it holds the claim.
+/// a worker's writes to a request take effect only while it holds the claim.
 #[async_trait]
-pub trait DeploymentQueue: Send + Sync {
+pub trait DeploymentQueue: Send {
     /// Adds requests, all or none.
-    async fn enqueue(&self, requests: &[DeploymentRequest]) -> StoreResult<()>;
+    async fn enqueue(&mut self, requests: &[DeploymentRequest]) -> StoreResult<()>;
+    /// Writes the progress of a RUNNING request (state, steps, lease, and its end when its
+    /// status is finished), if `request.claimed_by` still holds it. Returns `None` when it does
+    /// not, else whether a client asked to cancel it.
+    async fn record(&mut self, request: &DeploymentRequest) -> StoreResult<Option<bool>>;
+    /// Cancels what waits in an environment (except deletions) and asks its running request
+    /// (unless a deletion) to stop; returns how many requests that touched.
+    async fn cancel_environment(
+        &mut self,
+        environment: EnvironmentId,
+        reason: &str,
+        now: time::OffsetDateTime,
+    ) -> StoreResult<u64>;
+    /// For each service: its waiting and running requests and its latest ended request of each
+    /// action (enough to derive its status).
+    async fn requests_of_services(
+        &mut self,
+        services: &[ServiceId],
+    ) -> StoreResult<Vec<DeploymentRequest>>;
+    /// The running request, the waiting ones and the latest batch of an environment.
+    async fn environment_activity(
+        &mut self,
+        environment: EnvironmentId,
+    ) -> StoreResult<EnvironmentActivity>;
+    /// The deployments (DEPLOY and REDEPLOY requests) of a service, newest first.
+    async fn deployment_history(
+        &mut self,
+        service: ServiceId,
+        page: PageRequest,
+    ) -> StoreResult<Page<DeploymentRequest>>;
+}
+
+/// How workers take requests from the queue; each call is atomic on its own.
+///
+/// Contract: `claim_next` never hands the same request to two workers.
+#[async_trait]
+pub trait QueueClaims: Send + Sync {
     /// Marks the oldest QUEUED request whose environment runs nothing RUNNING, claimed by
     /// `worker` until `lease_until`, and returns it; `None` when nothing can start now.
     async fn claim_next(
@@ -112,18 +132,6 @@ pub trait DeploymentQueue: Send + Sync {
         now: time::OffsetDateTime,
         lease_until: time::OffsetDateTime,
     ) -> StoreResult<Option<DeploymentRequest>>;
-    /// Writes the progress of a RUNNING request (state, steps, lease, and its end when its
-    /// status is finished), if `request.claimed_by` still holds it. Returns `None` when it does
-    /// not, else whether a client asked to cancel it.
-    async fn record(&self, request: &DeploymentRequest) -> StoreResult<Option<bool>>;
-    /// Cancels what waits in an environment (except deletions) and asks its running request
-    /// (unless a deletion) to stop; returns how many requests that touched.
-    async fn cancel_environment(
-        &self,
-        environment: EnvironmentId,
-        reason: &str,
-        now: time::OffsetDateTime,
-    ) -> StoreResult<u64>;
     /// Hands the RUNNING requests whose lease ran out (their worker died) to `worker`.
     async fn reclaim_expired(
         &self,
@@ -131,50 +139,23 @@ pub trait DeploymentQueue: Send + Sync {
         now: time::OffsetDateTime,
         lease_until: time::OffsetDateTime,
     ) -> StoreResult<Vec<DeploymentRequest>>;
-    /// For each service: its waiting and running requests and its latest ended request of each
-    /// action (enough to derive its status).
-    async fn requests_of_services(
-        &self,
-        services: &[ServiceId],
-    ) -> StoreResult<Vec<DeploymentRequest>>;
-    /// The running request, the waiting ones and the latest batch of an environment.
-    async fn environment_activity(
-        &self,
-        environment: EnvironmentId,
-    ) -> StoreResult<EnvironmentActivity>;
-    /// The deployments (DEPLOY and REDEPLOY requests) of a service, newest first.
-    async fn deployment_history(
-        &self,
-        service: ServiceId,
-        page: PageRequest,
-    ) -> StoreResult<Page<DeploymentRequest>>;
-    /// Writes a service's spec and deployment status if its `updated_at` is still the one
-    /// given; false when it changed meanwhile.
-    async fn save_deployed(&self, service: &Service) -> StoreResult<bool>;
 }
 
 /// The users of organizations (JWT subjects) and their roles.
 #[async_trait]
-pub trait MemberStore: Send + Sync {
+pub trait MemberStore: Send {
     /// The organizations `user` belongs to, with its role in each.
     async fn memberships(
-        &self,
+        &mut self,
         user: &str,
     ) -> StoreResult<Vec<(OrganizationId, crate::auth::Role)>>;
     /// Adds `user` to the organization, or changes its role there.
     async fn put_member(
-        &self,
+        &mut self,
         organization: OrganizationId,
         user: &str,
         role: crate::auth::Role,
         now: time::OffsetDateTime,
-    ) -> StoreResult<()>;
-    /// Creates an organization with its first member, in one transaction.
-    async fn insert_organization_with_member(
-        &self,
-        organization: &Organization,
-        user: &str,
-        role: crate::auth::Role,
     ) -> StoreResult<()>;
 }
 
@@ -238,8 +219,11 @@ pub trait Health: Send + Sync {
     async fn ping(&self) -> StoreResult<()>;
 }
 
-/// Everything the use-case services need from a store.
-pub trait Store:
+/// A unit of work: one connection, and for [`Store::write`] one transaction, through which a use
+/// case reads what it decides on, decides, and writes. Dropping it without `commit` rolls the
+/// transaction back.
+#[async_trait]
+pub trait Tx:
     Repo<Organization>
     + Repo<ApiToken>
     + Repo<CloudCredentials>
@@ -252,37 +236,52 @@ pub trait Store:
     + Repo<Variable>
     + Repo<DeploymentRequest>
     + VariableQueries
-    + EnvironmentStore
     + DeploymentQueue
-    + TokenStore
     + ServiceQueries
-    + RateLimitStore
-    + IdempotencyStore
     + MemberStore
-    + Health
+    + Send
 {
+    /// In a write unit, holds `scope` against every other write unit that locks it until this
+    /// one ends; a no-op in a read unit. PostgreSQL locks the rows (`FOR UPDATE`); SQLite's
+    /// write unit is already the only writer. A scope whose row is gone locks nothing (the
+    /// read that follows finds nothing).
+    async fn lock(&mut self, scope: Scope) -> StoreResult<()>;
+    /// Makes every write of the unit durable, all at once.
+    async fn commit(self: Box<Self>) -> StoreResult<()>;
 }
 
-impl<S> Store for S where
-    S: Repo<Organization>
-        + Repo<ApiToken>
-        + Repo<CloudCredentials>
-        + Repo<Cluster>
-        + Repo<Project>
-        + Repo<Environment>
-        + Repo<Service>
-        + Repo<ContainerRegistry>
-        + Repo<GitToken>
-        + Repo<Variable>
-        + Repo<DeploymentRequest>
-        + VariableQueries
-        + EnvironmentStore
-        + DeploymentQueue
-        + TokenStore
-        + ServiceQueries
-        + RateLimitStore
-        + IdempotencyStore
-        + MemberStore
-        + Health
-{
+/// What a write unit holds while it decides. Every use case that writes locks the narrowest
+/// scope that covers everything its decision reads, before reading it; units that lock
+/// several take them in this order: organization, project, environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Organization-level resources: clusters, credentials, registries, git tokens, projects,
+    /// API tokens, members.
+    Organization(OrganizationId),
+    /// A project, its variables, and every environment in it (in id order): what a
+    /// project-level change that reaches every service of the project needs.
+    Project(ProjectId),
+    /// An environment and everything in it: its services, their variables and deployments.
+    Environment(EnvironmentId),
+    /// The environment of a service, found from the service.
+    EnvironmentOf(ServiceId),
 }
+
+/// Everything the use-case services need from a store.
+///
+#[async_trait]
+pub trait Store:
+    TokenStore + QueueClaims + RateLimitStore + IdempotencyStore + Health + Send + Sync
+{
+    /// A unit for reads: each statement sees what is committed when it runs.
+    async fn read(&self) -> StoreResult<Box<dyn Tx>>;
+    /// A unit for reads that must agree with each other (a status derived from a service and
+    /// its deployments): every statement sees the same committed state.
+    async fn snapshot(&self) -> StoreResult<Box<dyn Tx>>;
+    /// A unit for a read-check-write use case: one transaction (SQLite: `BEGIN IMMEDIATE`, one
+    /// writer at a time; PostgreSQL: READ COMMITTED with the row locks of [`Tx::lock`]).
+    async fn write(&self) -> StoreResult<Box<dyn Tx>>;
+}
+
+/// A unit of work as use cases pass it along: borrowed from the `Box<dyn Tx>` that owns it.
+pub type Unit = dyn Tx;

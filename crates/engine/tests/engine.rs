@@ -8,7 +8,7 @@ use domain::auth::{Principal, Role};
 use domain::clock::{Clock, SystemClock};
 use domain::ids::{EnvironmentId, ServiceId};
 use domain::model::*;
-use domain::ports::DeploymentQueue;
+use domain::ports::{QueueClaims, Store};
 use domain::services::{Capstan, DeployInput, WORKER_LOST};
 use serde_json::json;
 use std::sync::Arc;
@@ -282,7 +282,10 @@ async fn a_dead_workers_request_ends_in_its_error_state_and_the_queue_goes_on(db
         started_at: now,
         finished_at: None,
     });
-    assert_eq!(store.record(&claimed).await.unwrap(), Some(false));
+    assert_eq!(
+        store.read().await.unwrap().record(&claimed).await.unwrap(),
+        Some(false)
+    );
     assert_eq!(w.status(a).await.state, ServiceState::Deploying);
     tokio::time::sleep(Duration::from_millis(100)).await;
 
@@ -290,10 +293,11 @@ async fn a_dead_workers_request_ends_in_its_error_state_and_the_queue_goes_on(db
     let a_done = w.wait(a, settled).await;
     assert_eq!(a_done.state, ServiceState::DeploymentError);
     assert_eq!(a_done.status_details.status, ServiceActionStatus::Error);
-    let ended: DeploymentRequest = domain::ports::Repo::get(&*store, claimed.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let ended: DeploymentRequest =
+        domain::ports::Repo::get(&mut *store.read().await.unwrap(), claimed.id)
+            .await
+            .unwrap()
+            .unwrap();
     assert_eq!(ended.reason.as_deref(), Some(WORKER_LOST));
     assert_eq!(ended.steps[0].status, Some(StepStatus::Error));
     assert_eq!(

@@ -5,16 +5,40 @@ use crate::cipher::Cipher;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel::SqliteConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
-use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
-use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+};
+use diesel_async::sync_connection_wrapper::{SpawnBlocking, SyncConnectionWrapper};
 use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
 use domain::error::StoreError;
+use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
-pub type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
+pub type SqliteConn = SyncConnectionWrapper<SqliteConnection, Inline>;
+
+/// Runs SQLite's blocking calls on the calling thread. A SQLite statement takes microseconds,
+/// far less than handing it to a blocking pool and waking the caller again; writers wait for
+/// each other on the async writer lock, never inside SQLite, so no thread blocks on another.
+pub struct Inline;
+
+impl SpawnBlocking for Inline {
+    fn spawn_blocking<'a, R>(
+        &mut self,
+        task: impl FnOnce() -> R + Send + 'static,
+    ) -> BoxFuture<'a, Result<R, Box<dyn std::error::Error + Send + Sync + 'static>>>
+    where
+        R: Send + 'static,
+    {
+        Box::pin(std::future::ready(Ok(task())))
+    }
+
+    fn get_runtime() -> Self {
+        Inline
+    }
+}
 
 /// Where the data lives, parsed from `CAPSTAN_DATABASE_URL`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,33 +168,20 @@ pub(crate) fn into_page<T: crate::rows::FromRow>(
 
 /// The store: a pool over one of the two backends.
 ///
-/// Queries run on the store's own multi-threaded runtime, never on the caller's: a caller (an
-/// actix worker, single-threaded) may drop its future at any time, and a query cut off halfway
-/// must still finish and hand its connection back. It also keeps PostgreSQL connection tasks
-/// alive independently of any one HTTP worker.
+/// Queries run on the task that asks for them: SQLite's inline, PostgreSQL's on the
+/// connection's own I/O. A caller may drop its future at any point; an unfinished unit of work
+/// is then rolled back ([`Session`]'s drop), never half applied.
 #[derive(Clone)]
 pub struct Db {
     pub(crate) backend: Backend,
     pub(crate) cipher: Arc<Cipher>,
-    runtime: Arc<StoreRuntime>,
-}
-
-struct StoreRuntime(Option<tokio::runtime::Runtime>);
-
-impl Drop for StoreRuntime {
-    fn drop(&mut self) {
-        // Dropping a runtime may happen inside async code (e.g. at the end of a test); this form
-        // of shutdown is allowed there.
-        if let Some(rt) = self.0.take() {
-            rt.shutdown_background();
-        }
-    }
 }
 
 // busy_timeout comes first: switching to WAL takes a lock that connections opened at the same
-// moment (workers and requests at start-up) must wait for rather than fail on.
+// moment (workers and requests at start-up) must wait for rather than fail on. FULL makes a
+// commit durable when it returns, power loss included.
 const SQLITE_PRAGMAS: &str =
-    "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;";
+    "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL;";
 
 impl Db {
     /// Opens a pool (creating a SQLite file if needed). Migrations are applied separately.
@@ -181,7 +192,12 @@ impl Db {
     ) -> Result<Self, StoreError> {
         let backend = match url {
             DatabaseUrl::Postgres(u) => {
-                let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(u.clone());
+                let mut config = ManagerConfig::<AsyncPgConnection>::default();
+                // A broken connection shows itself on first use (503, retried by clients); a
+                // test query on every checkout would cost a round trip per unit of work.
+                config.recycling_method = RecyclingMethod::Fast;
+                let manager =
+                    AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(u, config);
                 let pool = Pool::builder(manager)
                     .max_size(max_connections.max(1))
                     .wait_timeout(Some(Duration::from_secs(10)))
@@ -194,6 +210,7 @@ impl Db {
             DatabaseUrl::Sqlite(path) => {
                 let memory = url.is_sqlite_memory();
                 let mut config = ManagerConfig::<SqliteConn>::default();
+                config.recycling_method = RecyclingMethod::Fast;
                 config.custom_setup = Box::new(move |path: &str| {
                     let path = path.to_string();
                     async move {
@@ -229,16 +246,9 @@ impl Db {
                 }
             }
         };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("capstan-store")
-            .enable_all()
-            .build()
-            .map_err(|e| StoreError::Other(format!("cannot start the store runtime: {e}")))?;
         Ok(Self {
             backend,
             cipher: Arc::new(Cipher::new(secret_key)),
-            runtime: Arc::new(StoreRuntime(Some(runtime))),
         })
     }
 
@@ -246,46 +256,25 @@ impl Db {
         matches!(self.backend, Backend::Postgres(_))
     }
 
-    /// Runs `f` with a read connection, on the store's runtime.
+    /// Runs `f` with a read connection.
     pub(crate) async fn read<R, F, Fut>(&self, f: F) -> Result<R, StoreError>
     where
-        F: FnOnce(Conn) -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = Result<R, StoreError>> + Send + 'static,
-        R: Send + 'static,
+        F: FnOnce(Conn) -> Fut,
+        Fut: std::future::Future<Output = Result<R, StoreError>>,
     {
-        let db = self.clone();
-        self.spawn(async move { f(db.read_conn().await?).await })
-            .await
+        f(self.read_conn().await?).await
     }
 
-    /// Runs `f` with a write connection (on SQLite, holding the writer lock), on the store's
-    /// runtime.
+    /// Runs `f` with a write connection (on SQLite, holding the writer lock).
     pub(crate) async fn write<R, F, Fut>(&self, f: F) -> Result<R, StoreError>
     where
-        F: FnOnce(Conn) -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = Result<R, StoreError>> + Send + 'static,
-        R: Send + 'static,
+        F: FnOnce(Conn) -> Fut,
+        Fut: std::future::Future<Output = Result<R, StoreError>>,
     {
-        let db = self.clone();
-        self.spawn(async move { f(db.write_conn().await?).await })
-            .await
+        f(self.write_conn().await?).await
     }
 
-    async fn spawn<R: Send + 'static>(
-        &self,
-        fut: impl std::future::Future<Output = Result<R, StoreError>> + Send + 'static,
-    ) -> Result<R, StoreError> {
-        let rt = self
-            .runtime
-            .0
-            .as_ref()
-            .ok_or_else(|| StoreError::Unavailable("the store is shutting down".into()))?;
-        rt.spawn(fut)
-            .await
-            .map_err(|e| StoreError::Other(format!("store task failed: {e}")))?
-    }
-
-    async fn read_conn(&self) -> Result<Conn, StoreError> {
+    pub(crate) async fn read_conn(&self) -> Result<Conn, StoreError> {
         match &self.backend {
             Backend::Postgres(pool) => Ok(Conn::Pg(pool.get().await.map_err(pool_error)?)),
             Backend::Sqlite { pool, .. } => {
@@ -294,7 +283,7 @@ impl Db {
         }
     }
 
-    async fn write_conn(&self) -> Result<Conn, StoreError> {
+    pub(crate) async fn write_conn(&self) -> Result<Conn, StoreError> {
         match &self.backend {
             Backend::Postgres(pool) => Ok(Conn::Pg(pool.get().await.map_err(pool_error)?)),
             Backend::Sqlite { pool, write_lock } => {

@@ -10,11 +10,13 @@ mod queue;
 mod repos;
 mod rows;
 mod schema;
+mod session;
 pub mod testing;
 
 pub use cipher::Cipher;
 pub use db::{DatabaseUrl, Db};
 pub use migrate::run_migrations;
+pub use session::Session;
 
 use domain::error::StoreError;
 

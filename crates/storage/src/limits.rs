@@ -4,10 +4,8 @@
 use crate::db::{db_run, db_transaction, store_error, Conn, Db};
 use crate::rows::parse;
 use crate::rows::ts;
-use crate::rows::ToRow;
-use crate::schema::{
-    idempotency_keys as ik, organization_members as om, organizations, rate_limits as rl,
-};
+use crate::schema::{idempotency_keys as ik, organization_members as om, rate_limits as rl};
+use crate::session::Session;
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel::result::Error as DieselError;
@@ -16,7 +14,6 @@ use diesel_async::RunQueryDsl;
 use domain::auth::Role;
 use domain::error::StoreResult;
 use domain::ids::OrganizationId;
-use domain::model::Organization;
 use domain::ports::{
     IdempotencyClaim, IdempotencyStore, MemberStore, RateLimitStore, StoredResponse,
 };
@@ -174,20 +171,17 @@ impl IdempotencyStore for Db {
 }
 
 #[async_trait]
-impl MemberStore for Db {
-    async fn memberships(&self, user: &str) -> StoreResult<Vec<(OrganizationId, Role)>> {
+impl MemberStore for Session {
+    async fn memberships(&mut self, user: &str) -> StoreResult<Vec<(OrganizationId, Role)>> {
         let user = user.to_string();
-        let rows: Vec<(String, String)> = self
-            .read(move |mut conn| async move {
-                db_run!(conn, |c| om::table
-                    .filter(om::user_id.eq(&user))
-                    .order((om::created_at.asc(), om::organization_id.asc()))
-                    .select((om::organization_id, om::role))
-                    .load(c)
-                    .await)
-                .map_err(store_error)
-            })
-            .await?;
+        let (conn, _) = self.parts()?;
+        let rows: Vec<(String, String)> = db_run!(*conn, |c| om::table
+            .filter(om::user_id.eq(&user))
+            .order((om::created_at.asc(), om::organization_id.asc()))
+            .select((om::organization_id, om::role))
+            .load(c)
+            .await)
+        .map_err(store_error)?;
         rows.into_iter()
             .map(|(org, role)| {
                 let role = Role::from_name(&role).ok_or_else(|| {
@@ -199,63 +193,27 @@ impl MemberStore for Db {
     }
 
     async fn put_member(
-        &self,
+        &mut self,
         organization: OrganizationId,
         user: &str,
         role: Role,
         now: OffsetDateTime,
     ) -> StoreResult<()> {
         let (org, user) = (organization.to_string(), user.to_string());
-        self.write(move |mut conn| async move {
-            db_run!(conn, |c| diesel::insert_into(om::table)
-                .values((
-                    om::organization_id.eq(&org),
-                    om::user_id.eq(&user),
-                    om::role.eq(role.name()),
-                    om::created_at.eq(ts(now)),
-                ))
-                .on_conflict((om::organization_id, om::user_id))
-                .do_update()
-                .set(om::role.eq(role.name()))
-                .execute(c)
-                .await)
-            .map_err(store_error)?;
-            Ok(())
-        })
-        .await
-    }
-
-    async fn insert_organization_with_member(
-        &self,
-        organization: &Organization,
-        user: &str,
-        role: Role,
-    ) -> StoreResult<()> {
-        let row = organization.to_row(&self.cipher)?;
-        let (org, user, at) = (
-            organization.id.to_string(),
-            user.to_string(),
-            ts(organization.created_at),
-        );
-        self.write(move |mut conn| async move {
-            db_transaction!(conn, |c| {
-                diesel::insert_into(organizations::table)
-                    .values(&row)
-                    .execute(c)
-                    .await?;
-                diesel::insert_into(om::table)
-                    .values((
-                        om::organization_id.eq(&org),
-                        om::user_id.eq(&user),
-                        om::role.eq(role.name()),
-                        om::created_at.eq(at),
-                    ))
-                    .execute(c)
-                    .await?;
-                Ok::<_, DieselError>(())
-            })
-            .map_err(store_error)
-        })
-        .await
+        let (conn, _) = self.parts()?;
+        db_run!(*conn, |c| diesel::insert_into(om::table)
+            .values((
+                om::organization_id.eq(&org),
+                om::user_id.eq(&user),
+                om::role.eq(role.name()),
+                om::created_at.eq(ts(now)),
+            ))
+            .on_conflict((om::organization_id, om::user_id))
+            .do_update()
+            .set(om::role.eq(role.name()))
+            .execute(c)
+            .await)
+        .map_err(store_error)?;
+        Ok(())
     }
 }

@@ -2,7 +2,8 @@
 
 use crate::db::{db_run, db_transaction, into_page, page_rows, store_error, Db};
 use crate::rows::*;
-use crate::schema::{api_tokens, environments, organizations, services, variables};
+use crate::schema::{api_tokens, services, variables};
+use crate::session::Session;
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -10,7 +11,7 @@ use domain::error::StoreResult;
 use domain::ids::*;
 use domain::model::*;
 use domain::pagination::{Page, PageRequest};
-use domain::ports::{EnvironmentStore, Health, ServiceQueries, TokenStore, VariableQueries};
+use domain::ports::{Health, ServiceQueries, TokenStore, VariableQueries};
 use std::collections::HashMap;
 use std::str::FromStr;
 
@@ -31,30 +32,6 @@ impl TokenStore for Db {
         })
         .await
     }
-
-    async fn insert_organization_with_token(
-        &self,
-        organization: &Organization,
-        token: &ApiToken,
-    ) -> StoreResult<()> {
-        let org = organization.to_row(&self.cipher)?;
-        let token = token.to_row(&self.cipher)?;
-        self.write(move |mut conn| async move {
-            db_transaction!(conn, |c| {
-                diesel::insert_into(organizations::table)
-                    .values(&org)
-                    .execute(c)
-                    .await?;
-                diesel::insert_into(api_tokens::table)
-                    .values(&token)
-                    .execute(c)
-                    .await?;
-                Ok::<_, diesel::result::Error>(())
-            })
-            .map_err(store_error)
-        })
-        .await
-    }
 }
 
 fn count_map<K: FromStr + std::hash::Hash + Eq>(
@@ -67,9 +44,9 @@ fn count_map<K: FromStr + std::hash::Hash + Eq>(
 }
 
 #[async_trait]
-impl ServiceQueries for Db {
+impl ServiceQueries for Session {
     async fn list_services_of_kind(
-        &self,
+        &mut self,
         environment: EnvironmentId,
         kind: ServiceKind,
         out_of_date_only: bool,
@@ -77,208 +54,146 @@ impl ServiceQueries for Db {
     ) -> StoreResult<Page<Service>> {
         let env = environment.to_string();
         let kind = kind.as_str();
-        let cipher = self.cipher.clone();
-        self.read(move |mut conn| async move {
-            let (rows, total): (Vec<ServiceRow>, i64) = db_run!(conn, |c| {
-                let filtered = || {
-                    let q = services::table
-                        .filter(services::environment_id.eq(&env))
-                        .filter(services::kind.eq(kind))
-                        .into_boxed();
-                    if out_of_date_only {
-                        q.filter(
-                            services::deployment_status.eq(DeploymentStatus::OutOfDate.as_str()),
-                        )
-                    } else {
-                        q
-                    }
-                };
-                page_rows!(c, page, services, ServiceRow, filtered)
-            })?;
-            into_page::<Service>(rows, total, page, &cipher)
-        })
-        .await
+        let (conn, cipher) = self.parts()?;
+        let (rows, total): (Vec<ServiceRow>, i64) = db_run!(*conn, |c| {
+            let filtered = || {
+                let q = services::table
+                    .filter(services::environment_id.eq(&env))
+                    .filter(services::kind.eq(kind))
+                    .into_boxed();
+                if out_of_date_only {
+                    q.filter(services::deployment_status.eq(DeploymentStatus::OutOfDate.as_str()))
+                } else {
+                    q
+                }
+            };
+            page_rows!(c, page, services, ServiceRow, filtered)
+        })?;
+        into_page::<Service>(rows, total, page, cipher)
     }
 
     async fn count_services_by_registry(
-        &self,
+        &mut self,
         registries: &[ContainerRegistryId],
     ) -> StoreResult<HashMap<ContainerRegistryId, u64>> {
         if registries.is_empty() {
             return Ok(HashMap::new());
         }
         let keys: Vec<String> = registries.iter().map(|r| r.to_string()).collect();
-        self.read(move |mut conn| async move {
-            let rows: Vec<(Option<String>, i64)> = db_run!(conn, |c| services::table
-                .filter(services::registry_id.eq_any(&keys))
-                .group_by(services::registry_id)
-                .select((services::registry_id, diesel::dsl::count_star()))
-                .load(c)
-                .await)
-            .map_err(store_error)?;
-            count_map(rows)
-        })
-        .await
+        let (conn, _) = self.parts()?;
+        let rows: Vec<(Option<String>, i64)> = db_run!(*conn, |c| services::table
+            .filter(services::registry_id.eq_any(&keys))
+            .group_by(services::registry_id)
+            .select((services::registry_id, diesel::dsl::count_star()))
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        count_map(rows)
     }
 
     async fn list_services_by_git_token(
-        &self,
+        &mut self,
         token: GitTokenId,
         page: PageRequest,
     ) -> StoreResult<Page<Service>> {
         let token = token.to_string();
-        let cipher = self.cipher.clone();
-        self.read(move |mut conn| async move {
-            let (rows, total): (Vec<ServiceRow>, i64) = db_run!(conn, |c| {
-                let filtered = || {
-                    services::table
-                        .filter(services::git_token_id.eq(&token))
-                        .into_boxed()
-                };
-                page_rows!(c, page, services, ServiceRow, filtered)
-            })?;
-            into_page::<Service>(rows, total, page, &cipher)
-        })
-        .await
+        let (conn, cipher) = self.parts()?;
+        let (rows, total): (Vec<ServiceRow>, i64) = db_run!(*conn, |c| {
+            let filtered = || {
+                services::table
+                    .filter(services::git_token_id.eq(&token))
+                    .into_boxed()
+            };
+            page_rows!(c, page, services, ServiceRow, filtered)
+        })?;
+        into_page::<Service>(rows, total, page, cipher)
     }
 
     async fn count_services_by_git_token(
-        &self,
+        &mut self,
         tokens: &[GitTokenId],
     ) -> StoreResult<HashMap<GitTokenId, u64>> {
         if tokens.is_empty() {
             return Ok(HashMap::new());
         }
         let keys: Vec<String> = tokens.iter().map(|r| r.to_string()).collect();
-        self.read(move |mut conn| async move {
-            let rows: Vec<(Option<String>, i64)> = db_run!(conn, |c| services::table
-                .filter(services::git_token_id.eq_any(&keys))
-                .group_by(services::git_token_id)
-                .select((services::git_token_id, diesel::dsl::count_star()))
-                .load(c)
-                .await)
-            .map_err(store_error)?;
-            count_map(rows)
-        })
-        .await
+        let (conn, _) = self.parts()?;
+        let rows: Vec<(Option<String>, i64)> = db_run!(*conn, |c| services::table
+            .filter(services::git_token_id.eq_any(&keys))
+            .group_by(services::git_token_id)
+            .select((services::git_token_id, diesel::dsl::count_star()))
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        count_map(rows)
     }
 }
 
 #[async_trait]
-impl VariableQueries for Db {
+impl VariableQueries for Session {
     async fn list_variables(
-        &self,
+        &mut self,
         parents: &[uuid::Uuid],
         secret: Option<bool>,
         page: PageRequest,
     ) -> StoreResult<Page<Variable>> {
         let parents: Vec<String> = parents.iter().map(|p| p.to_string()).collect();
-        let cipher = self.cipher.clone();
-        self.read(move |mut conn| async move {
-            let (rows, total): (Vec<VariableRow>, i64) = db_run!(conn, |c| {
-                let filtered = || {
-                    let q = variables::table
-                        .filter(variables::parent_id.eq_any(&parents))
-                        .into_boxed();
-                    match secret {
-                        Some(s) => q.filter(variables::is_secret.eq(s)),
-                        None => q,
-                    }
-                };
-                page_rows!(c, page, variables, VariableRow, filtered)
-            })?;
-            into_page::<Variable>(rows, total, page, &cipher)
-        })
-        .await
+        let (conn, cipher) = self.parts()?;
+        let (rows, total): (Vec<VariableRow>, i64) = db_run!(*conn, |c| {
+            let filtered = || {
+                let q = variables::table
+                    .filter(variables::parent_id.eq_any(&parents))
+                    .into_boxed();
+                match secret {
+                    Some(s) => q.filter(variables::is_secret.eq(s)),
+                    None => q,
+                }
+            };
+            page_rows!(c, page, variables, VariableRow, filtered)
+        })?;
+        into_page::<Variable>(rows, total, page, cipher)
     }
 
     async fn mark_out_of_date(
-        &self,
+        &mut self,
         reach: VariableParent,
         now: time::OffsetDateTime,
     ) -> StoreResult<u64> {
         let at = ts(now);
-        self.write(move |mut conn| async move {
-            // Expanded inside each backend's body: a boxed query is tied to one backend.
-            macro_rules! reached {
-                () => {{
-                    let target = diesel::update(services::table).into_boxed();
-                    match reach {
-                        VariableParent::Project(id) => {
-                            target.filter(services::project_id.eq(id.to_string()))
-                        }
-                        VariableParent::Environment(id) => {
-                            target.filter(services::environment_id.eq(id.to_string()))
-                        }
-                        VariableParent::Service(id, _) => {
-                            target.filter(services::id.eq(id.to_string()))
-                        }
+        let (conn, _) = self.parts()?;
+        // Expanded inside each backend's body: a boxed query is tied to one backend.
+        macro_rules! reached {
+            () => {{
+                let target = diesel::update(services::table).into_boxed();
+                match reach {
+                    VariableParent::Project(id) => {
+                        target.filter(services::project_id.eq(id.to_string()))
                     }
-                }};
-            }
-            // Changed at `now`: a deployment asked for before this no longer deploys what
-            // is configured.
-            let n = db_transaction!(conn, |c| {
-                let n = reached!()
-                    .filter(services::deployment_status.eq(DeploymentStatus::UpToDate.as_str()))
-                    .set(services::deployment_status.eq(DeploymentStatus::OutOfDate.as_str()))
-                    .execute(c)
-                    .await?;
-                reached!()
-                    .set(services::updated_at.eq(at))
-                    .execute(c)
-                    .await?;
-                Ok::<_, diesel::result::Error>(n)
-            })
-            .map_err(store_error)?;
-            Ok(n as u64)
-        })
-        .await
-    }
-}
-
-#[async_trait]
-impl EnvironmentStore for Db {
-    async fn insert_environment_tree(
-        &self,
-        environment: &Environment,
-        services: &[Service],
-        variables: &[Variable],
-    ) -> StoreResult<()> {
-        let env = environment.to_row(&self.cipher)?;
-        let services: Vec<ServiceRow> = services
-            .iter()
-            .map(|s| s.to_row(&self.cipher))
-            .collect::<StoreResult<_>>()?;
-        let variables: Vec<VariableRow> = variables
-            .iter()
-            .map(|v| v.to_row(&self.cipher))
-            .collect::<StoreResult<_>>()?;
-        self.write(move |mut conn| async move {
-            db_transaction!(conn, |c| {
-                diesel::insert_into(environments::table)
-                    .values(&env)
-                    .execute(c)
-                    .await?;
-                // Row by row: diesel cannot batch rows with NULLs on SQLite. All of it is one
-                // transaction, and variables come in the order the port promises (targets first).
-                for s in &services {
-                    diesel::insert_into(services::table)
-                        .values(s)
-                        .execute(c)
-                        .await?;
+                    VariableParent::Environment(id) => {
+                        target.filter(services::environment_id.eq(id.to_string()))
+                    }
+                    VariableParent::Service(id, _) => {
+                        target.filter(services::id.eq(id.to_string()))
+                    }
                 }
-                for v in &variables {
-                    diesel::insert_into(variables::table)
-                        .values(v)
-                        .execute(c)
-                        .await?;
-                }
-                Ok::<_, diesel::result::Error>(())
-            })
-            .map_err(store_error)
+            }};
+        }
+        // Changed at `now`: a deployment asked for before this no longer deploys what
+        // is configured.
+        let n = db_transaction!(*conn, |c| {
+            let n = reached!()
+                .filter(services::deployment_status.eq(DeploymentStatus::UpToDate.as_str()))
+                .set(services::deployment_status.eq(DeploymentStatus::OutOfDate.as_str()))
+                .execute(c)
+                .await?;
+            reached!()
+                .set(services::updated_at.eq(at))
+                .execute(c)
+                .await?;
+            Ok::<_, diesel::result::Error>(n)
         })
-        .await
+        .map_err(store_error)?;
+        Ok(n as u64)
     }
 }
 

@@ -7,7 +7,7 @@ use crate::cipher::Cipher;
 use crate::db::{db_run, db_transaction, into_page, store_error, Conn, Db};
 use crate::rows::*;
 use crate::schema::deployment_requests as dr;
-use crate::schema::services;
+use crate::session::Session;
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
@@ -15,10 +15,10 @@ use diesel_async::{AsyncConnection, RunQueryDsl};
 use domain::error::{StoreError, StoreResult};
 use domain::ids::{DeploymentRequestId, EnvironmentId, ServiceId};
 use domain::model::{
-    DeploymentAction, DeploymentRequest, EnvironmentActivity, RequestStatus, Service, ServiceState,
+    DeploymentAction, DeploymentRequest, EnvironmentActivity, RequestStatus, ServiceState,
 };
 use domain::pagination::{Page, PageRequest};
-use domain::ports::DeploymentQueue;
+use domain::ports::{DeploymentQueue, QueueClaims};
 use std::collections::HashSet;
 use time::{OffsetDateTime, PrimitiveDateTime};
 
@@ -78,8 +78,8 @@ fn records(
 const FINISHED: [&str; 3] = ["SUCCESS", "ERROR", "CANCELED"];
 
 #[async_trait]
-impl DeploymentQueue for Db {
-    async fn enqueue(&self, requests: &[DeploymentRequest]) -> StoreResult<()> {
+impl DeploymentQueue for Session {
+    async fn enqueue(&mut self, requests: &[DeploymentRequest]) -> StoreResult<()> {
         let rows: Vec<DeploymentRequestRow> = requests
             .iter()
             .map(|r| r.to_row(&self.cipher))
@@ -87,21 +87,199 @@ impl DeploymentQueue for Db {
         if rows.is_empty() {
             return Ok(());
         }
-        self.write(move |mut conn| async move {
-            db_transaction!(conn, |c| {
-                for row in &rows {
-                    diesel::insert_into(dr::table)
-                        .values(row)
-                        .execute(c)
-                        .await?;
-                }
-                Ok::<_, DieselError>(())
-            })
-            .map_err(store_error)
+        let (conn, _) = self.parts()?;
+        db_transaction!(*conn, |c| {
+            for row in &rows {
+                diesel::insert_into(dr::table)
+                    .values(row)
+                    .execute(c)
+                    .await?;
+            }
+            Ok::<_, DieselError>(())
         })
-        .await
+        .map_err(store_error)
     }
 
+    async fn record(&mut self, request: &DeploymentRequest) -> StoreResult<Option<bool>> {
+        let row = request.to_row(&self.cipher)?;
+        let (conn, _) = self.parts()?;
+        let n = db_run!(*conn, |c| diesel::update(dr::table.find(&row.id))
+            .filter(dr::status.eq(RUNNING))
+            .filter(dr::claimed_by.eq(&row.claimed_by))
+            .set((
+                dr::status.eq(&row.status),
+                dr::state.eq(&row.state),
+                dr::steps.eq(&row.steps),
+                dr::reason.eq(&row.reason),
+                dr::lease_until.eq(row.lease_until),
+                dr::finished_at.eq(row.finished_at),
+            ))
+            .execute(c)
+            .await)
+        .map_err(store_error)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let cancel: bool = db_run!(*conn, |c| dr::table
+            .find(&row.id)
+            .select(dr::cancel_requested)
+            .first(c)
+            .await)
+        .map_err(store_error)?;
+        Ok(Some(cancel))
+    }
+
+    async fn cancel_environment(
+        &mut self,
+        environment: EnvironmentId,
+        reason: &str,
+        now: OffsetDateTime,
+    ) -> StoreResult<u64> {
+        let env = environment.to_string();
+        let reason = reason.to_string();
+        let at = ts(now);
+        let (conn, _) = self.parts()?;
+        db_transaction!(*conn, |c| {
+            let waiting = diesel::update(dr::table)
+                .filter(dr::environment_id.eq(&env))
+                .filter(dr::status.eq(QUEUED))
+                .filter(dr::action.ne(DeploymentAction::Delete.as_str()))
+                .set((
+                    dr::status.eq(RequestStatus::Canceled.as_str()),
+                    dr::state.eq(ServiceState::Canceled.as_str()),
+                    dr::reason.eq(&reason),
+                    dr::finished_at.eq(at),
+                ))
+                .execute(c)
+                .await?;
+            let flagged = diesel::update(dr::table)
+                .filter(dr::environment_id.eq(&env))
+                .filter(dr::status.eq(RUNNING))
+                .filter(dr::action.ne(DeploymentAction::Delete.as_str()))
+                .filter(dr::cancel_requested.eq(false))
+                .set(dr::cancel_requested.eq(true))
+                .execute(c)
+                .await?;
+            Ok::<_, DieselError>((waiting + flagged) as u64)
+        })
+        .map_err(store_error)
+    }
+
+    async fn requests_of_services(
+        &mut self,
+        services: &[ServiceId],
+    ) -> StoreResult<Vec<DeploymentRequest>> {
+        let keys: Vec<String> = services.iter().map(|s| s.to_string()).collect();
+        let (conn, cipher) = self.parts()?;
+        let mut rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| dr::table
+            .filter(dr::service_id.eq_any(&keys))
+            .filter(dr::status.eq_any([QUEUED, RUNNING]))
+            .select(DeploymentRequestRow::as_select())
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        // The latest ended request of each (service, action).
+        let latest: Vec<(String, String, Option<PrimitiveDateTime>)> =
+            db_run!(*conn, |c| dr::table
+                .filter(dr::service_id.eq_any(&keys))
+                .filter(dr::status.eq_any(FINISHED))
+                .group_by((dr::service_id, dr::action))
+                .select((dr::service_id, dr::action, diesel::dsl::max(dr::created_at)))
+                .load(c)
+                .await)
+            .map_err(store_error)?;
+        let wanted: HashSet<(String, String, PrimitiveDateTime)> = latest
+            .into_iter()
+            .filter_map(|(s, a, at)| at.map(|at| (s, a, at)))
+            .collect();
+        if !wanted.is_empty() {
+            let times: Vec<PrimitiveDateTime> = wanted.iter().map(|w| w.2).collect();
+            let ended: Vec<DeploymentRequestRow> = db_run!(*conn, |c| dr::table
+                .filter(dr::service_id.eq_any(&keys))
+                .filter(dr::status.eq_any(FINISHED))
+                .filter(dr::created_at.eq_any(&times))
+                .select(DeploymentRequestRow::as_select())
+                .load(c)
+                .await)
+            .map_err(store_error)?;
+            rows.extend(ended.into_iter().filter(|r| {
+                wanted.contains(&(r.service_id.clone(), r.action.clone(), r.created_at))
+            }));
+        }
+        records(rows, cipher)
+    }
+
+    async fn environment_activity(
+        &mut self,
+        environment: EnvironmentId,
+    ) -> StoreResult<EnvironmentActivity> {
+        let env = environment.to_string();
+        let (conn, cipher) = self.parts()?;
+        let rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| dr::table
+            .filter(dr::environment_id.eq(&env))
+            .filter(dr::status.eq_any([QUEUED, RUNNING]))
+            .order((dr::created_at.asc(), dr::id.asc()))
+            .select(DeploymentRequestRow::as_select())
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        let last_batch: Option<String> = db_run!(*conn, |c| dr::table
+            .filter(dr::environment_id.eq(&env))
+            .order((dr::created_at.desc(), dr::id.desc()))
+            .select(dr::batch_id)
+            .first(c)
+            .await
+            .optional())
+        .map_err(store_error)?;
+        let pending = records(rows, cipher)?;
+        Ok(EnvironmentActivity {
+            running: pending
+                .iter()
+                .find(|r| r.status == RequestStatus::Running)
+                .cloned(),
+            pending,
+            last_batch: last_batch.map(|b| parse("batch_id", &b)).transpose()?,
+        })
+    }
+
+    async fn deployment_history(
+        &mut self,
+        service: ServiceId,
+        page: PageRequest,
+    ) -> StoreResult<Page<DeploymentRequest>> {
+        let key = service.to_string();
+        let deploys = [
+            DeploymentAction::Deploy.as_str(),
+            DeploymentAction::Redeploy.as_str(),
+        ];
+        let (conn, cipher) = self.parts()?;
+        let filtered = || {
+            dr::table
+                .filter(dr::service_id.eq(&key))
+                .filter(dr::action.eq_any(deploys))
+        };
+        let (rows, total) = db_run!(*conn, |c| {
+            let rows: Vec<DeploymentRequestRow> = filtered()
+                .order((dr::created_at.desc(), dr::id.desc()))
+                .limit(page.limit())
+                .offset(page.offset())
+                .select(DeploymentRequestRow::as_select())
+                .load(c)
+                .await
+                .map_err(store_error)?;
+            let total: i64 = filtered()
+                .count()
+                .get_result(c)
+                .await
+                .map_err(store_error)?;
+            Ok::<_, StoreError>((rows, total))
+        })?;
+        into_page(rows, total, page, cipher)
+    }
+}
+
+#[async_trait]
+impl QueueClaims for Db {
     async fn claim_next(
         &self,
         worker: &str,
@@ -162,76 +340,7 @@ impl DeploymentQueue for Db {
             .await?;
         let Some(id) = claimed else { return Ok(None) };
         let id: DeploymentRequestId = parse("id", &id)?;
-        domain::ports::Repo::<DeploymentRequest>::get(self, id).await
-    }
-
-    async fn record(&self, request: &DeploymentRequest) -> StoreResult<Option<bool>> {
-        let row = request.to_row(&self.cipher)?;
-        self.write(move |mut conn| async move {
-            let n = db_run!(conn, |c| diesel::update(dr::table.find(&row.id))
-                .filter(dr::status.eq(RUNNING))
-                .filter(dr::claimed_by.eq(&row.claimed_by))
-                .set((
-                    dr::status.eq(&row.status),
-                    dr::state.eq(&row.state),
-                    dr::steps.eq(&row.steps),
-                    dr::reason.eq(&row.reason),
-                    dr::lease_until.eq(row.lease_until),
-                    dr::finished_at.eq(row.finished_at),
-                ))
-                .execute(c)
-                .await)
-            .map_err(store_error)?;
-            if n == 0 {
-                return Ok(None);
-            }
-            let cancel: bool = db_run!(conn, |c| dr::table
-                .find(&row.id)
-                .select(dr::cancel_requested)
-                .first(c)
-                .await)
-            .map_err(store_error)?;
-            Ok(Some(cancel))
-        })
-        .await
-    }
-
-    async fn cancel_environment(
-        &self,
-        environment: EnvironmentId,
-        reason: &str,
-        now: OffsetDateTime,
-    ) -> StoreResult<u64> {
-        let env = environment.to_string();
-        let reason = reason.to_string();
-        let at = ts(now);
-        self.write(move |mut conn| async move {
-            db_transaction!(conn, |c| {
-                let waiting = diesel::update(dr::table)
-                    .filter(dr::environment_id.eq(&env))
-                    .filter(dr::status.eq(QUEUED))
-                    .filter(dr::action.ne(DeploymentAction::Delete.as_str()))
-                    .set((
-                        dr::status.eq(RequestStatus::Canceled.as_str()),
-                        dr::state.eq(ServiceState::Canceled.as_str()),
-                        dr::reason.eq(&reason),
-                        dr::finished_at.eq(at),
-                    ))
-                    .execute(c)
-                    .await?;
-                let flagged = diesel::update(dr::table)
-                    .filter(dr::environment_id.eq(&env))
-                    .filter(dr::status.eq(RUNNING))
-                    .filter(dr::action.ne(DeploymentAction::Delete.as_str()))
-                    .filter(dr::cancel_requested.eq(false))
-                    .set(dr::cancel_requested.eq(true))
-                    .execute(c)
-                    .await?;
-                Ok::<_, DieselError>((waiting + flagged) as u64)
-            })
-            .map_err(store_error)
-        })
-        .await
+        domain::ports::Repo::<DeploymentRequest>::get(&mut self.session().await?, id).await
     }
 
     async fn reclaim_expired(
@@ -270,144 +379,6 @@ impl DeploymentQueue for Db {
             })
             .map_err(store_error)?;
             records(rows, &cipher)
-        })
-        .await
-    }
-
-    async fn requests_of_services(
-        &self,
-        services: &[ServiceId],
-    ) -> StoreResult<Vec<DeploymentRequest>> {
-        let keys: Vec<String> = services.iter().map(|s| s.to_string()).collect();
-        let cipher = self.cipher.clone();
-        self.read(move |mut conn| async move {
-            let mut rows: Vec<DeploymentRequestRow> = db_run!(conn, |c| dr::table
-                .filter(dr::service_id.eq_any(&keys))
-                .filter(dr::status.eq_any([QUEUED, RUNNING]))
-                .select(DeploymentRequestRow::as_select())
-                .load(c)
-                .await)
-            .map_err(store_error)?;
-            // The latest ended request of each (service, action).
-            let latest: Vec<(String, String, Option<PrimitiveDateTime>)> =
-                db_run!(conn, |c| dr::table
-                    .filter(dr::service_id.eq_any(&keys))
-                    .filter(dr::status.eq_any(FINISHED))
-                    .group_by((dr::service_id, dr::action))
-                    .select((dr::service_id, dr::action, diesel::dsl::max(dr::created_at)))
-                    .load(c)
-                    .await)
-                .map_err(store_error)?;
-            let wanted: HashSet<(String, String, PrimitiveDateTime)> = latest
-                .into_iter()
-                .filter_map(|(s, a, at)| at.map(|at| (s, a, at)))
-                .collect();
-            if !wanted.is_empty() {
-                let times: Vec<PrimitiveDateTime> = wanted.iter().map(|w| w.2).collect();
-                let ended: Vec<DeploymentRequestRow> = db_run!(conn, |c| dr::table
-                    .filter(dr::service_id.eq_any(&keys))
-                    .filter(dr::status.eq_any(FINISHED))
-                    .filter(dr::created_at.eq_any(&times))
-                    .select(DeploymentRequestRow::as_select())
-                    .load(c)
-                    .await)
-                .map_err(store_error)?;
-                rows.extend(ended.into_iter().filter(|r| {
-                    wanted.contains(&(r.service_id.clone(), r.action.clone(), r.created_at))
-                }));
-            }
-            records(rows, &cipher)
-        })
-        .await
-    }
-
-    async fn environment_activity(
-        &self,
-        environment: EnvironmentId,
-    ) -> StoreResult<EnvironmentActivity> {
-        let env = environment.to_string();
-        let cipher = self.cipher.clone();
-        self.read(move |mut conn| async move {
-            let rows: Vec<DeploymentRequestRow> = db_run!(conn, |c| dr::table
-                .filter(dr::environment_id.eq(&env))
-                .filter(dr::status.eq_any([QUEUED, RUNNING]))
-                .order((dr::created_at.asc(), dr::id.asc()))
-                .select(DeploymentRequestRow::as_select())
-                .load(c)
-                .await)
-            .map_err(store_error)?;
-            let last_batch: Option<String> = db_run!(conn, |c| dr::table
-                .filter(dr::environment_id.eq(&env))
-                .order((dr::created_at.desc(), dr::id.desc()))
-                .select(dr::batch_id)
-                .first(c)
-                .await
-                .optional())
-            .map_err(store_error)?;
-            let pending = records(rows, &cipher)?;
-            Ok(EnvironmentActivity {
-                running: pending
-                    .iter()
-                    .find(|r| r.status == RequestStatus::Running)
-                    .cloned(),
-                pending,
-                last_batch: last_batch.map(|b| parse("batch_id", &b)).transpose()?,
-            })
-        })
-        .await
-    }
-
-    async fn deployment_history(
-        &self,
-        service: ServiceId,
-        page: PageRequest,
-    ) -> StoreResult<Page<DeploymentRequest>> {
-        let key = service.to_string();
-        let cipher = self.cipher.clone();
-        let deploys = [
-            DeploymentAction::Deploy.as_str(),
-            DeploymentAction::Redeploy.as_str(),
-        ];
-        self.read(move |mut conn| async move {
-            let filtered = || {
-                dr::table
-                    .filter(dr::service_id.eq(&key))
-                    .filter(dr::action.eq_any(deploys))
-            };
-            let (rows, total) = db_run!(conn, |c| {
-                let rows: Vec<DeploymentRequestRow> = filtered()
-                    .order((dr::created_at.desc(), dr::id.desc()))
-                    .limit(page.limit())
-                    .offset(page.offset())
-                    .select(DeploymentRequestRow::as_select())
-                    .load(c)
-                    .await
-                    .map_err(store_error)?;
-                let total: i64 = filtered()
-                    .count()
-                    .get_result(c)
-                    .await
-                    .map_err(store_error)?;
-                Ok::<_, StoreError>((rows, total))
-            })?;
-            into_page(rows, total, page, &cipher)
-        })
-        .await
-    }
-
-    async fn save_deployed(&self, service: &Service) -> StoreResult<bool> {
-        let row = service.to_row(&self.cipher)?;
-        self.write(move |mut conn| async move {
-            let n = db_run!(conn, |c| diesel::update(services::table.find(&row.id))
-                .filter(services::updated_at.eq(row.updated_at))
-                .set((
-                    services::spec.eq(&row.spec),
-                    services::deployment_status.eq(&row.deployment_status),
-                ))
-                .execute(c)
-                .await)
-            .map_err(store_error)?;
-            Ok(n > 0)
         })
         .await
     }

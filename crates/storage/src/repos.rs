@@ -1,9 +1,10 @@
 //! The generic repository port, implemented once per table by one macro; each query body is
 //! written once and runs on both backends.
 
-use crate::db::{db_run, into_page, page_rows, store_error, Db};
+use crate::db::{db_run, into_page, page_rows, store_error};
 use crate::rows::*;
 use crate::schema;
+use crate::session::Session;
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -15,107 +16,95 @@ use domain::ports::Repo;
 macro_rules! repo {
     ($record:ty, $row:ty, $table:ident, |$q:ident, $parent:ident| $filter:expr) => {
         #[async_trait]
-        impl Repo<$record> for Db {
-            async fn insert(&self, item: &$record) -> StoreResult<()> {
-                let row = item.to_row(&self.cipher)?;
-                self.write(move |mut conn| async move {
-                    db_run!(conn, |c| diesel::insert_into(schema::$table::table)
-                        .values(&row)
-                        .execute(c)
-                        .await)
-                    .map_err(store_error)?;
-                    Ok(())
-                })
-                .await
+        impl Repo<$record> for Session {
+            async fn insert(&mut self, item: &$record) -> StoreResult<()> {
+                let (conn, cipher) = self.parts()?;
+                let row = item.to_row(cipher)?;
+                db_run!(*conn, |c| diesel::insert_into(schema::$table::table)
+                    .values(&row)
+                    .execute(c)
+                    .await)
+                .map_err(store_error)?;
+                Ok(())
             }
 
-            async fn get(&self, id: <$record as Record>::Id) -> StoreResult<Option<$record>> {
+            async fn get(&mut self, id: <$record as Record>::Id) -> StoreResult<Option<$record>> {
+                let (conn, cipher) = self.parts()?;
                 let key = id.to_string();
-                let cipher = self.cipher.clone();
-                self.read(move |mut conn| async move {
-                    let row: Option<$row> = db_run!(conn, |c| schema::$table::table
-                        .find(&key)
-                        .select(<$row>::as_select())
-                        .first(c)
-                        .await
-                        .optional())
-                    .map_err(store_error)?;
-                    row.map(|r| <$record>::from_row(r, &cipher)).transpose()
-                })
-                .await
+                let row: Option<$row> = db_run!(*conn, |c| schema::$table::table
+                    .find(&key)
+                    .select(<$row>::as_select())
+                    .first(c)
+                    .await
+                    .optional())
+                .map_err(store_error)?;
+                row.map(|r| <$record>::from_row(r, cipher)).transpose()
             }
 
-            async fn get_many(&self, ids: &[<$record as Record>::Id]) -> StoreResult<Vec<$record>> {
+            async fn get_many(
+                &mut self,
+                ids: &[<$record as Record>::Id],
+            ) -> StoreResult<Vec<$record>> {
                 if ids.is_empty() {
                     return Ok(Vec::new());
                 }
+                let (conn, cipher) = self.parts()?;
                 let keys: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
-                let cipher = self.cipher.clone();
-                self.read(move |mut conn| async move {
-                    let rows: Vec<$row> = db_run!(conn, |c| schema::$table::table
-                        .filter(schema::$table::id.eq_any(&keys))
-                        .select(<$row>::as_select())
-                        .load(c)
-                        .await)
-                    .map_err(store_error)?;
-                    rows.into_iter()
-                        .map(|r| <$record>::from_row(r, &cipher))
-                        .collect()
-                })
-                .await
+                let rows: Vec<$row> = db_run!(*conn, |c| schema::$table::table
+                    .filter(schema::$table::id.eq_any(&keys))
+                    .select(<$row>::as_select())
+                    .load(c)
+                    .await)
+                .map_err(store_error)?;
+                rows.into_iter()
+                    .map(|r| <$record>::from_row(r, cipher))
+                    .collect()
             }
 
-            async fn update(&self, item: &$record) -> StoreResult<()> {
-                let row = item.to_row(&self.cipher)?;
-                self.write(move |mut conn| async move {
-                    let n = db_run!(conn, |c| diesel::update(
-                        schema::$table::table.find(&row.id)
-                    )
-                    .set(&row)
+            async fn update(&mut self, item: &$record) -> StoreResult<()> {
+                let (conn, cipher) = self.parts()?;
+                let row = item.to_row(cipher)?;
+                let n = db_run!(*conn, |c| diesel::update(
+                    schema::$table::table.find(&row.id)
+                )
+                .set(&row)
+                .execute(c)
+                .await)
+                .map_err(store_error)?;
+                if n == 0 {
+                    return Err(StoreError::NotFound);
+                }
+                Ok(())
+            }
+
+            async fn delete(&mut self, id: <$record as Record>::Id) -> StoreResult<()> {
+                let (conn, _) = self.parts()?;
+                let key = id.to_string();
+                let n = db_run!(*conn, |c| diesel::delete(schema::$table::table.find(&key))
                     .execute(c)
                     .await)
-                    .map_err(store_error)?;
-                    if n == 0 {
-                        return Err(StoreError::NotFound);
-                    }
-                    Ok(())
-                })
-                .await
-            }
-
-            async fn delete(&self, id: <$record as Record>::Id) -> StoreResult<()> {
-                let key = id.to_string();
-                self.write(move |mut conn| async move {
-                    let n = db_run!(conn, |c| diesel::delete(schema::$table::table.find(&key))
-                        .execute(c)
-                        .await)
-                    .map_err(store_error)?;
-                    if n == 0 {
-                        return Err(StoreError::NotFound);
-                    }
-                    Ok(())
-                })
-                .await
+                .map_err(store_error)?;
+                if n == 0 {
+                    return Err(StoreError::NotFound);
+                }
+                Ok(())
             }
 
             async fn list(
-                &self,
+                &mut self,
                 $parent: <$record as Record>::Parent,
                 page: PageRequest,
             ) -> StoreResult<Page<$record>> {
-                let cipher = self.cipher.clone();
-                self.read(move |mut conn| async move {
-                    let (rows, total): (Vec<$row>, i64) = db_run!(conn, |c| {
-                        use schema::$table;
-                        let filtered = || {
-                            let $q = $table::table.into_boxed();
-                            $filter
-                        };
-                        page_rows!(c, page, $table, $row, filtered)
-                    })?;
-                    into_page::<$record>(rows, total, page, &cipher)
-                })
-                .await
+                let (conn, cipher) = self.parts()?;
+                let (rows, total): (Vec<$row>, i64) = db_run!(*conn, |c| {
+                    use schema::$table;
+                    let filtered = || {
+                        let $q = $table::table.into_boxed();
+                        $filter
+                    };
+                    page_rows!(c, page, $table, $row, filtered)
+                })?;
+                into_page::<$record>(rows, total, page, cipher)
             }
         }
     };

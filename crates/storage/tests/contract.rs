@@ -10,8 +10,8 @@ use domain::ids::*;
 use domain::model::*;
 use domain::pagination::PageRequest;
 use domain::ports::{
-    DeploymentQueue, Health, IdempotencyClaim, IdempotencyStore, RateLimitStore, Repo,
-    ServiceQueries, StoredResponse, TokenStore, VariableQueries,
+    DeploymentQueue, Health, IdempotencyClaim, IdempotencyStore, QueueClaims, RateLimitStore, Repo,
+    Scope, ServiceQueries, Store, StoredResponse, TokenStore, VariableQueries,
 };
 use domain::ratelimit::Gcra;
 use domain::secret::Secret;
@@ -57,7 +57,9 @@ contract!(
     expired_claims_are_reclaimed_once,
     canceling_an_environment_spares_deletions,
     activity_and_history_come_from_the_queue,
-    deployments_are_saved_unless_the_service_changed,
+    a_variable_change_makes_a_deployed_service_out_of_date,
+    a_unit_dropped_before_commit_leaves_nothing,
+    a_locked_scope_is_held_until_commit,
     the_rate_limit_step_is_atomic,
     idempotency_keys_replay_or_refuse,
 );
@@ -75,7 +77,9 @@ async fn org(db: &Db) -> Organization {
         created_at: now(),
         updated_at: now(),
     };
-    Repo::<Organization>::insert(db, &o).await.unwrap();
+    Repo::<Organization>::insert(&mut db.session().await.unwrap(), &o)
+        .await
+        .unwrap();
     o
 }
 
@@ -101,7 +105,9 @@ async fn cluster(db: &Db, org: OrganizationId, name: &str) -> Cluster {
         created_at: now(),
         updated_at: now(),
     };
-    Repo::<Cluster>::insert(db, &c).await.unwrap();
+    Repo::<Cluster>::insert(&mut db.session().await.unwrap(), &c)
+        .await
+        .unwrap();
     c
 }
 
@@ -124,9 +130,13 @@ async fn hierarchy(db: &Db) -> (Organization, Cluster, Project, Environment) {
     let o = org(db).await;
     let c = cluster(db, o.id, "main").await;
     let p = project_in(o.id, "shop");
-    Repo::<Project>::insert(db, &p).await.unwrap();
+    Repo::<Project>::insert(&mut db.session().await.unwrap(), &p)
+        .await
+        .unwrap();
     let e = environment_in(&p, c.id, "prod");
-    Repo::<Environment>::insert(db, &e).await.unwrap();
+    Repo::<Environment>::insert(&mut db.session().await.unwrap(), &e)
+        .await
+        .unwrap();
     (o, c, p, e)
 }
 
@@ -170,7 +180,9 @@ async fn registry(db: &Db, org: OrganizationId, name: &str) -> ContainerRegistry
         created_at: now(),
         updated_at: now(),
     };
-    Repo::<ContainerRegistry>::insert(db, &r).await.unwrap();
+    Repo::<ContainerRegistry>::insert(&mut db.session().await.unwrap(), &r)
+        .await
+        .unwrap();
     r
 }
 
@@ -187,7 +199,9 @@ async fn git_token(db: &Db, org: OrganizationId, name: &str) -> GitToken {
         created_at: now(),
         updated_at: now(),
     };
-    Repo::<GitToken>::insert(db, &t).await.unwrap();
+    Repo::<GitToken>::insert(&mut db.session().await.unwrap(), &t)
+        .await
+        .unwrap();
     t
 }
 
@@ -198,60 +212,97 @@ fn container_body(registry: ContainerRegistryId) -> serde_json::Value {
 async fn records_round_trip(db: Db) {
     let (o, c, p, e) = hierarchy(&db).await;
     assert_eq!(
-        Repo::<Organization>::get(&db, o.id).await.unwrap(),
+        Repo::<Organization>::get(&mut db.session().await.unwrap(), o.id)
+            .await
+            .unwrap(),
         Some(o.clone())
     );
     assert_eq!(
-        Repo::<Cluster>::get(&db, c.id).await.unwrap(),
+        Repo::<Cluster>::get(&mut db.session().await.unwrap(), c.id)
+            .await
+            .unwrap(),
         Some(c.clone())
     );
     assert_eq!(
-        Repo::<Project>::get(&db, p.id).await.unwrap(),
+        Repo::<Project>::get(&mut db.session().await.unwrap(), p.id)
+            .await
+            .unwrap(),
         Some(p.clone())
     );
     assert_eq!(
-        Repo::<Environment>::get(&db, e.id).await.unwrap(),
+        Repo::<Environment>::get(&mut db.session().await.unwrap(), e.id)
+            .await
+            .unwrap(),
         Some(e.clone())
     );
     let r = registry(&db, o.id, "hub").await;
     assert_eq!(
-        Repo::<ContainerRegistry>::get(&db, r.id).await.unwrap(),
+        Repo::<ContainerRegistry>::get(&mut db.session().await.unwrap(), r.id)
+            .await
+            .unwrap(),
         Some(r.clone())
     );
     let t = git_token(&db, o.id, "gh").await;
-    assert_eq!(Repo::<GitToken>::get(&db, t.id).await.unwrap(), Some(t));
+    assert_eq!(
+        Repo::<GitToken>::get(&mut db.session().await.unwrap(), t.id)
+            .await
+            .unwrap(),
+        Some(t)
+    );
 
     let mut edited = p.clone();
     edited.name = "Shop 2".into();
     edited.description = Some("new".into());
-    Repo::<Project>::update(&db, &edited).await.unwrap();
-    assert_eq!(Repo::<Project>::get(&db, p.id).await.unwrap(), Some(edited));
-
-    let many = Repo::<Cluster>::get_many(&db, &[c.id, ClusterId::generate()])
+    Repo::<Project>::update(&mut db.session().await.unwrap(), &edited)
         .await
         .unwrap();
+    assert_eq!(
+        Repo::<Project>::get(&mut db.session().await.unwrap(), p.id)
+            .await
+            .unwrap(),
+        Some(edited)
+    );
+
+    let many = Repo::<Cluster>::get_many(
+        &mut db.session().await.unwrap(),
+        &[c.id, ClusterId::generate()],
+    )
+    .await
+    .unwrap();
     assert_eq!(many, vec![c]);
-    assert!(Repo::<Project>::get(&db, ProjectId::generate())
-        .await
-        .unwrap()
-        .is_none());
+    assert!(
+        Repo::<Project>::get(&mut db.session().await.unwrap(), ProjectId::generate())
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 async fn names_are_unique_case_insensitively_per_parent(db: Db) {
     let (o, c, p, e) = hierarchy(&db).await;
-    let dup = Repo::<Project>::insert(&db, &project_in(o.id, "SHOP")).await;
+    let dup =
+        Repo::<Project>::insert(&mut db.session().await.unwrap(), &project_in(o.id, "SHOP")).await;
     assert!(matches!(dup, Err(StoreError::Duplicate)), "{dup:?}");
     let other = org(&db).await;
-    Repo::<Project>::insert(&db, &project_in(other.id, "shop"))
-        .await
-        .unwrap();
+    Repo::<Project>::insert(
+        &mut db.session().await.unwrap(),
+        &project_in(other.id, "shop"),
+    )
+    .await
+    .unwrap();
 
-    let dup_env = Repo::<Environment>::insert(&db, &environment_in(&p, c.id, "PROD")).await;
+    let dup_env = Repo::<Environment>::insert(
+        &mut db.session().await.unwrap(),
+        &environment_in(&p, c.id, "PROD"),
+    )
+    .await;
     assert!(matches!(dup_env, Err(StoreError::Duplicate)));
 
     let r = registry(&db, o.id, "hub").await;
     let s = service_in(&e, ServiceKind::Container, "Web", container_body(r.id));
-    Repo::<Service>::insert(&db, &s).await.unwrap();
+    Repo::<Service>::insert(&mut db.session().await.unwrap(), &s)
+        .await
+        .unwrap();
     // Another kind with the same name in the same environment is still a clash.
     let db_service = service_in(
         &e,
@@ -260,17 +311,19 @@ async fn names_are_unique_case_insensitively_per_parent(db: Db) {
         json!({"type": "REDIS", "version": "7", "mode": "CONTAINER"}),
     );
     assert!(matches!(
-        Repo::<Service>::insert(&db, &db_service).await,
+        Repo::<Service>::insert(&mut db.session().await.unwrap(), &db_service).await,
         Err(StoreError::Duplicate)
     ));
 
     // Renaming onto a taken name is refused too.
     let second = project_in(o.id, "billing");
-    Repo::<Project>::insert(&db, &second).await.unwrap();
+    Repo::<Project>::insert(&mut db.session().await.unwrap(), &second)
+        .await
+        .unwrap();
     let mut renamed = second.clone();
     renamed.name = "Shop".into();
     assert!(matches!(
-        Repo::<Project>::update(&db, &renamed).await,
+        Repo::<Project>::update(&mut db.session().await.unwrap(), &renamed).await,
         Err(StoreError::Duplicate)
     ));
 }
@@ -281,24 +334,36 @@ async fn lists_are_paged_in_creation_order(db: Db) {
     for i in 0..5 {
         ids.push(cluster(&db, o.id, &format!("c{i}")).await.id);
     }
-    let page = Repo::<Cluster>::list(&db, o.id, PageRequest::new(2, 2).unwrap())
-        .await
-        .unwrap();
+    let page = Repo::<Cluster>::list(
+        &mut db.session().await.unwrap(),
+        o.id,
+        PageRequest::new(2, 2).unwrap(),
+    )
+    .await
+    .unwrap();
     assert_eq!(page.total_count, 5);
     assert_eq!(page.total_pages(), 3);
     assert_eq!(
         page.items.iter().map(|c| c.id).collect::<Vec<_>>(),
         ids[2..4].to_vec()
     );
-    let past = Repo::<Cluster>::list(&db, o.id, PageRequest::new(9, 2).unwrap())
-        .await
-        .unwrap();
+    let past = Repo::<Cluster>::list(
+        &mut db.session().await.unwrap(),
+        o.id,
+        PageRequest::new(9, 2).unwrap(),
+    )
+    .await
+    .unwrap();
     assert!(past.items.is_empty());
     assert_eq!(past.total_count, 5);
     let other = org(&db).await;
-    let none = Repo::<Cluster>::list(&db, other.id, PageRequest::default())
-        .await
-        .unwrap();
+    let none = Repo::<Cluster>::list(
+        &mut db.session().await.unwrap(),
+        other.id,
+        PageRequest::default(),
+    )
+    .await
+    .unwrap();
     assert_eq!(none.total_count, 0);
 }
 
@@ -306,12 +371,27 @@ async fn deleting_a_parent_removes_its_children(db: Db) {
     let (o, c, p, e) = hierarchy(&db).await;
     let r = registry(&db, o.id, "hub").await;
     let s = service_in(&e, ServiceKind::Container, "web", container_body(r.id));
-    Repo::<Service>::insert(&db, &s).await.unwrap();
+    Repo::<Service>::insert(&mut db.session().await.unwrap(), &s)
+        .await
+        .unwrap();
 
-    Repo::<Project>::delete(&db, p.id).await.unwrap();
-    assert!(Repo::<Environment>::get(&db, e.id).await.unwrap().is_none());
-    assert!(Repo::<Service>::get(&db, s.id).await.unwrap().is_none());
-    assert!(Repo::<Cluster>::get(&db, c.id).await.unwrap().is_some());
+    Repo::<Project>::delete(&mut db.session().await.unwrap(), p.id)
+        .await
+        .unwrap();
+    assert!(
+        Repo::<Environment>::get(&mut db.session().await.unwrap(), e.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(Repo::<Service>::get(&mut db.session().await.unwrap(), s.id)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(Repo::<Cluster>::get(&mut db.session().await.unwrap(), c.id)
+        .await
+        .unwrap()
+        .is_some());
 
     let token = ApiToken {
         id: ApiTokenId::generate(),
@@ -324,28 +404,39 @@ async fn deleting_a_parent_removes_its_children(db: Db) {
         updated_at: now(),
         last_used_at: None,
     };
-    Repo::<ApiToken>::insert(&db, &token).await.unwrap();
-    Repo::<Organization>::delete(&db, o.id).await.unwrap();
-    assert!(Repo::<Cluster>::get(&db, c.id).await.unwrap().is_none());
-    assert!(Repo::<ContainerRegistry>::get(&db, r.id)
+    Repo::<ApiToken>::insert(&mut db.session().await.unwrap(), &token)
+        .await
+        .unwrap();
+    Repo::<Organization>::delete(&mut db.session().await.unwrap(), o.id)
+        .await
+        .unwrap();
+    assert!(Repo::<Cluster>::get(&mut db.session().await.unwrap(), c.id)
         .await
         .unwrap()
         .is_none());
+    assert!(
+        Repo::<ContainerRegistry>::get(&mut db.session().await.unwrap(), r.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert!(db.find_token_by_hash("h1").await.unwrap().is_none());
 }
 
 async fn referenced_rows_cannot_be_deleted(db: Db) {
     let (o, c, _p, e) = hierarchy(&db).await;
     assert!(matches!(
-        Repo::<Cluster>::delete(&db, c.id).await,
+        Repo::<Cluster>::delete(&mut db.session().await.unwrap(), c.id).await,
         Err(StoreError::InUse)
     ));
 
     let r = registry(&db, o.id, "hub").await;
     let s = service_in(&e, ServiceKind::Container, "web", container_body(r.id));
-    Repo::<Service>::insert(&db, &s).await.unwrap();
+    Repo::<Service>::insert(&mut db.session().await.unwrap(), &s)
+        .await
+        .unwrap();
     assert!(matches!(
-        Repo::<ContainerRegistry>::delete(&db, r.id).await,
+        Repo::<ContainerRegistry>::delete(&mut db.session().await.unwrap(), r.id).await,
         Err(StoreError::InUse)
     ));
 
@@ -356,16 +447,26 @@ async fn referenced_rows_cannot_be_deleted(db: Db) {
         "api",
         json!({"git_repository": {"url": "https://github.com/acme/api", "git_token_id": t.id}}),
     );
-    Repo::<Service>::insert(&db, &app).await.unwrap();
+    Repo::<Service>::insert(&mut db.session().await.unwrap(), &app)
+        .await
+        .unwrap();
     assert!(matches!(
-        Repo::<GitToken>::delete(&db, t.id).await,
+        Repo::<GitToken>::delete(&mut db.session().await.unwrap(), t.id).await,
         Err(StoreError::InUse)
     ));
 
-    Repo::<Service>::delete(&db, app.id).await.unwrap();
-    Repo::<GitToken>::delete(&db, t.id).await.unwrap();
-    Repo::<Environment>::delete(&db, e.id).await.unwrap();
-    Repo::<Cluster>::delete(&db, c.id).await.unwrap();
+    Repo::<Service>::delete(&mut db.session().await.unwrap(), app.id)
+        .await
+        .unwrap();
+    Repo::<GitToken>::delete(&mut db.session().await.unwrap(), t.id)
+        .await
+        .unwrap();
+    Repo::<Environment>::delete(&mut db.session().await.unwrap(), e.id)
+        .await
+        .unwrap();
+    Repo::<Cluster>::delete(&mut db.session().await.unwrap(), c.id)
+        .await
+        .unwrap();
 }
 
 async fn tokens_are_found_by_hash(db: Db) {
@@ -388,7 +489,10 @@ async fn tokens_are_found_by_hash(db: Db) {
         updated_at: now(),
         last_used_at: None,
     };
-    db.insert_organization_with_token(&o, &t).await.unwrap();
+    let mut unit = Store::write(&db).await.unwrap();
+    Repo::<Organization>::insert(&mut *unit, &o).await.unwrap();
+    Repo::<ApiToken>::insert(&mut *unit, &t).await.unwrap();
+    unit.commit().await.unwrap();
     let found = db
         .find_token_by_hash(&domain::auth::hash_token("cap_secret"))
         .await
@@ -396,7 +500,7 @@ async fn tokens_are_found_by_hash(db: Db) {
     assert_eq!(found, Some(t.clone()));
     assert!(db.find_token_by_hash("nope").await.unwrap().is_none());
 
-    // The transaction is all or nothing: a second organization whose token clashes leaves nothing.
+    // A unit is all or nothing: a second organization whose token clashes leaves nothing.
     let o2 = Organization {
         id: OrganizationId::generate(),
         ..o.clone()
@@ -406,13 +510,23 @@ async fn tokens_are_found_by_hash(db: Db) {
         organization_id: o2.id,
         ..t.clone()
     };
-    assert!(db.insert_organization_with_token(&o2, &t2).await.is_err());
-    assert!(Repo::<Organization>::get(&db, o2.id)
-        .await
-        .unwrap()
-        .is_none());
+    let mut unit = Store::write(&db).await.unwrap();
+    Repo::<Organization>::insert(&mut *unit, &o2).await.unwrap();
+    assert!(matches!(
+        Repo::<ApiToken>::insert(&mut *unit, &t2).await,
+        Err(StoreError::Duplicate)
+    ));
+    drop(unit);
+    assert!(
+        Repo::<Organization>::get(&mut db.session().await.unwrap(), o2.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
 
-    Repo::<ApiToken>::delete(&db, t.id).await.unwrap();
+    Repo::<ApiToken>::delete(&mut db.session().await.unwrap(), t.id)
+        .await
+        .unwrap();
     assert!(db
         .find_token_by_hash(&t.token_hash)
         .await
@@ -453,23 +567,34 @@ async fn services_of_every_kind_round_trip_and_filter_by_kind(db: Db) {
     let mut created = Vec::new();
     for (i, (kind, body)) in bodies.into_iter().enumerate() {
         let s = service_in(&e, kind, &format!("s{i}"), body);
-        Repo::<Service>::insert(&db, &s).await.unwrap();
+        Repo::<Service>::insert(&mut db.session().await.unwrap(), &s)
+            .await
+            .unwrap();
         assert_eq!(
-            Repo::<Service>::get(&db, s.id).await.unwrap(),
+            Repo::<Service>::get(&mut db.session().await.unwrap(), s.id)
+                .await
+                .unwrap(),
             Some(s.clone())
         );
         created.push(s);
     }
     for s in &created {
         let page = db
+            .session()
+            .await
+            .unwrap()
             .list_services_of_kind(e.id, s.kind(), false, PageRequest::default())
             .await
             .unwrap();
         assert_eq!(page.items, vec![s.clone()], "{:?}", s.kind());
     }
-    let all = Repo::<Service>::list(&db, e.id, PageRequest::default())
-        .await
-        .unwrap();
+    let all = Repo::<Service>::list(
+        &mut db.session().await.unwrap(),
+        e.id,
+        PageRequest::default(),
+    )
+    .await
+    .unwrap();
     assert_eq!(all.total_count, 6);
 }
 
@@ -484,9 +609,14 @@ async fn usage_counts_are_grouped(db: Db) {
             &format!("c{i}"),
             container_body(used.id),
         );
-        Repo::<Service>::insert(&db, &s).await.unwrap();
+        Repo::<Service>::insert(&mut db.session().await.unwrap(), &s)
+            .await
+            .unwrap();
     }
     let counts = db
+        .session()
+        .await
+        .unwrap()
         .count_services_by_registry(&[used.id, unused.id])
         .await
         .unwrap();
@@ -500,19 +630,27 @@ async fn usage_counts_are_grouped(db: Db) {
         "api",
         json!({"git_repository": {"url": "https://github.com/acme/api", "git_token_id": t.id}}),
     );
-    Repo::<Service>::insert(&db, &app).await.unwrap();
-    let counts = db.count_services_by_git_token(&[t.id]).await.unwrap();
+    Repo::<Service>::insert(&mut db.session().await.unwrap(), &app)
+        .await
+        .unwrap();
+    let counts = db
+        .session()
+        .await
+        .unwrap()
+        .count_services_by_git_token(&[t.id])
+        .await
+        .unwrap();
     assert_eq!(counts.get(&t.id), Some(&1));
 }
 
 async fn missing_rows_are_reported(db: Db) {
     let ghost = project_in(OrganizationId::generate(), "ghost");
     assert!(matches!(
-        Repo::<Project>::update(&db, &ghost).await,
+        Repo::<Project>::update(&mut db.session().await.unwrap(), &ghost).await,
         Err(StoreError::NotFound)
     ));
     assert!(matches!(
-        Repo::<Project>::delete(&db, ghost.id).await,
+        Repo::<Project>::delete(&mut db.session().await.unwrap(), ghost.id).await,
         Err(StoreError::NotFound)
     ));
 }
@@ -534,7 +672,9 @@ async fn secrets_are_encrypted_at_rest(db: Db) {
         created_at: now(),
         updated_at: now(),
     };
-    Repo::<CloudCredentials>::insert(&db, &creds).await.unwrap();
+    Repo::<CloudCredentials>::insert(&mut db.session().await.unwrap(), &creds)
+        .await
+        .unwrap();
     let secret = Variable {
         id: VariableId::generate(),
         organization_id: o.id,
@@ -555,7 +695,9 @@ async fn secrets_are_encrypted_at_rest(db: Db) {
         created_at: now(),
         updated_at: now(),
     };
-    Repo::<Variable>::insert(&db, &secret).await.unwrap();
+    Repo::<Variable>::insert(&mut db.session().await.unwrap(), &secret)
+        .await
+        .unwrap();
     let plain = Variable {
         id: VariableId::generate(),
         key: "P".into(),
@@ -563,7 +705,9 @@ async fn secrets_are_encrypted_at_rest(db: Db) {
         is_secret: false,
         ..secret.clone()
     };
-    Repo::<Variable>::insert(&db, &plain).await.unwrap();
+    Repo::<Variable>::insert(&mut db.session().await.unwrap(), &plain)
+        .await
+        .unwrap();
 
     for (table, column, plaintext) in [
         ("git_tokens", "token", "ghp_x"),
@@ -589,7 +733,7 @@ async fn secrets_are_encrypted_at_rest(db: Db) {
         .any(|v| v.contains("pl41n-variable")));
     // Read back through the port, the values are whole again.
     assert_eq!(
-        Repo::<Variable>::get(&db, secret.id)
+        Repo::<Variable>::get(&mut db.session().await.unwrap(), secret.id)
             .await
             .unwrap()
             .unwrap()
@@ -597,7 +741,7 @@ async fn secrets_are_encrypted_at_rest(db: Db) {
         Some(Secret::new("pl41n-variable"))
     );
     assert_eq!(
-        Repo::<CloudCredentials>::get(&db, creds.id)
+        Repo::<CloudCredentials>::get(&mut db.session().await.unwrap(), creds.id)
             .await
             .unwrap()
             .unwrap()
@@ -636,7 +780,12 @@ fn request(env: &Environment, service: &Service, action: DeploymentAction) -> De
 
 async fn request_for(db: &Db, env: &Environment, service: &Service) -> DeploymentRequest {
     let r = request(env, service, DeploymentAction::Deploy);
-    db.enqueue(std::slice::from_ref(&r)).await.unwrap();
+    db.session()
+        .await
+        .unwrap()
+        .enqueue(std::slice::from_ref(&r))
+        .await
+        .unwrap();
     r
 }
 
@@ -651,7 +800,7 @@ async fn claim(db: &Db, worker: &str) -> Option<DeploymentRequest> {
 /// Ends a claimed request as its worker would.
 async fn end(db: &Db, mut r: DeploymentRequest, status: RequestStatus) -> Option<bool> {
     r.finish(status, None, now());
-    db.record(&r).await.unwrap()
+    db.session().await.unwrap().record(&r).await.unwrap()
 }
 
 /// `n` environments of one project, each with a database service.
@@ -663,7 +812,9 @@ async fn environments(db: &Db, n: usize) -> Vec<(Environment, Service)> {
             e.clone()
         } else {
             let env = environment_in(&p, c.id, &format!("env{i}"));
-            Repo::<Environment>::insert(db, &env).await.unwrap();
+            Repo::<Environment>::insert(&mut db.session().await.unwrap(), &env)
+                .await
+                .unwrap();
             env
         };
         let s = service_in(
@@ -672,7 +823,9 @@ async fn environments(db: &Db, n: usize) -> Vec<(Environment, Service)> {
             "db",
             json!({"type": "REDIS", "version": "7", "mode": "CONTAINER"}),
         );
-        Repo::<Service>::insert(db, &s).await.unwrap();
+        Repo::<Service>::insert(&mut db.session().await.unwrap(), &s)
+            .await
+            .unwrap();
         out.push((env, s));
     }
     out
@@ -707,7 +860,10 @@ async fn the_queue_runs_one_request_per_environment(db: Db) {
         Some(false)
     );
     assert_eq!(claim(&db, "w").await.unwrap().id, a2.id);
-    let done: DeploymentRequest = Repo::get(&db, a1.id).await.unwrap().unwrap();
+    let done: DeploymentRequest = Repo::get(&mut db.session().await.unwrap(), a1.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(done.status, RequestStatus::Success);
     assert!(done.finished_at.is_some());
     assert_eq!(
@@ -789,8 +945,14 @@ async fn expired_claims_are_reclaimed_once(db: Db) {
     ended.reason = Some("worker died".into());
     let reason = ended.reason.clone();
     ended.finish(RequestStatus::Error, reason, now());
-    assert_eq!(db.record(&ended).await.unwrap(), Some(false));
-    let read: DeploymentRequest = Repo::get(&db, a.id).await.unwrap().unwrap();
+    assert_eq!(
+        db.session().await.unwrap().record(&ended).await.unwrap(),
+        Some(false)
+    );
+    let read: DeploymentRequest = Repo::get(&mut db.session().await.unwrap(), a.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(read.reason.as_deref(), Some("worker died"));
     assert_eq!(read.status, RequestStatus::Error);
 }
@@ -801,28 +963,47 @@ async fn canceling_an_environment_spares_deletions(db: Db) {
     let running = request_for(&db, env, s).await;
     let waiting = request_for(&db, env, s).await;
     let deletion = request(env, s, DeploymentAction::Delete);
-    db.enqueue(std::slice::from_ref(&deletion)).await.unwrap();
+    db.session()
+        .await
+        .unwrap()
+        .enqueue(std::slice::from_ref(&deletion))
+        .await
+        .unwrap();
     let claimed = claim(&db, "w").await.unwrap();
     assert_eq!(claimed.id, running.id);
     assert_eq!(
-        db.cancel_environment(env.id, "canceled by test", now())
+        db.session()
+            .await
+            .unwrap()
+            .cancel_environment(env.id, "canceled by test", now())
             .await
             .unwrap(),
         2
     );
     assert_eq!(
-        db.record(&claimed).await.unwrap(),
+        db.session().await.unwrap().record(&claimed).await.unwrap(),
         Some(true),
         "the worker hears of it"
     );
-    let w: DeploymentRequest = Repo::get(&db, waiting.id).await.unwrap().unwrap();
+    let w: DeploymentRequest = Repo::get(&mut db.session().await.unwrap(), waiting.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(w.status, RequestStatus::Canceled);
     assert_eq!(w.state, ServiceState::Canceled);
     assert_eq!(w.reason.as_deref(), Some("canceled by test"));
-    let d: DeploymentRequest = Repo::get(&db, deletion.id).await.unwrap().unwrap();
+    let d: DeploymentRequest = Repo::get(&mut db.session().await.unwrap(), deletion.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(d.status, RequestStatus::Queued);
     assert_eq!(
-        db.cancel_environment(env.id, "again", now()).await.unwrap(),
+        db.session()
+            .await
+            .unwrap()
+            .cancel_environment(env.id, "again", now())
+            .await
+            .unwrap(),
         0
     );
 }
@@ -830,18 +1011,35 @@ async fn canceling_an_environment_spares_deletions(db: Db) {
 async fn activity_and_history_come_from_the_queue(db: Db) {
     let envs = environments(&db, 1).await;
     let (env, s) = &envs[0];
-    let empty = db.environment_activity(env.id).await.unwrap();
+    let empty = db
+        .session()
+        .await
+        .unwrap()
+        .environment_activity(env.id)
+        .await
+        .unwrap();
     assert_eq!(empty, EnvironmentActivity::default());
     let first = request_for(&db, env, s).await;
     let claimed = claim(&db, "w").await.unwrap();
     end(&db, claimed, RequestStatus::Success).await.unwrap();
     let second = request_for(&db, env, s).await;
     let restart = request(env, s, DeploymentAction::Restart);
-    db.enqueue(std::slice::from_ref(&restart)).await.unwrap();
+    db.session()
+        .await
+        .unwrap()
+        .enqueue(std::slice::from_ref(&restart))
+        .await
+        .unwrap();
     let claimed = claim(&db, "w").await.unwrap();
     assert_eq!(claimed.id, second.id);
 
-    let activity = db.environment_activity(env.id).await.unwrap();
+    let activity = db
+        .session()
+        .await
+        .unwrap()
+        .environment_activity(env.id)
+        .await
+        .unwrap();
     assert_eq!(activity.running.as_ref().map(|r| r.id), Some(second.id));
     assert_eq!(
         activity.pending.iter().map(|r| r.id).collect::<Vec<_>>(),
@@ -850,6 +1048,9 @@ async fn activity_and_history_come_from_the_queue(db: Db) {
     assert_eq!(activity.last_batch, Some(restart.batch_id));
 
     let mut of_service: Vec<DeploymentRequestId> = db
+        .session()
+        .await
+        .unwrap()
         .requests_of_services(&[s.id])
         .await
         .unwrap()
@@ -862,6 +1063,9 @@ async fn activity_and_history_come_from_the_queue(db: Db) {
     assert_eq!(of_service, expected, "pending ones and the latest ended");
 
     let history = db
+        .session()
+        .await
+        .unwrap()
         .deployment_history(s.id, PageRequest::all())
         .await
         .unwrap();
@@ -873,31 +1077,101 @@ async fn activity_and_history_come_from_the_queue(db: Db) {
     );
 }
 
-async fn deployments_are_saved_unless_the_service_changed(db: Db) {
+async fn a_variable_change_makes_a_deployed_service_out_of_date(db: Db) {
     let envs = environments(&db, 1).await;
     let (_env, s) = &envs[0];
     let mut deployed = s.clone();
     deployed.deployment_status = DeploymentStatus::UpToDate;
-    assert!(db.save_deployed(&deployed).await.unwrap());
-    let read: Service = Repo::get(&db, s.id).await.unwrap().unwrap();
-    assert_eq!(read.deployment_status, DeploymentStatus::UpToDate);
+    Repo::<Service>::update(&mut db.session().await.unwrap(), &deployed)
+        .await
+        .unwrap();
     let later = now() + time::Duration::seconds(1);
     assert_eq!(
-        db.mark_out_of_date(VariableParent::Service(s.id, ServiceKind::Database), later)
+        db.session()
+            .await
+            .unwrap()
+            .mark_out_of_date(VariableParent::Service(s.id, ServiceKind::Database), later)
             .await
             .unwrap(),
         1
     );
-    let read: Service = Repo::get(&db, s.id).await.unwrap().unwrap();
+    let read: Service = Repo::get(&mut db.session().await.unwrap(), s.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(read.deployment_status, DeploymentStatus::OutOfDate);
     assert_eq!(
         read.updated_at, later,
         "a variable change is a change of the service"
     );
-    assert!(
-        !db.save_deployed(&deployed).await.unwrap(),
-        "a stale copy is not written"
-    );
+}
+
+async fn a_unit_dropped_before_commit_leaves_nothing(db: Db) {
+    let o = org(&db).await;
+    let p = project_in(o.id, "kept");
+    let mut unit = Store::write(&db).await.unwrap();
+    Repo::<Project>::insert(&mut *unit, &p).await.unwrap();
+    let gone = project_in(o.id, "gone");
+    Repo::<Project>::insert(&mut *unit, &gone).await.unwrap();
+    unit.commit().await.unwrap();
+
+    let mut unit = Store::write(&db).await.unwrap();
+    Repo::<Project>::delete(&mut *unit, p.id).await.unwrap();
+    Repo::<Project>::insert(&mut *unit, &project_in(o.id, "never"))
+        .await
+        .unwrap();
+    drop(unit);
+    // The rollback of a dropped unit may run after the drop; the next unit sees none of it.
+    let mut reader = Store::snapshot(&db).await.unwrap();
+    let names: Vec<String> = Repo::<Project>::list(&mut *reader, o.id, PageRequest::all())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(names, vec!["kept", "gone"]);
+}
+
+/// A scope locked by one write unit is held until it commits: another unit that locks it
+/// waits, then reads what the first wrote.
+async fn a_locked_scope_is_held_until_commit(db: Db) {
+    let envs = environments(&db, 1).await;
+    let (env, s) = envs[0].clone();
+    let db = std::sync::Arc::new(db);
+    let mut first = Store::write(&*db).await.unwrap();
+    first.lock(Scope::Environment(env.id)).await.unwrap();
+    let mut read: Service = Repo::get(&mut *first, s.id).await.unwrap().unwrap();
+    read.description = Some("first".into());
+    let (started_tx, started) = tokio::sync::oneshot::channel();
+    let second = {
+        let db = db.clone();
+        tokio::spawn(async move {
+            let _ = started_tx.send(());
+            let mut second = Store::write(&*db).await.unwrap();
+            second.lock(Scope::EnvironmentOf(s.id)).await.unwrap();
+            let mut seen: Service = Repo::get(&mut *second, s.id).await.unwrap().unwrap();
+            let before = seen.description.clone();
+            seen.description = Some(format!(
+                "{} then second",
+                before.clone().unwrap_or_default()
+            ));
+            Repo::<Service>::update(&mut *second, &seen).await.unwrap();
+            second.commit().await.unwrap();
+            before
+        })
+    };
+    started.await.unwrap();
+    // Give the second unit every chance to run ahead if the lock did not hold it.
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    Repo::<Service>::update(&mut *first, &read).await.unwrap();
+    first.commit().await.unwrap();
+    assert_eq!(second.await.unwrap().as_deref(), Some("first"));
+    let last: Service = Repo::get(&mut db.session().await.unwrap(), s.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(last.description.as_deref(), Some("first then second"));
 }
 
 async fn the_rate_limit_step_is_atomic(db: Db) {

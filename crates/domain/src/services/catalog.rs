@@ -35,14 +35,16 @@ impl Capstan {
         token: GitTokenId,
         page: PageRequest,
     ) -> DomainResult<Page<AssociatedService>> {
-        self.load_in_org::<GitToken>(p, org, token, Action::Read)
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.load_in_org::<GitToken>(tx, p, org, token, Action::Read)
             .await?;
-        let page = self.store.list_services_by_git_token(token, page).await?;
+        let page = tx.list_services_by_git_token(token, page).await?;
         let envs = self
-            .by_id::<Environment>(page.items.iter().map(|s| s.environment_id))
+            .by_id::<Environment>(tx, page.items.iter().map(|s| s.environment_id))
             .await?;
         let projects = self
-            .by_id::<Project>(page.items.iter().map(|s| s.project_id))
+            .by_id::<Project>(tx, page.items.iter().map(|s| s.project_id))
             .await?;
         Ok(page.map(|service| AssociatedService {
             project_id: service.project_id,

@@ -6,6 +6,7 @@ use crate::error::DomainResult;
 use crate::ids::{CredentialsId, OrganizationId};
 use crate::model::{CloudCredentials, Organization};
 use crate::pagination::{Page, PageRequest};
+use crate::ports::Scope;
 use crate::secret::Secret;
 use crate::validate;
 use serde::Deserialize;
@@ -35,7 +36,10 @@ impl Capstan {
         org: OrganizationId,
         input: CredentialsInput,
     ) -> DomainResult<CloudCredentials> {
-        self.load::<Organization>(p, org, Action::Write).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(org)).await?;
+        self.load::<Organization>(tx, p, org, Action::Write).await?;
         let now = self.now();
         let creds = CloudCredentials {
             id: CredentialsId::generate(),
@@ -49,7 +53,8 @@ impl Capstan {
             created_at: now,
             updated_at: now,
         };
-        self.insert(&creds, "organization").await?;
+        self.insert(tx, &creds, "organization").await?;
+        unit.commit().await?;
         Ok(creds)
     }
 
@@ -59,8 +64,10 @@ impl Capstan {
         org: OrganizationId,
         page: PageRequest,
     ) -> DomainResult<Page<CloudCredentials>> {
-        self.load::<Organization>(p, org, Action::Read).await?;
-        self.list(org, page).await
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.load::<Organization>(tx, p, org, Action::Read).await?;
+        self.list(tx, org, page).await
     }
 
     pub async fn get_credentials(
@@ -69,7 +76,9 @@ impl Capstan {
         org: OrganizationId,
         id: CredentialsId,
     ) -> DomainResult<CloudCredentials> {
-        self.load_in_org(p, org, id, Action::Read).await
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.load_in_org(tx, p, org, id, Action::Read).await
     }
 
     pub async fn update_credentials(
@@ -79,7 +88,10 @@ impl Capstan {
         id: CredentialsId,
         input: CredentialsUpdate,
     ) -> DomainResult<CloudCredentials> {
-        let mut creds: CloudCredentials = self.load_in_org(p, org, id, Action::Write).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(org)).await?;
+        let mut creds: CloudCredentials = self.load_in_org(tx, p, org, id, Action::Write).await?;
         creds.name = validate::name("name", &input.name)?;
         creds.access_key_id = validate::required_text("access_key_id", &input.access_key_id)?;
         if let Some(secret) = input.secret_access_key {
@@ -89,7 +101,8 @@ impl Capstan {
             )?);
         }
         creds.updated_at = self.now();
-        self.update(&creds, "organization").await?;
+        self.update(tx, &creds, "organization").await?;
+        unit.commit().await?;
         Ok(creds)
     }
 
@@ -99,8 +112,12 @@ impl Capstan {
         org: OrganizationId,
         id: CredentialsId,
     ) -> DomainResult<()> {
-        self.load_in_org::<CloudCredentials>(p, org, id, Action::Write)
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(org)).await?;
+        self.load_in_org::<CloudCredentials>(tx, p, org, id, Action::Write)
             .await?;
-        self.delete::<CloudCredentials>(id, "clusters").await
+        self.delete::<CloudCredentials>(tx, id, "clusters").await?;
+        Ok(unit.commit().await?)
     }
 }

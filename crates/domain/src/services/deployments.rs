@@ -8,6 +8,7 @@ use crate::ids::{DeploymentRequestId, EnvironmentId, ServiceId};
 use crate::model::*;
 use crate::pagination::{Page, PageRequest};
 use crate::ports::Repo;
+use crate::ports::{Scope, Unit};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use time::OffsetDateTime;
@@ -156,12 +157,16 @@ impl Capstan {
     }
 
     /// Every service of an environment, all kinds.
-    async fn services_of(&self, environment: EnvironmentId) -> DomainResult<Vec<Service>> {
+    pub(super) async fn services_of(
+        &self,
+        tx: &mut Unit,
+        environment: EnvironmentId,
+    ) -> DomainResult<Vec<Service>> {
         let mut all = Vec::new();
         let mut page = 1;
         loop {
             let got = self
-                .list::<Service>(environment, PageRequest::new(page, 1000)?)
+                .list::<Service>(tx, environment, PageRequest::new(page, 1000)?)
                 .await?;
             let done = got.items.len() < 1000;
             all.extend(got.items);
@@ -172,11 +177,12 @@ impl Capstan {
         }
     }
 
-    /// The statuses of `services`, in their order. The requests are read first and the services
-    /// again after them: the worker saves a service before it ends the request, so a status never
-    /// shows an ended deployment beside the service as it was before it.
+    /// The statuses of `services`, in their order, read in the unit that read the services (a
+    /// snapshot, or a write unit holding their environment): the worker ends a request and
+    /// saves its service in one unit, so the two always agree.
     async fn statuses(
         &self,
+        tx: &mut Unit,
         services: &[Service],
         env: &EnvironmentActivity,
     ) -> DomainResult<Vec<ServiceStatus>> {
@@ -184,24 +190,19 @@ impl Capstan {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let requests = self.store.requests_of_services(&ids).await?;
-        let fresh = self.by_id::<Service>(ids.iter().copied()).await?;
+        let requests = tx.requests_of_services(&ids).await?;
         let now = self.now();
         Ok(services
             .iter()
-            .map(|s| {
-                let s = fresh.get(&s.id).unwrap_or(s);
-                service_status(s, &of(&requests, s.id), env, now)
-            })
+            .map(|s| service_status(s, &of(&requests, s.id), env, now))
             .collect())
     }
 
-    async fn status_of(&self, service: &Service) -> DomainResult<ServiceStatus> {
-        let env = self
-            .store
-            .environment_activity(service.environment_id)
+    async fn status_of(&self, tx: &mut Unit, service: &Service) -> DomainResult<ServiceStatus> {
+        let env = tx.environment_activity(service.environment_id).await?;
+        let mut one = self
+            .statuses(tx, std::slice::from_ref(service), &env)
             .await?;
-        let mut one = self.statuses(std::slice::from_ref(service), &env).await?;
         one.pop()
             .ok_or_else(|| DomainError::Internal("status vanished".into()))
     }
@@ -209,16 +210,14 @@ impl Capstan {
     /// Checks an action is allowed now and queues it for the service.
     async fn request(
         &self,
+        tx: &mut Unit,
         p: &Principal,
         mut service: Service,
         action: DeploymentAction,
         target: DeployTarget,
     ) -> DomainResult<ServiceStatus> {
-        let env = self
-            .store
-            .environment_activity(service.environment_id)
-            .await?;
-        let requests = self.store.requests_of_services(&[service.id]).await?;
+        let env = tx.environment_activity(service.environment_id).await?;
+        let requests = tx.requests_of_services(&[service.id]).await?;
         let pending: Vec<DeploymentRequest> = requests
             .iter()
             .filter(|r| !r.status.is_finished())
@@ -232,7 +231,7 @@ impl Capstan {
             &pending,
             env.deleting(service.environment_id.0),
         ) {
-            return Err(DomainError::Conflict(format!(
+            return Err(DomainError::state(format!(
                 "cannot {} the {}: {why}",
                 action.as_str().to_lowercase(),
                 service.kind().noun()
@@ -242,11 +241,11 @@ impl Capstan {
         if service.apply_target(&target) {
             service.mark_changed();
             service.updated_at = now;
-            self.update(&service, "environment").await?;
+            self.update(tx, &service, "environment").await?;
         }
         let request = self.new_request(p, &service, action, target, None, now);
-        self.store.enqueue(std::slice::from_ref(&request)).await?;
-        self.status_of(&service).await
+        tx.enqueue(std::slice::from_ref(&request)).await?;
+        self.status_of(tx, &service).await
     }
 
     /// Deploy, redeploy, restart or stop a service (202 with its status).
@@ -258,7 +257,10 @@ impl Capstan {
         action: DeploymentAction,
         input: DeployInput,
     ) -> DomainResult<ServiceStatus> {
-        let service = self.load_service(p, kind, id, Action::Write).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::EnvironmentOf(id)).await?;
+        let service = self.load_service(tx, p, kind, id, Action::Write).await?;
         let target = match action {
             DeploymentAction::Deploy => input.into_target(kind)?,
             // A redeploy deploys again what is configured, the deployed commit included.
@@ -272,7 +274,9 @@ impl Capstan {
             },
             _ => DeployTarget::default(),
         };
-        self.request(p, service, action, target).await
+        let status = self.request(tx, p, service, action, target).await?;
+        unit.commit().await?;
+        Ok(status)
     }
 
     pub async fn service_status(
@@ -281,8 +285,10 @@ impl Capstan {
         kind: ServiceKind,
         id: ServiceId,
     ) -> DomainResult<ServiceStatus> {
-        let service = self.load_service(p, kind, id, Action::Read).await?;
-        self.status_of(&service).await
+        let mut unit = self.snapshot().await?;
+        let tx = &mut *unit;
+        let service = self.load_service(tx, p, kind, id, Action::Read).await?;
+        self.status_of(tx, &service).await
     }
 
     /// The statuses of an environment's services of one kind (endpoint 9 for applications).
@@ -292,16 +298,18 @@ impl Capstan {
         environment: EnvironmentId,
         kind: ServiceKind,
     ) -> DomainResult<Vec<ServiceStatus>> {
-        self.load::<Environment>(p, environment, Action::Read)
+        let mut unit = self.snapshot().await?;
+        let tx = &mut *unit;
+        self.load::<Environment>(tx, p, environment, Action::Read)
             .await?;
         let services: Vec<Service> = self
-            .services_of(environment)
+            .services_of(tx, environment)
             .await?
             .into_iter()
             .filter(|s| s.kind() == kind)
             .collect();
-        let env = self.store.environment_activity(environment).await?;
-        self.statuses(&services, &env).await
+        let env = tx.environment_activity(environment).await?;
+        self.statuses(tx, &services, &env).await
     }
 
     pub async fn environment_status(
@@ -309,18 +317,21 @@ impl Capstan {
         p: &Principal,
         environment: EnvironmentId,
     ) -> DomainResult<EnvironmentStatus> {
-        self.load::<Environment>(p, environment, Action::Read)
+        let mut unit = self.snapshot().await?;
+        let tx = &mut *unit;
+        self.load::<Environment>(tx, p, environment, Action::Read)
             .await?;
-        self.environment_status_of(environment).await
+        self.environment_status_of(tx, environment).await
     }
 
     async fn environment_status_of(
         &self,
+        tx: &mut Unit,
         environment: EnvironmentId,
     ) -> DomainResult<EnvironmentStatus> {
-        let services = self.services_of(environment).await?;
-        let env = self.store.environment_activity(environment).await?;
-        let statuses = self.statuses(&services, &env).await?;
+        let services = self.services_of(tx, environment).await?;
+        let env = tx.environment_activity(environment).await?;
+        let statuses = self.statuses(tx, &services, &env).await?;
         let first_pending = env
             .pending
             .iter()
@@ -380,26 +391,26 @@ impl Capstan {
     }
 
     /// What an environment-level action starts from: the environment's activity, its services
-    /// and their requests; 409 while the environment is being deleted.
+    /// and their requests, with the environment locked; 409 while it is being deleted.
     async fn environment_for_action(
         &self,
+        tx: &mut Unit,
         p: &Principal,
         environment: EnvironmentId,
     ) -> DomainResult<(EnvironmentActivity, Vec<Service>, Vec<DeploymentRequest>)> {
-        self.load::<Environment>(p, environment, Action::Write)
+        tx.lock(Scope::Environment(environment)).await?;
+        self.load::<Environment>(tx, p, environment, Action::Write)
             .await?;
-        let env = self.store.environment_activity(environment).await?;
+        let env = tx.environment_activity(environment).await?;
         if env.deleting(environment.0) {
-            return Err(DomainError::Conflict(
-                "the environment is being deleted".into(),
-            ));
+            return Err(DomainError::state("the environment is being deleted"));
         }
-        let services = self.services_of(environment).await?;
+        let services = self.services_of(tx, environment).await?;
         let ids: Vec<ServiceId> = services.iter().map(|s| s.id).collect();
         let requests = if ids.is_empty() {
             Vec::new()
         } else {
-            self.store.requests_of_services(&ids).await?
+            tx.requests_of_services(&ids).await?
         };
         Ok((env, services, requests))
     }
@@ -413,7 +424,9 @@ impl Capstan {
         action: DeploymentAction,
         wanted: impl Fn(&Service, ServiceState) -> bool,
     ) -> DomainResult<EnvironmentStatus> {
-        let (env, services, requests) = self.environment_for_action(p, environment).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        let (env, services, requests) = self.environment_for_action(tx, p, environment).await?;
         let now = self.now();
         let batch = Uuid::new_v4();
         let mut queued = Vec::new();
@@ -437,8 +450,10 @@ impl Capstan {
                 queued.push(self.new_request(p, service, action, target, Some(batch), now));
             }
         }
-        self.store.enqueue(&queued).await?;
-        self.environment_status_of(environment).await
+        tx.enqueue(&queued).await?;
+        let status = self.environment_status_of(tx, environment).await?;
+        unit.commit().await?;
+        Ok(status)
     }
 
     /// Deploys every service of the environment (202).
@@ -470,10 +485,12 @@ impl Capstan {
         p: &Principal,
         environment: EnvironmentId,
     ) -> DomainResult<EnvironmentStatus> {
-        self.load::<Environment>(p, environment, Action::Write)
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Environment(environment)).await?;
+        self.load::<Environment>(tx, p, environment, Action::Write)
             .await?;
-        let touched = self
-            .store
+        let touched = tx
             .cancel_environment(
                 environment,
                 &format!("canceled by {}", requested_by(p)),
@@ -481,11 +498,13 @@ impl Capstan {
             )
             .await?;
         if touched == 0 {
-            return Err(DomainError::Conflict(
-                "the environment has no deployment to cancel".into(),
+            return Err(DomainError::state(
+                "the environment has no deployment to cancel",
             ));
         }
-        self.environment_status_of(environment).await
+        let status = self.environment_status_of(tx, environment).await?;
+        unit.commit().await?;
+        Ok(status)
     }
 
     /// Deletes a service: at once when it was never deployed and nothing is queued for it,
@@ -496,21 +515,29 @@ impl Capstan {
         kind: ServiceKind,
         id: ServiceId,
     ) -> DomainResult<Deletion<ServiceStatus>> {
-        let service = self.load_service(p, kind, id, Action::Write).await?;
-        let requests = self.store.requests_of_services(&[id]).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::EnvironmentOf(id)).await?;
+        let service = self.load_service(tx, p, kind, id, Action::Write).await?;
+        let requests = tx.requests_of_services(&[id]).await?;
         let idle = requests.iter().all(|r| r.status.is_finished());
-        if service.deployment_status == DeploymentStatus::NeverDeployed && idle {
-            self.delete::<Service>(id, "other resources").await?;
-            return Ok(Deletion::Done);
-        }
-        self.request(
-            p,
-            service,
-            DeploymentAction::Delete,
-            DeployTarget::default(),
-        )
-        .await
-        .map(Deletion::Requested)
+        let deletion = if service.deployment_status == DeploymentStatus::NeverDeployed && idle {
+            self.delete::<Service>(tx, id, "other resources").await?;
+            Deletion::Done
+        } else {
+            let status = self
+                .request(
+                    tx,
+                    p,
+                    service,
+                    DeploymentAction::Delete,
+                    DeployTarget::default(),
+                )
+                .await?;
+            Deletion::Requested(status)
+        };
+        unit.commit().await?;
+        Ok(deletion)
     }
 
     /// Deletes an environment: at once when none of its services needs the engine, else by
@@ -520,7 +547,9 @@ impl Capstan {
         p: &Principal,
         environment: EnvironmentId,
     ) -> DomainResult<Deletion<EnvironmentStatus>> {
-        let (_, services, requests) = self.environment_for_action(p, environment).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        let (_, services, requests) = self.environment_for_action(tx, p, environment).await?;
         let busy = |s: &Service| {
             s.deployment_status != DeploymentStatus::NeverDeployed
                 || requests
@@ -549,15 +578,16 @@ impl Capstan {
                 )
             })
             .collect();
-        if deletions.is_empty() && !services.iter().any(busy) {
-            self.delete::<Environment>(environment, "other resources")
+        let deletion = if deletions.is_empty() && !services.iter().any(busy) {
+            self.delete::<Environment>(tx, environment, "other resources")
                 .await?;
-            return Ok(Deletion::Done);
-        }
-        self.store.enqueue(&deletions).await?;
-        self.environment_status_of(environment)
-            .await
-            .map(Deletion::Requested)
+            Deletion::Done
+        } else {
+            tx.enqueue(&deletions).await?;
+            Deletion::Requested(self.environment_status_of(tx, environment).await?)
+        };
+        unit.commit().await?;
+        Ok(deletion)
     }
 
     /// A service's deployments, newest first.
@@ -568,18 +598,22 @@ impl Capstan {
         id: ServiceId,
         page: PageRequest,
     ) -> DomainResult<Page<DeploymentRequest>> {
-        self.load_service(p, kind, id, Action::Read).await?;
-        Ok(self.store.deployment_history(id, page).await?)
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.load_service(tx, p, kind, id, Action::Read).await?;
+        Ok(tx.deployment_history(id, page).await?)
     }
 
-    /// The environment goes once its deletion batch has nothing left to do.
+    /// The environment goes once its deletion batch has nothing left to do (in the unit that
+    /// ends the batch's last request, holding the environment).
     pub(super) async fn finish_environment_deletion(
         &self,
+        tx: &mut Unit,
         environment: EnvironmentId,
     ) -> DomainResult<()> {
-        let env = self.store.environment_activity(environment).await?;
+        let env = tx.environment_activity(environment).await?;
         if env.pending.is_empty() {
-            match Repo::<Environment>::delete(&*self.store, environment).await {
+            match Repo::<Environment>::delete(tx, environment).await {
                 Ok(()) | Err(crate::error::StoreError::NotFound) => {}
                 Err(e) => return Err(e.into()),
             }

@@ -9,6 +9,7 @@ use crate::model::{
 };
 use crate::pagination::{Page, PageRequest};
 use crate::ports::Repo;
+use crate::ports::{Scope, Unit};
 use crate::validate;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -40,9 +41,13 @@ pub struct EnvironmentDetails {
 }
 
 impl Capstan {
-    async fn with_clusters(&self, envs: Vec<Environment>) -> DomainResult<Vec<EnvironmentDetails>> {
+    async fn with_clusters(
+        &self,
+        tx: &mut Unit,
+        envs: Vec<Environment>,
+    ) -> DomainResult<Vec<EnvironmentDetails>> {
         let clusters = self
-            .by_id::<Cluster>(envs.iter().map(|e| e.cluster_id))
+            .by_id::<Cluster>(tx, envs.iter().map(|e| e.cluster_id))
             .await?;
         Ok(envs
             .into_iter()
@@ -53,8 +58,8 @@ impl Capstan {
             .collect())
     }
 
-    async fn details(&self, env: Environment) -> DomainResult<EnvironmentDetails> {
-        let mut v = self.with_clusters(vec![env]).await?;
+    async fn details(&self, tx: &mut Unit, env: Environment) -> DomainResult<EnvironmentDetails> {
+        let mut v = self.with_clusters(tx, vec![env]).await?;
         v.pop()
             .ok_or_else(|| DomainError::Internal("environment vanished".into()))
     }
@@ -62,13 +67,14 @@ impl Capstan {
     /// The cluster named by a request, or the organization's first cluster.
     async fn cluster_for(
         &self,
+        tx: &mut Unit,
         p: &Principal,
         project: &Project,
         wanted: Option<ClusterId>,
     ) -> DomainResult<Cluster> {
         match wanted {
             Some(id) => {
-                let cluster: Cluster = self.load(p, id, Action::Read).await?;
+                let cluster: Cluster = self.load(tx, p, id, Action::Read).await?;
                 if cluster.organization_id != project.organization_id {
                     return Err(DomainError::Forbidden(
                         "the cluster belongs to another organization".into(),
@@ -77,7 +83,7 @@ impl Capstan {
                 Ok(cluster)
             }
             None => self
-                .list::<Cluster>(project.organization_id, PageRequest::new(1, 1)?)
+                .list::<Cluster>(tx, project.organization_id, PageRequest::new(1, 1)?)
                 .await?
                 .items
                 .pop()
@@ -96,9 +102,12 @@ impl Capstan {
         project_id: ProjectId,
         input: EnvironmentInput,
     ) -> DomainResult<EnvironmentDetails> {
-        let project: Project = self.load(p, project_id, Action::Write).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Project(project_id)).await?;
+        let project: Project = self.load(tx, p, project_id, Action::Write).await?;
         let name = validate::name("name", &input.name)?;
-        let cluster = self.cluster_for(p, &project, input.cluster).await?;
+        let cluster = self.cluster_for(tx, p, &project, input.cluster).await?;
         let now = self.now();
         let env = Environment {
             id: EnvironmentId::generate(),
@@ -111,7 +120,8 @@ impl Capstan {
             created_at: now,
             updated_at: now,
         };
-        self.insert(&env, "project").await?;
+        self.insert(tx, &env, "project").await?;
+        unit.commit().await?;
         Ok(EnvironmentDetails {
             environment: env,
             cluster: Some(cluster),
@@ -124,9 +134,12 @@ impl Capstan {
         project_id: ProjectId,
         page: PageRequest,
     ) -> DomainResult<Page<EnvironmentDetails>> {
-        self.load::<Project>(p, project_id, Action::Read).await?;
-        let page = self.list::<Environment>(project_id, page).await?;
-        let items = self.with_clusters(page.items).await?;
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.load::<Project>(tx, p, project_id, Action::Read)
+            .await?;
+        let page = self.list::<Environment>(tx, project_id, page).await?;
+        let items = self.with_clusters(tx, page.items).await?;
         Ok(Page {
             items,
             request: page.request,
@@ -139,8 +152,10 @@ impl Capstan {
         p: &Principal,
         id: EnvironmentId,
     ) -> DomainResult<EnvironmentDetails> {
-        let env = self.load(p, id, Action::Read).await?;
-        self.details(env).await
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        let env = self.load(tx, p, id, Action::Read).await?;
+        self.details(tx, env).await
     }
 
     pub async fn update_environment(
@@ -149,7 +164,10 @@ impl Capstan {
         id: EnvironmentId,
         input: EnvironmentUpdate,
     ) -> DomainResult<EnvironmentDetails> {
-        let mut env: Environment = self.load(p, id, Action::Write).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Environment(id)).await?;
+        let mut env: Environment = self.load(tx, p, id, Action::Write).await?;
         if let Some(name) = input.name {
             env.name = validate::name("name", &name)?;
         }
@@ -157,8 +175,10 @@ impl Capstan {
             env.mode = mode;
         }
         env.updated_at = self.now();
-        self.update(&env, "project").await?;
-        self.details(env).await
+        self.update(tx, &env, "project").await?;
+        let out = self.details(tx, env).await?;
+        unit.commit().await?;
+        Ok(out)
     }
 }
 
@@ -179,16 +199,17 @@ pub struct CloneInput {
 }
 
 impl Capstan {
-    /// Every item of a list, page after page.
-    async fn all<T, F, Fut>(&self, mut fetch: F) -> DomainResult<Vec<T>>
-    where
-        F: FnMut(PageRequest) -> Fut,
-        Fut: std::future::Future<Output = DomainResult<crate::pagination::Page<T>>>,
-    {
+    /// Every variable attached to any of `parents`.
+    async fn all_variables(
+        &self,
+        tx: &mut Unit,
+        parents: &[uuid::Uuid],
+    ) -> DomainResult<Vec<Variable>> {
         let mut out = Vec::new();
         let mut number = 1;
         loop {
-            let page = fetch(PageRequest::new(number, crate::pagination::MAX_PAGE_SIZE)?).await?;
+            let request = PageRequest::new(number, crate::pagination::MAX_PAGE_SIZE)?;
+            let page = tx.list_variables(parents, None, request).await?;
             let total = page.total_count;
             let empty = page.items.is_empty();
             out.extend(page.items);
@@ -207,17 +228,26 @@ impl Capstan {
         source_id: EnvironmentId,
         input: CloneInput,
     ) -> DomainResult<EnvironmentDetails> {
-        let source: Environment = self.load(p, source_id, Action::Read).await?;
-        let project: Project = self
-            .load(
-                p,
-                input.project_id.unwrap_or(source.project_id),
-                Action::Write,
-            )
+        // The source is read and the clone written in one unit that holds both projects (in
+        // id order): the source cannot change halfway through the copy.
+        let source: Environment = self
+            .load(&mut *self.reading().await?, p, source_id, Action::Read)
             .await?;
+        let target = input.project_id.unwrap_or(source.project_id);
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        let mut projects = vec![source.project_id, target];
+        projects.sort();
+        projects.dedup();
+        for project in projects {
+            tx.lock(Scope::Project(project)).await?;
+        }
+        let source: Environment = self.load(tx, p, source_id, Action::Read).await?;
+        let project: Project = self.load(tx, p, target, Action::Write).await?;
         let name = validate::name("name", &input.name)?;
         let cluster = self
             .cluster_for(
+                tx,
                 p,
                 &project,
                 Some(input.cluster_id.unwrap_or(source.cluster_id)),
@@ -236,17 +266,10 @@ impl Capstan {
             updated_at: now,
         };
 
-        let services: Vec<Service> =
-            self.all(|page| async move {
-                Ok(Repo::<Service>::list(&*self.store, source_id, page).await?)
-            })
-            .await?;
+        let services = self.services_of(tx, source_id).await?;
         let mut parents: Vec<uuid::Uuid> = vec![source_id.0];
         parents.extend(services.iter().map(|s| s.id.0));
-        let parents = &parents;
-        let variables: Vec<Variable> = self
-            .all(|page| async move { Ok(self.store.list_variables(parents, None, page).await?) })
-            .await?;
+        let variables = self.all_variables(tx, &parents).await?;
 
         let mut service_ids = HashMap::new();
         let copies: Vec<Service> = services
@@ -278,16 +301,15 @@ impl Capstan {
             source.project_id == env.project_id,
             now,
         );
-        self.store
-            .insert_environment_tree(&env, &copies, &variables)
-            .await
-            .map_err(|e| match e {
-                crate::error::StoreError::Duplicate => DomainError::Conflict(format!(
-                    "an environment named '{}' already exists in this project",
-                    env.name
-                )),
-                other => other.into(),
-            })?;
+        self.insert(tx, &env, "project").await?;
+        // Variables come after those they alias or override.
+        for service in &copies {
+            self.insert(tx, service, "environment").await?;
+        }
+        for variable in &variables {
+            Repo::<Variable>::insert(tx, variable).await?;
+        }
+        unit.commit().await?;
         Ok(EnvironmentDetails {
             environment: env,
             cluster: Some(cluster),

@@ -6,6 +6,7 @@ use crate::error::{DomainError, DomainResult};
 use crate::ids::{GitTokenId, OrganizationId};
 use crate::model::{GitProvider, GitToken, Organization};
 use crate::pagination::{Page, PageRequest};
+use crate::ports::{Scope, Unit};
 use crate::secret::Secret;
 use crate::validate;
 use serde::Deserialize;
@@ -41,9 +42,13 @@ fn token_value(secret: &Secret) -> DomainResult<Secret> {
 }
 
 impl Capstan {
-    async fn git_token_details(&self, tokens: Vec<GitToken>) -> DomainResult<Vec<GitTokenDetails>> {
+    async fn git_token_details(
+        &self,
+        tx: &mut Unit,
+        tokens: Vec<GitToken>,
+    ) -> DomainResult<Vec<GitTokenDetails>> {
         let ids: Vec<GitTokenId> = tokens.iter().map(|t| t.id).collect();
-        let counts = self.store.count_services_by_git_token(&ids).await?;
+        let counts = tx.count_services_by_git_token(&ids).await?;
         Ok(tokens
             .into_iter()
             .map(|token| GitTokenDetails {
@@ -53,8 +58,8 @@ impl Capstan {
             .collect())
     }
 
-    async fn one_git_token(&self, token: GitToken) -> DomainResult<GitTokenDetails> {
-        self.git_token_details(vec![token])
+    async fn one_git_token(&self, tx: &mut Unit, token: GitToken) -> DomainResult<GitTokenDetails> {
+        self.git_token_details(tx, vec![token])
             .await?
             .pop()
             .ok_or_else(|| DomainError::Internal("git token vanished".into()))
@@ -66,7 +71,10 @@ impl Capstan {
         org: OrganizationId,
         input: GitTokenInput,
     ) -> DomainResult<GitTokenDetails> {
-        self.load::<Organization>(p, org, Action::Write).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(org)).await?;
+        self.load::<Organization>(tx, p, org, Action::Write).await?;
         let value = input
             .token
             .as_ref()
@@ -88,7 +96,8 @@ impl Capstan {
             created_at: now,
             updated_at: now,
         };
-        self.insert(&token, "organization").await?;
+        self.insert(tx, &token, "organization").await?;
+        unit.commit().await?;
         Ok(GitTokenDetails {
             token,
             associated_services_count: 0,
@@ -101,9 +110,11 @@ impl Capstan {
         org: OrganizationId,
         page: PageRequest,
     ) -> DomainResult<Page<GitTokenDetails>> {
-        self.load::<Organization>(p, org, Action::Read).await?;
-        let page = self.list::<GitToken>(org, page).await?;
-        let items = self.git_token_details(page.items).await?;
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.load::<Organization>(tx, p, org, Action::Read).await?;
+        let page = self.list::<GitToken>(tx, org, page).await?;
+        let items = self.git_token_details(tx, page.items).await?;
         Ok(Page {
             items,
             request: page.request,
@@ -117,8 +128,10 @@ impl Capstan {
         org: OrganizationId,
         id: GitTokenId,
     ) -> DomainResult<GitTokenDetails> {
-        let token = self.load_in_org(p, org, id, Action::Read).await?;
-        self.one_git_token(token).await
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        let token = self.load_in_org(tx, p, org, id, Action::Read).await?;
+        self.one_git_token(tx, token).await
     }
 
     pub async fn update_git_token(
@@ -128,7 +141,10 @@ impl Capstan {
         id: GitTokenId,
         input: GitTokenInput,
     ) -> DomainResult<GitTokenDetails> {
-        let mut token: GitToken = self.load_in_org(p, org, id, Action::Write).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(org)).await?;
+        let mut token: GitToken = self.load_in_org(tx, p, org, id, Action::Write).await?;
         token.name = validate::name("name", &input.name)?;
         token.description = validate::description("description", input.description)?;
         token.provider = input.provider;
@@ -141,8 +157,10 @@ impl Capstan {
             .map(|u| validate::http_url("git_api_url", &u).map(|_| u))
             .transpose()?;
         token.updated_at = self.now();
-        self.update(&token, "organization").await?;
-        self.one_git_token(token).await
+        self.update(tx, &token, "organization").await?;
+        let out = self.one_git_token(tx, token).await?;
+        unit.commit().await?;
+        Ok(out)
     }
 
     /// Refused (409) while services use the token.
@@ -152,8 +170,12 @@ impl Capstan {
         org: OrganizationId,
         id: GitTokenId,
     ) -> DomainResult<()> {
-        self.load_in_org::<GitToken>(p, org, id, Action::Write)
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(org)).await?;
+        self.load_in_org::<GitToken>(tx, p, org, id, Action::Write)
             .await?;
-        self.delete::<GitToken>(id, "services").await
+        self.delete::<GitToken>(tx, id, "services").await?;
+        Ok(unit.commit().await?)
     }
 }

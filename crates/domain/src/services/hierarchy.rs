@@ -6,6 +6,7 @@ use crate::error::DomainResult;
 use crate::ids::{ClusterId, OrganizationId, ProjectId};
 use crate::model::{CloudProvider, Cluster, Organization, Project};
 use crate::pagination::{Page, PageRequest};
+use crate::ports::Scope;
 use crate::validate;
 use serde::Deserialize;
 
@@ -34,7 +35,10 @@ impl Capstan {
         org: OrganizationId,
         input: ClusterInput,
     ) -> DomainResult<Cluster> {
-        self.load::<Organization>(p, org, Action::Write).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(org)).await?;
+        self.load::<Organization>(tx, p, org, Action::Write).await?;
         let now = self.now();
         let cluster = Cluster {
             id: ClusterId::generate(),
@@ -46,7 +50,8 @@ impl Capstan {
             created_at: now,
             updated_at: now,
         };
-        self.insert(&cluster, "organization").await?;
+        self.insert(tx, &cluster, "organization").await?;
+        unit.commit().await?;
         Ok(cluster)
     }
 
@@ -56,8 +61,10 @@ impl Capstan {
         org: OrganizationId,
         page: PageRequest,
     ) -> DomainResult<Page<Cluster>> {
-        self.load::<Organization>(p, org, Action::Read).await?;
-        self.list(org, page).await
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.load::<Organization>(tx, p, org, Action::Read).await?;
+        self.list(tx, org, page).await
     }
 
     pub async fn get_cluster(
@@ -66,7 +73,9 @@ impl Capstan {
         org: OrganizationId,
         id: ClusterId,
     ) -> DomainResult<Cluster> {
-        self.load_in_org(p, org, id, Action::Read).await
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.load_in_org(tx, p, org, id, Action::Read).await
     }
 
     pub async fn update_cluster(
@@ -76,13 +85,17 @@ impl Capstan {
         id: ClusterId,
         input: ClusterInput,
     ) -> DomainResult<Cluster> {
-        let mut cluster: Cluster = self.load_in_org(p, org, id, Action::Write).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(org)).await?;
+        let mut cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Write).await?;
         cluster.name = validate::name("name", &input.name)?;
         cluster.description = validate::description("description", input.description)?;
         cluster.region = validate::required_text("region", &input.region)?;
         cluster.cloud_provider = input.cloud_provider;
         cluster.updated_at = self.now();
-        self.update(&cluster, "organization").await?;
+        self.update(tx, &cluster, "organization").await?;
+        unit.commit().await?;
         Ok(cluster)
     }
 
@@ -93,9 +106,13 @@ impl Capstan {
         org: OrganizationId,
         id: ClusterId,
     ) -> DomainResult<()> {
-        self.load_in_org::<Cluster>(p, org, id, Action::Write)
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(org)).await?;
+        self.load_in_org::<Cluster>(tx, p, org, id, Action::Write)
             .await?;
-        self.delete::<Cluster>(id, "environments").await
+        self.delete::<Cluster>(tx, id, "environments").await?;
+        Ok(unit.commit().await?)
     }
 
     pub async fn create_project(
@@ -104,7 +121,10 @@ impl Capstan {
         org: OrganizationId,
         input: ProjectInput,
     ) -> DomainResult<Project> {
-        self.load::<Organization>(p, org, Action::Write).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(org)).await?;
+        self.load::<Organization>(tx, p, org, Action::Write).await?;
         let now = self.now();
         let project = Project {
             id: ProjectId::generate(),
@@ -114,7 +134,8 @@ impl Capstan {
             created_at: now,
             updated_at: now,
         };
-        self.insert(&project, "organization").await?;
+        self.insert(tx, &project, "organization").await?;
+        unit.commit().await?;
         Ok(project)
     }
 
@@ -124,12 +145,16 @@ impl Capstan {
         org: OrganizationId,
         page: PageRequest,
     ) -> DomainResult<Page<Project>> {
-        self.load::<Organization>(p, org, Action::Read).await?;
-        self.list(org, page).await
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.load::<Organization>(tx, p, org, Action::Read).await?;
+        self.list(tx, org, page).await
     }
 
     pub async fn get_project(&self, p: &Principal, id: ProjectId) -> DomainResult<Project> {
-        self.load(p, id, Action::Read).await
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.load(tx, p, id, Action::Read).await
     }
 
     pub async fn update_project(
@@ -138,17 +163,25 @@ impl Capstan {
         id: ProjectId,
         input: ProjectInput,
     ) -> DomainResult<Project> {
-        let mut project: Project = self.load(p, id, Action::Write).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Project(id)).await?;
+        let mut project: Project = self.load(tx, p, id, Action::Write).await?;
         project.name = validate::name("name", &input.name)?;
         project.description = validate::description("description", input.description)?;
         project.updated_at = self.now();
-        self.update(&project, "organization").await?;
+        self.update(tx, &project, "organization").await?;
+        unit.commit().await?;
         Ok(project)
     }
 
     /// Deletes the project with its environments and their services.
     pub async fn delete_project(&self, p: &Principal, id: ProjectId) -> DomainResult<()> {
-        self.load::<Project>(p, id, Action::Write).await?;
-        self.delete::<Project>(id, "environments").await
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Project(id)).await?;
+        self.load::<Project>(tx, p, id, Action::Write).await?;
+        self.delete::<Project>(tx, id, "environments").await?;
+        Ok(unit.commit().await?)
     }
 }

@@ -29,10 +29,10 @@ pub use worker::{Worker, WORKER_LOST};
 
 use crate::auth::{Action, Principal};
 use crate::clock::Clock;
-use crate::error::{DomainError, DomainResult, StoreError};
+use crate::error::{Conflict, DomainError, DomainResult, StoreError};
 use crate::model::Record;
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{Repo, Store};
+use crate::ports::{Repo, Store, Tx, Unit};
 use std::sync::Arc;
 use time::OffsetDateTime;
 
@@ -72,13 +72,35 @@ impl Capstan {
         self.store.ping().await.map_err(Into::into)
     }
 
+    /// A unit of work for reads.
+    async fn reading(&self) -> DomainResult<Box<dyn Tx>> {
+        Ok(self.store.read().await?)
+    }
+
+    /// A unit of work for reads that must agree with each other (statuses).
+    async fn snapshot(&self) -> DomainResult<Box<dyn Tx>> {
+        Ok(self.store.snapshot().await?)
+    }
+
+    /// A unit of work for a use case that writes: commit it once everything is written.
+    async fn writing(&self) -> DomainResult<Box<dyn Tx>> {
+        Ok(self.store.write().await?)
+    }
+
     /// Loads a record and checks the principal may perform `action` on it:
     /// unknown id: 404; another organization's or a role that does not allow it: 403.
-    async fn load<T: Record>(&self, p: &Principal, id: T::Id, action: Action) -> DomainResult<T>
+    /// In a write unit the record stays locked until the unit ends.
+    async fn load<T: Record>(
+        &self,
+        tx: &mut Unit,
+        p: &Principal,
+        id: T::Id,
+        action: Action,
+    ) -> DomainResult<T>
     where
-        dyn Store: Repo<T>,
+        dyn Tx: Repo<T>,
     {
-        let item = Repo::<T>::get(&*self.store, id)
+        let item = Repo::<T>::get(tx, id)
             .await?
             .ok_or(DomainError::NotFound(T::KIND))?;
         p.authorize(item.organization_id(), action)?;
@@ -89,17 +111,18 @@ impl Capstan {
     /// organization is not found there.
     async fn load_in_org<T: Record>(
         &self,
+        tx: &mut Unit,
         p: &Principal,
         org: crate::ids::OrganizationId,
         id: T::Id,
         action: Action,
     ) -> DomainResult<T>
     where
-        dyn Store: Repo<T>,
+        dyn Tx: Repo<T>,
     {
-        self.load::<crate::model::Organization>(p, org, Action::ReadOrganization)
+        self.load::<crate::model::Organization>(tx, p, org, Action::ReadOrganization)
             .await?;
-        let item: T = self.load(p, id, action).await?;
+        let item: T = self.load(tx, p, id, action).await?;
         if item.organization_id() != org {
             return Err(DomainError::NotFound(T::KIND));
         }
@@ -109,10 +132,11 @@ impl Capstan {
     /// The records with these ids (repeated or unknown ids allowed), by id, in one query.
     async fn by_id<T: Record>(
         &self,
-        ids: impl IntoIterator<Item = T::Id>,
+        tx: &mut Unit,
+        ids: impl IntoIterator<Item = T::Id> + Send,
     ) -> DomainResult<std::collections::HashMap<T::Id, T>>
     where
-        dyn Store: Repo<T>,
+        dyn Tx: Repo<T>,
     {
         let mut ids: Vec<T::Id> = ids.into_iter().collect();
         ids.sort();
@@ -120,52 +144,71 @@ impl Capstan {
         if ids.is_empty() {
             return Ok(std::collections::HashMap::new());
         }
-        Ok(Repo::<T>::get_many(&*self.store, &ids)
+        Ok(Repo::<T>::get_many(tx, &ids)
             .await?
             .into_iter()
             .map(|r| (r.id(), r))
             .collect())
     }
 
-    async fn list<T: Record>(&self, parent: T::Parent, page: PageRequest) -> DomainResult<Page<T>>
+    async fn list<T: Record>(
+        &self,
+        tx: &mut Unit,
+        parent: T::Parent,
+        page: PageRequest,
+    ) -> DomainResult<Page<T>>
     where
-        dyn Store: Repo<T>,
+        dyn Tx: Repo<T>,
     {
-        Ok(Repo::<T>::list(&*self.store, parent, page).await?)
+        Ok(Repo::<T>::list(tx, parent, page).await?)
     }
 
-    async fn insert<T: Record + Named>(&self, item: &T, parent: &str) -> DomainResult<()>
+    async fn insert<T: Record + Named>(
+        &self,
+        tx: &mut Unit,
+        item: &T,
+        parent: &'static str,
+    ) -> DomainResult<()>
     where
-        dyn Store: Repo<T>,
+        dyn Tx: Repo<T>,
     {
-        Repo::<T>::insert(&*self.store, item)
+        Repo::<T>::insert(tx, item)
             .await
             .map_err(|e| name_conflict::<T>(e, item.name(), parent))
     }
 
-    async fn update<T: Record + Named>(&self, item: &T, parent: &str) -> DomainResult<()>
+    async fn update<T: Record + Named>(
+        &self,
+        tx: &mut Unit,
+        item: &T,
+        parent: &'static str,
+    ) -> DomainResult<()>
     where
-        dyn Store: Repo<T>,
+        dyn Tx: Repo<T>,
     {
-        Repo::<T>::update(&*self.store, item)
+        Repo::<T>::update(tx, item)
             .await
             .map_err(|e| name_conflict::<T>(e, item.name(), parent))
     }
 
     /// Deletes a record; `in_use` says what still refers to it when the store refuses.
-    async fn delete<T: Record>(&self, id: T::Id, in_use: &str) -> DomainResult<()>
+    async fn delete<T: Record>(
+        &self,
+        tx: &mut Unit,
+        id: T::Id,
+        in_use: &'static str,
+    ) -> DomainResult<()>
     where
-        dyn Store: Repo<T>,
+        dyn Tx: Repo<T>,
     {
-        Repo::<T>::delete(&*self.store, id)
-            .await
-            .map_err(|e| match e {
-                StoreError::InUse => {
-                    DomainError::Conflict(format!("the {} is still used by {in_use}", T::KIND))
-                }
-                StoreError::NotFound => DomainError::NotFound(T::KIND),
-                other => other.into(),
-            })
+        Repo::<T>::delete(tx, id).await.map_err(|e| match e {
+            StoreError::InUse => DomainError::Conflict(Conflict::InUse {
+                kind: T::KIND,
+                by: in_use,
+            }),
+            StoreError::NotFound => DomainError::NotFound(T::KIND),
+            other => other.into(),
+        })
     }
 }
 
@@ -189,12 +232,13 @@ named!(
     crate::model::Organization
 );
 
-fn name_conflict<T: Record>(e: StoreError, name: &str, parent: &str) -> DomainError {
+fn name_conflict<T: Record>(e: StoreError, name: &str, parent: &'static str) -> DomainError {
     match e {
-        StoreError::Duplicate => DomainError::Conflict(format!(
-            "a {} named '{name}' already exists in this {parent}",
-            T::KIND
-        )),
+        StoreError::Duplicate => DomainError::Conflict(Conflict::NameTaken {
+            kind: T::KIND,
+            name: name.to_string(),
+            parent,
+        }),
         StoreError::NotFound => DomainError::NotFound(T::KIND),
         other => other.into(),
     }

@@ -7,6 +7,7 @@ use crate::ids::{ApiTokenId, OrganizationId, RoleId};
 use crate::model::{ApiToken, Organization, OrganizationPlan};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::Repo;
+use crate::ports::Scope;
 use crate::validate;
 use serde::Deserialize;
 
@@ -87,7 +88,7 @@ impl Capstan {
         }
         Ok(Principal {
             subject: Subject::User(subject.to_string()),
-            memberships: self.store.memberships(subject).await?,
+            memberships: self.reading().await?.memberships(subject).await?,
         })
     }
 
@@ -111,9 +112,10 @@ impl Capstan {
             created_at: now,
             updated_at: now,
         };
-        self.store
-            .insert_organization_with_member(&org, user, Role::Admin)
-            .await?;
+        let mut tx = self.writing().await?;
+        self.insert(&mut *tx, &org, "installation").await?;
+        tx.put_member(org.id, user, Role::Admin, now).await?;
+        tx.commit().await?;
         Ok(org)
     }
 
@@ -124,19 +126,19 @@ impl Capstan {
         user: &str,
         role: Role,
     ) -> DomainResult<()> {
-        Repo::<Organization>::get(&*self.store, organization_id)
-            .await?
-            .ok_or(DomainError::NotFound("organization"))?;
         if user.trim().is_empty() || user.len() > 255 {
             return Err(DomainError::invalid(
                 "user-id",
                 "must be 1 to 255 characters",
             ));
         }
-        Ok(self
-            .store
-            .put_member(organization_id, user.trim(), role, self.now())
-            .await?)
+        let mut tx = self.writing().await?;
+        Repo::<Organization>::get(&mut *tx, organization_id)
+            .await?
+            .ok_or(DomainError::NotFound("organization"))?;
+        tx.put_member(organization_id, user.trim(), role, self.now())
+            .await?;
+        Ok(tx.commit().await?)
     }
 
     /// Command-line bootstrap: a new organization and a first token in it, in one transaction.
@@ -156,9 +158,10 @@ impl Capstan {
             updated_at: now,
         };
         let token = self.new_token(org.id, token_name, None, role)?;
-        self.store
-            .insert_organization_with_token(&org, &token.token)
-            .await?;
+        let mut tx = self.writing().await?;
+        self.insert(&mut *tx, &org, "installation").await?;
+        Repo::<ApiToken>::insert(&mut *tx, &token.token).await?;
+        tx.commit().await?;
         Ok((org, token))
     }
 
@@ -169,11 +172,13 @@ impl Capstan {
         role: Role,
         token_name: &str,
     ) -> DomainResult<NewApiToken> {
-        Repo::<Organization>::get(&*self.store, organization_id)
+        let token = self.new_token(organization_id, token_name, None, role)?;
+        let mut tx = self.writing().await?;
+        Repo::<Organization>::get(&mut *tx, organization_id)
             .await?
             .ok_or(DomainError::NotFound("organization"))?;
-        let token = self.new_token(organization_id, token_name, None, role)?;
-        Repo::<ApiToken>::insert(&*self.store, &token.token).await?;
+        Repo::<ApiToken>::insert(&mut *tx, &token.token).await?;
+        tx.commit().await?;
         Ok(token)
     }
 
@@ -182,7 +187,8 @@ impl Capstan {
         p: &Principal,
         page: PageRequest,
     ) -> DomainResult<Page<Organization>> {
-        let mut own = Repo::<Organization>::get_many(&*self.store, &p.organizations()).await?;
+        let mut own =
+            Repo::<Organization>::get_many(&mut *self.reading().await?, &p.organizations()).await?;
         own.sort_by_key(|o| (o.created_at, o.id));
         Ok(Page::from_vec(own, page))
     }
@@ -192,7 +198,9 @@ impl Capstan {
         p: &Principal,
         id: OrganizationId,
     ) -> DomainResult<Organization> {
-        self.load(p, id, Action::ReadOrganization).await
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.load(tx, p, id, Action::ReadOrganization).await
     }
 
     pub async fn update_organization(
@@ -201,21 +209,31 @@ impl Capstan {
         id: OrganizationId,
         input: OrganizationUpdate,
     ) -> DomainResult<Organization> {
-        let mut org: Organization = self.load(p, id, Action::Administer).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(id)).await?;
+        let mut org: Organization = self.load(tx, p, id, Action::Administer).await?;
         org.name = validate::name("name", &input.name)?;
         org.description = validate::description("description", input.description)?;
         if let Some(plan) = input.plan {
             org.plan = plan;
         }
         org.updated_at = self.now();
-        Repo::<Organization>::update(&*self.store, &org).await?;
+        Repo::<Organization>::update(tx, &org).await?;
+        unit.commit().await?;
         Ok(org)
     }
 
     /// Deletes the organization and everything in it.
     pub async fn delete_organization(&self, p: &Principal, id: OrganizationId) -> DomainResult<()> {
-        self.load::<Organization>(p, id, Action::Administer).await?;
-        self.delete::<Organization>(id, "other resources").await
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(id)).await?;
+        self.load::<Organization>(tx, p, id, Action::Administer)
+            .await?;
+        self.delete::<Organization>(tx, id, "other resources")
+            .await?;
+        Ok(unit.commit().await?)
     }
 
     pub async fn available_roles(
@@ -223,7 +241,8 @@ impl Capstan {
         p: &Principal,
         org: OrganizationId,
     ) -> DomainResult<Vec<Role>> {
-        self.load::<Organization>(p, org, Action::ReadOrganization)
+        let mut tx = self.reading().await?;
+        self.load::<Organization>(&mut *tx, p, org, Action::ReadOrganization)
             .await?;
         Ok(Role::ALL.to_vec())
     }
@@ -234,7 +253,10 @@ impl Capstan {
         org: OrganizationId,
         input: ApiTokenInput,
     ) -> DomainResult<NewApiToken> {
-        self.load::<Organization>(p, org, Action::Administer)
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(org)).await?;
+        self.load::<Organization>(tx, p, org, Action::Administer)
             .await?;
         let role = Role::from_id(input.role_id).ok_or_else(|| {
             DomainError::invalid(
@@ -243,7 +265,8 @@ impl Capstan {
             )
         })?;
         let token = self.new_token(org, &input.name, input.description, role)?;
-        Repo::<ApiToken>::insert(&*self.store, &token.token).await?;
+        Repo::<ApiToken>::insert(tx, &token.token).await?;
+        unit.commit().await?;
         Ok(token)
     }
 
@@ -253,10 +276,12 @@ impl Capstan {
         org: OrganizationId,
         page: PageRequest,
     ) -> DomainResult<Page<ApiToken>> {
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
         // "ADMIN: DEVOPS plus API tokens": even their names and roles are the admins' business.
-        self.load::<Organization>(p, org, Action::Administer)
+        self.load::<Organization>(tx, p, org, Action::Administer)
             .await?;
-        self.list::<ApiToken>(org, page).await
+        self.list::<ApiToken>(tx, org, page).await
     }
 
     /// Revokes a token; it stops working on its next request.
@@ -266,12 +291,16 @@ impl Capstan {
         org: OrganizationId,
         id: ApiTokenId,
     ) -> DomainResult<()> {
-        self.load::<Organization>(p, org, Action::Administer)
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(org)).await?;
+        self.load::<Organization>(tx, p, org, Action::Administer)
             .await?;
-        let token: ApiToken = self.load(p, id, Action::Administer).await?;
+        let token: ApiToken = self.load(tx, p, id, Action::Administer).await?;
         if token.organization_id != org {
             return Err(DomainError::NotFound("API token"));
         }
-        self.delete::<ApiToken>(id, "nothing").await
+        self.delete::<ApiToken>(tx, id, "nothing").await?;
+        Ok(unit.commit().await?)
     }
 }

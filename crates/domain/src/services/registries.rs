@@ -8,6 +8,7 @@ use crate::model::{
     from_json, Cluster, ContainerRegistry, Organization, RegistryConfig, RegistryKind,
 };
 use crate::pagination::{Page, PageRequest};
+use crate::ports::{Scope, Unit};
 use crate::secret::Secret;
 use crate::validate;
 use serde::Deserialize;
@@ -66,6 +67,7 @@ fn merge_secrets(stored: &Secret, sent: &Secret) -> DomainResult<Secret> {
 impl Capstan {
     async fn registry_fields(
         &self,
+        tx: &mut Unit,
         p: &Principal,
         org: OrganizationId,
         input: &RegistryInput,
@@ -86,7 +88,7 @@ impl Capstan {
         let cluster = match input.cluster_id {
             None => None,
             Some(id) => Some(
-                self.load_in_org::<Cluster>(p, org, id, Action::Read)
+                self.load_in_org::<Cluster>(tx, p, org, id, Action::Read)
                     .await?,
             ),
         };
@@ -95,12 +97,13 @@ impl Capstan {
 
     async fn registry_details(
         &self,
+        tx: &mut Unit,
         registries: Vec<ContainerRegistry>,
     ) -> DomainResult<Vec<RegistryDetails>> {
         let ids: Vec<ContainerRegistryId> = registries.iter().map(|r| r.id).collect();
-        let counts = self.store.count_services_by_registry(&ids).await?;
+        let counts = tx.count_services_by_registry(&ids).await?;
         let clusters = self
-            .by_id::<Cluster>(registries.iter().filter_map(|r| r.cluster_id))
+            .by_id::<Cluster>(tx, registries.iter().filter_map(|r| r.cluster_id))
             .await?;
         Ok(registries
             .into_iter()
@@ -114,8 +117,12 @@ impl Capstan {
             .collect())
     }
 
-    async fn one_registry(&self, registry: ContainerRegistry) -> DomainResult<RegistryDetails> {
-        self.registry_details(vec![registry])
+    async fn one_registry(
+        &self,
+        tx: &mut Unit,
+        registry: ContainerRegistry,
+    ) -> DomainResult<RegistryDetails> {
+        self.registry_details(tx, vec![registry])
             .await?
             .pop()
             .ok_or_else(|| DomainError::Internal("registry vanished".into()))
@@ -127,8 +134,11 @@ impl Capstan {
         org: OrganizationId,
         input: RegistryInput,
     ) -> DomainResult<RegistryDetails> {
-        self.load::<Organization>(p, org, Action::Write).await?;
-        let (url, cluster) = self.registry_fields(p, org, &input).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(org)).await?;
+        self.load::<Organization>(tx, p, org, Action::Write).await?;
+        let (url, cluster) = self.registry_fields(tx, p, org, &input).await?;
         let (config, secret_config) = split_config(input.config.unwrap_or_default())?;
         let now = self.now();
         let registry = ContainerRegistry {
@@ -144,7 +154,8 @@ impl Capstan {
             created_at: now,
             updated_at: now,
         };
-        self.insert(&registry, "organization").await?;
+        self.insert(tx, &registry, "organization").await?;
+        unit.commit().await?;
         Ok(RegistryDetails {
             registry,
             cluster,
@@ -158,9 +169,11 @@ impl Capstan {
         org: OrganizationId,
         page: PageRequest,
     ) -> DomainResult<Page<RegistryDetails>> {
-        self.load::<Organization>(p, org, Action::Read).await?;
-        let page = self.list::<ContainerRegistry>(org, page).await?;
-        let items = self.registry_details(page.items).await?;
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.load::<Organization>(tx, p, org, Action::Read).await?;
+        let page = self.list::<ContainerRegistry>(tx, org, page).await?;
+        let items = self.registry_details(tx, page.items).await?;
         Ok(Page {
             items,
             request: page.request,
@@ -174,8 +187,10 @@ impl Capstan {
         org: OrganizationId,
         id: ContainerRegistryId,
     ) -> DomainResult<RegistryDetails> {
-        let registry = self.load_in_org(p, org, id, Action::Read).await?;
-        self.one_registry(registry).await
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        let registry = self.load_in_org(tx, p, org, id, Action::Read).await?;
+        self.one_registry(tx, registry).await
     }
 
     /// An edit replaces the shown config; secret members not sent again are kept.
@@ -186,8 +201,12 @@ impl Capstan {
         id: ContainerRegistryId,
         input: RegistryInput,
     ) -> DomainResult<RegistryDetails> {
-        let mut registry: ContainerRegistry = self.load_in_org(p, org, id, Action::Write).await?;
-        let (url, cluster) = self.registry_fields(p, org, &input).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(org)).await?;
+        let mut registry: ContainerRegistry =
+            self.load_in_org(tx, p, org, id, Action::Write).await?;
+        let (url, cluster) = self.registry_fields(tx, p, org, &input).await?;
         let (config, secret_config) = split_config(input.config.unwrap_or_default())?;
         registry.name = validate::name("name", &input.name)?;
         // Secret members not sent again are kept, unless the kind changes (they would not apply).
@@ -203,8 +222,10 @@ impl Capstan {
         registry.config = config;
         registry.secret_config = secret_config;
         registry.updated_at = self.now();
-        self.update(&registry, "organization").await?;
-        self.one_registry(registry).await
+        self.update(tx, &registry, "organization").await?;
+        let out = self.one_registry(tx, registry).await?;
+        unit.commit().await?;
+        Ok(out)
     }
 
     /// Refused (409) while services pull from the registry.
@@ -214,9 +235,13 @@ impl Capstan {
         org: OrganizationId,
         id: ContainerRegistryId,
     ) -> DomainResult<()> {
-        self.load_in_org::<ContainerRegistry>(p, org, id, Action::Write)
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(org)).await?;
+        self.load_in_org::<ContainerRegistry>(tx, p, org, id, Action::Write)
             .await?;
-        self.delete::<ContainerRegistry>(id, "services").await
+        self.delete::<ContainerRegistry>(tx, id, "services").await?;
+        Ok(unit.commit().await?)
     }
 }
 

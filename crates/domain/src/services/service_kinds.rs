@@ -9,6 +9,7 @@ use crate::model::{
     ServiceSpec,
 };
 use crate::pagination::{Page, PageRequest};
+use crate::ports::{Scope, Unit};
 
 impl Capstan {
     /// The registry and git tokens a spec names must exist in the service's organization. A
@@ -16,12 +17,13 @@ impl Capstan {
     /// (a self-hosted HOSTB need not have "gitlab" in its name).
     async fn check_references(
         &self,
+        tx: &mut Unit,
         p: &Principal,
         org: OrganizationId,
         spec: &mut ServiceSpec,
     ) -> DomainResult<()> {
         if let Some(id) = spec.registry_id() {
-            let registry: ContainerRegistry = self.load(p, id, Action::Read).await?;
+            let registry: ContainerRegistry = self.load(tx, p, id, Action::Read).await?;
             if registry.organization_id != org {
                 return Err(DomainError::Forbidden(
                     "the container registry belongs to another organization".into(),
@@ -30,7 +32,7 @@ impl Capstan {
         }
         for repo in spec.git_repositories_mut() {
             if let Some(id) = repo.git_token_id {
-                let token: GitToken = self.load(p, id, Action::Read).await?;
+                let token: GitToken = self.load(tx, p, id, Action::Read).await?;
                 if token.organization_id != org {
                     return Err(DomainError::Forbidden(
                         "the git token belongs to another organization".into(),
@@ -43,9 +45,14 @@ impl Capstan {
     }
 
     /// Fills the read-time members of git repositories (token names, access) in one query.
-    async fn decorate(&self, mut services: Vec<Service>) -> DomainResult<Vec<Service>> {
+    async fn decorate(
+        &self,
+        tx: &mut Unit,
+        mut services: Vec<Service>,
+    ) -> DomainResult<Vec<Service>> {
         let tokens = self
             .by_id::<GitToken>(
+                tx,
                 services
                     .iter()
                     .flat_map(|s| s.spec.git_repositories())
@@ -63,8 +70,8 @@ impl Capstan {
         Ok(services)
     }
 
-    async fn decorate_one(&self, service: Service) -> DomainResult<Service> {
-        self.decorate(vec![service])
+    async fn decorate_one(&self, tx: &mut Unit, service: Service) -> DomainResult<Service> {
+        self.decorate(tx, vec![service])
             .await?
             .pop()
             .ok_or_else(|| DomainError::Internal("service vanished".into()))
@@ -72,12 +79,13 @@ impl Capstan {
 
     pub(super) async fn load_service(
         &self,
+        tx: &mut Unit,
         p: &Principal,
         kind: ServiceKind,
         id: ServiceId,
         action: Action,
     ) -> DomainResult<Service> {
-        let service: Service = self.load(p, id, action).await?;
+        let service: Service = self.load(tx, p, id, action).await?;
         if service.kind() != kind {
             return Err(DomainError::NotFound(kind.noun()));
         }
@@ -91,9 +99,12 @@ impl Capstan {
         kind: ServiceKind,
         body: &serde_json::Value,
     ) -> DomainResult<Service> {
-        let env: Environment = self.load(p, environment_id, Action::Write).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Environment(environment_id)).await?;
+        let env: Environment = self.load(tx, p, environment_id, Action::Write).await?;
         let mut draft = ServiceDraft::parse(kind, body, None)?;
-        self.check_references(p, env.organization_id, &mut draft.spec)
+        self.check_references(tx, p, env.organization_id, &mut draft.spec)
             .await?;
         let now = self.now();
         let service = Service {
@@ -108,8 +119,10 @@ impl Capstan {
             created_at: now,
             updated_at: now,
         };
-        self.insert(&service, "environment").await?;
-        self.decorate_one(service).await
+        self.insert(tx, &service, "environment").await?;
+        let service = self.decorate_one(tx, service).await?;
+        unit.commit().await?;
+        Ok(service)
     }
 
     pub async fn list_services(
@@ -120,13 +133,14 @@ impl Capstan {
         out_of_date_only: bool,
         page: PageRequest,
     ) -> DomainResult<Page<Service>> {
-        self.load::<Environment>(p, environment_id, Action::Read)
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.load::<Environment>(tx, p, environment_id, Action::Read)
             .await?;
-        let page = self
-            .store
+        let page = tx
             .list_services_of_kind(environment_id, kind, out_of_date_only, page)
             .await?;
-        let items = self.decorate(page.items).await?;
+        let items = self.decorate(tx, page.items).await?;
         Ok(Page {
             items,
             request: page.request,
@@ -140,8 +154,10 @@ impl Capstan {
         kind: ServiceKind,
         id: ServiceId,
     ) -> DomainResult<Service> {
-        let service = self.load_service(p, kind, id, Action::Read).await?;
-        self.decorate_one(service).await
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        let service = self.load_service(tx, p, kind, id, Action::Read).await?;
+        self.decorate_one(tx, service).await
     }
 
     /// Replaces the service's configuration with the request's (the same members as creation).
@@ -152,16 +168,21 @@ impl Capstan {
         id: ServiceId,
         body: &serde_json::Value,
     ) -> DomainResult<Service> {
-        let mut service = self.load_service(p, kind, id, Action::Write).await?;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::EnvironmentOf(id)).await?;
+        let mut service = self.load_service(tx, p, kind, id, Action::Write).await?;
         let mut draft = ServiceDraft::parse(kind, body, Some(&service.spec))?;
-        self.check_references(p, service.organization_id, &mut draft.spec)
+        self.check_references(tx, p, service.organization_id, &mut draft.spec)
             .await?;
         service.name = draft.name;
         service.description = draft.description;
         service.spec = draft.spec;
         service.mark_changed();
         service.updated_at = self.now();
-        self.update(&service, "environment").await?;
-        self.decorate_one(service).await
+        self.update(tx, &service, "environment").await?;
+        let service = self.decorate_one(tx, service).await?;
+        unit.commit().await?;
+        Ok(service)
     }
 }

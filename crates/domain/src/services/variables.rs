@@ -3,11 +3,12 @@
 
 use super::Capstan;
 use crate::auth::{Action, Principal};
-use crate::error::{DomainError, DomainResult, StoreError};
+use crate::error::{Conflict, DomainError, DomainResult, StoreError};
 use crate::ids::*;
 use crate::model::*;
 use crate::pagination::{Page, PageRequest};
 use crate::ports::Repo;
+use crate::ports::{Scope, Tx, Unit};
 use crate::secret::Secret;
 use crate::validate;
 use serde::{Deserialize, Deserializer};
@@ -133,16 +134,50 @@ impl Parent {
     }
 }
 
+/// What a write unit holds while it changes variables under `parent`: the parent's scope,
+/// and with it every service the change marks OUT_OF_DATE.
+fn scope_of(parent: VariableParent) -> Scope {
+    match parent {
+        VariableParent::Project(id) => Scope::Project(id),
+        VariableParent::Environment(id) => Scope::Environment(id),
+        VariableParent::Service(id, _) => Scope::EnvironmentOf(id),
+    }
+}
+
+/// As [`scope_of`], for a parent named by a scope and an id (nothing for BUILT_IN, which no
+/// client writes under).
+fn scope_named(scope: VariableScope, id: Uuid) -> Option<Scope> {
+    match scope {
+        VariableScope::Project => Some(Scope::Project(ProjectId(id))),
+        VariableScope::Environment => Some(Scope::Environment(EnvironmentId(id))),
+        VariableScope::BuiltIn => None,
+        _ => Some(Scope::EnvironmentOf(ServiceId(id))),
+    }
+}
+
 impl Capstan {
+    /// A write unit holding the scope of the variable `id`. Its parent never changes, so a
+    /// read before the unit finds the scope; the variable itself is read in the unit, under
+    /// the lock.
+    async fn writing_variable(&self, id: VariableId) -> DomainResult<Box<dyn Tx>> {
+        let known = Repo::<Variable>::get(&mut *self.reading().await?, id).await?;
+        let mut unit = self.writing().await?;
+        if let Some(v) = known {
+            unit.lock(scope_of(v.parent())).await?;
+        }
+        Ok(unit)
+    }
+
     async fn resolve_parent(
         &self,
+        tx: &mut Unit,
         p: &Principal,
         parent: VariableParent,
         action: Action,
     ) -> DomainResult<Parent> {
         Ok(match parent {
             VariableParent::Project(id) => {
-                let project: Project = self.load(p, id, action).await?;
+                let project: Project = self.load(tx, p, id, action).await?;
                 Parent {
                     parent,
                     organization_id: project.organization_id,
@@ -151,7 +186,7 @@ impl Capstan {
                 }
             }
             VariableParent::Environment(id) => {
-                let env: Environment = self.load(p, id, action).await?;
+                let env: Environment = self.load(tx, p, id, action).await?;
                 Parent {
                     parent,
                     organization_id: env.organization_id,
@@ -160,7 +195,7 @@ impl Capstan {
                 }
             }
             VariableParent::Service(id, kind) => {
-                let service: Service = self.load(p, id, action).await?;
+                let service: Service = self.load(tx, p, id, action).await?;
                 if service.kind() != kind {
                     return Err(DomainError::NotFound(kind.noun()));
                 }
@@ -183,6 +218,7 @@ impl Capstan {
     /// The parent named by a scope and an id (as `POST /variable` and `GET /variable` give it).
     async fn scoped_parent(
         &self,
+        tx: &mut Unit,
         p: &Principal,
         scope: VariableScope,
         id: Uuid,
@@ -199,7 +235,7 @@ impl Capstan {
                 ))
             }
             _ => {
-                let service: Service = self.load(p, ServiceId(id), action).await?;
+                let service: Service = self.load(tx, p, ServiceId(id), action).await?;
                 if VariableScope::of_service(service.kind()) != Some(scope) {
                     return Err(DomainError::invalid(
                         field,
@@ -209,22 +245,27 @@ impl Capstan {
                 VariableParent::Service(service.id, service.kind())
             }
         };
-        self.resolve_parent(p, parent, action).await
+        self.resolve_parent(tx, p, parent, action).await
     }
 
     /// Adds the names, services and referenced variables the API shows, in a few batched reads.
-    async fn variable_details(&self, vars: Vec<Variable>) -> DomainResult<Vec<VariableDetails>> {
+    async fn variable_details(
+        &self,
+        tx: &mut Unit,
+        vars: Vec<Variable>,
+    ) -> DomainResult<Vec<VariableDetails>> {
         let services = self
-            .by_id::<Service>(vars.iter().filter_map(|v| v.service_id))
+            .by_id::<Service>(tx, vars.iter().filter_map(|v| v.service_id))
             .await?;
         let envs = self
-            .by_id::<Environment>(vars.iter().filter_map(|v| v.environment_id))
+            .by_id::<Environment>(tx, vars.iter().filter_map(|v| v.environment_id))
             .await?;
         let projects = self
-            .by_id::<Project>(vars.iter().map(|v| v.project_id))
+            .by_id::<Project>(tx, vars.iter().map(|v| v.project_id))
             .await?;
         let refs = self
             .by_id::<Variable>(
+                tx,
                 vars.iter()
                     .flat_map(|v| [v.aliased_variable_id, v.overridden_variable_id])
                     .flatten(),
@@ -260,25 +301,22 @@ impl Capstan {
             .collect())
     }
 
-    async fn one_variable(&self, v: Variable) -> DomainResult<VariableDetails> {
-        self.variable_details(vec![v])
+    async fn one_variable(&self, tx: &mut Unit, v: Variable) -> DomainResult<VariableDetails> {
+        self.variable_details(tx, vec![v])
             .await?
             .pop()
             .ok_or_else(|| DomainError::Internal("variable vanished".into()))
     }
 
-    async fn insert_variable(&self, v: &Variable) -> DomainResult<()> {
-        Repo::<Variable>::insert(&*self.store, v)
-            .await
-            .map_err(|e| match e {
-                StoreError::Duplicate => DomainError::Conflict(format!(
-                    "a variable with key '{}' already exists in this {}",
-                    v.key,
-                    v.scope.as_str().to_lowercase()
-                )),
-                other => other.into(),
-            })?;
-        self.store.mark_out_of_date(v.parent(), self.now()).await?;
+    async fn insert_variable(&self, tx: &mut Unit, v: &Variable) -> DomainResult<()> {
+        Repo::<Variable>::insert(tx, v).await.map_err(|e| match e {
+            StoreError::Duplicate => DomainError::Conflict(Conflict::KeyTaken {
+                key: v.key.clone(),
+                at: format!("in this {}", v.scope.as_str().to_lowercase()),
+            }),
+            other => other.into(),
+        })?;
+        tx.mark_out_of_date(v.parent(), self.now()).await?;
         Ok(())
     }
 
@@ -318,6 +356,7 @@ impl Capstan {
 
     async fn create_under(
         &self,
+        tx: &mut Unit,
         parent: &Parent,
         input: VariableInput,
         is_secret: bool,
@@ -334,8 +373,8 @@ impl Capstan {
         v.mount_path = mount_path;
         v.description = validate::description("description", input.description)?;
         v.enable_interpolation_in_file = input.enable_interpolation_in_file;
-        self.insert_variable(&v).await?;
-        self.one_variable(v).await
+        self.insert_variable(tx, &v).await?;
+        self.one_variable(tx, v).await
     }
 
     /// Creates a variable (`is_secret` false) or a secret under a project, environment or service.
@@ -346,8 +385,13 @@ impl Capstan {
         input: VariableInput,
         is_secret: bool,
     ) -> DomainResult<VariableDetails> {
-        let parent = self.resolve_parent(p, parent, Action::Write).await?;
-        self.create_under(&parent, input, is_secret).await
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(scope_of(parent)).await?;
+        let parent = self.resolve_parent(tx, p, parent, Action::Write).await?;
+        let created = self.create_under(tx, &parent, input, is_secret).await?;
+        unit.commit().await?;
+        Ok(created)
     }
 
     /// `POST /variable`.
@@ -357,8 +401,14 @@ impl Capstan {
         scope: ScopedVariableInput,
         input: VariableInput,
     ) -> DomainResult<VariableDetails> {
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        if let Some(held) = scope_named(scope.variable_scope, scope.variable_parent_id) {
+            tx.lock(held).await?;
+        }
         let parent = self
             .scoped_parent(
+                tx,
                 p,
                 scope.variable_scope,
                 scope.variable_parent_id,
@@ -366,7 +416,11 @@ impl Capstan {
                 "variable_scope",
             )
             .await?;
-        self.create_under(&parent, input, scope.is_secret).await
+        let created = self
+            .create_under(tx, &parent, input, scope.is_secret)
+            .await?;
+        unit.commit().await?;
+        Ok(created)
     }
 
     /// The variables (or secrets) visible at a parent: its own and those of its ancestors.
@@ -377,8 +431,10 @@ impl Capstan {
         secret: Option<bool>,
         page: PageRequest,
     ) -> DomainResult<Page<VariableDetails>> {
-        let parent = self.resolve_parent(p, parent, Action::Read).await?;
-        self.list_visible(&parent, secret, page).await
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        let parent = self.resolve_parent(tx, p, parent, Action::Read).await?;
+        self.list_visible(tx, &parent, secret, page).await
     }
 
     /// `GET /variable?parent_id=&scope=`.
@@ -389,23 +445,23 @@ impl Capstan {
         parent_id: Uuid,
         page: PageRequest,
     ) -> DomainResult<Page<VariableDetails>> {
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
         let parent = self
-            .scoped_parent(p, scope, parent_id, Action::Read, "scope")
+            .scoped_parent(tx, p, scope, parent_id, Action::Read, "scope")
             .await?;
-        self.list_visible(&parent, None, page).await
+        self.list_visible(tx, &parent, None, page).await
     }
 
     async fn list_visible(
         &self,
+        tx: &mut Unit,
         parent: &Parent,
         secret: Option<bool>,
         page: PageRequest,
     ) -> DomainResult<Page<VariableDetails>> {
-        let page = self
-            .store
-            .list_variables(&parent.chain(), secret, page)
-            .await?;
-        let items = self.variable_details(page.items).await?;
+        let page = tx.list_variables(&parent.chain(), secret, page).await?;
+        let items = self.variable_details(tx, page.items).await?;
         Ok(Page {
             items,
             request: page.request,
@@ -418,8 +474,10 @@ impl Capstan {
         p: &Principal,
         id: VariableId,
     ) -> DomainResult<VariableDetails> {
-        let v = self.load(p, id, Action::Read).await?;
-        self.one_variable(v).await
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        let v = self.load(tx, p, id, Action::Read).await?;
+        self.one_variable(tx, v).await
     }
 
     pub async fn edit_variable(
@@ -428,7 +486,9 @@ impl Capstan {
         id: VariableId,
         edit: VariableEdit,
     ) -> DomainResult<VariableDetails> {
-        let mut v: Variable = self.load(p, id, Action::Write).await?;
+        let mut unit = self.writing_variable(id).await?;
+        let tx = &mut *unit;
+        let mut v: Variable = self.load(tx, p, id, Action::Write).await?;
         if v.variable_type == VariableType::BuiltIn {
             return Err(DomainError::invalid(
                 "variable_type",
@@ -462,34 +522,40 @@ impl Capstan {
             v.secret_manager_access_id = access;
         }
         v.updated_at = self.now();
-        Repo::<Variable>::update(&*self.store, &v)
+        Repo::<Variable>::update(tx, &v)
             .await
             .map_err(|e| match e {
-                StoreError::Duplicate => DomainError::Conflict(format!(
-                    "a variable with key '{}' already exists there",
-                    v.key
-                )),
+                StoreError::Duplicate => DomainError::Conflict(Conflict::KeyTaken {
+                    key: v.key.clone(),
+                    at: "there".into(),
+                }),
                 other => other.into(),
             })?;
-        self.store.mark_out_of_date(v.parent(), self.now()).await?;
-        self.one_variable(v).await
+        tx.mark_out_of_date(v.parent(), self.now()).await?;
+        let edited = self.one_variable(tx, v).await?;
+        unit.commit().await?;
+        Ok(edited)
     }
 
     /// Deletes a variable with its aliases and overrides.
     pub async fn delete_variable(&self, p: &Principal, id: VariableId) -> DomainResult<()> {
-        let v: Variable = self.load(p, id, Action::Write).await?;
-        self.delete::<Variable>(id, "other variables").await?;
-        self.store.mark_out_of_date(v.parent(), self.now()).await?;
+        let mut unit = self.writing_variable(id).await?;
+        let tx = &mut *unit;
+        let v: Variable = self.load(tx, p, id, Action::Write).await?;
+        self.delete::<Variable>(tx, id, "other variables").await?;
+        tx.mark_out_of_date(v.parent(), self.now()).await?;
+        unit.commit().await?;
         Ok(())
     }
 
     async fn referencable(
         &self,
+        tx: &mut Unit,
         p: &Principal,
         id: VariableId,
         what: &str,
     ) -> DomainResult<(Variable, Parent)> {
-        let target: Variable = self.load(p, id, Action::Write).await?;
+        let target: Variable = self.load(tx, p, id, Action::Write).await?;
         if matches!(
             target.variable_type,
             VariableType::Alias | VariableType::Override
@@ -504,7 +570,7 @@ impl Capstan {
             ));
         }
         let parent = self
-            .resolve_parent(p, target.parent(), Action::Read)
+            .resolve_parent(tx, p, target.parent(), Action::Read)
             .await?;
         Ok((target, parent))
     }
@@ -516,14 +582,17 @@ impl Capstan {
         id: VariableId,
         input: AliasInput,
     ) -> DomainResult<VariableDetails> {
-        let (target, target_parent) = self.referencable(p, id, "alias").await?;
+        // The target's scope covers every parent an alias of it may have (its own or below).
+        let mut unit = self.writing_variable(id).await?;
+        let tx = &mut *unit;
+        let (target, target_parent) = self.referencable(tx, p, id, "alias").await?;
         let parent = match (input.alias_scope, input.alias_parent_id) {
             (Some(scope), Some(pid)) => {
-                self.scoped_parent(p, scope, pid, Action::Write, "alias_scope")
+                self.scoped_parent(tx, p, scope, pid, Action::Write, "alias_scope")
                     .await?
             }
             (None, None) => {
-                self.resolve_parent(p, target.parent(), Action::Write)
+                self.resolve_parent(tx, p, target.parent(), Action::Write)
                     .await?
             }
             _ => {
@@ -547,8 +616,10 @@ impl Capstan {
         );
         v.description = validate::description("description", input.description)?;
         v.aliased_variable_id = Some(target.id);
-        self.insert_variable(&v).await?;
-        self.one_variable(v).await
+        self.insert_variable(tx, &v).await?;
+        let created = self.one_variable(tx, v).await?;
+        unit.commit().await?;
+        Ok(created)
     }
 
     /// A value for an existing key at a lower scope.
@@ -558,9 +629,12 @@ impl Capstan {
         id: VariableId,
         input: OverrideInput,
     ) -> DomainResult<VariableDetails> {
-        let (target, target_parent) = self.referencable(p, id, "override").await?;
+        let mut unit = self.writing_variable(id).await?;
+        let tx = &mut *unit;
+        let (target, target_parent) = self.referencable(tx, p, id, "override").await?;
         let parent = self
             .scoped_parent(
+                tx,
                 p,
                 input.override_scope,
                 input.override_parent_id,
@@ -580,7 +654,9 @@ impl Capstan {
         v.mount_path = target.mount_path.clone();
         v.description = validate::description("description", input.description)?;
         v.overridden_variable_id = Some(target.id);
-        self.insert_variable(&v).await?;
-        self.one_variable(v).await
+        self.insert_variable(tx, &v).await?;
+        let created = self.one_variable(tx, v).await?;
+        unit.commit().await?;
+        Ok(created)
     }
 }

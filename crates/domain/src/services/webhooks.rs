@@ -7,7 +7,7 @@ use crate::error::{DomainError, DomainResult};
 use crate::git::*;
 use crate::ids::ServiceId;
 use crate::model::{DeploymentAction, GitProvider, GitRepository, GitToken, Service, ServiceSpec};
-use crate::ports::IdempotencyClaim;
+use crate::ports::{IdempotencyClaim, Repo, Unit};
 use crate::secret::Secret;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -210,9 +210,28 @@ impl Capstan {
             .ok_or_else(|| DomainError::Unavailable("the git integration is not configured".into()))
     }
 
-    async fn repository_access(&self, repo: &GitRepository) -> DomainResult<RepositoryAccess> {
+    /// The service (checked for `action`), its git source and how to reach it; read in a unit
+    /// that ends before any call to the provider.
+    async fn git_access(
+        &self,
+        p: &Principal,
+        id: ServiceId,
+        action: Action,
+    ) -> DomainResult<(GitRepository, RepositoryAccess)> {
+        let mut tx = self.reading().await?;
+        let service: Service = self.load(&mut *tx, p, id, action).await?;
+        let repo = git_source(&service)?;
+        let access = self.repository_access(&mut *tx, &repo).await?;
+        Ok((repo, access))
+    }
+
+    async fn repository_access(
+        &self,
+        tx: &mut Unit,
+        repo: &GitRepository,
+    ) -> DomainResult<RepositoryAccess> {
         let token = match repo.git_token_id {
-            Some(id) => crate::ports::Repo::<GitToken>::get(&*self.store, id).await?,
+            Some(id) => Repo::<GitToken>::get(tx, id).await?,
             None => None,
         };
         Ok(RepositoryAccess {
@@ -235,8 +254,7 @@ impl Capstan {
         p: &Principal,
         id: ServiceId,
     ) -> DomainResult<WebhookStatus> {
-        let service: Service = self.load(p, id, Action::Read).await?;
-        let repo = git_source(&service)?;
+        let (repo, access) = self.git_access(p, id, Action::Read).await?;
         let git = self.git()?;
         let now = self.now();
         if let Ok(cache) = git.cache.lock() {
@@ -246,7 +264,6 @@ impl Capstan {
                 }
             }
         }
-        let access = self.repository_access(&repo).await?;
         let hooks = git.hosting.list_hooks(&access).await;
         let status = webhook_status(repo.provider, &git.receiver_url(id), hooks);
         if let Ok(mut cache) = git.cache.lock() {
@@ -262,10 +279,8 @@ impl Capstan {
         p: &Principal,
         id: ServiceId,
     ) -> DomainResult<WebhookStatus> {
-        let service: Service = self.load(p, id, Action::Write).await?;
-        let repo = git_source(&service)?;
+        let (repo, access) = self.git_access(p, id, Action::Write).await?;
         let git = self.git()?;
-        let access = self.repository_access(&repo).await?;
         let receiver = git.receiver_url(id);
         let hooks = git.hosting.list_hooks(&access).await.map_err(unavailable)?;
         let existing = hooks
@@ -298,7 +313,7 @@ impl Capstan {
         delivery: Delivery,
     ) -> DomainResult<Received> {
         let git = self.git()?;
-        let service = crate::ports::Repo::<Service>::get(&*self.store, id).await?;
+        let service = Repo::<Service>::get(&mut *self.reading().await?, id).await?;
         // An unknown service and a bad signature look the same to the sender.
         let refused =
             || DomainError::Unauthenticated("the delivery's signature does not verify".into());

@@ -5,7 +5,7 @@ use super::Capstan;
 use crate::engine::Engine;
 use crate::error::{DomainError, DomainResult};
 use crate::model::*;
-use crate::ports::Repo;
+use crate::ports::{Repo, Scope};
 use std::sync::Arc;
 use time::Duration;
 
@@ -57,6 +57,14 @@ impl Worker {
         }
     }
 
+    /// Writes a request's progress in a unit of its own; `None` when the claim was lost.
+    async fn record(&self, r: &DeploymentRequest) -> DomainResult<Option<bool>> {
+        let mut tx = self.capstan.writing().await?;
+        let held = tx.record(r).await?;
+        tx.commit().await?;
+        Ok(held)
+    }
+
     /// Ends the requests whose worker died in the error state matching where they were
     /// (a cancel in progress ends canceled); returns how many.
     pub async fn recover(&self) -> DomainResult<usize> {
@@ -83,20 +91,21 @@ impl Worker {
                 r.state = transition(state, Event::Failed).map_err(forbidden)?;
                 r.finish(RequestStatus::Error, Some(WORKER_LOST.into()), now);
             }
-            self.capstan.store.record(&r).await?;
+            self.record(&r).await?;
         }
         Ok(count)
     }
 
     async fn run(&self, mut r: DeploymentRequest) -> DomainResult<()> {
-        let store = &self.capstan.store;
-        let Some(service) = Repo::<Service>::get(&**store, r.service_id).await? else {
+        let service =
+            Repo::<Service>::get(&mut *self.capstan.reading().await?, r.service_id).await?;
+        let Some(service) = service else {
             r.finish(
                 RequestStatus::Error,
                 Some("the service no longer exists".into()),
                 self.capstan.now(),
             );
-            store.record(&r).await?;
+            self.record(&r).await?;
             return Ok(());
         };
         let builds = r.deploys() && service.builds_from_git();
@@ -110,7 +119,7 @@ impl Worker {
                 finished_at: None,
             });
             r.lease_until = Some(now + self.lease);
-            match store.record(&r).await? {
+            match self.record(&r).await? {
                 // Another worker took it over: its lease ran out.
                 None => return Ok(()),
                 Some(true) if r.action != DeploymentAction::Delete => {
@@ -118,18 +127,19 @@ impl Worker {
                 }
                 Some(_) => {}
             }
+            // No unit is held while the engine works.
             if let Err(reason) = self.engine.run_step(phase.step, &r, &service).await {
                 let now = self.capstan.now();
                 r.end_step(StepStatus::Error, now);
                 r.state = transition(r.state, Event::Failed).map_err(forbidden)?;
                 r.finish(RequestStatus::Error, Some(reason), now);
-                store.record(&r).await?;
+                self.record(&r).await?;
                 return Ok(());
             }
             r.end_step(StepStatus::Success, self.capstan.now());
             r.state = transition(r.state, phase.then).map_err(forbidden)?;
         }
-        self.succeed(r, service).await
+        self.succeed(r).await
     }
 
     async fn cancel(&self, mut r: DeploymentRequest) -> DomainResult<()> {
@@ -140,47 +150,43 @@ impl Worker {
             .map_err(forbidden)?;
         let reason = r.reason.take().unwrap_or_else(|| "canceled".into());
         r.finish(RequestStatus::Canceled, Some(reason), now);
-        self.capstan.store.record(&r).await?;
+        self.record(&r).await?;
         Ok(())
     }
 
-    async fn succeed(&self, mut r: DeploymentRequest, service: Service) -> DomainResult<()> {
-        let store = &self.capstan.store;
+    /// Ends a request and applies what it did, in one unit holding its environment: the
+    /// request ends, the service records its deployment (or goes, for a deletion) and an
+    /// environment whose deletion this was goes with its last service, all or nothing.
+    async fn succeed(&self, mut r: DeploymentRequest) -> DomainResult<()> {
         let now = self.capstan.now();
-        if r.deploys() {
-            self.save_deployed(&r, service).await?;
-        }
+        let mut unit = self.capstan.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Environment(r.environment_id)).await?;
         r.finish(RequestStatus::Success, None, now);
-        store.record(&r).await?;
+        if tx.record(&r).await?.is_none() {
+            // Another worker took it over: what it does is what counts.
+            return Ok(());
+        }
+        if r.deploys() {
+            // Read under the lock: an edit made while the deployment ran is kept, and makes
+            // the service OUT_OF_DATE.
+            if let Some(mut service) = Repo::<Service>::get(tx, r.service_id).await? {
+                service.record_deployment(&r.target, r.created_at, now);
+                Repo::<Service>::update(tx, &service).await?;
+            }
+        }
         if r.action == DeploymentAction::Delete {
-            match Repo::<Service>::delete(&**store, r.service_id).await {
+            match Repo::<Service>::delete(tx, r.service_id).await {
                 Ok(()) | Err(crate::error::StoreError::NotFound) => {}
                 Err(e) => return Err(e.into()),
             }
             if r.batch_id == r.environment_id.0 {
                 self.capstan
-                    .finish_environment_deletion(r.environment_id)
+                    .finish_environment_deletion(tx, r.environment_id)
                     .await?;
             }
         }
+        unit.commit().await?;
         Ok(())
-    }
-
-    /// Records what was deployed; a configuration that changed meanwhile is OUT_OF_DATE.
-    async fn save_deployed(&self, r: &DeploymentRequest, mut service: Service) -> DomainResult<()> {
-        let store = &self.capstan.store;
-        for _ in 0..5 {
-            service.record_deployment(&r.target, r.created_at, self.capstan.now());
-            if store.save_deployed(&service).await? {
-                return Ok(());
-            }
-            match Repo::<Service>::get(&**store, r.service_id).await? {
-                Some(fresh) => service = fresh,
-                None => return Ok(()),
-            }
-        }
-        Err(DomainError::Unavailable(
-            "the service kept changing while its deployment was recorded".into(),
-        ))
     }
 }

@@ -1,0 +1,246 @@
+//! The unit of work: one checked-out connection, in a transaction for writes and snapshots,
+//! through which a use case runs every query it needs ([`domain::ports::Tx`]).
+
+use crate::cipher::Cipher;
+use crate::db::{store_error, Conn, Db, SqliteConn};
+use crate::schema::{environments, organizations, projects, services};
+use async_trait::async_trait;
+use diesel::connection::AnsiTransactionManager;
+use diesel::prelude::*;
+use diesel_async::pooled_connection::deadpool::Object;
+use diesel_async::{
+    AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection, TransactionManager,
+};
+use domain::error::{StoreError, StoreResult};
+use domain::ports::{Scope, Store, Tx};
+use futures_util::FutureExt;
+use std::sync::Arc;
+
+type PgTransactions = <AsyncPgConnection as AsyncConnection>::TransactionManager;
+type SqliteTransactions = <SqliteConn as AsyncConnection>::TransactionManager;
+
+/// The transaction a session has open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    /// None: each statement commits on its own.
+    Nothing,
+    /// A write unit, through diesel's transaction manager (nested transactions are savepoints).
+    Write,
+    /// A read-only snapshot, begun and ended by plain SQL.
+    Snapshot,
+}
+
+/// A connection lent to one use case. Dropped before [`Tx::commit`], its transaction is rolled
+/// back before the connection goes back to the pool (and, on SQLite, before the writer lock is
+/// released).
+pub struct Session {
+    conn: Option<Conn>,
+    pub(crate) cipher: Arc<Cipher>,
+    open: Open,
+}
+
+impl Session {
+    /// The connection, while the session lives.
+    fn conn(conn: &mut Option<Conn>) -> StoreResult<&mut Conn> {
+        conn.as_mut()
+            .ok_or_else(|| StoreError::Other("the unit of work has ended".into()))
+    }
+
+    /// Whether [`Tx::lock`] takes row locks: in a PostgreSQL write unit. (A SQLite write unit is
+    /// the only writer; nothing can change under it.)
+    fn locks_rows(&self) -> bool {
+        self.open == Open::Write && matches!(self.conn, Some(Conn::Pg(_)))
+    }
+
+    /// The connection and the cipher, borrowed together.
+    pub(crate) fn parts(&mut self) -> StoreResult<(&mut Conn, &Cipher)> {
+        Ok((Self::conn(&mut self.conn)?, &self.cipher))
+    }
+}
+
+#[async_trait]
+impl Tx for Session {
+    async fn lock(&mut self, scope: Scope) -> StoreResult<()> {
+        if !self.locks_rows() {
+            return Ok(());
+        }
+        let Some(Conn::Pg(c)) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        let c: &mut AsyncPgConnection = c;
+        match scope {
+            Scope::Organization(id) => {
+                organizations::table
+                    .find(id.to_string())
+                    .select(organizations::id)
+                    .for_update()
+                    .load::<String>(c)
+                    .await
+            }
+            Scope::Project(id) => {
+                projects::table
+                    .find(id.to_string())
+                    .select(projects::id)
+                    .for_update()
+                    .load::<String>(c)
+                    .await
+                    .map_err(store_error)?;
+                environments::table
+                    .filter(environments::project_id.eq(id.to_string()))
+                    .order(environments::id.asc())
+                    .select(environments::id)
+                    .for_update()
+                    .load::<String>(c)
+                    .await
+            }
+            Scope::Environment(id) => {
+                environments::table
+                    .find(id.to_string())
+                    .select(environments::id)
+                    .for_update()
+                    .load::<String>(c)
+                    .await
+            }
+            Scope::EnvironmentOf(service) => {
+                environments::table
+                    .filter(
+                        environments::id.eq_any(
+                            services::table
+                                .find(service.to_string())
+                                .select(services::environment_id),
+                        ),
+                    )
+                    .select(environments::id)
+                    .for_update()
+                    .load::<String>(c)
+                    .await
+            }
+        }
+        .map_err(store_error)?;
+        Ok(())
+    }
+
+    async fn commit(mut self: Box<Self>) -> StoreResult<()> {
+        let open = std::mem::replace(&mut self.open, Open::Nothing);
+        // Whatever the outcome, the transaction is over: a failed COMMIT has rolled back, and
+        // a connection diesel sees in a broken transaction is not reused.
+        match (open, Self::conn(&mut self.conn)?) {
+            (Open::Nothing, _) => Ok(()),
+            (Open::Write, Conn::Pg(c)) => PgTransactions::commit_transaction(&mut **c).await,
+            (Open::Write, Conn::Sqlite(c, _)) => {
+                SqliteTransactions::commit_transaction(&mut **c).await
+            }
+            (Open::Snapshot, Conn::Pg(c)) => c.batch_execute("COMMIT").await,
+            (Open::Snapshot, Conn::Sqlite(c, _)) => c.batch_execute("COMMIT").await,
+        }
+        .map_err(store_error)
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let open = std::mem::replace(&mut self.open, Open::Nothing);
+        if open == Open::Nothing {
+            return;
+        }
+        match self.conn.take() {
+            Some(Conn::Sqlite(mut c, guard)) => {
+                // Inline: done by the time the future is first polled, so before the writer
+                // lock goes.
+                let done = match open {
+                    Open::Write => SqliteTransactions::rollback_transaction(&mut *c)
+                        .now_or_never()
+                        .is_some_and(|r| r.is_ok()),
+                    _ => c
+                        .batch_execute("ROLLBACK")
+                        .now_or_never()
+                        .is_some_and(|r| r.is_ok()),
+                };
+                if !done {
+                    // Never hand on a connection in an unknown transaction state.
+                    let _ = Object::take(c);
+                }
+                drop(guard);
+            }
+            Some(Conn::Pg(mut c)) => match tokio::runtime::Handle::try_current() {
+                // The rollback needs a round trip: it runs after the caller has moved on.
+                Ok(runtime) => {
+                    runtime.spawn(async move {
+                        let rolled_back = match open {
+                            Open::Write => PgTransactions::rollback_transaction(&mut *c).await,
+                            _ => c.batch_execute("ROLLBACK").await,
+                        };
+                        if rolled_back.is_err() {
+                            let _ = Object::take(c);
+                        }
+                    });
+                }
+                // Closing the connection rolls back.
+                Err(_) => drop(Object::take(c)),
+            },
+            None => {}
+        }
+    }
+}
+
+#[async_trait]
+impl Store for Db {
+    async fn read(&self) -> StoreResult<Box<dyn Tx>> {
+        Ok(Box::new(self.session().await?))
+    }
+
+    async fn snapshot(&self) -> StoreResult<Box<dyn Tx>> {
+        let mut conn = self.read_conn().await?;
+        match &mut conn {
+            Conn::Pg(c) => {
+                c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    .await
+            }
+            // Its snapshot is taken at its first read and kept to its end.
+            Conn::Sqlite(c, _) => c.batch_execute("BEGIN").await,
+        }
+        .map_err(store_error)?;
+        Ok(Box::new(Session {
+            conn: Some(conn),
+            cipher: self.cipher.clone(),
+            open: Open::Snapshot,
+        }))
+    }
+
+    async fn write(&self) -> StoreResult<Box<dyn Tx>> {
+        Ok(Box::new(self.begin().await?))
+    }
+}
+
+impl Db {
+    /// Opens a write unit: `BEGIN IMMEDIATE` on SQLite (the process's writer lock is already
+    /// held; this also excludes other processes), `BEGIN` on PostgreSQL.
+    pub(crate) async fn begin(&self) -> StoreResult<Session> {
+        let mut conn = self.write_conn().await?;
+        match &mut conn {
+            Conn::Pg(c) => PgTransactions::begin_transaction(&mut **c).await,
+            Conn::Sqlite(c, _) => {
+                c.spawn_blocking(|inner| {
+                    AnsiTransactionManager::begin_transaction_sql(inner, "BEGIN IMMEDIATE")
+                })
+                .await
+            }
+        }
+        .map_err(store_error)?;
+        Ok(Session {
+            conn: Some(conn),
+            cipher: self.cipher.clone(),
+            open: Open::Write,
+        })
+    }
+
+    /// A read unit as the storage crate's own type (tests and tools): each statement commits
+    /// on its own.
+    pub async fn session(&self) -> StoreResult<Session> {
+        Ok(Session {
+            conn: Some(self.read_conn().await?),
+            cipher: self.cipher.clone(),
+            open: Open::Nothing,
+        })
+    }
+}
