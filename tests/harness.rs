@@ -226,12 +226,17 @@ pub async fn environment(dir: &TempDir, database: &str, server: &Server) -> (Cli
     (client, env)
 }
 
-/// A cluster, a project and an environment in the client's organization: (organization, environment).
-pub async fn hierarchy(client: &Client) -> (String, String) {
-    let org = client.get("/organization").await["results"][0]["id"]
+/// The client's organization.
+pub async fn hierarchy_org(client: &Client) -> String {
+    client.get("/organization").await["results"][0]["id"]
         .as_str()
         .unwrap()
-        .to_string();
+        .to_string()
+}
+
+/// A cluster, a project and an environment in the client's organization: (organization, environment).
+pub async fn hierarchy(client: &Client) -> (String, String) {
+    let org = hierarchy_org(client).await;
     client
         .create(
             &format!("/organization/{org}/cluster"),

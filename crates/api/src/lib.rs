@@ -137,6 +137,12 @@ fn system_routes(r: &mut Routes) {
         .add();
 }
 
+fn api_routes(cfg: &mut web::ServiceConfig) {
+    let mut r = Routes::new(Some(cfg));
+    routes::api_routes(&mut r);
+    r.register();
+}
+
 async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok"}))
 }
@@ -167,9 +173,13 @@ pub fn app(
     // Listed innermost first: the envelope sees every answer, the limiter every request.
     App::new()
         .app_data(state)
-        .configure(|cfg| system_routes(&mut Routes::new(Some(cfg))))
-        .service(web::scope("/v1").configure(|cfg| routes::api_routes(&mut Routes::new(Some(cfg)))))
-        .configure(|cfg| routes::api_routes(&mut Routes::new(Some(cfg))))
+        .configure(|cfg| {
+            let mut r = Routes::new(Some(cfg));
+            system_routes(&mut r);
+            r.register();
+        })
+        .service(web::scope("/v1").configure(api_routes))
+        .configure(api_routes)
         .default_service(web::to(not_found))
         .wrap(from_fn(limits::idempotency))
         .wrap(from_fn(limits::rate_limit))

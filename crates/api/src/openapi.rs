@@ -267,6 +267,8 @@ pub struct Endpoint {
 pub struct Routes<'c> {
     cfg: Option<&'c mut web::ServiceConfig>,
     pub endpoints: Vec<Endpoint>,
+    /// The resources by their path's first segment, in the order they were added.
+    groups: Vec<(String, Vec<Resource>)>,
 }
 
 impl<'c> Routes<'c> {
@@ -274,13 +276,35 @@ impl<'c> Routes<'c> {
         Self {
             cfg,
             endpoints: Vec::new(),
+            groups: Vec::new(),
         }
     }
 
+    /// Hands the resources to actix, one scope per first path segment: a request is matched
+    /// against a few dozen static prefixes first, then against the handful of patterns of its
+    /// scope, rather than against every pattern of the API in turn.
+    pub fn register(self) {
+        let Some(cfg) = self.cfg else { return };
+        for (segment, resources) in self.groups {
+            let mut scope = web::scope(&format!("/{segment}"));
+            for resource in resources {
+                // Per resource, after routing: the timeout keeps a handle on the request.
+                scope = scope
+                    .service(resource.wrap(actix_web::middleware::from_fn(crate::limits::timeout)));
+            }
+            cfg.service(scope);
+        }
+    }
+
+    /// A path; its first segment must be literal (it names the scope it is matched in).
     pub fn at(&mut self, path: impl Into<String>) -> At<'_, 'c> {
         let path = path.into();
+        let rest = path
+            .strip_prefix('/')
+            .and_then(|p| p.find('/').map(|i| &p[i..]))
+            .unwrap_or("");
         At {
-            resource: web::resource(path.clone()),
+            resource: web::resource(rest.to_string()),
             path,
             methods: Vec::new(),
             routes: self,
@@ -338,8 +362,19 @@ impl At<'_, '_> {
             resource,
             methods,
         } = self;
-        if let Some(cfg) = routes.cfg.as_mut() {
-            cfg.service(resource.wrap(actix_web::middleware::from_fn(crate::limits::timeout)));
+        let segment = path
+            .trim_start_matches('/')
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        debug_assert!(
+            !segment.starts_with('{'),
+            "{path}: the first segment is literal"
+        );
+        match routes.groups.iter_mut().find(|(s, _)| *s == segment) {
+            Some((_, group)) => group.push(resource),
+            None => routes.groups.push((segment, vec![resource])),
         }
         for (method, doc) in methods {
             routes.endpoints.push(Endpoint {

@@ -1,16 +1,18 @@
-//! Throughput and latency of the built binary, measured from outside over HTTP, on SQLite and
-//! (when reachable) PostgreSQL: `cargo bench -p capstan-server --bench api`. Prints one line per
-//! scenario; asserts nothing about time. `CAPSTAN_BENCH_SECS` sets each scenario's length
-//! (default 5), `CAPSTAN_BENCH_CLIENTS` the concurrent clients (default 16).
+//! Throughput of the built binary, measured from outside with wrk (Debian package `wrk`), on
+//! SQLite and (when reachable) PostgreSQL: `cargo bench -p capstan-server --bench api`.
+//!
+//! Each scenario's rate is printed beside its ratio to `GET /healthz` served by the same
+//! process in the same run, so runs on different machines compare. Asserts nothing about time.
+//! `CAPSTAN_BENCH_SECS` sets each scenario's length (default 5), `CAPSTAN_BENCH_CONNECTIONS`
+//! wrk's connections (default 64), `CAPSTAN_BENCH_THREADS` wrk's threads (default 2).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "../../../tests/harness.rs"]
 mod harness;
 
-use harness::{databases, environment, settle, Client, Server, TempDir};
+use harness::{databases, environment, hierarchy_org, settle, Client, Server, TempDir};
 use serde_json::json;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn setting(name: &str, default: u64) -> u64 {
@@ -20,61 +22,76 @@ fn setting(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Runs `call` from `clients` tasks for `secs`, then prints rate and latency percentiles.
-async fn scenario<F, Fut>(name: &str, backend: &str, clients: usize, secs: u64, call: F)
-where
-    F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = u16> + Send,
-{
-    let call = Arc::new(call);
-    let counter = Arc::new(AtomicUsize::new(0));
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..clients {
-        let call = call.clone();
-        let counter = counter.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            let mut failures = 0usize;
-            while Instant::now() < deadline {
-                let n = counter.fetch_add(1, Ordering::Relaxed);
-                let at = Instant::now();
-                let status = call(n).await;
-                latencies.push(at.elapsed());
-                if status >= 300 {
-                    failures += 1;
-                }
-            }
-            (latencies, failures)
-        }));
-    }
-    let mut all = Vec::new();
-    let mut failures = 0;
-    for t in tasks {
-        let (l, f) = t.await.unwrap();
-        all.extend(l);
-        failures += f;
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    all.sort_unstable();
-    let pct = |p: f64| {
-        all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
-            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
-    };
-    println!(
-        "{backend:<10} {name:<28} {:>8.0} req/s  p50 {:>6.2} ms  p95 {:>6.2} ms  p99 {:>6.2} ms  ({} requests, {failures} not 2xx)",
-        all.len() as f64 / elapsed,
-        pct(0.50),
-        pct(0.95),
-        pct(0.99),
-        all.len(),
-    );
+/// One wrk run against `path`; `script` (Lua) shapes the requests. Returns requests per second
+/// and the latency percentiles wrk reports, with how many answers were not 2xx/3xx.
+struct Measured {
+    rate: f64,
+    p50: String,
+    p99: String,
+    errors: u64,
 }
 
-async fn run(backend: &str, database: &str) {
-    let clients = setting("CAPSTAN_BENCH_CLIENTS", 16) as usize;
+fn wrk(base: &str, token: &str, path: &str, script: Option<&str>) -> Measured {
     let secs = setting("CAPSTAN_BENCH_SECS", 5);
+    let connections = setting("CAPSTAN_BENCH_CONNECTIONS", 64);
+    let threads = setting("CAPSTAN_BENCH_THREADS", 2);
+    let dir = TempDir::new();
+    let mut cmd = Command::new("wrk");
+    cmd.args([
+        &format!("-t{threads}"),
+        &format!("-c{connections}"),
+        &format!("-d{secs}s"),
+        "--latency",
+        "-H",
+        &format!("Authorization: Token {token}"),
+    ]);
+    if let Some(lua) = script {
+        let file = dir.0.join("scenario.lua");
+        std::fs::write(&file, lua).unwrap();
+        cmd.arg("-s").arg(file);
+    }
+    let out = cmd.arg(format!("{base}{path}")).output().expect("run wrk");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "wrk failed: {text}");
+    let field = |prefix: &str| -> Option<String> {
+        text.lines()
+            .map(str::trim)
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .map(str::to_string)
+    };
+    let errors = text
+        .lines()
+        .find(|l| l.contains("Non-2xx or 3xx responses"))
+        .and_then(|l| l.rsplit(':').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    Measured {
+        rate: field("Requests/sec:")
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0.0),
+        p50: field("50%").unwrap_or_default(),
+        p99: field("99%").unwrap_or_default(),
+        errors,
+    }
+}
+
+/// A POST of a new variable per request: keys are unique per wrk thread and request.
+const POST_VARIABLE: &str = r#"
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("prefix", "T" .. threads .. "_")
+end
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("POST", nil, {["Content-Type"] = "application/json"},
+    '{"key": "' .. prefix .. n .. '", "value": "v"}')
+end
+"#;
+
+async fn run(backend: &str, database: &str) {
     let dir = TempDir::new();
     let server = Server::start_with(
         &dir,
@@ -87,74 +104,65 @@ async fn run(backend: &str, database: &str) {
     )
     .await;
     let (client, env) = environment(&dir, database, &server).await;
-    let client = Arc::new(client);
-    let mut apps = Vec::new();
+    let org = hierarchy_org(&client).await;
+    let registry = client
+        .create(
+            &format!("/organization/{org}/containerRegistry"),
+            json!({"name": "hub", "kind": "DOCKER_HUB", "config": {"password": "pw"}}),
+        )
+        .await;
+    let mut containers = Vec::new();
     for i in 0..50 {
-        apps.push(
+        containers.push(
             client
                 .create(
-                    &format!("/environment/{env}/application"),
-                    json!({"name": format!("app{i}"),
-                           "git_repository": {"url": "https://github.com/acme/api", "branch": "main"}}),
+                    &format!("/environment/{env}/container"),
+                    json!({"name": format!("web{i}"), "registry_id": registry,
+                           "image_name": "nginx", "tag": "1.27",
+                           "ports": [{"internal_port": 80, "publicly_accessible": true}]}),
                 )
                 .await,
         );
     }
-    let apps = Arc::new(apps);
-
-    let (c, a) = (client.clone(), apps.clone());
-    scenario("GET application", backend, clients, secs, move |n| {
-        let (c, id) = (c.clone(), a[n % a.len()].clone());
-        async move {
-            c.call(reqwest::Method::GET, &format!("/application/{id}"), None)
-                .await
-                .0
-        }
-    })
-    .await;
-
-    let (c, e) = (client.clone(), env.clone());
-    scenario(
-        "GET list of 50 applications",
-        backend,
-        clients,
-        secs,
-        move |_| {
-            let (c, e) = (c.clone(), e.clone());
-            async move {
-                c.call(
-                    reqwest::Method::GET,
-                    &format!("/environment/{e}/application?page_size=50"),
-                    None,
-                )
-                .await
-                .0
+    let one = &containers[0];
+    let healthz = wrk(&server.base, &client.token, "/healthz", None);
+    let scenarios = [
+        ("GET one container", format!("/container/{one}"), None),
+        (
+            "GET a container's status",
+            format!("/container/{one}/status"),
+            None,
+        ),
+        (
+            "GET a list of 50 containers",
+            format!("/environment/{env}/container?page_size=50"),
+            None,
+        ),
+        (
+            "POST a variable (durable)",
+            format!("/container/{}/environmentVariable", containers[1]),
+            Some(POST_VARIABLE),
+        ),
+    ];
+    println!(
+        "{backend:<9} {:<30} {:>9.0} req/s  p50 {:>8}  p99 {:>8}  ratio 1.000",
+        "GET /healthz", healthz.rate, healthz.p50, healthz.p99
+    );
+    for (name, path, script) in scenarios {
+        let m = wrk(&server.base, &client.token, &path, script);
+        println!(
+            "{backend:<9} {name:<30} {:>9.0} req/s  p50 {:>8}  p99 {:>8}  ratio {:.3}{}",
+            m.rate,
+            m.p50,
+            m.p99,
+            m.rate / healthz.rate.max(1.0),
+            if m.errors > 0 {
+                format!("  ({} answers not 2xx)", m.errors)
+            } else {
+                String::new()
             }
-        },
-    )
-    .await;
-
-    let (c, a) = (client.clone(), apps.clone());
-    scenario(
-        "POST secret (encrypted)",
-        backend,
-        clients,
-        secs,
-        move |n| {
-            let (c, id) = (c.clone(), a[n % a.len()].clone());
-            async move {
-                c.call(
-                    reqwest::Method::POST,
-                    &format!("/application/{id}/secret"),
-                    Some(json!({"key": format!("K{n}"), "value": "v"})),
-                )
-                .await
-                .0
-            }
-        },
-    )
-    .await;
-
+        );
+    }
     deployments(backend, &client, &env).await;
     server.stop();
 }
@@ -184,7 +192,7 @@ async fn deployments(backend: &str, client: &Client, env: &str) {
     }
     let elapsed = started.elapsed().as_secs_f64();
     println!(
-        "{backend:<10} {:<28} {:>8.1} deployments/s  (100 queued in {queued:.2} s, all done in {elapsed:.2} s)",
+        "{backend:<9} {:<30} {:>9.1} deployments/s  (100 queued in {queued:.2} s, all done in {elapsed:.2} s)",
         "deploy through the queue",
         services.len() as f64 / elapsed,
     );
@@ -196,9 +204,20 @@ async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
+    if Command::new("wrk").arg("--version").output().is_err() {
+        println!("wrk is not installed: apt-get install wrk");
+        std::process::exit(1);
+    }
+    println!(
+        "{} cores; wrk -t{} -c{} for {} s per scenario",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        setting("CAPSTAN_BENCH_THREADS", 2),
+        setting("CAPSTAN_BENCH_CONNECTIONS", 64),
+        setting("CAPSTAN_BENCH_SECS", 5)
+    );
     run("sqlite", "sqlite://capstan.db").await;
     match storage::testing::postgres_database().await {
         Some(storage::DatabaseUrl::Postgres(url)) => run("postgres", &url).await,
-        _ => println!("postgres   skipped: no PostgreSQL at CAPSTAN_TEST_POSTGRES_URL"),
+        _ => println!("postgres  skipped: no PostgreSQL at CAPSTAN_TEST_POSTGRES_URL"),
     }
 }
