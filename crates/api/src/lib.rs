@@ -6,6 +6,7 @@ pub mod extract;
 pub mod jwt;
 pub mod limits;
 pub mod openapi;
+mod rate_limiter;
 mod routes;
 pub mod views;
 

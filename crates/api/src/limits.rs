@@ -12,135 +12,14 @@ use actix_web::http::{Method, StatusCode};
 use actix_web::middleware::Next;
 use actix_web::ResponseError;
 use actix_web::{web, HttpMessage, HttpResponse};
-use domain::auth::{Principal, Subject};
 use domain::ports::{IdempotencyClaim, StoredResponse};
-use domain::ratelimit::{Gcra, RateDecision};
-use domain::Capstan;
+use domain::ratelimit::RateDecision;
 use futures_util::StreamExt;
-use governor::clock::{Clock, DefaultClock};
-use governor::middleware::StateInformationMiddleware;
-use governor::state::keyed::DefaultKeyedStateStore;
-use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-type Keyed = governor::RateLimiter<
-    String,
-    DefaultKeyedStateStore<String>,
-    DefaultClock,
-    StateInformationMiddleware,
->;
-
-/// Where the quota's state lives.
-pub enum RateLimiter {
-    /// In this process (a single instance, e.g. on SQLite): governor's keyed GCRA.
-    Local {
-        gcra: Gcra,
-        limiter: Box<Keyed>,
-        checks: AtomicU64,
-    },
-    /// In the database, shared by every instance: one atomic statement per request.
-    Shared { gcra: Gcra, capstan: Capstan },
-}
-
-/// Old keys are dropped every this many checks, so memory stays bounded.
-const RETAIN_EVERY: u64 = 4096;
+pub use crate::rate_limiter::RateLimiter;
 
 fn now_us() -> i64 {
     (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1000) as i64
-}
-
-impl RateLimiter {
-    pub fn local(per_hour: u32) -> Self {
-        let limit = NonZeroU32::new(per_hour).unwrap_or(NonZeroU32::MIN);
-        Self::Local {
-            gcra: Gcra::per_hour(limit.get()),
-            limiter: Box::new(
-                governor::RateLimiter::keyed(governor::Quota::per_hour(limit))
-                    .with_middleware::<StateInformationMiddleware>(),
-            ),
-            checks: AtomicU64::new(0),
-        }
-    }
-
-    pub fn shared(per_hour: u32, capstan: Capstan) -> Self {
-        Self::Shared {
-            gcra: Gcra::per_hour(per_hour),
-            capstan,
-        }
-    }
-
-    fn gcra(&self) -> Gcra {
-        match self {
-            Self::Local { gcra, .. } | Self::Shared { gcra, .. } => *gcra,
-        }
-    }
-
-    /// How many keys this process keeps (local limiter only).
-    pub fn tracked_keys(&self) -> usize {
-        match self {
-            Self::Local { limiter, .. } => limiter.len(),
-            Self::Shared { .. } => 0,
-        }
-    }
-
-    /// Spends one request of `key`'s quota, if it has one left.
-    pub async fn acquire(&self, key: &str) -> Result<RateDecision, ApiError> {
-        let now = now_us();
-        match self {
-            Self::Shared { gcra, capstan } => {
-                let step = capstan
-                    .store()
-                    .gcra_step(key, *gcra, now)
-                    .await
-                    .map_err(domain::DomainError::from)?;
-                Ok(gcra.decide(step, now))
-            }
-            Self::Local {
-                gcra,
-                limiter,
-                checks,
-            } => {
-                if checks.fetch_add(1, Ordering::Relaxed) % RETAIN_EVERY == RETAIN_EVERY - 1 {
-                    limiter.retain_recent();
-                    limiter.shrink_to_fit();
-                }
-                let interval = gcra.interval_us();
-                let seconds = |us: i64| (us + 999_999).div_euclid(1_000_000);
-                Ok(match limiter.check_key(&key.to_string()) {
-                    Ok(snapshot) => {
-                        let remaining = snapshot.remaining_burst_capacity().min(gcra.limit);
-                        let debt = i64::from(gcra.limit - remaining) * interval;
-                        RateDecision {
-                            allowed: true,
-                            limit: gcra.limit,
-                            remaining,
-                            reset: seconds(now + debt),
-                            retry_after: None,
-                        }
-                    }
-                    Err(not_until) => {
-                        let wait = not_until.wait_time_from(DefaultClock::default().now());
-                        let wait_us = i64::try_from(wait.as_micros()).unwrap_or(i64::MAX / 4);
-                        RateDecision {
-                            allowed: false,
-                            limit: gcra.limit,
-                            remaining: 0,
-                            reset: seconds(now + wait_us + gcra.window_us() - interval),
-                            retry_after: Some(seconds(wait_us).max(1) as u64),
-                        }
-                    }
-                })
-            }
-        }
-    }
-}
-
-/// The key a principal is metered under.
-fn principal_key(p: &Principal) -> String {
-    match &p.subject {
-        Subject::ApiToken(id) => format!("token:{id}"),
-        Subject::User(id) => format!("user:{id}"),
-    }
 }
 
 /// Probes and the API's own description: not metered, so a load balancer's health checks
@@ -195,7 +74,7 @@ pub async fn rate_limit(
         state.limiter.acquire(&key).await
     } else {
         let key = match authentication(req.request()).await {
-            Ok(p) => principal_key(&p),
+            Ok(p) => p.rate_key(),
             Err(_) => format!(
                 "ip:{}",
                 req.peer_addr()
@@ -303,7 +182,7 @@ pub async fn idempotency(
     };
     let hash = request_hash(&req, &body);
     req.set_payload(actix_web::dev::Payload::from(body));
-    let who = principal_key(&principal);
+    let who = principal.rate_key();
     let store = state.capstan.store().clone();
     let now = time::OffsetDateTime::now_utc();
     let claim = store

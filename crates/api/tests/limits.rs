@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Rate limits, safe retries and the headers every answer carries, on both backends; the
-//! limiter both in this process (governor) and in the database (shared by instances).
+//! limiter both in this process and in the database (shared by instances, by leases).
 
 mod common;
 
@@ -316,4 +316,63 @@ async fn a_request_that_takes_too_long_gets_503() {
         .as_str()
         .unwrap()
         .starts_with("the request took longer"));
+}
+
+/// Two instances sharing a quota of 1000 through one database: taking turns they admit exactly
+/// 1000 between them; when one stops, the cells it leased but did not spend are the only slack,
+/// never more than one lease (a hundredth of the quota) nor than it admitted itself.
+async fn two_instances_share_one_quota(b: common::Backend) {
+    use capstan_api::limits::RateLimiter;
+    const QUOTA: u32 = 1000;
+    let one = RateLimiter::shared(QUOTA, b.capstan.clone());
+    let other = RateLimiter::shared(QUOTA, b.capstan.clone());
+    let mut admitted = 0;
+    for i in 0..2200 {
+        let limiter = if i % 2 == 0 { &one } else { &other };
+        if limiter.acquire("token:turns").await.unwrap().allowed {
+            admitted += 1;
+        }
+    }
+    assert_eq!(
+        admitted, QUOTA,
+        "taking turns, every cell is spent and none twice"
+    );
+
+    let mut by_one = 0;
+    for _ in 0..10 {
+        assert!(one.acquire("token:alone").await.unwrap().allowed);
+        by_one += 1;
+    }
+    let mut by_other = 0;
+    while other.acquire("token:alone").await.unwrap().allowed {
+        by_other += 1;
+        assert!(by_other <= QUOTA, "no instance admits more than the quota");
+    }
+    let total = by_one + by_other;
+    assert!(
+        total <= QUOTA,
+        "never more than the quota between them: {total}"
+    );
+    let slack = QUOTA - total;
+    assert!(
+        slack > 0,
+        "the idle instance holds leased cells (else this checks nothing)"
+    );
+    assert!(
+        slack <= by_one && slack <= QUOTA / 100,
+        "the slack ({slack}) is at most one lease and what the idle instance admitted ({by_one})"
+    );
+}
+
+#[actix_rt::test]
+async fn two_sqlite_instances_share_one_quota() {
+    two_instances_share_one_quota(common::sqlite().await.unwrap()).await;
+}
+
+#[actix_rt::test]
+async fn two_postgres_instances_share_one_quota() {
+    let Some(b) = common::postgres().await else {
+        return;
+    };
+    two_instances_share_one_quota(b).await;
 }

@@ -89,6 +89,16 @@ pub enum Subject {
     User(String),
 }
 
+/// How a subject is named where it acted (`requested_by`) and in rate-limit keys.
+impl std::fmt::Display for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Subject::ApiToken(id) => write!(f, "token:{id}"),
+            Subject::User(id) => write!(f, "user:{id}"),
+        }
+    }
+}
+
 /// An authenticated caller and its role in each organization it belongs to: one for an API
 /// token, any number for a user.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,6 +108,12 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// The key its requests are metered under: one quota per token or user, whatever
+    /// organization a request names.
+    pub fn rate_key(&self) -> String {
+        self.subject.to_string()
+    }
+
     pub fn token(id: ApiTokenId, organization: OrganizationId, role: Role) -> Self {
         Self {
             subject: Subject::ApiToken(id),

@@ -162,13 +162,15 @@ pub trait MemberStore: Send {
 /// Rate-limit state shared by every server process.
 #[async_trait]
 pub trait RateLimitStore: Send + Sync {
-    /// Applies `gcra.step` to `key`'s state at `now_us` in one atomic statement.
-    async fn gcra_step(
+    /// Applies `gcra.lease(tat, now_us, wanted)` to `key`'s TAT, holding it against every
+    /// other process until the new TAT is written.
+    async fn gcra_lease(
         &self,
         key: &str,
         gcra: crate::ratelimit::Gcra,
         now_us: i64,
-    ) -> StoreResult<crate::ratelimit::GcraStep>;
+        wanted: u32,
+    ) -> StoreResult<crate::ratelimit::GcraLease>;
 }
 
 /// The first answer to a request sent with an `Idempotency-Key`.

@@ -1,7 +1,9 @@
 //! Rate limiting by GCRA (the generic cell rate algorithm): each key has a "theoretical arrival
 //! time" (TAT); a request moves it one emission interval later, and is allowed while the TAT
-//! stays within one window (the quota's period) of now. The store advances the TAT atomically;
-//! this module holds the arithmetic around it.
+//! stays within one window (the quota's period) of now. This module is the one implementation
+//! of that arithmetic: a limiter in one process steps a TAT it keeps in memory, a limiter shared
+//! by several processes leases cells from a TAT the store keeps (under a lock), with the same
+//! functions.
 
 /// A quota of `limit` requests per `period_us` microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +24,15 @@ pub struct RateDecision {
     pub retry_after: Option<u64>,
 }
 
-/// The store's answer: whether it advanced the TAT, and the TAT it holds now.
+/// Cells taken at once from a TAT: how many fitted (at most the number wanted), and the TAT
+/// after them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcraLease {
+    pub granted: u32,
+    pub tat_us: i64,
+}
+
+/// One request's step: whether it advanced the TAT, and the TAT it holds now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GcraStep {
     pub allowed: bool,
@@ -53,19 +63,31 @@ impl Gcra {
         self.interval_us() * i64::from(self.limit.max(1))
     }
 
-    /// The step the store applies atomically: from `tat` (none for a new key) at `now`.
-    pub fn step(&self, tat_us: Option<i64>, now_us: i64) -> GcraStep {
-        let next = tat_us.unwrap_or(now_us).max(now_us) + self.interval_us();
-        if next - now_us <= self.window_us() {
-            GcraStep {
-                allowed: true,
-                tat_us: next,
-            }
-        } else {
-            GcraStep {
-                allowed: false,
+    /// Takes up to `wanted` cells from `tat` (none for a new key) at `now`: as many as fit in
+    /// the window. Nothing fits: the TAT stays as it was.
+    pub fn lease(&self, tat_us: Option<i64>, now_us: i64, wanted: u32) -> GcraLease {
+        let start = tat_us.unwrap_or(now_us).max(now_us);
+        let interval = self.interval_us();
+        let room = (self.window_us() - (start - now_us)).div_euclid(interval);
+        let granted = room.clamp(0, i64::from(wanted));
+        if granted == 0 {
+            return GcraLease {
+                granted: 0,
                 tat_us: tat_us.unwrap_or(now_us),
-            }
+            };
+        }
+        GcraLease {
+            granted: granted as u32,
+            tat_us: start + granted * interval,
+        }
+    }
+
+    /// One request's step from `tat` (none for a new key) at `now`.
+    pub fn step(&self, tat_us: Option<i64>, now_us: i64) -> GcraStep {
+        let lease = self.lease(tat_us, now_us, 1);
+        GcraStep {
+            allowed: lease.granted == 1,
+            tat_us: lease.tat_us,
         }
     }
 
@@ -90,6 +112,30 @@ impl Gcra {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_takes_what_fits_and_a_step_is_a_lease_of_one() {
+        let g = Gcra::per_hour(10);
+        let now = 5_000 * SECOND;
+        let first = g.lease(None, now, 4);
+        assert_eq!(first.granted, 4);
+        assert_eq!(first.tat_us, now + 4 * g.interval_us());
+        let rest = g.lease(Some(first.tat_us), now, 100);
+        assert_eq!(rest.granted, 6, "only the window's remaining six fit");
+        assert_eq!(rest.tat_us, now + g.window_us());
+        let none = g.lease(Some(rest.tat_us), now, 3);
+        assert_eq!(none.granted, 0);
+        assert_eq!(none.tat_us, rest.tat_us, "nothing taken, nothing moved");
+        // Stepping one at a time agrees with leasing all at once.
+        let mut tat = None;
+        for _ in 0..10 {
+            let s = g.step(tat, now);
+            assert!(s.allowed);
+            tat = Some(s.tat_us);
+        }
+        assert_eq!(tat, Some(rest.tat_us));
+        assert!(!g.step(tat, now).allowed);
+    }
 
     #[test]
     fn the_quota_is_spent_then_refilled_continuously() {

@@ -9,68 +9,73 @@ use crate::session::Session;
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel::result::Error as DieselError;
-use diesel::sql_types::{BigInt, Text};
 use diesel_async::RunQueryDsl;
 use domain::auth::Role;
 use domain::error::StoreResult;
 use domain::ids::OrganizationId;
 use domain::ports::{
-    IdempotencyClaim, IdempotencyStore, MemberStore, RateLimitStore, StoredResponse,
+    IdempotencyClaim, IdempotencyStore, MemberStore, RateLimitStore, StoredResponse, Tx,
 };
-use domain::ratelimit::{Gcra, GcraStep};
+use domain::ratelimit::{Gcra, GcraLease};
 use time::OffsetDateTime;
-
-#[derive(QueryableByName)]
-struct Tat {
-    #[diesel(sql_type = BigInt)]
-    tat: i64,
-}
-
-// One statement advances the TAT when the quota allows it; when it does not, the WHERE of the
-// upsert leaves the row alone and nothing is returned. The same arithmetic as `Gcra::step`.
-const STEP_PG: &str = "INSERT INTO rate_limits (key, tat) VALUES ($1, $2 + $3) \
-    ON CONFLICT (key) DO UPDATE SET tat = GREATEST(rate_limits.tat, $2) + $3 \
-    WHERE GREATEST(rate_limits.tat, $2) + $3 - $2 <= $4 RETURNING tat";
-const STEP_SQLITE: &str = "INSERT INTO rate_limits (key, tat) VALUES (?1, ?2 + ?3) \
-    ON CONFLICT (key) DO UPDATE SET tat = MAX(rate_limits.tat, ?2) + ?3 \
-    WHERE MAX(rate_limits.tat, ?2) + ?3 - ?2 <= ?4 RETURNING tat";
 
 #[async_trait]
 impl RateLimitStore for Db {
-    async fn gcra_step(&self, key: &str, gcra: Gcra, now_us: i64) -> StoreResult<GcraStep> {
-        let key = key.to_string();
-        self.write(move |mut conn| async move {
-            let sql = match conn {
-                Conn::Pg(..) => STEP_PG,
-                Conn::Sqlite(..) => STEP_SQLITE,
-            };
-            let advanced: Option<Tat> = db_run!(conn, |c| diesel::sql_query(sql)
-                .bind::<Text, _>(&key)
-                .bind::<BigInt, _>(now_us)
-                .bind::<BigInt, _>(gcra.interval_us())
-                .bind::<BigInt, _>(gcra.window_us())
-                .get_result(c)
-                .await
-                .optional())
-            .map_err(store_error)?;
-            if let Some(t) = advanced {
-                return Ok(GcraStep {
-                    allowed: true,
-                    tat_us: t.tat,
-                });
+    async fn gcra_lease(
+        &self,
+        key: &str,
+        gcra: Gcra,
+        now_us: i64,
+        wanted: u32,
+    ) -> StoreResult<GcraLease> {
+        let mut unit = self.begin().await?;
+        let (conn, _) = unit.parts()?;
+        // The row exists before it is locked, so two first requests of a key cannot both see
+        // none and overwrite each other's lease.
+        let tat: i64 = match conn {
+            Conn::Pg(c) => {
+                let c: &mut diesel_async::AsyncPgConnection = c;
+                diesel::insert_into(rl::table)
+                    .values((rl::key.eq(key), rl::tat.eq(0_i64)))
+                    .on_conflict_do_nothing()
+                    .execute(c)
+                    .await
+                    .map_err(store_error)?;
+                rl::table
+                    .find(key)
+                    .select(rl::tat)
+                    .for_update()
+                    .first(c)
+                    .await
+                    .map_err(store_error)?
             }
-            let tat: i64 = db_run!(conn, |c| rl::table
-                .find(&key)
-                .select(rl::tat)
-                .first(c)
+            // The write unit is SQLite's only writer.
+            Conn::Sqlite(c, _) => {
+                let c: &mut crate::db::SqliteConn = c;
+                diesel::insert_into(rl::table)
+                    .values((rl::key.eq(key), rl::tat.eq(0_i64)))
+                    .on_conflict_do_nothing()
+                    .execute(c)
+                    .await
+                    .map_err(store_error)?;
+                rl::table
+                    .find(key)
+                    .select(rl::tat)
+                    .first(c)
+                    .await
+                    .map_err(store_error)?
+            }
+        };
+        let lease = gcra.lease(Some(tat), now_us, wanted);
+        if lease.granted > 0 {
+            db_run!(*conn, |c| diesel::update(rl::table.find(key))
+                .set(rl::tat.eq(lease.tat_us))
+                .execute(c)
                 .await)
             .map_err(store_error)?;
-            Ok(GcraStep {
-                allowed: false,
-                tat_us: tat,
-            })
-        })
-        .await
+        }
+        Tx::commit(Box::new(unit)).await?;
+        Ok(lease)
     }
 }
 

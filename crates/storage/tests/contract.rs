@@ -60,7 +60,7 @@ contract!(
     a_variable_change_makes_a_deployed_service_out_of_date,
     a_unit_dropped_before_commit_leaves_nothing,
     a_locked_scope_is_held_until_commit,
-    the_rate_limit_step_is_atomic,
+    rate_limit_leases_never_overlap,
     idempotency_keys_replay_or_refuse,
 );
 
@@ -1174,35 +1174,42 @@ async fn a_locked_scope_is_held_until_commit(db: Db) {
     assert_eq!(last.description.as_deref(), Some("first then second"));
 }
 
-async fn the_rate_limit_step_is_atomic(db: Db) {
-    let gcra = Gcra::per_hour(5);
+async fn rate_limit_leases_never_overlap(db: Db) {
+    let gcra = Gcra::per_hour(50);
     let now = 1_700_000_000_000_000;
-    // Twenty concurrent requests on one key: exactly five pass, as Gcra::step says.
+    // Twenty concurrent leases of three cells on one key, new at first: together they take
+    // exactly the fifty cells of the window, never more.
     let mut tasks = Vec::new();
     for _ in 0..20 {
         let db = db.clone();
         tasks.push(tokio::spawn(async move {
-            db.gcra_step("token:a", gcra, now).await.unwrap()
+            db.gcra_lease("token:a", gcra, now, 3).await.unwrap()
         }));
     }
-    let mut allowed = 0;
+    let mut granted = 0;
     for t in tasks {
-        if t.await.unwrap().allowed {
-            allowed += 1;
-        }
+        granted += t.await.unwrap().granted;
     }
-    assert_eq!(allowed, 5);
-    let refused = db.gcra_step("token:a", gcra, now).await.unwrap();
-    assert!(!refused.allowed);
-    assert_eq!(refused.tat_us, now + 5 * gcra.interval_us());
-    assert!(
-        db.gcra_step("token:b", gcra, now).await.unwrap().allowed,
+    assert_eq!(granted, 50);
+    let refused = db.gcra_lease("token:a", gcra, now, 1).await.unwrap();
+    assert_eq!(refused.granted, 0);
+    assert_eq!(refused.tat_us, now + 50 * gcra.interval_us());
+    assert_eq!(
+        db.gcra_lease("token:b", gcra, now, 1)
+            .await
+            .unwrap()
+            .granted,
+        1,
         "keys are apart"
     );
-    let later = now + gcra.interval_us();
-    assert!(
-        db.gcra_step("token:a", gcra, later).await.unwrap().allowed,
-        "refilled"
+    let later = now + 2 * gcra.interval_us();
+    assert_eq!(
+        db.gcra_lease("token:a", gcra, later, 5)
+            .await
+            .unwrap()
+            .granted,
+        2,
+        "refilled by two intervals"
     );
 }
 

@@ -2,7 +2,7 @@
 //! Every action is a durable request in the queue; statuses are derived from the queue.
 
 use super::Capstan;
-use crate::auth::{Action, Principal, Subject};
+use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{DeploymentRequestId, EnvironmentId, ServiceId};
 use crate::model::*;
@@ -107,10 +107,7 @@ pub fn refusal(
 }
 
 fn requested_by(p: &Principal) -> String {
-    match &p.subject {
-        Subject::ApiToken(id) => format!("token:{id}"),
-        Subject::User(id) => format!("user:{id}"),
-    }
+    p.subject.to_string()
 }
 
 /// The requests of one service among those of many.

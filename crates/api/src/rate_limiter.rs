@@ -1,0 +1,165 @@
+//! The quota of each principal (GCRA, `domain::ratelimit`), kept in this process or shared by
+//! every process through the store.
+//!
+//! Shared, a request does not write to the database: the process leases cells from the stored
+//! TAT (several at once while a key is busy) and spends them locally. A lease only ever takes
+//! cells that fit in the shared window, so all processes together never admit more than the
+//! quota; the slack goes the other way and is bounded: a process holds at most one lease of a
+//! key unspent (a hundredth of the quota, at most [`MAX_LEASE`] cells), for at most
+//! [`LEASE_LIFETIME_US`], which the key's requests to other processes cannot use meanwhile.
+
+use crate::error::ApiError;
+use domain::ratelimit::{Gcra, GcraStep, RateDecision};
+use domain::Capstan;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Most cells a process leases of one key at once, whatever the quota.
+pub const MAX_LEASE: u32 = 1000;
+
+/// Most cells a process leases of one key at once under `gcra`: a hundredth of the quota, so a
+/// small quota is shared cell by cell.
+pub fn max_lease(gcra: Gcra) -> u32 {
+    (gcra.limit / 100).clamp(1, MAX_LEASE)
+}
+/// How long leased cells may be spent; unspent ones are dropped then.
+pub const LEASE_LIFETIME_US: i64 = 1_000_000;
+/// Old keys are dropped every this many checks, so memory stays bounded.
+const SWEEP_EVERY: u64 = 4096;
+
+fn now_us() -> i64 {
+    (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1000) as i64
+}
+
+/// Cells of one key leased by this process.
+#[derive(Debug, Clone, Copy)]
+struct Lease {
+    /// Cells still to spend.
+    unspent: u32,
+    /// How many the last lease asked for: doubled while the key spends them in time, back to
+    /// one when it does not, so a quiet key takes one cell per request, as if unshared.
+    size: u32,
+    /// The stored TAT after the last lease.
+    tat_us: i64,
+    until_us: i64,
+}
+
+enum Where {
+    /// TATs in this process (one instance, e.g. on SQLite).
+    Local(Mutex<HashMap<String, i64>>),
+    /// TATs in the store, shared by every instance.
+    Shared {
+        capstan: Capstan,
+        leases: Mutex<HashMap<String, Lease>>,
+    },
+}
+
+pub struct RateLimiter {
+    gcra: Gcra,
+    state: Where,
+    checks: AtomicU64,
+}
+
+impl RateLimiter {
+    pub fn local(per_hour: u32) -> Self {
+        Self {
+            gcra: Gcra::per_hour(per_hour),
+            state: Where::Local(Mutex::new(HashMap::new())),
+            checks: AtomicU64::new(0),
+        }
+    }
+
+    pub fn shared(per_hour: u32, capstan: Capstan) -> Self {
+        Self {
+            gcra: Gcra::per_hour(per_hour),
+            state: Where::Shared {
+                capstan,
+                leases: Mutex::new(HashMap::new()),
+            },
+            checks: AtomicU64::new(0),
+        }
+    }
+
+    pub fn gcra(&self) -> Gcra {
+        self.gcra
+    }
+
+    /// How many keys this process keeps.
+    pub fn tracked_keys(&self) -> usize {
+        match &self.state {
+            Where::Local(tats) => tats.lock().map_or(0, |t| t.len()),
+            Where::Shared { leases, .. } => leases.lock().map_or(0, |l| l.len()),
+        }
+    }
+
+    /// Spends one request of `key`'s quota, if it has one left.
+    pub async fn acquire(&self, key: &str) -> Result<RateDecision, ApiError> {
+        let now = now_us();
+        let sweep = self.checks.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1;
+        match &self.state {
+            Where::Local(tats) => {
+                let mut tats = tats.lock().map_err(|_| poisoned())?;
+                if sweep {
+                    tats.retain(|_, tat| *tat > now);
+                }
+                let step = self.gcra.step(tats.get(key).copied(), now);
+                if step.allowed {
+                    tats.insert(key.to_string(), step.tat_us);
+                }
+                Ok(self.gcra.decide(step, now))
+            }
+            Where::Shared { capstan, leases } => {
+                let wanted = {
+                    let mut leases = leases.lock().map_err(|_| poisoned())?;
+                    if sweep {
+                        leases.retain(|_, l| l.until_us > now);
+                    }
+                    match leases.get_mut(key) {
+                        Some(l) if l.unspent > 0 && now < l.until_us => {
+                            l.unspent -= 1;
+                            return Ok(self.decision(true, l.tat_us, l.unspent, now));
+                        }
+                        Some(l) if l.unspent == 0 && now < l.until_us => {
+                            (l.size.saturating_mul(2)).min(max_lease(self.gcra))
+                        }
+                        _ => 1,
+                    }
+                };
+                // No lock is held across the store's round trip.
+                let lease = capstan
+                    .store()
+                    .gcra_lease(key, self.gcra, now, wanted)
+                    .await
+                    .map_err(domain::DomainError::from)?;
+                let unspent = lease.granted.saturating_sub(1);
+                leases.lock().map_err(|_| poisoned())?.insert(
+                    key.to_string(),
+                    Lease {
+                        unspent,
+                        size: wanted,
+                        tat_us: lease.tat_us,
+                        until_us: now + LEASE_LIFETIME_US,
+                    },
+                );
+                Ok(self.decision(lease.granted > 0, lease.tat_us, unspent, now))
+            }
+        }
+    }
+
+    /// The decision after a shared lease: what the stored TAT leaves, plus the cells this
+    /// process holds for the key.
+    fn decision(&self, allowed: bool, tat_us: i64, unspent: u32, now: i64) -> RateDecision {
+        let mut d = self.gcra.decide(GcraStep { allowed, tat_us }, now);
+        if allowed {
+            d.remaining = (d.remaining + unspent).min(self.gcra.limit);
+        }
+        d
+    }
+}
+
+fn poisoned() -> ApiError {
+    ApiError::from(domain::DomainError::Internal(
+        "the rate limiter's lock was poisoned".into(),
+    ))
+}
