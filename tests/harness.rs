@@ -9,6 +9,12 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_capstan");
+
+/// The binary under test: this build's, or `CAPSTAN_TEST_BIN` (to run the same tests against
+/// another build, e.g. an older one).
+pub fn bin() -> String {
+    std::env::var("CAPSTAN_TEST_BIN").unwrap_or_else(|_| BIN.to_string())
+}
 /// base64 of 32 bytes of 7.
 pub const TEST_KEY: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
 
@@ -37,7 +43,7 @@ impl Drop for TempDir {
 }
 
 pub fn capstan(dir: &TempDir, database: &str, args: &[&str]) -> Output {
-    Command::new(BIN)
+    Command::new(bin())
         .args(args)
         .current_dir(&dir.0)
         .env("CAPSTAN_DATABASE_URL", database)
@@ -97,7 +103,7 @@ impl Server {
             Some(path) => ("debug", Stdio::from(std::fs::File::create(path).unwrap())),
             None => ("warn", Stdio::inherit()),
         };
-        let child = Command::new(BIN)
+        let child = Command::new(bin())
             .arg("serve")
             .current_dir(&dir.0)
             .env("CAPSTAN_DATABASE_URL", database)

@@ -267,6 +267,18 @@ pub enum Scope {
     Environment(EnvironmentId),
     /// The environment of a service, found from the service.
     EnvironmentOf(ServiceId),
+    /// A record that what the unit writes will refer to, held shared: it cannot be deleted
+    /// before the unit ends, while other units may refer to it too. Taken after the unit's
+    /// other scopes.
+    Referenced(Reference),
+}
+
+/// Organization-level records that services and environments refer to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reference {
+    Registry(ContainerRegistryId),
+    GitToken(GitTokenId),
+    Cluster(ClusterId),
 }
 
 /// Everything the use-case services need from a store.

@@ -74,7 +74,7 @@ async fn run(worker: Worker, mut stopped: watch::Receiver<bool>, poll: Duration)
         let idle = match worker.run_next().await {
             Ok(ran) => !ran,
             Err(e) => {
-                tracing::error!(worker = worker.id(), error = %e, "deployment worker failed");
+                tracing::error!(worker = worker.id(), error = %e, cause = ?e, "deployment worker failed");
                 true
             }
         };

@@ -175,6 +175,22 @@ pub(crate) fn into_page<T: crate::rows::FromRow>(
 pub struct Db {
     pub(crate) backend: Backend,
     pub(crate) cipher: Arc<Cipher>,
+    /// Drives the I/O of PostgreSQL connections: a connection's socket is read and written by
+    /// a task that must outlive whichever thread first opened it (an HTTP worker stops before
+    /// the deployment workers drain).
+    _drivers: Option<Arc<Drivers>>,
+}
+
+/// The runtime of the PostgreSQL connection tasks, shut down with the last clone of the store.
+struct Drivers(Option<tokio::runtime::Runtime>);
+
+impl Drop for Drivers {
+    fn drop(&mut self) {
+        // May run inside async code (the end of a test); this form of shutdown is allowed there.
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 // busy_timeout comes first: switching to WAL takes a lock that connections opened at the same
@@ -190,12 +206,40 @@ impl Db {
         max_connections: usize,
         secret_key: &[u8; 32],
     ) -> Result<Self, StoreError> {
+        let mut drivers = None;
         let backend = match url {
             DatabaseUrl::Postgres(u) => {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("capstan-pg-io")
+                    .enable_all()
+                    .build()
+                    .map_err(|e| {
+                        StoreError::Other(format!("cannot start the store runtime: {e}"))
+                    })?;
+                let handle = runtime.handle().clone();
+                drivers = Some(Arc::new(Drivers(Some(runtime))));
                 let mut config = ManagerConfig::<AsyncPgConnection>::default();
                 // A broken connection shows itself on first use (503, retried by clients); a
                 // test query on every checkout would cost a round trip per unit of work.
                 config.recycling_method = RecyclingMethod::Fast;
+                // Opened on the drivers' runtime, so the connection's task is spawned there.
+                config.custom_setup = Box::new(move |url: &str| {
+                    let url = url.to_string();
+                    let handle = handle.clone();
+                    async move {
+                        handle
+                            .spawn(async move {
+                                <AsyncPgConnection as diesel_async::AsyncConnection>::establish(
+                                    &url,
+                                )
+                                .await
+                            })
+                            .await
+                            .map_err(|e| diesel::ConnectionError::BadConnection(e.to_string()))?
+                    }
+                    .boxed()
+                });
                 let manager =
                     AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(u, config);
                 let pool = Pool::builder(manager)
@@ -249,7 +293,15 @@ impl Db {
         Ok(Self {
             backend,
             cipher: Arc::new(Cipher::new(secret_key)),
+            _drivers: drivers,
         })
+    }
+
+    /// Where a PostgreSQL connection's leftover work (a rollback after a dropped unit) runs.
+    pub(crate) fn drivers(&self) -> Option<tokio::runtime::Handle> {
+        self._drivers
+            .as_ref()
+            .and_then(|d| d.0.as_ref().map(|rt| rt.handle().clone()))
     }
 
     pub fn is_postgres(&self) -> bool {
@@ -315,6 +367,13 @@ pub(crate) fn store_error(e: DieselError) -> StoreError {
             StoreError::Unavailable(info.message().to_string())
         }
         DieselError::DatabaseError(_, info) if info.message().contains("database is locked") => {
+            StoreError::Unavailable(info.message().to_string())
+        }
+        // The unit lost a race it could not wait out; the client may retry (503).
+        DieselError::DatabaseError(DatabaseErrorKind::SerializationFailure, info) => {
+            StoreError::Unavailable(info.message().to_string())
+        }
+        DieselError::DatabaseError(_, info) if info.message().contains("deadlock detected") => {
             StoreError::Unavailable(info.message().to_string())
         }
         other => StoreError::Other(other.to_string()),

@@ -3,7 +3,9 @@
 
 use crate::cipher::Cipher;
 use crate::db::{store_error, Conn, Db, SqliteConn};
-use crate::schema::{environments, organizations, projects, services};
+use crate::schema::{
+    clusters, container_registries, environments, git_tokens, organizations, projects, services,
+};
 use async_trait::async_trait;
 use diesel::connection::AnsiTransactionManager;
 use diesel::prelude::*;
@@ -12,7 +14,7 @@ use diesel_async::{
     AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection, TransactionManager,
 };
 use domain::error::{StoreError, StoreResult};
-use domain::ports::{Scope, Store, Tx};
+use domain::ports::{Reference, Scope, Store, Tx};
 use futures_util::FutureExt;
 use std::sync::Arc;
 
@@ -37,6 +39,8 @@ pub struct Session {
     conn: Option<Conn>,
     pub(crate) cipher: Arc<Cipher>,
     open: Open,
+    /// The runtime that drives PostgreSQL connections, for a rollback after a drop.
+    drivers: Option<tokio::runtime::Handle>,
 }
 
 impl Session {
@@ -60,6 +64,8 @@ impl Session {
 
 #[async_trait]
 impl Tx for Session {
+    // FOR NO KEY UPDATE: scope locks exclude each other, not the foreign-key checks of rows
+    // inserted under the scope (those take KEY SHARE on the rows they reference).
     async fn lock(&mut self, scope: Scope) -> StoreResult<()> {
         if !self.locks_rows() {
             return Ok(());
@@ -73,7 +79,7 @@ impl Tx for Session {
                 organizations::table
                     .find(id.to_string())
                     .select(organizations::id)
-                    .for_update()
+                    .for_no_key_update()
                     .load::<String>(c)
                     .await
             }
@@ -81,7 +87,7 @@ impl Tx for Session {
                 projects::table
                     .find(id.to_string())
                     .select(projects::id)
-                    .for_update()
+                    .for_no_key_update()
                     .load::<String>(c)
                     .await
                     .map_err(store_error)?;
@@ -89,7 +95,7 @@ impl Tx for Session {
                     .filter(environments::project_id.eq(id.to_string()))
                     .order(environments::id.asc())
                     .select(environments::id)
-                    .for_update()
+                    .for_no_key_update()
                     .load::<String>(c)
                     .await
             }
@@ -97,7 +103,7 @@ impl Tx for Session {
                 environments::table
                     .find(id.to_string())
                     .select(environments::id)
-                    .for_update()
+                    .for_no_key_update()
                     .load::<String>(c)
                     .await
             }
@@ -111,7 +117,31 @@ impl Tx for Session {
                         ),
                     )
                     .select(environments::id)
-                    .for_update()
+                    .for_no_key_update()
+                    .load::<String>(c)
+                    .await
+            }
+            Scope::Referenced(Reference::Registry(id)) => {
+                container_registries::table
+                    .find(id.to_string())
+                    .select(container_registries::id)
+                    .for_key_share()
+                    .load::<String>(c)
+                    .await
+            }
+            Scope::Referenced(Reference::GitToken(id)) => {
+                git_tokens::table
+                    .find(id.to_string())
+                    .select(git_tokens::id)
+                    .for_key_share()
+                    .load::<String>(c)
+                    .await
+            }
+            Scope::Referenced(Reference::Cluster(id)) => {
+                clusters::table
+                    .find(id.to_string())
+                    .select(clusters::id)
+                    .for_key_share()
                     .load::<String>(c)
                     .await
             }
@@ -162,7 +192,11 @@ impl Drop for Session {
                 }
                 drop(guard);
             }
-            Some(Conn::Pg(mut c)) => match tokio::runtime::Handle::try_current() {
+            Some(Conn::Pg(mut c)) => match self
+                .drivers
+                .clone()
+                .map_or_else(tokio::runtime::Handle::try_current, Ok)
+            {
                 // The rollback needs a round trip: it runs after the caller has moved on.
                 Ok(runtime) => {
                     runtime.spawn(async move {
@@ -204,6 +238,7 @@ impl Store for Db {
             conn: Some(conn),
             cipher: self.cipher.clone(),
             open: Open::Snapshot,
+            drivers: self.drivers(),
         }))
     }
 
@@ -231,6 +266,7 @@ impl Db {
             conn: Some(conn),
             cipher: self.cipher.clone(),
             open: Open::Write,
+            drivers: self.drivers(),
         })
     }
 
@@ -241,6 +277,7 @@ impl Db {
             conn: Some(self.read_conn().await?),
             cipher: self.cipher.clone(),
             open: Open::Nothing,
+            drivers: self.drivers(),
         })
     }
 }

@@ -9,7 +9,7 @@ use crate::model::{
 };
 use crate::pagination::{Page, PageRequest};
 use crate::ports::Repo;
-use crate::ports::{Scope, Unit};
+use crate::ports::{Reference, Scope, Unit};
 use crate::validate;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -64,7 +64,8 @@ impl Capstan {
             .ok_or_else(|| DomainError::Internal("environment vanished".into()))
     }
 
-    /// The cluster named by a request, or the organization's first cluster.
+    /// The cluster named by a request, or the organization's first cluster; held until the
+    /// unit ends, so it cannot be deleted under the environment that is about to use it.
     async fn cluster_for(
         &self,
         tx: &mut Unit,
@@ -72,28 +73,30 @@ impl Capstan {
         project: &Project,
         wanted: Option<ClusterId>,
     ) -> DomainResult<Cluster> {
-        match wanted {
-            Some(id) => {
-                let cluster: Cluster = self.load(tx, p, id, Action::Read).await?;
-                if cluster.organization_id != project.organization_id {
-                    return Err(DomainError::Forbidden(
-                        "the cluster belongs to another organization".into(),
-                    ));
-                }
-                Ok(cluster)
+        let id = match wanted {
+            Some(id) => id,
+            None => {
+                self.list::<Cluster>(tx, project.organization_id, PageRequest::new(1, 1)?)
+                    .await?
+                    .items
+                    .pop()
+                    .ok_or_else(|| {
+                        DomainError::invalid(
+                            "cluster",
+                            "the organization has no cluster; create one first",
+                        )
+                    })?
+                    .id
             }
-            None => self
-                .list::<Cluster>(tx, project.organization_id, PageRequest::new(1, 1)?)
-                .await?
-                .items
-                .pop()
-                .ok_or_else(|| {
-                    DomainError::invalid(
-                        "cluster",
-                        "the organization has no cluster; create one first",
-                    )
-                }),
+        };
+        tx.lock(Scope::Referenced(Reference::Cluster(id))).await?;
+        let cluster: Cluster = self.load(tx, p, id, Action::Read).await?;
+        if cluster.organization_id != project.organization_id {
+            return Err(DomainError::Forbidden(
+                "the cluster belongs to another organization".into(),
+            ));
         }
+        Ok(cluster)
     }
 
     pub async fn create_environment(

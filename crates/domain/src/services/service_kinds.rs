@@ -9,10 +9,11 @@ use crate::model::{
     ServiceSpec,
 };
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{Scope, Unit};
+use crate::ports::{Reference, Scope, Unit};
 
 impl Capstan {
-    /// The registry and git tokens a spec names must exist in the service's organization. A
+    /// The registry and git tokens a spec names must exist in the service's organization (and
+    /// are held so until the unit ends: a concurrent deletion waits, then finds them used). A
     /// repository reached with a token is on that token's provider, whatever its host is called
     /// (a self-hosted HOSTB need not have "gitlab" in its name).
     async fn check_references(
@@ -23,6 +24,7 @@ impl Capstan {
         spec: &mut ServiceSpec,
     ) -> DomainResult<()> {
         if let Some(id) = spec.registry_id() {
+            tx.lock(Scope::Referenced(Reference::Registry(id))).await?;
             let registry: ContainerRegistry = self.load(tx, p, id, Action::Read).await?;
             if registry.organization_id != org {
                 return Err(DomainError::Forbidden(
@@ -32,6 +34,7 @@ impl Capstan {
         }
         for repo in spec.git_repositories_mut() {
             if let Some(id) = repo.git_token_id {
+                tx.lock(Scope::Referenced(Reference::GitToken(id))).await?;
                 let token: GitToken = self.load(tx, p, id, Action::Read).await?;
                 if token.organization_id != org {
                     return Err(DomainError::Forbidden(
