@@ -32,8 +32,8 @@ fn is_unmetered(path: &str) -> bool {
 /// are metered per service, so one busy repository cannot use up the others' quota.
 fn receiver_key(path: &str) -> Option<String> {
     let path = path.strip_prefix("/v1").unwrap_or(path);
-    let service = path.strip_prefix("/git/webhook/")?;
-    Some(format!("git-webhook:{}", service.trim_end_matches('/')))
+    let service = domain::git::receiver_service(path)?;
+    Some(format!("git-webhook:{service}"))
 }
 
 fn set_headers(headers: &mut HeaderMap, d: &RateDecision) {

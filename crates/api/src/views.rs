@@ -609,22 +609,19 @@ pub struct DeploymentHistoryItem {
 
 impl From<DeploymentRequest> for DeploymentHistoryItem {
     fn from(r: DeploymentRequest) -> Self {
-        let text = |k: &str| r.snapshot.get(k).and_then(|v| v.as_str()).map(String::from);
         let updated = r.finished_at.or(r.started_at).unwrap_or(r.created_at);
+        let s = r.snapshot;
         Self {
             base: base(r.id.0, r.created_at, updated),
-            name: text("name").unwrap_or_default(),
+            name: s.name,
             status: r.state,
-            image_name: text("image_name"),
-            tag: text("tag"),
-            arguments: r
-                .snapshot
-                .get("arguments")
-                .and_then(|v| serde_json::from_value(v.clone()).ok()),
-            entrypoint: text("entrypoint"),
-            git_commit_id: text("git_commit_id"),
-            chart_name: text("chart_name"),
-            chart_version: text("chart_version"),
+            image_name: s.image_name,
+            tag: s.tag,
+            arguments: s.arguments,
+            entrypoint: s.entrypoint,
+            git_commit_id: s.git_commit_id,
+            chart_name: s.chart_name,
+            chart_version: s.chart_version,
             reason: r.reason,
         }
     }

@@ -138,6 +138,27 @@ pub fn webhook_status(
 
 /// Whether a hook's target is the receiver: providers may add a slash or change case, and the
 /// receiver is served under /v1 too, so a hook aimed there delivers as well.
+///
+/// The receiver's path, `RECEIVER_PREFIX` then the service's id: the route, the address given
+/// to providers and the rate limiter's key all come from here.
+pub const RECEIVER_PREFIX: &str = "/git/webhook/";
+
+/// The route of the receiver, as the HTTP layer registers it.
+pub fn receiver_route() -> String {
+    receiver_path("{serviceId}")
+}
+
+/// The receiver's path for `service`.
+pub fn receiver_path(service: impl std::fmt::Display) -> String {
+    format!("{RECEIVER_PREFIX}{service}")
+}
+
+/// The service a receiver path names (without any /v1 prefix).
+pub fn receiver_service(path: &str) -> Option<&str> {
+    path.strip_prefix(RECEIVER_PREFIX)
+        .map(|s| s.trim_end_matches('/'))
+}
+
 pub fn aims_at(url: &str, receiver: &str) -> bool {
     let same = |a: &str, b: &str| {
         a.trim_end_matches('/')
@@ -146,7 +167,7 @@ pub fn aims_at(url: &str, receiver: &str) -> bool {
     same(url, receiver)
         || same(
             url,
-            &receiver.replacen("/git/webhook/", "/v1/git/webhook/", 1),
+            &receiver.replacen(RECEIVER_PREFIX, &format!("/v1{RECEIVER_PREFIX}"), 1),
         )
 }
 

@@ -24,8 +24,13 @@ use time::{OffsetDateTime, PrimitiveDateTime};
 
 diesel::alias!(dr as running: RunningRequests, dr as older: OlderRequests);
 
-const QUEUED: &str = "QUEUED";
-const RUNNING: &str = "RUNNING";
+const QUEUED: &str = RequestStatus::Queued.as_str();
+const RUNNING: &str = RequestStatus::Running.as_str();
+
+/// The stored names of `statuses`.
+fn named(statuses: &[RequestStatus]) -> Vec<&'static str> {
+    statuses.iter().map(|s| s.as_str()).collect()
+}
 
 /// The oldest queued request whose environment runs nothing, and which is the oldest waiting in
 /// its environment (so requests of one environment start in the order they were asked for,
@@ -74,8 +79,6 @@ fn records(
         .map(|r| DeploymentRequest::from_row(r, cipher))
         .collect()
 }
-
-const FINISHED: [&str; 3] = ["SUCCESS", "ERROR", "CANCELED"];
 
 #[async_trait]
 impl DeploymentQueue for Session {
@@ -173,7 +176,7 @@ impl DeploymentQueue for Session {
         let (conn, cipher) = self.parts()?;
         let mut rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| dr::table
             .filter(dr::service_id.eq_any(&keys))
-            .filter(dr::status.eq_any([QUEUED, RUNNING]))
+            .filter(dr::status.eq_any(named(&RequestStatus::PENDING)))
             .select(DeploymentRequestRow::as_select())
             .load(c)
             .await)
@@ -182,7 +185,7 @@ impl DeploymentQueue for Session {
         let latest: Vec<(String, String, Option<PrimitiveDateTime>)> =
             db_run!(*conn, |c| dr::table
                 .filter(dr::service_id.eq_any(&keys))
-                .filter(dr::status.eq_any(FINISHED))
+                .filter(dr::status.eq_any(named(&RequestStatus::FINISHED)))
                 .group_by((dr::service_id, dr::action))
                 .select((dr::service_id, dr::action, diesel::dsl::max(dr::created_at)))
                 .load(c)
@@ -196,7 +199,7 @@ impl DeploymentQueue for Session {
             let times: Vec<PrimitiveDateTime> = wanted.iter().map(|w| w.2).collect();
             let ended: Vec<DeploymentRequestRow> = db_run!(*conn, |c| dr::table
                 .filter(dr::service_id.eq_any(&keys))
-                .filter(dr::status.eq_any(FINISHED))
+                .filter(dr::status.eq_any(named(&RequestStatus::FINISHED)))
                 .filter(dr::created_at.eq_any(&times))
                 .select(DeploymentRequestRow::as_select())
                 .load(c)
@@ -217,7 +220,7 @@ impl DeploymentQueue for Session {
         let (conn, cipher) = self.parts()?;
         let rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| dr::table
             .filter(dr::environment_id.eq(&env))
-            .filter(dr::status.eq_any([QUEUED, RUNNING]))
+            .filter(dr::status.eq_any(named(&RequestStatus::PENDING)))
             .order((dr::created_at.asc(), dr::id.asc()))
             .select(DeploymentRequestRow::as_select())
             .load(c)

@@ -549,7 +549,7 @@ impl ToRow for DeploymentRequest {
             finished_at: r.finished_at.map(ts),
             state: r.state.as_str().into(),
             batch_id: r.batch_id.to_string(),
-            snapshot: r.snapshot.to_string(),
+            snapshot: json_text(&r.snapshot)?,
             steps: json_text(&r.steps)?,
             lease_until: r.lease_until.map(ts),
             cancel_requested: r.cancel_requested,

@@ -766,7 +766,10 @@ fn request(env: &Environment, service: &Service, action: DeploymentAction) -> De
         status: RequestStatus::Queued,
         state: ServiceState::queued(action),
         batch_id: id.0,
-        snapshot: json!({"name": service.name}),
+        snapshot: DeploymentSnapshot {
+            name: service.name.clone(),
+            ..Default::default()
+        },
         steps: vec![],
         reason: None,
         claimed_by: None,

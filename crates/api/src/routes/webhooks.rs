@@ -43,7 +43,7 @@ pub fn routes(r: &mut Routes) {
             ),
         )
         .add();
-    r.at("/git/webhook/{serviceId}")
+    r.at(domain::git::receiver_route())
         .post(
             receive,
             Doc::answer(

@@ -19,8 +19,13 @@ string_enum!(
 );
 
 impl RequestStatus {
+    /// Waiting or running.
+    pub const PENDING: [RequestStatus; 2] = [Self::Queued, Self::Running];
+    /// Ended, one way or another.
+    pub const FINISHED: [RequestStatus; 3] = [Self::Success, Self::Error, Self::Canceled];
+
     pub fn is_finished(self) -> bool {
-        matches!(self, Self::Success | Self::Error | Self::Canceled)
+        Self::FINISHED.contains(&self)
     }
 }
 
@@ -57,6 +62,28 @@ pub struct DeployTarget {
     pub chart_version: Option<String>,
 }
 
+/// What a deployment deploys, as its history shows it: the service as configured when the
+/// deployment was asked for. Stored as JSON; members a kind does not have are absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeploymentSnapshot {
+    /// The service's name then.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_commit_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chart_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chart_version: Option<String>,
+}
+
 /// One step the engine walked (or is walking: no status, no end yet).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
@@ -87,7 +114,7 @@ pub struct DeploymentRequest {
     pub batch_id: Uuid,
     /// What it deploys: the service as configured when it was asked for (name and the members
     /// a deployment history shows).
-    pub snapshot: serde_json::Value,
+    pub snapshot: DeploymentSnapshot,
     pub steps: Vec<Step>,
     /// Why it ended in error or was canceled.
     pub reason: Option<String>,

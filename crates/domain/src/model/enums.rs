@@ -12,7 +12,7 @@ macro_rules! string_enum {
         impl $name {
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
 
-            pub fn as_str(self) -> &'static str {
+            pub const fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $wire),+ }
             }
 

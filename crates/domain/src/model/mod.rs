@@ -14,7 +14,8 @@ mod status;
 mod variable;
 
 pub use deployment::{
-    plan, DeployTarget, DeploymentRequest, Phase, RequestStatus, Step, StepName, StepStatus,
+    plan, DeployTarget, DeploymentRequest, DeploymentSnapshot, Phase, RequestStatus, Step,
+    StepName, StepStatus,
 };
 pub use enums::*;
 pub use git_repository::{GitRepository, GitRepositoryInput};

@@ -107,35 +107,36 @@ impl Service {
     }
 
     /// What a deployment history shows of the service as it is deployed now.
-    pub fn snapshot(&self, target: &super::DeployTarget) -> serde_json::Value {
-        let mut shown = serde_json::json!({"name": self.name});
-        let image = |name: &str, tag: &str, runtime: Option<&Runtime>| {
-            serde_json::json!({
-                "image_name": name,
-                "tag": tag,
-                "arguments": runtime.map(|r| r.arguments.clone()).unwrap_or_default(),
-                "entrypoint": runtime.and_then(|r| r.entrypoint.clone()).unwrap_or_default(),
-            })
+    pub fn snapshot(&self, target: &super::DeployTarget) -> super::DeploymentSnapshot {
+        let mut shown = super::DeploymentSnapshot {
+            name: self.name.clone(),
+            git_commit_id: target.git_commit_id.clone(),
+            ..Default::default()
         };
-        let extra = match &self.spec {
+        let mut image = |name: &str, tag: &str, runtime: Option<&Runtime>| {
+            shown.image_name = Some(name.to_string());
+            shown.tag = Some(tag.to_string());
+            shown.arguments = Some(runtime.map(|r| r.arguments.clone()).unwrap_or_default());
+            shown.entrypoint = Some(
+                runtime
+                    .and_then(|r| r.entrypoint.clone())
+                    .unwrap_or_default(),
+            );
+        };
+        match &self.spec {
             ServiceSpec::Container(c) => image(&c.image_name, &c.tag, Some(&c.runtime)),
-            ServiceSpec::Job(j) => match &j.source.image {
-                Some(i) => image(&i.image_name, &i.tag, None),
-                None => serde_json::json!({}),
-            },
-            ServiceSpec::Helm(h) => match &h.source.repository {
-                Some(r) => serde_json::json!({
-                    "chart_name": r.chart_name, "chart_version": r.chart_version
-                }),
-                None => serde_json::json!({}),
-            },
-            _ => serde_json::json!({}),
-        };
-        if let (Some(map), serde_json::Value::Object(extra)) = (shown.as_object_mut(), extra) {
-            map.extend(extra);
-            if let Some(commit) = &target.git_commit_id {
-                map.insert("git_commit_id".into(), commit.clone().into());
+            ServiceSpec::Job(j) => {
+                if let Some(i) = &j.source.image {
+                    image(&i.image_name, &i.tag, None);
+                }
             }
+            ServiceSpec::Helm(h) => {
+                if let Some(r) = &h.source.repository {
+                    shown.chart_name = Some(r.chart_name.clone());
+                    shown.chart_version = Some(r.chart_version.clone());
+                }
+            }
+            _ => {}
         }
         shown
     }

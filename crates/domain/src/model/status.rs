@@ -255,7 +255,7 @@ mod tests {
             status: RequestStatus::Queued,
             state: ServiceState::queued(action),
             batch_id: id.0,
-            snapshot: serde_json::json!({}),
+            snapshot: Default::default(),
             steps: vec![],
             reason: None,
             claimed_by: None,

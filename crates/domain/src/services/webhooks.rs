@@ -46,7 +46,7 @@ impl GitIntegration {
 
     /// Where the provider delivers the service's events.
     pub fn receiver_url(&self, service: ServiceId) -> String {
-        format!("{}/git/webhook/{service}", self.public_url)
+        format!("{}{}", self.public_url, receiver_path(service))
     }
 
     /// The service's signing secret: derived, so nothing more is stored.
