@@ -1,14 +1,29 @@
-//! Embedded migrations, one folder per backend, applied at start.
+//! Embedded migrations, applied at start: the shared folder, and each backend's own folder for
+//! the few whose SQL differs (see migrations/README.md).
 
 use crate::db::DatabaseUrl;
+use diesel::migration::{Migration, MigrationSource};
 use diesel::Connection;
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_async::AsyncPgConnection;
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 use domain::error::StoreError;
 
-const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
-const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
+const SHARED: EmbeddedMigrations = embed_migrations!("../../migrations/shared");
+pub(crate) const SQLITE: Layered = Layered(embed_migrations!("../../migrations/sqlite"));
+const POSTGRES: Layered = Layered(embed_migrations!("../../migrations/postgres"));
+
+/// The shared migrations and one backend's own, in version order.
+pub(crate) struct Layered(EmbeddedMigrations);
+
+impl<DB: diesel::backend::Backend> MigrationSource<DB> for Layered {
+    fn migrations(&self) -> diesel::migration::Result<Vec<Box<dyn Migration<DB>>>> {
+        let mut all = MigrationSource::<DB>::migrations(&SHARED)?;
+        all.extend(MigrationSource::<DB>::migrations(&self.0)?);
+        all.sort_by_key(|m| m.name().version().to_string());
+        Ok(all)
+    }
+}
 
 /// Applies pending migrations; returns how many ran. Runs on a thread of its own because
 /// diesel's migration harness is synchronous.

@@ -94,3 +94,41 @@ pub async fn raw_column(db: &Db, table: &'static str, column: &'static str) -> V
     .await
     .expect("read raw column")
 }
+
+#[derive(diesel::QueryableByName)]
+struct ColumnName {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    table_name: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    column_name: String,
+}
+
+/// Every (table, column) of the database, as its backend describes it, sorted.
+pub async fn schema_columns(db: &Db) -> Vec<(String, String)> {
+    use crate::db::store_error;
+    let query = match db.backend {
+        crate::db::Backend::Postgres(_) => {
+            "SELECT table_name::text AS table_name, column_name::text AS column_name \
+             FROM information_schema.columns WHERE table_schema = 'public'"
+        }
+        crate::db::Backend::Sqlite { .. } => {
+            "SELECT m.name AS table_name, p.name AS column_name \
+             FROM sqlite_master m JOIN pragma_table_info(m.name) p \
+             WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'"
+        }
+    };
+    let mut rows: Vec<(String, String)> = db
+        .read(move |mut conn| async move {
+            let rows: Vec<ColumnName> =
+                crate::db::db_run!(conn, |c| diesel::sql_query(query).load(c).await)
+                    .map_err(store_error)?;
+            Ok(rows
+                .into_iter()
+                .map(|r| (r.table_name, r.column_name))
+                .collect())
+        })
+        .await
+        .expect("read the schema");
+    rows.sort();
+    rows
+}

@@ -1269,3 +1269,16 @@ async fn idempotency_keys_replay_or_refuse(db: Db) {
     db.release_idempotency_key("p", "r").await.unwrap();
     assert_eq!(claim("p", "r", "h", t0).await, IdempotencyClaim::Claimed);
 }
+
+/// The migrations leave both backends with the same tables and columns.
+#[tokio::test]
+async fn both_backends_end_with_the_same_tables_and_columns() {
+    let (sqlite, _url, _guard) = testing::sqlite().await;
+    let Some((postgres, _)) = testing::postgres().await else {
+        return;
+    };
+    let sqlite = testing::schema_columns(&sqlite).await;
+    let postgres = testing::schema_columns(&postgres).await;
+    assert!(sqlite.len() > 50, "the schema was read: {sqlite:?}");
+    assert_eq!(sqlite, postgres);
+}

@@ -1,9 +1,0 @@
-DROP TABLE services;
-DROP TABLE git_tokens;
-DROP TABLE container_registries;
-DROP TABLE environments;
-DROP TABLE projects;
-DROP TABLE clusters;
-DROP TABLE cloud_credentials;
-DROP TABLE api_tokens;
-DROP TABLE organizations;

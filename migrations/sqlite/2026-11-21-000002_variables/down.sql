@@ -1,2 +1,0 @@
-DROP TABLE variables;
-ALTER TABLE services DROP COLUMN deployment_status;

@@ -1,2 +1,0 @@
-DROP TABLE idempotency_keys;
-DROP TABLE rate_limits;
