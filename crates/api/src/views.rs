@@ -78,7 +78,7 @@ impl From<Organization> for OrganizationView {
     fn from(o: Organization) -> Self {
         Self {
             base: base(o.id.0, o.created_at, o.updated_at),
-            name: o.name,
+            name: o.name.into(),
             description: o.description,
             plan: o.plan,
         }
@@ -108,7 +108,7 @@ impl From<ApiToken> for ApiTokenView {
     fn from(t: ApiToken) -> Self {
         Self {
             base: base(t.id.0, t.created_at, t.updated_at),
-            name: t.name,
+            name: t.name.into(),
             description: t.description,
             role_id: t.role.id().0,
             role_name: t.role.name(),
@@ -153,7 +153,7 @@ impl From<CloudCredentials> for CredentialsView {
     fn from(c: CloudCredentials) -> Self {
         Self {
             id: c.id.0,
-            name: c.name,
+            name: c.name.into(),
             access_key_id: c.access_key_id,
             object_type: "CLOUDA",
         }
@@ -176,7 +176,7 @@ impl From<Cluster> for ClusterView {
     fn from(c: Cluster) -> Self {
         Self {
             base: base(c.id.0, c.created_at, c.updated_at),
-            name: c.name,
+            name: c.name.into(),
             description: c.description,
             region: c.region,
             cloud_provider: c.cloud_provider,
@@ -201,7 +201,7 @@ impl From<Project> for ProjectView {
     fn from(p: Project) -> Self {
         Self {
             base: base(p.id.0, p.created_at, p.updated_at),
-            name: p.name,
+            name: p.name.into(),
             description: p.description,
             organization: Reference {
                 id: p.organization_id.0,
@@ -245,7 +245,7 @@ impl From<EnvironmentDetails> for EnvironmentView {
         };
         Self {
             base: base(e.id.0, e.created_at, e.updated_at),
-            name: e.name,
+            name: e.name.into(),
             organization: Reference {
                 id: e.organization_id.0,
             },
@@ -256,7 +256,7 @@ impl From<EnvironmentDetails> for EnvironmentView {
             },
             mode: e.mode,
             cluster_id: e.cluster_id.0,
-            cluster_name,
+            cluster_name: cluster_name.map(Into::into),
             last_updated_by: e.last_updated_by,
         }
     }
@@ -288,13 +288,13 @@ impl From<RegistryDetails> for RegistryView {
         let r = d.registry;
         Self {
             base: base(r.id.0, r.created_at, r.updated_at),
-            name: r.name,
+            name: r.name.into(),
             kind: r.kind,
             description: r.description,
             url: r.url,
             cluster: d.cluster.map(|c| NamedReference {
                 id: c.id.0,
-                name: c.name,
+                name: c.name.into(),
             }),
             associated_services_count: d.associated_services_count,
             config: r.config,
@@ -323,7 +323,7 @@ impl From<GitTokenDetails> for GitTokenView {
         let t = d.token;
         Self {
             base: base(t.id.0, t.created_at, t.updated_at),
-            name: t.name,
+            name: t.name.into(),
             description: t.description,
             provider: t.provider,
             workspace: t.workspace,
@@ -361,7 +361,7 @@ impl From<Service> for ServiceView {
                 environment: Reference {
                     id: s.environment_id.0,
                 },
-                name: s.name,
+                name: s.name.into(),
                 description: s.description.unwrap_or_default(),
                 service_type: s.spec.kind(),
             },
@@ -406,7 +406,7 @@ impl From<&Variable> for VariableRef {
     fn from(v: &Variable) -> Self {
         Self {
             id: v.id.0,
-            key: v.key.clone(),
+            key: v.key.to_string(),
             value: plain_value(v).unwrap_or_default(),
             mount_path: v.mount_path.clone().unwrap_or_default(),
             scope: v.scope,
@@ -419,7 +419,7 @@ impl From<&Variable> for SecretRef {
     fn from(v: &Variable) -> Self {
         Self {
             id: v.id.0,
-            key: v.key.clone(),
+            key: v.key.to_string(),
             mount_path: v.mount_path.clone().unwrap_or_default(),
             scope: v.scope,
             variable_type: v.variable_type,
@@ -474,7 +474,7 @@ impl VariableView {
         };
         Self {
             base: base(v.id.0, v.created_at, v.updated_at),
-            key: v.key.clone(),
+            key: v.key.to_string(),
             value,
             mount_path: v.mount_path.clone(),
             scope: v.scope,
@@ -532,7 +532,7 @@ impl From<VariableDetails> for SecretView {
         let v = d.variable;
         Self {
             base: base(v.id.0, v.created_at, v.updated_at),
-            key: v.key,
+            key: v.key.into_string(),
             scope: v.scope,
             variable_type: v.variable_type,
             mount_path: v.mount_path,
@@ -572,7 +572,7 @@ impl From<AssociatedService> for AssociatedServiceView {
             environment_id: a.environment_id.0,
             environment_name: a.environment_name,
             service_id: a.service.id.0,
-            service_name: a.service.name,
+            service_name: a.service.name.into(),
             service_type,
         }
     }

@@ -6,17 +6,8 @@ pub const MAX_NAME_CHARS: usize = 255;
 pub const MAX_DESCRIPTION_CHARS: usize = 255;
 
 /// A resource name: not blank, at most 255 characters. Returned unchanged.
-pub fn name(field: &str, value: &str) -> Result<String, DomainError> {
-    if value.trim().is_empty() {
-        return Err(DomainError::invalid(field, "must not be empty"));
-    }
-    max_chars(field, value, MAX_NAME_CHARS)?;
-    Ok(value.to_string())
-}
-
-/// The case-insensitive key under which a name must be unique within its parent.
-pub fn name_key(name: &str) -> String {
-    name.trim().to_lowercase()
+pub fn name(field: &str, value: &str) -> Result<crate::model::Name, DomainError> {
+    crate::model::Name::parse(field, value)
 }
 
 pub fn description(field: &str, value: Option<String>) -> Result<Option<String>, DomainError> {
@@ -74,7 +65,7 @@ mod tests {
         assert!(name("name", "  ").is_err());
         assert!(name("name", &"a".repeat(255)).is_ok());
         assert!(name("name", &"a".repeat(256)).is_err());
-        assert_eq!(name_key(" Prod "), "prod");
+        assert_eq!(name("name", " Prod ").unwrap().key(), "prod");
     }
 
     #[test]

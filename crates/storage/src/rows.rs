@@ -5,9 +5,9 @@ use crate::schema::*;
 use diesel::prelude::*;
 use domain::auth::Role;
 use domain::error::{StoreError, StoreResult};
+use domain::model::Name;
 use domain::model::*;
 use domain::secret::Secret;
-use domain::validate::name_key;
 use std::str::FromStr;
 use time::{OffsetDateTime, PrimitiveDateTime, UtcOffset};
 
@@ -73,7 +73,7 @@ impl ToRow for Organization {
         let o = self;
         Ok(OrganizationRow {
             id: o.id.to_string(),
-            name: o.name.clone(),
+            name: o.name.to_string(),
             description: o.description.clone(),
             plan: o.plan.as_str().into(),
             created_at: ts(o.created_at),
@@ -86,7 +86,7 @@ impl FromRow for Organization {
     fn from_row(r: OrganizationRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
             id: parse("id", &r.id)?,
-            name: r.name,
+            name: Name::stored(r.name),
             description: r.description,
             plan: parse("plan", &r.plan)?,
             created_at: utc(r.created_at),
@@ -108,7 +108,7 @@ impl ToRow for ApiToken {
         Ok(ApiTokenRow {
             id: t.id.to_string(),
             organization_id: t.organization_id.to_string(),
-            name: t.name.clone(),
+            name: t.name.to_string(),
             description: t.description.clone(),
             role: t.role.name().into(),
             token_hash: t.token_hash.clone(),
@@ -124,7 +124,7 @@ impl FromRow for ApiToken {
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
-            name: r.name,
+            name: Name::stored(r.name),
             description: r.description,
             role: Role::from_name(&r.role)
                 .ok_or_else(|| StoreError::Other(format!("unreadable role {:?}", r.role)))?,
@@ -157,8 +157,8 @@ impl ToRow for CloudCredentials {
         Ok(CredentialsRow {
             id: c.id.to_string(),
             organization_id: c.organization_id.to_string(),
-            name: c.name.clone(),
-            name_key: name_key(&c.name),
+            name: c.name.to_string(),
+            name_key: c.name.key(),
             access_key_id: c.access_key_id.clone(),
             secret_access_key: cipher.encrypt(c.secret_access_key.expose())?,
             created_at: ts(c.created_at),
@@ -172,7 +172,7 @@ impl FromRow for CloudCredentials {
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
-            name: r.name,
+            name: Name::stored(r.name),
             access_key_id: r.access_key_id,
             secret_access_key: Secret::new(cipher.decrypt(&r.secret_access_key)?),
             created_at: utc(r.created_at),
@@ -194,8 +194,8 @@ impl ToRow for Cluster {
         Ok(ClusterRow {
             id: c.id.to_string(),
             organization_id: c.organization_id.to_string(),
-            name: c.name.clone(),
-            name_key: name_key(&c.name),
+            name: c.name.to_string(),
+            name_key: c.name.key(),
             description: c.description.clone(),
             region: c.region.clone(),
             cloud_provider: c.cloud_provider.as_str().into(),
@@ -210,7 +210,7 @@ impl FromRow for Cluster {
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
-            name: r.name,
+            name: Name::stored(r.name),
             description: r.description,
             region: r.region,
             cloud_provider: parse("cloud_provider", &r.cloud_provider)?,
@@ -232,8 +232,8 @@ impl ToRow for Project {
         Ok(ProjectRow {
             id: p.id.to_string(),
             organization_id: p.organization_id.to_string(),
-            name: p.name.clone(),
-            name_key: name_key(&p.name),
+            name: p.name.to_string(),
+            name_key: p.name.key(),
             description: p.description.clone(),
             created_at: ts(p.created_at),
             updated_at: ts(p.updated_at),
@@ -246,7 +246,7 @@ impl FromRow for Project {
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
-            name: r.name,
+            name: Name::stored(r.name),
             description: r.description,
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
@@ -269,8 +269,8 @@ impl ToRow for Environment {
             organization_id: e.organization_id.to_string(),
             project_id: e.project_id.to_string(),
             cluster_id: e.cluster_id.to_string(),
-            name: e.name.clone(),
-            name_key: name_key(&e.name),
+            name: e.name.to_string(),
+            name_key: e.name.key(),
             mode: e.mode.as_str().into(),
             last_updated_by: e.last_updated_by.map(|u| u.to_string()),
             created_at: ts(e.created_at),
@@ -286,7 +286,7 @@ impl FromRow for Environment {
             organization_id: parse("organization_id", &r.organization_id)?,
             project_id: parse("project_id", &r.project_id)?,
             cluster_id: parse("cluster_id", &r.cluster_id)?,
-            name: r.name,
+            name: Name::stored(r.name),
             mode: parse("mode", &r.mode)?,
             last_updated_by: opt_parse("last_updated_by", r.last_updated_by.as_deref())?,
             created_at: utc(r.created_at),
@@ -308,8 +308,8 @@ impl ToRow for ContainerRegistry {
         Ok(RegistryRow {
             id: r.id.to_string(),
             organization_id: r.organization_id.to_string(),
-            name: r.name.clone(),
-            name_key: name_key(&r.name),
+            name: r.name.to_string(),
+            name_key: r.name.key(),
             kind: r.kind.as_str().into(),
             url: r.url.clone(),
             description: r.description.clone(),
@@ -328,7 +328,7 @@ impl FromRow for ContainerRegistry {
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
-            name: r.name,
+            name: Name::stored(r.name),
             kind: parse("kind", &r.kind)?,
             url: r.url,
             description: r.description,
@@ -355,8 +355,8 @@ impl ToRow for GitToken {
         Ok(GitTokenRow {
             id: t.id.to_string(),
             organization_id: t.organization_id.to_string(),
-            name: t.name.clone(),
-            name_key: name_key(&t.name),
+            name: t.name.to_string(),
+            name_key: t.name.key(),
             provider: t.provider.as_str().into(),
             token: cipher.encrypt(t.token.expose())?,
             description: t.description.clone(),
@@ -373,7 +373,7 @@ impl FromRow for GitToken {
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
-            name: r.name,
+            name: Name::stored(r.name),
             description: r.description,
             provider: parse("provider", &r.provider)?,
             token: Secret::new(cipher.decrypt(&r.token)?),
@@ -402,8 +402,8 @@ impl ToRow for Service {
             project_id: s.project_id.to_string(),
             environment_id: s.environment_id.to_string(),
             kind: s.kind().as_str().into(),
-            name: s.name.clone(),
-            name_key: name_key(&s.name),
+            name: s.name.to_string(),
+            name_key: s.name.key(),
             description: s.description.clone(),
             spec: s
                 .spec
@@ -426,7 +426,7 @@ impl FromRow for Service {
             organization_id: parse("organization_id", &r.organization_id)?,
             project_id: parse("project_id", &r.project_id)?,
             environment_id: parse("environment_id", &r.environment_id)?,
-            name: r.name,
+            name: Name::stored(r.name),
             description: r.description,
             spec: ServiceSpec::from_stored(kind, &r.spec)
                 .map_err(|e| StoreError::Other(format!("{e:?}")))?,
@@ -463,7 +463,7 @@ impl ToRow for Variable {
             service_id: v.service_id.map(|s| s.to_string()),
             parent_id: v.parent_id().to_string(),
             scope: v.scope.as_str().into(),
-            key: v.key.clone(),
+            key: v.key.to_string(),
             value,
             is_secret: v.is_secret,
             variable_type: v.variable_type.as_str().into(),
@@ -493,7 +493,7 @@ impl FromRow for Variable {
             environment_id: opt_parse("environment_id", r.environment_id.as_deref())?,
             service_id: opt_parse("service_id", r.service_id.as_deref())?,
             scope: parse("scope", &r.scope)?,
-            key: r.key,
+            key: VariableKey::stored(r.key),
             value,
             is_secret: r.is_secret,
             variable_type: parse("variable_type", &r.variable_type)?,

@@ -71,7 +71,7 @@ fn now() -> time::OffsetDateTime {
 async fn org(db: &Db) -> Organization {
     let o = Organization {
         id: OrganizationId::generate(),
-        name: "Acme".into(),
+        name: Name::parse("name", "Acme").unwrap(),
         description: Some("d".into()),
         plan: OrganizationPlan::Free,
         created_at: now(),
@@ -87,7 +87,7 @@ fn project_in(org: OrganizationId, name: &str) -> Project {
     Project {
         id: ProjectId::generate(),
         organization_id: org,
-        name: name.into(),
+        name: Name::parse("name", name).unwrap(),
         description: None,
         created_at: now(),
         updated_at: now(),
@@ -98,7 +98,7 @@ async fn cluster(db: &Db, org: OrganizationId, name: &str) -> Cluster {
     let c = Cluster {
         id: ClusterId::generate(),
         organization_id: org,
-        name: name.into(),
+        name: Name::parse("name", name).unwrap(),
         description: None,
         region: "eu-west-3".into(),
         cloud_provider: CloudProvider::CloudA,
@@ -117,7 +117,7 @@ fn environment_in(p: &Project, cluster: ClusterId, name: &str) -> Environment {
         organization_id: p.organization_id,
         project_id: p.id,
         cluster_id: cluster,
-        name: name.into(),
+        name: Name::parse("name", name).unwrap(),
         mode: EnvironmentMode::Staging,
         last_updated_by: None,
         created_at: now(),
@@ -167,7 +167,7 @@ async fn registry(db: &Db, org: OrganizationId, name: &str) -> ContainerRegistry
     let r = ContainerRegistry {
         id: ContainerRegistryId::generate(),
         organization_id: org,
-        name: name.into(),
+        name: Name::parse("name", name).unwrap(),
         kind: RegistryKind::DockerHub,
         url: "https://docker.io".into(),
         description: None,
@@ -190,7 +190,7 @@ async fn git_token(db: &Db, org: OrganizationId, name: &str) -> GitToken {
     let t = GitToken {
         id: GitTokenId::generate(),
         organization_id: org,
-        name: name.into(),
+        name: Name::parse("name", name).unwrap(),
         description: None,
         provider: GitProvider::HostA,
         token: Secret::new("ghp_x"),
@@ -251,7 +251,7 @@ async fn records_round_trip(db: Db) {
     );
 
     let mut edited = p.clone();
-    edited.name = "Shop 2".into();
+    edited.name = Name::parse("name", "Shop 2").unwrap();
     edited.description = Some("new".into());
     Repo::<Project>::update(&mut db.session().await.unwrap(), &edited)
         .await
@@ -321,7 +321,7 @@ async fn names_are_unique_case_insensitively_per_parent(db: Db) {
         .await
         .unwrap();
     let mut renamed = second.clone();
-    renamed.name = "Shop".into();
+    renamed.name = Name::parse("name", "Shop").unwrap();
     assert!(matches!(
         Repo::<Project>::update(&mut db.session().await.unwrap(), &renamed).await,
         Err(StoreError::Duplicate)
@@ -396,7 +396,7 @@ async fn deleting_a_parent_removes_its_children(db: Db) {
     let token = ApiToken {
         id: ApiTokenId::generate(),
         organization_id: o.id,
-        name: "ci".into(),
+        name: Name::parse("name", "ci").unwrap(),
         description: None,
         role: Role::Admin,
         token_hash: "h1".into(),
@@ -472,7 +472,7 @@ async fn referenced_rows_cannot_be_deleted(db: Db) {
 async fn tokens_are_found_by_hash(db: Db) {
     let o = Organization {
         id: OrganizationId::generate(),
-        name: "Boot".into(),
+        name: Name::parse("name", "Boot").unwrap(),
         description: None,
         plan: OrganizationPlan::Free,
         created_at: now(),
@@ -481,7 +481,7 @@ async fn tokens_are_found_by_hash(db: Db) {
     let t = ApiToken {
         id: ApiTokenId::generate(),
         organization_id: o.id,
-        name: "first".into(),
+        name: Name::parse("name", "first").unwrap(),
         description: Some("cli".into()),
         role: Role::Devops,
         token_hash: domain::auth::hash_token("cap_secret"),
@@ -666,7 +666,7 @@ async fn secrets_are_encrypted_at_rest(db: Db) {
     let creds = CloudCredentials {
         id: CredentialsId::generate(),
         organization_id: o.id,
-        name: "aws".into(),
+        name: Name::parse("name", "aws").unwrap(),
         access_key_id: "AKIA".into(),
         secret_access_key: Secret::new("pl41n-creds"),
         created_at: now(),
@@ -682,7 +682,7 @@ async fn secrets_are_encrypted_at_rest(db: Db) {
         environment_id: Some(e.id),
         service_id: None,
         scope: VariableScope::Environment,
-        key: "K".into(),
+        key: VariableKey::parse("K").unwrap(),
         value: Some(Secret::new("pl41n-variable")),
         is_secret: true,
         variable_type: VariableType::Value,
@@ -700,7 +700,7 @@ async fn secrets_are_encrypted_at_rest(db: Db) {
         .unwrap();
     let plain = Variable {
         id: VariableId::generate(),
-        key: "P".into(),
+        key: VariableKey::parse("P").unwrap(),
         value: Some(Secret::new("visible")),
         is_secret: false,
         ..secret.clone()
@@ -767,7 +767,7 @@ fn request(env: &Environment, service: &Service, action: DeploymentAction) -> De
         state: ServiceState::queued(action),
         batch_id: id.0,
         snapshot: DeploymentSnapshot {
-            name: service.name.clone(),
+            name: service.name.to_string(),
             ..Default::default()
         },
         steps: vec![],
@@ -1131,7 +1131,7 @@ async fn a_unit_dropped_before_commit_leaves_nothing(db: Db) {
         .unwrap()
         .items
         .into_iter()
-        .map(|p| p.name)
+        .map(|p| p.name.to_string())
         .collect();
     assert_eq!(names, vec!["kept", "gone"]);
 }

@@ -4,6 +4,7 @@
 mod enums;
 mod deployment;
 mod git_repository;
+mod name;
 mod organization;
 mod regions;
 mod resources;
@@ -19,6 +20,7 @@ pub use deployment::{
 };
 pub use enums::*;
 pub use git_repository::{GitRepository, GitRepositoryInput};
+pub use name::Name;
 pub use organization::{ApiToken, Organization};
 pub use regions::{is_region, regions, Region};
 pub use resources::{

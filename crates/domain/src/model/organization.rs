@@ -6,7 +6,7 @@ use time::OffsetDateTime;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Organization {
     pub id: OrganizationId,
-    pub name: String,
+    pub name: super::Name,
     pub description: Option<String>,
     pub plan: OrganizationPlan,
     pub created_at: OffsetDateTime,
@@ -30,7 +30,7 @@ impl Record for Organization {
 pub struct ApiToken {
     pub id: ApiTokenId,
     pub organization_id: OrganizationId,
-    pub name: String,
+    pub name: super::Name,
     pub description: Option<String>,
     pub role: Role,
     pub token_hash: String,

@@ -27,7 +27,7 @@ macro_rules! record {
 pub struct CloudCredentials {
     pub id: CredentialsId,
     pub organization_id: OrganizationId,
-    pub name: String,
+    pub name: super::Name,
     pub access_key_id: String,
     pub secret_access_key: Secret,
     pub created_at: OffsetDateTime,
@@ -44,7 +44,7 @@ record!(
 pub struct Cluster {
     pub id: ClusterId,
     pub organization_id: OrganizationId,
-    pub name: String,
+    pub name: super::Name,
     pub description: Option<String>,
     pub region: String,
     pub cloud_provider: CloudProvider,
@@ -57,7 +57,7 @@ record!(Cluster, ClusterId, OrganizationId, "cluster");
 pub struct Project {
     pub id: ProjectId,
     pub organization_id: OrganizationId,
-    pub name: String,
+    pub name: super::Name,
     pub description: Option<String>,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
@@ -70,7 +70,7 @@ pub struct Environment {
     pub organization_id: OrganizationId,
     pub project_id: ProjectId,
     pub cluster_id: ClusterId,
-    pub name: String,
+    pub name: super::Name,
     pub mode: EnvironmentMode,
     pub last_updated_by: Option<Uuid>,
     pub created_at: OffsetDateTime,
@@ -146,7 +146,7 @@ impl RegistryConfig {
 pub struct ContainerRegistry {
     pub id: ContainerRegistryId,
     pub organization_id: OrganizationId,
-    pub name: String,
+    pub name: super::Name,
     pub kind: RegistryKind,
     pub url: String,
     pub description: Option<String>,
@@ -168,7 +168,7 @@ record!(
 pub struct GitToken {
     pub id: GitTokenId,
     pub organization_id: OrganizationId,
-    pub name: String,
+    pub name: super::Name,
     pub description: Option<String>,
     pub provider: GitProvider,
     pub token: Secret,

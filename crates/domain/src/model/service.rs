@@ -15,7 +15,7 @@ pub struct Service {
     pub organization_id: OrganizationId,
     pub project_id: ProjectId,
     pub environment_id: EnvironmentId,
-    pub name: String,
+    pub name: super::Name,
     pub description: Option<String>,
     pub spec: ServiceSpec,
     pub deployment_status: DeploymentStatus,
@@ -109,7 +109,7 @@ impl Service {
     /// What a deployment history shows of the service as it is deployed now.
     pub fn snapshot(&self, target: &super::DeployTarget) -> super::DeploymentSnapshot {
         let mut shown = super::DeploymentSnapshot {
-            name: self.name.clone(),
+            name: self.name.to_string(),
             git_commit_id: target.git_commit_id.clone(),
             ..Default::default()
         };
@@ -249,7 +249,7 @@ impl ServiceSpec {
 /// A validated create or edit request for a service of any kind.
 #[derive(Debug, Clone)]
 pub struct ServiceDraft {
-    pub name: String,
+    pub name: super::Name,
     pub description: Option<String>,
     pub spec: ServiceSpec,
 }

@@ -84,12 +84,23 @@ impl VariableKey {
         Ok(Self(value.to_string()))
     }
 
+    /// A key read back from the store, which only ever holds parsed keys.
+    pub fn stored(value: String) -> Self {
+        Self(value)
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
 
     pub fn into_string(self) -> String {
         self.0
+    }
+}
+
+impl std::fmt::Display for VariableKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -116,7 +127,7 @@ pub struct Variable {
     pub environment_id: Option<EnvironmentId>,
     pub service_id: Option<ServiceId>,
     pub scope: VariableScope,
-    pub key: String,
+    pub key: VariableKey,
     /// None for an alias, which takes the value of the variable it points at.
     pub value: Option<Secret>,
     pub is_secret: bool,

@@ -50,12 +50,12 @@ impl Capstan {
             project_id: service.project_id,
             project_name: projects
                 .get(&service.project_id)
-                .map(|p| p.name.clone())
+                .map(|p| p.name.to_string())
                 .unwrap_or_default(),
             environment_id: service.environment_id,
             environment_name: envs
                 .get(&service.environment_id)
-                .map(|e| e.name.clone())
+                .map(|e| e.name.to_string())
                 .unwrap_or_default(),
             service,
         }))

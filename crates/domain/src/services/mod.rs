@@ -218,7 +218,7 @@ pub trait Named {
 }
 
 macro_rules! named {
-    ($($t:ty),*) => {$(impl Named for $t { fn name(&self) -> &str { &self.name } })*};
+    ($($t:ty),*) => {$(impl Named for $t { fn name(&self) -> &str { self.name.as_str() } })*};
 }
 named!(
     crate::model::Project,

@@ -66,7 +66,7 @@ impl Capstan {
             for repo in service.spec.git_repositories_mut() {
                 repo.git_token_name = repo
                     .git_token_id
-                    .and_then(|id| tokens.get(&id).map(|t| t.name.clone()));
+                    .and_then(|id| tokens.get(&id).map(|t| t.name.to_string()));
                 repo.has_access = repo.git_token_id.is_none() || repo.git_token_name.is_some();
             }
         }

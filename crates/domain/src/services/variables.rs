@@ -277,13 +277,13 @@ impl Capstan {
                 let service = variable
                     .service_id
                     .and_then(|id| services.get(&id))
-                    .map(|s| (s.id, s.name.clone(), s.kind()));
+                    .map(|s| (s.id, s.name.to_string(), s.kind()));
                 let owner_name = match (&service, variable.environment_id) {
                     (Some((_, name, _)), _) => name.clone(),
-                    (None, Some(e)) => envs.get(&e).map(|e| e.name.clone()).unwrap_or_default(),
+                    (None, Some(e)) => envs.get(&e).map(|e| e.name.to_string()).unwrap_or_default(),
                     (None, None) => projects
                         .get(&variable.project_id)
-                        .map(|p| p.name.clone())
+                        .map(|p| p.name.to_string())
                         .unwrap_or_default(),
                 };
                 VariableDetails {
@@ -311,7 +311,7 @@ impl Capstan {
     async fn insert_variable(&self, tx: &mut Unit, v: &Variable) -> DomainResult<()> {
         Repo::<Variable>::insert(tx, v).await.map_err(|e| match e {
             StoreError::Duplicate => DomainError::Conflict(Conflict::KeyTaken {
-                key: v.key.clone(),
+                key: v.key.to_string(),
                 at: format!("in this {}", v.scope.as_str().to_lowercase()),
             }),
             other => other.into(),
@@ -339,7 +339,7 @@ impl Capstan {
             environment_id,
             service_id,
             scope: parent.scope(),
-            key: key.into_string(),
+            key,
             value: None,
             is_secret,
             variable_type,
@@ -496,7 +496,7 @@ impl Capstan {
             ));
         }
         let key = VariableKey::parse(&edit.key)?;
-        if v.variable_type == VariableType::Override && key.as_str() != v.key {
+        if v.variable_type == VariableType::Override && key != v.key {
             return Err(DomainError::invalid(
                 "key",
                 "the key of an override cannot be changed",
@@ -511,7 +511,7 @@ impl Capstan {
             }
             v.value = Some(value);
         }
-        v.key = key.into_string();
+        v.key = key;
         if let Some(description) = edit.description {
             v.description = validate::description("description", description)?;
         }
@@ -526,7 +526,7 @@ impl Capstan {
             .await
             .map_err(|e| match e {
                 StoreError::Duplicate => DomainError::Conflict(Conflict::KeyTaken {
-                    key: v.key.clone(),
+                    key: v.key.to_string(),
                     at: "there".into(),
                 }),
                 other => other.into(),
@@ -648,7 +648,7 @@ impl Capstan {
                 "an override must be at a lower scope than its variable",
             ));
         }
-        let key = VariableKey::parse(&target.key)?;
+        let key = target.key.clone();
         let mut v = self.new_variable(&parent, key, target.is_secret, VariableType::Override);
         v.value = Some(input.value);
         v.mount_path = target.mount_path.clone();
