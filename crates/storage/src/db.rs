@@ -175,6 +175,8 @@ pub(crate) fn into_page<T: crate::rows::FromRow>(
 pub struct Db {
     pub(crate) backend: Backend,
     pub(crate) cipher: Arc<Cipher>,
+    /// Tokens already found, on an embedded store only (see `token_cache`).
+    pub(crate) tokens: Option<Arc<crate::token_cache::TokenCache>>,
     /// Drives the I/O of PostgreSQL connections: a connection's socket is read and written by
     /// a task that must outlive whichever thread first opened it (an HTTP worker stops before
     /// the deployment workers drain).
@@ -293,6 +295,7 @@ impl Db {
         Ok(Self {
             backend,
             cipher: Arc::new(Cipher::new(secret_key)),
+            tokens: drivers.is_none().then(Arc::default),
             _drivers: drivers,
         })
     }

@@ -12,6 +12,7 @@ mod rows;
 mod schema;
 mod session;
 pub mod testing;
+mod token_cache;
 
 pub use cipher::Cipher;
 pub use db::{DatabaseUrl, Db};

@@ -18,19 +18,27 @@ use std::str::FromStr;
 #[async_trait]
 impl TokenStore for Db {
     async fn find_token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>> {
-        let hash = hash.to_string();
-        let cipher = self.cipher.clone();
-        self.read(move |mut conn| async move {
-            let row: Option<ApiTokenRow> = db_run!(conn, |c| api_tokens::table
-                .filter(api_tokens::token_hash.eq(&hash))
-                .select(ApiTokenRow::as_select())
-                .first(c)
-                .await
-                .optional())
-            .map_err(store_error)?;
-            row.map(|r| ApiToken::from_row(r, &cipher)).transpose()
-        })
-        .await
+        let generation = match &self.tokens {
+            Some(cache) => match cache.get(hash) {
+                (Some(token), _) => return Ok(Some(token)),
+                (None, generation) => Some(generation),
+            },
+            None => None,
+        };
+        let mut session = self.session().await?;
+        let (conn, cipher) = session.parts()?;
+        let row: Option<ApiTokenRow> = db_run!(*conn, |c| api_tokens::table
+            .filter(api_tokens::token_hash.eq(hash))
+            .select(ApiTokenRow::as_select())
+            .first(c)
+            .await
+            .optional())
+        .map_err(store_error)?;
+        let token = row.map(|r| ApiToken::from_row(r, cipher)).transpose()?;
+        if let (Some(cache), Some(generation), Some(token)) = (&self.tokens, generation, &token) {
+            cache.remember(hash, token, generation);
+        }
+        Ok(token)
     }
 }
 

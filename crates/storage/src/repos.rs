@@ -14,7 +14,14 @@ use domain::pagination::{Page, PageRequest};
 use domain::ports::Repo;
 
 macro_rules! repo {
+    // Deleting these deletes API tokens (an organization takes its tokens with it).
+    ($record:ty, $row:ty, $table:ident, |$q:ident, $parent:ident| $filter:expr, deletes_tokens) => {
+        repo!(@impl $record, $row, $table, |$q, $parent| $filter, true);
+    };
     ($record:ty, $row:ty, $table:ident, |$q:ident, $parent:ident| $filter:expr) => {
+        repo!(@impl $record, $row, $table, |$q, $parent| $filter, false);
+    };
+    (@impl $record:ty, $row:ty, $table:ident, |$q:ident, $parent:ident| $filter:expr, $tokens:literal) => {
         #[async_trait]
         impl Repo<$record> for Session {
             async fn insert(&mut self, item: &$record) -> StoreResult<()> {
@@ -87,6 +94,9 @@ macro_rules! repo {
                 if n == 0 {
                     return Err(StoreError::NotFound);
                 }
+                if $tokens {
+                    self.tokens_deleted();
+                }
                 Ok(())
             }
 
@@ -110,10 +120,20 @@ macro_rules! repo {
     };
 }
 
-repo!(Organization, OrganizationRow, organizations, |q, _parent| q);
-repo!(ApiToken, ApiTokenRow, api_tokens, |q, org| q.filter(
-    schema::api_tokens::organization_id.eq(org.to_string())
-));
+repo!(
+    Organization,
+    OrganizationRow,
+    organizations,
+    |q, _parent| q,
+    deletes_tokens
+);
+repo!(
+    ApiToken,
+    ApiTokenRow,
+    api_tokens,
+    |q, org| q.filter(schema::api_tokens::organization_id.eq(org.to_string())),
+    deletes_tokens
+);
 repo!(
     CloudCredentials,
     CredentialsRow,

@@ -6,6 +6,7 @@ use crate::db::{store_error, Conn, Db, SqliteConn};
 use crate::schema::{
     clusters, container_registries, environments, git_tokens, organizations, projects, services,
 };
+use crate::token_cache::TokenCache;
 use async_trait::async_trait;
 use diesel::connection::AnsiTransactionManager;
 use diesel::prelude::*;
@@ -41,6 +42,10 @@ pub struct Session {
     open: Open,
     /// The runtime that drives PostgreSQL connections, for a rollback after a drop.
     drivers: Option<tokio::runtime::Handle>,
+    /// The store's remembered tokens, and whether this unit deleted some (they are forgotten
+    /// once the deletion is committed).
+    tokens: Option<Arc<TokenCache>>,
+    deleted_tokens: bool,
 }
 
 impl Session {
@@ -54,6 +59,14 @@ impl Session {
     /// the only writer; nothing can change under it.)
     fn locks_rows(&self) -> bool {
         self.open == Open::Write && matches!(self.conn, Some(Conn::Pg(_)))
+    }
+
+    /// Records that tokens were deleted: forgotten now, or when the unit commits.
+    pub(crate) fn tokens_deleted(&mut self) {
+        match (&self.tokens, self.open) {
+            (Some(cache), Open::Nothing) => cache.forget_all(),
+            _ => self.deleted_tokens = true,
+        }
     }
 
     /// The connection and the cipher, borrowed together.
@@ -152,6 +165,19 @@ impl Tx for Session {
 
     async fn commit(mut self: Box<Self>) -> StoreResult<()> {
         let open = std::mem::replace(&mut self.open, Open::Nothing);
+        if let (true, Some(cache)) = (self.deleted_tokens, &self.tokens) {
+            // After the commit below, whatever its outcome: forgetting too much costs a lookup.
+            let cache = cache.clone();
+            let committed = self.commit_open(open).await;
+            cache.forget_all();
+            return committed;
+        }
+        self.commit_open(open).await
+    }
+}
+
+impl Session {
+    async fn commit_open(&mut self, open: Open) -> StoreResult<()> {
         // Whatever the outcome, the transaction is over: a failed COMMIT has rolled back, and
         // a connection diesel sees in a broken transaction is not reused.
         match (open, Self::conn(&mut self.conn)?) {
@@ -239,6 +265,8 @@ impl Store for Db {
             cipher: self.cipher.clone(),
             open: Open::Snapshot,
             drivers: self.drivers(),
+            tokens: self.tokens.clone(),
+            deleted_tokens: false,
         }))
     }
 
@@ -267,6 +295,8 @@ impl Db {
             cipher: self.cipher.clone(),
             open: Open::Write,
             drivers: self.drivers(),
+            tokens: self.tokens.clone(),
+            deleted_tokens: false,
         })
     }
 
@@ -278,6 +308,8 @@ impl Db {
             cipher: self.cipher.clone(),
             open: Open::Nothing,
             drivers: self.drivers(),
+            tokens: self.tokens.clone(),
+            deleted_tokens: false,
         })
     }
 }

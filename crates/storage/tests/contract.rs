@@ -524,11 +524,46 @@ async fn tokens_are_found_by_hash(db: Db) {
             .is_none()
     );
 
-    Repo::<ApiToken>::delete(&mut db.session().await.unwrap(), t.id)
+    // Found again (an embedded store remembers it), then deleted in a write unit: not found
+    // from the moment the unit commits, and still found until then.
+    assert!(db
+        .find_token_by_hash(&t.token_hash)
+        .await
+        .unwrap()
+        .is_some());
+    let mut unit = Store::write(&db).await.unwrap();
+    Repo::<ApiToken>::delete(&mut *unit, t.id).await.unwrap();
+    assert!(db
+        .find_token_by_hash(&t.token_hash)
+        .await
+        .unwrap()
+        .is_some());
+    unit.commit().await.unwrap();
+    assert!(db
+        .find_token_by_hash(&t.token_hash)
+        .await
+        .unwrap()
+        .is_none());
+
+    // An organization takes its tokens with it.
+    let t3 = ApiToken {
+        id: ApiTokenId::generate(),
+        token_hash: domain::auth::hash_token("cap_third"),
+        ..t.clone()
+    };
+    Repo::<ApiToken>::insert(&mut db.session().await.unwrap(), &t3)
         .await
         .unwrap();
     assert!(db
-        .find_token_by_hash(&t.token_hash)
+        .find_token_by_hash(&t3.token_hash)
+        .await
+        .unwrap()
+        .is_some());
+    Repo::<Organization>::delete(&mut db.session().await.unwrap(), o.id)
+        .await
+        .unwrap();
+    assert!(db
+        .find_token_by_hash(&t3.token_hash)
         .await
         .unwrap()
         .is_none());
