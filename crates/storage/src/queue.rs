@@ -19,17 +19,24 @@ use domain::model::{
 };
 use domain::pagination::{Page, PageRequest};
 use domain::ports::{DeploymentQueue, QueueClaims};
-use std::collections::HashSet;
-use time::{OffsetDateTime, PrimitiveDateTime};
+use time::OffsetDateTime;
 
-diesel::alias!(dr as running: RunningRequests, dr as older: OlderRequests);
+diesel::alias!(
+    dr as running: RunningRequests,
+    dr as older: OlderRequests,
+    dr as later: LaterRequests
+);
 
 const QUEUED: &str = RequestStatus::Queued.as_str();
 const RUNNING: &str = RequestStatus::Running.as_str();
 
-/// The stored names of `statuses`.
-fn named(statuses: &[RequestStatus]) -> Vec<&'static str> {
-    statuses.iter().map(|s| s.as_str()).collect()
+/// Waiting or running (`RequestStatus::PENDING`), written without IN so SQLite keeps the
+/// statements that use it prepared.
+#[diesel::dsl::auto_type]
+fn pending() -> _ {
+    let waiting: &'static str = QUEUED;
+    let started: &'static str = RUNNING;
+    dr::status.eq(waiting).or(dr::status.eq(started))
 }
 
 /// The oldest queued request whose environment runs nothing, and which is the oldest waiting in
@@ -174,41 +181,31 @@ impl DeploymentQueue for Session {
     ) -> StoreResult<Vec<DeploymentRequest>> {
         let keys: Vec<String> = services.iter().map(|s| s.to_string()).collect();
         let (conn, cipher) = self.parts()?;
-        let mut rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| dr::table
-            .filter(dr::service_id.eq_any(&keys))
-            .filter(dr::status.eq_any(named(&RequestStatus::PENDING)))
-            .select(DeploymentRequestRow::as_select())
-            .load(c)
-            .await)
-        .map_err(store_error)?;
-        // The latest ended request of each (service, action).
-        let latest: Vec<(String, String, Option<PrimitiveDateTime>)> =
-            db_run!(*conn, |c| dr::table
-                .filter(dr::service_id.eq_any(&keys))
-                .filter(dr::status.eq_any(named(&RequestStatus::FINISHED)))
-                .group_by((dr::service_id, dr::action))
-                .select((dr::service_id, dr::action, diesel::dsl::max(dr::created_at)))
-                .load(c)
-                .await)
-            .map_err(store_error)?;
-        let wanted: HashSet<(String, String, PrimitiveDateTime)> = latest
-            .into_iter()
-            .filter_map(|(s, a, at)| at.map(|at| (s, a, at)))
-            .collect();
-        if !wanted.is_empty() {
-            let times: Vec<PrimitiveDateTime> = wanted.iter().map(|w| w.2).collect();
-            let ended: Vec<DeploymentRequestRow> = db_run!(*conn, |c| dr::table
-                .filter(dr::service_id.eq_any(&keys))
-                .filter(dr::status.eq_any(named(&RequestStatus::FINISHED)))
-                .filter(dr::created_at.eq_any(&times))
+        // Pending requests, and the latest ended one of each (service, action), in one query
+        // whose text does not depend on how many services are asked about when it is one (so
+        // SQLite keeps it prepared).
+        let rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| {
+            let ended_later = later
+                .filter(later.field(dr::service_id).eq(dr::service_id))
+                .filter(later.field(dr::action).eq(dr::action))
+                .filter(later.field(dr::status).ne(QUEUED))
+                .filter(later.field(dr::status).ne(RUNNING))
+                .filter(later.field(dr::created_at).gt(dr::created_at));
+            let wanted = dr::table
+                .filter(
+                    pending().or(diesel::dsl::not(pending())
+                        .and(diesel::dsl::not(diesel::dsl::exists(ended_later)))),
+                )
                 .select(DeploymentRequestRow::as_select())
-                .load(c)
-                .await)
-            .map_err(store_error)?;
-            rows.extend(ended.into_iter().filter(|r| {
-                wanted.contains(&(r.service_id.clone(), r.action.clone(), r.created_at))
-            }));
-        }
+                .into_boxed();
+            match keys.as_slice() {
+                [one] => wanted.filter(dr::service_id.eq(one)),
+                many => wanted.filter(dr::service_id.eq_any(many)),
+            }
+            .load(c)
+            .await
+        })
+        .map_err(store_error)?;
         records(rows, cipher)
     }
 
@@ -220,7 +217,7 @@ impl DeploymentQueue for Session {
         let (conn, cipher) = self.parts()?;
         let rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| dr::table
             .filter(dr::environment_id.eq(&env))
-            .filter(dr::status.eq_any(named(&RequestStatus::PENDING)))
+            .filter(pending())
             .order((dr::created_at.asc(), dr::id.asc()))
             .select(DeploymentRequestRow::as_select())
             .load(c)
