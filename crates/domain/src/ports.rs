@@ -70,8 +70,8 @@ pub trait VariableQueries: Send {
         secret: Option<bool>,
         page: PageRequest,
     ) -> StoreResult<Page<Variable>>;
-    /// Marks every service under `reach` changed at `now`, and those UP_TO_DATE OUT_OF_DATE;
-    /// returns how many changed status.
+    /// Marks every service under `reach` changed at `now`, and those UP_TO_DATE OUT_OF_DATE,
+    /// in one statement; returns how many services it reached.
     async fn mark_out_of_date(
         &mut self,
         reach: VariableParent,

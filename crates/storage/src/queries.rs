@@ -1,6 +1,6 @@
 //! Queries beyond the generic repository: token lookup, service counts, health.
 
-use crate::db::{db_run, db_transaction, into_page, page_rows, store_error, Db};
+use crate::db::{db_run, into_page, page_rows, store_error, Db};
 use crate::rows::*;
 use crate::schema::{api_tokens, services, variables};
 use crate::session::Session;
@@ -187,19 +187,20 @@ impl VariableQueries for Session {
             }};
         }
         // Changed at `now`: a deployment asked for before this no longer deploys what
-        // is configured.
-        let n = db_transaction!(*conn, |c| {
-            let n = reached!()
-                .filter(services::deployment_status.eq(DeploymentStatus::UpToDate.as_str()))
-                .set(services::deployment_status.eq(DeploymentStatus::OutOfDate.as_str()))
-                .execute(c)
-                .await?;
-            reached!()
-                .set(services::updated_at.eq(at))
-                .execute(c)
-                .await?;
-            Ok::<_, diesel::result::Error>(n)
-        })
+        // is configured. One statement, so one round trip inside the caller's unit.
+        let up_to_date = DeploymentStatus::UpToDate.as_str();
+        let out_of_date = DeploymentStatus::OutOfDate.as_str();
+        let n = db_run!(*conn, |c| reached!()
+            .set((
+                services::updated_at.eq(at),
+                services::deployment_status.eq(diesel::dsl::case_when(
+                    services::deployment_status.eq(up_to_date),
+                    out_of_date.into_sql::<diesel::sql_types::Text>(),
+                )
+                .otherwise(services::deployment_status)),
+            ))
+            .execute(c)
+            .await)
         .map_err(store_error)?;
         Ok(n as u64)
     }
