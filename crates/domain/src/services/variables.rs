@@ -101,6 +101,9 @@ struct Parent {
     organization_id: OrganizationId,
     project_id: ProjectId,
     environment_id: Option<EnvironmentId>,
+    /// The name of the project, environment or service, as read when the parent was resolved.
+    owner_name: String,
+    service: Option<(ServiceId, String, ServiceKind)>,
 }
 
 impl Parent {
@@ -155,6 +158,23 @@ fn scope_named(scope: VariableScope, id: Uuid) -> Option<Scope> {
     }
 }
 
+/// What the API shows of a variable just created under `parent` (pointing at `target`, for an
+/// alias or an override): everything is at hand, nothing is read again.
+fn created(parent: &Parent, variable: Variable, target: Option<Variable>) -> VariableDetails {
+    let (aliased, overridden) = match variable.variable_type {
+        VariableType::Alias => (target, None),
+        VariableType::Override => (None, target),
+        _ => (None, None),
+    };
+    VariableDetails {
+        owner_name: parent.owner_name.clone(),
+        service: parent.service.clone(),
+        aliased,
+        overridden,
+        variable,
+    }
+}
+
 impl Capstan {
     /// A write unit holding the scope of the variable `id`. Its parent never changes, so a
     /// read before the unit finds the scope; the variable itself is read in the unit, under
@@ -183,6 +203,8 @@ impl Capstan {
                     organization_id: project.organization_id,
                     project_id: id,
                     environment_id: None,
+                    owner_name: project.name.to_string(),
+                    service: None,
                 }
             }
             VariableParent::Environment(id) => {
@@ -192,6 +214,8 @@ impl Capstan {
                     organization_id: env.organization_id,
                     project_id: env.project_id,
                     environment_id: Some(id),
+                    owner_name: env.name.to_string(),
+                    service: None,
                 }
             }
             VariableParent::Service(id, kind) => {
@@ -210,6 +234,8 @@ impl Capstan {
                     organization_id: service.organization_id,
                     project_id: service.project_id,
                     environment_id: Some(service.environment_id),
+                    owner_name: service.name.to_string(),
+                    service: Some((service.id, service.name.to_string(), kind)),
                 }
             }
         })
@@ -374,7 +400,7 @@ impl Capstan {
         v.description = validate::description("description", input.description)?;
         v.enable_interpolation_in_file = input.enable_interpolation_in_file;
         self.insert_variable(tx, &v).await?;
-        self.one_variable(tx, v).await
+        Ok(created(parent, v, None))
     }
 
     /// Creates a variable (`is_secret` false) or a secret under a project, environment or service.
@@ -617,9 +643,8 @@ impl Capstan {
         v.description = validate::description("description", input.description)?;
         v.aliased_variable_id = Some(target.id);
         self.insert_variable(tx, &v).await?;
-        let created = self.one_variable(tx, v).await?;
         unit.commit().await?;
-        Ok(created)
+        Ok(created(&parent, v, Some(target)))
     }
 
     /// A value for an existing key at a lower scope.
@@ -655,8 +680,7 @@ impl Capstan {
         v.description = validate::description("description", input.description)?;
         v.overridden_variable_id = Some(target.id);
         self.insert_variable(tx, &v).await?;
-        let created = self.one_variable(tx, v).await?;
         unit.commit().await?;
-        Ok(created)
+        Ok(created(&parent, v, Some(target)))
     }
 }
