@@ -132,17 +132,32 @@ impl RateLimiter {
                     .gcra_lease(key, self.gcra, now, wanted)
                     .await
                     .map_err(domain::DomainError::from)?;
-                let unspent = lease.granted.saturating_sub(1);
-                leases.lock().map_err(|_| poisoned())?.insert(
-                    key.to_string(),
-                    Lease {
-                        unspent,
-                        size: wanted,
-                        tat_us: lease.tat_us,
-                        until_us: now + LEASE_LIFETIME_US,
+                let mut leases = leases.lock().map_err(|_| poisoned())?;
+                let fresh = Lease {
+                    unspent: lease.granted.saturating_sub(1),
+                    size: wanted,
+                    tat_us: lease.tat_us,
+                    until_us: now + LEASE_LIFETIME_US,
+                };
+                // Requests of one key that ran out together each leased: their cells add up
+                // rather than overwrite one another (overwritten cells would be lost).
+                let mut merged = match leases.get(key) {
+                    Some(l) if now < l.until_us => Lease {
+                        unspent: l.unspent.saturating_add(fresh.unspent),
+                        size: l.size.max(fresh.size),
+                        tat_us: l.tat_us.max(fresh.tat_us),
+                        until_us: fresh.until_us,
                     },
-                );
-                Ok(self.decision(lease.granted > 0, lease.tat_us, unspent, now))
+                    _ => fresh,
+                };
+                // A lease that found no room may still spend a cell another request leased.
+                let allowed = lease.granted > 0 || merged.unspent > 0;
+                if lease.granted == 0 && merged.unspent > 0 {
+                    merged.unspent -= 1;
+                }
+                leases.insert(key.to_string(), merged);
+                let unspent = merged.unspent;
+                Ok(self.decision(allowed, merged.tat_us, unspent, now))
             }
         }
     }
@@ -152,7 +167,7 @@ impl RateLimiter {
     fn decision(&self, allowed: bool, tat_us: i64, unspent: u32, now: i64) -> RateDecision {
         let mut d = self.gcra.decide(GcraStep { allowed, tat_us }, now);
         if allowed {
-            d.remaining = (d.remaining + unspent).min(self.gcra.limit);
+            d.remaining = d.remaining.saturating_add(unspent).min(self.gcra.limit);
         }
         d
     }

@@ -353,6 +353,19 @@ async fn environments_deploy_stop_and_delete_through_the_engine<S: App>(t: T<S>)
 
     let deleting = t.delete(&format!("/environment/{env}")).await.expect(202);
     assert!(deleting.body["deployment_requests_count"].as_u64().unwrap() >= 1);
+    // No service starts in an environment on its way out (it would go with it unseen).
+    let late = t
+        .post(
+            &format!("/environment/{env}/database"),
+            json!({"name": "late", "type": "REDIS", "version": "7", "mode": "CONTAINER"}),
+        )
+        .await;
+    assert!(
+        late.status == 409 || late.status == 404,
+        "refused while the environment is being deleted (or gone): {} {}",
+        late.status,
+        late.body
+    );
     t.gone(&format!("/environment/{env}")).await;
     t.get(&format!("/container/{c}")).await.expect(404);
 }

@@ -376,3 +376,33 @@ async fn two_postgres_instances_share_one_quota() {
     };
     two_instances_share_one_quota(b).await;
 }
+
+/// Requests of one key that run out of leased cells together each lease more: their cells add
+/// up, so the whole quota is admitted, no more and no less.
+async fn concurrent_requests_of_one_key_spend_the_whole_quota(b: common::Backend) {
+    use capstan_api::limits::RateLimiter;
+    let limiter = RateLimiter::shared(400, b.capstan.clone());
+    let mut admitted = 0;
+    for _ in 0..60 {
+        let round =
+            futures_util::future::join_all((0..10).map(|_| limiter.acquire("token:crowd"))).await;
+        admitted += round
+            .into_iter()
+            .filter(|d| d.as_ref().unwrap().allowed)
+            .count();
+    }
+    assert_eq!(admitted, 400);
+}
+
+#[actix_rt::test]
+async fn sqlite_concurrent_requests_of_one_key_spend_the_whole_quota() {
+    concurrent_requests_of_one_key_spend_the_whole_quota(common::sqlite().await.unwrap()).await;
+}
+
+#[actix_rt::test]
+async fn postgres_concurrent_requests_of_one_key_spend_the_whole_quota() {
+    let Some(b) = common::postgres().await else {
+        return;
+    };
+    concurrent_requests_of_one_key_spend_the_whole_quota(b).await;
+}

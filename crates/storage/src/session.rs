@@ -250,24 +250,31 @@ impl Store for Db {
     }
 
     async fn snapshot(&self) -> StoreResult<Box<dyn Tx>> {
-        let mut conn = self.read_conn().await?;
-        match &mut conn {
+        // The session exists before BEGIN is sent: a caller dropped while it is in flight leaves
+        // a session whose drop rolls back, never a connection back in the pool inside a
+        // transaction nobody knows of.
+        let mut session = Session {
+            conn: Some(self.read_conn().await?),
+            cipher: self.cipher.clone(),
+            open: Open::Snapshot,
+            drivers: self.drivers(),
+            tokens: self.tokens.clone(),
+            deleted_tokens: false,
+        };
+        let begun = match Session::conn(&mut session.conn)? {
             Conn::Pg(c) => {
                 c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                     .await
             }
             // Its snapshot is taken at its first read and kept to its end.
             Conn::Sqlite(c, _) => c.batch_execute("BEGIN").await,
+        };
+        if let Err(e) = begun {
+            // Nothing was begun: nothing to roll back.
+            session.open = Open::Nothing;
+            return Err(store_error(e));
         }
-        .map_err(store_error)?;
-        Ok(Box::new(Session {
-            conn: Some(conn),
-            cipher: self.cipher.clone(),
-            open: Open::Snapshot,
-            drivers: self.drivers(),
-            tokens: self.tokens.clone(),
-            deleted_tokens: false,
-        }))
+        Ok(Box::new(session))
     }
 
     async fn write(&self) -> StoreResult<Box<dyn Tx>> {

@@ -133,6 +133,7 @@ impl Capstan {
             ));
         }
         let mut tx = self.writing().await?;
+        tx.lock(Scope::Organization(organization_id)).await?;
         Repo::<Organization>::get(&mut *tx, organization_id)
             .await?
             .ok_or(DomainError::NotFound("organization"))?;
@@ -174,6 +175,7 @@ impl Capstan {
     ) -> DomainResult<NewApiToken> {
         let token = self.new_token(organization_id, token_name, None, role)?;
         let mut tx = self.writing().await?;
+        tx.lock(Scope::Organization(organization_id)).await?;
         Repo::<Organization>::get(&mut *tx, organization_id)
             .await?
             .ok_or(DomainError::NotFound("organization"))?;

@@ -106,6 +106,14 @@ impl Capstan {
         let tx = &mut *unit;
         tx.lock(Scope::Environment(environment_id)).await?;
         let env: Environment = self.load(tx, p, environment_id, Action::Write).await?;
+        if tx
+            .environment_activity(environment_id)
+            .await?
+            .deleting(environment_id.0)
+        {
+            // It would go with the environment at the end of the deletion.
+            return Err(DomainError::state("the environment is being deleted"));
+        }
         let mut draft = ServiceDraft::parse(kind, body, None)?;
         self.check_references(tx, p, env.organization_id, &mut draft.spec)
             .await?;
