@@ -32,40 +32,19 @@ impl RateLimitStore for Db {
         let (conn, _) = unit.parts()?;
         // The row exists before it is locked, so two first requests of a key cannot both see
         // none and overwrite each other's lease.
+        db_run!(*conn, |c| diesel::insert_into(rl::table)
+            .values((rl::key.eq(key), rl::tat.eq(0_i64)))
+            .on_conflict_do_nothing()
+            .execute(c)
+            .await)
+        .map_err(store_error)?;
+        let row = || rl::table.find(key).select(rl::tat);
         let tat: i64 = match conn {
-            Conn::Pg(c) => {
-                let c: &mut diesel_async::AsyncPgConnection = c;
-                diesel::insert_into(rl::table)
-                    .values((rl::key.eq(key), rl::tat.eq(0_i64)))
-                    .on_conflict_do_nothing()
-                    .execute(c)
-                    .await
-                    .map_err(store_error)?;
-                rl::table
-                    .find(key)
-                    .select(rl::tat)
-                    .for_update()
-                    .first(c)
-                    .await
-                    .map_err(store_error)?
-            }
+            Conn::Pg(c) => row().for_update().first(&mut **c).await,
             // The write unit is SQLite's only writer.
-            Conn::Sqlite(c, _) => {
-                let c: &mut crate::db::SqliteConn = c;
-                diesel::insert_into(rl::table)
-                    .values((rl::key.eq(key), rl::tat.eq(0_i64)))
-                    .on_conflict_do_nothing()
-                    .execute(c)
-                    .await
-                    .map_err(store_error)?;
-                rl::table
-                    .find(key)
-                    .select(rl::tat)
-                    .first(c)
-                    .await
-                    .map_err(store_error)?
-            }
-        };
+            Conn::Sqlite(c, _) => row().first(&mut **c).await,
+        }
+        .map_err(store_error)?;
         let lease = gcra.lease(Some(tat), now_us, wanted);
         if lease.granted > 0 {
             db_run!(*conn, |c| diesel::update(rl::table.find(key))

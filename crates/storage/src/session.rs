@@ -69,6 +69,21 @@ impl Session {
         }
     }
 
+    async fn commit_open(&mut self, open: Open) -> StoreResult<()> {
+        // Whatever the outcome, the transaction is over: a failed COMMIT has rolled back, and
+        // a connection diesel sees in a broken transaction is not reused.
+        match (open, Self::conn(&mut self.conn)?) {
+            (Open::Nothing, _) => Ok(()),
+            (Open::Write, Conn::Pg(c)) => PgTransactions::commit_transaction(&mut **c).await,
+            (Open::Write, Conn::Sqlite(c, _)) => {
+                SqliteTransactions::commit_transaction(&mut **c).await
+            }
+            (Open::Snapshot, Conn::Pg(c)) => c.batch_execute("COMMIT").await,
+            (Open::Snapshot, Conn::Sqlite(c, _)) => c.batch_execute("COMMIT").await,
+        }
+        .map_err(store_error)
+    }
+
     /// The connection and the cipher, borrowed together.
     pub(crate) fn parts(&mut self) -> StoreResult<(&mut Conn, &Cipher)> {
         Ok((Self::conn(&mut self.conn)?, &self.cipher))
@@ -87,23 +102,21 @@ impl Tx for Session {
             return Ok(());
         };
         let c: &mut AsyncPgConnection = c;
+        // One row of `$table` by id, locked `$mode`.
+        macro_rules! row {
+            ($table:ident, $id:expr, $mode:ident) => {
+                $table::table
+                    .find($id.to_string())
+                    .select($table::id)
+                    .$mode()
+                    .load::<String>(c)
+                    .await
+            };
+        }
         match scope {
-            Scope::Organization(id) => {
-                organizations::table
-                    .find(id.to_string())
-                    .select(organizations::id)
-                    .for_no_key_update()
-                    .load::<String>(c)
-                    .await
-            }
+            Scope::Organization(id) => row!(organizations, id, for_no_key_update),
             Scope::Project(id) => {
-                projects::table
-                    .find(id.to_string())
-                    .select(projects::id)
-                    .for_no_key_update()
-                    .load::<String>(c)
-                    .await
-                    .map_err(store_error)?;
+                row!(projects, id, for_no_key_update).map_err(store_error)?;
                 environments::table
                     .filter(environments::project_id.eq(id.to_string()))
                     .order(environments::id.asc())
@@ -112,14 +125,7 @@ impl Tx for Session {
                     .load::<String>(c)
                     .await
             }
-            Scope::Environment(id) => {
-                environments::table
-                    .find(id.to_string())
-                    .select(environments::id)
-                    .for_no_key_update()
-                    .load::<String>(c)
-                    .await
-            }
+            Scope::Environment(id) => row!(environments, id, for_no_key_update),
             Scope::EnvironmentOf(service) => {
                 environments::table
                     .filter(
@@ -135,29 +141,10 @@ impl Tx for Session {
                     .await
             }
             Scope::Referenced(Reference::Registry(id)) => {
-                container_registries::table
-                    .find(id.to_string())
-                    .select(container_registries::id)
-                    .for_key_share()
-                    .load::<String>(c)
-                    .await
+                row!(container_registries, id, for_key_share)
             }
-            Scope::Referenced(Reference::GitToken(id)) => {
-                git_tokens::table
-                    .find(id.to_string())
-                    .select(git_tokens::id)
-                    .for_key_share()
-                    .load::<String>(c)
-                    .await
-            }
-            Scope::Referenced(Reference::Cluster(id)) => {
-                clusters::table
-                    .find(id.to_string())
-                    .select(clusters::id)
-                    .for_key_share()
-                    .load::<String>(c)
-                    .await
-            }
+            Scope::Referenced(Reference::GitToken(id)) => row!(git_tokens, id, for_key_share),
+            Scope::Referenced(Reference::Cluster(id)) => row!(clusters, id, for_key_share),
         }
         .map_err(store_error)?;
         Ok(())
@@ -165,31 +152,12 @@ impl Tx for Session {
 
     async fn commit(mut self: Box<Self>) -> StoreResult<()> {
         let open = std::mem::replace(&mut self.open, Open::Nothing);
+        let committed = self.commit_open(open).await;
+        // Whatever the commit's outcome: forgetting too much costs a lookup.
         if let (true, Some(cache)) = (self.deleted_tokens, &self.tokens) {
-            // After the commit below, whatever its outcome: forgetting too much costs a lookup.
-            let cache = cache.clone();
-            let committed = self.commit_open(open).await;
             cache.forget_all();
-            return committed;
         }
-        self.commit_open(open).await
-    }
-}
-
-impl Session {
-    async fn commit_open(&mut self, open: Open) -> StoreResult<()> {
-        // Whatever the outcome, the transaction is over: a failed COMMIT has rolled back, and
-        // a connection diesel sees in a broken transaction is not reused.
-        match (open, Self::conn(&mut self.conn)?) {
-            (Open::Nothing, _) => Ok(()),
-            (Open::Write, Conn::Pg(c)) => PgTransactions::commit_transaction(&mut **c).await,
-            (Open::Write, Conn::Sqlite(c, _)) => {
-                SqliteTransactions::commit_transaction(&mut **c).await
-            }
-            (Open::Snapshot, Conn::Pg(c)) => c.batch_execute("COMMIT").await,
-            (Open::Snapshot, Conn::Sqlite(c, _)) => c.batch_execute("COMMIT").await,
-        }
-        .map_err(store_error)
+        committed
     }
 }
 

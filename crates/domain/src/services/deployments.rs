@@ -106,10 +106,6 @@ pub fn refusal(
     }
 }
 
-fn requested_by(p: &Principal) -> String {
-    p.subject.to_string()
-}
-
 /// The requests of one service among those of many.
 fn of(requests: &[DeploymentRequest], service: ServiceId) -> Vec<DeploymentRequest> {
     requests
@@ -136,7 +132,7 @@ impl Capstan {
             environment_id: service.environment_id,
             service_id: service.id,
             action,
-            requested_by: requested_by(p),
+            requested_by: p.subject.to_string(),
             snapshot: service.snapshot(&target),
             target,
             status: RequestStatus::Queued,
@@ -490,7 +486,7 @@ impl Capstan {
         let touched = tx
             .cancel_environment(
                 environment,
-                &format!("canceled by {}", requested_by(p)),
+                &format!("canceled by {}", p.subject),
                 self.now(),
             )
             .await?;
