@@ -2,6 +2,7 @@
 //! on whichever connection is at hand (the query is written once, compiled for both backends).
 
 use crate::cipher::Cipher;
+use crate::group_commit::GroupCommit;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel::SqliteConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
@@ -15,13 +16,13 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Mutex, OwnedMutexGuard};
 
 pub type SqliteConn = SyncConnectionWrapper<SqliteConnection, Inline>;
 
 /// Runs SQLite's blocking calls on the calling thread. A SQLite statement takes microseconds,
 /// far less than handing it to a blocking pool and waking the caller again; writers wait for
-/// each other on the async writer lock, never inside SQLite, so no thread blocks on another.
+/// the one writer connection asynchronously, never inside SQLite, so no thread blocks on
+/// another.
 pub struct Inline;
 
 impl SpawnBlocking for Inline {
@@ -77,20 +78,25 @@ impl DatabaseUrl {
 #[derive(Clone)]
 pub(crate) enum Backend {
     Postgres(Pool<AsyncPgConnection>),
-    /// SQLite allows one writer at a time; writers queue on `write_lock` in this process instead
-    /// of failing with SQLITE_BUSY, while readers go on in parallel (WAL).
+    /// SQLite allows one writer at a time; writers queue for the one connection of `writer`
+    /// in this process instead of failing with SQLITE_BUSY, while readers go on in parallel
+    /// (WAL) on `pool`. Always writing through the same connection keeps its page cache: a
+    /// connection that sees another's commit drops its cache (and its memory map) at its next
+    /// transaction. In memory, `writer` is `pool` (each connection would be its own database).
     Sqlite {
         pool: Pool<SqliteConn>,
-        write_lock: Arc<Mutex<()>>,
+        writer: Pool<SqliteConn>,
+        /// Makes commits durable after the writer lock is released (a file, not `:memory:`).
+        group_commit: Option<Arc<GroupCommit>>,
     },
 }
 
-/// A checked-out connection; for SQLite writes it also holds the writer lock.
+/// A checked-out connection (for SQLite writes, the writer).
 // Lives for one query on the stack of one task; boxing would buy nothing.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Conn {
     Pg(Object<AsyncPgConnection>),
-    Sqlite(Object<SqliteConn>, Option<OwnedMutexGuard<()>>),
+    Sqlite(Object<SqliteConn>),
 }
 
 /// Runs `$body` with `$c` bound to the concrete connection of either backend.
@@ -101,7 +107,7 @@ macro_rules! db_run {
                 let $c: &mut diesel_async::AsyncPgConnection = &mut *obj;
                 $body
             }
-            $crate::db::Conn::Sqlite(obj, _) => {
+            $crate::db::Conn::Sqlite(obj) => {
                 let $c: &mut $crate::db::SqliteConn = &mut *obj;
                 $body
             }
@@ -118,7 +124,7 @@ macro_rules! db_transaction {
                 let conn: &mut diesel_async::AsyncPgConnection = &mut *obj;
                 diesel_async::AsyncConnection::transaction(conn, async |$c| $body).await
             }
-            $crate::db::Conn::Sqlite(obj, _) => {
+            $crate::db::Conn::Sqlite(obj) => {
                 let conn: &mut $crate::db::SqliteConn = &mut *obj;
                 diesel_async::AsyncConnection::transaction(conn, async |$c| $body).await
             }
@@ -196,11 +202,12 @@ impl Drop for Drivers {
 }
 
 // busy_timeout comes first: switching to WAL takes a lock that connections opened at the same
-// moment (workers and requests at start-up) must wait for rather than fail on. FULL makes a
-// commit durable when it returns, power loss included. Reads go through a memory map rather
-// than a read call per page.
+// moment (workers and requests at start-up) must wait for rather than fail on. NORMAL leaves
+// the log's fsync to the group commit, which every write waits for before it returns
+// (`group_commit`): durable when acknowledged, power loss included. Reads go through a memory
+// map rather than a read call per page.
 const SQLITE_PRAGMAS: &str =
-    "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL; \
+    "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; \
      PRAGMA mmap_size = 268435456;";
 
 impl Db {
@@ -257,40 +264,34 @@ impl Db {
             }
             DatabaseUrl::Sqlite(path) => {
                 let memory = url.is_sqlite_memory();
-                let mut config = ManagerConfig::<SqliteConn>::default();
-                config.recycling_method = RecyclingMethod::Fast;
-                config.custom_setup = Box::new(move |path: &str| {
-                    let path = path.to_string();
-                    async move {
-                        let mut conn =
-                            <SqliteConn as diesel_async::AsyncConnection>::establish(&path).await?;
-                        let pragmas = if memory {
-                            SQLITE_PRAGMAS.to_string()
-                        } else {
-                            format!("{SQLITE_PRAGMAS} PRAGMA journal_mode = WAL;")
-                        };
-                        conn.batch_execute(&pragmas)
-                            .await
-                            .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
-                        Ok(conn)
+                let pool = |size: usize| {
+                    let mut config = ManagerConfig::<SqliteConn>::default();
+                    config.recycling_method = RecyclingMethod::Fast;
+                    config.custom_setup = Box::new(sqlite_setup(memory));
+                    let manager = AsyncDieselConnectionManager::<SqliteConn>::new_with_config(
+                        path.clone(),
+                        config,
+                    );
+                    Pool::builder(manager)
+                        .max_size(size)
+                        .wait_timeout(Some(Duration::from_secs(30)))
+                        .runtime(deadpool_runtime())
+                        .build()
+                        .map_err(|e| StoreError::Unavailable(e.to_string()))
+                };
+                if memory {
+                    let pool = pool(1)?;
+                    Backend::Sqlite {
+                        writer: pool.clone(),
+                        pool,
+                        group_commit: None,
                     }
-                    .boxed()
-                });
-                let manager = AsyncDieselConnectionManager::<SqliteConn>::new_with_config(
-                    path.clone(),
-                    config,
-                );
-                // Each connection to ":memory:" is its own database, so memory mode keeps one.
-                let size = if memory { 1 } else { max_connections.max(1) };
-                let pool = Pool::builder(manager)
-                    .max_size(size)
-                    .wait_timeout(Some(Duration::from_secs(30)))
-                    .runtime(deadpool_runtime())
-                    .build()
-                    .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-                Backend::Sqlite {
-                    pool,
-                    write_lock: Arc::new(Mutex::new(())),
+                } else {
+                    Backend::Sqlite {
+                        pool: pool(max_connections.max(1))?,
+                        writer: pool(1)?,
+                        group_commit: Some(Arc::new(GroupCommit::new(path))),
+                    }
                 }
             }
         };
@@ -322,35 +323,63 @@ impl Db {
         f(self.read_conn().await?).await
     }
 
-    /// Runs `f` with a write connection (on SQLite, holding the writer lock).
+    /// Runs `f` with a write connection (on SQLite, holding the writer lock); what it committed
+    /// is on disk when this returns.
     pub(crate) async fn write<R, F, Fut>(&self, f: F) -> Result<R, StoreError>
     where
         F: FnOnce(Conn) -> Fut,
         Fut: std::future::Future<Output = Result<R, StoreError>>,
     {
-        f(self.write_conn().await?).await
+        let done = f(self.write_conn().await?).await;
+        if let Some(group) = self.group_commit() {
+            group.durable().await?;
+        }
+        done
+    }
+
+    /// SQLite's shared log sync, when the data is in a file.
+    pub(crate) fn group_commit(&self) -> Option<&Arc<GroupCommit>> {
+        match &self.backend {
+            Backend::Sqlite { group_commit, .. } => group_commit.as_ref(),
+            Backend::Postgres(_) => None,
+        }
     }
 
     pub(crate) async fn read_conn(&self) -> Result<Conn, StoreError> {
         match &self.backend {
             Backend::Postgres(pool) => Ok(Conn::Pg(pool.get().await.map_err(pool_error)?)),
-            Backend::Sqlite { pool, .. } => {
-                Ok(Conn::Sqlite(pool.get().await.map_err(pool_error)?, None))
-            }
+            Backend::Sqlite { pool, .. } => Ok(Conn::Sqlite(pool.get().await.map_err(pool_error)?)),
         }
     }
 
     pub(crate) async fn write_conn(&self) -> Result<Conn, StoreError> {
         match &self.backend {
             Backend::Postgres(pool) => Ok(Conn::Pg(pool.get().await.map_err(pool_error)?)),
-            Backend::Sqlite { pool, write_lock } => {
-                let guard = write_lock.clone().lock_owned().await;
-                Ok(Conn::Sqlite(
-                    pool.get().await.map_err(pool_error)?,
-                    Some(guard),
-                ))
+            Backend::Sqlite { writer, .. } => {
+                Ok(Conn::Sqlite(writer.get().await.map_err(pool_error)?))
             }
         }
+    }
+}
+
+fn sqlite_setup(
+    memory: bool,
+) -> impl Fn(&str) -> BoxFuture<'_, diesel::ConnectionResult<SqliteConn>> + Send + Sync {
+    move |path: &str| {
+        let path = path.to_string();
+        async move {
+            let mut conn = <SqliteConn as diesel_async::AsyncConnection>::establish(&path).await?;
+            let pragmas = if memory {
+                SQLITE_PRAGMAS.to_string()
+            } else {
+                format!("{SQLITE_PRAGMAS} PRAGMA journal_mode = WAL;")
+            };
+            conn.batch_execute(&pragmas)
+                .await
+                .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+            Ok(conn)
+        }
+        .boxed()
     }
 }
 

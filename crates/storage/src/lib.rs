@@ -3,6 +3,7 @@
 
 mod cipher;
 mod db;
+mod group_commit;
 mod limits;
 mod migrate;
 mod queries;

@@ -42,7 +42,7 @@ impl RateLimitStore for Db {
         let tat: i64 = match conn {
             Conn::Pg(c) => row().for_update().first(&mut **c).await,
             // The write unit is SQLite's only writer.
-            Conn::Sqlite(c, _) => row().first(&mut **c).await,
+            Conn::Sqlite(c) => row().first(&mut **c).await,
         }
         .map_err(store_error)?;
         let lease = gcra.lease(Some(tat), now_us, wanted);

@@ -65,7 +65,7 @@ impl crate::db::Db {
     pub(crate) async fn migrate_in_place(&self) -> Result<(), StoreError> {
         self.write(|conn| async move {
             match conn {
-                crate::db::Conn::Sqlite(mut conn, _guard) => conn
+                crate::db::Conn::Sqlite(mut conn) => conn
                     .spawn_blocking(|c| {
                         c.run_pending_migrations(SQLITE)
                             .map(|_| ())

@@ -1,6 +1,6 @@
 //! The deployment queue. Claiming differs by backend: PostgreSQL locks the candidate row with
 //! `FOR UPDATE SKIP LOCKED` so several processes can claim at once; SQLite has one writer, the
-//! process's writer lock. On both, a partial unique index allows one RUNNING request per
+//! process's writer connection. On both, a partial unique index allows one RUNNING request per
 //! environment, so two processes cannot start two requests of one environment.
 
 use crate::cipher::Cipher;
@@ -286,7 +286,7 @@ impl QueueClaims for Db {
         now: OffsetDateTime,
         lease_until: OffsetDateTime,
     ) -> StoreResult<Option<DeploymentRequest>> {
-        // Idle workers poll; a read first keeps them off the writer lock (SQLite) and out of
+        // Idle workers poll; a read first keeps them off the writer connection (SQLite) and out of
         // row locks (PostgreSQL) when nothing can start.
         let ready: Option<String> = self
             .read(move |mut conn| async move {
@@ -327,7 +327,7 @@ impl QueueClaims for Db {
                         let c: &mut diesel_async::AsyncPgConnection = &mut obj;
                         claim!(c, candidate!().for_update().skip_locked())
                     }
-                    Conn::Sqlite(mut obj, _guard) => {
+                    Conn::Sqlite(mut obj) => {
                         let c: &mut crate::db::SqliteConn = &mut obj;
                         claim!(c, candidate!())
                     }

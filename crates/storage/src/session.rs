@@ -3,6 +3,7 @@
 
 use crate::cipher::Cipher;
 use crate::db::{store_error, Conn, Db, SqliteConn};
+use crate::group_commit::GroupCommit;
 use crate::schema::{
     clusters, container_registries, environments, git_tokens, organizations, projects, services,
 };
@@ -34,8 +35,8 @@ enum Open {
 }
 
 /// A connection lent to one use case. Dropped before [`Tx::commit`], its transaction is rolled
-/// back before the connection goes back to the pool (and, on SQLite, before the writer lock is
-/// released).
+/// back before the connection goes back to the pool (and, on SQLite, before the writer connection
+/// serves the next unit).
 pub struct Session {
     conn: Option<Conn>,
     pub(crate) cipher: Arc<Cipher>,
@@ -46,6 +47,8 @@ pub struct Session {
     /// once the deletion is committed).
     tokens: Option<Arc<TokenCache>>,
     deleted_tokens: bool,
+    /// A SQLite write unit's commit is acknowledged once the shared log sync covers it.
+    group_commit: Option<Arc<GroupCommit>>,
 }
 
 impl Session {
@@ -75,11 +78,11 @@ impl Session {
         match (open, Self::conn(&mut self.conn)?) {
             (Open::Nothing, _) => Ok(()),
             (Open::Write, Conn::Pg(c)) => PgTransactions::commit_transaction(&mut **c).await,
-            (Open::Write, Conn::Sqlite(c, _)) => {
+            (Open::Write, Conn::Sqlite(c)) => {
                 SqliteTransactions::commit_transaction(&mut **c).await
             }
             (Open::Snapshot, Conn::Pg(c)) => c.batch_execute("COMMIT").await,
-            (Open::Snapshot, Conn::Sqlite(c, _)) => c.batch_execute("COMMIT").await,
+            (Open::Snapshot, Conn::Sqlite(c)) => c.batch_execute("COMMIT").await,
         }
         .map_err(store_error)
     }
@@ -157,7 +160,14 @@ impl Tx for Session {
         if let (true, Some(cache)) = (self.deleted_tokens, &self.tokens) {
             cache.forget_all();
         }
-        committed
+        committed?;
+        // The writer connection goes back first: the next writer commits while this
+        // one waits for the disk, and the same fsync covers both.
+        drop(self.conn.take());
+        match (open, &self.group_commit) {
+            (Open::Write, Some(group)) => group.durable().await,
+            _ => Ok(()),
+        }
     }
 }
 
@@ -168,9 +178,9 @@ impl Drop for Session {
             return;
         }
         match self.conn.take() {
-            Some(Conn::Sqlite(mut c, guard)) => {
+            Some(Conn::Sqlite(mut c)) => {
                 // Inline: done by the time the future is first polled, so before the writer
-                // lock goes.
+                // goes back for the next unit.
                 let done = match open {
                     Open::Write => SqliteTransactions::rollback_transaction(&mut *c)
                         .now_or_never()
@@ -184,7 +194,6 @@ impl Drop for Session {
                     // Never hand on a connection in an unknown transaction state.
                     let _ = Object::take(c);
                 }
-                drop(guard);
             }
             Some(Conn::Pg(mut c)) => match self
                 .drivers
@@ -228,6 +237,7 @@ impl Store for Db {
             drivers: self.drivers(),
             tokens: self.tokens.clone(),
             deleted_tokens: false,
+            group_commit: None,
         };
         let begun = match Session::conn(&mut session.conn)? {
             Conn::Pg(c) => {
@@ -235,7 +245,7 @@ impl Store for Db {
                     .await
             }
             // Its snapshot is taken at its first read and kept to its end.
-            Conn::Sqlite(c, _) => c.batch_execute("BEGIN").await,
+            Conn::Sqlite(c) => c.batch_execute("BEGIN").await,
         };
         if let Err(e) = begun {
             // Nothing was begun: nothing to roll back.
@@ -251,13 +261,13 @@ impl Store for Db {
 }
 
 impl Db {
-    /// Opens a write unit: `BEGIN IMMEDIATE` on SQLite (the process's writer lock is already
-    /// held; this also excludes other processes), `BEGIN` on PostgreSQL.
+    /// Opens a write unit: `BEGIN IMMEDIATE` on SQLite (on the process's one writer
+    /// connection; this also excludes other processes), `BEGIN` on PostgreSQL.
     pub(crate) async fn begin(&self) -> StoreResult<Session> {
         let mut conn = self.write_conn().await?;
         match &mut conn {
             Conn::Pg(c) => PgTransactions::begin_transaction(&mut **c).await,
-            Conn::Sqlite(c, _) => {
+            Conn::Sqlite(c) => {
                 c.spawn_blocking(|inner| {
                     AnsiTransactionManager::begin_transaction_sql(inner, "BEGIN IMMEDIATE")
                 })
@@ -272,6 +282,7 @@ impl Db {
             drivers: self.drivers(),
             tokens: self.tokens.clone(),
             deleted_tokens: false,
+            group_commit: self.group_commit().cloned(),
         })
     }
 
@@ -285,6 +296,7 @@ impl Db {
             drivers: self.drivers(),
             tokens: self.tokens.clone(),
             deleted_tokens: false,
+            group_commit: None,
         })
     }
 }

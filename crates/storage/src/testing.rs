@@ -132,3 +132,12 @@ pub async fn schema_columns(db: &Db) -> Vec<(String, String)> {
     rows.sort();
     rows
 }
+
+/// fsyncs of a SQLite file's log begun and completed so far by the group commit; `None` on
+/// PostgreSQL and in memory.
+pub async fn log_syncs(db: &Db) -> Option<(u64, u64)> {
+    match db.group_commit() {
+        Some(group) => Some(group.syncs().await),
+        None => None,
+    }
+}

@@ -1317,3 +1317,55 @@ async fn both_backends_end_with_the_same_tables_and_columns() {
     assert!(sqlite.len() > 50, "the schema was read: {sqlite:?}");
     assert_eq!(sqlite, postgres);
 }
+
+/// On a SQLite file a write unit returns only once an fsync of the log, begun after the unit
+/// started committing, has completed; concurrent writers all get that guarantee.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_writes_are_on_disk_when_they_return() {
+    let (db, _url, _guard) = testing::sqlite().await;
+    let o = org(&db).await;
+    let (started, completed) = testing::log_syncs(&db).await.expect("a file has a log");
+    assert_eq!(started, completed, "no sync is running");
+    let mut tx = db.write().await.unwrap();
+    Repo::<Project>::insert(&mut *tx, &project_in(o.id, "ONE"))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let (_, after) = testing::log_syncs(&db).await.unwrap();
+    assert!(
+        after > started,
+        "the commit waited for a sync it did not start before"
+    );
+
+    let writers: Vec<_> = (0..32)
+        .map(|i| {
+            let db = db.clone();
+            tokio::spawn(async move {
+                let mut tx = db.write().await.unwrap();
+                Repo::<Project>::insert(&mut *tx, &project_in(o.id, &format!("P{i}")))
+                    .await
+                    .unwrap();
+                let (begun, _) = testing::log_syncs(&db).await.unwrap();
+                tx.commit().await.unwrap();
+                let (_, done) = testing::log_syncs(&db).await.unwrap();
+                assert!(
+                    done > begun,
+                    "writer {i} answered before its commit was synced"
+                );
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let (_, total) = testing::log_syncs(&db).await.unwrap();
+    assert!(total - after <= 32, "at most one sync per writer");
+    let projects = Repo::<Project>::list(
+        &mut db.session().await.unwrap(),
+        o.id,
+        PageRequest::new(1, 100).unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(projects.total_count, 33);
+}
