@@ -583,6 +583,76 @@ async fn two_processes_share_one_rate_limit() {
     two.stop();
 }
 
+/// Two processes on one PostgreSQL database both remember tokens they have seen; a token
+/// deleted through one is refused by the other on its very next request.
+#[tokio::test]
+async fn a_token_deleted_on_one_process_is_refused_by_the_other_at_once() {
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
+        return;
+    };
+    let dir = TempDir::new();
+    let one = Server::start(&dir, &url).await;
+    let two = Server::start(&dir, &url).await;
+    let admin = create_token(&dir, &url, &["--organization-name", "Revoking"]);
+    let http = reqwest::Client::new();
+    let call = |method: reqwest::Method, base: &str, path: &str, token: &str| {
+        http.request(method, format!("{base}{path}"))
+            .header("Authorization", format!("Token {token}"))
+            .send()
+    };
+    let orgs: Value = call(reqwest::Method::GET, &one.base, "/organization", &admin)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let org = orgs["results"][0]["id"].as_str().unwrap().to_string();
+    for round in 0..10 {
+        let name = format!("victim{round}");
+        let victim = create_token(&dir, &url, &["--organization-id", &org, "--name", &name]);
+        // Seen (and remembered) by both processes.
+        for base in [&one.base, &two.base, &one.base, &two.base] {
+            let r = call(reqwest::Method::GET, base, "/organization", &victim).await;
+            assert_eq!(r.unwrap().status().as_u16(), 200);
+        }
+        let tokens: Value = call(
+            reqwest::Method::GET,
+            &one.base,
+            &format!("/organization/{org}/apiToken"),
+            &admin,
+        )
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+        let id = tokens["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name.as_str())
+            .and_then(|t| t["id"].as_str())
+            .unwrap()
+            .to_string();
+        let deleted = call(
+            reqwest::Method::DELETE,
+            &one.base,
+            &format!("/organization/{org}/apiToken/{id}"),
+            &admin,
+        )
+        .await
+        .unwrap();
+        assert_eq!(deleted.status().as_u16(), 204);
+        for base in [&two.base, &one.base] {
+            let r = call(reqwest::Method::GET, base, "/organization", &victim).await;
+            assert_eq!(r.unwrap().status().as_u16(), 401, "round {round}");
+        }
+    }
+    one.stop();
+    two.stop();
+}
+
 /// A JWT user creates an organization over HTTP; `capstan member add` gives another user a role
 /// in it, which that user's next request carries.
 #[tokio::test]

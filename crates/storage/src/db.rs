@@ -3,6 +3,8 @@
 
 use crate::cipher::Cipher;
 use crate::group_commit::GroupCommit;
+use crate::pg_pools::PgPools;
+use crate::token_cache::TokenCache;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel::SqliteConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
@@ -77,7 +79,7 @@ impl DatabaseUrl {
 
 #[derive(Clone)]
 pub(crate) enum Backend {
-    Postgres(Pool<AsyncPgConnection>),
+    Postgres(PgPools),
     /// SQLite allows one writer at a time; writers queue for the one connection of `writer`
     /// in this process instead of failing with SQLITE_BUSY, while readers go on in parallel
     /// (WAL) on `pool`. Always writing through the same connection keeps its page cache: a
@@ -181,11 +183,10 @@ pub(crate) fn into_page<T: crate::rows::FromRow>(
 pub struct Db {
     pub(crate) backend: Backend,
     pub(crate) cipher: Arc<Cipher>,
-    /// Tokens already found, on an embedded store only (see `token_cache`).
-    pub(crate) tokens: Option<Arc<crate::token_cache::TokenCache>>,
-    /// Drives the I/O of PostgreSQL connections: a connection's socket is read and written by
-    /// a task that must outlive whichever thread first opened it (an HTTP worker stops before
-    /// the deployment workers drain).
+    /// Tokens already found (see `token_cache`).
+    pub(crate) tokens: Arc<TokenCache>,
+    /// Drives the I/O of the PostgreSQL connections that tasks of multi-threaded runtimes share
+    /// (`pg_pools`), and the rollbacks of dropped units.
     _drivers: Option<Arc<Drivers>>,
 }
 
@@ -230,37 +231,7 @@ impl Db {
                     })?;
                 let handle = runtime.handle().clone();
                 drivers = Some(Arc::new(Drivers(Some(runtime))));
-                let mut config = ManagerConfig::<AsyncPgConnection>::default();
-                // A broken connection shows itself on first use (503, retried by clients); a
-                // test query on every checkout would cost a round trip per unit of work.
-                config.recycling_method = RecyclingMethod::Fast;
-                // Opened on the drivers' runtime, so the connection's task is spawned there.
-                config.custom_setup = Box::new(move |url: &str| {
-                    let url = url.to_string();
-                    let handle = handle.clone();
-                    async move {
-                        handle
-                            .spawn(async move {
-                                <AsyncPgConnection as diesel_async::AsyncConnection>::establish(
-                                    &url,
-                                )
-                                .await
-                            })
-                            .await
-                            .map_err(|e| diesel::ConnectionError::BadConnection(e.to_string()))?
-                    }
-                    .boxed()
-                });
-                let manager =
-                    AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(u, config);
-                let pool = Pool::builder(manager)
-                    .max_size(max_connections.max(1))
-                    .wait_timeout(Some(Duration::from_secs(10)))
-                    .create_timeout(Some(Duration::from_secs(10)))
-                    .runtime(deadpool_runtime())
-                    .build()
-                    .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-                Backend::Postgres(pool)
+                Backend::Postgres(PgPools::new(u, max_connections, handle)?)
             }
             DatabaseUrl::Sqlite(path) => {
                 let memory = url.is_sqlite_memory();
@@ -295,10 +266,23 @@ impl Db {
                 }
             }
         };
+        let tokens = match &drivers {
+            Some(drivers) => {
+                let tokens = Arc::new(TokenCache::shared());
+                if let (DatabaseUrl::Postgres(url), Some(rt)) = (url, &drivers.0) {
+                    rt.spawn(crate::token_listener::listen(
+                        url.clone(),
+                        Arc::downgrade(&tokens),
+                    ));
+                }
+                tokens
+            }
+            None => Arc::new(TokenCache::embedded()),
+        };
         Ok(Self {
             backend,
             cipher: Arc::new(Cipher::new(secret_key)),
-            tokens: drivers.is_none().then(Arc::default),
+            tokens,
             _drivers: drivers,
         })
     }
@@ -347,14 +331,14 @@ impl Db {
 
     pub(crate) async fn read_conn(&self) -> Result<Conn, StoreError> {
         match &self.backend {
-            Backend::Postgres(pool) => Ok(Conn::Pg(pool.get().await.map_err(pool_error)?)),
+            Backend::Postgres(pools) => Ok(Conn::Pg(pools.get()?.get().await.map_err(pool_error)?)),
             Backend::Sqlite { pool, .. } => Ok(Conn::Sqlite(pool.get().await.map_err(pool_error)?)),
         }
     }
 
     pub(crate) async fn write_conn(&self) -> Result<Conn, StoreError> {
         match &self.backend {
-            Backend::Postgres(pool) => Ok(Conn::Pg(pool.get().await.map_err(pool_error)?)),
+            Backend::Postgres(pools) => Ok(Conn::Pg(pools.get()?.get().await.map_err(pool_error)?)),
             Backend::Sqlite { writer, .. } => {
                 Ok(Conn::Sqlite(writer.get().await.map_err(pool_error)?))
             }

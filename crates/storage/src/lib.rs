@@ -6,6 +6,7 @@ mod db;
 mod group_commit;
 mod limits;
 mod migrate;
+mod pg_pools;
 mod queries;
 mod queue;
 mod repos;
@@ -14,6 +15,7 @@ mod schema;
 mod session;
 pub mod testing;
 mod token_cache;
+mod token_listener;
 
 pub use cipher::Cipher;
 pub use db::{DatabaseUrl, Db};

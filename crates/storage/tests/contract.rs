@@ -1369,3 +1369,63 @@ async fn sqlite_writes_are_on_disk_when_they_return() {
     .unwrap();
     assert_eq!(projects.total_count, 33);
 }
+
+/// Servers sharing a PostgreSQL database remember tokens, and a deletion through one reaches
+/// the others as its transaction commits (the notification), whether the token goes alone or
+/// with its organization.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_deleted_through_one_server_fails_through_another() {
+    let Some((first, url)) = testing::postgres().await else {
+        return;
+    };
+    let second = Db::connect(&url, 4, &testing::TEST_KEY).await.unwrap();
+    let o = org(&first).await;
+    let token = |name: &str| ApiToken {
+        id: ApiTokenId::generate(),
+        organization_id: o.id,
+        name: Name::parse("name", name).unwrap(),
+        description: None,
+        role: Role::Admin,
+        token_hash: domain::auth::hash_token(&format!("cap_{name}")),
+        created_at: now(),
+        updated_at: now(),
+        last_used_at: None,
+    };
+    let (alone, with_org) = (token("alone"), token("withorg"));
+    for t in [&alone, &with_org] {
+        Repo::<ApiToken>::insert(&mut first.session().await.unwrap(), t)
+            .await
+            .unwrap();
+    }
+    // Both servers listen before the deletions (a server that does not remembers nothing).
+    testing::wait_for_token_listener(&second).await;
+    for t in [&alone, &with_org] {
+        for _ in 0..3 {
+            assert!(second
+                .find_token_by_hash(&t.token_hash)
+                .await
+                .unwrap()
+                .is_some());
+        }
+        assert!(testing::token_remembered(&second, &t.token_hash));
+    }
+
+    let mut unit = Store::write(&first).await.unwrap();
+    Repo::<ApiToken>::delete(&mut *unit, alone.id)
+        .await
+        .unwrap();
+    unit.commit().await.unwrap();
+    testing::gone_within(&second, &alone.token_hash).await;
+    assert!(second
+        .find_token_by_hash(&with_org.token_hash)
+        .await
+        .unwrap()
+        .is_some());
+
+    let mut unit = Store::write(&first).await.unwrap();
+    Repo::<Organization>::delete(&mut *unit, o.id)
+        .await
+        .unwrap();
+    unit.commit().await.unwrap();
+    testing::gone_within(&second, &with_org.token_hash).await;
+}
