@@ -110,7 +110,16 @@ pub trait DeploymentQueue: Send {
     async fn environment_activity(
         &mut self,
         environment: EnvironmentId,
-    ) -> StoreResult<EnvironmentActivity>;
+    ) -> StoreResult<EnvironmentActivity> {
+        Ok(self.activity_of(environment, &[]).await?.0)
+    }
+    /// An environment's activity and what [`DeploymentQueue::requests_of_services`] answers
+    /// for `services` (all of that environment), read at once.
+    async fn activity_of(
+        &mut self,
+        environment: EnvironmentId,
+        services: &[ServiceId],
+    ) -> StoreResult<(EnvironmentActivity, Vec<DeploymentRequest>)>;
     /// The deployments (DEPLOY and REDEPLOY requests) of a service, newest first.
     async fn deployment_history(
         &mut self,

@@ -209,37 +209,75 @@ impl DeploymentQueue for Session {
         records(rows, cipher)
     }
 
-    async fn environment_activity(
+    // One statement (so one consistent read without a transaction of its own): the
+    // environment's pending requests, its newest request (for the latest batch), and the
+    // services' latest ended request of each action.
+    async fn activity_of(
         &mut self,
         environment: EnvironmentId,
-    ) -> StoreResult<EnvironmentActivity> {
+        services: &[ServiceId],
+    ) -> StoreResult<(EnvironmentActivity, Vec<DeploymentRequest>)> {
         let env = environment.to_string();
+        let keys: Vec<String> = services.iter().map(|s| s.to_string()).collect();
         let (conn, cipher) = self.parts()?;
-        let rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| dr::table
-            .filter(dr::environment_id.eq(&env))
-            .filter(pending())
-            .order((dr::created_at.asc(), dr::id.asc()))
-            .select(DeploymentRequestRow::as_select())
+        let rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| {
+            let newest_of_environment = later
+                .filter(later.field(dr::environment_id).eq(&env))
+                .order((
+                    later.field(dr::created_at).desc(),
+                    later.field(dr::id).desc(),
+                ))
+                .select(later.field(dr::id))
+                .limit(1)
+                .single_value();
+            let of_environment = dr::environment_id
+                .eq(&env)
+                .and(pending().or(dr::id.nullable().eq(newest_of_environment)));
+            let ended_later = later
+                .filter(later.field(dr::service_id).eq(dr::service_id))
+                .filter(later.field(dr::action).eq(dr::action))
+                .filter(later.field(dr::status).ne(QUEUED))
+                .filter(later.field(dr::status).ne(RUNNING))
+                .filter(later.field(dr::created_at).gt(dr::created_at));
+            let latest_ended =
+                diesel::dsl::not(pending()).and(diesel::dsl::not(diesel::dsl::exists(ended_later)));
+            let query = dr::table
+                .select(DeploymentRequestRow::as_select())
+                .into_boxed();
+            // The text depends only on whether there are none, one or several services, so
+            // both backends keep each form prepared.
+            match keys.as_slice() {
+                [] => query.filter(of_environment),
+                [one] => query.filter(of_environment.or(dr::service_id.eq(one).and(latest_ended))),
+                many => {
+                    query.filter(of_environment.or(dr::service_id.eq_any(many).and(latest_ended)))
+                }
+            }
             .load(c)
-            .await)
-        .map_err(store_error)?;
-        let last_batch: Option<String> = db_run!(*conn, |c| dr::table
-            .filter(dr::environment_id.eq(&env))
-            .order((dr::created_at.desc(), dr::id.desc()))
-            .select(dr::batch_id)
-            .first(c)
             .await
-            .optional())
+        })
         .map_err(store_error)?;
-        let pending = records(rows, cipher)?;
-        Ok(EnvironmentActivity {
+        let mut rows = records(rows, cipher)?;
+        rows.sort_by_key(|r| (r.created_at, r.id.0));
+        let last_batch = rows.last().map(|r| r.batch_id);
+        let requests = rows
+            .iter()
+            .filter(|r| services.contains(&r.service_id))
+            .cloned()
+            .collect();
+        let pending: Vec<DeploymentRequest> = rows
+            .into_iter()
+            .filter(|r| !r.status.is_finished())
+            .collect();
+        let activity = EnvironmentActivity {
             running: pending
                 .iter()
                 .find(|r| r.status == RequestStatus::Running)
                 .cloned(),
             pending,
-            last_batch: last_batch.map(|b| parse("batch_id", &b)).transpose()?,
-        })
+            last_batch,
+        };
+        Ok((activity, requests))
     }
 
     async fn deployment_history(

@@ -1099,6 +1099,17 @@ async fn activity_and_history_come_from_the_queue(db: Db) {
     let mut expected = vec![first.id, second.id, restart.id];
     expected.sort();
     assert_eq!(of_service, expected, "pending ones and the latest ended");
+    // Both, read at once, answer the same.
+    let (together, mut requests) = db
+        .session()
+        .await
+        .unwrap()
+        .activity_of(env.id, &[s.id])
+        .await
+        .unwrap();
+    assert_eq!(together, activity);
+    requests.sort_by_key(|r| r.id);
+    assert_eq!(requests.iter().map(|r| r.id).collect::<Vec<_>>(), expected);
 
     let history = db
         .session()
@@ -1113,6 +1124,30 @@ async fn activity_and_history_come_from_the_queue(db: Db) {
         vec![second.id, first.id],
         "newest first"
     );
+
+    // Once everything has ended, the latest batch is the newest ended request's.
+    let running = db
+        .session()
+        .await
+        .unwrap()
+        .environment_activity(env.id)
+        .await
+        .unwrap()
+        .running
+        .unwrap();
+    end(&db, running, RequestStatus::Success).await.unwrap();
+    let restarted = claim(&db, "w").await.unwrap();
+    assert_eq!(restarted.id, restart.id);
+    end(&db, restarted, RequestStatus::Success).await.unwrap();
+    let idle = db
+        .session()
+        .await
+        .unwrap()
+        .environment_activity(env.id)
+        .await
+        .unwrap();
+    assert!(idle.pending.is_empty() && idle.running.is_none());
+    assert_eq!(idle.last_batch, Some(restart.batch_id));
 }
 
 async fn a_variable_change_makes_a_deployed_service_out_of_date(db: Db) {

@@ -414,7 +414,9 @@ mod tests {
             ),
             (
                 ServiceKind::Container,
-                json!({"name": "c", "registry_id": reg, "image_name": "nginx", "tag": "1.27"}),
+                json!({"name": "c", "registry_id": reg, "image_name": "nginx", "tag": "1.27",
+                "entrypoint": "/bin/sh", "arguments": ["-c", "run"], "cpu": 250,
+                "ports": [{"internal_port": 80, "publicly_accessible": true}]}),
             ),
             (
                 ServiceKind::Database,

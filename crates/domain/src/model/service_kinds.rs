@@ -167,6 +167,45 @@ fn instances(min: Option<i64>, max: Option<i64>) -> Result<(i64, i64), DomainErr
     Ok((min, max))
 }
 
+/// The stored form of a spec with a [`Runtime`]: the runtime's members beside the kind's own,
+/// as `#[serde(flatten)]` writes them, read back without `flatten` (which buffers every member
+/// of every record before it reads one; lists read many).
+macro_rules! stored_with_runtime {
+    ($stored:ident => $spec:ident { $($(#[$attr:meta])* $field:ident: $ty:ty),* $(,)? }) => {
+        #[derive(Deserialize)]
+        struct $stored {
+            $($(#[$attr])* $field: $ty,)*
+            ports: Vec<Port>,
+            arguments: Vec<String>,
+            #[serde(default)]
+            entrypoint: Option<String>,
+            auto_deploy: bool,
+            cpu: i64,
+            memory: i64,
+            min_running_instances: i64,
+            max_running_instances: i64,
+        }
+
+        impl From<$stored> for $spec {
+            fn from(s: $stored) -> Self {
+                Self {
+                    $($field: s.$field,)*
+                    runtime: Runtime {
+                        ports: s.ports,
+                        arguments: s.arguments,
+                        entrypoint: s.entrypoint,
+                        auto_deploy: s.auto_deploy,
+                        cpu: s.cpu,
+                        memory: s.memory,
+                        min_running_instances: s.min_running_instances,
+                        max_running_instances: s.max_running_instances,
+                    },
+                }
+            }
+        }
+    };
+}
+
 // ---------- application ----------
 
 /// How a long-running service (application or container) runs; shared by both kinds. Read from
@@ -236,6 +275,7 @@ pub struct ApplicationInput {
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "StoredApplicationSpec")]
 pub struct ApplicationSpec {
     pub git_repository: GitRepository,
     pub build_mode: BuildMode,
@@ -244,6 +284,13 @@ pub struct ApplicationSpec {
     #[serde(flatten)]
     pub runtime: Runtime,
 }
+
+stored_with_runtime!(StoredApplicationSpec => ApplicationSpec {
+    git_repository: GitRepository,
+    build_mode: BuildMode,
+    #[serde(default)]
+    dockerfile_path: Option<String>,
+});
 
 impl ApplicationInput {
     pub fn validate(self, runtime: RuntimeInput) -> Result<ApplicationSpec, DomainError> {
@@ -273,6 +320,7 @@ pub struct ContainerInput {
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "StoredContainerSpec")]
 pub struct ContainerSpec {
     pub registry_id: ContainerRegistryId,
     pub image_name: String,
@@ -280,6 +328,12 @@ pub struct ContainerSpec {
     #[serde(flatten)]
     pub runtime: Runtime,
 }
+
+stored_with_runtime!(StoredContainerSpec => ContainerSpec {
+    registry_id: ContainerRegistryId,
+    image_name: String,
+    tag: String,
+});
 
 impl ContainerInput {
     pub fn validate(self, runtime: RuntimeInput) -> Result<ContainerSpec, DomainError> {

@@ -170,31 +170,29 @@ impl Capstan {
         }
     }
 
-    /// The statuses of `services`, in their order, read in the unit that read the services (a
-    /// snapshot, or a write unit holding their environment): the worker ends a request and
-    /// saves its service in one unit, so the two always agree.
+    /// The activity of `environment` and the statuses of its `services`, in their order, read
+    /// in the unit that read the services (a snapshot, or a write unit holding their
+    /// environment): the worker ends a request and saves its service in one unit, so the two
+    /// always agree.
     async fn statuses(
         &self,
         tx: &mut Unit,
+        environment: EnvironmentId,
         services: &[Service],
-        env: &EnvironmentActivity,
-    ) -> DomainResult<Vec<ServiceStatus>> {
+    ) -> DomainResult<(EnvironmentActivity, Vec<ServiceStatus>)> {
         let ids: Vec<ServiceId> = services.iter().map(|s| s.id).collect();
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let requests = tx.requests_of_services(&ids).await?;
+        let (env, requests) = tx.activity_of(environment, &ids).await?;
         let now = self.now();
-        Ok(services
+        let statuses = services
             .iter()
-            .map(|s| service_status(s, &of(&requests, s.id), env, now))
-            .collect())
+            .map(|s| service_status(s, &of(&requests, s.id), &env, now))
+            .collect();
+        Ok((env, statuses))
     }
 
     async fn status_of(&self, tx: &mut Unit, service: &Service) -> DomainResult<ServiceStatus> {
-        let env = tx.environment_activity(service.environment_id).await?;
-        let mut one = self
-            .statuses(tx, std::slice::from_ref(service), &env)
+        let (_, mut one) = self
+            .statuses(tx, service.environment_id, std::slice::from_ref(service))
             .await?;
         one.pop()
             .ok_or_else(|| DomainError::Internal("status vanished".into()))
@@ -209,8 +207,9 @@ impl Capstan {
         action: DeploymentAction,
         target: DeployTarget,
     ) -> DomainResult<ServiceStatus> {
-        let env = tx.environment_activity(service.environment_id).await?;
-        let requests = tx.requests_of_services(&[service.id]).await?;
+        let (env, requests) = tx
+            .activity_of(service.environment_id, &[service.id])
+            .await?;
         let pending: Vec<DeploymentRequest> = requests
             .iter()
             .filter(|r| !r.status.is_finished())
@@ -301,8 +300,7 @@ impl Capstan {
             .into_iter()
             .filter(|s| s.kind() == kind)
             .collect();
-        let env = tx.environment_activity(environment).await?;
-        self.statuses(tx, &services, &env).await
+        Ok(self.statuses(tx, environment, &services).await?.1)
     }
 
     pub async fn environment_status(
@@ -323,8 +321,7 @@ impl Capstan {
         environment: EnvironmentId,
     ) -> DomainResult<EnvironmentStatus> {
         let services = self.services_of(tx, environment).await?;
-        let env = tx.environment_activity(environment).await?;
-        let statuses = self.statuses(tx, &services, &env).await?;
+        let (env, statuses) = self.statuses(tx, environment, &services).await?;
         let first_pending = env
             .pending
             .iter()
@@ -394,17 +391,12 @@ impl Capstan {
         tx.lock(Scope::Environment(environment)).await?;
         self.load::<Environment>(tx, p, environment, Action::Write)
             .await?;
-        let env = tx.environment_activity(environment).await?;
+        let services = self.services_of(tx, environment).await?;
+        let ids: Vec<ServiceId> = services.iter().map(|s| s.id).collect();
+        let (env, requests) = tx.activity_of(environment, &ids).await?;
         if env.deleting(environment.0) {
             return Err(DomainError::state("the environment is being deleted"));
         }
-        let services = self.services_of(tx, environment).await?;
-        let ids: Vec<ServiceId> = services.iter().map(|s| s.id).collect();
-        let requests = if ids.is_empty() {
-            Vec::new()
-        } else {
-            tx.requests_of_services(&ids).await?
-        };
         Ok((env, services, requests))
     }
 
