@@ -503,7 +503,8 @@ async fn a_registry_deleted_while_services_start_to_use_it(database: Database) {
 }
 
 /// An environment is cloned while variables are added to it: each clone is a copy of the
-/// source at one moment (all of its services, a prefix of the variables added), never a mix.
+/// source at one moment (all of its services, the variables committed by then, each once), never
+/// a mix; since variables are only added, the clones' variables nest one inside the next.
 async fn clones_taken_while_the_source_changes_are_consistent(database: Database) {
     let world = World::new(database, "5").await;
     let containers = world.containers(3).await;
@@ -522,6 +523,7 @@ async fn clones_taken_while_the_source_changes_are_consistent(database: Database
     }
     let answers = race(&world, calls.clone()).await;
     let c = world.client(0);
+    let mut copies: Vec<std::collections::BTreeSet<String>> = Vec::new();
     for ((_, path, _), (status, body)) in calls.iter().zip(&answers) {
         assert!([200, 201, 202].contains(status), "{path}: {status} {body}");
         if !path.ends_with("/clone") {
@@ -541,14 +543,59 @@ async fn clones_taken_while_the_source_changes_are_consistent(database: Database
                 "/environment/{clone}/environmentVariable?page_size=100"
             ))
             .await;
-        let copied = vars["results"]
+        let copied: Vec<String> = vars["results"]
             .as_array()
             .unwrap()
             .iter()
             .filter(|v| v["scope"] == "ENVIRONMENT")
-            .count();
-        assert!(copied <= 12, "{copied}");
+            .map(|v| {
+                assert_eq!(v["value"], "v", "{v}");
+                v["key"].as_str().unwrap().to_string()
+            })
+            .collect();
+        let keys: std::collections::BTreeSet<String> = copied.iter().cloned().collect();
+        assert_eq!(
+            keys.len(),
+            copied.len(),
+            "a variable copied twice: {copied:?}"
+        );
+        assert!(
+            keys.iter().all(|k| (0..12).any(|i| *k == format!("K{i}"))),
+            "{keys:?}"
+        );
+        copies.push(keys);
     }
+    copies.sort_by_key(|k| k.len());
+    for pair in copies.windows(2) {
+        assert!(
+            pair[0].is_subset(&pair[1]),
+            "two clones saw the source at no common order: {:?} and {:?}",
+            pair[0],
+            pair[1]
+        );
+    }
+    // The source ends with every variable, and a clone made now copies them all.
+    let (status, now) = c
+        .call(
+            reqwest::Method::POST,
+            &format!("/environment/{}/clone", world.env),
+            Some(json!({"name": "after"})),
+        )
+        .await;
+    assert!([200, 201, 202].contains(&status), "{status} {now}");
+    let vars = c
+        .get(&format!(
+            "/environment/{}/environmentVariable?page_size=100",
+            now["id"].as_str().unwrap()
+        ))
+        .await;
+    let all = vars["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["scope"] == "ENVIRONMENT")
+        .count();
+    assert_eq!(all, 12);
     world.stop();
 }
 
