@@ -70,8 +70,11 @@ pub trait VariableQueries: Send {
         secret: Option<bool>,
         page: PageRequest,
     ) -> StoreResult<Page<Variable>>;
-    /// Marks every service under `reach` changed at `now`, and those UP_TO_DATE OUT_OF_DATE,
-    /// in one statement; returns how many services it reached.
+    /// Marks the services under `reach` that a change at `now` concerns: those UP_TO_DATE
+    /// become OUT_OF_DATE, and those with a deployment waiting or running are marked changed
+    /// at `now` (so it does not count as deploying this change); in one statement. Others are
+    /// left alone (not even locked): their next deployment is asked for after this change.
+    /// Returns how many services it marked.
     async fn mark_out_of_date(
         &mut self,
         reach: VariableParent,
@@ -257,6 +260,10 @@ pub trait Tx:
     /// write unit is already the only writer. A scope whose row is gone locks nothing (the
     /// read that follows finds nothing).
     async fn lock(&mut self, scope: Scope) -> StoreResult<()>;
+    /// As [`Tx::lock`], but shared with other units that share `scope`: they go on together,
+    /// while units that lock it wait for all of them (and they for it). For writes that only
+    /// add rows, whose clashes a unique index settles (PostgreSQL `FOR SHARE`).
+    async fn share(&mut self, scope: Scope) -> StoreResult<()>;
     /// Makes every write of the unit durable, all at once.
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 }

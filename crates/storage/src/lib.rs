@@ -5,6 +5,7 @@ mod cipher;
 mod db;
 mod group_commit;
 mod limits;
+mod mark_changed;
 mod migrate;
 mod pg_pools;
 mod queries;

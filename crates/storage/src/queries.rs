@@ -1,6 +1,7 @@
 //! Queries beyond the generic repository: token lookup, service counts, health.
 
 use crate::db::{db_run, into_page, page_rows, store_error, Db};
+use crate::mark_changed::MarkChanged;
 use crate::rows::*;
 use crate::schema::{api_tokens, services, variables};
 use crate::session::Session;
@@ -164,40 +165,22 @@ impl VariableQueries for Session {
         reach: VariableParent,
         now: time::OffsetDateTime,
     ) -> StoreResult<u64> {
-        let at = ts(now);
         let (conn, _) = self.parts()?;
-        // Expanded inside each backend's body: a boxed query is tied to one backend.
-        macro_rules! reached {
-            () => {{
-                let target = diesel::update(services::table).into_boxed();
-                match reach {
-                    VariableParent::Project(id) => {
-                        target.filter(services::project_id.eq(id.to_string()))
-                    }
-                    VariableParent::Environment(id) => {
-                        target.filter(services::environment_id.eq(id.to_string()))
-                    }
-                    VariableParent::Service(id, _) => {
-                        target.filter(services::id.eq(id.to_string()))
-                    }
-                }
-            }};
+        // One statement, so one round trip inside the caller's unit.
+        let n = match reach {
+            VariableParent::Project(id) => {
+                let mark = MarkChanged::<services::project_id>::new(id.to_string(), now);
+                db_run!(*conn, |c| mark.execute(c).await)
+            }
+            VariableParent::Environment(id) => {
+                let mark = MarkChanged::<services::environment_id>::new(id.to_string(), now);
+                db_run!(*conn, |c| mark.execute(c).await)
+            }
+            VariableParent::Service(id, _) => {
+                let mark = MarkChanged::<services::id>::new(id.to_string(), now);
+                db_run!(*conn, |c| mark.execute(c).await)
+            }
         }
-        // Changed at `now`: a deployment asked for before this no longer deploys what
-        // is configured. One statement, so one round trip inside the caller's unit.
-        let up_to_date = DeploymentStatus::UpToDate.as_str();
-        let out_of_date = DeploymentStatus::OutOfDate.as_str();
-        let n = db_run!(*conn, |c| reached!()
-            .set((
-                services::updated_at.eq(at),
-                services::deployment_status.eq(diesel::dsl::case_when(
-                    services::deployment_status.eq(up_to_date),
-                    out_of_date.into_sql::<diesel::sql_types::Text>(),
-                )
-                .otherwise(services::deployment_status)),
-            ))
-            .execute(c)
-            .await)
         .map_err(store_error)?;
         Ok(n as u64)
     }

@@ -56,7 +56,7 @@ pub trait FromRow: ToRow + Sized {
 macro_rules! row {
     ($name:ident, $table:ident { $($field:ident : $ty:ty),* $(,)? }) => {
         #[derive(Debug, Clone, Queryable, Selectable, Insertable, AsChangeset)]
-        #[diesel(table_name = $table, treat_none_as_null = true)]
+        #[diesel(table_name = $table, treat_none_as_null = true, treat_none_as_default_value = false)]
         #[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
         pub struct $name { $(pub $field: $ty),* }
     };

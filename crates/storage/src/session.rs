@@ -87,6 +87,69 @@ impl Session {
         .map_err(store_error)
     }
 
+    /// Takes the row locks of `scope` in a PostgreSQL write unit, shared or not.
+    async fn hold(&mut self, scope: Scope, shared: bool) -> StoreResult<()> {
+        if !self.locks_rows() {
+            return Ok(());
+        }
+        let Some(Conn::Pg(c)) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        let c: &mut AsyncPgConnection = c;
+        // The ids of `$query`'s rows, locked as asked (`FOR KEY SHARE` for references).
+        macro_rules! locked {
+            ($query:expr) => {
+                if shared {
+                    $query.for_share().load::<String>(c).await
+                } else {
+                    $query.for_no_key_update().load::<String>(c).await
+                }
+            };
+        }
+        macro_rules! row {
+            ($table:ident, $id:expr) => {
+                locked!($table::table.find($id.to_string()).select($table::id))
+            };
+        }
+        macro_rules! referenced {
+            ($table:ident, $id:expr) => {
+                $table::table
+                    .find($id.to_string())
+                    .select($table::id)
+                    .for_key_share()
+                    .load::<String>(c)
+                    .await
+            };
+        }
+        match scope {
+            Scope::Organization(id) => row!(organizations, id),
+            Scope::Project(id) => {
+                row!(projects, id).map_err(store_error)?;
+                locked!(environments::table
+                    .filter(environments::project_id.eq(id.to_string()))
+                    .order(environments::id.asc())
+                    .select(environments::id))
+            }
+            Scope::Environment(id) => row!(environments, id),
+            Scope::EnvironmentOf(service) => locked!(environments::table
+                .filter(
+                    environments::id.eq_any(
+                        services::table
+                            .find(service.to_string())
+                            .select(services::environment_id),
+                    ),
+                )
+                .select(environments::id)),
+            Scope::Referenced(Reference::Registry(id)) => {
+                referenced!(container_registries, id)
+            }
+            Scope::Referenced(Reference::GitToken(id)) => referenced!(git_tokens, id),
+            Scope::Referenced(Reference::Cluster(id)) => referenced!(clusters, id),
+        }
+        .map_err(store_error)?;
+        Ok(())
+    }
+
     /// The connection and the cipher, borrowed together.
     pub(crate) fn parts(&mut self) -> StoreResult<(&mut Conn, &Cipher)> {
         Ok((Self::conn(&mut self.conn)?, &self.cipher))
@@ -98,59 +161,12 @@ impl Tx for Session {
     // FOR NO KEY UPDATE: scope locks exclude each other, not the foreign-key checks of rows
     // inserted under the scope (those take KEY SHARE on the rows they reference).
     async fn lock(&mut self, scope: Scope) -> StoreResult<()> {
-        if !self.locks_rows() {
-            return Ok(());
-        }
-        let Some(Conn::Pg(c)) = self.conn.as_mut() else {
-            return Ok(());
-        };
-        let c: &mut AsyncPgConnection = c;
-        // One row of `$table` by id, locked `$mode`.
-        macro_rules! row {
-            ($table:ident, $id:expr, $mode:ident) => {
-                $table::table
-                    .find($id.to_string())
-                    .select($table::id)
-                    .$mode()
-                    .load::<String>(c)
-                    .await
-            };
-        }
-        match scope {
-            Scope::Organization(id) => row!(organizations, id, for_no_key_update),
-            Scope::Project(id) => {
-                row!(projects, id, for_no_key_update).map_err(store_error)?;
-                environments::table
-                    .filter(environments::project_id.eq(id.to_string()))
-                    .order(environments::id.asc())
-                    .select(environments::id)
-                    .for_no_key_update()
-                    .load::<String>(c)
-                    .await
-            }
-            Scope::Environment(id) => row!(environments, id, for_no_key_update),
-            Scope::EnvironmentOf(service) => {
-                environments::table
-                    .filter(
-                        environments::id.eq_any(
-                            services::table
-                                .find(service.to_string())
-                                .select(services::environment_id),
-                        ),
-                    )
-                    .select(environments::id)
-                    .for_no_key_update()
-                    .load::<String>(c)
-                    .await
-            }
-            Scope::Referenced(Reference::Registry(id)) => {
-                row!(container_registries, id, for_key_share)
-            }
-            Scope::Referenced(Reference::GitToken(id)) => row!(git_tokens, id, for_key_share),
-            Scope::Referenced(Reference::Cluster(id)) => row!(clusters, id, for_key_share),
-        }
-        .map_err(store_error)?;
-        Ok(())
+        self.hold(scope, false).await
+    }
+
+    // FOR SHARE: excludes FOR NO KEY UPDATE (and writes to the rows), not other FOR SHARE.
+    async fn share(&mut self, scope: Scope) -> StoreResult<()> {
+        self.hold(scope, true).await
     }
 
     async fn commit(mut self: Box<Self>) -> StoreResult<()> {

@@ -1152,7 +1152,45 @@ async fn activity_and_history_come_from_the_queue(db: Db) {
 
 async fn a_variable_change_makes_a_deployed_service_out_of_date(db: Db) {
     let envs = environments(&db, 1).await;
-    let (_env, s) = &envs[0];
+    let (env, s) = &envs[0];
+    let mark = |at| {
+        let db = db.clone();
+        let id = s.id;
+        async move {
+            db.session()
+                .await
+                .unwrap()
+                .mark_out_of_date(VariableParent::Service(id, ServiceKind::Database), at)
+                .await
+                .unwrap()
+        }
+    };
+    let read = || {
+        let db = db.clone();
+        let id = s.id;
+        async move {
+            let service: Service = Repo::get(&mut db.session().await.unwrap(), id)
+                .await
+                .unwrap()
+                .unwrap();
+            service
+        }
+    };
+    // Never deployed and nothing asked for: its next deployment comes after the change anyway.
+    assert_eq!(mark(now() + time::Duration::seconds(1)).await, 0);
+    assert_eq!(read().await.updated_at, s.updated_at);
+    // A deployment waiting: it must not count as deploying the change.
+    let waiting = request_for(&db, env, s).await;
+    let changed = now() + time::Duration::seconds(2);
+    assert_eq!(mark(changed).await, 1);
+    let marked = read().await;
+    assert_eq!(marked.updated_at, changed);
+    assert_eq!(marked.deployment_status, DeploymentStatus::NeverDeployed);
+    let claimed = claim(&db, "w").await.unwrap();
+    assert_eq!(claimed.id, waiting.id);
+    end(&db, claimed, RequestStatus::Success).await.unwrap();
+    let s = &read().await;
+
     let mut deployed = s.clone();
     deployed.deployment_status = DeploymentStatus::UpToDate;
     Repo::<Service>::update(&mut db.session().await.unwrap(), &deployed)
@@ -1463,4 +1501,44 @@ async fn a_token_deleted_through_one_server_fails_through_another() {
         .unwrap();
     unit.commit().await.unwrap();
     testing::gone_within(&second, &with_org.token_hash).await;
+}
+
+/// On PostgreSQL, units that share a scope go on together, and a unit that locks it waits for
+/// all of them. (A SQLite write unit is the only writer: there is nothing to share.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_scopes_go_on_together_and_hold_off_a_lock() {
+    let Some((db, _url)) = testing::postgres().await else {
+        return;
+    };
+    let envs = environments(&db, 1).await;
+    let (env, s) = envs[0].clone();
+    let db = std::sync::Arc::new(db);
+    let mut first = Store::write(&*db).await.unwrap();
+    first.share(Scope::EnvironmentOf(s.id)).await.unwrap();
+    let mut second = Store::write(&*db).await.unwrap();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        second.share(Scope::Environment(env.id)),
+    )
+    .await
+    .expect("a shared scope does not wait for another unit sharing it")
+    .unwrap();
+    let locker = {
+        let db = db.clone();
+        tokio::spawn(async move {
+            let mut third = Store::write(&*db).await.unwrap();
+            third.lock(Scope::Environment(env.id)).await.unwrap();
+            third.commit().await.unwrap();
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    assert!(!locker.is_finished(), "a lock waits for the units sharing");
+    first.commit().await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(!locker.is_finished(), "a lock waits for every unit sharing");
+    second.commit().await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(5), locker)
+        .await
+        .expect("the lock is taken once nobody shares")
+        .unwrap();
 }

@@ -413,7 +413,10 @@ impl Capstan {
     ) -> DomainResult<VariableDetails> {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
-        tx.lock(scope_of(parent)).await?;
+        // Shared: creations under one parent go on together (a unique index settles a key
+        // taken twice); whatever locks the scope (a deployment, an edit, a deletion, a
+        // clone) waits for them, and they for it.
+        tx.share(scope_of(parent)).await?;
         let parent = self.resolve_parent(tx, p, parent, Action::Write).await?;
         let created = self.create_under(tx, &parent, input, is_secret).await?;
         unit.commit().await?;
@@ -430,7 +433,8 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         if let Some(held) = scope_named(scope.variable_scope, scope.variable_parent_id) {
-            tx.lock(held).await?;
+            // Shared, as in `create_variable`.
+            tx.share(held).await?;
         }
         let parent = self
             .scoped_parent(
