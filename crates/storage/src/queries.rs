@@ -61,19 +61,21 @@ impl ServiceQueries for Session {
         let env = environment.to_string();
         let kind = kind.as_str();
         let (conn, cipher) = self.parts()?;
+        // Not boxed: a boxed query is prepared again on every run, and this is the list
+        // clients read most.
+        let of_kind = || {
+            services::table
+                .filter(services::environment_id.eq(&env))
+                .filter(services::kind.eq(kind))
+        };
         let (rows, total): (Vec<ServiceRow>, i64) = db_run!(*conn, |c| {
-            let filtered = || {
-                let q = services::table
-                    .filter(services::environment_id.eq(&env))
-                    .filter(services::kind.eq(kind))
-                    .into_boxed();
-                if out_of_date_only {
-                    q.filter(services::deployment_status.eq(DeploymentStatus::OutOfDate.as_str()))
-                } else {
-                    q
-                }
-            };
-            page_rows!(c, page, services, ServiceRow, filtered)
+            if out_of_date_only {
+                let out_of_date = DeploymentStatus::OutOfDate.as_str();
+                let filtered = || of_kind().filter(services::deployment_status.eq(out_of_date));
+                page_rows!(c, page, services, ServiceRow, filtered)
+            } else {
+                page_rows!(c, page, services, ServiceRow, of_kind)
+            }
         })?;
         into_page::<Service>(rows, total, page, cipher)
     }
