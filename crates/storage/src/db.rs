@@ -135,23 +135,33 @@ macro_rules! db_transaction {
 }
 pub(crate) use db_transaction;
 
-/// One page of `$row`s of `$table` that `$filtered()` (a boxed query) selects, in creation order,
-/// with the total count: the body of every list, written once.
+/// One page of `$row`s of `$table` that `$filtered()` selects, in creation order, with the total
+/// count: the body of every list, written once. One row more than the page is asked for: when
+/// it does not come, this page is the last and the total is known without counting (most lists
+/// fit in their first page).
 macro_rules! page_rows {
     ($c:ident, $page:expr, $table:ident, $row:ty, $filtered:ident) => {{
-        let rows: Vec<$row> = $filtered()
+        let (limit, offset) = ($page.limit(), $page.offset());
+        let mut rows: Vec<$row> = $filtered()
             .order(($table::created_at.asc(), $table::id.asc()))
-            .limit($page.limit())
-            .offset($page.offset())
+            .limit(limit.saturating_add(1))
+            .offset(offset)
             .select(<$row>::as_select())
             .load($c)
             .await
             .map_err($crate::db::store_error)?;
-        let total: i64 = $filtered()
-            .count()
-            .get_result($c)
-            .await
-            .map_err($crate::db::store_error)?;
+        let fetched = i64::try_from(rows.len()).unwrap_or(i64::MAX);
+        // Past the end (nothing from a later page), the rows before it are not known.
+        let total: i64 = if fetched <= limit && (fetched > 0 || offset == 0) {
+            offset + fetched
+        } else {
+            rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+            $filtered()
+                .count()
+                .get_result($c)
+                .await
+                .map_err($crate::db::store_error)?
+        };
         Ok::<_, domain::error::StoreError>((rows, total))
     }};
 }

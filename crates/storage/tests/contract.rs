@@ -356,6 +356,34 @@ async fn lists_are_paged_in_creation_order(db: Db) {
     .unwrap();
     assert!(past.items.is_empty());
     assert_eq!(past.total_count, 5);
+    // The last page, part full and exactly full: the total without a count.
+    for (page, size, items) in [(3, 2, &ids[4..]), (1, 5, &ids[..]), (1, 9, &ids[..])] {
+        let last = Repo::<Cluster>::list(
+            &mut db.session().await.unwrap(),
+            o.id,
+            PageRequest::new(page, size).unwrap(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(last.total_count, 5, "page {page} of {size}");
+        assert_eq!(
+            last.items.iter().map(|c| c.id).collect::<Vec<_>>(),
+            items.to_vec()
+        );
+    }
+    // A full page with more after it: the extra row is not answered.
+    let first = Repo::<Cluster>::list(
+        &mut db.session().await.unwrap(),
+        o.id,
+        PageRequest::new(1, 4).unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(first.total_count, 5);
+    assert_eq!(
+        first.items.iter().map(|c| c.id).collect::<Vec<_>>(),
+        ids[..4].to_vec()
+    );
     let other = org(&db).await;
     let none = Repo::<Cluster>::list(
         &mut db.session().await.unwrap(),
