@@ -65,7 +65,7 @@ impl ServiceQueries for Session {
         // clients read most.
         let of_kind = || {
             services::table
-                .filter(services::environment_id.eq(&env))
+                .filter(services::environment_id.eq(env.clone()))
                 .filter(services::kind.eq(kind))
         };
         let (rows, total): (Vec<ServiceRow>, i64) = db_run!(*conn, |c| {
@@ -109,7 +109,7 @@ impl ServiceQueries for Session {
         let (rows, total): (Vec<ServiceRow>, i64) = db_run!(*conn, |c| {
             let filtered = || {
                 services::table
-                    .filter(services::git_token_id.eq(&token))
+                    .filter(services::git_token_id.eq(token.clone()))
                     .into_boxed()
             };
             page_rows!(c, page, services, ServiceRow, filtered)
@@ -150,7 +150,7 @@ impl VariableQueries for Session {
         let (rows, total): (Vec<VariableRow>, i64) = db_run!(*conn, |c| {
             let filtered = || {
                 let q = variables::table
-                    .filter(variables::parent_id.eq_any(&parents))
+                    .filter(variables::parent_id.eq_any(parents.clone()))
                     .into_boxed();
                 match secret {
                     Some(s) => q.filter(variables::is_secret.eq(s)),
