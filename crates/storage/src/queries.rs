@@ -61,8 +61,8 @@ impl ServiceQueries for Session {
         let env = environment.to_string();
         let kind = kind.as_str();
         let (conn, cipher) = self.parts()?;
-        // Not boxed: a boxed query is prepared again on every run, and this is the list
-        // clients read most.
+        // Not boxed: diesel finds a typed query's prepared statement by its type, a boxed one
+        // by SQL text it writes out again on every run; this is the list clients read most.
         let of_kind = || {
             services::table
                 .filter(services::environment_id.eq(env.clone()))

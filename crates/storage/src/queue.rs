@@ -39,6 +39,21 @@ fn pending() -> _ {
     dr::status.eq(waiting).or(dr::status.eq(started))
 }
 
+/// Whether no request of the same service and action ended after this one (with `pending()`
+/// negated: this is the latest ended one of its kind).
+macro_rules! none_ended_later {
+    () => {
+        diesel::dsl::not(diesel::dsl::exists(
+            later
+                .filter(later.field(dr::service_id).eq(dr::service_id))
+                .filter(later.field(dr::action).eq(dr::action))
+                .filter(later.field(dr::status).ne(QUEUED))
+                .filter(later.field(dr::status).ne(RUNNING))
+                .filter(later.field(dr::created_at).gt(dr::created_at)),
+        ))
+    };
+}
+
 /// The oldest queued request whose environment runs nothing, and which is the oldest waiting in
 /// its environment (so requests of one environment start in the order they were asked for,
 /// even when a concurrent claimer has locked the first). Written once, for both backends;
@@ -185,17 +200,8 @@ impl DeploymentQueue for Session {
         // whose text does not depend on how many services are asked about when it is one (so
         // SQLite keeps it prepared).
         let rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| {
-            let ended_later = later
-                .filter(later.field(dr::service_id).eq(dr::service_id))
-                .filter(later.field(dr::action).eq(dr::action))
-                .filter(later.field(dr::status).ne(QUEUED))
-                .filter(later.field(dr::status).ne(RUNNING))
-                .filter(later.field(dr::created_at).gt(dr::created_at));
             let wanted = dr::table
-                .filter(
-                    pending().or(diesel::dsl::not(pending())
-                        .and(diesel::dsl::not(diesel::dsl::exists(ended_later)))),
-                )
+                .filter(pending().or(diesel::dsl::not(pending()).and(none_ended_later!())))
                 .select(DeploymentRequestRow::as_select())
                 .into_boxed();
             match keys.as_slice() {
@@ -233,14 +239,7 @@ impl DeploymentQueue for Session {
             let of_environment = dr::environment_id
                 .eq(&env)
                 .and(pending().or(dr::id.nullable().eq(newest_of_environment)));
-            let ended_later = later
-                .filter(later.field(dr::service_id).eq(dr::service_id))
-                .filter(later.field(dr::action).eq(dr::action))
-                .filter(later.field(dr::status).ne(QUEUED))
-                .filter(later.field(dr::status).ne(RUNNING))
-                .filter(later.field(dr::created_at).gt(dr::created_at));
-            let latest_ended =
-                diesel::dsl::not(pending()).and(diesel::dsl::not(diesel::dsl::exists(ended_later)));
+            let latest_ended = diesel::dsl::not(pending()).and(none_ended_later!());
             let query = dr::table
                 .select(DeploymentRequestRow::as_select())
                 .into_boxed();
