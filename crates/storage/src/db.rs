@@ -88,7 +88,7 @@ pub(crate) enum Backend {
     Sqlite {
         pool: Pool<SqliteConn>,
         writer: Pool<SqliteConn>,
-        /// Makes commits durable after the writer lock is released (a file, not `:memory:`).
+        /// Makes commits durable once the writer is given back (a file, not `:memory:`).
         group_commit: Option<Arc<GroupCommit>>,
     },
 }
@@ -305,19 +305,10 @@ impl Db {
                 }
             }
         };
-        let tokens = match &drivers {
-            Some(drivers) => {
-                let tokens = Arc::new(TokenCache::shared());
-                if let (DatabaseUrl::Postgres(url), Some(rt)) = (url, &drivers.0) {
-                    rt.spawn(crate::token_listener::listen(
-                        url.clone(),
-                        Arc::downgrade(&tokens),
-                    ));
-                }
-                tokens
-            }
-            None => Arc::new(TokenCache::embedded()),
-        };
+        let tokens = Arc::new(match &drivers {
+            Some(_) => TokenCache::off(),
+            None => TokenCache::embedded(),
+        });
         Ok(Self {
             backend,
             cipher: Arc::new(Cipher::new(secret_key)),

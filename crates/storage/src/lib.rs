@@ -16,7 +16,6 @@ mod schema;
 mod session;
 pub mod testing;
 mod token_cache;
-mod token_listener;
 
 pub use cipher::Cipher;
 pub use db::{DatabaseUrl, Db};

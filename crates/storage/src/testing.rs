@@ -142,32 +142,6 @@ pub async fn log_syncs(db: &Db) -> Option<(u64, u64)> {
     }
 }
 
-/// Waits (up to ten seconds) until a store sharing PostgreSQL hears token deletions.
-pub async fn wait_for_token_listener(db: &Db) {
-    for _ in 0..1000 {
-        if db.tokens.is_live() {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("the token listener did not start");
-}
-
-/// Asserts that `db` stops finding the token of `hash` within the time a notification takes
-/// (a few milliseconds; a second is allowed for a loaded machine), long before the cache's
-/// own expiry.
-pub async fn gone_within(db: &Db, hash: &str) {
-    use domain::ports::TokenStore;
-    let start = std::time::Instant::now();
-    while db.find_token_by_hash(hash).await.expect("lookup").is_some() {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(1),
-            "a deleted token was still found a second after its deletion committed"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-    }
-}
-
 /// Whether `db` would answer the token of `hash` from memory.
 pub fn token_remembered(db: &Db, hash: &str) -> bool {
     db.tokens.get(hash).0.is_some()
