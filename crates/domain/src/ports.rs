@@ -103,12 +103,6 @@ pub trait DeploymentQueue: Send {
         reason: &str,
         now: time::OffsetDateTime,
     ) -> StoreResult<u64>;
-    /// For each service: its waiting and running requests and its latest ended request of each
-    /// action (enough to derive its status).
-    async fn requests_of_services(
-        &mut self,
-        services: &[ServiceId],
-    ) -> StoreResult<Vec<DeploymentRequest>>;
     /// The running request, the waiting ones and the latest batch of an environment.
     async fn environment_activity(
         &mut self,
@@ -116,8 +110,9 @@ pub trait DeploymentQueue: Send {
     ) -> StoreResult<EnvironmentActivity> {
         Ok(self.activity_of(environment, &[]).await?.0)
     }
-    /// An environment's activity and what [`DeploymentQueue::requests_of_services`] answers
-    /// for `services` (all of that environment), read at once.
+    /// An environment's activity and, for each of `services` (all of that environment), its
+    /// waiting and running requests and its latest ended request of each action (enough to
+    /// derive its status), read at once.
     async fn activity_of(
         &mut self,
         environment: EnvironmentId,

@@ -222,8 +222,8 @@ pub(crate) fn into_page<T: crate::rows::FromRow>(
 pub struct Db {
     pub(crate) backend: Backend,
     pub(crate) cipher: Arc<Cipher>,
-    /// Tokens already found (see `token_cache`).
-    pub(crate) tokens: Arc<TokenCache>,
+    /// Tokens already found, on an embedded store only (see `token_cache`).
+    pub(crate) tokens: Option<Arc<TokenCache>>,
     /// Drives the I/O of the PostgreSQL connections that tasks of multi-threaded runtimes share
     /// (`pg_pools`), and the rollbacks of dropped units.
     _drivers: Option<Arc<Drivers>>,
@@ -305,10 +305,8 @@ impl Db {
                 }
             }
         };
-        let tokens = Arc::new(match &drivers {
-            Some(_) => TokenCache::off(),
-            None => TokenCache::embedded(),
-        });
+        // Only the one server on a SQLite file sees every deletion (see `token_cache`).
+        let tokens = drivers.is_none().then(Arc::default);
         Ok(Self {
             backend,
             cipher: Arc::new(Cipher::new(secret_key)),

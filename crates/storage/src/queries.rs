@@ -19,9 +19,10 @@ use std::str::FromStr;
 #[async_trait]
 impl TokenStore for Db {
     async fn find_token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>> {
-        let generation = match self.tokens.get(hash) {
-            (Some(token), _) => return Ok(Some(token)),
-            (None, generation) => generation,
+        let generation = match self.tokens.as_ref().map(|cache| cache.get(hash)) {
+            Some((Some(token), _)) => return Ok(Some(token)),
+            Some((None, generation)) => Some(generation),
+            None => None,
         };
         let mut session = self.session().await?;
         let (conn, cipher) = session.parts()?;
@@ -33,8 +34,8 @@ impl TokenStore for Db {
             .optional())
         .map_err(store_error)?;
         let token = row.map(|r| ApiToken::from_row(r, cipher)).transpose()?;
-        if let Some(token) = &token {
-            self.tokens.remember(hash, token, generation);
+        if let (Some(cache), Some(generation), Some(token)) = (&self.tokens, generation, &token) {
+            cache.remember(hash, token, generation);
         }
         Ok(token)
     }

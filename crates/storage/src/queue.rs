@@ -39,21 +39,6 @@ fn pending() -> _ {
     dr::status.eq(waiting).or(dr::status.eq(started))
 }
 
-/// Whether no request of the same service and action ended after this one (with `pending()`
-/// negated: this is the latest ended one of its kind).
-macro_rules! none_ended_later {
-    () => {
-        diesel::dsl::not(diesel::dsl::exists(
-            later
-                .filter(later.field(dr::service_id).eq(dr::service_id))
-                .filter(later.field(dr::action).eq(dr::action))
-                .filter(later.field(dr::status).ne(QUEUED))
-                .filter(later.field(dr::status).ne(RUNNING))
-                .filter(later.field(dr::created_at).gt(dr::created_at)),
-        ))
-    };
-}
-
 /// The oldest queued request whose environment runs nothing, and which is the oldest waiting in
 /// its environment (so requests of one environment start in the order they were asked for,
 /// even when a concurrent claimer has locked the first). Written once, for both backends;
@@ -190,31 +175,6 @@ impl DeploymentQueue for Session {
         .map_err(store_error)
     }
 
-    async fn requests_of_services(
-        &mut self,
-        services: &[ServiceId],
-    ) -> StoreResult<Vec<DeploymentRequest>> {
-        let keys: Vec<String> = services.iter().map(|s| s.to_string()).collect();
-        let (conn, cipher) = self.parts()?;
-        // Pending requests, and the latest ended one of each (service, action), in one query
-        // whose text does not depend on how many services are asked about when it is one (so
-        // SQLite keeps it prepared).
-        let rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| {
-            let wanted = dr::table
-                .filter(pending().or(diesel::dsl::not(pending()).and(none_ended_later!())))
-                .select(DeploymentRequestRow::as_select())
-                .into_boxed();
-            match keys.as_slice() {
-                [one] => wanted.filter(dr::service_id.eq(one)),
-                many => wanted.filter(dr::service_id.eq_any(many)),
-            }
-            .load(c)
-            .await
-        })
-        .map_err(store_error)?;
-        records(rows, cipher)
-    }
-
     // One statement (so one consistent read without a transaction of its own): the
     // environment's pending requests, its newest request (for the latest batch), and the
     // services' latest ended request of each action.
@@ -239,7 +199,16 @@ impl DeploymentQueue for Session {
             let of_environment = dr::environment_id
                 .eq(&env)
                 .and(pending().or(dr::id.nullable().eq(newest_of_environment)));
-            let latest_ended = diesel::dsl::not(pending()).and(none_ended_later!());
+            // Ended, and no request of the same service and action ended after it.
+            let latest_ended =
+                diesel::dsl::not(pending()).and(diesel::dsl::not(diesel::dsl::exists(
+                    later
+                        .filter(later.field(dr::service_id).eq(dr::service_id))
+                        .filter(later.field(dr::action).eq(dr::action))
+                        .filter(later.field(dr::status).ne(QUEUED))
+                        .filter(later.field(dr::status).ne(RUNNING))
+                        .filter(later.field(dr::created_at).gt(dr::created_at)),
+                )));
             let query = dr::table
                 .select(DeploymentRequestRow::as_select())
                 .into_boxed();

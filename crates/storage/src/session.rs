@@ -45,7 +45,7 @@ pub struct Session {
     drivers: Option<tokio::runtime::Handle>,
     /// The store's remembered tokens, and whether this unit deleted some (they are forgotten
     /// once the deletion is committed).
-    tokens: Arc<TokenCache>,
+    tokens: Option<Arc<TokenCache>>,
     deleted_tokens: bool,
     /// A SQLite write unit's commit is acknowledged once the shared log sync covers it.
     group_commit: Option<Arc<GroupCommit>>,
@@ -66,8 +66,8 @@ impl Session {
 
     /// Records that tokens were deleted: forgotten now, or when the unit commits.
     pub(crate) fn tokens_deleted(&mut self) {
-        match self.open {
-            Open::Nothing => self.tokens.forget_all(),
+        match (&self.tokens, self.open) {
+            (Some(cache), Open::Nothing) => cache.forget_all(),
             _ => self.deleted_tokens = true,
         }
     }
@@ -173,8 +173,8 @@ impl Tx for Session {
         let open = std::mem::replace(&mut self.open, Open::Nothing);
         let committed = self.commit_open(open).await;
         // Whatever the commit's outcome: forgetting too much costs a lookup.
-        if self.deleted_tokens {
-            self.tokens.forget_all();
+        if let (true, Some(cache)) = (self.deleted_tokens, &self.tokens) {
+            cache.forget_all();
         }
         committed?;
         // The writer connection goes back first: the next writer commits while this

@@ -144,5 +144,7 @@ pub async fn log_syncs(db: &Db) -> Option<(u64, u64)> {
 
 /// Whether `db` would answer the token of `hash` from memory.
 pub fn token_remembered(db: &Db, hash: &str) -> bool {
-    db.tokens.get(hash).0.is_some()
+    db.tokens
+        .as_ref()
+        .is_some_and(|cache| cache.get(hash).0.is_some())
 }

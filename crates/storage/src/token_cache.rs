@@ -1,43 +1,25 @@
 //! API tokens found by hash, remembered by an embedded (SQLite) store so that a request costs no
 //! token lookup: it is the only server on its file, so it sees every deletion and forgets at
 //! once (when a unit that deleted tokens commits). A store that shares its database (PostgreSQL)
-//! remembers nothing: a deletion through another server must fail on the very next request
-//! through this one, which an asynchronous invalidation (LISTEN/NOTIFY) cannot promise under
-//! load (measured: a notification arrived after the next request once in a few hundred).
+//! has no cache: a deletion through another server must fail on the very next request through
+//! this one, which an asynchronous invalidation (LISTEN/NOTIFY) cannot promise under load
+//! (measured: a notification arrived after the next request once in a few hundred).
 
 use domain::model::ApiToken;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+#[derive(Default)]
 pub(crate) struct TokenCache(Mutex<Cached>);
 
+#[derive(Default)]
 struct Cached {
     /// Bumped by every forgetting: a lookup that began before one must not remember its answer.
     generation: u64,
-    /// Whether tokens are remembered at all (an embedded store).
-    enabled: bool,
     tokens: HashMap<String, ApiToken>,
 }
 
 impl TokenCache {
-    /// For the only server on its database.
-    pub(crate) fn embedded() -> Self {
-        Self::new(true)
-    }
-
-    /// For a server sharing its database: remembers nothing.
-    pub(crate) fn off() -> Self {
-        Self::new(false)
-    }
-
-    fn new(enabled: bool) -> Self {
-        Self(Mutex::new(Cached {
-            generation: 0,
-            enabled,
-            tokens: HashMap::new(),
-        }))
-    }
-
     pub(crate) fn get(&self, hash: &str) -> (Option<ApiToken>, u64) {
         match self.0.lock() {
             Ok(c) => (c.tokens.get(hash).cloned(), c.generation),
@@ -49,7 +31,7 @@ impl TokenCache {
     /// lookup began (`generation` is what `get` returned then).
     pub(crate) fn remember(&self, hash: &str, token: &ApiToken, generation: u64) {
         if let Ok(mut c) = self.0.lock() {
-            if c.enabled && c.generation == generation {
+            if c.generation == generation {
                 c.tokens.insert(hash.to_string(), token.clone());
             }
         }

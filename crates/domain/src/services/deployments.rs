@@ -504,7 +504,7 @@ impl Capstan {
         let tx = &mut *unit;
         tx.lock(Scope::EnvironmentOf(id)).await?;
         let service = self.load_service(tx, p, kind, id, Action::Write).await?;
-        let requests = tx.requests_of_services(&[id]).await?;
+        let (_, requests) = tx.activity_of(service.environment_id, &[id]).await?;
         let idle = requests.iter().all(|r| r.status.is_finished());
         let deletion = if service.deployment_status == DeploymentStatus::NeverDeployed && idle {
             self.delete::<Service>(tx, id, "other resources").await?;
