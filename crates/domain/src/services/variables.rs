@@ -147,6 +147,20 @@ fn scope_of(parent: VariableParent) -> Scope {
     }
 }
 
+/// Holds `scope` for creating a variable under it. Creations under one service share its
+/// environment and go on together (a unique index settles a key taken twice; they mark only
+/// that service's row, so they queue on it in one order); whatever locks the environment (a
+/// deployment, an edit, a deletion, a clone) waits for them, and they for it. Creations under
+/// a project or an environment mark many services' rows, in an order two units could take
+/// differently (a deadlock), so they lock their scope.
+async fn hold_for_creation(tx: &mut Unit, scope: Scope) -> DomainResult<()> {
+    match scope {
+        Scope::EnvironmentOf(_) => tx.share(scope).await?,
+        _ => tx.lock(scope).await?,
+    }
+    Ok(())
+}
+
 /// As [`scope_of`], for a parent named by a scope and an id (nothing for BUILT_IN, which no
 /// client writes under).
 fn scope_named(scope: VariableScope, id: Uuid) -> Option<Scope> {
@@ -413,10 +427,7 @@ impl Capstan {
     ) -> DomainResult<VariableDetails> {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
-        // Shared: creations under one parent go on together (a unique index settles a key
-        // taken twice); whatever locks the scope (a deployment, an edit, a deletion, a
-        // clone) waits for them, and they for it.
-        tx.share(scope_of(parent)).await?;
+        hold_for_creation(tx, scope_of(parent)).await?;
         let parent = self.resolve_parent(tx, p, parent, Action::Write).await?;
         let created = self.create_under(tx, &parent, input, is_secret).await?;
         unit.commit().await?;
@@ -433,8 +444,7 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         if let Some(held) = scope_named(scope.variable_scope, scope.variable_parent_id) {
-            // Shared, as in `create_variable`.
-            tx.share(held).await?;
+            hold_for_creation(tx, held).await?;
         }
         let parent = self
             .scoped_parent(
