@@ -488,19 +488,47 @@ async fn other_organizations_are_forbidden_and_unknown_ids_not_found<S: App>(t: 
         .unwrap();
     let other = Some(other.value);
     let org = t.org.clone();
+    // Lists are checked on their parent whether it has children or not (an empty one is read,
+    // a full one is known by its children).
+    let empty_env = t
+        .post(
+            &format!("/project/{project}/environment"),
+            json!({"name": "empty"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    t.post(
+        &format!("/environment/{env}/container"),
+        json!({"name": "web", "registry_id": registry, "image_name": "nginx", "tag": "1"}),
+    )
+    .await
+    .expect(201);
     for path in [
         format!("/organization/{org}"),
         format!("/organization/{org}/project"),
         format!("/organization/{org}/cluster/{cluster}"),
         format!("/organization/{org}/containerRegistry/{registry}"),
         format!("/project/{project}"),
+        format!("/project/{project}/environment"),
         format!("/environment/{env}"),
         format!("/environment/{env}/container"),
+        format!("/environment/{empty_env}/container"),
+        format!("/environment/{env}/application"),
     ] {
         t.call(other.as_deref(), Method::GET, &path, None)
             .await
             .expect_error(403, "");
     }
+    assert_eq!(
+        t.get(&format!("/environment/{env}/container"))
+            .await
+            .expect(200)
+            .body["results"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
     t.call(
         other.as_deref(),
         Method::DELETE,
@@ -518,6 +546,12 @@ async fn other_organizations_are_forbidden_and_unknown_ids_not_found<S: App>(t: 
         .await
         .expect_error(404, "project not found");
     t.get(&format!("/organization/{unknown}")).await.expect(404);
+    t.get(&format!("/environment/{unknown}/container"))
+        .await
+        .expect_error(404, "environment not found");
+    t.get(&format!("/project/{unknown}/environment"))
+        .await
+        .expect_error(404, "project not found");
     t.get(&format!("/container/{unknown}")).await.expect(404);
     t.get(&format!("/organization/{org}/cloudA/credentials/{unknown}"))
         .await

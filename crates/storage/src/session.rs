@@ -211,20 +211,22 @@ impl Drop for Session {
                     let _ = Object::take(c);
                 }
             }
-            Some(Conn::Pg(mut c)) => match self
-                .drivers
-                .clone()
-                .map_or_else(tokio::runtime::Handle::try_current, Ok)
+            Some(Conn::Pg(c)) => match tokio::runtime::Handle::try_current()
+                .or_else(|e| self.drivers.clone().ok_or(e))
             {
-                // The rollback needs a round trip: it runs after the caller has moved on.
+                // The rollback needs a round trip: it runs after the caller has moved on, on
+                // the caller's runtime, which drives connections of its thread's pool.
                 Ok(runtime) => {
+                    let mut c = Unlent(Some(c));
                     runtime.spawn(async move {
+                        let Some(conn) = c.0.as_mut() else { return };
                         let rolled_back = match open {
-                            Open::Write => PgTransactions::rollback_transaction(&mut *c).await,
-                            _ => c.batch_execute("ROLLBACK").await,
+                            Open::Write => PgTransactions::rollback_transaction(&mut **conn).await,
+                            _ => conn.batch_execute("ROLLBACK").await,
                         };
-                        if rolled_back.is_err() {
-                            let _ = Object::take(c);
+                        if rolled_back.is_ok() {
+                            // Back to the pool.
+                            drop(c.0.take());
                         }
                     });
                 }
@@ -232,6 +234,19 @@ impl Drop for Session {
                 Err(_) => drop(Object::take(c)),
             },
             None => {}
+        }
+    }
+}
+
+/// A PostgreSQL connection on its way back from a dropped unit: unless released after its
+/// rollback, it is closed rather than pooled (a rollback task dropped with its runtime, or a
+/// failed rollback, never hands on a connection inside a transaction).
+struct Unlent(Option<Object<AsyncPgConnection>>);
+
+impl Drop for Unlent {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            drop(Object::take(c));
         }
     }
 }
@@ -256,10 +271,7 @@ impl Store for Db {
             group_commit: None,
         };
         let begun = match Session::conn(&mut session.conn)? {
-            Conn::Pg(c) => {
-                c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    .await
-            }
+            Conn::Pg(c) => begin_pipelined(c),
             // Its snapshot is taken at its first read and kept to its end.
             Conn::Sqlite(c) => c.batch_execute("BEGIN").await,
         };
@@ -273,6 +285,23 @@ impl Store for Db {
 
     async fn write(&self) -> StoreResult<Box<dyn Tx>> {
         Ok(Box::new(self.begin().await?))
+    }
+}
+
+/// Sends a read-only snapshot's BEGIN without waiting for its answer: the unit's first
+/// statement follows it on the connection, and PostgreSQL answers in order, so the two share
+/// one round trip. Nothing is lost by not reading BEGIN's answer: it can only fail on a
+/// connection that is broken or inside a failed transaction (never lent out), and then the
+/// statements that follow fail too.
+fn begin_pipelined(c: &AsyncPgConnection) -> diesel::QueryResult<()> {
+    let mut conn = c;
+    // The first poll hands the message to the connection's driver; the rest would only wait.
+    match conn
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .now_or_never()
+    {
+        Some(done) => done,
+        None => Ok(()),
     }
 }
 

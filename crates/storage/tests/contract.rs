@@ -59,6 +59,7 @@ contract!(
     activity_and_history_come_from_the_queue,
     a_variable_change_makes_a_deployed_service_out_of_date,
     a_unit_dropped_before_commit_leaves_nothing,
+    a_snapshot_sees_one_state_from_its_first_read,
     a_locked_scope_is_held_until_commit,
     rate_limit_leases_never_overlap,
     idempotency_keys_replay_or_refuse,
@@ -1262,6 +1263,52 @@ async fn a_unit_dropped_before_commit_leaves_nothing(db: Db) {
         .map(|p| p.name.to_string())
         .collect();
     assert_eq!(names, vec!["kept", "gone"]);
+}
+
+/// What commits after a snapshot's first read stays out of it to its end, the first read
+/// included (PostgreSQL sends BEGIN with it), and snapshots dropped without an end leave their
+/// connections out of any transaction.
+async fn a_snapshot_sees_one_state_from_its_first_read(db: Db) {
+    let (o, _, _, _) = hierarchy(&db).await;
+    let description = |p: &Project| p.description.clone().unwrap_or_default();
+    let mut project = project_in(o.id, "watched");
+    project.description = Some("before".into());
+    Repo::<Project>::insert(&mut db.session().await.unwrap(), &project)
+        .await
+        .unwrap();
+    for round in 0..20 {
+        let mut snapshot = Store::snapshot(&db).await.unwrap();
+        let first: Project = Repo::get(&mut *snapshot, project.id)
+            .await
+            .unwrap()
+            .unwrap();
+        let mut writer = Store::write(&db).await.unwrap();
+        let mut changed = first.clone();
+        changed.description = Some(format!("round {round}"));
+        Repo::<Project>::update(&mut *writer, &changed)
+            .await
+            .unwrap();
+        writer.commit().await.unwrap();
+        let again: Project = Repo::get(&mut *snapshot, project.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(description(&again), description(&first), "round {round}");
+        let projects = Repo::<Project>::list(&mut *snapshot, o.id, PageRequest::all())
+            .await
+            .unwrap();
+        assert!(projects
+            .items
+            .iter()
+            .any(|p| p.id == project.id && description(p) == description(&first)));
+        drop(snapshot);
+        // A connection handed on inside the dropped snapshot would show the old state.
+        let fresh: Project = Repo::get(&mut *Store::snapshot(&db).await.unwrap(), project.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(description(&fresh), format!("round {round}"));
+    }
 }
 
 /// A scope locked by one write unit is held until it commits: another unit that locks it

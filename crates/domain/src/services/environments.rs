@@ -139,9 +139,9 @@ impl Capstan {
     ) -> DomainResult<Page<EnvironmentDetails>> {
         let mut unit = self.reading().await?;
         let tx = &mut *unit;
-        self.load::<Project>(tx, p, project_id, Action::Read)
-            .await?;
         let page = self.list::<Environment>(tx, project_id, page).await?;
+        self.authorize_children::<Project, _>(tx, p, project_id, &page, Action::Read)
+            .await?;
         let items = self.with_clusters(tx, page.items).await?;
         Ok(Page {
             items,

@@ -107,6 +107,26 @@ impl Capstan {
         Ok(item)
     }
 
+    /// Checks the principal may perform `action` on `parent`, whose children `page` holds:
+    /// children carry their parent's organization, so the parent is read only when the page
+    /// has none (an unknown parent answers 404, not an empty page). A list costs one read.
+    async fn authorize_children<P: Record, T: Record>(
+        &self,
+        tx: &mut Unit,
+        p: &Principal,
+        parent: P::Id,
+        page: &Page<T>,
+        action: Action,
+    ) -> DomainResult<()>
+    where
+        dyn Tx: Repo<P>,
+    {
+        match page.items.first() {
+            Some(child) => Ok(p.authorize(child.organization_id(), action)?),
+            None => self.load::<P>(tx, p, parent, action).await.map(drop),
+        }
+    }
+
     /// As `load`, for paths that also name the organization: a record that is not in that
     /// organization is not found there.
     async fn load_in_org<T: Record>(

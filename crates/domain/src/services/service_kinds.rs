@@ -146,10 +146,10 @@ impl Capstan {
     ) -> DomainResult<Page<Service>> {
         let mut unit = self.reading().await?;
         let tx = &mut *unit;
-        self.load::<Environment>(tx, p, environment_id, Action::Read)
-            .await?;
         let page = tx
             .list_services_of_kind(environment_id, kind, out_of_date_only, page)
+            .await?;
+        self.authorize_children::<Environment, _>(tx, p, environment_id, &page, Action::Read)
             .await?;
         let items = self.decorate(tx, page.items).await?;
         Ok(Page {
