@@ -498,12 +498,14 @@ async fn other_organizations_are_forbidden_and_unknown_ids_not_found<S: App>(t: 
         .await
         .expect(201)
         .id();
-    t.post(
-        &format!("/environment/{env}/container"),
-        json!({"name": "web", "registry_id": registry, "image_name": "nginx", "tag": "1"}),
-    )
-    .await
-    .expect(201);
+    let container = t
+        .post(
+            &format!("/environment/{env}/container"),
+            json!({"name": "web", "registry_id": registry, "image_name": "nginx", "tag": "1"}),
+        )
+        .await
+        .expect(201)
+        .id();
     for path in [
         format!("/organization/{org}"),
         format!("/organization/{org}/project"),
@@ -515,6 +517,7 @@ async fn other_organizations_are_forbidden_and_unknown_ids_not_found<S: App>(t: 
         format!("/environment/{env}/container"),
         format!("/environment/{empty_env}/container"),
         format!("/environment/{env}/application"),
+        format!("/container/{container}/status"),
     ] {
         t.call(other.as_deref(), Method::GET, &path, None)
             .await
@@ -552,6 +555,16 @@ async fn other_organizations_are_forbidden_and_unknown_ids_not_found<S: App>(t: 
     t.get(&format!("/project/{unknown}/environment"))
         .await
         .expect_error(404, "project not found");
+    t.get(&format!("/container/{unknown}/status"))
+        .await
+        .expect(404);
+    // A service is found under its own kind only.
+    t.get(&format!("/application/{container}/status"))
+        .await
+        .expect_error(404, "application not found");
+    t.get(&format!("/container/{container}/status"))
+        .await
+        .expect(200);
     t.get(&format!("/container/{unknown}")).await.expect(404);
     t.get(&format!("/organization/{org}/cloudA/credentials/{unknown}"))
         .await

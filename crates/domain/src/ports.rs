@@ -118,6 +118,12 @@ pub trait DeploymentQueue: Send {
         environment: EnvironmentId,
         services: &[ServiceId],
     ) -> StoreResult<(EnvironmentActivity, Vec<DeploymentRequest>)>;
+    /// A service with its environment's activity and its requests as `activity_of` reads
+    /// them, in one read that sees one state (no snapshot needed); `None`: no such service.
+    async fn service_with_activity(
+        &mut self,
+        service: ServiceId,
+    ) -> StoreResult<Option<(Service, EnvironmentActivity, Vec<DeploymentRequest>)>>;
     /// The deployments (DEPLOY and REDEPLOY requests) of a service, newest first.
     async fn deployment_history(
         &mut self,

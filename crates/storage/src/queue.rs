@@ -7,6 +7,7 @@ use crate::cipher::Cipher;
 use crate::db::{db_run, db_transaction, into_page, store_error, Conn, Db};
 use crate::rows::*;
 use crate::schema::deployment_requests as dr;
+use crate::schema::services;
 use crate::session::Session;
 use async_trait::async_trait;
 use diesel::prelude::*;
@@ -15,7 +16,7 @@ use diesel_async::{AsyncConnection, RunQueryDsl};
 use domain::error::{StoreError, StoreResult};
 use domain::ids::{DeploymentRequestId, EnvironmentId, ServiceId};
 use domain::model::{
-    DeploymentAction, DeploymentRequest, EnvironmentActivity, RequestStatus, ServiceState,
+    DeploymentAction, DeploymentRequest, EnvironmentActivity, RequestStatus, Service, ServiceState,
 };
 use domain::pagination::{Page, PageRequest};
 use domain::ports::{DeploymentQueue, QueueClaims};
@@ -78,6 +79,67 @@ fn claim_error(e: DieselError) -> StoreError {
 }
 
 /// Loads rows as records.
+/// The requests of environment `$env` that its activity needs: the waiting and running ones
+/// and its newest (for the latest batch).
+macro_rules! of_environment {
+    ($env:expr) => {{
+        let newest = later
+            .filter(later.field(dr::environment_id).eq($env))
+            .order((
+                later.field(dr::created_at).desc(),
+                later.field(dr::id).desc(),
+            ))
+            .select(later.field(dr::id))
+            .limit(1)
+            .single_value();
+        dr::environment_id
+            .eq($env)
+            .and(pending().or(dr::id.nullable().eq(newest)))
+    }};
+}
+
+/// Ended, and no request of the same service and action ended after it.
+#[diesel::dsl::auto_type]
+fn latest_ended_of_its_kind() -> _ {
+    let waiting: &'static str = QUEUED;
+    let started: &'static str = RUNNING;
+    diesel::dsl::not(pending()).and(diesel::dsl::not(diesel::dsl::exists(
+        later
+            .filter(later.field(dr::service_id).eq(dr::service_id))
+            .filter(later.field(dr::action).eq(dr::action))
+            .filter(later.field(dr::status).ne(waiting))
+            .filter(later.field(dr::status).ne(started))
+            .filter(later.field(dr::created_at).gt(dr::created_at)),
+    )))
+}
+
+/// An environment's activity from the requests `activity_of` reads, and those of `services`.
+fn activity(
+    mut rows: Vec<DeploymentRequest>,
+    services: &[ServiceId],
+) -> (EnvironmentActivity, Vec<DeploymentRequest>) {
+    rows.sort_by_key(|r| (r.created_at, r.id.0));
+    let last_batch = rows.last().map(|r| r.batch_id);
+    let requests = rows
+        .iter()
+        .filter(|r| services.contains(&r.service_id))
+        .cloned()
+        .collect();
+    let pending: Vec<DeploymentRequest> = rows
+        .into_iter()
+        .filter(|r| !r.status.is_finished())
+        .collect();
+    let activity = EnvironmentActivity {
+        running: pending
+            .iter()
+            .find(|r| r.status == RequestStatus::Running)
+            .cloned(),
+        pending,
+        last_batch,
+    };
+    (activity, requests)
+}
+
 fn records(
     rows: Vec<DeploymentRequestRow>,
     cipher: &Cipher,
@@ -187,28 +249,7 @@ impl DeploymentQueue for Session {
         let keys: Vec<String> = services.iter().map(|s| s.to_string()).collect();
         let (conn, cipher) = self.parts()?;
         let rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| {
-            let newest_of_environment = later
-                .filter(later.field(dr::environment_id).eq(&env))
-                .order((
-                    later.field(dr::created_at).desc(),
-                    later.field(dr::id).desc(),
-                ))
-                .select(later.field(dr::id))
-                .limit(1)
-                .single_value();
-            let of_environment = dr::environment_id
-                .eq(&env)
-                .and(pending().or(dr::id.nullable().eq(newest_of_environment)));
-            // Ended, and no request of the same service and action ended after it.
-            let latest_ended =
-                diesel::dsl::not(pending()).and(diesel::dsl::not(diesel::dsl::exists(
-                    later
-                        .filter(later.field(dr::service_id).eq(dr::service_id))
-                        .filter(later.field(dr::action).eq(dr::action))
-                        .filter(later.field(dr::status).ne(QUEUED))
-                        .filter(later.field(dr::status).ne(RUNNING))
-                        .filter(later.field(dr::created_at).gt(dr::created_at)),
-                )));
+            let of_environment = of_environment!(&env);
             let query = dr::table
                 .select(DeploymentRequestRow::as_select())
                 .into_boxed();
@@ -216,36 +257,54 @@ impl DeploymentQueue for Session {
             // both backends keep each form prepared.
             match keys.as_slice() {
                 [] => query.filter(of_environment),
-                [one] => query.filter(of_environment.or(dr::service_id.eq(one).and(latest_ended))),
-                many => {
-                    query.filter(of_environment.or(dr::service_id.eq_any(many).and(latest_ended)))
-                }
+                [one] => query.filter(
+                    of_environment.or(dr::service_id.eq(one).and(latest_ended_of_its_kind())),
+                ),
+                many => query.filter(
+                    of_environment.or(dr::service_id.eq_any(many).and(latest_ended_of_its_kind())),
+                ),
             }
             .load(c)
             .await
         })
         .map_err(store_error)?;
-        let mut rows = records(rows, cipher)?;
-        rows.sort_by_key(|r| (r.created_at, r.id.0));
-        let last_batch = rows.last().map(|r| r.batch_id);
-        let requests = rows
-            .iter()
-            .filter(|r| services.contains(&r.service_id))
-            .cloned()
-            .collect();
-        let pending: Vec<DeploymentRequest> = rows
-            .into_iter()
-            .filter(|r| !r.status.is_finished())
-            .collect();
-        let activity = EnvironmentActivity {
-            running: pending
-                .iter()
-                .find(|r| r.status == RequestStatus::Running)
-                .cloned(),
-            pending,
-            last_batch,
+        Ok(activity(records(rows, cipher)?, services))
+    }
+
+    // The service's row joined with the requests `activity_of` reads for it: one statement.
+    async fn service_with_activity(
+        &mut self,
+        service: ServiceId,
+    ) -> StoreResult<Option<(Service, EnvironmentActivity, Vec<DeploymentRequest>)>> {
+        let key = service.to_string();
+        let (conn, cipher) = self.parts()?;
+        let rows: Vec<(ServiceRow, Option<DeploymentRequestRow>)> = db_run!(*conn, |c| {
+            // Correlated with the one service row, so evaluated once.
+            let of_environment = of_environment!(services::environment_id);
+            let of_service = dr::service_id
+                .eq(services::id)
+                .and(latest_ended_of_its_kind());
+            services::table
+                .left_join(dr::table.on(of_environment.or(of_service)))
+                .filter(services::id.eq(&key))
+                .select((
+                    ServiceRow::as_select(),
+                    Option::<DeploymentRequestRow>::as_select(),
+                ))
+                .load(c)
+                .await
+        })
+        .map_err(store_error)?;
+        let mut rows = rows.into_iter();
+        let Some((row, first)) = rows.next() else {
+            return Ok(None);
         };
-        Ok((activity, requests))
+        let requests = first
+            .into_iter()
+            .chain(rows.filter_map(|(_, r)| r))
+            .collect();
+        let (activity, own) = activity(records(requests, cipher)?, &[service]);
+        Ok(Some((Service::from_row(row, cipher)?, activity, own)))
     }
 
     async fn deployment_history(

@@ -1086,6 +1086,7 @@ async fn activity_and_history_come_from_the_queue(db: Db) {
         .await
         .unwrap();
     assert_eq!(empty, EnvironmentActivity::default());
+    same_as_separate_reads(&db, env, s).await;
     let first = request_for(&db, env, s).await;
     let claimed = claim(&db, "w").await.unwrap();
     end(&db, claimed, RequestStatus::Success).await.unwrap();
@@ -1125,6 +1126,7 @@ async fn activity_and_history_come_from_the_queue(db: Db) {
         .await
         .unwrap();
     assert_eq!(together, activity);
+    same_as_separate_reads(&db, env, s).await;
     requests.sort_by_key(|r| r.id);
     assert_eq!(
         requests.iter().map(|r| r.id).collect::<Vec<_>>(),
@@ -1169,6 +1171,29 @@ async fn activity_and_history_come_from_the_queue(db: Db) {
         .unwrap();
     assert!(idle.pending.is_empty() && idle.running.is_none());
     assert_eq!(idle.last_batch, Some(restart.batch_id));
+    same_as_separate_reads(&db, env, s).await;
+    assert!(db
+        .session()
+        .await
+        .unwrap()
+        .service_with_activity(ServiceId::generate())
+        .await
+        .unwrap()
+        .is_none());
+}
+
+/// `service_with_activity` reads what `get` and `activity_of` read one after the other.
+async fn same_as_separate_reads(db: &Db, env: &Environment, s: &Service) {
+    let mut session = db.session().await.unwrap();
+    let (service, activity, mut requests) =
+        session.service_with_activity(s.id).await.unwrap().unwrap();
+    let alone: Service = Repo::get(&mut session, s.id).await.unwrap().unwrap();
+    let (expected_activity, mut expected) = session.activity_of(env.id, &[s.id]).await.unwrap();
+    assert_eq!(service, alone);
+    assert_eq!(activity, expected_activity);
+    requests.sort_by_key(|r| r.id);
+    expected.sort_by_key(|r| r.id);
+    assert_eq!(requests, expected);
 }
 
 async fn a_variable_change_makes_a_deployed_service_out_of_date(db: Db) {

@@ -277,10 +277,17 @@ impl Capstan {
         kind: ServiceKind,
         id: ServiceId,
     ) -> DomainResult<ServiceStatus> {
-        let mut unit = self.snapshot().await?;
-        let tx = &mut *unit;
-        let service = self.load_service(tx, p, kind, id, Action::Read).await?;
-        self.status_of(tx, &service).await
+        let mut unit = self.reading().await?;
+        // One read, no snapshot: the checks of `load_service`, in its order.
+        let (service, env, requests) = unit
+            .service_with_activity(id)
+            .await?
+            .ok_or(DomainError::NotFound(<Service as Record>::KIND))?;
+        p.authorize(service.organization_id, Action::Read)?;
+        if service.kind() != kind {
+            return Err(DomainError::NotFound(kind.noun()));
+        }
+        Ok(service_status(&service, &requests, &env, self.now()))
     }
 
     /// The statuses of an environment's services of one kind (endpoint 9 for applications).
