@@ -78,7 +78,6 @@ fn claim_error(e: DieselError) -> StoreError {
     }
 }
 
-/// Loads rows as records.
 /// The requests of environment `$env` that its activity needs: the waiting and running ones
 /// and its newest (for the latest batch).
 macro_rules! of_environment {
@@ -140,6 +139,7 @@ fn activity(
     (activity, requests)
 }
 
+/// Loads rows as records.
 fn records(
     rows: Vec<DeploymentRequestRow>,
     cipher: &Cipher,
@@ -279,7 +279,7 @@ impl DeploymentQueue for Session {
         let key = service.to_string();
         let (conn, cipher) = self.parts()?;
         let rows: Vec<(ServiceRow, Option<DeploymentRequestRow>)> = db_run!(*conn, |c| {
-            // Correlated with the one service row, so evaluated once.
+            // Joined on the service's row: its environment's requests and its own.
             let of_environment = of_environment!(services::environment_id);
             let of_service = dr::service_id
                 .eq(services::id)
