@@ -60,8 +60,16 @@ fn authenticate(
         .headers()
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().map(str::to_owned));
+    let origin = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map_or(
+            domain::model::Origin::Api,
+            domain::model::Origin::from_user_agent,
+        );
     let state = state(req);
-    async move {
+    let principal = async move {
         let state = state?;
         let value = match header {
             None => return Err(ApiError::unauthorized("Authorization header is missing")),
@@ -96,6 +104,11 @@ fn authenticate(
                 "Authorization must be 'Token <api token>' or 'Bearer <jwt>'",
             ))
         }
+    };
+    async move {
+        let mut p = principal.await?;
+        p.origin = origin;
+        Ok(p)
     }
 }
 
@@ -241,6 +254,70 @@ impl FromRequest for Paging {
             parsed.map(Paging)
         })
     }
+}
+
+/// The paging of a deployment history: the public `pageSize` and `startId`, and API.md's
+/// `page` and `page_size` (`page_size` and `pageSize` name the same thing). 20 items by default.
+pub struct HistoryPaging(pub domain::services::HistoryPaging);
+
+impl FromRequest for HistoryPaging {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let parsed = history_paging(req.query_string());
+        let auth = parsed.is_err().then(|| authentication(req));
+        Box::pin(async move {
+            if let Some(auth) = auth {
+                auth.await?;
+            }
+            parsed.map(HistoryPaging)
+        })
+    }
+}
+
+fn history_paging(query: &str) -> Result<domain::services::HistoryPaging, ApiError> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
+        .map_err(|_| ApiError::bad_request("query: malformed query string"))?;
+    let get = |key: &str| {
+        pairs
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    let number = |key: &str, min: u32, max: u32| -> Result<Option<u32>, ApiError> {
+        get(key)
+            .map(|v| {
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|n| n.fract() == 0.0 && *n >= min as f64 && *n <= max as f64)
+                    .map(|n| n as u32)
+                    .ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "{key}: must be a whole number from {min} to {max}"
+                        ))
+                    })
+            })
+            .transpose()
+    };
+    let max = domain::pagination::MAX_PAGE_SIZE;
+    let page_size = match number("pageSize", 1, max)? {
+        Some(n) => n,
+        None => number("page_size", 1, max)?.unwrap_or(20),
+    };
+    let page = number("page", 1, u32::MAX / max)?.unwrap_or(1);
+    let start_id = get("startId")
+        .map(|v| {
+            uuid::Uuid::parse_str(v)
+                .map_err(|_| ApiError::bad_request(format!("startId: '{v}' is not a valid UUID")))
+        })
+        .transpose()?;
+    Ok(domain::services::HistoryPaging {
+        page,
+        page_size,
+        start_id,
+    })
 }
 
 /// One query parameter (the last if repeated).

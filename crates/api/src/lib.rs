@@ -1,5 +1,6 @@
 //! Capstan's HTTP layer: a thin actix-web mapping of requests onto the domain's use cases.
 
+mod deployment_views;
 pub mod envelope;
 pub mod error;
 pub mod extract;

@@ -579,15 +579,20 @@ impl From<AssociatedService> for AssociatedServiceView {
 }
 
 /// One deployment of a service, as deployed: the name and, for image-based services, the
-/// image, tag, arguments and entrypoint it ran with.
+/// image, tag, arguments and entrypoint it ran with; for services from git, the commit.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct DeploymentHistoryItem {
     #[serde(flatten)]
     pub base: Base,
     /// The service's name when it was deployed.
     pub name: String,
-    /// The state this deployment brought (or is bringing) the service to.
-    pub status: ServiceState,
+    /// The state this deployment brought (or is bringing) the service to; for an application,
+    /// SUCCESS or FAILED once it has ended (absent before), as the public description has it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub status: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<crate::deployment_views::CommitView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -602,19 +607,51 @@ pub struct DeploymentHistoryItem {
     pub chart_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chart_version: Option<String>,
+    /// A chart repository's chart and version, for helms deployed from one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub repository: Option<serde_json::Value>,
     /// Why the deployment failed or was canceled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
-impl From<DeploymentRequest> for DeploymentHistoryItem {
-    fn from(r: DeploymentRequest) -> Self {
+impl DeploymentHistoryItem {
+    pub fn of(r: DeploymentRequest, kind: ServiceKind) -> Self {
         let updated = r.finished_at.or(r.started_at).unwrap_or(r.created_at);
+        let status = match kind {
+            ServiceKind::Application => match r.status {
+                RequestStatus::Success => Some("SUCCESS"),
+                RequestStatus::Error | RequestStatus::Canceled => Some("FAILED"),
+                RequestStatus::Queued | RequestStatus::Running => None,
+            },
+            _ => Some(r.state.as_str()),
+        };
+        let commit = r
+            .snapshot
+            .git_commit_id
+            .clone()
+            .filter(|_| !matches!(kind, ServiceKind::Container | ServiceKind::Database))
+            .map(|id| crate::deployment_views::CommitView {
+                git_commit_id: id,
+                created_at: r.created_at,
+                author_name: String::new(),
+                message: String::new(),
+                tag: String::new(),
+            });
         let s = r.snapshot;
+        let repository = match (&s.chart_name, &s.chart_version) {
+            (Some(name), Some(version)) => Some(serde_json::json!({
+                "chart_name": name,
+                "chart_version": version,
+            })),
+            _ => None,
+        };
         Self {
             base: base(r.id.0, r.created_at, updated),
             name: s.name,
-            status: r.state,
+            status,
+            commit,
             image_name: s.image_name,
             tag: s.tag,
             arguments: s.arguments,
@@ -622,6 +659,7 @@ impl From<DeploymentRequest> for DeploymentHistoryItem {
             git_commit_id: s.git_commit_id,
             chart_name: s.chart_name,
             chart_version: s.chart_version,
+            repository,
             reason: r.reason,
         }
     }
@@ -636,11 +674,15 @@ pub struct HistoryPage {
 }
 
 impl HistoryPage {
-    pub fn from_page(page: Page<DeploymentRequest>) -> Self {
+    pub fn from_page(page: Page<DeploymentRequest>, kind: ServiceKind) -> Self {
         Self {
             page: page.request.page(),
             page_size: page.request.page_size(),
-            results: page.items.into_iter().map(Into::into).collect(),
+            results: page
+                .items
+                .into_iter()
+                .map(|r| DeploymentHistoryItem::of(r, kind))
+                .collect(),
         }
     }
 }

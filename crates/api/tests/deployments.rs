@@ -127,8 +127,11 @@ async fn a_helm_diff_changes_nothing<S: App>(t: T<S>) {
         done["service_deployment_status"], "NEVER_DEPLOYED",
         "{done}"
     );
-    assert_eq!(done["state"], "READY", "a diff leaves the state as it was");
-    assert_eq!(done["status_details"]["status"], "SUCCESS");
+    // A diff leaves the status as it was: state, details and request id all describe the
+    // request before it (none here).
+    assert_eq!(done["state"], "READY", "{done}");
+    assert_eq!(done["status_details"]["status"], "NEVER");
+    assert_eq!(done["deployment_request_id"], json!(null));
 
     t.post(&format!("/helm/{helm}/redeploy"), json!({}))
         .await
@@ -203,7 +206,9 @@ async fn restarting_a_container_needs_a_deployment<S: App>(t: T<S>) {
         .await
         .expect(202);
     assert_status_shape(&restart.body, &c);
-    assert_eq!(restart.body["status_details"]["action"], "RESTART");
+    // The status describes the request first in line (the deployment), and counts both.
+    assert_eq!(restart.body["status_details"]["action"], "DEPLOY");
+    assert_eq!(restart.body["deployment_requests_count"], 2);
     let done = t.settle(&format!("/container/{c}/status")).await;
     assert_eq!(done["state"], "RESTARTED", "{done}");
     assert_eq!(done["service_deployment_status"], "UP_TO_DATE");
@@ -338,7 +343,15 @@ async fn environments_deploy_stop_and_delete_through_the_engine<S: App>(t: T<S>)
     assert_eq!(deploying.body["deployment_requests_count"], 2);
     let status = t.settle(&format!("/environment/{env}/status")).await;
     assert_eq!(status["state"], "DEPLOYED", "{status}");
+    assert_eq!(status["last_deployment_state"], "DEPLOYED", "{status}");
     assert_eq!(status["service_deployment_status"], "UP_TO_DATE");
+    assert_eq!(status["deployment_status"], "UP_TO_DATE");
+    let status = t
+        .get(&format!("/environment/{env}/statuses"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(status["environment"]["state"], "DEPLOYED", "{status}");
     assert_eq!(status["containers"][0]["id"], json!(c));
     assert_eq!(status["databases"][0]["id"], json!(db));
     assert_eq!(status["containers"][0]["is_part_last_deployment"], true);
@@ -348,6 +361,12 @@ async fn environments_deploy_stop_and_delete_through_the_engine<S: App>(t: T<S>)
         .await
         .expect(202);
     let status = t.settle(&format!("/environment/{env}/status")).await;
+    assert_eq!(status["state"], "STOPPED", "{status}");
+    let status = t
+        .get(&format!("/environment/{env}/statuses"))
+        .await
+        .expect(200)
+        .body;
     assert_eq!(status["containers"][0]["state"], "STOPPED");
     assert_eq!(status["databases"][0]["state"], "STOPPED");
 

@@ -105,6 +105,8 @@ impl std::fmt::Display for Subject {
 pub struct Principal {
     pub subject: Subject,
     pub memberships: Vec<(OrganizationId, Role)>,
+    /// Where its requests come from (the API unless its client says otherwise).
+    pub origin: crate::model::Origin,
 }
 
 impl Principal {
@@ -118,6 +120,7 @@ impl Principal {
         Self {
             subject: Subject::ApiToken(id),
             memberships: vec![(organization, role)],
+            origin: crate::model::Origin::Api,
         }
     }
 

@@ -57,4 +57,5 @@ typed_id!(
     RoleId,
     VariableId,
     DeploymentRequestId,
+    DeploymentStageId,
 );

@@ -95,14 +95,47 @@ pub trait DeploymentQueue: Send {
     /// status is finished), if `request.claimed_by` still holds it. Returns `None` when it does
     /// not, else whether a client asked to cancel it.
     async fn record(&mut self, request: &DeploymentRequest) -> StoreResult<Option<bool>>;
-    /// Cancels what waits in an environment (except deletions) and asks its running request
-    /// (unless a deletion) to stop; returns how many requests that touched.
-    async fn cancel_environment(
+    /// Cancels what waits in an environment (of one batch only, when given), except deletions
+    /// and uninstalls, and asks its running request (the same exceptions) to stop at its next
+    /// step; returns how many requests that touched.
+    async fn cancel_pending(
         &mut self,
         environment: EnvironmentId,
+        batch: Option<uuid::Uuid>,
         reason: &str,
         now: time::OffsetDateTime,
     ) -> StoreResult<u64>;
+    /// Cancels the requests of `batch` still waiting in a place after `position` (later
+    /// stages), when an earlier one failed; returns how many.
+    async fn cancel_later_stages(
+        &mut self,
+        batch: uuid::Uuid,
+        position: i32,
+        reason: &str,
+        now: time::OffsetDateTime,
+    ) -> StoreResult<u64>;
+    /// Every request of the given batches, and any request whose own id is given (a request
+    /// asked for alone is its own batch).
+    async fn batch_requests(
+        &mut self,
+        batches: &[uuid::Uuid],
+    ) -> StoreResult<Vec<DeploymentRequest>>;
+    /// The batches of an environment, newest first: at most `limit`, those older than batch
+    /// `after` when given.
+    async fn environment_batches(
+        &mut self,
+        environment: EnvironmentId,
+        after: Option<uuid::Uuid>,
+        limit: i64,
+    ) -> StoreResult<Vec<uuid::Uuid>>;
+    /// A service's requests of every action, newest first: at most `limit`, those older than
+    /// request `after` when given.
+    async fn service_requests(
+        &mut self,
+        service: ServiceId,
+        after: Option<DeploymentRequestId>,
+        limit: i64,
+    ) -> StoreResult<Vec<DeploymentRequest>>;
     /// The running request, the waiting ones and the latest batch of an environment.
     async fn environment_activity(
         &mut self,
@@ -130,6 +163,25 @@ pub trait DeploymentQueue: Send {
         service: ServiceId,
         page: PageRequest,
     ) -> StoreResult<Page<DeploymentRequest>>;
+}
+
+/// Deployment stages and the services in them, inside a unit of work.
+#[async_trait]
+pub trait StageQueries: Send {
+    /// An environment's stages, in deployment order.
+    async fn stages_of(&mut self, environment: EnvironmentId) -> StoreResult<Vec<DeploymentStage>>;
+    /// Where each service of an environment is.
+    async fn stage_members(&mut self, environment: EnvironmentId) -> StoreResult<Vec<StageMember>>;
+    /// Where one service is.
+    async fn stage_member(&mut self, service: ServiceId) -> StoreResult<Option<StageMember>>;
+    /// Puts a service in a stage, or moves it there (its attachment keeps its id).
+    async fn put_stage_member(&mut self, member: &StageMember) -> StoreResult<()>;
+    /// Gives stages new deployment orders.
+    async fn set_stage_orders(
+        &mut self,
+        orders: &[(DeploymentStageId, i32)],
+        now: time::OffsetDateTime,
+    ) -> StoreResult<()>;
 }
 
 /// How workers take requests from the queue; each call is atomic on its own.
@@ -250,6 +302,8 @@ pub trait Tx:
     + Repo<GitToken>
     + Repo<Variable>
     + Repo<DeploymentRequest>
+    + Repo<DeploymentStage>
+    + StageQueries
     + VariableQueries
     + DeploymentQueue
     + ServiceQueries

@@ -327,8 +327,8 @@ async fn shutdown_lets_the_request_in_flight_finish(db: Db) {
     let b_now = w.status(b).await;
     assert_eq!(
         b_now.state,
-        ServiceState::DeploymentQueued,
-        "not started: left for the next process"
+        ServiceState::WaitingRunning,
+        "not started (it waited behind a from the start): left for the next process"
     );
 }
 

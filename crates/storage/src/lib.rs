@@ -14,6 +14,7 @@ mod repos;
 mod rows;
 mod schema;
 mod session;
+mod stages;
 pub mod testing;
 mod token_cache;
 

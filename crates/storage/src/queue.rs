@@ -20,7 +20,8 @@ use domain::model::{
 };
 use domain::pagination::{Page, PageRequest};
 use domain::ports::{DeploymentQueue, QueueClaims};
-use time::OffsetDateTime;
+use time::{OffsetDateTime, PrimitiveDateTime};
+use uuid::Uuid;
 
 diesel::alias!(
     dr as running: RunningRequests,
@@ -40,9 +41,10 @@ fn pending() -> _ {
     dr::status.eq(waiting).or(dr::status.eq(started))
 }
 
-/// The oldest queued request whose environment runs nothing, and which is the oldest waiting in
-/// its environment (so requests of one environment start in the order they were asked for,
-/// even when a concurrent claimer has locked the first). Written once, for both backends;
+/// The first queued request whose environment runs nothing, and which is the first waiting in
+/// its environment in (created_at, position, id) order: requests of one environment start in
+/// the order they were asked for, a batch stage by stage, even when a concurrent claimer has
+/// locked the first. Written once, for both backends;
 /// PostgreSQL adds its row lock at the call site.
 macro_rules! candidate {
     () => {
@@ -61,10 +63,15 @@ macro_rules! candidate {
                         older.field(dr::created_at).lt(dr::created_at).or(older
                             .field(dr::created_at)
                             .eq(dr::created_at)
-                            .and(older.field(dr::id).lt(dr::id))),
+                            .and(
+                                older.field(dr::position).lt(dr::position).or(older
+                                    .field(dr::position)
+                                    .eq(dr::position)
+                                    .and(older.field(dr::id).lt(dr::id))),
+                            )),
                     ),
             )))
-            .order((dr::created_at.asc(), dr::id.asc()))
+            .order((dr::created_at.asc(), dr::position.asc(), dr::id.asc()))
             .select(dr::id)
             .limit(1)
     };
@@ -201,21 +208,39 @@ impl DeploymentQueue for Session {
         Ok(Some(cancel))
     }
 
-    async fn cancel_environment(
+    async fn cancel_pending(
         &mut self,
         environment: EnvironmentId,
+        batch: Option<Uuid>,
         reason: &str,
         now: OffsetDateTime,
     ) -> StoreResult<u64> {
         let env = environment.to_string();
+        let batch = batch.map(|b| b.to_string());
         let reason = reason.to_string();
         let at = ts(now);
+        let kept = [
+            DeploymentAction::Delete.as_str(),
+            DeploymentAction::Uninstall.as_str(),
+        ];
         let (conn, _) = self.parts()?;
         db_transaction!(*conn, |c| {
-            let waiting = diesel::update(dr::table)
+            let mut waiting = diesel::update(dr::table)
                 .filter(dr::environment_id.eq(&env))
                 .filter(dr::status.eq(QUEUED))
-                .filter(dr::action.ne(DeploymentAction::Delete.as_str()))
+                .filter(dr::action.ne_all(kept))
+                .into_boxed();
+            let mut started = diesel::update(dr::table)
+                .filter(dr::environment_id.eq(&env))
+                .filter(dr::status.eq(RUNNING))
+                .filter(dr::action.ne_all(kept))
+                .filter(dr::cancel_requested.eq(false))
+                .into_boxed();
+            if let Some(b) = &batch {
+                waiting = waiting.filter(dr::batch_id.eq(b));
+                started = started.filter(dr::batch_id.eq(b));
+            }
+            let waiting = waiting
                 .set((
                     dr::status.eq(RequestStatus::Canceled.as_str()),
                     dr::state.eq(ServiceState::Canceled.as_str()),
@@ -224,17 +249,135 @@ impl DeploymentQueue for Session {
                 ))
                 .execute(c)
                 .await?;
-            let flagged = diesel::update(dr::table)
-                .filter(dr::environment_id.eq(&env))
-                .filter(dr::status.eq(RUNNING))
-                .filter(dr::action.ne(DeploymentAction::Delete.as_str()))
-                .filter(dr::cancel_requested.eq(false))
+            let flagged = started
                 .set(dr::cancel_requested.eq(true))
                 .execute(c)
                 .await?;
             Ok::<_, DieselError>((waiting + flagged) as u64)
         })
         .map_err(store_error)
+    }
+
+    async fn cancel_later_stages(
+        &mut self,
+        batch: Uuid,
+        position: i32,
+        reason: &str,
+        now: OffsetDateTime,
+    ) -> StoreResult<u64> {
+        let batch = batch.to_string();
+        let reason = reason.to_string();
+        let at = ts(now);
+        let (conn, _) = self.parts()?;
+        let n = db_run!(*conn, |c| diesel::update(dr::table)
+            .filter(dr::batch_id.eq(&batch))
+            .filter(dr::status.eq(QUEUED))
+            .filter(dr::position.gt(position))
+            .set((
+                dr::status.eq(RequestStatus::Canceled.as_str()),
+                dr::state.eq(ServiceState::Canceled.as_str()),
+                dr::reason.eq(&reason),
+                dr::finished_at.eq(at),
+            ))
+            .execute(c)
+            .await)
+        .map_err(store_error)?;
+        Ok(n as u64)
+    }
+
+    async fn batch_requests(&mut self, batches: &[Uuid]) -> StoreResult<Vec<DeploymentRequest>> {
+        if batches.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = batches.iter().map(|b| b.to_string()).collect();
+        let (conn, cipher) = self.parts()?;
+        let rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| dr::table
+            .filter(dr::batch_id.eq_any(&keys).or(dr::id.eq_any(&keys)))
+            .order((dr::created_at.asc(), dr::position.asc(), dr::id.asc()))
+            .select(DeploymentRequestRow::as_select())
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        records(rows, cipher)
+    }
+
+    async fn environment_batches(
+        &mut self,
+        environment: EnvironmentId,
+        after: Option<Uuid>,
+        limit: i64,
+    ) -> StoreResult<Vec<Uuid>> {
+        let env = environment.to_string();
+        let after = after.map(|a| a.to_string());
+        let (conn, _) = self.parts()?;
+        let rows: Vec<(String, PrimitiveDateTime)> = db_run!(*conn, |c| {
+            // Every request of a batch was asked for at once: one created_at per batch.
+            let mut q = dr::table
+                .filter(dr::environment_id.eq(&env))
+                .group_by((dr::batch_id, dr::created_at))
+                .select((dr::batch_id, dr::created_at))
+                .order((dr::created_at.desc(), dr::batch_id.desc()))
+                .limit(limit)
+                .into_boxed();
+            if let Some(a) = &after {
+                let start = later
+                    .filter(later.field(dr::batch_id).eq(a.clone()))
+                    .select(later.field(dr::created_at))
+                    .limit(1)
+                    .single_value();
+                q = q.filter(
+                    dr::created_at
+                        .nullable()
+                        .lt(start.clone())
+                        .or(dr::created_at
+                            .nullable()
+                            .eq(start)
+                            .and(dr::batch_id.lt(a.clone()))),
+                );
+            }
+            q.load(c).await
+        })
+        .map_err(store_error)?;
+        rows.into_iter()
+            .map(|(b, _)| parse("batch_id", &b))
+            .collect()
+    }
+
+    async fn service_requests(
+        &mut self,
+        service: ServiceId,
+        after: Option<DeploymentRequestId>,
+        limit: i64,
+    ) -> StoreResult<Vec<DeploymentRequest>> {
+        let key = service.to_string();
+        let after = after.map(|a| a.to_string());
+        let (conn, cipher) = self.parts()?;
+        let rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| {
+            let mut q = dr::table
+                .filter(dr::service_id.eq(&key))
+                .select(DeploymentRequestRow::as_select())
+                .order((dr::created_at.desc(), dr::id.desc()))
+                .limit(limit)
+                .into_boxed();
+            if let Some(a) = &after {
+                let start = later
+                    .filter(later.field(dr::id).eq(a.clone()))
+                    .select(later.field(dr::created_at))
+                    .single_value();
+                q = q.filter(
+                    dr::created_at
+                        .nullable()
+                        .lt(start.clone())
+                        .or(dr::created_at
+                            .nullable()
+                            .eq(start)
+                            .and(dr::id.lt(a.clone()))),
+                );
+            }
+            q.load(c).await
+        })
+        .map_err(store_error)?;
+        records(rows, cipher)
     }
 
     // One statement (so one consistent read without a transaction of its own): the

@@ -167,3 +167,9 @@ repo!(
     deployment_requests,
     |q, service| q.filter(schema::deployment_requests::service_id.eq(service.to_string()))
 );
+repo!(
+    DeploymentStage,
+    DeploymentStageRow,
+    deployment_stages,
+    |q, env| q.filter(schema::deployment_stages::environment_id.eq(env.to_string()))
+);

@@ -524,7 +524,7 @@ row!(DeploymentRequestRow, deployment_requests {
     chart_version: Option<String>, status: String, reason: Option<String>, claimed_by: Option<String>,
     created_at: PrimitiveDateTime, started_at: Option<PrimitiveDateTime>, finished_at: Option<PrimitiveDateTime>,
     state: String, batch_id: String, snapshot: String, steps: String,
-    lease_until: Option<PrimitiveDateTime>, cancel_requested: bool,
+    lease_until: Option<PrimitiveDateTime>, cancel_requested: bool, position: i32, origin: String,
 });
 
 impl ToRow for DeploymentRequest {
@@ -553,6 +553,8 @@ impl ToRow for DeploymentRequest {
             steps: json_text(&r.steps)?,
             lease_until: r.lease_until.map(ts),
             cancel_requested: r.cancel_requested,
+            position: r.position,
+            origin: r.origin.as_str().into(),
         })
     }
 }
@@ -583,6 +585,88 @@ impl FromRow for DeploymentRequest {
             steps: json_value("steps", &r.steps)?,
             lease_until: r.lease_until.map(utc),
             cancel_requested: r.cancel_requested,
+            position: r.position,
+            origin: parse("origin", &r.origin)?,
+        })
+    }
+}
+
+row!(DeploymentStageRow, deployment_stages {
+    id: String, organization_id: String, environment_id: String, name: String, name_key: String,
+    description: Option<String>, deployment_order: i32,
+    created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
+});
+
+impl ToRow for DeploymentStage {
+    type Row = DeploymentStageRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<DeploymentStageRow> {
+        Ok(DeploymentStageRow {
+            id: self.id.to_string(),
+            organization_id: self.organization_id.to_string(),
+            environment_id: self.environment_id.to_string(),
+            name: self.name.to_string(),
+            name_key: self.name.key(),
+            description: self.description.clone(),
+            deployment_order: self.deployment_order,
+            created_at: ts(self.created_at),
+            updated_at: ts(self.updated_at),
+        })
+    }
+}
+
+impl FromRow for DeploymentStage {
+    fn from_row(r: DeploymentStageRow, _cipher: &Cipher) -> StoreResult<Self> {
+        Ok(Self {
+            id: parse("id", &r.id)?,
+            organization_id: parse("organization_id", &r.organization_id)?,
+            environment_id: parse("environment_id", &r.environment_id)?,
+            name: Name::stored(r.name),
+            description: r.description,
+            deployment_order: r.deployment_order,
+            created_at: utc(r.created_at),
+            updated_at: utc(r.updated_at),
+        })
+    }
+}
+
+row!(
+    StageMemberRow,
+    deployment_stage_services {
+        service_id: String,
+        id: String,
+        stage_id: String,
+        environment_id: String,
+        is_skipped: bool,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+    }
+);
+
+impl ToRow for StageMember {
+    type Row = StageMemberRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<StageMemberRow> {
+        Ok(StageMemberRow {
+            service_id: self.service_id.to_string(),
+            id: self.id.to_string(),
+            stage_id: self.stage_id.to_string(),
+            environment_id: self.environment_id.to_string(),
+            is_skipped: self.is_skipped,
+            created_at: ts(self.created_at),
+            updated_at: ts(self.updated_at),
+        })
+    }
+}
+
+impl FromRow for StageMember {
+    fn from_row(r: StageMemberRow, _cipher: &Cipher) -> StoreResult<Self> {
+        Ok(Self {
+            id: parse("id", &r.id)?,
+            service_id: parse("service_id", &r.service_id)?,
+            stage_id: parse("stage_id", &r.stage_id)?,
+            environment_id: parse("environment_id", &r.environment_id)?,
+            is_skipped: r.is_skipped,
+            created_at: utc(r.created_at),
+            updated_at: utc(r.updated_at),
         })
     }
 }

@@ -178,6 +178,34 @@ diesel::table! {
         steps -> Text,
         lease_until -> Nullable<Timestamp>,
         cancel_requested -> Bool,
+        position -> Integer,
+        origin -> Text,
+    }
+}
+
+diesel::table! {
+    deployment_stages (id) {
+        id -> Text,
+        organization_id -> Text,
+        environment_id -> Text,
+        name -> Text,
+        name_key -> Text,
+        description -> Nullable<Text>,
+        deployment_order -> Integer,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    deployment_stage_services (service_id) {
+        service_id -> Text,
+        id -> Text,
+        stage_id -> Text,
+        environment_id -> Text,
+        is_skipped -> Bool,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
     }
 }
 
@@ -211,6 +239,8 @@ diesel::table! {
 diesel::allow_tables_to_appear_in_same_query!(
     organization_members,
     deployment_requests,
+    deployment_stages,
+    deployment_stage_services,
     organizations,
     api_tokens,
     cloud_credentials,

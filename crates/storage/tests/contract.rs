@@ -842,6 +842,8 @@ fn request(env: &Environment, service: &Service, action: DeploymentAction) -> De
         created_at: now(),
         started_at: None,
         finished_at: None,
+        position: 0,
+        origin: Origin::Api,
     }
 }
 
@@ -1042,7 +1044,7 @@ async fn canceling_an_environment_spares_deletions(db: Db) {
         db.session()
             .await
             .unwrap()
-            .cancel_environment(env.id, "canceled by test", now())
+            .cancel_pending(env.id, None, "canceled by test", now())
             .await
             .unwrap(),
         2
@@ -1068,7 +1070,7 @@ async fn canceling_an_environment_spares_deletions(db: Db) {
         db.session()
             .await
             .unwrap()
-            .cancel_environment(env.id, "again", now())
+            .cancel_pending(env.id, None, "again", now())
             .await
             .unwrap(),
         0

@@ -1,21 +1,29 @@
-//! Deployment actions, statuses and histories: one set of handlers for the six kinds, plus the
-//! environment-level actions. Actions answer 202: the request is queued, its status follows.
+//! Deployment actions, statuses, queues and histories: one set of handlers for the six kinds,
+//! the environment-level actions, and the bulk actions on chosen services of an environment.
+//! Actions answer 202: the request is queued, its status follows.
 
-use super::{accepted, ok};
+use super::{accepted, ok, Deleted};
+use crate::deployment_views::*;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{path_id, query_value, Auth, OptionalJson, Paging};
+use crate::extract::{path_id, query_value, Auth, HistoryPaging, JsonBody, OptionalJson, Paging};
 use crate::openapi::{Body, Doc, Query, Routes};
-use crate::views::{HistoryPage, StatusList};
+use crate::views::{HistoryPage, Paged};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::model::{DeploymentAction, ServiceKind, ServiceStatus};
-use domain::services::{DeployInput, EnvironmentStatus};
+use domain::services::{Chosen, DeployInput, EnvironmentStatus, EnvironmentStatuses, Selection};
+use serde::Deserialize;
+use uuid::Uuid;
 
 type St = web::Data<AppState>;
 type Kind = web::Data<ServiceKind>;
 
 fn service_id(req: &HttpRequest, kind: ServiceKind) -> ApiResult<domain::ids::ServiceId> {
     path_id(req, &format!("{}Id", kind.path_segment()))
+}
+
+fn env_id(req: &HttpRequest) -> ApiResult<domain::ids::EnvironmentId> {
+    path_id(req, "environmentId")
 }
 
 /// The `forceEvent` query of a helm redeploy: DIFF or nothing.
@@ -25,62 +33,272 @@ pub enum HelmForceEvent {
     Diff,
 }
 
+/// `{results: [...]}`: the statuses of an environment's environments.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct EnvironmentStatusList {
+    pub results: Vec<EnvironmentStatus>,
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct ApplicationToDeploy {
+    pub application_id: Uuid,
+    #[serde(default)]
+    pub git_commit_id: Option<String>,
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct ServiceToDeploy {
+    pub id: Uuid,
+    #[serde(default)]
+    pub git_commit_id: Option<String>,
+    #[serde(default)]
+    pub image_tag: Option<String>,
+    #[serde(default)]
+    pub chart_version: Option<String>,
+}
+
+/// What `POST /environment/{id}/service/deploy` deploys: only the services listed.
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+pub struct DeployAllRequest {
+    #[serde(default)]
+    pub applications: Vec<ApplicationToDeploy>,
+    #[serde(default)]
+    pub containers: Vec<ServiceToDeploy>,
+    #[serde(default)]
+    pub databases: Vec<Uuid>,
+    #[serde(default)]
+    pub helms: Vec<ServiceToDeploy>,
+    #[serde(default)]
+    pub jobs: Vec<ServiceToDeploy>,
+    #[serde(default)]
+    pub terraforms: Vec<ServiceToDeploy>,
+}
+
+/// The services a bulk action acts on, by kind.
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+pub struct ServiceIdsRequest {
+    #[serde(default)]
+    pub application_ids: Vec<Uuid>,
+    #[serde(default)]
+    pub container_ids: Vec<Uuid>,
+    #[serde(default)]
+    pub database_ids: Vec<Uuid>,
+    #[serde(default)]
+    pub helm_ids: Vec<Uuid>,
+    #[serde(default)]
+    pub job_ids: Vec<Uuid>,
+    #[serde(default)]
+    pub terraform_ids: Vec<Uuid>,
+}
+
+fn chosen(field: String, kind: ServiceKind, id: Uuid, input: DeployInput) -> Chosen {
+    Chosen {
+        field,
+        kind,
+        id: id.into(),
+        input,
+    }
+}
+
+impl DeployAllRequest {
+    fn chosen(self) -> Vec<Chosen> {
+        let mut out = Vec::new();
+        for (i, a) in self.applications.into_iter().enumerate() {
+            let input = DeployInput {
+                git_commit_id: a.git_commit_id,
+                ..Default::default()
+            };
+            out.push(chosen(
+                format!("applications[{i}].application_id"),
+                ServiceKind::Application,
+                a.application_id,
+                input,
+            ));
+        }
+        for (i, id) in self.databases.into_iter().enumerate() {
+            out.push(chosen(
+                format!("databases[{i}]"),
+                ServiceKind::Database,
+                id,
+                DeployInput::default(),
+            ));
+        }
+        for (list, kind, name) in [
+            (self.containers, ServiceKind::Container, "containers"),
+            (self.helms, ServiceKind::Helm, "helms"),
+            (self.jobs, ServiceKind::Job, "jobs"),
+            (self.terraforms, ServiceKind::Terraform, "terraforms"),
+        ] {
+            for (i, s) in list.into_iter().enumerate() {
+                let input = DeployInput {
+                    git_commit_id: s.git_commit_id,
+                    image_tag: s.image_tag,
+                    chart_version: s.chart_version,
+                };
+                out.push(chosen(format!("{name}[{i}].id"), kind, s.id, input));
+            }
+        }
+        out
+    }
+}
+
+impl ServiceIdsRequest {
+    fn chosen(self) -> Vec<Chosen> {
+        let mut out = Vec::new();
+        for (list, kind, name) in [
+            (
+                self.application_ids,
+                ServiceKind::Application,
+                "application_ids",
+            ),
+            (self.container_ids, ServiceKind::Container, "container_ids"),
+            (self.database_ids, ServiceKind::Database, "database_ids"),
+            (self.helm_ids, ServiceKind::Helm, "helm_ids"),
+            (self.job_ids, ServiceKind::Job, "job_ids"),
+            (self.terraform_ids, ServiceKind::Terraform, "terraform_ids"),
+        ] {
+            for (i, id) in list.into_iter().enumerate() {
+                out.push(chosen(
+                    format!("{name}[{i}]"),
+                    kind,
+                    id,
+                    DeployInput::default(),
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// Paths that must be matched before `/environment/{environmentId}`.
+pub fn fixed_routes(r: &mut Routes) {
+    r.at("/environment/deploymentStatus")
+        .get(
+            deployment_request_status,
+            Doc::get::<EnvironmentStatus>(
+                "The status of one deployment request (its id, or its deployment's)",
+            )
+            .query(Query::uuid("deploymentRequestId", true)),
+        )
+        .add();
+}
+
 pub fn routes(r: &mut Routes) {
     for kind in ServiceKind::ALL {
-        let seg = kind.path_segment();
-        let status = || Body::of::<ServiceStatus>();
-        let action = |verb: &str| Doc::answer(format!("{verb} a {seg}"), 202, Some(status()));
-        let deploy_body = Body::of::<DeployInput>();
-        let deploy = if *kind == ServiceKind::Application {
-            action("Deploy (git_commit_id required)").body(deploy_body)
-        } else {
-            action("Deploy").optional_body(deploy_body)
-        };
-        let mut redeploy = action("Redeploy");
-        if *kind == ServiceKind::Helm {
-            redeploy = redeploy.query(Query::of::<HelmForceEvent>("forceEvent", false));
-        }
-        r.at(format!("/{seg}/{{{seg}Id}}/deploy"))
-            .data(*kind)
-            .post(deploy_service, deploy)
-            .add();
-        r.at(format!("/{seg}/{{{seg}Id}}/redeploy"))
-            .data(*kind)
-            .post(redeploy_service, redeploy)
-            .add();
-        r.at(format!("/{seg}/{{{seg}Id}}/restart-service"))
-            .data(*kind)
-            .post(restart_service, action("Restart"))
-            .add();
-        r.at(format!("/{seg}/{{{seg}Id}}/stop"))
-            .data(*kind)
-            .post(stop_service, action("Stop"))
-            .add();
-        r.at(format!("/{seg}/{{{seg}Id}}/status"))
-            .data(*kind)
-            .get(
-                service_status,
-                Doc::get::<ServiceStatus>(format!("The deployment status of a {seg}")),
-            )
-            .add();
-        r.at(format!("/{seg}/{{{seg}Id}}/deploymentHistory"))
-            .data(*kind)
-            .get(
-                history,
-                Doc::get::<HistoryPage>(format!("The deployments of a {seg}, newest first"))
-                    .paged(),
-            )
-            .add();
-        r.at(format!("/environment/{{environmentId}}/{seg}/status"))
-            .data(*kind)
-            .get(
-                kind_statuses,
-                Doc::get::<StatusList>(format!(
-                    "The deployment statuses of an environment's {seg} services"
-                )),
-            )
-            .add();
+        kind_routes(r, *kind);
     }
+    environment_routes(r);
+    r.at("/project/{projectId}/environment/status")
+        .get(
+            project_statuses,
+            Doc::get::<EnvironmentStatusList>("The status of every environment of a project"),
+        )
+        .add();
+    r.at("/service/{serviceId}/deploymentQueue")
+        .get(
+            service_queue,
+            Doc::get::<QueuedServiceRequestList>("A service's requests that wait or run"),
+        )
+        .add();
+    r.at("/deploymentQueue/{deploymentRequestId}/cancelDeployment")
+        .post(
+            cancel_request,
+            Doc::answer(
+                "Cancel a deployment request: what waits never runs, what runs stops at its next step",
+                202,
+                Some(Body::of::<EnvironmentStatus>()),
+            ),
+        )
+        .add();
+}
+
+fn kind_routes(r: &mut Routes, kind: ServiceKind) {
+    let seg = kind.path_segment();
+    let status = || Body::of::<ServiceStatus>();
+    let action = |verb: &str| Doc::answer(format!("{verb} a {seg}"), 202, Some(status()));
+    let deploy_body = Body::of::<DeployInput>();
+    let deploy = if kind == ServiceKind::Application {
+        action("Deploy (git_commit_id required)").body(deploy_body)
+    } else {
+        action("Deploy").optional_body(deploy_body)
+    };
+    let mut redeploy = action("Redeploy");
+    if kind == ServiceKind::Helm {
+        redeploy = redeploy.query(Query::of::<HelmForceEvent>("forceEvent", false));
+    }
+    let base = format!("/{seg}/{{{seg}Id}}");
+    r.at(format!("{base}/deploy"))
+        .data(kind)
+        .post(deploy_service, deploy)
+        .add();
+    r.at(format!("{base}/redeploy"))
+        .data(kind)
+        .post(redeploy_service, redeploy)
+        .add();
+    r.at(format!("{base}/restart-service"))
+        .data(kind)
+        .post(restart_service, action("Restart"))
+        .add();
+    r.at(format!("{base}/stop"))
+        .data(kind)
+        .post(stop_service, action("Stop"))
+        .add();
+    r.at(format!("{base}/uninstall"))
+        .data(kind)
+        .post(
+            uninstall_service,
+            Doc::delete_or_accept::<ServiceStatus>(format!(
+                "Uninstall a {seg}: remove it from its cluster, keep its configuration \
+                 (204 when it was never deployed)"
+            )),
+        )
+        .add();
+    r.at(format!("{base}/status"))
+        .data(kind)
+        .get(
+            service_status,
+            Doc::get::<ServiceStatus>(format!("The deployment status of a {seg}")),
+        )
+        .add();
+    r.at(format!("{base}/deploymentHistory"))
+        .data(kind)
+        .get(
+            history,
+            Doc::get::<HistoryPage>(format!("The deployments of a {seg}, newest first")).paged(),
+        )
+        .add();
+    r.at(format!("{base}/deploymentHistoryV2"))
+        .data(kind)
+        .get(
+            history_v2,
+            history_doc::<HistoryService>(format!(
+                "Everything asked of a {seg} (deployments, restarts, stops, deletions), newest first"
+            )),
+        )
+        .add();
+    r.at(format!("/environment/{{environmentId}}/{seg}/status"))
+        .data(kind)
+        .get(
+            kind_statuses,
+            Doc::list::<ServiceStatus>(format!(
+                "The deployment statuses of an environment's {seg} services"
+            )),
+        )
+        .add();
+}
+
+fn history_doc<T: utoipa::ToSchema>(summary: String) -> Doc {
+    Doc::get::<HistoryPageOf<T>>(summary)
+        .query(Query::integer(
+            "pageSize",
+            1,
+            Some(domain::pagination::MAX_PAGE_SIZE.into()),
+        ))
+        .query(Query::uuid("startId", false))
+        .paged()
+}
+
+fn environment_routes(r: &mut Routes) {
     let env_action = |summary: &str| {
         Doc::answer(
             summary.to_string(),
@@ -91,7 +309,13 @@ pub fn routes(r: &mut Routes) {
     r.at("/environment/{environmentId}/deploy")
         .post(
             deploy_environment,
-            env_action("Deploy every service of an environment"),
+            env_action("Deploy every service of an environment, stage by stage"),
+        )
+        .add();
+    r.at("/environment/{environmentId}/redeploy")
+        .post(
+            redeploy_environment,
+            env_action("Redeploy every service of an environment, stage by stage"),
         )
         .add();
     r.at("/environment/{environmentId}/stop")
@@ -100,16 +324,83 @@ pub fn routes(r: &mut Routes) {
             env_action("Stop every running service of an environment"),
         )
         .add();
+    r.at("/environment/{environmentId}/uninstall")
+        .post(
+            uninstall_environment,
+            env_action(
+                "Uninstall every deployed service of an environment (the configuration stays)",
+            ),
+        )
+        .add();
     r.at("/environment/{environmentId}/cancelDeployment")
         .post(
             cancel_environment,
             env_action("Cancel what waits or runs in an environment (deletions excepted)"),
         )
         .add();
+    r.at("/environment/{environmentId}/service/deploy")
+        .post(
+            deploy_services,
+            env_action("Deploy the services listed, as one deployment")
+                .body(Body::of::<DeployAllRequest>()),
+        )
+        .add();
+    for (verb, summary) in [
+        ("restart-service", "Restart the services listed"),
+        ("stop", "Stop the services listed"),
+        (
+            "uninstall",
+            "Uninstall the services listed (their configuration stays)",
+        ),
+        (
+            "delete",
+            "Delete the services listed (those never deployed at once)",
+        ),
+    ] {
+        r.at(format!("/environment/{{environmentId}}/service/{verb}"))
+            .data(verb)
+            .post(
+                act_on_services,
+                env_action(summary).body(Body::of::<ServiceIdsRequest>()),
+            )
+            .add();
+    }
     r.at("/environment/{environmentId}/status")
         .get(
             environment_status,
             Doc::get::<EnvironmentStatus>("The deployment status of an environment"),
+        )
+        .add();
+    r.at("/environment/{environmentId}/statuses")
+        .get(
+            environment_statuses,
+            Doc::get::<EnvironmentStatuses>(
+                "The status of an environment and of each of its services, by kind",
+            ),
+        )
+        .add();
+    r.at("/environment/{environmentId}/deploymentQueue")
+        .get(
+            environment_queue,
+            Doc::get::<QueuedDeploymentList>(
+                "What waits or runs in an environment, one entry per deployment, stage by stage",
+            ),
+        )
+        .add();
+    r.at("/environment/{environmentId}/deploymentHistoryV2")
+        .get(
+            environment_history_v2,
+            history_doc::<EnvironmentHistoryItem>(
+                "An environment's deployments, newest first, stage by stage".into(),
+            ),
+        )
+        .add();
+    r.at("/environment/{environmentId}/deploymentHistory")
+        .get(
+            environment_history_v1,
+            history_doc::<EnvironmentHistoryV1>(
+                "An environment's deployments, newest first, services by kind".into(),
+            ),
         )
         .add();
 }
@@ -161,15 +452,8 @@ async fn restart_service(
     Auth(p): Auth,
     req: HttpRequest,
 ) -> ApiResult<HttpResponse> {
-    act(
-        &st,
-        &p,
-        &req,
-        **kind,
-        DeploymentAction::Restart,
-        DeployInput::default(),
-    )
-    .await
+    let input = DeployInput::default();
+    act(&st, &p, &req, **kind, DeploymentAction::Restart, input).await
 }
 
 async fn stop_service(
@@ -178,15 +462,21 @@ async fn stop_service(
     Auth(p): Auth,
     req: HttpRequest,
 ) -> ApiResult<HttpResponse> {
-    act(
-        &st,
-        &p,
-        &req,
-        **kind,
-        DeploymentAction::Stop,
-        DeployInput::default(),
-    )
-    .await
+    let input = DeployInput::default();
+    act(&st, &p, &req, **kind, DeploymentAction::Stop, input).await
+}
+
+async fn uninstall_service(
+    st: St,
+    kind: Kind,
+    Auth(p): Auth,
+    req: HttpRequest,
+) -> ApiResult<HttpResponse> {
+    let done = st
+        .capstan
+        .uninstall_service(&p, **kind, service_id(&req, **kind)?)
+        .await?;
+    Ok(done.response())
 }
 
 async fn service_status(
@@ -213,7 +503,25 @@ async fn history(
         .capstan
         .deployment_history(&p, **kind, service_id(&req, **kind)?, page)
         .await?;
-    Ok(ok(HistoryPage::from_page(page)))
+    Ok(ok(HistoryPage::from_page(page, **kind)))
+}
+
+async fn history_v2(
+    st: St,
+    kind: Kind,
+    Auth(p): Auth,
+    req: HttpRequest,
+    HistoryPaging(paging): HistoryPaging,
+) -> ApiResult<HttpResponse> {
+    let page = st
+        .capstan
+        .service_history(&p, **kind, service_id(&req, **kind)?, paging)
+        .await?;
+    Ok(ok(HistoryPageOf {
+        page: page.page,
+        page_size: page.page_size,
+        results: page.items.iter().map(HistoryService::from).collect(),
+    }))
 }
 
 async fn kind_statuses(
@@ -221,42 +529,181 @@ async fn kind_statuses(
     kind: Kind,
     Auth(p): Auth,
     req: HttpRequest,
+    Paging(page): Paging,
 ) -> ApiResult<HttpResponse> {
-    let results = st
+    let statuses = st
         .capstan
-        .kind_statuses(&p, path_id(&req, "environmentId")?, **kind)
+        .kind_statuses(&p, env_id(&req)?, **kind, page)
         .await?;
-    Ok(ok(StatusList { results }))
+    Ok(ok(Paged::from_page(statuses, |s| s)))
+}
+
+async fn environment_action(
+    st: &St,
+    p: &domain::auth::Principal,
+    req: &HttpRequest,
+    action: DeploymentAction,
+    selection: Selection,
+) -> ApiResult<HttpResponse> {
+    let status = st
+        .capstan
+        .environment_action(p, env_id(req)?, action, selection)
+        .await?;
+    Ok(accepted(status))
 }
 
 async fn deploy_environment(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
-    let status = st
-        .capstan
-        .deploy_environment(&p, path_id(&req, "environmentId")?)
-        .await?;
-    Ok(accepted(status))
+    environment_action(&st, &p, &req, DeploymentAction::Deploy, Selection::All).await
+}
+
+async fn redeploy_environment(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+    environment_action(&st, &p, &req, DeploymentAction::Redeploy, Selection::All).await
 }
 
 async fn stop_environment(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
-    let status = st
-        .capstan
-        .stop_environment(&p, path_id(&req, "environmentId")?)
-        .await?;
-    Ok(accepted(status))
+    environment_action(&st, &p, &req, DeploymentAction::Stop, Selection::All).await
+}
+
+async fn uninstall_environment(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+    environment_action(&st, &p, &req, DeploymentAction::Uninstall, Selection::All).await
+}
+
+async fn deploy_services(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+    JsonBody(body): JsonBody<DeployAllRequest>,
+) -> ApiResult<HttpResponse> {
+    let selection = Selection::Only(body.chosen());
+    environment_action(&st, &p, &req, DeploymentAction::Deploy, selection).await
+}
+
+async fn act_on_services(
+    st: St,
+    verb: web::Data<&'static str>,
+    Auth(p): Auth,
+    req: HttpRequest,
+    JsonBody(body): JsonBody<ServiceIdsRequest>,
+) -> ApiResult<HttpResponse> {
+    let chosen = body.chosen();
+    let action = match **verb {
+        "restart-service" => DeploymentAction::Restart,
+        "stop" => DeploymentAction::Stop,
+        "uninstall" => DeploymentAction::Uninstall,
+        _ => {
+            let status = st
+                .capstan
+                .delete_services(&p, env_id(&req)?, chosen)
+                .await?;
+            return Ok(accepted(status));
+        }
+    };
+    environment_action(&st, &p, &req, action, Selection::Only(chosen)).await
 }
 
 async fn cancel_environment(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
     let status = st
         .capstan
-        .cancel_environment_deployment(&p, path_id(&req, "environmentId")?)
+        .cancel_environment_deployment(&p, env_id(&req)?)
         .await?;
     Ok(accepted(status))
 }
 
 async fn environment_status(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
-    let status = st
-        .capstan
-        .environment_status(&p, path_id(&req, "environmentId")?)
-        .await?;
+    let status = st.capstan.environment_status(&p, env_id(&req)?).await?;
     Ok(ok(status))
+}
+
+async fn environment_statuses(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let statuses = st.capstan.environment_statuses(&p, env_id(&req)?).await?;
+    Ok(ok(statuses))
+}
+
+async fn project_statuses(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let results = st
+        .capstan
+        .project_environment_statuses(&p, path_id(&req, "projectId")?)
+        .await?;
+    Ok(ok(EnvironmentStatusList { results }))
+}
+
+async fn environment_queue(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let queue = st.capstan.environment_queue(&p, env_id(&req)?).await?;
+    Ok(ok(QueuedDeploymentList {
+        results: queue.into_iter().map(Into::into).collect(),
+    }))
+}
+
+async fn service_queue(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let queue = st
+        .capstan
+        .service_queue(&p, path_id(&req, "serviceId")?)
+        .await?;
+    Ok(ok(QueuedServiceRequestList {
+        results: queue.into_iter().map(Into::into).collect(),
+    }))
+}
+
+async fn cancel_request(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let id: Uuid = path_id(&req, "deploymentRequestId")?;
+    st.capstan.cancel_deployment_request(&p, id).await?;
+    let status = st.capstan.deployment_request_status(&p, id).await?;
+    Ok(accepted(status))
+}
+
+async fn deployment_request_status(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+) -> ApiResult<HttpResponse> {
+    let raw = query_value(&req, "deploymentRequestId")?
+        .ok_or_else(|| ApiError::bad_request("deploymentRequestId: is required"))?;
+    let id = Uuid::parse_str(&raw).map_err(|_| {
+        ApiError::bad_request(format!("deploymentRequestId: '{raw}' is not a valid UUID"))
+    })?;
+    let status = st.capstan.deployment_request_status(&p, id).await?;
+    Ok(ok(status))
+}
+
+async fn environment_history_v2(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+    HistoryPaging(paging): HistoryPaging,
+) -> ApiResult<HttpResponse> {
+    let page = st
+        .capstan
+        .environment_history(&p, env_id(&req)?, paging)
+        .await?;
+    let now = time::OffsetDateTime::now_utc();
+    Ok(ok(HistoryPageOf {
+        page: page.page,
+        page_size: page.page_size,
+        results: page
+            .items
+            .into_iter()
+            .map(|b| EnvironmentHistoryItem::of(b, now))
+            .collect(),
+    }))
+}
+
+async fn environment_history_v1(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+    HistoryPaging(paging): HistoryPaging,
+) -> ApiResult<HttpResponse> {
+    let page = st
+        .capstan
+        .environment_history(&p, env_id(&req)?, paging)
+        .await?;
+    Ok(ok(HistoryPageOf {
+        page: page.page,
+        page_size: page.page_size,
+        results: page
+            .items
+            .into_iter()
+            .map(EnvironmentHistoryV1::from)
+            .collect::<Vec<_>>(),
+    }))
 }

@@ -5,6 +5,7 @@ mod deployments;
 mod organization;
 mod resources;
 mod services;
+mod stages;
 mod variables;
 mod webhooks;
 
@@ -50,11 +51,14 @@ impl<T: Serialize> Deleted for domain::services::Deletion<T> {
 
 /// The API's routes, mounted twice by the app (under `/v1` and at the root).
 pub fn api_routes(r: &mut Routes) {
+    // Literal paths that a `{id}` pattern of the same scope would otherwise take.
+    deployments::fixed_routes(r);
     catalog::routes(r);
     organization::routes(r);
     resources::routes(r);
     services::routes(r);
     deployments::routes(r);
+    stages::routes(r);
     variables::routes(r);
     webhooks::routes(r);
 }

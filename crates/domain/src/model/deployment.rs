@@ -30,6 +30,35 @@ impl RequestStatus {
 }
 
 string_enum!(
+    /// Where an action came from, as histories and queues show it (the public
+    /// `OrganizationEventOrigin`).
+    Origin {
+        Api => "API",
+        Cli => "CLI",
+        Console => "CONSOLE",
+        Git => "GIT",
+        Internal => "QOVERY_INTERNAL",
+        Skill => "SKILL",
+        TerraformProvider => "TERRAFORM_PROVIDER",
+    }
+);
+
+impl Origin {
+    /// The origin a client's `User-Agent` shows: the public CLI and Terraform provider name
+    /// themselves there; anything else is the API.
+    pub fn from_user_agent(agent: &str) -> Origin {
+        let agent = agent.to_ascii_lowercase();
+        if agent.contains("terraform") {
+            Origin::TerraformProvider
+        } else if agent.contains("cli") {
+            Origin::Cli
+        } else {
+            Origin::Api
+        }
+    }
+}
+
+string_enum!(
     /// The name of a deployment step, as the public API names them.
     StepName {
         RegistryCreateRepository => "REGISTRY_CREATE_REPOSITORY",
@@ -82,6 +111,14 @@ pub struct DeploymentSnapshot {
     pub chart_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chart_version: Option<String>,
+    /// A job's type (CRON or LIFECYCLE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_type: Option<String>,
+    /// The stage its service was in when it was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage_id: Option<crate::ids::DeploymentStageId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage_name: Option<String>,
 }
 
 /// One step the engine walked (or is walking: no status, no end yet).
@@ -126,6 +163,11 @@ pub struct DeploymentRequest {
     pub created_at: OffsetDateTime,
     pub started_at: Option<OffsetDateTime>,
     pub finished_at: Option<OffsetDateTime>,
+    /// Its place in its batch: the deployment order of its service's stage when it was asked
+    /// for. An environment's requests run in (created_at, position, id) order.
+    pub position: i32,
+    /// Where the action came from.
+    pub origin: Origin,
 }
 
 impl Record for DeploymentRequest {
@@ -166,7 +208,10 @@ pub fn plan(action: DeploymentAction, kind: ServiceKind, builds: bool) -> Vec<Ph
             }
             phases
         }
-        DeploymentAction::Restart | DeploymentAction::Stop | DeploymentAction::Delete => {
+        DeploymentAction::Restart
+        | DeploymentAction::Stop
+        | DeploymentAction::Delete
+        | DeploymentAction::Uninstall => {
             vec![phase(StepName::Deployment, Event::Succeeded)]
         }
         DeploymentAction::Diff => vec![phase(StepName::Executing, Event::Succeeded)],
@@ -180,6 +225,11 @@ impl DeploymentRequest {
             self.action,
             DeploymentAction::Deploy | DeploymentAction::Redeploy
         )
+    }
+
+    /// Its place in its environment's queue: requests run in this order.
+    pub fn queue_key(&self) -> (OffsetDateTime, i32, DeploymentRequestId) {
+        (self.created_at, self.position, self.id)
     }
 
     /// Ends the running step with `status`.
@@ -196,6 +246,21 @@ impl DeploymentRequest {
         self.reason = reason;
         self.finished_at = Some(now);
         self.lease_until = None;
+    }
+}
+
+/// Sets the state new requests wait in: a request that has another of its environment ahead
+/// of it in the queue (one already waiting or running, or one of its own batch in an earlier
+/// place) waits (WAITING_RUNNING, ...) from the start; only the first in line shows the queued
+/// state. Decided once, when the requests are queued, so what a client sees of a waiting
+/// request never goes back from waiting to queued.
+pub fn queue_up(requests: &mut [DeploymentRequest], environment_busy: bool) {
+    requests.sort_by_key(DeploymentRequest::queue_key);
+    for (i, r) in requests.iter_mut().enumerate() {
+        r.state = ServiceState::queued(r.action);
+        if environment_busy || i > 0 {
+            r.state = super::transition(r.state, Event::Blocked).unwrap_or(r.state);
+        }
     }
 }
 

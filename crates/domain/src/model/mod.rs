@@ -10,13 +10,14 @@ mod regions;
 mod resources;
 mod service;
 mod service_kinds;
+mod stage;
 mod state;
 mod status;
 mod variable;
 
 pub use deployment::{
-    plan, DeployTarget, DeploymentRequest, DeploymentSnapshot, Phase, RequestStatus, Step,
-    StepName, StepStatus,
+    plan, queue_up, DeployTarget, DeploymentRequest, DeploymentSnapshot, Origin, Phase,
+    RequestStatus, Step, StepName, StepStatus,
 };
 pub use enums::*;
 pub use git_repository::{GitRepository, GitRepositoryInput};
@@ -28,6 +29,7 @@ pub use resources::{
 };
 pub use service::*;
 pub use service_kinds::*;
+pub use stage::{reorder, DeploymentStage, Placement, StageMember, DEFAULT_STAGE};
 pub use state::{transition, DeploymentAction, Event, Forbidden, ServiceState};
 pub use status::*;
 pub use variable::*;

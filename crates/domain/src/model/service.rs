@@ -73,6 +73,12 @@ impl Service {
         }
     }
 
+    /// Nothing of it runs any more once uninstalled: its next deployment is its first.
+    pub fn record_uninstall(&mut self, now: OffsetDateTime) {
+        self.deployment_status = DeploymentStatus::NeverDeployed;
+        self.updated_at = now;
+    }
+
     /// Makes the tag or chart version a deployment names the configured one; true when the
     /// wanted revision changed (that, or a commit other than the deployed one).
     pub fn apply_target(&mut self, target: &super::DeployTarget) -> bool {
@@ -129,6 +135,7 @@ impl Service {
                 if let Some(i) = &j.source.image {
                     image(&i.image_name, &i.tag, None);
                 }
+                shown.job_type = Some(j.job_type.as_str().to_string());
             }
             ServiceSpec::Helm(h) => {
                 if let Some(r) = &h.source.repository {

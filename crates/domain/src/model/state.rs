@@ -48,8 +48,16 @@ string_enum!(
         Stop => "STOP",
         Delete => "DELETE",
         Diff => "DIFF",
+        Uninstall => "UNINSTALL",
     }
 );
+
+impl DeploymentAction {
+    /// Actions a cancel leaves alone: what removes a service from its cluster goes to its end.
+    pub fn cancellable(self) -> bool {
+        !matches!(self, DeploymentAction::Delete | DeploymentAction::Uninstall)
+    }
+}
 
 /// What happens to a service, as the engine reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,14 +118,13 @@ impl ServiceState {
                 | S::DeleteError
                 | S::Unavailable
                 | S::Recap
+                | S::Deleted
         )
     }
 
+    /// On its way out of its cluster (a deletion or an uninstall).
     pub fn is_deleting(self) -> bool {
-        matches!(
-            self,
-            S::DeleteQueued | S::WaitingDeleting | S::Deleting | S::Deleted
-        )
+        matches!(self, S::DeleteQueued | S::WaitingDeleting | S::Deleting)
     }
 
     /// Waiting for its turn (accepted, not started).
@@ -149,20 +156,6 @@ impl ServiceState {
                 | S::Canceling
         )
     }
-
-    /// The action a waiting or running state belongs to.
-    pub fn action(self) -> Option<DeploymentAction> {
-        Some(match self {
-            S::DeploymentQueued | S::WaitingRunning | S::Building | S::Deploying | S::Executing => {
-                A::Deploy
-            }
-            S::RestartQueued | S::WaitingRestarting | S::Restarting => A::Restart,
-            S::StopQueued | S::WaitingStopping | S::Stopping => A::Stop,
-            S::DeleteQueued | S::WaitingDeleting | S::Deleting => A::Delete,
-            S::Queued => A::Diff,
-            _ => return None,
-        })
-    }
 }
 
 impl ServiceState {
@@ -172,7 +165,7 @@ impl ServiceState {
             A::Deploy | A::Redeploy => S::DeploymentQueued,
             A::Restart => S::RestartQueued,
             A::Stop => S::StopQueued,
-            A::Delete => S::DeleteQueued,
+            A::Delete | A::Uninstall => S::DeleteQueued,
             A::Diff => S::Queued,
         }
     }
@@ -214,7 +207,7 @@ pub fn transition(state: ServiceState, event: Event) -> Result<ServiceState, For
         (S::Restarting, Event::Failed) => Some(S::RestartError),
         (S::Stopping, Event::Failed) => Some(S::StopError),
         (S::Deleting, Event::Failed) => Some(S::DeleteError),
-        // Cancelling: anything waiting or running except a deletion.
+        // Cancelling: anything waiting or running except a deletion or an uninstall.
         (s, Event::CancelRequested)
             if (s.is_waiting() || s.is_running()) && !s.is_deleting() && s != S::Canceling =>
         {
@@ -296,14 +289,14 @@ mod tests {
             for event in events() {
                 match transition(*state, event) {
                     Ok(next) => {
-                        // Settled states only move on a request; Deleted moves on nothing.
+                        // Settled states (DELETED of an uninstalled service among them) only
+                        // move on a request.
                         if state.is_settled() {
                             assert!(
                                 matches!(event, Event::Requested(_)),
                                 "{state:?} on {event:?}"
                             );
                         }
-                        assert_ne!(*state, S::Deleted);
                         if let Event::Requested(a) = event {
                             assert_eq!(next, S::queued(a));
                         }
@@ -319,13 +312,7 @@ mod tests {
 
     #[test]
     fn requests_are_refused_while_in_flight_or_deleted() {
-        for state in [
-            S::Deploying,
-            S::DeploymentQueued,
-            S::Deleting,
-            S::Deleted,
-            S::Canceling,
-        ] {
+        for state in [S::Deploying, S::DeploymentQueued, S::Deleting, S::Canceling] {
             assert!(
                 transition(state, Event::Requested(A::Deploy)).is_err(),
                 "{state:?}"

@@ -47,6 +47,85 @@ string_enum!(
     }
 );
 
+string_enum!(
+    /// How far a stage of a deployment (or one service in it) is, as queues and histories
+    /// show it.
+    StageStatus {
+        Queued => "QUEUED",
+        Ongoing => "ONGOING",
+        Done => "DONE",
+        Error => "ERROR",
+        Skipped => "SKIPPED",
+        Canceled => "CANCELED",
+    }
+);
+
+string_enum!(
+    /// What a deployment was asked to do, as queues and histories show it.
+    TriggerAction {
+        Deploy => "DEPLOY",
+        Delete => "DELETE",
+        Restart => "RESTART",
+        Stop => "STOP",
+        DeployDryRun => "DEPLOY_DRY_RUN",
+        TerraformForceUnlock => "TERRAFORM_FORCE_UNLOCK",
+        TerraformMigrateState => "TERRAFORM_MIGRATE_STATE",
+        DeleteResourcesOnly => "DELETE_RESOURCES_ONLY",
+        Unknown => "UNKNOWN",
+        Uninstall => "UNINSTALL",
+    }
+);
+
+impl TriggerAction {
+    pub fn of(action: DeploymentAction) -> Self {
+        match action {
+            DeploymentAction::Deploy | DeploymentAction::Redeploy => Self::Deploy,
+            DeploymentAction::Diff => Self::DeployDryRun,
+            DeploymentAction::Restart => Self::Restart,
+            DeploymentAction::Stop => Self::Stop,
+            DeploymentAction::Delete => Self::Delete,
+            DeploymentAction::Uninstall => Self::Uninstall,
+        }
+    }
+}
+
+impl StageStatus {
+    /// One request's.
+    pub fn of_request(r: &DeploymentRequest) -> Self {
+        match r.status {
+            RequestStatus::Queued => Self::Queued,
+            RequestStatus::Running => Self::Ongoing,
+            RequestStatus::Success => Self::Done,
+            RequestStatus::Error => Self::Error,
+            RequestStatus::Canceled => Self::Canceled,
+        }
+    }
+
+    /// A stage's, from its requests: waiting until one starts, ongoing until all end, then
+    /// ERROR if one failed, SKIPPED if none ran (an earlier stage failed or the deployment was
+    /// canceled before it), CANCELED if some were canceled, else DONE.
+    pub fn of_stage(requests: &[&DeploymentRequest]) -> Self {
+        let all = |s: RequestStatus| requests.iter().all(|r| r.status == s);
+        let any = |s: RequestStatus| requests.iter().any(|r| r.status == s);
+        if all(RequestStatus::Queued) {
+            Self::Queued
+        } else if any(RequestStatus::Queued) || any(RequestStatus::Running) {
+            Self::Ongoing
+        } else if any(RequestStatus::Error) {
+            Self::Error
+        } else if requests
+            .iter()
+            .all(|r| r.status == RequestStatus::Canceled && r.started_at.is_none())
+        {
+            Self::Skipped
+        } else if any(RequestStatus::Canceled) {
+            Self::Canceled
+        } else {
+            Self::Done
+        }
+    }
+}
+
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatusDetails {
@@ -92,6 +171,7 @@ pub struct ServiceStatus {
         with = "time::serde::rfc3339::option",
         skip_serializing_if = "Option::is_none"
     )]
+    /// When its latest request was asked for (before any, when the service was created).
     pub last_deployment_date: Option<OffsetDateTime>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steps: Option<StepMetrics>,
@@ -145,27 +225,34 @@ fn steps(r: &DeploymentRequest, now: OffsetDateTime) -> Option<StepMetrics> {
     })
 }
 
-fn details(latest: Option<&DeploymentRequest>) -> StatusDetails {
-    let (action, status) = match latest {
+/// The `status_details` action of a request's action.
+pub fn service_action(action: DeploymentAction) -> ServiceAction {
+    match action {
+        DeploymentAction::Deploy | DeploymentAction::Redeploy | DeploymentAction::Diff => {
+            ServiceAction::Deploy
+        }
+        DeploymentAction::Restart => ServiceAction::Restart,
+        DeploymentAction::Stop => ServiceAction::Stop,
+        DeploymentAction::Delete | DeploymentAction::Uninstall => ServiceAction::Delete,
+    }
+}
+
+/// The `status_details` status of a request.
+pub fn action_status(r: &DeploymentRequest) -> ServiceActionStatus {
+    match r.status {
+        RequestStatus::Queued => ServiceActionStatus::Queued,
+        RequestStatus::Running if r.cancel_requested => ServiceActionStatus::Canceling,
+        RequestStatus::Running => ServiceActionStatus::Ongoing,
+        RequestStatus::Success => ServiceActionStatus::Success,
+        RequestStatus::Error => ServiceActionStatus::Error,
+        RequestStatus::Canceled => ServiceActionStatus::Canceled,
+    }
+}
+
+fn details(shown: Option<&DeploymentRequest>) -> StatusDetails {
+    let (action, status) = match shown {
         None => (ServiceAction::Deploy, ServiceActionStatus::Never),
-        Some(r) => (
-            match r.action {
-                DeploymentAction::Deploy | DeploymentAction::Redeploy | DeploymentAction::Diff => {
-                    ServiceAction::Deploy
-                }
-                DeploymentAction::Restart => ServiceAction::Restart,
-                DeploymentAction::Stop => ServiceAction::Stop,
-                DeploymentAction::Delete => ServiceAction::Delete,
-            },
-            match r.status {
-                RequestStatus::Queued => ServiceActionStatus::Queued,
-                RequestStatus::Running if r.cancel_requested => ServiceActionStatus::Canceling,
-                RequestStatus::Running => ServiceActionStatus::Ongoing,
-                RequestStatus::Success => ServiceActionStatus::Success,
-                RequestStatus::Error => ServiceActionStatus::Error,
-                RequestStatus::Canceled => ServiceActionStatus::Canceled,
-            },
-        ),
+        Some(r) => (service_action(r.action), action_status(r)),
     };
     StatusDetails {
         action,
@@ -174,42 +261,40 @@ fn details(latest: Option<&DeploymentRequest>) -> StatusDetails {
     }
 }
 
-/// The state a service is in, given its requests (any order; at least those waiting or running
-/// and the latest that ended of each action) and its environment's activity.
-pub fn service_state(
-    service: ServiceId,
-    requests: &[DeploymentRequest],
-    env: &EnvironmentActivity,
-) -> ServiceState {
+/// The request a service's status describes (its `state`, `status_details` and
+/// `deployment_request_id` all come from it): the one running, else the first in line, else
+/// the latest that ended. A diff that ended changed nothing, so the request before it is shown.
+pub fn shown_request(requests: &[DeploymentRequest]) -> Option<&DeploymentRequest> {
     let mut pending: Vec<&DeploymentRequest> = requests
         .iter()
         .filter(|r| !r.status.is_finished())
         .collect();
-    pending.sort_by_key(|r| (r.created_at, r.id));
+    pending.sort_by_key(|r| r.queue_key());
     if let Some(running) = pending.iter().find(|r| r.status == RequestStatus::Running) {
-        if running.cancel_requested {
-            return super::transition(running.state, Event::CancelRequested)
-                .unwrap_or(running.state);
-        }
-        return running.state;
+        return Some(running);
     }
     if let Some(next) = pending.first() {
-        let blocked = env
-            .running
-            .as_ref()
-            .is_some_and(|r| r.service_id != service);
-        return if blocked {
-            super::transition(next.state, Event::Blocked).unwrap_or(next.state)
-        } else {
-            next.state
-        };
+        return Some(next);
     }
-    // A diff changes nothing, so the state is that of the latest other request.
     requests
         .iter()
         .filter(|r| r.action != DeploymentAction::Diff)
-        .max_by_key(|r| (r.created_at, r.id))
-        .map_or(ServiceState::Ready, |r| r.state)
+        .max_by_key(|r| r.queue_key())
+}
+
+/// The state a request shows: its own, or CANCELING once a cancel of it was asked for.
+fn state_of(r: &DeploymentRequest) -> ServiceState {
+    if r.status == RequestStatus::Running && r.cancel_requested {
+        super::transition(r.state, Event::CancelRequested).unwrap_or(r.state)
+    } else {
+        r.state
+    }
+}
+
+/// The state a service is in, given its requests (any order; at least those waiting or running
+/// and the latest that ended of each action).
+pub fn service_state(requests: &[DeploymentRequest]) -> ServiceState {
+    shown_request(requests).map_or(ServiceState::Ready, state_of)
 }
 
 /// The deployment status of `service`, from its requests (as for [`service_state`]).
@@ -219,26 +304,129 @@ pub fn service_status(
     env: &EnvironmentActivity,
     now: OffsetDateTime,
 ) -> ServiceStatus {
-    let latest = requests.iter().max_by_key(|r| (r.created_at, r.id));
+    let shown = shown_request(requests);
     ServiceStatus {
         id: service.id,
-        state: service_state(service.id, requests, env),
+        state: shown.map_or(ServiceState::Ready, state_of),
         service_deployment_status: service.deployment_status,
-        is_part_last_deployment: latest.is_some_and(|r| Some(r.batch_id) == env.last_batch),
-        status_details: details(latest),
-        deployment_request_id: latest.map(|r| r.id),
+        is_part_last_deployment: shown.is_some_and(|r| Some(r.batch_id) == env.last_batch),
+        status_details: details(shown),
+        deployment_request_id: shown.map(|r| r.id),
         deployment_requests_count: requests.iter().filter(|r| !r.status.is_finished()).count()
             as u64,
-        last_deployment_date: latest.map(|r| r.created_at),
-        steps: latest.and_then(|r| steps(r, now)),
+        // Before any request, the service's creation: deployment tools refuse a status
+        // without a date.
+        last_deployment_date: Some(shown.map_or(service.created_at, |r| r.created_at)),
+        steps: shown.and_then(|r| steps(r, now)),
     }
+}
+
+/// What one deployment (a batch: an environment-level action, or one service's request)
+/// shows as a whole.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchSummary {
+    pub id: Uuid,
+    /// One of the values the public tools wait on: the action's queued state until a request
+    /// starts, then its running state (CANCELING once a cancel was asked for), then its
+    /// outcome. It never goes back.
+    pub state: ServiceState,
+    pub details: StatusDetails,
+    pub created_at: OffsetDateTime,
+    /// When its last request ended; `None` while any waits or runs.
+    pub finished_at: Option<OffsetDateTime>,
+    pub requested_by: String,
+    pub origin: super::Origin,
+    pub action: DeploymentAction,
+}
+
+impl BatchSummary {
+    pub fn duration_sec(&self) -> Option<i64> {
+        self.finished_at.map(|end| seconds(self.created_at, end))
+    }
+}
+
+/// The summary of one batch from its requests (all of them, any order); `None` for none.
+pub fn batch_summary(requests: &[&DeploymentRequest]) -> Option<BatchSummary> {
+    let first = requests.iter().min_by_key(|r| r.queue_key())?;
+    let action = first.action;
+    let (queued, running, success, error) = match action {
+        DeploymentAction::Deploy | DeploymentAction::Redeploy => (
+            ServiceState::DeploymentQueued,
+            ServiceState::Deploying,
+            ServiceState::Deployed,
+            ServiceState::DeploymentError,
+        ),
+        // EXECUTING is not among the states deployment tools wait through at this level.
+        DeploymentAction::Diff => (
+            ServiceState::Queued,
+            ServiceState::Deploying,
+            ServiceState::Deployed,
+            ServiceState::DeploymentError,
+        ),
+        DeploymentAction::Restart => (
+            ServiceState::RestartQueued,
+            ServiceState::Restarting,
+            ServiceState::Restarted,
+            ServiceState::RestartError,
+        ),
+        DeploymentAction::Stop => (
+            ServiceState::StopQueued,
+            ServiceState::Stopping,
+            ServiceState::Stopped,
+            ServiceState::StopError,
+        ),
+        DeploymentAction::Delete | DeploymentAction::Uninstall => (
+            ServiceState::DeleteQueued,
+            ServiceState::Deleting,
+            ServiceState::Deleted,
+            ServiceState::DeleteError,
+        ),
+    };
+    let pending = requests.iter().any(|r| !r.status.is_finished());
+    let started = requests.iter().any(|r| r.status != RequestStatus::Queued);
+    let canceling = requests
+        .iter()
+        .any(|r| !r.status.is_finished() && r.cancel_requested);
+    let errored = requests.iter().any(|r| r.status == RequestStatus::Error);
+    let canceled = requests.iter().any(|r| r.status == RequestStatus::Canceled);
+    let (state, status) = if canceling {
+        (ServiceState::Canceling, ServiceActionStatus::Canceling)
+    } else if pending && started {
+        (running, ServiceActionStatus::Ongoing)
+    } else if pending {
+        (queued, ServiceActionStatus::Queued)
+    } else if errored {
+        (error, ServiceActionStatus::Error)
+    } else if canceled {
+        (ServiceState::Canceled, ServiceActionStatus::Canceled)
+    } else {
+        (success, ServiceActionStatus::Success)
+    };
+    Some(BatchSummary {
+        id: first.batch_id,
+        state,
+        details: StatusDetails {
+            action: service_action(action),
+            status,
+            sub_action: ServiceSubAction::None,
+        },
+        created_at: first.created_at,
+        finished_at: if pending {
+            None
+        } else {
+            requests.iter().filter_map(|r| r.finished_at).max()
+        },
+        requested_by: first.requested_by.clone(),
+        origin: first.origin,
+        action,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ids::*;
-    use crate::model::{DeployTarget, Step};
+    use crate::model::{DeployTarget, Origin, Step};
     use time::Duration;
 
     fn request(service: ServiceId, action: DeploymentAction, minute: i64) -> DeploymentRequest {
@@ -264,16 +452,14 @@ mod tests {
             created_at: at,
             started_at: None,
             finished_at: None,
+            position: 0,
+            origin: Origin::Api,
         }
     }
 
     #[test]
     fn a_service_without_requests_is_ready_and_never_deployed() {
-        let s = ServiceId::generate();
-        assert_eq!(
-            service_state(s, &[], &EnvironmentActivity::default()),
-            ServiceState::Ready
-        );
+        assert_eq!(service_state(&[]), ServiceState::Ready);
         assert_eq!(
             details(None),
             StatusDetails {
@@ -285,23 +471,89 @@ mod tests {
     }
 
     #[test]
-    fn a_queued_request_waits_while_another_service_runs() {
+    fn a_request_behind_another_waits_from_the_start_and_never_shows_queued_again() {
         let s = ServiceId::generate();
-        let mine = request(s, DeploymentAction::Deploy, 1);
-        let mut other = request(ServiceId::generate(), DeploymentAction::Restart, 0);
-        other.status = RequestStatus::Running;
-        other.state = ServiceState::Restarting;
-        let idle = EnvironmentActivity::default();
-        let busy = EnvironmentActivity {
-            running: Some(other),
-            ..Default::default()
-        };
-        let reqs = [mine];
+        let mut batch = vec![
+            request(s, DeploymentAction::Deploy, 1),
+            request(ServiceId::generate(), DeploymentAction::Deploy, 1),
+        ];
+        batch[0].position = 2;
+        batch[1].position = 1;
+        crate::model::queue_up(&mut batch, false);
+        // The earlier stage's request is first in line; the other waits behind it.
+        assert_eq!(batch[0].position, 1);
+        assert_eq!(batch[0].state, ServiceState::DeploymentQueued);
+        assert_eq!(batch[1].state, ServiceState::WaitingRunning);
+        let mut alone = vec![request(s, DeploymentAction::Restart, 2)];
+        crate::model::queue_up(&mut alone, true);
+        assert_eq!(alone[0].state, ServiceState::WaitingRestarting);
+        // Whatever else runs or ends meanwhile, the waiting request shows its own state.
         assert_eq!(
-            service_state(s, &reqs, &idle),
+            service_state(std::slice::from_ref(&batch[1])),
+            ServiceState::WaitingRunning
+        );
+    }
+
+    #[test]
+    fn state_details_and_request_id_describe_the_same_request() {
+        let s = ServiceId::generate();
+        let mut running = request(s, DeploymentAction::Deploy, 0);
+        running.status = RequestStatus::Running;
+        running.state = ServiceState::Deploying;
+        let queued = request(s, DeploymentAction::Stop, 1);
+        let service = test_service(s);
+        let st = service_status(
+            &service,
+            &[running.clone(), queued],
+            &EnvironmentActivity::default(),
+            running.created_at,
+        );
+        assert_eq!(st.state, ServiceState::Deploying);
+        assert_eq!(st.deployment_request_id, Some(running.id));
+        assert_eq!(st.status_details.action, ServiceAction::Deploy);
+        assert_eq!(st.status_details.status, ServiceActionStatus::Ongoing);
+        assert_eq!(st.deployment_requests_count, 2);
+    }
+
+    #[test]
+    fn a_batch_moves_from_queued_to_running_to_its_outcome() {
+        let mk = |status: RequestStatus| {
+            let mut r = request(ServiceId::generate(), DeploymentAction::Deploy, 0);
+            r.status = status;
+            r
+        };
+        let summary = |rs: &[DeploymentRequest]| {
+            let refs: Vec<&DeploymentRequest> = rs.iter().collect();
+            batch_summary(&refs).unwrap().state
+        };
+        use RequestStatus as R;
+        assert_eq!(
+            summary(&[mk(R::Queued), mk(R::Queued)]),
             ServiceState::DeploymentQueued
         );
-        assert_eq!(service_state(s, &reqs, &busy), ServiceState::WaitingRunning);
+        assert_eq!(
+            summary(&[mk(R::Success), mk(R::Queued)]),
+            ServiceState::Deploying
+        );
+        assert_eq!(
+            summary(&[mk(R::Success), mk(R::Success)]),
+            ServiceState::Deployed
+        );
+        assert_eq!(
+            summary(&[mk(R::Error), mk(R::Canceled)]),
+            ServiceState::DeploymentError
+        );
+        assert_eq!(
+            summary(&[mk(R::Success), mk(R::Canceled)]),
+            ServiceState::Canceled
+        );
+        let mut flagged = mk(R::Running);
+        flagged.cancel_requested = true;
+        assert_eq!(
+            summary(&[flagged, mk(R::Canceled)]),
+            ServiceState::Canceling
+        );
+        assert!(batch_summary(&[]).is_none());
     }
 
     #[test]
@@ -311,11 +563,10 @@ mod tests {
         running.status = RequestStatus::Running;
         running.state = ServiceState::Building;
         let queued = request(s, DeploymentAction::Stop, 1);
-        let env = EnvironmentActivity::default();
         let mut reqs = vec![running, queued];
-        assert_eq!(service_state(s, &reqs, &env), ServiceState::Building);
+        assert_eq!(service_state(&reqs), ServiceState::Building);
         reqs[0].cancel_requested = true;
-        assert_eq!(service_state(s, &reqs, &env), ServiceState::Canceling);
+        assert_eq!(service_state(&reqs), ServiceState::Canceling);
     }
 
     #[test]
@@ -327,21 +578,17 @@ mod tests {
         let mut diff = request(s, DeploymentAction::Diff, 1);
         diff.status = RequestStatus::Success;
         diff.state = ServiceState::Deployed;
-        assert_eq!(
-            service_state(s, &[stop, diff], &EnvironmentActivity::default()),
-            ServiceState::Stopped
-        );
+        assert_eq!(service_state(&[stop, diff]), ServiceState::Stopped);
     }
 
-    #[test]
-    fn status_counts_pending_requests_and_measures_steps() {
+    fn test_service(id: ServiceId) -> Service {
         let now = OffsetDateTime::UNIX_EPOCH + Duration::minutes(10);
         let body = serde_json::json!({"name": "db", "type": "POSTGRESQL", "version": "16", "mode": "CONTAINER"});
         let draft =
             crate::model::ServiceDraft::parse(crate::model::ServiceKind::Database, &body, None)
                 .unwrap();
-        let service = Service {
-            id: ServiceId::generate(),
+        Service {
+            id,
             organization_id: OrganizationId::generate(),
             project_id: ProjectId::generate(),
             environment_id: EnvironmentId::generate(),
@@ -351,7 +598,13 @@ mod tests {
             deployment_status: DeploymentStatus::UpToDate,
             created_at: now,
             updated_at: now,
-        };
+        }
+    }
+
+    #[test]
+    fn status_counts_pending_requests_and_measures_steps() {
+        let now = OffsetDateTime::UNIX_EPOCH + Duration::minutes(10);
+        let service = test_service(ServiceId::generate());
         let mut done = request(service.id, DeploymentAction::Deploy, 0);
         done.status = RequestStatus::Success;
         done.state = ServiceState::Deployed;

@@ -1,17 +1,18 @@
-//! Deployment actions and statuses: what clients ask of the engine, and how far it has got.
-//! Every action is a durable request in the queue; statuses are derived from the queue.
+//! Deployment actions: what clients ask of the engine, for one service, for an environment, or
+//! for chosen services of an environment. Every action is a durable request in the queue; the
+//! requests of one action form a batch, run stage by stage.
 
+use super::statuses::{of, EnvironmentStatus};
 use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{DeploymentRequestId, EnvironmentId, ServiceId};
 use crate::model::*;
-use crate::pagination::{Page, PageRequest};
-use crate::ports::Repo;
-use crate::ports::{Scope, Unit};
-use serde::{Deserialize, Serialize};
+use crate::pagination::PageRequest;
+use crate::ports::{Repo, Scope, Unit};
+use serde::Deserialize;
 use std::collections::HashMap;
-use time::OffsetDateTime;
+
 use uuid::Uuid;
 
 /// The optional body of a deploy action: what to deploy, as the kind has it.
@@ -30,16 +31,22 @@ pub struct DeployInput {
 }
 
 impl DeployInput {
-    fn into_target(self, kind: ServiceKind) -> DomainResult<DeployTarget> {
+    fn target(self) -> DomainResult<DeployTarget> {
+        // An empty value is no value: clients send `"image_tag": ""` to keep the current one.
         let text = |field: &str, v: Option<String>| -> DomainResult<Option<String>> {
-            v.map(|v| crate::validate::required_text(field, &v))
+            v.filter(|v| !v.is_empty())
+                .map(|v| crate::validate::required_text(field, &v))
                 .transpose()
         };
-        let target = DeployTarget {
+        Ok(DeployTarget {
             git_commit_id: text("git_commit_id", self.git_commit_id)?,
             image_tag: text("image_tag", self.image_tag)?,
             chart_version: text("chart_version", self.chart_version)?,
-        };
+        })
+    }
+
+    fn into_target(self, kind: ServiceKind) -> DomainResult<DeployTarget> {
+        let target = self.target()?;
         if kind == ServiceKind::Application && target.git_commit_id.is_none() {
             return Err(DomainError::invalid("git_commit_id", "is required"));
         }
@@ -47,29 +54,24 @@ impl DeployInput {
     }
 }
 
-/// An environment's deployment status, with the status of each of its services by kind.
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, Serialize)]
-pub struct EnvironmentStatus {
-    pub id: EnvironmentId,
-    /// The state of the request running or waiting first, else of the latest deployment.
-    pub state: ServiceState,
-    /// NEVER_DEPLOYED until a service is deployed; OUT_OF_DATE while one is not up to date.
-    pub service_deployment_status: DeploymentStatus,
-    pub deployment_requests_count: u64,
-    #[serde(
-        with = "time::serde::rfc3339::option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub last_deployment_date: Option<OffsetDateTime>,
-    /// The latest environment-level deployment (or single request) of the environment.
-    pub last_deployment_id: Option<Uuid>,
-    pub applications: Vec<ServiceStatus>,
-    pub containers: Vec<ServiceStatus>,
-    pub databases: Vec<ServiceStatus>,
-    pub jobs: Vec<ServiceStatus>,
-    pub helms: Vec<ServiceStatus>,
-    pub terraforms: Vec<ServiceStatus>,
+/// One service an environment-level action names, with where its id was in the request (for
+/// messages) and, for deployments, what to deploy.
+#[derive(Debug, Clone)]
+pub struct Chosen {
+    pub field: String,
+    pub kind: ServiceKind,
+    pub id: ServiceId,
+    pub input: DeployInput,
+}
+
+/// Which services of an environment an action is for.
+#[derive(Debug, Clone)]
+pub enum Selection {
+    /// Every service the action applies to (those a stage marks skipped are left out of
+    /// deployments); services whose state refuses it are passed over.
+    All,
+    /// Exactly these; one whose state refuses the action refuses the whole request (409).
+    Only(Vec<Chosen>),
 }
 
 /// What a delete did: removed at once (never deployed) or handed to the engine.
@@ -89,8 +91,15 @@ pub fn refusal(
     if environment_deleting {
         return Some("the environment is being deleted");
     }
-    if state.is_deleting() || pending.iter().any(|r| r.action == DeploymentAction::Delete) {
+    if pending.iter().any(|r| r.action == DeploymentAction::Delete) {
         return Some("the service is being deleted");
+    }
+    if state.is_deleting()
+        || pending
+            .iter()
+            .any(|r| r.action == DeploymentAction::Uninstall)
+    {
+        return Some("the service is being uninstalled");
     }
     let deploy_pending = pending.iter().any(DeploymentRequest::deploys);
     match action {
@@ -106,96 +115,101 @@ pub fn refusal(
     }
 }
 
-/// The requests of one service among those of many.
-fn of(requests: &[DeploymentRequest], service: ServiceId) -> Vec<DeploymentRequest> {
-    requests
-        .iter()
-        .filter(|r| r.service_id == service)
-        .cloned()
-        .collect()
+/// Whether a service has something in its cluster (or on its way there) that an uninstall or
+/// a deletion must remove through the engine.
+fn installed(service: &Service, requests: &[DeploymentRequest]) -> bool {
+    service.deployment_status != DeploymentStatus::NeverDeployed
+        || requests
+            .iter()
+            .any(|r| r.service_id == service.id && !r.status.is_finished())
+}
+
+/// The commit a redeploy deploys: the one deployed last.
+fn deployed_commit(service: &Service) -> DeployTarget {
+    DeployTarget {
+        git_commit_id: service
+            .spec
+            .git_repositories()
+            .first()
+            .and_then(|r| r.deployed_commit_id.clone()),
+        ..Default::default()
+    }
+}
+
+/// A request about to be queued, with the stage its service is in.
+struct Draft<'a> {
+    service: &'a Service,
+    action: DeploymentAction,
+    target: DeployTarget,
 }
 
 impl Capstan {
-    fn new_request(
+    /// The requests of one action (one batch), each placed by its service's stage and set to
+    /// wait behind what the environment already has in line; queued in the unit.
+    async fn queue(
         &self,
+        tx: &mut Unit,
         p: &Principal,
-        service: &Service,
-        action: DeploymentAction,
-        target: DeployTarget,
+        environment: EnvironmentId,
+        env: &EnvironmentActivity,
+        drafts: Vec<Draft<'_>>,
         batch_id: Option<Uuid>,
-        now: OffsetDateTime,
-    ) -> DeploymentRequest {
-        let id = DeploymentRequestId::generate();
-        DeploymentRequest {
-            id,
-            organization_id: service.organization_id,
-            environment_id: service.environment_id,
-            service_id: service.id,
-            action,
-            requested_by: p.subject.to_string(),
-            snapshot: service.snapshot(&target),
-            target,
-            status: RequestStatus::Queued,
-            state: ServiceState::queued(action),
-            batch_id: batch_id.unwrap_or(id.0),
-            steps: Vec::new(),
-            reason: None,
-            claimed_by: None,
-            lease_until: None,
-            cancel_requested: false,
-            created_at: now,
-            started_at: None,
-            finished_at: None,
+    ) -> DomainResult<Vec<DeploymentRequest>> {
+        if drafts.is_empty() {
+            return Ok(Vec::new());
         }
-    }
-
-    /// Every service of an environment, all kinds.
-    pub(super) async fn services_of(
-        &self,
-        tx: &mut Unit,
-        environment: EnvironmentId,
-    ) -> DomainResult<Vec<Service>> {
-        let mut all = Vec::new();
-        let mut page = 1;
-        loop {
-            let got = self
-                .list::<Service>(tx, environment, PageRequest::new(page, 1000)?)
-                .await?;
-            let done = got.items.len() < 1000;
-            all.extend(got.items);
-            if done {
-                return Ok(all);
-            }
-            page += 1;
-        }
-    }
-
-    /// The activity of `environment` and the statuses of its `services`, in their order, read
-    /// in the unit that read the services (a snapshot, or a write unit holding their
-    /// environment): the worker ends a request and saves its service in one unit, so the two
-    /// always agree.
-    async fn statuses(
-        &self,
-        tx: &mut Unit,
-        environment: EnvironmentId,
-        services: &[Service],
-    ) -> DomainResult<(EnvironmentActivity, Vec<ServiceStatus>)> {
-        let ids: Vec<ServiceId> = services.iter().map(|s| s.id).collect();
-        let (env, requests) = tx.activity_of(environment, &ids).await?;
-        let now = self.now();
-        let statuses = services
-            .iter()
-            .map(|s| service_status(s, &of(&requests, s.id), &env, now))
+        let stages: HashMap<_, DeploymentStage> = tx
+            .stages_of(environment)
+            .await?
+            .into_iter()
+            .map(|s| (s.id, s))
             .collect();
-        Ok((env, statuses))
-    }
-
-    async fn status_of(&self, tx: &mut Unit, service: &Service) -> DomainResult<ServiceStatus> {
-        let (_, mut one) = self
-            .statuses(tx, service.environment_id, std::slice::from_ref(service))
-            .await?;
-        one.pop()
-            .ok_or_else(|| DomainError::Internal("status vanished".into()))
+        let places: HashMap<ServiceId, &DeploymentStage> = tx
+            .stage_members(environment)
+            .await?
+            .into_iter()
+            .filter_map(|m| stages.get(&m.stage_id).map(|s| (m.service_id, s)))
+            .collect();
+        let now = self.now();
+        let batch = batch_id.unwrap_or_else(Uuid::new_v4);
+        let alone = drafts.len() == 1 && batch_id.is_none();
+        let mut requests: Vec<DeploymentRequest> = drafts
+            .into_iter()
+            .map(|d| {
+                let id = DeploymentRequestId::generate();
+                let stage = places.get(&d.service.id);
+                let mut snapshot = d.service.snapshot(&d.target);
+                snapshot.stage_id = stage.map(|s| s.id);
+                snapshot.stage_name = stage.map(|s| s.name.to_string());
+                DeploymentRequest {
+                    id,
+                    organization_id: d.service.organization_id,
+                    environment_id: d.service.environment_id,
+                    service_id: d.service.id,
+                    action: d.action,
+                    requested_by: p.subject.to_string(),
+                    snapshot,
+                    target: d.target,
+                    status: RequestStatus::Queued,
+                    state: ServiceState::queued(d.action),
+                    // A request asked for alone is its own batch.
+                    batch_id: if alone { id.0 } else { batch },
+                    steps: Vec::new(),
+                    reason: None,
+                    claimed_by: None,
+                    lease_until: None,
+                    cancel_requested: false,
+                    created_at: now,
+                    started_at: None,
+                    finished_at: None,
+                    position: stage.map_or(0, |s| s.deployment_order),
+                    origin: p.origin,
+                }
+            })
+            .collect();
+        queue_up(&mut requests, !env.pending.is_empty());
+        tx.enqueue(&requests).await?;
+        Ok(requests)
     }
 
     /// Checks an action is allowed now and queues it for the service.
@@ -215,7 +229,7 @@ impl Capstan {
             .filter(|r| !r.status.is_finished())
             .cloned()
             .collect();
-        let state = service_state(service.id, &requests, &env);
+        let state = service_state(&requests);
         if let Some(why) = refusal(
             action,
             &service,
@@ -229,14 +243,18 @@ impl Capstan {
                 service.kind().noun()
             )));
         }
-        let now = self.now();
         if service.apply_target(&target) {
             service.mark_changed();
-            service.updated_at = now;
+            service.updated_at = self.now();
             self.update(tx, &service, "environment").await?;
         }
-        let request = self.new_request(p, &service, action, target, None, now);
-        tx.enqueue(std::slice::from_ref(&request)).await?;
+        let draft = Draft {
+            service: &service,
+            action,
+            target,
+        };
+        self.queue(tx, p, service.environment_id, &env, vec![draft], None)
+            .await?;
         self.status_of(tx, &service).await
     }
 
@@ -256,14 +274,7 @@ impl Capstan {
         let target = match action {
             DeploymentAction::Deploy => input.into_target(kind)?,
             // A redeploy deploys again what is configured, the deployed commit included.
-            DeploymentAction::Redeploy | DeploymentAction::Diff => DeployTarget {
-                git_commit_id: service
-                    .spec
-                    .git_repositories()
-                    .first()
-                    .and_then(|r| r.deployed_commit_id.clone()),
-                ..Default::default()
-            },
+            DeploymentAction::Redeploy | DeploymentAction::Diff => deployed_commit(&service),
             _ => DeployTarget::default(),
         };
         let status = self.request(tx, p, service, action, target).await?;
@@ -271,120 +282,36 @@ impl Capstan {
         Ok(status)
     }
 
-    pub async fn service_status(
+    /// Removes a service from its cluster and keeps its configuration (DELETE_QUEUED,
+    /// DELETING, DELETED; then NEVER_DEPLOYED, ready to be deployed again). Nothing to do for
+    /// a service never deployed with nothing queued (204).
+    pub async fn uninstall_service(
         &self,
         p: &Principal,
         kind: ServiceKind,
         id: ServiceId,
-    ) -> DomainResult<ServiceStatus> {
-        let mut unit = self.reading().await?;
-        // One read, no snapshot: the checks of `load_service`, in its order.
-        let (service, env, requests) = unit
-            .service_with_activity(id)
-            .await?
-            .ok_or(DomainError::NotFound(<Service as Record>::KIND))?;
-        p.authorize(service.organization_id, Action::Read)?;
-        if service.kind() != kind {
-            return Err(DomainError::NotFound(kind.noun()));
-        }
-        Ok(service_status(&service, &requests, &env, self.now()))
-    }
-
-    /// The statuses of an environment's services of one kind (endpoint 9 for applications).
-    pub async fn kind_statuses(
-        &self,
-        p: &Principal,
-        environment: EnvironmentId,
-        kind: ServiceKind,
-    ) -> DomainResult<Vec<ServiceStatus>> {
-        let mut unit = self.snapshot().await?;
+    ) -> DomainResult<Deletion<ServiceStatus>> {
+        let mut unit = self.writing().await?;
         let tx = &mut *unit;
-        self.load::<Environment>(tx, p, environment, Action::Read)
-            .await?;
-        let services: Vec<Service> = self
-            .services_of(tx, environment)
-            .await?
-            .into_iter()
-            .filter(|s| s.kind() == kind)
-            .collect();
-        Ok(self.statuses(tx, environment, &services).await?.1)
-    }
-
-    pub async fn environment_status(
-        &self,
-        p: &Principal,
-        environment: EnvironmentId,
-    ) -> DomainResult<EnvironmentStatus> {
-        let mut unit = self.snapshot().await?;
-        let tx = &mut *unit;
-        self.load::<Environment>(tx, p, environment, Action::Read)
-            .await?;
-        self.environment_status_of(tx, environment).await
-    }
-
-    async fn environment_status_of(
-        &self,
-        tx: &mut Unit,
-        environment: EnvironmentId,
-    ) -> DomainResult<EnvironmentStatus> {
-        let services = self.services_of(tx, environment).await?;
-        let (env, statuses) = self.statuses(tx, environment, &services).await?;
-        let first_pending = env
-            .pending
-            .iter()
-            .find(|r| r.status == RequestStatus::Running)
-            .or(env.pending.first());
-        let state = match first_pending {
-            Some(r) => statuses
-                .iter()
-                .find(|s| s.id == r.service_id)
-                .map_or(r.state, |s| s.state),
-            None => {
-                let last: Vec<&ServiceStatus> = statuses
-                    .iter()
-                    .filter(|s| s.is_part_last_deployment)
-                    .collect();
-                last.iter()
-                    .find(|s| s.status_details.status == ServiceActionStatus::Error)
-                    .or(last.iter().max_by_key(|s| s.last_deployment_date))
-                    .map_or(ServiceState::Ready, |s| s.state)
-            }
-        };
-        let never =
-            |s: &&ServiceStatus| s.service_deployment_status == DeploymentStatus::NeverDeployed;
-        let service_deployment_status = if statuses.iter().all(|s| never(&s)) {
-            DeploymentStatus::NeverDeployed
-        } else if statuses
-            .iter()
-            .all(|s| s.service_deployment_status == DeploymentStatus::UpToDate)
-        {
-            DeploymentStatus::UpToDate
+        tx.lock(Scope::EnvironmentOf(id)).await?;
+        let service = self.load_service(tx, p, kind, id, Action::Write).await?;
+        let (_, requests) = tx.activity_of(service.environment_id, &[id]).await?;
+        let done = if installed(&service, &requests) {
+            let status = self
+                .request(
+                    tx,
+                    p,
+                    service,
+                    DeploymentAction::Uninstall,
+                    DeployTarget::default(),
+                )
+                .await?;
+            Deletion::Requested(status)
         } else {
-            DeploymentStatus::OutOfDate
+            Deletion::Done
         };
-        let mut by_kind: HashMap<ServiceKind, Vec<ServiceStatus>> = HashMap::new();
-        let kinds: HashMap<ServiceId, ServiceKind> =
-            services.iter().map(|s| (s.id, s.kind())).collect();
-        for status in &statuses {
-            if let Some(kind) = kinds.get(&status.id) {
-                by_kind.entry(*kind).or_default().push(status.clone());
-            }
-        }
-        let mut take = |k| by_kind.remove(&k).unwrap_or_default();
-        Ok(EnvironmentStatus {
-            id: environment,
-            state,
-            service_deployment_status,
-            deployment_requests_count: env.pending.len() as u64,
-            last_deployment_date: statuses.iter().filter_map(|s| s.last_deployment_date).max(),
-            last_deployment_id: env.last_batch,
-            applications: take(ServiceKind::Application),
-            containers: take(ServiceKind::Container),
-            databases: take(ServiceKind::Database),
-            jobs: take(ServiceKind::Job),
-            helms: take(ServiceKind::Helm),
-            terraforms: take(ServiceKind::Terraform),
-        })
+        unit.commit().await?;
+        Ok(done)
     }
 
     /// What an environment-level action starts from: the environment's activity, its services
@@ -407,67 +334,169 @@ impl Capstan {
         Ok((env, services, requests))
     }
 
-    /// Queues `action` for every service of the environment that `wanted` selects and the
-    /// service's state allows, as one batch.
-    async fn environment_action(
+    /// Queues `action` for the services of the environment that `selection` names, as one
+    /// batch, and answers the environment's status.
+    pub async fn environment_action(
         &self,
         p: &Principal,
         environment: EnvironmentId,
         action: DeploymentAction,
-        wanted: impl Fn(&Service, ServiceState) -> bool,
+        selection: Selection,
     ) -> DomainResult<EnvironmentStatus> {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         let (env, services, requests) = self.environment_for_action(tx, p, environment).await?;
-        let now = self.now();
-        let batch = Uuid::new_v4();
-        let mut queued = Vec::new();
-        for service in &services {
-            let mine = of(&requests, service.id);
-            let state = service_state(service.id, &mine, &env);
-            let pending: Vec<DeploymentRequest> = mine
-                .into_iter()
-                .filter(|r| !r.status.is_finished())
-                .collect();
-            if wanted(service, state) && refusal(action, service, state, &pending, false).is_none()
-            {
-                let target = DeployTarget {
-                    git_commit_id: service
-                        .spec
-                        .git_repositories()
-                        .first()
-                        .and_then(|r| r.deployed_commit_id.clone()),
-                    ..Default::default()
-                };
-                queued.push(self.new_request(p, service, action, target, Some(batch), now));
+        let by_id: HashMap<ServiceId, &Service> = services.iter().map(|s| (s.id, s)).collect();
+        let skipped: Vec<ServiceId> = tx
+            .stage_members(environment)
+            .await?
+            .into_iter()
+            .filter(|m| m.is_skipped)
+            .map(|m| m.service_id)
+            .collect();
+        let mut updated: Vec<Service> = Vec::new();
+        let mut chosen: Vec<(Service, DeployTarget)> = Vec::new();
+        match selection {
+            Selection::All => {
+                for service in &services {
+                    let mine = of(&requests, service.id);
+                    let state = service_state(&mine);
+                    let pending: Vec<DeploymentRequest> = mine
+                        .into_iter()
+                        .filter(|r| !r.status.is_finished())
+                        .collect();
+                    let wanted = match action {
+                        DeploymentAction::Deploy | DeploymentAction::Redeploy => {
+                            !skipped.contains(&service.id)
+                        }
+                        DeploymentAction::Stop => state != ServiceState::Stopped,
+                        DeploymentAction::Uninstall => installed(service, &requests),
+                        _ => true,
+                    };
+                    if wanted && refusal(action, service, state, &pending, false).is_none() {
+                        chosen.push(((*service).clone(), deployed_commit(service)));
+                    }
+                }
+            }
+            Selection::Only(list) => {
+                for c in list {
+                    let service =
+                        by_id
+                            .get(&c.id)
+                            .filter(|s| s.kind() == c.kind)
+                            .ok_or_else(|| {
+                                DomainError::invalid(
+                                    c.field.clone(),
+                                    format!("no {} with this id in the environment", c.kind.noun()),
+                                )
+                            })?;
+                    let mine = of(&requests, service.id);
+                    let state = service_state(&mine);
+                    let pending: Vec<DeploymentRequest> = mine
+                        .into_iter()
+                        .filter(|r| !r.status.is_finished())
+                        .collect();
+                    if let Some(why) = refusal(action, service, state, &pending, false) {
+                        return Err(DomainError::state(format!(
+                            "cannot {} the {} '{}': {why}",
+                            action.as_str().to_lowercase(),
+                            service.kind().noun(),
+                            service.name
+                        )));
+                    }
+                    let mut target = c.input.target()?;
+                    if target.git_commit_id.is_none() {
+                        target.git_commit_id = deployed_commit(service).git_commit_id;
+                    }
+                    if chosen.iter().any(|(s, _)| s.id == service.id) {
+                        continue;
+                    }
+                    chosen.push(((*service).clone(), target));
+                }
             }
         }
-        tx.enqueue(&queued).await?;
-        let status = self.environment_status_of(tx, environment).await?;
+        let now = self.now();
+        for (service, target) in &mut chosen {
+            if matches!(action, DeploymentAction::Deploy) && service.apply_target(target) {
+                service.mark_changed();
+                service.updated_at = now;
+                updated.push(service.clone());
+            }
+        }
+        for service in &updated {
+            self.update(tx, service, "environment").await?;
+        }
+        let drafts = chosen
+            .iter()
+            .map(|(service, target)| Draft {
+                service,
+                action,
+                target: target.clone(),
+            })
+            .collect();
+        self.queue(tx, p, environment, &env, drafts, Some(Uuid::new_v4()))
+            .await?;
+        let status = self
+            .environment_statuses_of(tx, environment)
+            .await?
+            .environment;
         unit.commit().await?;
         Ok(status)
     }
 
-    /// Deploys every service of the environment (202).
-    pub async fn deploy_environment(
+    /// Deletes the chosen services of an environment: those never deployed with nothing queued
+    /// at once, the others through the engine, as one batch.
+    pub async fn delete_services(
         &self,
         p: &Principal,
         environment: EnvironmentId,
+        chosen: Vec<Chosen>,
     ) -> DomainResult<EnvironmentStatus> {
-        self.environment_action(p, environment, DeploymentAction::Deploy, |_, _| true)
-            .await
-    }
-
-    /// Stops every deployed service of the environment that runs (202).
-    pub async fn stop_environment(
-        &self,
-        p: &Principal,
-        environment: EnvironmentId,
-    ) -> DomainResult<EnvironmentStatus> {
-        self.environment_action(p, environment, DeploymentAction::Stop, |_, state| {
-            state != ServiceState::Stopped
-        })
-        .await
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        let (env, services, requests) = self.environment_for_action(tx, p, environment).await?;
+        let mut engine = Vec::new();
+        for c in &chosen {
+            let service = services
+                .iter()
+                .find(|s| s.id == c.id && s.kind() == c.kind)
+                .ok_or_else(|| {
+                    DomainError::invalid(
+                        c.field.clone(),
+                        format!("no {} with this id in the environment", c.kind.noun()),
+                    )
+                })?;
+            if requests.iter().any(|r| {
+                r.service_id == service.id
+                    && r.action == DeploymentAction::Delete
+                    && !r.status.is_finished()
+            }) || engine.iter().any(|s: &&Service| s.id == service.id)
+            {
+                continue;
+            }
+            if installed(service, &requests) {
+                engine.push(service);
+            } else {
+                self.delete::<Service>(tx, service.id, "other resources")
+                    .await?;
+            }
+        }
+        let drafts = engine
+            .into_iter()
+            .map(|service| Draft {
+                service,
+                action: DeploymentAction::Delete,
+                target: DeployTarget::default(),
+            })
+            .collect();
+        self.queue(tx, p, environment, &env, drafts, Some(Uuid::new_v4()))
+            .await?;
+        let status = self
+            .environment_statuses_of(tx, environment)
+            .await?
+            .environment;
+        unit.commit().await?;
+        Ok(status)
     }
 
     /// Cancels what waits in the environment and stops what runs at its next step (202);
@@ -483,8 +512,9 @@ impl Capstan {
         self.load::<Environment>(tx, p, environment, Action::Write)
             .await?;
         let touched = tx
-            .cancel_environment(
+            .cancel_pending(
                 environment,
+                None,
                 &format!("canceled by {}", p.subject),
                 self.now(),
             )
@@ -494,9 +524,50 @@ impl Capstan {
                 "the environment has no deployment to cancel",
             ));
         }
-        let status = self.environment_status_of(tx, environment).await?;
+        let status = self
+            .environment_statuses_of(tx, environment)
+            .await?
+            .environment;
         unit.commit().await?;
         Ok(status)
+    }
+
+    /// Cancels one deployment request, named by its id or by its batch's (the queue's
+    /// `deploymentRequestId`): what of it waits never runs, what runs stops at its next step.
+    /// 409 when it has ended (or only a deletion of it is left, which cannot be canceled).
+    pub async fn cancel_deployment_request(&self, p: &Principal, id: Uuid) -> DomainResult<()> {
+        let found = self.reading().await?.batch_requests(&[id]).await?;
+        let first = found
+            .first()
+            .ok_or(DomainError::NotFound(DeploymentRequest::KIND))?;
+        p.authorize(first.organization_id, Action::Write)?;
+        let environment = first.environment_id;
+        let batch = first.batch_id;
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Environment(environment)).await?;
+        let touched = tx
+            .cancel_pending(
+                environment,
+                Some(batch),
+                &format!("canceled by {}", p.subject),
+                self.now(),
+            )
+            .await?;
+        if touched == 0 {
+            let ended = tx
+                .batch_requests(&[batch])
+                .await?
+                .iter()
+                .all(|r| r.status.is_finished());
+            return Err(DomainError::state(if ended {
+                "the deployment request has already ended"
+            } else {
+                "the deployment request has nothing left that can be canceled (a deletion goes to its end)"
+            }));
+        }
+        unit.commit().await?;
+        Ok(())
     }
 
     /// Deletes a service: at once when it was never deployed and nothing is queued for it,
@@ -512,11 +583,7 @@ impl Capstan {
         tx.lock(Scope::EnvironmentOf(id)).await?;
         let service = self.load_service(tx, p, kind, id, Action::Write).await?;
         let (_, requests) = tx.activity_of(service.environment_id, &[id]).await?;
-        let idle = requests.iter().all(|r| r.status.is_finished());
-        let deletion = if service.deployment_status == DeploymentStatus::NeverDeployed && idle {
-            self.delete::<Service>(tx, id, "other resources").await?;
-            Deletion::Done
-        } else {
+        let deletion = if installed(&service, &requests) {
             let status = self
                 .request(
                     tx,
@@ -527,6 +594,9 @@ impl Capstan {
                 )
                 .await?;
             Deletion::Requested(status)
+        } else {
+            self.delete::<Service>(tx, id, "other resources").await?;
+            Deletion::Done
         };
         unit.commit().await?;
         Ok(deletion)
@@ -541,15 +611,9 @@ impl Capstan {
     ) -> DomainResult<Deletion<EnvironmentStatus>> {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
-        let (_, services, requests) = self.environment_for_action(tx, p, environment).await?;
-        let busy = |s: &Service| {
-            s.deployment_status != DeploymentStatus::NeverDeployed
-                || requests
-                    .iter()
-                    .any(|r| r.service_id == s.id && !r.status.is_finished())
-        };
-        let now = self.now();
-        let deletions: Vec<DeploymentRequest> = services
+        let (env, services, requests) = self.environment_for_action(tx, p, environment).await?;
+        let busy = |s: &Service| installed(s, &requests);
+        let drafts: Vec<Draft> = services
             .iter()
             .filter(|s| busy(s))
             .filter(|s| {
@@ -559,41 +623,48 @@ impl Capstan {
                         && !r.status.is_finished()
                 })
             })
-            .map(|s| {
-                self.new_request(
-                    p,
-                    s,
-                    DeploymentAction::Delete,
-                    DeployTarget::default(),
-                    Some(environment.0),
-                    now,
-                )
+            .map(|service| Draft {
+                service,
+                action: DeploymentAction::Delete,
+                target: DeployTarget::default(),
             })
             .collect();
-        let deletion = if deletions.is_empty() && !services.iter().any(busy) {
+        let deletion = if drafts.is_empty() && !services.iter().any(busy) {
             self.delete::<Environment>(tx, environment, "other resources")
                 .await?;
             Deletion::Done
         } else {
-            tx.enqueue(&deletions).await?;
-            Deletion::Requested(self.environment_status_of(tx, environment).await?)
+            self.queue(tx, p, environment, &env, drafts, Some(environment.0))
+                .await?;
+            Deletion::Requested(
+                self.environment_statuses_of(tx, environment)
+                    .await?
+                    .environment,
+            )
         };
         unit.commit().await?;
         Ok(deletion)
     }
 
-    /// A service's deployments, newest first.
-    pub async fn deployment_history(
+    /// Every service of an environment, all kinds.
+    pub(super) async fn services_of(
         &self,
-        p: &Principal,
-        kind: ServiceKind,
-        id: ServiceId,
-        page: PageRequest,
-    ) -> DomainResult<Page<DeploymentRequest>> {
-        let mut unit = self.reading().await?;
-        let tx = &mut *unit;
-        self.load_service(tx, p, kind, id, Action::Read).await?;
-        Ok(tx.deployment_history(id, page).await?)
+        tx: &mut Unit,
+        environment: EnvironmentId,
+    ) -> DomainResult<Vec<Service>> {
+        let mut all = Vec::new();
+        let mut page = 1;
+        loop {
+            let got = self
+                .list::<Service>(tx, environment, PageRequest::new(page, 1000)?)
+                .await?;
+            let done = got.items.len() < 1000;
+            all.extend(got.items);
+            if done {
+                return Ok(all);
+            }
+            page += 1;
+        }
     }
 
     /// The environment goes once its deletion batch has nothing left to do (in the unit that
@@ -618,6 +689,7 @@ impl Capstan {
 mod tests {
     use super::*;
     use crate::ids::*;
+    use time::OffsetDateTime;
 
     fn service(status: DeploymentStatus) -> Service {
         let body = serde_json::json!({"name": "db", "type": "POSTGRESQL", "version": "16", "mode": "CONTAINER"});
@@ -679,6 +751,18 @@ mod tests {
             assert!(refusal(*action, &deployed, ServiceState::Deleting, &[], false).is_some());
             assert!(refusal(*action, &deployed, ServiceState::Deployed, &[], true).is_some());
         }
+        // An uninstalled service (DELETED, its record kept) may be deployed again.
+        let uninstalled = service(DeploymentStatus::NeverDeployed);
+        assert_eq!(
+            refusal(
+                DeploymentAction::Deploy,
+                &uninstalled,
+                ServiceState::Deleted,
+                &[],
+                false
+            ),
+            None
+        );
     }
 
     #[test]

@@ -124,6 +124,7 @@ impl Capstan {
             updated_at: now,
         };
         self.insert(tx, &env, "project").await?;
+        self.default_stage(tx, &env).await?;
         unit.commit().await?;
         Ok(EnvironmentDetails {
             environment: env,
@@ -312,6 +313,7 @@ impl Capstan {
         for variable in &variables {
             Repo::<Variable>::insert(tx, variable).await?;
         }
+        self.clone_stages(tx, source_id, &env, &service_ids).await?;
         unit.commit().await?;
         Ok(EnvironmentDetails {
             environment: env,

@@ -6,21 +6,27 @@ mod deployments;
 mod environments;
 mod git_tokens;
 mod hierarchy;
+mod histories;
 mod organizations;
 mod registries;
 mod service_kinds;
+mod stages;
+mod statuses;
 mod variables;
 mod webhooks;
 mod worker;
 
 pub use catalog::AssociatedService;
 pub use credentials::{CredentialsInput, CredentialsUpdate};
-pub use deployments::{refusal, Deletion, DeployInput, EnvironmentStatus};
+pub use deployments::{refusal, Chosen, Deletion, DeployInput, Selection};
 pub use environments::{CloneInput, EnvironmentDetails, EnvironmentInput, EnvironmentUpdate};
 pub use git_tokens::{GitTokenDetails, GitTokenInput};
 pub use hierarchy::{ClusterInput, ProjectInput};
+pub use histories::{BatchHistory, HistoryEntry, HistoryPage, HistoryPaging};
 pub use organizations::{ApiTokenInput, NewApiToken, OrganizationUpdate};
 pub use registries::{RegistryDetails, RegistryInput};
+pub use stages::{StageDetails, StageInput, StagedService};
+pub use statuses::{EnvironmentStatus, EnvironmentStatuses};
 pub use variables::{
     AliasInput, OverrideInput, ScopedVariableInput, VariableDetails, VariableEdit, VariableInput,
 };
@@ -249,7 +255,8 @@ named!(
     crate::model::GitToken,
     crate::model::CloudCredentials,
     crate::model::ApiToken,
-    crate::model::Organization
+    crate::model::Organization,
+    crate::model::DeploymentStage
 );
 
 fn name_conflict<T: Record>(e: StoreError, name: &str, parent: &'static str) -> DomainError {

@@ -89,6 +89,7 @@ impl Capstan {
         Ok(Principal {
             subject: Subject::User(subject.to_string()),
             memberships: self.reading().await?.memberships(subject).await?,
+            origin: crate::model::Origin::Api,
         })
     }
 

@@ -131,6 +131,7 @@ impl Capstan {
             updated_at: now,
         };
         self.insert(tx, &service, "environment").await?;
+        self.stage_new_service(tx, &env, service.id).await?;
         let service = self.decorate_one(tx, service).await?;
         unit.commit().await?;
         Ok(service)

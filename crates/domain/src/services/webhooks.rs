@@ -355,6 +355,7 @@ impl Capstan {
         let system = Principal {
             subject: Subject::User(format!("git-webhook:{}", repo.provider)),
             memberships: vec![(service.organization_id, Role::Devops)],
+            origin: crate::model::Origin::Git,
         };
         let queued = self
             .service_action(

@@ -110,7 +110,8 @@ impl Worker {
         };
         let builds = r.deploys() && service.builds_from_git();
         r.state = transition(r.state, Event::Started { builds }).map_err(forbidden)?;
-        for phase in plan(r.action, service.kind(), builds) {
+        let phases = plan(r.action, service.kind(), builds);
+        for (i, phase) in phases.iter().enumerate() {
             let now = self.capstan.now();
             r.steps.push(Step {
                 name: phase.step,
@@ -122,34 +123,65 @@ impl Worker {
             match self.record(&r).await? {
                 // Another worker took it over: its lease ran out.
                 None => return Ok(()),
-                Some(true) if r.action != DeploymentAction::Delete => {
+                Some(true) if r.action.cancellable() => {
                     return self.cancel(r).await;
                 }
                 Some(_) => {}
             }
             // No unit is held while the engine works.
             if let Err(reason) = self.engine.run_step(phase.step, &r, &service).await {
-                let now = self.capstan.now();
-                r.end_step(StepStatus::Error, now);
-                r.state = transition(r.state, Event::Failed).map_err(forbidden)?;
-                r.finish(RequestStatus::Error, Some(reason), now);
-                self.record(&r).await?;
-                return Ok(());
+                return self.fail(r, reason).await;
+            }
+            if i + 1 == phases.len() {
+                return self.succeed(r, *phase).await;
             }
             r.end_step(StepStatus::Success, self.capstan.now());
             r.state = transition(r.state, phase.then).map_err(forbidden)?;
         }
-        self.succeed(r).await
+        Err(DomainError::Internal(format!(
+            "no step to run for {}",
+            r.action
+        )))
     }
 
-    async fn cancel(&self, mut r: DeploymentRequest) -> DomainResult<()> {
+    /// Ends a request in the error state of its step; the later stages of its batch will not
+    /// run (their requests end canceled), in the same unit.
+    async fn fail(&self, mut r: DeploymentRequest, reason: String) -> DomainResult<()> {
         let now = self.capstan.now();
+        r.end_step(StepStatus::Error, now);
+        r.state = transition(r.state, Event::Failed).map_err(forbidden)?;
+        r.finish(RequestStatus::Error, Some(reason), now);
+        let mut unit = self.capstan.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Environment(r.environment_id)).await?;
+        if tx.record(&r).await?.is_none() {
+            return Ok(());
+        }
+        if r.batch_id != r.id.0 {
+            let why = format!(
+                "not run: the deployment of {} in an earlier stage failed",
+                r.snapshot.name
+            );
+            tx.cancel_later_stages(r.batch_id, r.position, &why, now)
+                .await?;
+        }
+        unit.commit().await?;
+        Ok(())
+    }
+
+    /// The state machine's way out of a cancel: CANCELING, then CANCELED.
+    fn canceled(r: &mut DeploymentRequest, now: time::OffsetDateTime) -> DomainResult<()> {
         r.end_step(StepStatus::Cancel, now);
         r.state = transition(r.state, Event::CancelRequested)
             .and_then(|s| transition(s, Event::Canceled))
             .map_err(forbidden)?;
         let reason = r.reason.take().unwrap_or_else(|| "canceled".into());
         r.finish(RequestStatus::Canceled, Some(reason), now);
+        Ok(())
+    }
+
+    async fn cancel(&self, mut r: DeploymentRequest) -> DomainResult<()> {
+        Self::canceled(&mut r, self.capstan.now())?;
         self.record(&r).await?;
         Ok(())
     }
@@ -157,15 +189,34 @@ impl Worker {
     /// Ends a request and applies what it did, in one unit holding its environment: the
     /// request ends, the service records its deployment (or goes, for a deletion) and an
     /// environment whose deletion this was goes with its last service, all or nothing.
-    async fn succeed(&self, mut r: DeploymentRequest) -> DomainResult<()> {
+    async fn succeed(&self, mut r: DeploymentRequest, last: Phase) -> DomainResult<()> {
         let now = self.capstan.now();
         let mut unit = self.capstan.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Environment(r.environment_id)).await?;
+        // A cancel asked for during the last step ends the request at this boundary, as the
+        // state machine has it (CANCELING, CANCELED), and nothing of it is applied.
+        let cancel = Repo::<DeploymentRequest>::get(tx, r.id)
+            .await?
+            .is_some_and(|stored| stored.cancel_requested);
+        if cancel && r.action.cancellable() {
+            Self::canceled(&mut r, now)?;
+            tx.record(&r).await?;
+            unit.commit().await?;
+            return Ok(());
+        }
+        r.end_step(StepStatus::Success, now);
+        r.state = transition(r.state, last.then).map_err(forbidden)?;
         r.finish(RequestStatus::Success, None, now);
         if tx.record(&r).await?.is_none() {
             // Another worker took it over: what it does is what counts.
             return Ok(());
+        }
+        if r.action == DeploymentAction::Uninstall {
+            if let Some(mut service) = Repo::<Service>::get(tx, r.service_id).await? {
+                service.record_uninstall(now);
+                Repo::<Service>::update(tx, &service).await?;
+            }
         }
         if r.deploys() {
             // Read under the lock: an edit made while the deployment ran is kept, and makes
