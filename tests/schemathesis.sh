@@ -21,8 +21,33 @@ pid=$!
 for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
 # On a fresh organization first: the specification's operations against the public reference.
 reference="$repo/../shared/reference/public-api-subset.yaml"
+public="$repo/../shared/reference/public-api.yaml"
 if [ -f "$reference" ]; then
   python3 "$repo/tests/reference_conformance.py" "http://127.0.0.1:$port" "$token" "$reference"
+fi
+# The deployment operations against the public description, on SQLite here and on PostgreSQL
+# (a throwaway database) when one is reachable.
+if [ -f "$public" ]; then
+  python3 "$repo/tests/public_conformance.py" "http://127.0.0.1:$port" "$token" "$public"
+  pg="${CAPSTAN_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+  db="capstan_test_conformance_$$"
+  if command -v psql >/dev/null && psql "$pg" -qc "CREATE DATABASE $db" >/dev/null 2>&1; then
+    pg_url="${pg%/*}/$db"
+    pg_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    export CAPSTAN_SECRET_KEY="BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc="
+    pg_token=$(CAPSTAN_DATABASE_URL="$pg_url" "$bin" token create --organization-name Conformance)
+    CAPSTAN_DATABASE_URL="$pg_url" "$bin" --listen "127.0.0.1:$pg_port" >"$work/pg-server.log" 2>&1 &
+    pg_pid=$!
+    for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$pg_port/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
+    status=0
+    python3 "$repo/tests/public_conformance.py" "http://127.0.0.1:$pg_port" "$pg_token" "$public" || status=$?
+    kill "$pg_pid" 2>/dev/null; wait "$pg_pid" 2>/dev/null || true
+    psql "$pg" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+    unset CAPSTAN_SECRET_KEY
+    [ "$status" -eq 0 ] || exit "$status"
+  elif [ "${CI:-}" = "true" ]; then
+    echo "PostgreSQL is not reachable for the conformance run"; exit 1
+  fi
 fi
 # Deleting the organization or revoking the token would leave the rest of the run with 401s only.
 timeout 900 python3 -m schemathesis.cli run "http://127.0.0.1:$port/openapi.json" \

@@ -463,13 +463,34 @@ impl EnvironmentHistoryItem {
     }
 }
 
-/// A page of a history: `page` and `page_size` beside `results`.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct HistoryPageOf<T: utoipa::ToSchema> {
-    pub page: u32,
-    pub page_size: u32,
-    pub results: Vec<T>,
+/// Pages of histories: `page` and `page_size` beside `results`. One named type per item type,
+/// so that each has a schema of its own in the OpenAPI document.
+macro_rules! history_page {
+    ($($name:ident of $item:ty),* $(,)?) => {$(
+        #[derive(Serialize, utoipa::ToSchema)]
+        pub struct $name {
+            pub page: u32,
+            pub page_size: u32,
+            pub results: Vec<$item>,
+        }
+
+        impl $name {
+            pub fn of<T>(page: domain::services::HistoryPage<T>, f: impl FnMut(T) -> $item) -> Self {
+                Self {
+                    page: page.page,
+                    page_size: page.page_size,
+                    results: page.items.into_iter().map(f).collect(),
+                }
+            }
+        }
+    )*};
 }
+
+history_page!(
+    ServiceHistoryPage of HistoryService,
+    EnvironmentHistoryPage of EnvironmentHistoryItem,
+    EnvironmentHistoryPageV1 of EnvironmentHistoryV1,
+);
 
 /// One service in an environment's deployment, as the older history shows it.
 #[derive(Serialize, utoipa::ToSchema)]

@@ -58,6 +58,15 @@ async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
     ] {
         let token = t.token_with_role(role).await;
         let n = role.name().to_lowercase();
+        // Never deployed: uninstalling it is allowed work with nothing to do (204).
+        let idle = t
+            .post(
+                &format!("/environment/{env}/database"),
+                json!({"name": format!("idle-{n}"), "type": "REDIS", "version": "7", "mode": "CONTAINER"}),
+            )
+            .await
+            .expect(201)
+            .id();
         let ops: Vec<(Class, Method, String, Option<Value>)> = vec![
             (
                 Class::ReadOrganization,
@@ -144,6 +153,60 @@ async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
                 None,
             ),
             (
+                Class::Read,
+                Method::GET,
+                format!("/environment/{env}/statuses"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/project/{project}/environment/status"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/environment/{env}/deploymentStage"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/service/{container}/deploymentStage"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/environment/{env}/deploymentQueue"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/service/{container}/deploymentQueue"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/environment/{env}/deploymentHistoryV2"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/container/{container}/deploymentHistoryV2"),
+                None,
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/environment/{env}/deploymentStage"),
+                Some(json!({"name": format!("s-{n}")})),
+            ),
+            (
                 Class::Write,
                 Method::POST,
                 format!("/organization/{org}/project"),
@@ -223,6 +286,24 @@ async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
                 Class::Deploy,
                 Method::POST,
                 format!("/environment/{env}/deploy"),
+                None,
+            ),
+            (
+                Class::Deploy,
+                Method::POST,
+                format!("/environment/{env}/redeploy"),
+                None,
+            ),
+            (
+                Class::Deploy,
+                Method::POST,
+                format!("/environment/{env}/service/deploy"),
+                Some(json!({"containers": [{"id": container}]})),
+            ),
+            (
+                Class::Deploy,
+                Method::POST,
+                format!("/database/{idle}/uninstall"),
                 None,
             ),
             (

@@ -11,7 +11,7 @@ use domain::model::*;
 use domain::pagination::PageRequest;
 use domain::ports::{
     DeploymentQueue, Health, IdempotencyClaim, IdempotencyStore, QueueClaims, RateLimitStore, Repo,
-    Scope, ServiceQueries, Store, StoredResponse, TokenStore, VariableQueries,
+    Scope, ServiceQueries, StageQueries, Store, StoredResponse, TokenStore, VariableQueries,
 };
 use domain::ratelimit::Gcra;
 use domain::secret::Secret;
@@ -63,6 +63,9 @@ contract!(
     a_locked_scope_is_held_until_commit,
     rate_limit_leases_never_overlap,
     idempotency_keys_replay_or_refuse,
+    stages_hold_services_and_keep_their_order,
+    a_batch_runs_in_stage_order_and_a_failure_cancels_later_stages,
+    batches_and_service_requests_are_paged_newest_first,
 );
 
 fn now() -> time::OffsetDateTime {
@@ -1639,4 +1642,201 @@ async fn shared_scopes_go_on_together_and_hold_off_a_lock() {
         .await
         .expect("the lock is taken once nobody shares")
         .unwrap();
+}
+
+fn stage_in(env: &Environment, name: &str, order: i32) -> DeploymentStage {
+    DeploymentStage::new(env, Name::parse("name", name).unwrap(), None, order, now())
+}
+
+async fn stages_hold_services_and_keep_their_order(db: Db) {
+    let envs = environments(&db, 1).await;
+    let (env, service) = &envs[0];
+    let mut tx = db.session().await.unwrap();
+    let first = stage_in(env, "first", 1);
+    let second = stage_in(env, "second", 2);
+    for s in [&second, &first] {
+        Repo::<DeploymentStage>::insert(&mut tx, s).await.unwrap();
+    }
+    let clash = stage_in(env, "FIRST", 3);
+    assert!(matches!(
+        Repo::<DeploymentStage>::insert(&mut tx, &clash).await,
+        Err(StoreError::Duplicate)
+    ));
+    let ids: Vec<_> = tx
+        .stages_of(env.id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(ids, [first.id, second.id], "in deployment order");
+    assert_eq!(tx.stage_member(service.id).await.unwrap(), None);
+    let member = StageMember::new(service.id, &first, false, now());
+    tx.put_stage_member(&member).await.unwrap();
+    // Moving keeps the attachment's id.
+    let moved = StageMember {
+        stage_id: second.id,
+        is_skipped: true,
+        ..member.clone()
+    };
+    tx.put_stage_member(&moved).await.unwrap();
+    let found = tx.stage_member(service.id).await.unwrap().unwrap();
+    assert_eq!(
+        (found.id, found.stage_id, found.is_skipped),
+        (member.id, second.id, true)
+    );
+    assert_eq!(tx.stage_members(env.id).await.unwrap().len(), 1);
+    assert!(
+        matches!(
+            Repo::<DeploymentStage>::delete(&mut tx, second.id).await,
+            Err(StoreError::InUse)
+        ),
+        "a stage holding a service cannot go"
+    );
+    tx.set_stage_orders(&[(second.id, 1), (first.id, 2)], now())
+        .await
+        .unwrap();
+    let ids: Vec<_> = tx
+        .stages_of(env.id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(ids, [second.id, first.id]);
+    Repo::<DeploymentStage>::delete(&mut tx, first.id)
+        .await
+        .unwrap();
+    // The service takes its attachment with it, and the environment its stages.
+    Repo::<Service>::delete(&mut tx, service.id).await.unwrap();
+    assert!(tx.stage_members(env.id).await.unwrap().is_empty());
+    Repo::<Environment>::delete(&mut tx, env.id).await.unwrap();
+    assert!(tx.stages_of(env.id).await.unwrap().is_empty());
+}
+
+async fn a_batch_runs_in_stage_order_and_a_failure_cancels_later_stages(db: Db) {
+    let envs = environments(&db, 1).await;
+    let (env, a) = &envs[0];
+    let mut services = vec![a.clone()];
+    for name in ["b", "c"] {
+        let s = service_in(
+            env,
+            ServiceKind::Database,
+            name,
+            json!({"type": "REDIS", "version": "7", "mode": "CONTAINER"}),
+        );
+        Repo::<Service>::insert(&mut db.session().await.unwrap(), &s)
+            .await
+            .unwrap();
+        services.push(s);
+    }
+    let batch = uuid::Uuid::new_v4();
+    // Asked for together, in the reverse of the order their stages run.
+    let requests: Vec<DeploymentRequest> = services
+        .iter()
+        .zip([3, 2, 1])
+        .map(|(s, position)| DeploymentRequest {
+            batch_id: batch,
+            position,
+            ..request(env, s, DeploymentAction::Deploy)
+        })
+        .map(|mut r| {
+            r.created_at = requests_time();
+            r
+        })
+        .collect();
+    db.session()
+        .await
+        .unwrap()
+        .enqueue(&requests)
+        .await
+        .unwrap();
+    let first = claim(&db, "w").await.unwrap();
+    assert_eq!(first.id, requests[2].id, "the first stage runs first");
+    assert_eq!(end(&db, first, RequestStatus::Success).await, Some(false));
+    let second = claim(&db, "w").await.unwrap();
+    assert_eq!(second.id, requests[1].id);
+    let canceled = db
+        .session()
+        .await
+        .unwrap()
+        .cancel_later_stages(batch, second.position, "an earlier stage failed", now())
+        .await
+        .unwrap();
+    assert_eq!(canceled, 1, "only the later stage's request");
+    assert_eq!(end(&db, second, RequestStatus::Error).await, Some(false));
+    assert!(
+        claim(&db, "w").await.is_none(),
+        "the later stage never runs"
+    );
+    let last: DeploymentRequest = Repo::get(&mut db.session().await.unwrap(), requests[0].id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(last.status, RequestStatus::Canceled);
+    assert_eq!(last.state, ServiceState::Canceled);
+    assert_eq!(last.reason.as_deref(), Some("an earlier stage failed"));
+    let all = db
+        .session()
+        .await
+        .unwrap()
+        .batch_requests(&[batch])
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 3);
+    let by_own_id = db
+        .session()
+        .await
+        .unwrap()
+        .batch_requests(&[requests[1].id.0])
+        .await
+        .unwrap();
+    assert_eq!(by_own_id.len(), 1, "a request is found by its own id too");
+}
+
+/// One instant for a whole batch (its requests share their creation time).
+fn requests_time() -> time::OffsetDateTime {
+    let t = now();
+    t.replace_nanosecond(0).unwrap()
+}
+
+async fn batches_and_service_requests_are_paged_newest_first(db: Db) {
+    let envs = environments(&db, 1).await;
+    let (env, service) = &envs[0];
+    let mut made = Vec::new();
+    for minute in 0..3 {
+        let mut r = request(env, service, DeploymentAction::Deploy);
+        r.created_at = requests_time() + time::Duration::minutes(minute);
+        db.session()
+            .await
+            .unwrap()
+            .enqueue(std::slice::from_ref(&r))
+            .await
+            .unwrap();
+        made.push(r);
+    }
+    let mut tx = db.session().await.unwrap();
+    let batches = tx.environment_batches(env.id, None, 10).await.unwrap();
+    assert_eq!(
+        batches,
+        [made[2].batch_id, made[1].batch_id, made[0].batch_id]
+    );
+    let after = tx
+        .environment_batches(env.id, Some(made[2].batch_id), 1)
+        .await
+        .unwrap();
+    assert_eq!(after, [made[1].batch_id]);
+    let requests = tx.service_requests(service.id, None, 2).await.unwrap();
+    let ids: Vec<_> = requests.iter().map(|r| r.id).collect();
+    assert_eq!(ids, [made[2].id, made[1].id]);
+    let older = tx
+        .service_requests(service.id, Some(made[1].id), 5)
+        .await
+        .unwrap();
+    assert_eq!(older.iter().map(|r| r.id).collect::<Vec<_>>(), [made[0].id]);
+    let pending = tx
+        .cancel_pending(env.id, Some(made[1].batch_id), "by test", now())
+        .await
+        .unwrap();
+    assert_eq!(pending, 1, "only that batch");
 }

@@ -271,7 +271,7 @@ fn kind_routes(r: &mut Routes, kind: ServiceKind) {
         .data(kind)
         .get(
             history_v2,
-            history_doc::<HistoryService>(format!(
+            history_doc::<ServiceHistoryPage>(format!(
                 "Everything asked of a {seg} (deployments, restarts, stops, deletions), newest first"
             )),
         )
@@ -288,7 +288,7 @@ fn kind_routes(r: &mut Routes, kind: ServiceKind) {
 }
 
 fn history_doc<T: utoipa::ToSchema>(summary: String) -> Doc {
-    Doc::get::<HistoryPageOf<T>>(summary)
+    Doc::get::<T>(summary)
         .query(Query::integer(
             "pageSize",
             1,
@@ -390,7 +390,7 @@ fn environment_routes(r: &mut Routes) {
     r.at("/environment/{environmentId}/deploymentHistoryV2")
         .get(
             environment_history_v2,
-            history_doc::<EnvironmentHistoryItem>(
+            history_doc::<EnvironmentHistoryPage>(
                 "An environment's deployments, newest first, stage by stage".into(),
             ),
         )
@@ -398,7 +398,7 @@ fn environment_routes(r: &mut Routes) {
     r.at("/environment/{environmentId}/deploymentHistory")
         .get(
             environment_history_v1,
-            history_doc::<EnvironmentHistoryV1>(
+            history_doc::<EnvironmentHistoryPageV1>(
                 "An environment's deployments, newest first, services by kind".into(),
             ),
         )
@@ -517,11 +517,9 @@ async fn history_v2(
         .capstan
         .service_history(&p, **kind, service_id(&req, **kind)?, paging)
         .await?;
-    Ok(ok(HistoryPageOf {
-        page: page.page,
-        page_size: page.page_size,
-        results: page.items.iter().map(HistoryService::from).collect(),
-    }))
+    Ok(ok(ServiceHistoryPage::of(page, |e| {
+        HistoryService::from(&e)
+    })))
 }
 
 async fn kind_statuses(
@@ -676,15 +674,9 @@ async fn environment_history_v2(
         .environment_history(&p, env_id(&req)?, paging)
         .await?;
     let now = time::OffsetDateTime::now_utc();
-    Ok(ok(HistoryPageOf {
-        page: page.page,
-        page_size: page.page_size,
-        results: page
-            .items
-            .into_iter()
-            .map(|b| EnvironmentHistoryItem::of(b, now))
-            .collect(),
-    }))
+    Ok(ok(EnvironmentHistoryPage::of(page, |b| {
+        EnvironmentHistoryItem::of(b, now)
+    })))
 }
 
 async fn environment_history_v1(
@@ -697,13 +689,8 @@ async fn environment_history_v1(
         .capstan
         .environment_history(&p, env_id(&req)?, paging)
         .await?;
-    Ok(ok(HistoryPageOf {
-        page: page.page,
-        page_size: page.page_size,
-        results: page
-            .items
-            .into_iter()
-            .map(EnvironmentHistoryV1::from)
-            .collect::<Vec<_>>(),
-    }))
+    Ok(ok(EnvironmentHistoryPageV1::of(
+        page,
+        EnvironmentHistoryV1::from,
+    )))
 }

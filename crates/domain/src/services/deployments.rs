@@ -291,6 +291,31 @@ impl Capstan {
         kind: ServiceKind,
         id: ServiceId,
     ) -> DomainResult<Deletion<ServiceStatus>> {
+        self.remove_service(p, kind, id, DeploymentAction::Uninstall)
+            .await
+    }
+
+    /// Deletes a service: at once when it was never deployed and nothing is queued for it,
+    /// else through the engine (DELETE_QUEUED, DELETING, DELETED, then the record goes).
+    pub async fn delete_service(
+        &self,
+        p: &Principal,
+        kind: ServiceKind,
+        id: ServiceId,
+    ) -> DomainResult<Deletion<ServiceStatus>> {
+        self.remove_service(p, kind, id, DeploymentAction::Delete)
+            .await
+    }
+
+    /// An uninstall or a deletion: through the engine when something of the service is
+    /// deployed or queued; else done at once (a deletion removes the record).
+    async fn remove_service(
+        &self,
+        p: &Principal,
+        kind: ServiceKind,
+        id: ServiceId,
+        action: DeploymentAction,
+    ) -> DomainResult<Deletion<ServiceStatus>> {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::EnvironmentOf(id)).await?;
@@ -298,16 +323,13 @@ impl Capstan {
         let (_, requests) = tx.activity_of(service.environment_id, &[id]).await?;
         let done = if installed(&service, &requests) {
             let status = self
-                .request(
-                    tx,
-                    p,
-                    service,
-                    DeploymentAction::Uninstall,
-                    DeployTarget::default(),
-                )
+                .request(tx, p, service, action, DeployTarget::default())
                 .await?;
             Deletion::Requested(status)
         } else {
+            if action == DeploymentAction::Delete {
+                self.delete::<Service>(tx, id, "other resources").await?;
+            }
             Deletion::Done
         };
         unit.commit().await?;
@@ -568,38 +590,6 @@ impl Capstan {
         }
         unit.commit().await?;
         Ok(())
-    }
-
-    /// Deletes a service: at once when it was never deployed and nothing is queued for it,
-    /// else through the engine (DELETE_QUEUED, DELETING, DELETED, then the record goes).
-    pub async fn delete_service(
-        &self,
-        p: &Principal,
-        kind: ServiceKind,
-        id: ServiceId,
-    ) -> DomainResult<Deletion<ServiceStatus>> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::EnvironmentOf(id)).await?;
-        let service = self.load_service(tx, p, kind, id, Action::Write).await?;
-        let (_, requests) = tx.activity_of(service.environment_id, &[id]).await?;
-        let deletion = if installed(&service, &requests) {
-            let status = self
-                .request(
-                    tx,
-                    p,
-                    service,
-                    DeploymentAction::Delete,
-                    DeployTarget::default(),
-                )
-                .await?;
-            Deletion::Requested(status)
-        } else {
-            self.delete::<Service>(tx, id, "other resources").await?;
-            Deletion::Done
-        };
-        unit.commit().await?;
-        Ok(deletion)
     }
 
     /// Deletes an environment: at once when none of its services needs the engine, else by
