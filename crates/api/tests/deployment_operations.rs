@@ -697,13 +697,43 @@ async fn histories_show_every_action_newest_first_with_paging<S: App>(t: T<S>) {
         .body;
     assert_eq!(older["results"].as_array().unwrap().len(), 1);
     assert_eq!(older["results"][0]["trigger_action"], "RESTART", "{older}");
+    // A service deleted through the engine: its deletion is in the history after it is gone.
+    t.post(&format!("/container/{c}/deploy"), json!({}))
+        .await
+        .expect(202);
+    t.settle(&status).await;
+    t.delete(&format!("/container/{c}")).await.expect(202);
+    t.gone(&format!("/container/{c}")).await;
+    let latest = t
+        .get(&format!(
+            "/environment/{env}/deploymentHistoryV2?pageSize=1"
+        ))
+        .await
+        .expect(200)
+        .body;
+    let deletion = &latest["results"][0];
+    assert_eq!(deletion["trigger_action"], "DELETE", "{latest}");
+    assert_eq!(deletion["status"], "DELETED");
+    assert_eq!(
+        deletion["stages"][0]["services"][0]["identifier"]["name"],
+        "web"
+    );
+    assert_eq!(
+        deletion["stages"][0]["services"][0]["identifier"]["service_type"],
+        "CONTAINER"
+    );
+    let env_status = t.get(&format!("/environment/{env}/status")).await.body;
+    assert_eq!(
+        env_status["last_deployment_state"], "DELETED",
+        "{env_status}"
+    );
     let v1 = t
         .get(&format!("/environment/{env}/deploymentHistory"))
         .await
         .expect(200)
         .body;
-    assert_eq!(v1["results"][2]["containers"][0]["name"], "web", "{v1}");
-    assert_eq!(v1["results"][2]["status"], "DEPLOYED");
+    assert_eq!(v1["results"][4]["containers"][0]["name"], "web", "{v1}");
+    assert_eq!(v1["results"][4]["status"], "DEPLOYED");
     assert!(v1["results"][0]["id"].is_string() && v1["results"][0]["created_at"].is_string());
 }
 
@@ -730,6 +760,22 @@ async fn project_statuses_and_kind_statuses_are_listed_and_paged<S: App>(t: T<S>
         .collect();
     assert_eq!(ids, [&json!(env), &json!(second)]);
     assert_eq!(listed["results"][0]["last_deployment_state"], "READY");
+    assert_eq!(listed["pagination"]["total_count"], 2);
+    let second_page = t
+        .get(&format!(
+            "/project/{project}/environment/status?page=2&page_size=1"
+        ))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(
+        second_page["results"][0]["id"],
+        json!(second),
+        "{second_page}"
+    );
+    t.get(&format!("/project/{project}/environment/status?page=0"))
+        .await
+        .expect_error(400, "page");
     t.get(&format!(
         "/project/{}/environment/status",
         uuid::Uuid::new_v4()

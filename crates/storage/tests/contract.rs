@@ -1839,4 +1839,19 @@ async fn batches_and_service_requests_are_paged_newest_first(db: Db) {
         .await
         .unwrap();
     assert_eq!(pending, 1, "only that batch");
+    // A service's requests outlive it (histories), and go with its environment.
+    Repo::<Service>::delete(&mut tx, service.id).await.unwrap();
+    assert_eq!(
+        tx.service_requests(service.id, None, 10)
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    Repo::<Environment>::delete(&mut tx, env.id).await.unwrap();
+    assert!(tx
+        .service_requests(service.id, None, 10)
+        .await
+        .unwrap()
+        .is_empty());
 }

@@ -33,12 +33,6 @@ pub enum HelmForceEvent {
     Diff,
 }
 
-/// `{results: [...]}`: the statuses of an environment's environments.
-#[derive(serde::Serialize, utoipa::ToSchema)]
-pub struct EnvironmentStatusList {
-    pub results: Vec<EnvironmentStatus>,
-}
-
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct ApplicationToDeploy {
     pub application_id: Uuid,
@@ -191,7 +185,7 @@ pub fn routes(r: &mut Routes) {
     r.at("/project/{projectId}/environment/status")
         .get(
             project_statuses,
-            Doc::get::<EnvironmentStatusList>("The status of every environment of a project"),
+            Doc::list::<EnvironmentStatus>("The status of each environment of a project"),
         )
         .add();
     r.at("/service/{serviceId}/deploymentQueue")
@@ -617,12 +611,17 @@ async fn environment_statuses(st: St, Auth(p): Auth, req: HttpRequest) -> ApiRes
     Ok(ok(statuses))
 }
 
-async fn project_statuses(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
-    let results = st
+async fn project_statuses(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+    Paging(page): Paging,
+) -> ApiResult<HttpResponse> {
+    let statuses = st
         .capstan
-        .project_environment_statuses(&p, path_id(&req, "projectId")?)
+        .project_environment_statuses(&p, path_id(&req, "projectId")?, page)
         .await?;
-    Ok(ok(EnvironmentStatusList { results }))
+    Ok(ok(Paged::from_page(statuses, |s| s)))
 }
 
 async fn environment_queue(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {

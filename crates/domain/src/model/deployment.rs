@@ -111,6 +111,9 @@ pub struct DeploymentSnapshot {
     pub chart_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chart_version: Option<String>,
+    /// Its service's kind (the history shows it after the service is gone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ServiceKind>,
     /// A job's type (CRON or LIFECYCLE).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_type: Option<String>,

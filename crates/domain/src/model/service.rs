@@ -116,6 +116,7 @@ impl Service {
     pub fn snapshot(&self, target: &super::DeployTarget) -> super::DeploymentSnapshot {
         let mut shown = super::DeploymentSnapshot {
             name: self.name.to_string(),
+            kind: Some(self.kind()),
             git_commit_id: target.git_commit_id.clone(),
             ..Default::default()
         };

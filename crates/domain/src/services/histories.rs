@@ -52,7 +52,7 @@ pub struct HistoryPage<T> {
 }
 
 impl Capstan {
-    /// The kinds of the services `requests` are about.
+    /// The kinds of the services `requests` are about (as recorded when a service is gone).
     async fn entries(
         &self,
         tx: &mut Unit,
@@ -69,10 +69,8 @@ impl Capstan {
         Ok(requests
             .into_iter()
             .filter_map(|r| {
-                kinds.get(&r.service_id).map(|kind| HistoryEntry {
-                    kind: *kind,
-                    request: r,
-                })
+                let kind = kinds.get(&r.service_id).copied().or(r.snapshot.kind)?;
+                Some(HistoryEntry { kind, request: r })
             })
             .collect())
     }

@@ -124,7 +124,7 @@ pub(super) fn batch_status(
 }
 
 impl Capstan {
-    /// The activity of `environment`, its requests and the statuses of its `services`, in their
+    /// The activity of `environment` and the statuses of its `services`, in their
     /// order, read in the unit that read the services (a snapshot, or a write unit holding
     /// their environment): the worker ends a request and saves its service in one unit, so the
     /// two always agree.
@@ -133,11 +133,7 @@ impl Capstan {
         tx: &mut Unit,
         environment: EnvironmentId,
         services: &[Service],
-    ) -> DomainResult<(
-        EnvironmentActivity,
-        Vec<DeploymentRequest>,
-        Vec<ServiceStatus>,
-    )> {
+    ) -> DomainResult<(EnvironmentActivity, Vec<ServiceStatus>)> {
         let ids: Vec<ServiceId> = services.iter().map(|s| s.id).collect();
         let (env, requests) = tx.activity_of(environment, &ids).await?;
         let now = self.now();
@@ -145,7 +141,7 @@ impl Capstan {
             .iter()
             .map(|s| service_status(s, &of(&requests, s.id), &env, now))
             .collect();
-        Ok((env, requests, statuses))
+        Ok((env, statuses))
     }
 
     pub(super) async fn status_of(
@@ -153,7 +149,7 @@ impl Capstan {
         tx: &mut Unit,
         service: &Service,
     ) -> DomainResult<ServiceStatus> {
-        let (_, _, mut one) = self
+        let (_, mut one) = self
             .statuses(tx, service.environment_id, std::slice::from_ref(service))
             .await?;
         one.pop()
@@ -195,7 +191,7 @@ impl Capstan {
             .await?;
         self.authorize_children::<Environment, _>(tx, p, environment, &services, Action::Read)
             .await?;
-        let (_, _, statuses) = self.statuses(tx, environment, &services.items).await?;
+        let (_, statuses) = self.statuses(tx, environment, &services.items).await?;
         Ok(Page {
             items: statuses,
             request: services.request,
@@ -230,30 +226,27 @@ impl Capstan {
         self.environment_statuses_of(tx, environment).await
     }
 
-    /// The status of every environment of a project, in creation order.
+    /// The status of each environment of a project, a page of them in creation order.
     pub async fn project_environment_statuses(
         &self,
         p: &Principal,
         project: ProjectId,
-    ) -> DomainResult<Vec<EnvironmentStatus>> {
+        page: PageRequest,
+    ) -> DomainResult<Page<EnvironmentStatus>> {
         let mut unit = self.snapshot().await?;
         let tx = &mut *unit;
-        self.load::<Project>(tx, p, project, Action::Read).await?;
-        let mut out = Vec::new();
-        let mut number = 1;
-        loop {
-            let page = self
-                .list::<Environment>(tx, project, PageRequest::new(number, 1000)?)
-                .await?;
-            let last = page.items.len() < 1000;
-            for env in page.items {
-                out.push(self.environment_statuses_of(tx, env.id).await?.environment);
-            }
-            if last {
-                return Ok(out);
-            }
-            number += 1;
+        let envs = self.list::<Environment>(tx, project, page).await?;
+        self.authorize_children::<Project, _>(tx, p, project, &envs, Action::Read)
+            .await?;
+        let mut items = Vec::with_capacity(envs.items.len());
+        for env in &envs.items {
+            items.push(self.environment_statuses_of(tx, env.id).await?.environment);
         }
+        Ok(Page {
+            items,
+            request: envs.request,
+            total_count: envs.total_count,
+        })
     }
 
     pub(super) async fn environment_statuses_of(
@@ -266,14 +259,17 @@ impl Capstan {
             .ok_or(DomainError::NotFound(Environment::KIND))?
             .created_at;
         let services = self.services_of(tx, environment).await?;
-        let (env, requests, statuses) = self.statuses(tx, environment, &services).await?;
-        // The latest batch's requests are each its service's newest, so all are among those
-        // read (pending, or the latest ended of their action).
-        let latest: Vec<DeploymentRequest> = requests
-            .iter()
-            .filter(|r| Some(r.batch_id) == env.last_batch)
-            .cloned()
-            .collect();
+        let (env, statuses) = self.statuses(tx, environment, &services).await?;
+        // The latest batch whole: some of its requests may be of services it deleted.
+        let latest: Vec<DeploymentRequest> = match env.last_batch {
+            Some(batch) => tx
+                .batch_requests(&[batch])
+                .await?
+                .into_iter()
+                .filter(|r| r.batch_id == batch)
+                .collect(),
+            None => Vec::new(),
+        };
         let status = batch_status(
             environment,
             &env,
