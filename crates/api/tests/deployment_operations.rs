@@ -281,6 +281,16 @@ async fn the_environment_status_follows_its_latest_deployment<S: App>(t: T<S>) {
     assert!(never["last_deployment_date"].is_string(), "{never}");
     assert_eq!(never["last_deployment_id"], json!(null));
     assert_eq!(never["total_deployment_duration_in_seconds"], json!(null));
+    // Nothing to act on and nothing ever deployed: refused, rather than a READY that a waiter
+    // would poll for ever.
+    for action in ["deploy", "stop", "redeploy"] {
+        t.post(&format!("/environment/{env}/{action}"), json!({}))
+            .await
+            .expect_error(409, &format!("the environment has no service to {action}"));
+    }
+    t.post(&format!("/environment/{env}/service/deploy"), json!({}))
+        .await
+        .expect_error(400, "body: lists no service");
     let c = container(&t, &env, "web").await;
     let req = TestRequest::default()
         .method(Method::POST)

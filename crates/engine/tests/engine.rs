@@ -42,6 +42,7 @@ both_backends!(
     one_request_runs_at_a_time_per_environment,
     a_running_deployment_can_be_canceled,
     a_dead_workers_request_ends_in_its_error_state_and_the_queue_goes_on,
+    a_dead_workers_request_stops_the_later_stages_of_its_deployment,
     shutdown_lets_the_request_in_flight_finish,
     a_new_commit_is_out_of_date_until_deployed,
 );
@@ -305,6 +306,58 @@ async fn a_dead_workers_request_ends_in_its_error_state_and_the_queue_goes_on(db
         ServiceState::Deployed,
         "nothing queued is lost"
     );
+    pool.shutdown().await;
+}
+
+async fn a_dead_workers_request_stops_the_later_stages_of_its_deployment(db: Db) {
+    let store = db.clone();
+    let w = world(db).await;
+    let a = w.database("a").await;
+    let b = w.database("b").await;
+    let later = w
+        .capstan
+        .create_stage(
+            &w.p,
+            w.env,
+            serde_json::from_value(json!({"name": "later"})).unwrap(),
+        )
+        .await
+        .unwrap();
+    w.capstan
+        .attach_service_to_stage(&w.p, later.stage.id, b, false)
+        .await
+        .unwrap();
+    w.capstan
+        .environment_action(
+            &w.p,
+            w.env,
+            DeploymentAction::Deploy,
+            domain::services::Selection::All,
+        )
+        .await
+        .unwrap();
+    let now = SystemClock.now();
+    let mut claimed = store
+        .claim_next("dead-worker", now, now + time::Duration::milliseconds(50))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.service_id, a, "the first stage first");
+    claimed.state = transition(claimed.state, Event::Started { builds: false }).unwrap();
+    store.read().await.unwrap().record(&claimed).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let pool = w.pool(20);
+    assert_eq!(
+        w.wait(a, settled).await.state,
+        ServiceState::DeploymentError
+    );
+    let b_done = w.wait(b, settled).await;
+    assert_eq!(
+        b_done.state,
+        ServiceState::Canceled,
+        "the later stage never ran"
+    );
+    assert!(b_done.steps.is_none());
     pool.shutdown().await;
 }
 

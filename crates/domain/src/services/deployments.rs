@@ -401,6 +401,9 @@ impl Capstan {
                 }
             }
             Selection::Only(list) => {
+                if list.is_empty() {
+                    return Err(DomainError::invalid("body", "lists no service"));
+                }
                 for c in list {
                     let service =
                         by_id
@@ -436,6 +439,13 @@ impl Capstan {
                     chosen.push(((*service).clone(), target));
                 }
             }
+        }
+        if chosen.is_empty() && env.last_batch.is_none() {
+            // Nothing would ever show this action done: a waiter would wait for ever on READY.
+            return Err(DomainError::state(format!(
+                "the environment has no service to {}",
+                action.as_str().to_lowercase()
+            )));
         }
         let now = self.now();
         for (service, target) in &mut chosen {

@@ -90,6 +90,8 @@ impl Worker {
             } else {
                 r.state = transition(state, Event::Failed).map_err(forbidden)?;
                 r.finish(RequestStatus::Error, Some(WORKER_LOST.into()), now);
+                self.record_failure(&r).await?;
+                continue;
             }
             self.record(&r).await?;
         }
@@ -151,10 +153,16 @@ impl Worker {
         r.end_step(StepStatus::Error, now);
         r.state = transition(r.state, Event::Failed).map_err(forbidden)?;
         r.finish(RequestStatus::Error, Some(reason), now);
+        self.record_failure(&r).await
+    }
+
+    /// Records a request's failure and cancels the later stages of its deployment, in one unit.
+    async fn record_failure(&self, r: &DeploymentRequest) -> DomainResult<()> {
+        let now = r.finished_at.unwrap_or_else(|| self.capstan.now());
         let mut unit = self.capstan.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Environment(r.environment_id)).await?;
-        if tx.record(&r).await?.is_none() {
+        if tx.record(r).await?.is_none() {
             return Ok(());
         }
         if r.batch_id != r.id.0 {
