@@ -12,7 +12,7 @@ use domain::model::{transition, Event, ServiceState};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
-http_suite!(
+http_suite_with_memory!(
     waiters_polling_as_the_cli_and_the_provider_see_known_states_and_no_step_back,
     the_environment_status_follows_its_latest_deployment,
     queued_and_running_requests_are_canceled_by_id,
@@ -20,6 +20,8 @@ http_suite!(
     an_uninstalled_service_stays_and_deploys_again,
     histories_show_every_action_newest_first_with_paging,
     project_statuses_and_kind_statuses_are_listed_and_paged,
+    a_failed_environment_deletion_is_a_deployment_of_its_own_and_can_be_asked_again,
+    a_bulk_deployment_of_an_application_never_deployed_needs_a_commit,
 );
 
 async fn container<S: App>(t: &T<S>, env: &str, name: &str) -> String {
@@ -670,6 +672,28 @@ async fn histories_show_every_action_newest_first_with_paging<S: App>(t: T<S>) {
         .expect(200)
         .body;
     assert_eq!(third["results"][0]["status"], "DEPLOYED", "{third}");
+    // Paging after an item of an environment-level deployment (its execution_id is the
+    // deployment's, not the request's).
+    t.post(&format!("/environment/{env}/redeploy"), json!({}))
+        .await
+        .expect(202);
+    t.settle(&status).await;
+    let newest = t
+        .get(&format!("/container/{c}/deploymentHistoryV2?pageSize=1"))
+        .await
+        .expect(200)
+        .body;
+    let execution = newest["results"][0]["identifier"]["execution_id"]
+        .as_str()
+        .unwrap();
+    let next = t
+        .get(&format!(
+            "/container/{c}/deploymentHistoryV2?pageSize=1&startId={execution}"
+        ))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(next["results"][0]["status"], "STOPPED", "{next}");
     t.get(&format!("/container/{c}/deploymentHistoryV2?pageSize=0"))
         .await
         .expect_error(400, "pageSize");
@@ -687,8 +711,8 @@ async fn histories_show_every_action_newest_first_with_paging<S: App>(t: T<S>) {
         .iter()
         .map(|b| b["trigger_action"].as_str().unwrap())
         .collect();
-    assert_eq!(triggers, ["STOP", "RESTART", "DEPLOY"], "{envs}");
-    let deploy = &batches[2];
+    assert_eq!(triggers, ["DEPLOY", "STOP", "RESTART", "DEPLOY"], "{envs}");
+    let deploy = &batches[3];
     assert_eq!(deploy["identifier"]["environment_id"], json!(env));
     assert_eq!(deploy["status"], "DEPLOYED");
     assert_eq!(deploy["action_status"], "SUCCESS");
@@ -706,7 +730,7 @@ async fn histories_show_every_action_newest_first_with_paging<S: App>(t: T<S>) {
         .expect(200)
         .body;
     assert_eq!(older["results"].as_array().unwrap().len(), 1);
-    assert_eq!(older["results"][0]["trigger_action"], "RESTART", "{older}");
+    assert_eq!(older["results"][0]["trigger_action"], "STOP", "{older}");
     // A service deleted through the engine: its deletion is in the history after it is gone.
     t.post(&format!("/container/{c}/deploy"), json!({}))
         .await
@@ -742,8 +766,8 @@ async fn histories_show_every_action_newest_first_with_paging<S: App>(t: T<S>) {
         .await
         .expect(200)
         .body;
-    assert_eq!(v1["results"][4]["containers"][0]["name"], "web", "{v1}");
-    assert_eq!(v1["results"][4]["status"], "DEPLOYED");
+    assert_eq!(v1["results"][5]["containers"][0]["name"], "web", "{v1}");
+    assert_eq!(v1["results"][5]["status"], "DEPLOYED");
     assert!(v1["results"][0]["id"].is_string() && v1["results"][0]["created_at"].is_string());
 }
 
@@ -807,4 +831,125 @@ async fn project_statuses_and_kind_statuses_are_listed_and_paged<S: App>(t: T<S>
     t.get(&format!("/environment/{env}/container/status?page_size=0"))
         .await
         .expect_error(400, "page_size");
+}
+
+async fn a_failed_environment_deletion_is_a_deployment_of_its_own_and_can_be_asked_again<S: App>(
+    t: T<S>,
+) {
+    let (_, _, env) = t.hierarchy().await;
+    let registry = t.registry().await;
+    let stubborn = t
+        .post(
+            &format!("/environment/{env}/container"),
+            json!({"name": "stubborn", "registry_id": registry, "image_name": "nginx", "tag": "1",
+                   "description": "capstan-fail-delete"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let later = container(&t, &env, "later").await;
+    let stage = t
+        .post(
+            &format!("/environment/{env}/deploymentStage"),
+            json!({"name": "later"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    t.put(
+        &format!("/deploymentStage/{stage}/service/{later}"),
+        json!({}),
+    )
+    .await
+    .expect(200);
+    t.post(&format!("/environment/{env}/deploy"), json!({}))
+        .await
+        .expect(202);
+    t.settle(&format!("/environment/{env}/status")).await;
+    t.delete(&format!("/environment/{env}")).await.expect(202);
+    // A deletion goes to its end even when an earlier stage's fails.
+    t.gone(&format!("/container/{later}")).await;
+    let failed = t.settle(&format!("/environment/{env}/status")).await;
+    assert_eq!(failed["last_deployment_state"], "DELETE_ERROR", "{failed}");
+    assert_eq!(
+        t.get(&format!("/container/{stubborn}/status")).await.body["state"],
+        "DELETE_ERROR"
+    );
+    t.put(
+        &format!("/container/{stubborn}"),
+        json!({"name": "stubborn", "registry_id": registry, "image_name": "nginx", "tag": "1",
+               "description": ""}),
+    )
+    .await
+    .expect(200);
+    let again = t
+        .delete(&format!("/environment/{env}"))
+        .await
+        .expect(202)
+        .body;
+    assert_ne!(
+        again["last_deployment_id"], failed["last_deployment_id"],
+        "a deployment of its own"
+    );
+    let history = t
+        .get(&format!("/environment/{env}/deploymentHistoryV2"))
+        .await
+        .expect(200)
+        .body;
+    let deletions: Vec<&Value> = history["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["trigger_action"] == "DELETE")
+        .collect();
+    assert_eq!(deletions.len(), 2, "{history}");
+    assert_ne!(
+        deletions[0]["identifier"]["execution_id"],
+        deletions[1]["identifier"]["execution_id"]
+    );
+    assert_eq!(deletions[1]["status"], "DELETE_ERROR");
+    t.gone(&format!("/environment/{env}")).await;
+}
+
+async fn a_bulk_deployment_of_an_application_never_deployed_needs_a_commit<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let app = t
+        .post(
+            &format!("/environment/{env}/application"),
+            json!({"name": "api", "git_repository": {"url": "https://github.com/acme/api.git"}}),
+        )
+        .await
+        .expect(201)
+        .id();
+    t.post(
+        &format!("/environment/{env}/service/deploy"),
+        json!({"applications": [{"application_id": app}]}),
+    )
+    .await
+    .expect_error(400, "applications[0].git_commit_id");
+    t.post(
+        &format!("/environment/{env}/service/deploy"),
+        json!({"helms": [{"chart_version": "1"}]}),
+    )
+    .await
+    .expect_error(400, "helms[0].id: is required");
+    t.post(
+        &format!("/environment/{env}/service/deploy"),
+        json!({"applications": [{"application_id": app, "git_commit_id": "abc123"}]}),
+    )
+    .await
+    .expect(202);
+    let done = t.settle(&format!("/application/{app}/status")).await;
+    assert_eq!(done["state"], "DEPLOYED");
+    // Deployed once, a commit may be left out: the deployed one is deployed again.
+    t.post(
+        &format!("/environment/{env}/service/deploy"),
+        json!({"applications": [{"application_id": app}]}),
+    )
+    .await
+    .expect(202);
+    assert_eq!(
+        t.settle(&format!("/application/{app}/status")).await["state"],
+        "DEPLOYED"
+    );
 }

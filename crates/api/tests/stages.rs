@@ -7,7 +7,7 @@ mod common;
 use common::{App, T};
 use serde_json::{json, Value};
 
-http_suite!(
+http_suite_with_memory!(
     a_new_environment_has_a_default_stage_that_new_services_land_in,
     stages_are_created_edited_reordered_and_deleted_when_empty,
     services_move_between_stages_and_may_be_skipped,

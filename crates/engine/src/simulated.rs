@@ -27,7 +27,7 @@ fn failure_word(step: StepName, action: DeploymentAction) -> &'static str {
         (StepName::Build, _) => "build",
         (_, DeploymentAction::Restart) => "restart",
         (_, DeploymentAction::Stop) => "stop",
-        (_, DeploymentAction::Delete) => "delete",
+        (_, DeploymentAction::Delete | DeploymentAction::Uninstall) => "delete",
         _ => "deploy",
     }
 }

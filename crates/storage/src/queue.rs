@@ -269,10 +269,16 @@ impl DeploymentQueue for Session {
         let reason = reason.to_string();
         let at = ts(now);
         let (conn, _) = self.parts()?;
+        let kept = [
+            DeploymentAction::Delete.as_str(),
+            DeploymentAction::Uninstall.as_str(),
+        ];
         let n = db_run!(*conn, |c| diesel::update(dr::table)
             .filter(dr::batch_id.eq(&batch))
             .filter(dr::status.eq(QUEUED))
             .filter(dr::position.gt(position))
+            // Removals go to their end, whatever else fails.
+            .filter(dr::action.ne_all(kept))
             .set((
                 dr::status.eq(RequestStatus::Canceled.as_str()),
                 dr::state.eq(ServiceState::Canceled.as_str()),
@@ -360,9 +366,18 @@ impl DeploymentQueue for Session {
                 .limit(limit)
                 .into_boxed();
             if let Some(a) = &after {
+                // `after` names the last request seen, by its id or its batch's (the
+                // `execution_id` a history shows).
                 let start = later
-                    .filter(later.field(dr::id).eq(a.clone()))
+                    .filter(later.field(dr::service_id).eq(key.clone()))
+                    .filter(
+                        later
+                            .field(dr::id)
+                            .eq(a.clone())
+                            .or(later.field(dr::batch_id).eq(a.clone())),
+                    )
                     .select(later.field(dr::created_at))
+                    .limit(1)
                     .single_value();
                 q = q.filter(
                     dr::created_at
@@ -371,7 +386,7 @@ impl DeploymentQueue for Session {
                         .or(dr::created_at
                             .nullable()
                             .eq(start)
-                            .and(dr::id.lt(a.clone()))),
+                            .and(dr::id.lt(a.clone()).and(dr::batch_id.ne(a.clone())))),
                 );
             }
             q.load(c).await

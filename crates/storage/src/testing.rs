@@ -26,6 +26,14 @@ pub async fn sqlite() -> (Db, DatabaseUrl, TempFile) {
     (db, url, TempFile(path))
 }
 
+/// A fresh, migrated in-memory SQLite database (`sqlite::memory:`: one connection for reads
+/// and writes, so a use case that asked for a second one while holding the first would wait).
+pub async fn sqlite_memory() -> Db {
+    crate::open(&DatabaseUrl::Sqlite(":memory:".into()), 4, &TEST_KEY)
+        .await
+        .expect("open in-memory sqlite test database")
+}
+
 /// Removes a SQLite test database and its WAL files.
 pub struct TempFile(pub PathBuf);
 

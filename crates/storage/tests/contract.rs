@@ -1718,7 +1718,7 @@ async fn a_batch_runs_in_stage_order_and_a_failure_cancels_later_stages(db: Db) 
     let envs = environments(&db, 1).await;
     let (env, a) = &envs[0];
     let mut services = vec![a.clone()];
-    for name in ["b", "c"] {
+    for name in ["b", "c", "d"] {
         let s = service_in(
             env,
             ServiceKind::Database,
@@ -1734,11 +1734,20 @@ async fn a_batch_runs_in_stage_order_and_a_failure_cancels_later_stages(db: Db) 
     // Asked for together, in the reverse of the order their stages run.
     let requests: Vec<DeploymentRequest> = services
         .iter()
-        .zip([3, 2, 1])
+        .zip([3, 2, 1, 4])
         .map(|(s, position)| DeploymentRequest {
             batch_id: batch,
             position,
-            ..request(env, s, DeploymentAction::Deploy)
+            // The last stage's is a deletion: it goes to its end whatever fails before it.
+            ..request(
+                env,
+                s,
+                if position == 4 {
+                    DeploymentAction::Delete
+                } else {
+                    DeploymentAction::Deploy
+                },
+            )
         })
         .map(|mut r| {
             r.created_at = requests_time();
@@ -1763,12 +1772,21 @@ async fn a_batch_runs_in_stage_order_and_a_failure_cancels_later_stages(db: Db) 
         .cancel_later_stages(batch, second.position, "an earlier stage failed", now())
         .await
         .unwrap();
-    assert_eq!(canceled, 1, "only the later stage's request");
-    assert_eq!(end(&db, second, RequestStatus::Error).await, Some(false));
-    assert!(
-        claim(&db, "w").await.is_none(),
-        "the later stage never runs"
+    assert_eq!(
+        canceled, 1,
+        "only the later stage's deployment, not the deletion"
     );
+    assert_eq!(end(&db, second, RequestStatus::Error).await, Some(false));
+    let deletion = claim(&db, "w").await.unwrap();
+    assert_eq!(
+        deletion.id, requests[3].id,
+        "the later deployment never runs"
+    );
+    assert_eq!(
+        end(&db, deletion, RequestStatus::Success).await,
+        Some(false)
+    );
+    assert!(claim(&db, "w").await.is_none());
     let last: DeploymentRequest = Repo::get(&mut db.session().await.unwrap(), requests[0].id)
         .await
         .unwrap()
@@ -1783,7 +1801,7 @@ async fn a_batch_runs_in_stage_order_and_a_failure_cancels_later_stages(db: Db) 
         .batch_requests(&[batch])
         .await
         .unwrap();
-    assert_eq!(all.len(), 3);
+    assert_eq!(all.len(), 4);
     let by_own_id = db
         .session()
         .await

@@ -42,7 +42,10 @@ pub struct ApplicationToDeploy {
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct ServiceToDeploy {
-    pub id: Uuid,
+    /// Required (the description leaves it optional for some kinds; a deployment names its
+    /// service all the same).
+    #[serde(default)]
+    pub id: Option<Uuid>,
     #[serde(default)]
     pub git_commit_id: Option<String>,
     #[serde(default)]
@@ -95,7 +98,7 @@ fn chosen(field: String, kind: ServiceKind, id: Uuid, input: DeployInput) -> Cho
 }
 
 impl DeployAllRequest {
-    fn chosen(self) -> Vec<Chosen> {
+    fn chosen(self) -> ApiResult<Vec<Chosen>> {
         let mut out = Vec::new();
         for (i, a) in self.applications.into_iter().enumerate() {
             let input = DeployInput {
@@ -124,15 +127,18 @@ impl DeployAllRequest {
             (self.terraforms, ServiceKind::Terraform, "terraforms"),
         ] {
             for (i, s) in list.into_iter().enumerate() {
+                let field = format!("{name}[{i}].id");
+                let id =
+                    s.id.ok_or_else(|| ApiError::bad_request(format!("{field}: is required")))?;
                 let input = DeployInput {
                     git_commit_id: s.git_commit_id,
                     image_tag: s.image_tag,
                     chart_version: s.chart_version,
                 };
-                out.push(chosen(format!("{name}[{i}].id"), kind, s.id, input));
+                out.push(chosen(field, kind, id, input));
             }
         }
-        out
+        Ok(out)
     }
 }
 
@@ -566,7 +572,7 @@ async fn deploy_services(
     req: HttpRequest,
     JsonBody(body): JsonBody<DeployAllRequest>,
 ) -> ApiResult<HttpResponse> {
-    let selection = Selection::Only(body.chosen());
+    let selection = Selection::Only(body.chosen()?);
     environment_action(&st, &p, &req, DeploymentAction::Deploy, selection).await
 }
 

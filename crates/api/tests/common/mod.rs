@@ -29,6 +29,15 @@ pub async fn sqlite() -> Option<Backend> {
     })
 }
 
+/// `sqlite::memory:`: the one-connection store of `capstan serve` for quick local use.
+pub async fn sqlite_memory() -> Option<Backend> {
+    let db = storage::testing::sqlite_memory().await;
+    Some(Backend {
+        capstan: Capstan::new(Arc::new(db), Arc::new(SystemClock)),
+        _guard: None,
+    })
+}
+
 impl Backend {
     /// The same store, with the use cases adjusted (e.g. given a git integration).
     pub fn map(mut self, f: impl FnOnce(Capstan) -> Capstan) -> Self {
@@ -329,6 +338,23 @@ macro_rules! http_suite {
                 #[actix_rt::test]
                 async fn $name() {
                     let Some(backend) = $crate::common::postgres().await else { return };
+                    super::$name($crate::common::setup(backend).await).await;
+                }
+            )*
+        }
+    };
+}
+
+/// As `http_suite!`, and on an in-memory SQLite database too (one connection for everything).
+#[macro_export]
+macro_rules! http_suite_with_memory {
+    ($($name:ident),* $(,)?) => {
+        http_suite!($($name),*);
+        mod memory {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    let backend = $crate::common::sqlite_memory().await.unwrap();
                     super::$name($crate::common::setup(backend).await).await;
                 }
             )*

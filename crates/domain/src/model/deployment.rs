@@ -44,13 +44,13 @@ string_enum!(
 );
 
 impl Origin {
-    /// The origin a client's `User-Agent` shows: the public CLI and Terraform provider name
-    /// themselves there; anything else is the API.
+    /// The origin a client's `User-Agent` shows: the public CLI (`qovery-cli`) and Terraform
+    /// provider name themselves there; anything else is the API.
     pub fn from_user_agent(agent: &str) -> Origin {
         let agent = agent.to_ascii_lowercase();
         if agent.contains("terraform") {
             Origin::TerraformProvider
-        } else if agent.contains("cli") {
+        } else if agent.contains("qovery-cli") || agent.contains("capstan-cli") {
             Origin::Cli
         } else {
             Origin::Api
@@ -117,6 +117,9 @@ pub struct DeploymentSnapshot {
     /// A job's type (CRON or LIFECYCLE).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_type: Option<String>,
+    /// Part of its environment's deletion: the environment goes with the last of them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deletes_environment: bool,
     /// The stage its service was in when it was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage_id: Option<crate::ids::DeploymentStageId>,
@@ -149,8 +152,7 @@ pub struct DeploymentRequest {
     pub status: RequestStatus,
     /// The state this request has brought its service to.
     pub state: ServiceState,
-    /// The environment-level action it is part of; its own id when asked for alone. An
-    /// environment deletion uses the environment's id.
+    /// The environment-level action it is part of; its own id when asked for alone.
     pub batch_id: Uuid,
     /// What it deploys: the service as configured when it was asked for (name and the members
     /// a deployment history shows).
@@ -228,6 +230,13 @@ impl DeploymentRequest {
             self.action,
             DeploymentAction::Deploy | DeploymentAction::Redeploy
         )
+    }
+
+    /// Whether it is part of its environment's deletion (earlier versions gave such requests
+    /// the environment's id as their batch).
+    pub fn deletes_environment(&self) -> bool {
+        self.action == DeploymentAction::Delete
+            && (self.snapshot.deletes_environment || self.batch_id == self.environment_id.0)
     }
 
     /// Its place in its environment's queue: requests run in this order.

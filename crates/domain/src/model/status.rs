@@ -193,7 +193,7 @@ impl EnvironmentActivity {
     pub fn deleting(&self, environment: Uuid) -> bool {
         self.pending
             .iter()
-            .any(|r| r.action == DeploymentAction::Delete && r.batch_id == environment)
+            .any(|r| r.environment_id.0 == environment && r.deletes_environment())
     }
 }
 

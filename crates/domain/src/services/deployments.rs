@@ -143,6 +143,15 @@ struct Draft<'a> {
     target: DeployTarget,
 }
 
+/// What a batch is: one service's action alone, an environment-level or bulk action, or the
+/// environment's deletion.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Batch {
+    Alone,
+    Many,
+    EnvironmentDeletion,
+}
+
 impl Capstan {
     /// The requests of one action (one batch), each placed by its service's stage and set to
     /// wait behind what the environment already has in line; queued in the unit.
@@ -153,7 +162,7 @@ impl Capstan {
         environment: EnvironmentId,
         env: &EnvironmentActivity,
         drafts: Vec<Draft<'_>>,
-        batch_id: Option<Uuid>,
+        kind: Batch,
     ) -> DomainResult<Vec<DeploymentRequest>> {
         if drafts.is_empty() {
             return Ok(Vec::new());
@@ -171,8 +180,8 @@ impl Capstan {
             .filter_map(|m| stages.get(&m.stage_id).map(|s| (m.service_id, s)))
             .collect();
         let now = self.now();
-        let batch = batch_id.unwrap_or_else(Uuid::new_v4);
-        let alone = drafts.len() == 1 && batch_id.is_none();
+        let batch = Uuid::new_v4();
+        let alone = kind == Batch::Alone;
         let mut requests: Vec<DeploymentRequest> = drafts
             .into_iter()
             .map(|d| {
@@ -181,6 +190,7 @@ impl Capstan {
                 let mut snapshot = d.service.snapshot(&d.target);
                 snapshot.stage_id = stage.map(|s| s.id);
                 snapshot.stage_name = stage.map(|s| s.name.to_string());
+                snapshot.deletes_environment = kind == Batch::EnvironmentDeletion;
                 DeploymentRequest {
                     id,
                     organization_id: d.service.organization_id,
@@ -253,8 +263,15 @@ impl Capstan {
             action,
             target,
         };
-        self.queue(tx, p, service.environment_id, &env, vec![draft], None)
-            .await?;
+        self.queue(
+            tx,
+            p,
+            service.environment_id,
+            &env,
+            vec![draft],
+            Batch::Alone,
+        )
+        .await?;
         self.status_of(tx, &service).await
     }
 
@@ -433,6 +450,15 @@ impl Capstan {
                     if target.git_commit_id.is_none() {
                         target.git_commit_id = deployed_commit(service).git_commit_id;
                     }
+                    if action == DeploymentAction::Deploy
+                        && c.kind == ServiceKind::Application
+                        && target.git_commit_id.is_none()
+                    {
+                        return Err(DomainError::invalid(
+                            c.field.replace("application_id", "git_commit_id"),
+                            "is required for an application never deployed",
+                        ));
+                    }
                     if chosen.iter().any(|(s, _)| s.id == service.id) {
                         continue;
                     }
@@ -466,7 +492,7 @@ impl Capstan {
                 target: target.clone(),
             })
             .collect();
-        self.queue(tx, p, environment, &env, drafts, Some(Uuid::new_v4()))
+        self.queue(tx, p, environment, &env, drafts, Batch::Many)
             .await?;
         let status = self
             .environment_statuses_of(tx, environment)
@@ -521,7 +547,7 @@ impl Capstan {
                 target: DeployTarget::default(),
             })
             .collect();
-        self.queue(tx, p, environment, &env, drafts, Some(Uuid::new_v4()))
+        self.queue(tx, p, environment, &env, drafts, Batch::Many)
             .await?;
         let status = self
             .environment_statuses_of(tx, environment)
@@ -634,7 +660,7 @@ impl Capstan {
                 .await?;
             Deletion::Done
         } else {
-            self.queue(tx, p, environment, &env, drafts, Some(environment.0))
+            self.queue(tx, p, environment, &env, drafts, Batch::EnvironmentDeletion)
                 .await?;
             Deletion::Requested(
                 self.environment_statuses_of(tx, environment)
@@ -667,15 +693,22 @@ impl Capstan {
         }
     }
 
-    /// The environment goes once its deletion batch has nothing left to do (in the unit that
-    /// ends the batch's last request, holding the environment).
+    /// The environment goes once its deletion has nothing left to do and none of it failed (in
+    /// the unit that ends its last request, holding the environment). After a failure it stays,
+    /// with the services that could not be deleted, for the client to try again.
     pub(super) async fn finish_environment_deletion(
         &self,
         tx: &mut Unit,
         environment: EnvironmentId,
+        batch: Uuid,
     ) -> DomainResult<()> {
         let env = tx.environment_activity(environment).await?;
-        if env.pending.is_empty() {
+        let failed = tx
+            .batch_requests(&[batch])
+            .await?
+            .iter()
+            .any(|r| r.batch_id == batch && r.status == RequestStatus::Error);
+        if env.pending.is_empty() && !failed {
             match Repo::<Environment>::delete(tx, environment).await {
                 Ok(()) | Err(crate::error::StoreError::NotFound) => {}
                 Err(e) => return Err(e.into()),

@@ -125,18 +125,29 @@ impl Capstan {
             .ok_or(DomainError::NotFound(DeploymentStage::KIND))
     }
 
-    /// A stage, read to find its environment, then again in a write unit holding that
-    /// environment (so the decision reads what the lock protects).
+    /// A stage's environment, found (and the principal's right to change it checked) before
+    /// the write unit opens: a read inside it would wait for a second connection of a pool the
+    /// unit may hold the last of.
+    async fn stage_environment(
+        &self,
+        p: &Principal,
+        id: DeploymentStageId,
+    ) -> DomainResult<EnvironmentId> {
+        let found: DeploymentStage = self
+            .load(&mut *self.reading().await?, p, id, Action::Write)
+            .await?;
+        Ok(found.environment_id)
+    }
+
+    /// The stage again, in the write unit, once its environment is locked.
     async fn lock_stage(
         &self,
         tx: &mut Unit,
         p: &Principal,
         id: DeploymentStageId,
+        environment: EnvironmentId,
     ) -> DomainResult<DeploymentStage> {
-        let found: DeploymentStage = self
-            .load(&mut *self.reading().await?, p, id, Action::Write)
-            .await?;
-        tx.lock(Scope::Environment(found.environment_id)).await?;
+        tx.lock(Scope::Environment(environment)).await?;
         self.load(tx, p, id, Action::Write).await
     }
 
@@ -197,9 +208,10 @@ impl Capstan {
         id: DeploymentStageId,
         input: StageInput,
     ) -> DomainResult<StageDetails> {
+        let environment = self.stage_environment(p, id).await?;
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
-        let mut stage = self.lock_stage(tx, p, id).await?;
+        let mut stage = self.lock_stage(tx, p, id, environment).await?;
         stage.name = validate::name("name", &input.name)?;
         stage.description = description(input.description)?;
         stage.updated_at = self.now();
@@ -212,9 +224,10 @@ impl Capstan {
     /// Deletes an empty stage; one that still holds services is refused (409) with a message
     /// that says so.
     pub async fn delete_stage(&self, p: &Principal, id: DeploymentStageId) -> DomainResult<()> {
+        let environment = self.stage_environment(p, id).await?;
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
-        let stage = self.lock_stage(tx, p, id).await?;
+        let stage = self.lock_stage(tx, p, id, environment).await?;
         let held = tx
             .stage_members(stage.environment_id)
             .await?
@@ -242,9 +255,10 @@ impl Capstan {
         anchor: DeploymentStageId,
         placement: Placement,
     ) -> DomainResult<Vec<StageDetails>> {
+        let environment = self.stage_environment(p, id).await?;
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
-        let stage = self.lock_stage(tx, p, id).await?;
+        let stage = self.lock_stage(tx, p, id, environment).await?;
         let other: DeploymentStage = self.load(tx, p, anchor, Action::Write).await?;
         if other.environment_id != stage.environment_id {
             return Err(DomainError::invalid(
@@ -270,9 +284,10 @@ impl Capstan {
         service: ServiceId,
         is_skipped: bool,
     ) -> DomainResult<Vec<StageDetails>> {
+        let environment = self.stage_environment(p, id).await?;
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
-        let stage = self.lock_stage(tx, p, id).await?;
+        let stage = self.lock_stage(tx, p, id, environment).await?;
         let found: Service = self.load(tx, p, service, Action::Write).await?;
         if found.environment_id != stage.environment_id {
             return Err(DomainError::invalid(

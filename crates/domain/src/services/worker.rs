@@ -239,9 +239,9 @@ impl Worker {
                 Ok(()) | Err(crate::error::StoreError::NotFound) => {}
                 Err(e) => return Err(e.into()),
             }
-            if r.batch_id == r.environment_id.0 {
+            if r.deletes_environment() {
                 self.capstan
-                    .finish_environment_deletion(tx, r.environment_id)
+                    .finish_environment_deletion(tx, r.environment_id, r.batch_id)
                     .await?;
             }
         }
