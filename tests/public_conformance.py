@@ -10,12 +10,22 @@ Reading the description: `nullable` becomes a JSON-schema null type; `oneOf` is 
 because the description's variants overlap (the helm variant of DeploymentHistoryServiceDetails
 requires nothing, so every object matches it and no answer could match exactly one).
 """
-import json, re, sys, time, urllib.request, uuid
+import base64, hashlib, hmac, http.server, json, os, re, sys, threading, time, urllib.request, uuid
 import yaml
 from jsonschema import Draft7Validator
 
 BASE, TOKEN, REFERENCE = sys.argv[1], sys.argv[2], sys.argv[3]
 ref = yaml.safe_load(open(REFERENCE))
+# When the server verifies HS256 Bearer JWTs with this secret, the run also acts as a signed-in user.
+JWT_SECRET = os.environ.get('CAPSTAN_JWT_HS256_SECRET')
+
+
+def jwt(secret, subject):
+    enc = lambda b: base64.urlsafe_b64encode(b).rstrip(b'=').decode()
+    head = enc(json.dumps({'alg': 'HS256', 'typ': 'JWT'}).encode())
+    body = enc(json.dumps({'sub': subject, 'exp': int(time.time()) + 3600}).encode())
+    sig = hmac.new(secret.encode(), f'{head}.{body}'.encode(), hashlib.sha256).digest()
+    return f'{head}.{body}.{enc(sig)}'
 
 
 def conv(s):
@@ -58,12 +68,10 @@ def find(method, path):
     return matches[0] if matches else (None, None)
 
 
-def call(method, path, body=None, expect=None, agent=None, validate=True):
+def call(method, path, body=None, expect=None, agent=None, bearer=None):
     """Calls an operation, checks its status is a success (or `expect`), validates the answer
-    against the description's schema for that status (unless `validate` is false: the records
-    this run only needs as a setting, whose members are another issue's), and returns the
-    parsed body."""
-    headers = {'Authorization': 'Token ' + TOKEN, 'Content-Type': 'application/json'}
+    against the description's schema for that status, and returns the parsed body."""
+    headers = {'Authorization': ('Bearer ' + bearer) if bearer else ('Token ' + TOKEN), 'Content-Type': 'application/json'}
     if agent: headers['User-Agent'] = agent
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(BASE + path, method=method, data=data, headers=headers)
@@ -81,8 +89,6 @@ def call(method, path, body=None, expect=None, agent=None, validate=True):
     ok = (status == expect) if expect else 200 <= status < 300
     if not ok:
         print(f'FAIL {name}: status {status} {raw[:300]!r}'); failures.append(name)
-        return value
-    if not validate:
         return value
     checked.add(name)
     if op is None or not (200 <= status < 300):
@@ -109,25 +115,152 @@ def settle(path, member='deployment_requests_count'):
     failures.append('settle ' + path); return s
 
 
-def setting(method, path, body=None):
-    return call(method, path, body, validate=False)
+# ---------- Records: the organization and everything in it, with the bodies public clients send.
+orgs = call('GET', '/organization')
+org = orgs['results'][0]['id']
+call('GET', f'/organization/{org}')
+call('PUT', f'/organization/{org}', {'name': 'Conformance', 'plan': 'TEAM', 'description': 'checked against the description',
+     'website_url': 'https://acme.example', 'repository': None, 'logo_url': None, 'icon_url': None, 'admin_emails': ['ops@acme.example']})
+roles = call('GET', f'/organization/{org}/availableRole')['results']
+viewer = next(r['id'] for r in roles if r['name'] == 'VIEWER')
+token = call('POST', f'/organization/{org}/apiToken', {'name': 'ci', 'description': 'pipelines', 'role_id': viewer})
+call('GET', f'/organization/{org}/apiToken')
+call('DELETE', f'/organization/{org}/apiToken/{token["id"]}')
+# A stand-in for the git provider's API, where the webhook of the application is kept.
+hooks = []
 
 
-org = setting('GET', '/organization')['results'][0]['id']
-cluster = setting('POST', f'/organization/{org}/cluster', {'name': 'conf', 'region': 'eu-west-3', 'cloud_provider': 'CLOUDA'})
-project = setting('POST', f'/organization/{org}/project', {'name': 'deployments'})['id']
-env = setting('POST', f'/project/{project}/environment', {'name': 'prod', 'cluster': cluster['id']})['id']
-registry = setting('POST', f'/organization/{org}/containerRegistry', {'name': 'conf-hub', 'kind': 'DOCKER_HUB', 'config': {'username': 'u', 'password': 'p'}})['id']
-git = {'url': 'https://github.com/acme/api.git', 'branch': 'main'}
+class FakeHostA(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args): pass
+
+    def answer(self, status, body):
+        raw = json.dumps(body).encode()
+        self.send_response(status); self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(raw))); self.end_headers(); self.wfile.write(raw)
+
+    def do_GET(self): self.answer(200, hooks)
+
+    def do_POST(self):
+        sent = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
+        hooks.append(dict(sent, id=len(hooks) + 1)); self.answer(201, hooks[-1])
+
+    def do_PATCH(self):
+        sent = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
+        hooks[0].update(sent); self.answer(200, hooks[0])
+
+
+provider = http.server.ThreadingHTTPServer(('127.0.0.1', 0), FakeHostA)
+threading.Thread(target=provider.serve_forever, daemon=True).start()
+git_api_url = f'http://127.0.0.1:{provider.server_address[1]}'
+git_token = call('POST', f'/organization/{org}/gitToken', {'name': 'gh', 'description': 'bot', 'type': 'HOSTA', 'token': 'ghp_conformance', 'git_api_url': git_api_url, 'workspace': None})['id']
+call('GET', f'/organization/{org}/gitToken')
+call('GET', f'/organization/{org}/gitToken/{git_token}')
+call('PUT', f'/organization/{org}/gitToken/{git_token}', {'name': 'gh', 'description': 'the bot', 'type': 'HOSTA', 'token': 'ghp_conformance2', 'git_api_url': git_api_url})
+credentials = call('POST', f'/organization/{org}/cloudA/credentials', {'type': 'AWS_STATIC', 'name': 'keys', 'access_key_id': 'AKIACONFORMANCE', 'secret_access_key': 'conformance-secret'})['id']
+call('GET', f'/organization/{org}/cloudA/credentials')
+call('GET', f'/organization/{org}/cloudA/credentials/{credentials}')
+call('PUT', f'/organization/{org}/cloudA/credentials/{credentials}', {'type': 'AWS_STATIC', 'name': 'keys', 'access_key_id': 'AKIACONFORMANCE2', 'secret_access_key': 'conformance-secret2'})
+for provider in ('cloudA', 'altcloud', 'cloudC'):
+    call('GET', f'/{provider}/region')
+cluster_body = {'name': 'conf', 'description': 'where it runs', 'region': 'eu-west-3', 'cloud_provider': 'CLOUDA',
+                'cloud_provider_credentials': {'cloud_provider': 'CLOUDA', 'credentials': {'id': credentials, 'name': 'keys'}, 'region': 'eu-west-3'},
+                'min_running_nodes': 1, 'max_running_nodes': 3, 'disk_size': 50, 'instance_type': 't3a.large', 'kubernetes': 'MANAGED', 'production': False, 'features': []}
+cluster = call('POST', f'/organization/{org}/cluster', cluster_body)
+call('GET', f'/organization/{org}/cluster')
+call('PUT', f'/organization/{org}/cluster/{cluster["id"]}', dict(cluster_body, description='where it all runs'))
+registry_body = {'name': 'conf-hub', 'kind': 'DOCKER_HUB', 'description': 'images', 'url': 'https://docker.io', 'config': {'username': 'u', 'password': 'p'}}
+registry = call('POST', f'/organization/{org}/containerRegistry', registry_body)['id']
+call('GET', f'/organization/{org}/containerRegistry')
+call('GET', f'/organization/{org}/containerRegistry/{registry}')
+call('PUT', f'/organization/{org}/containerRegistry/{registry}', dict(registry_body, description='our images'))
+project = call('POST', f'/organization/{org}/project', {'name': 'deployments', 'description': 'everything deployed'})['id']
+call('GET', f'/organization/{org}/project')
+call('GET', f'/project/{project}')
+call('PUT', f'/project/{project}', {'name': 'deployments', 'description': 'everything we deploy'})
+env = call('POST', f'/project/{project}/environment', {'name': 'prod', 'cluster': cluster['id'], 'mode': 'PRODUCTION'})['id']
+call('GET', f'/project/{project}/environment')
+call('GET', f'/environment/{env}')
+call('PUT', f'/environment/{env}', {'name': 'prod', 'mode': 'PRODUCTION'})
+
+probe = lambda kind, **kw: {'type': {kind: kw}, 'initial_delay_seconds': 15, 'period_seconds': 10, 'timeout_seconds': 5,
+                            'success_threshold': 1, 'failure_threshold': 3}
+healthchecks = {'readiness_probe': probe('tcp', port=8080, host=None), 'liveness_probe': probe('http', port=8080, path='/healthz', scheme='HTTP')}
+git = {'url': 'https://github.com/acme/api.git', 'branch': 'main', 'root_path': '/', 'git_token_id': git_token}
+ports = [{'name': 'p8080', 'internal_port': 8080, 'external_port': 443, 'publicly_accessible': True, 'is_default': True, 'protocol': 'HTTP'}]
+runtime = {'cpu': 500, 'memory': 512, 'gpu': 0, 'ephemeral_storage_in_gib': 2, 'min_running_instances': 1, 'max_running_instances': 2,
+           'healthchecks': healthchecks, 'auto_preview': False, 'ports': ports, 'arguments': ['serve'], 'entrypoint': '/app',
+           'auto_deploy': False, 'annotations_groups': [], 'labels_groups': [], 'cpu_architecture': 'AMD64',
+           'storage': [{'type': 'FAST_SSD', 'size': 10, 'mount_point': '/data'}]}
 bodies = {
-    'application': {'name': 'api', 'git_repository': git, 'ports': [{'internal_port': 8080}]},
-    'container': {'name': 'web', 'registry_id': registry, 'image_name': 'nginx', 'tag': '1'},
-    'database': {'name': 'db', 'type': 'POSTGRESQL', 'version': '16', 'mode': 'CONTAINER'},
-    'job': {'name': 'cron', 'schedule': {'cronjob': {'scheduled_at': '0 * * * *'}}, 'source': {'image': {'image_name': 'busybox', 'tag': '1', 'registry_id': registry}}},
-    'helm': {'name': 'redis', 'source': {'helm_repository': {'repository': 'https://charts.example.com', 'chart_name': 'redis', 'chart_version': '19.0.0'}}, 'arguments': [], 'auto_deploy': False, 'values_override': {}},
-    'terraform': {'name': 'infra', 'terraform_files_source': {'git_repository': {'url': 'https://gitlab.com/acme/infra'}}},
+    'application': dict(runtime, name='api', description='the API', git_repository=git, build_mode='DOCKER', dockerfile_path='Dockerfile',
+                        icon_uri='app://capstan/application', docker_target_build_stage=None),
+    'container': dict(runtime, name='web', description='the site', registry_id=registry, image_name='nginx', tag='1', icon_uri='app://capstan/container'),
+    'database': {'name': 'db', 'description': 'the data', 'type': 'POSTGRESQL', 'version': '16', 'mode': 'CONTAINER', 'accessibility': 'PRIVATE',
+                 'cpu': 250, 'memory': 256, 'storage': 10, 'annotations_groups': [], 'labels_groups': [], 'icon_uri': 'app://capstan/database'},
+    'job': {'name': 'cron', 'description': 'hourly', 'cpu': 500, 'memory': 512, 'gpu': 0, 'max_nb_restart': 0, 'max_duration_seconds': 300,
+            'auto_preview': False, 'port': None, 'source': {'image': {'image_name': 'busybox', 'tag': '1', 'registry_id': registry}},
+            'healthchecks': {}, 'schedule': {'cronjob': {'scheduled_at': '0 * * * *', 'timezone': 'Etc/UTC', 'arguments': ['run'], 'entrypoint': '/bin/sh'}},
+            'auto_deploy': False, 'annotations_groups': [], 'labels_groups': [], 'icon_uri': 'app://capstan/job', 'cpu_architecture': 'AMD64'},
+    'helm': {'name': 'redis', 'description': 'cache', 'timeout_sec': 600, 'auto_preview': False, 'auto_deploy': False,
+             'source': {'helm_repository': {'repository': 'https://charts.example.com', 'chart_name': 'redis', 'chart_version': '19.0.0'}},
+             'arguments': ['--wait'], 'allow_cluster_wide_resources': False, 'values_override': {'set': [['replicas', '1']], 'set_string': [], 'set_json': [], 'file': None},
+             'icon_uri': 'app://capstan/helm', 'ports': [{'name': 'redis', 'internal_port': 6379, 'external_port': 443, 'service_name': 'redis-master', 'protocol': 'HTTP', 'is_default': True}]},
+    'terraform': {'name': 'infra', 'description': 'the network', 'auto_deploy_config': {'auto_deploy': False, 'terraform_action': 'DEFAULT'},
+                  'terraform_files_source': {'git_repository': {'url': 'https://gitlab.com/acme/infra', 'branch': 'main', 'root_path': '/', 'git_token_id': None}},
+                  'terraform_variables_source': {'tf_var_file_paths': ['/prod.tfvars'], 'tf_vars': [{'key': 'region', 'value': 'eu-west-3', 'secret': False}]},
+                  'backend': {'kubernetes': {}}, 'engine': 'TERRAFORM', 'provider_version': {'read_from_terraform_block': False, 'explicit_version': '1.9.0'},
+                  'timeout_sec': 1800, 'icon_uri': 'app://capstan/terraform', 'job_resources': {'cpu_milli': 1000, 'ram_mib': 1024, 'gpu': 0, 'storage_gib': 2},
+                  'use_cluster_credentials': False, 'action_extra_arguments': {'plan': ['-lock=false']}},
 }
-ids = {kind: setting('POST', f'/environment/{env}/{kind}', body)['id'] for kind, body in bodies.items()}
+echoed = {'icon_uri', 'healthchecks', 'auto_preview', 'gpu', 'ephemeral_storage_in_gib', 'cpu_architecture', 'arguments', 'entrypoint',
+          'timeout_sec', 'job_resources', 'provider_version', 'backend', 'action_extra_arguments', 'use_cluster_credentials',
+          'auto_deploy_config', 'allow_cluster_wide_resources', 'max_nb_restart', 'max_duration_seconds', 'description', 'engine'}
+
+
+def echoes(sent, got, what):
+    """A member sent is answered as stored (the server may add defaults inside it)."""
+    for key in echoed & sent.keys():
+        if got.get(key) != sent[key] and not (isinstance(sent[key], dict) and sent[key].items() <= (got.get(key) or {}).items()):
+            print(f'FAIL {what}: {key} sent {sent[key]!r}, answered {got.get(key)!r}'); failures.append(f'{what} {key}')
+
+
+ids = {}
+for kind, body in bodies.items():
+    created = call('POST', f'/environment/{env}/{kind}', body)
+    ids[kind] = created['id']
+    echoes(body, created, f'POST {kind}')
+    echoes(body, call('GET', f'/{kind}/{ids[kind]}'), f'GET {kind}')
+    call('GET', f'/environment/{env}/{kind}')
+    call('GET', f'/environment/{env}/{kind}/status')
+edits = {kind: dict(body, description='edited', icon_uri=f'app://capstan/edited-{kind}') for kind, body in bodies.items()}
+# The public edit body of a database has no type nor mode.
+edits['database'] = {k: v for k, v in edits['database'].items() if k not in ('type', 'mode')}
+for kind, body in edits.items():
+    echoes(body, call('PUT', f'/{kind}/{ids[kind]}', body), f'PUT {kind}')
+
+# Variables and secrets at every scope, and the generic /variable routes.
+scopes = {'project': project, 'environment': env, 'application': ids['application'], 'container': ids['container'], 'job': ids['job']}
+for scope, parent in scopes.items():
+    call('POST', f'/{scope}/{parent}/environmentVariable', {'key': f'{scope.upper()}_URL', 'value': 'https://acme.example', 'mount_path': None, 'enable_interpolation_in_file': None})
+    call('GET', f'/{scope}/{parent}/environmentVariable')
+    call('POST', f'/{scope}/{parent}/secret', {'key': f'{scope.upper()}_TOKEN', 'value': 'hunter2', 'mount_path': None, 'enable_interpolation_in_file': None})
+    call('GET', f'/{scope}/{parent}/secret')
+variable = call('POST', '/variable', {'key': 'LOG_LEVEL', 'value': 'info', 'mount_path': None, 'is_secret': False,
+                                       'variable_scope': 'ENVIRONMENT', 'variable_parent_id': env, 'description': 'verbosity', 'enable_interpolation_in_file': None})['id']
+call('GET', f'/variable?parent_id={env}&scope=ENVIRONMENT')
+call('GET', f'/variable?parent_id={ids["application"]}&scope=APPLICATION&is_secret=true')
+call('PUT', f'/variable/{variable}', {'key': 'LOG_LEVEL', 'value': 'debug', 'description': 'more'})
+call('POST', f'/variable/{variable}/alias', {'key': 'LEVEL', 'alias_scope': 'APPLICATION', 'alias_parent_id': ids['application']})
+override = call('POST', f'/variable/{variable}/override', {'value': 'warn', 'override_scope': 'CONTAINER', 'override_parent_id': ids['container']})['id']
+call('DELETE', f'/variable/{override}')
+
+call('GET', f'/service/{ids["application"]}/gitWebhookStatus')
+call('POST', f'/service/{ids["application"]}/gitWebhook/sync')
+call('GET', f'/organization/{org}/gitToken/{git_token}/associatedServices')
+clone = call('POST', f'/environment/{env}/clone', {'name': 'prod-copy', 'mode': 'STAGING', 'cluster_id': cluster['id'], 'project_id': project, 'apply_deployment_rule': False})['id']
+for kind, body in edits.items():
+    copy = next(s for s in call('GET', f'/environment/{clone}/{kind}')['results'] if s['name'] == body['name'])
+    echoes(body, copy, f'clone {kind}')
 
 # Stages.
 stages = call('GET', f'/environment/{env}/deploymentStage')
@@ -207,8 +340,40 @@ call('POST', f'/environment/{env}/uninstall')
 settle(f'/environment/{env}/statuses')
 call('POST', f'/environment/{env}/service/delete', {'terraform_ids': [ids['terraform']]})
 call('GET', f'/environment/{env}/statuses')
-doomed = setting('POST', f'/project/{project}/environment', {'name': 'doomed'})['id']
+doomed = call('POST', f'/project/{project}/environment', {'name': 'doomed'})['id']
 call('DELETE', f'/environment/{doomed}')
 
+# ---------- Deletions, on records of their own so that the run above keeps its hierarchy.
+spare_project = call('POST', f'/organization/{org}/project', {'name': 'spare'})['id']
+spare_env = call('POST', f'/project/{spare_project}/environment', {'name': 'spare'})['id']
+for kind, body in bodies.items():
+    sid = call('POST', f'/environment/{spare_env}/{kind}', body)['id']
+    call('DELETE', f'/{kind}/{sid}')
+call('DELETE', f'/environment/{clone}')
+call('DELETE', f'/project/{spare_project}')
+spare_token = call('POST', f'/organization/{org}/gitToken', {'name': 'spare', 'type': 'HOSTB', 'token': 'glpat-spare'})['id']
+call('DELETE', f'/organization/{org}/gitToken/{spare_token}')
+spare_credentials = call('POST', f'/organization/{org}/cloudA/credentials', {'type': 'AWS_STATIC', 'name': 'spare', 'access_key_id': 'AKIASPARE', 'secret_access_key': 's'})['id']
+call('DELETE', f'/organization/{org}/cloudA/credentials/{spare_credentials}')
+spare_registry = call('POST', f'/organization/{org}/containerRegistry', dict(registry_body, name='spare'))['id']
+call('DELETE', f'/organization/{org}/containerRegistry/{spare_registry}')
+spare_cluster = call('POST', f'/organization/{org}/cluster', dict(cluster_body, name='spare'))['id']
+call('DELETE', f'/organization/{org}/cluster/{spare_cluster}')
+if JWT_SECRET:
+    # Organizations are created by signed-in users (a Bearer JWT), not by API tokens.
+    user = jwt(JWT_SECRET, 'conformance-user')
+    created = call('POST', '/organization', {'name': 'Second', 'plan': 'FREE', 'description': 'made by a user'}, bearer=user)
+    call('DELETE', f'/organization/{created["id"]}', bearer=user)
+
+# ---------- Every operation Capstan serves that the description describes was called above.
+served = json.load(urllib.request.urlopen(BASE + '/openapi.json'))['paths']
+def key(method, template): return (method.upper(), re.sub(r'\{[^}]+\}', '{}', template))
+described = {key(m, t): f'{m} {t}' for (m, t) in operations}
+missed = sorted(described[key(m, t)] for t, item in served.items() for m in item
+                if key(m, t) in described and f'{described[key(m, t)]}' not in checked)
+if not JWT_SECRET:
+    missed = [m for m in missed if m not in ('POST /organization', 'DELETE /organization/{organizationId}')]
+for m in missed:
+    print(f'FAIL {m}: served but never called'); failures.append(m)
 print(f'public conformance: {len(checked)} operations answered, {len(failures)} failing')
 sys.exit(1 if failures else 0)

@@ -5,8 +5,8 @@ use domain::auth::Role;
 use domain::model::*;
 use domain::pagination::Page;
 use domain::services::{
-    AssociatedService, EnvironmentDetails, GitTokenDetails, NewApiToken, RegistryDetails,
-    VariableDetails,
+    AssociatedService, EnvironmentDetails, GitTokenDetails, NewApiToken, ProjectDetails,
+    RegistryDetails, VariableDetails,
 };
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -195,10 +195,12 @@ pub struct ProjectView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub organization: Reference,
+    pub associated_environments_count: u64,
 }
 
-impl From<Project> for ProjectView {
-    fn from(p: Project) -> Self {
+impl From<ProjectDetails> for ProjectView {
+    fn from(d: ProjectDetails) -> Self {
+        let p = d.project;
         Self {
             base: base(p.id.0, p.created_at, p.updated_at),
             name: p.name.into(),
@@ -206,6 +208,7 @@ impl From<Project> for ProjectView {
             organization: Reference {
                 id: p.organization_id.0,
             },
+            associated_environments_count: d.associated_environments_count,
         }
     }
 }
@@ -313,8 +316,8 @@ pub struct GitTokenView {
     pub provider: GitProvider,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub git_api_url: Option<String>,
+    /// The token's own API address, else its provider's hosted one.
+    pub git_api_url: String,
     pub associated_services_count: u64,
 }
 
@@ -327,7 +330,9 @@ impl From<GitTokenDetails> for GitTokenView {
             description: t.description,
             provider: t.provider,
             workspace: t.workspace,
-            git_api_url: t.git_api_url,
+            git_api_url: t
+                .git_api_url
+                .unwrap_or_else(|| t.provider.default_api_url().into()),
             associated_services_count: d.associated_services_count,
         }
     }
@@ -344,18 +349,43 @@ pub struct ServiceCommon {
     pub service_type: ServiceKind,
 }
 
+/// The most a workload may ask for, shown by the kinds that run one (applications,
+/// containers, jobs).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Maxima {
+    pub maximum_cpu: i64,
+    pub maximum_memory: i64,
+    pub maximum_gpu: i64,
+    /// The public description's own spelling, on applications only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maximun_gpu: Option<i64>,
+}
+
 /// A service of any kind: the common members, then the kind's own.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct ServiceView {
     #[serde(flatten)]
     pub common: ServiceCommon,
     #[serde(flatten)]
+    pub maxima: Option<Maxima>,
+    #[serde(flatten)]
     pub spec: ServiceSpec,
 }
 
 impl From<Service> for ServiceView {
     fn from(s: Service) -> Self {
+        let maxima = matches!(
+            s.spec.kind(),
+            ServiceKind::Application | ServiceKind::Container | ServiceKind::Job
+        )
+        .then(|| Maxima {
+            maximum_cpu: MAXIMUM_CPU,
+            maximum_memory: MAXIMUM_MEMORY,
+            maximum_gpu: MAXIMUM_GPU,
+            maximun_gpu: (s.spec.kind() == ServiceKind::Application).then_some(MAXIMUM_GPU),
+        });
         Self {
+            maxima,
             common: ServiceCommon {
                 base: base(s.id.0, s.created_at, s.updated_at),
                 environment: Reference {

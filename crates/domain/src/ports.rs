@@ -59,6 +59,11 @@ pub trait ServiceQueries: Send {
         &mut self,
         tokens: &[GitTokenId],
     ) -> StoreResult<HashMap<GitTokenId, u64>>;
+    /// How many environments each project has (absent ids: none).
+    async fn count_environments_by_project(
+        &mut self,
+        projects: &[ProjectId],
+    ) -> StoreResult<HashMap<ProjectId, u64>>;
 }
 
 #[async_trait]

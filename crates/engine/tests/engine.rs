@@ -80,7 +80,7 @@ async fn world(db: Db) -> World {
     let env = capstan
         .create_environment(
             &p,
-            project.id,
+            project.project.id,
             serde_json::from_value(json!({"name": "e"})).unwrap(),
         )
         .await

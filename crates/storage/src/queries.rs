@@ -3,7 +3,7 @@
 use crate::db::{db_run, into_page, page_rows, store_error, Db};
 use crate::mark_changed::MarkChanged;
 use crate::rows::*;
-use crate::schema::{api_tokens, services, variables};
+use crate::schema::{api_tokens, environments, services, variables};
 use crate::session::Session;
 use async_trait::async_trait;
 use diesel::prelude::*;
@@ -98,6 +98,25 @@ impl ServiceQueries for Session {
             .await)
         .map_err(store_error)?;
         count_map(rows)
+    }
+
+    async fn count_environments_by_project(
+        &mut self,
+        projects: &[ProjectId],
+    ) -> StoreResult<HashMap<ProjectId, u64>> {
+        if projects.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let keys: Vec<String> = projects.iter().map(|p| p.to_string()).collect();
+        let (conn, _) = self.parts()?;
+        let rows: Vec<(String, i64)> = db_run!(*conn, |c| environments::table
+            .filter(environments::project_id.eq_any(&keys))
+            .group_by(environments::project_id)
+            .select((environments::project_id, diesel::dsl::count_star()))
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        count_map(rows.into_iter().map(|(k, n)| (Some(k), n)).collect())
     }
 
     async fn list_services_by_git_token(

@@ -666,7 +666,7 @@ async fn services_of_every_kind_round_trip_and_filter_by_kind(db: Db) {
 }
 
 async fn usage_counts_are_grouped(db: Db) {
-    let (o, _c, _p, e) = hierarchy(&db).await;
+    let (o, c, p, e) = hierarchy(&db).await;
     let used = registry(&db, o.id, "used").await;
     let unused = registry(&db, o.id, "unused").await;
     for i in 0..3 {
@@ -708,6 +708,24 @@ async fn usage_counts_are_grouped(db: Db) {
         .await
         .unwrap();
     assert_eq!(counts.get(&t.id), Some(&1));
+
+    let empty = project_in(o.id, "empty");
+    Repo::<Project>::insert(&mut db.session().await.unwrap(), &empty)
+        .await
+        .unwrap();
+    let staging = environment_in(&p, c.id, "staging");
+    Repo::<Environment>::insert(&mut db.session().await.unwrap(), &staging)
+        .await
+        .unwrap();
+    let counts = db
+        .session()
+        .await
+        .unwrap()
+        .count_environments_by_project(&[p.id, empty.id])
+        .await
+        .unwrap();
+    assert_eq!(counts.get(&p.id), Some(&2));
+    assert_eq!(counts.get(&empty.id), None);
 }
 
 async fn missing_rows_are_reported(db: Db) {

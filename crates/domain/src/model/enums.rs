@@ -116,10 +116,29 @@ string_enum!(GitProvider {
     HostC => "HOSTC",
 });
 
+impl GitProvider {
+    /// The API of the provider's hosted service, for tokens saved without their own.
+    pub fn default_api_url(self) -> &'static str {
+        match self {
+            GitProvider::HostA => "https://api.github.com",
+            GitProvider::HostB => "https://gitlab.com/api/v4",
+            GitProvider::HostC => "https://api.bitbucket.org/2.0",
+        }
+    }
+}
+
 string_enum!(OrganizationPlan {
     Free => "FREE",
     Team => "TEAM",
+    TeamYearly => "TEAM_YEARLY",
     Enterprise => "ENTERPRISE",
+    EnterpriseYearly => "ENTERPRISE_YEARLY",
+    Professional => "PROFESSIONAL",
+    Business => "BUSINESS",
+    User2025 => "USER_2025",
+    Team2025 => "TEAM_2025",
+    Business2025 => "BUSINESS_2025",
+    Enterprise2025 => "ENTERPRISE_2025",
 });
 
 string_enum!(RegistryKind {
@@ -181,6 +200,32 @@ string_enum!(JobType {
     Cron => "CRON",
     Lifecycle => "LIFECYCLE",
 });
+
+string_enum!(CpuArchitecture {
+    Amd64 => "AMD64",
+    Arm64 => "ARM64",
+});
+
+// `string_enum!` takes no attributes on variants, so `#[default]` cannot be derived.
+#[allow(clippy::derivable_impls)]
+impl Default for CpuArchitecture {
+    fn default() -> Self {
+        CpuArchitecture::Amd64
+    }
+}
+
+string_enum!(StorageType {
+    FastSsd => "FAST_SSD",
+});
+
+string_enum!(
+    /// What an automatic deployment of a terraform service runs.
+    TerraformAction {
+        Default => "DEFAULT",
+        Plan => "PLAN",
+        Noop => "NOOP",
+    }
+);
 
 string_enum!(TerraformEngine {
     Terraform => "TERRAFORM",

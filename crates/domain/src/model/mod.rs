@@ -10,6 +10,7 @@ mod regions;
 mod resources;
 mod service;
 mod service_kinds;
+mod service_settings;
 mod stage;
 mod state;
 mod status;
@@ -29,6 +30,7 @@ pub use resources::{
 };
 pub use service::*;
 pub use service_kinds::*;
+pub use service_settings::*;
 pub use stage::{reorder, DeploymentStage, Placement, StageMember, DEFAULT_STAGE};
 pub use state::{transition, DeploymentAction, Event, Forbidden, ServiceState};
 pub use status::*;

@@ -1,6 +1,7 @@
 //! Services: one record type for the six kinds; only the kind-specific payload differs.
 
 use super::service_kinds::*;
+use super::service_settings::default_icon;
 use super::{DeploymentStatus, GitRepository, Record, ServiceKind};
 use crate::error::DomainError;
 use crate::ids::*;
@@ -203,7 +204,7 @@ impl ServiceSpec {
                 out.extend(h.source.git.as_ref().map(|g| &g.git_repository));
                 out.extend(h.values_override.git_repository());
             }
-            ServiceSpec::Terraform(t) => out.push(&t.terraform_files_source.git_repository),
+            ServiceSpec::Terraform(t) => out.push(&t.terraform_files_source.git.git_repository),
             ServiceSpec::Container(_) | ServiceSpec::Database(_) => {}
         }
         out
@@ -220,7 +221,7 @@ impl ServiceSpec {
                 out.extend(h.source.git.as_mut().map(|g| &mut g.git_repository));
                 out.extend(h.values_override.git_repository_mut());
             }
-            ServiceSpec::Terraform(t) => out.push(&mut t.terraform_files_source.git_repository),
+            ServiceSpec::Terraform(t) => out.push(&mut t.terraform_files_source.git.git_repository),
             ServiceSpec::Container(_) | ServiceSpec::Database(_) => {}
         }
         out
@@ -243,14 +244,16 @@ impl ServiceSpec {
             serde_json::from_str(json)
                 .map_err(|e| DomainError::Internal(format!("stored spec: {e}")))
         }
-        Ok(match kind {
+        let mut spec = match kind {
             ServiceKind::Application => ServiceSpec::Application(read(json)?),
             ServiceKind::Container => ServiceSpec::Container(read(json)?),
             ServiceKind::Database => ServiceSpec::Database(read(json)?),
             ServiceKind::Job => ServiceSpec::Job(read(json)?),
             ServiceKind::Helm => ServiceSpec::Helm(read(json)?),
             ServiceKind::Terraform => ServiceSpec::Terraform(read(json)?),
-        })
+        };
+        spec.fill_stored_defaults();
+        Ok(spec)
     }
 }
 
@@ -332,15 +335,18 @@ impl ServiceDraft {
         let description = validate::description("description", common.description)?;
         let mut spec = match kind {
             ServiceKind::Application => ServiceSpec::Application(
-                from_json::<ApplicationInput>(body)?.validate(from_json(body)?)?,
+                from_json::<ApplicationInput>(body)?
+                    .validate(from_json(body)?, from_json(body)?)?,
             ),
             ServiceKind::Container => ServiceSpec::Container(
-                from_json::<ContainerInput>(body)?.validate(from_json(body)?)?,
+                from_json::<ContainerInput>(body)?.validate(from_json(body)?, from_json(body)?)?,
             ),
             ServiceKind::Database => {
                 ServiceSpec::Database(from_json::<DatabaseInput>(body)?.validate()?)
             }
-            ServiceKind::Job => ServiceSpec::Job(from_json::<JobInput>(body)?.validate()?),
+            ServiceKind::Job => {
+                ServiceSpec::Job(from_json::<JobInput>(body)?.validate(from_json(body)?)?)
+            }
             ServiceKind::Helm => ServiceSpec::Helm(from_json::<HelmInput>(body)?.validate()?),
             ServiceKind::Terraform => {
                 ServiceSpec::Terraform(from_json::<TerraformInput>(body)?.validate()?)
@@ -357,7 +363,47 @@ impl ServiceDraft {
     }
 }
 
+impl ServiceDraft {
+    /// The body an edit is validated from. The public edit bodies of applications and
+    /// databases are partial (a database's has no `type` nor `mode`): the members they leave
+    /// out keep their current values. The other kinds are edited with their full creation body.
+    pub fn edit_body(current: &Service, body: &serde_json::Value) -> serde_json::Value {
+        let (serde_json::Value::Object(sent), ServiceKind::Application | ServiceKind::Database) =
+            (body, current.kind())
+        else {
+            return body.clone();
+        };
+        let Ok(serde_json::Value::Object(mut merged)) = serde_json::to_value(&current.spec) else {
+            return body.clone();
+        };
+        merged.insert("name".into(), current.name.to_string().into());
+        if let Some(description) = &current.description {
+            merged.insert("description".into(), description.clone().into());
+        }
+        for (key, value) in sent {
+            merged.insert(key.clone(), value.clone());
+        }
+        serde_json::Value::Object(merged)
+    }
+}
+
 impl ServiceSpec {
+    /// Records stored before a member existed read back with its default.
+    fn fill_stored_defaults(&mut self) {
+        let kind = self.kind();
+        let icon = match self {
+            ServiceSpec::Application(a) => &mut a.runtime.workload.icon_uri,
+            ServiceSpec::Container(c) => &mut c.runtime.workload.icon_uri,
+            ServiceSpec::Database(d) => &mut d.icon_uri,
+            ServiceSpec::Job(j) => &mut j.workload.icon_uri,
+            ServiceSpec::Helm(h) => &mut h.icon_uri,
+            ServiceSpec::Terraform(t) => &mut t.icon_uri,
+        };
+        if icon.is_empty() {
+            *icon = default_icon(kind);
+        }
+    }
+
     fn carry_over(&mut self, previous: &ServiceSpec) {
         let old: Vec<GitRepository> = previous.git_repositories().into_iter().cloned().collect();
         for (new, old) in self.git_repositories_mut().into_iter().zip(old.iter()) {
@@ -451,6 +497,35 @@ mod tests {
             let stored = draft.spec.to_stored().unwrap();
             assert_eq!(ServiceSpec::from_stored(kind, &stored).unwrap(), draft.spec);
         }
+    }
+
+    #[test]
+    fn records_stored_before_their_members_existed_read_back_with_defaults() {
+        let repo = json!({"provider": "HOSTB", "owner": "o", "name": "infra",
+            "url": "https://gitlab.com/o/infra", "branch": "main", "root_path": "/",
+            "git_token_id": null});
+        let old = json!({"terraform_files_source": {"git_repository": repo}, "auto_deploy": true,
+            "timeout_sec": 1800, "engine": "TERRAFORM",
+            "terraform_variables_source": {"tf_var_file_paths": [], "tf_vars": []}});
+        let spec = ServiceSpec::from_stored(ServiceKind::Terraform, &old.to_string()).unwrap();
+        let ServiceSpec::Terraform(t) = &spec else {
+            panic!("{spec:?}")
+        };
+        assert_eq!(t.terraform_files_source.git.git_repository.name, "infra");
+        assert_eq!(t.icon_uri, "app://capstan/terraform");
+        assert_eq!(t.backend, TerraformBackend::Kubernetes {});
+        let shown = serde_json::to_value(&spec).unwrap();
+        assert_eq!(
+            shown["terraform_files_source"]["git"]["git_repository"]["url"],
+            "https://gitlab.com/o/infra"
+        );
+        let old_db = json!({"type": "REDIS", "version": "7", "mode": "CONTAINER",
+            "accessibility": "PRIVATE", "cpu": 250, "memory": 256, "storage": 10});
+        let db = ServiceSpec::from_stored(ServiceKind::Database, &old_db.to_string()).unwrap();
+        assert_eq!(
+            serde_json::to_value(&db).unwrap()["icon_uri"],
+            "app://capstan/database"
+        );
     }
 
     #[test]

@@ -1,14 +1,20 @@
 //! The kind-specific payload of each service kind: the request form (`*Input`, lenient, with
 //! defaults) and the validated, stored and shown form (`*Spec`).
 
+use super::service_settings::{
+    bounded, icon_uri, volumes, Volume, Workload, WorkloadInput, MAXIMUM_CPU, MAXIMUM_GPU,
+    MAXIMUM_MEMORY,
+};
 use super::{
     BuildMode, DatabaseAccessibility, DatabaseMode, DatabaseType, GitRepository,
-    GitRepositoryInput, JobType, PortProtocol, TerraformEngine,
+    GitRepositoryInput, JobType, PortProtocol, RegistryKind, ServiceKind, TerraformAction,
+    TerraformEngine,
 };
 use crate::error::DomainError;
 use crate::ids::ContainerRegistryId;
 use crate::validate;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use uuid::Uuid;
 
 // ---------- ports ----------
@@ -155,6 +161,23 @@ fn positive(field: &str, value: Option<i64>, default: i64) -> Result<i64, Domain
     }
 }
 
+/// CPU (millicores) or memory (MiB): `default` when not sent, at least 1 and at most `maximum`.
+fn resource(
+    field: &str,
+    value: Option<i64>,
+    default: i64,
+    maximum: i64,
+) -> Result<i64, DomainError> {
+    let v = positive(field, value, default)?;
+    if v > maximum {
+        return Err(DomainError::invalid(
+            field,
+            format!("must be at most {maximum}"),
+        ));
+    }
+    Ok(v)
+}
+
 fn instances(min: Option<i64>, max: Option<i64>) -> Result<(i64, i64), DomainError> {
     let min = positive("min_running_instances", min, 1)?;
     let max = positive("max_running_instances", max, min)?;
@@ -184,6 +207,20 @@ macro_rules! stored_with_runtime {
             memory: i64,
             min_running_instances: i64,
             max_running_instances: i64,
+            #[serde(default)]
+            storage: Vec<Volume>,
+            #[serde(default)]
+            gpu: i64,
+            #[serde(default)]
+            ephemeral_storage_in_gib: Option<i64>,
+            #[serde(default)]
+            cpu_architecture: super::CpuArchitecture,
+            #[serde(default)]
+            auto_preview: bool,
+            #[serde(default)]
+            healthchecks: super::Healthchecks,
+            #[serde(default)]
+            icon_uri: String,
         }
 
         impl From<$stored> for $spec {
@@ -199,6 +236,15 @@ macro_rules! stored_with_runtime {
                         memory: s.memory,
                         min_running_instances: s.min_running_instances,
                         max_running_instances: s.max_running_instances,
+                        storage: s.storage,
+                        workload: Workload {
+                            gpu: s.gpu,
+                            ephemeral_storage_in_gib: s.ephemeral_storage_in_gib,
+                            cpu_architecture: s.cpu_architecture,
+                            auto_preview: s.auto_preview,
+                            healthchecks: s.healthchecks,
+                            icon_uri: s.icon_uri,
+                        },
                     },
                 }
             }
@@ -230,6 +276,8 @@ pub struct RuntimeInput {
     pub min_running_instances: Option<i64>,
     #[serde(default)]
     pub max_running_instances: Option<i64>,
+    #[serde(default)]
+    pub storage: Option<Vec<Volume>>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -244,21 +292,29 @@ pub struct Runtime {
     pub memory: i64,
     pub min_running_instances: i64,
     pub max_running_instances: i64,
+    pub storage: Vec<Volume>,
+    #[serde(flatten)]
+    pub workload: Workload,
 }
 
 impl RuntimeInput {
-    fn validate(self, auto_deploy: bool) -> Result<Runtime, DomainError> {
+    /// Applications deploy on every push unless told otherwise; containers do not.
+    fn validate(self, kind: ServiceKind, workload: WorkloadInput) -> Result<Runtime, DomainError> {
         let (min_running_instances, max_running_instances) =
             instances(self.min_running_instances, self.max_running_instances)?;
+        let ports = ports(self.ports, false)?;
+        let workload = workload.validate(kind, &ports)?;
         Ok(Runtime {
-            ports: ports(self.ports, false)?,
+            ports,
             arguments: self.arguments.unwrap_or_default(),
             entrypoint: self.entrypoint,
-            auto_deploy: self.auto_deploy.unwrap_or(auto_deploy),
-            cpu: positive("cpu", self.cpu, 500)?,
-            memory: positive("memory", self.memory, 512)?,
+            auto_deploy: self.auto_deploy.unwrap_or(kind == ServiceKind::Application),
+            cpu: resource("cpu", self.cpu, 500, MAXIMUM_CPU)?,
+            memory: resource("memory", self.memory, 512, MAXIMUM_MEMORY)?,
             min_running_instances,
             max_running_instances,
+            storage: volumes(self.storage)?,
+            workload,
         })
     }
 }
@@ -271,6 +327,8 @@ pub struct ApplicationInput {
     pub build_mode: Option<BuildMode>,
     #[serde(default)]
     pub dockerfile_path: Option<String>,
+    #[serde(default)]
+    pub docker_target_build_stage: Option<String>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -281,6 +339,8 @@ pub struct ApplicationSpec {
     pub build_mode: BuildMode,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dockerfile_path: Option<String>,
+    /// The stage of a multi-stage Dockerfile to build (the last one when null).
+    pub docker_target_build_stage: Option<String>,
     #[serde(flatten)]
     pub runtime: Runtime,
 }
@@ -290,10 +350,16 @@ stored_with_runtime!(StoredApplicationSpec => ApplicationSpec {
     build_mode: BuildMode,
     #[serde(default)]
     dockerfile_path: Option<String>,
+    #[serde(default)]
+    docker_target_build_stage: Option<String>,
 });
 
 impl ApplicationInput {
-    pub fn validate(self, runtime: RuntimeInput) -> Result<ApplicationSpec, DomainError> {
+    pub fn validate(
+        self,
+        runtime: RuntimeInput,
+        workload: WorkloadInput,
+    ) -> Result<ApplicationSpec, DomainError> {
         let build_mode = self.build_mode.unwrap_or(BuildMode::Docker);
         let dockerfile_path = match build_mode {
             BuildMode::Docker => Some(self.dockerfile_path.unwrap_or_else(|| "Dockerfile".into())),
@@ -303,7 +369,10 @@ impl ApplicationInput {
             git_repository: self.git_repository.into_repository("git_repository")?,
             build_mode,
             dockerfile_path,
-            runtime: runtime.validate(true)?,
+            docker_target_build_stage: self
+                .docker_target_build_stage
+                .filter(|s| !s.trim().is_empty()),
+            runtime: runtime.validate(ServiceKind::Application, workload)?,
         })
     }
 }
@@ -323,6 +392,9 @@ pub struct ContainerInput {
 #[serde(from = "StoredContainerSpec")]
 pub struct ContainerSpec {
     pub registry_id: ContainerRegistryId,
+    /// The registry as it is now, filled each time the record is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<RegistrySummary>,
     pub image_name: String,
     pub tag: String,
     #[serde(flatten)]
@@ -331,17 +403,34 @@ pub struct ContainerSpec {
 
 stored_with_runtime!(StoredContainerSpec => ContainerSpec {
     registry_id: ContainerRegistryId,
+    #[serde(default)]
+    registry: Option<RegistrySummary>,
     image_name: String,
     tag: String,
 });
 
+/// The registry an image is pulled from, as a container or job shows it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RegistrySummary {
+    pub id: ContainerRegistryId,
+    pub name: String,
+    pub url: String,
+    pub kind: RegistryKind,
+}
+
 impl ContainerInput {
-    pub fn validate(self, runtime: RuntimeInput) -> Result<ContainerSpec, DomainError> {
+    pub fn validate(
+        self,
+        runtime: RuntimeInput,
+        workload: WorkloadInput,
+    ) -> Result<ContainerSpec, DomainError> {
         Ok(ContainerSpec {
             registry_id: self.registry_id,
+            registry: None,
             image_name: validate::required_text("image_name", &self.image_name)?,
             tag: validate::required_text("tag", &self.tag)?,
-            runtime: runtime.validate(false)?,
+            runtime: runtime.validate(ServiceKind::Container, workload)?,
         })
     }
 }
@@ -363,6 +452,8 @@ pub struct DatabaseInput {
     pub memory: Option<i64>,
     #[serde(default)]
     pub storage: Option<i64>,
+    #[serde(default)]
+    pub icon_uri: Option<String>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -376,6 +467,8 @@ pub struct DatabaseSpec {
     pub cpu: i64,
     pub memory: i64,
     pub storage: i64,
+    #[serde(default)]
+    pub icon_uri: String,
 }
 
 impl DatabaseInput {
@@ -385,9 +478,10 @@ impl DatabaseInput {
             version: validate::required_text("version", &self.version)?,
             mode: self.mode,
             accessibility: self.accessibility.unwrap_or(DatabaseAccessibility::Private),
-            cpu: positive("cpu", self.cpu, 250)?,
-            memory: positive("memory", self.memory, 256)?,
+            cpu: resource("cpu", self.cpu, 250, MAXIMUM_CPU)?,
+            memory: resource("memory", self.memory, 256, MAXIMUM_MEMORY)?,
             storage: positive("storage", self.storage, 10)?,
+            icon_uri: icon_uri(ServiceKind::Database, self.icon_uri)?,
         })
     }
 }
@@ -438,6 +532,9 @@ pub struct ImageSource {
     pub image_name: String,
     pub tag: String,
     pub registry_id: ContainerRegistryId,
+    /// The registry as it is now, filled each time the record is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<RegistrySummary>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -489,6 +586,8 @@ pub struct JobInput {
     pub cpu: Option<i64>,
     #[serde(default)]
     pub memory: Option<i64>,
+    #[serde(default)]
+    pub port: Option<i64>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -502,6 +601,11 @@ pub struct JobSpec {
     pub max_duration_seconds: i64,
     pub cpu: i64,
     pub memory: i64,
+    /// The port the job listens on while it runs, if any.
+    #[serde(default)]
+    pub port: Option<i64>,
+    #[serde(flatten)]
+    pub workload: Workload,
 }
 
 /// Five or six space-separated fields, or an @-shortcut such as "@daily".
@@ -518,7 +622,7 @@ fn cron_expression(field: &str, value: &str) -> Result<String, DomainError> {
 }
 
 impl JobInput {
-    pub fn validate(self) -> Result<JobSpec, DomainError> {
+    pub fn validate(self, workload: WorkloadInput) -> Result<JobSpec, DomainError> {
         let mut schedule = self.schedule.unwrap_or_default();
         if let Some(cron) = schedule.cronjob.as_mut() {
             cron.scheduled_at =
@@ -563,8 +667,14 @@ impl JobInput {
             auto_deploy: self.auto_deploy.unwrap_or(false),
             max_nb_restart: self.max_nb_restart.unwrap_or(0).max(0),
             max_duration_seconds: positive("max_duration_seconds", self.max_duration_seconds, 300)?,
-            cpu: positive("cpu", self.cpu, 500)?,
-            memory: positive("memory", self.memory, 512)?,
+            cpu: resource("cpu", self.cpu, 500, MAXIMUM_CPU)?,
+            memory: resource("memory", self.memory, 512, MAXIMUM_MEMORY)?,
+            port: self
+                .port
+                .map(|p| port_number("port".into(), p))
+                .transpose()?,
+            // A job runs to its end: no probes unless sent.
+            workload: workload.validate(ServiceKind::Job, &[])?,
         })
     }
 }
@@ -777,6 +887,7 @@ pub struct HelmInput {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HelmSpec {
+    #[serde(default)]
     pub icon_uri: String,
     pub auto_preview: bool,
     pub auto_deploy: bool,
@@ -787,8 +898,6 @@ pub struct HelmSpec {
     pub values_override: ValuesOverride,
     pub ports: Vec<Port>,
 }
-
-pub const DEFAULT_HELM_ICON: &str = "app://capstan/helm";
 
 impl HelmInput {
     pub fn validate(self) -> Result<HelmSpec, DomainError> {
@@ -844,7 +953,7 @@ impl HelmInput {
             }
         }
         Ok(HelmSpec {
-            icon_uri: self.icon_uri.unwrap_or_else(|| DEFAULT_HELM_ICON.into()),
+            icon_uri: icon_uri(ServiceKind::Helm, self.icon_uri)?,
             auto_preview: self.auto_preview.unwrap_or(false),
             auto_deploy: self.auto_deploy,
             source,
@@ -885,24 +994,115 @@ pub struct TerraformFilesSourceInput {
     pub git_repository: GitRepositoryInput,
 }
 
+/// Shown as `{git: {git_repository}}`; read back from that or from the `{git_repository}` form
+/// stored before.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "StoredFilesSource")]
 pub struct TerraformFilesSource {
+    pub git: TerraformGitSource,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TerraformGitSource {
     pub git_repository: GitRepository,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StoredFilesSource {
+    Git { git: TerraformGitSource },
+    Flat { git_repository: GitRepository },
+}
+
+impl From<StoredFilesSource> for TerraformFilesSource {
+    fn from(s: StoredFilesSource) -> Self {
+        let git = match s {
+            StoredFilesSource::Git { git } => git,
+            StoredFilesSource::Flat { git_repository } => TerraformGitSource { git_repository },
+        };
+        Self { git }
+    }
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TerraformAutoDeployConfig {
+    pub auto_deploy: bool,
+    pub terraform_action: TerraformAction,
+}
+
+/// Where terraform keeps its state: in the cluster (a Kubernetes secret) or where the
+/// service's own backend block says.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum TerraformBackend {
+    #[serde(rename = "kubernetes")]
+    Kubernetes {},
+    #[serde(rename = "user_provided")]
+    UserProvided {},
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TerraformProviderVersion {
+    #[serde(default)]
+    pub read_from_terraform_block: bool,
+    pub explicit_version: String,
+}
+
+/// What the runner of terraform commands gets: CPU in millicores, RAM in MiB, GPUs, disk in GiB.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TerraformJobResources {
+    pub cpu_milli: i64,
+    pub ram_mib: i64,
+    #[serde(default)]
+    pub gpu: i64,
+    pub storage_gib: i64,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Deserialize)]
+pub struct TerraformJobResourcesInput {
+    #[serde(default)]
+    pub cpu_milli: Option<i64>,
+    #[serde(default)]
+    pub ram_mib: Option<i64>,
+    #[serde(default)]
+    pub gpu: Option<i64>,
+    #[serde(default)]
+    pub storage_gib: Option<i64>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct TerraformInput {
     pub terraform_files_source: TerraformFilesSourceInput,
+    /// The older form of `auto_deploy_config.auto_deploy`.
     #[serde(default)]
     pub auto_deploy: Option<bool>,
+    #[serde(default)]
+    pub auto_deploy_config: Option<TerraformAutoDeployConfig>,
     #[serde(default)]
     pub timeout_sec: Option<i64>,
     #[serde(default)]
     pub engine: Option<TerraformEngine>,
     #[serde(default)]
     pub terraform_variables_source: Option<serde_json::Value>,
+    #[serde(default)]
+    pub backend: Option<TerraformBackend>,
+    #[serde(default)]
+    pub provider_version: Option<TerraformProviderVersion>,
+    #[serde(default)]
+    pub job_resources: Option<TerraformJobResourcesInput>,
+    #[serde(default)]
+    pub use_cluster_credentials: Option<bool>,
+    #[serde(default)]
+    pub action_extra_arguments: Option<BTreeMap<String, Vec<String>>>,
+    #[serde(default)]
+    pub icon_uri: Option<String>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -910,24 +1110,126 @@ pub struct TerraformInput {
 pub struct TerraformSpec {
     pub terraform_files_source: TerraformFilesSource,
     pub auto_deploy: bool,
+    #[serde(default = "default_auto_deploy_config")]
+    pub auto_deploy_config: TerraformAutoDeployConfig,
     pub timeout_sec: i64,
     pub engine: TerraformEngine,
     pub terraform_variables_source: serde_json::Value,
+    #[serde(default = "default_backend")]
+    pub backend: TerraformBackend,
+    #[serde(default = "default_provider_version")]
+    pub provider_version: TerraformProviderVersion,
+    #[serde(default = "default_job_resources")]
+    pub job_resources: TerraformJobResources,
+    #[serde(default)]
+    pub use_cluster_credentials: bool,
+    #[serde(default)]
+    pub action_extra_arguments: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub icon_uri: String,
 }
+
+fn default_auto_deploy_config() -> TerraformAutoDeployConfig {
+    TerraformAutoDeployConfig {
+        auto_deploy: false,
+        terraform_action: TerraformAction::Default,
+    }
+}
+
+fn default_backend() -> TerraformBackend {
+    TerraformBackend::Kubernetes {}
+}
+
+/// The terraform version used when none is named: read from the `terraform` block, else 1.9.
+fn default_provider_version() -> TerraformProviderVersion {
+    TerraformProviderVersion {
+        read_from_terraform_block: true,
+        explicit_version: "1.9".into(),
+    }
+}
+
+fn default_job_resources() -> TerraformJobResources {
+    TerraformJobResources {
+        cpu_milli: 500,
+        ram_mib: 512,
+        gpu: 0,
+        storage_gib: 1,
+    }
+}
+
+/// The terraform commands whose extra arguments may be set.
+const TERRAFORM_COMMANDS: &[&str] = &["init", "validate", "plan", "apply", "destroy"];
 
 impl TerraformInput {
     pub fn validate(self) -> Result<TerraformSpec, DomainError> {
+        let auto_deploy_config = match (self.auto_deploy_config, self.auto_deploy) {
+            (Some(config), _) => config,
+            (None, auto_deploy) => TerraformAutoDeployConfig {
+                auto_deploy: auto_deploy.unwrap_or(false),
+                terraform_action: TerraformAction::Default,
+            },
+        };
+        let provider_version = self
+            .provider_version
+            .unwrap_or_else(default_provider_version);
+        if !provider_version.read_from_terraform_block
+            && provider_version.explicit_version.trim().is_empty()
+        {
+            return Err(DomainError::invalid(
+                "provider_version.explicit_version",
+                "is required unless read_from_terraform_block is true",
+            ));
+        }
+        let defaults = default_job_resources();
+        let job_resources = match self.job_resources {
+            None => defaults,
+            Some(r) => TerraformJobResources {
+                cpu_milli: resource(
+                    "job_resources.cpu_milli",
+                    r.cpu_milli,
+                    defaults.cpu_milli,
+                    MAXIMUM_CPU,
+                )?,
+                ram_mib: resource(
+                    "job_resources.ram_mib",
+                    r.ram_mib,
+                    defaults.ram_mib,
+                    MAXIMUM_MEMORY,
+                )?,
+                gpu: bounded("job_resources.gpu", r.gpu, 0, MAXIMUM_GPU)?,
+                storage_gib: positive("job_resources.storage_gib", r.storage_gib, 1)?,
+            },
+        };
+        let action_extra_arguments = self.action_extra_arguments.unwrap_or_default();
+        if let Some(command) = action_extra_arguments
+            .keys()
+            .find(|k| !TERRAFORM_COMMANDS.contains(&k.as_str()))
+        {
+            return Err(DomainError::invalid(
+                format!("action_extra_arguments.{command}"),
+                format!("must be one of {}", TERRAFORM_COMMANDS.join(", ")),
+            ));
+        }
         Ok(TerraformSpec {
             terraform_files_source: TerraformFilesSource {
-                git_repository: self
-                    .terraform_files_source
-                    .git_repository
-                    .into_repository("terraform_files_source.git_repository")?,
+                git: TerraformGitSource {
+                    git_repository: self
+                        .terraform_files_source
+                        .git_repository
+                        .into_repository("terraform_files_source.git_repository")?,
+                },
             },
-            auto_deploy: self.auto_deploy.unwrap_or(false),
+            auto_deploy: auto_deploy_config.auto_deploy,
+            auto_deploy_config,
             timeout_sec: positive("timeout_sec", self.timeout_sec, 1800)?,
             engine: self.engine.unwrap_or(TerraformEngine::Terraform),
             terraform_variables_source: terraform_variables(self.terraform_variables_source)?,
+            backend: self.backend.unwrap_or_else(default_backend),
+            provider_version,
+            job_resources,
+            use_cluster_credentials: self.use_cluster_credentials.unwrap_or(false),
+            action_extra_arguments,
+            icon_uri: icon_uri(ServiceKind::Terraform, self.icon_uri)?,
         })
     }
 }

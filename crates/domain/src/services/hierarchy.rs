@@ -2,11 +2,11 @@
 
 use super::Capstan;
 use crate::auth::{Action, Principal};
-use crate::error::DomainResult;
+use crate::error::{DomainError, DomainResult};
 use crate::ids::{ClusterId, OrganizationId, ProjectId};
 use crate::model::{CloudProvider, Cluster, Organization, Project};
 use crate::pagination::{Page, PageRequest};
-use crate::ports::Scope;
+use crate::ports::{Scope, Unit};
 use crate::validate;
 use serde::Deserialize;
 
@@ -18,6 +18,13 @@ pub struct ClusterInput {
     pub cloud_provider: CloudProvider,
     #[serde(default)]
     pub description: Option<String>,
+}
+
+/// A project with what its record shows beside its own members.
+#[derive(Debug, Clone)]
+pub struct ProjectDetails {
+    pub project: Project,
+    pub associated_environments_count: u64,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -120,7 +127,7 @@ impl Capstan {
         p: &Principal,
         org: OrganizationId,
         input: ProjectInput,
-    ) -> DomainResult<Project> {
+    ) -> DomainResult<ProjectDetails> {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Organization(org)).await?;
@@ -136,7 +143,33 @@ impl Capstan {
         };
         self.insert(tx, &project, "organization").await?;
         unit.commit().await?;
-        Ok(project)
+        Ok(ProjectDetails {
+            project,
+            associated_environments_count: 0,
+        })
+    }
+
+    async fn project_details(
+        &self,
+        tx: &mut Unit,
+        projects: Vec<Project>,
+    ) -> DomainResult<Vec<ProjectDetails>> {
+        let ids: Vec<ProjectId> = projects.iter().map(|p| p.id).collect();
+        let counts = tx.count_environments_by_project(&ids).await?;
+        Ok(projects
+            .into_iter()
+            .map(|project| ProjectDetails {
+                associated_environments_count: counts.get(&project.id).copied().unwrap_or(0),
+                project,
+            })
+            .collect())
+    }
+
+    async fn one_project(&self, tx: &mut Unit, project: Project) -> DomainResult<ProjectDetails> {
+        self.project_details(tx, vec![project])
+            .await?
+            .pop()
+            .ok_or_else(|| DomainError::Internal("project vanished".into()))
     }
 
     pub async fn list_projects(
@@ -144,17 +177,23 @@ impl Capstan {
         p: &Principal,
         org: OrganizationId,
         page: PageRequest,
-    ) -> DomainResult<Page<Project>> {
+    ) -> DomainResult<Page<ProjectDetails>> {
         let mut unit = self.reading().await?;
         let tx = &mut *unit;
         self.load::<Organization>(tx, p, org, Action::Read).await?;
-        self.list(tx, org, page).await
+        let page: Page<Project> = self.list(tx, org, page).await?;
+        Ok(Page {
+            items: self.project_details(tx, page.items).await?,
+            request: page.request,
+            total_count: page.total_count,
+        })
     }
 
-    pub async fn get_project(&self, p: &Principal, id: ProjectId) -> DomainResult<Project> {
+    pub async fn get_project(&self, p: &Principal, id: ProjectId) -> DomainResult<ProjectDetails> {
         let mut unit = self.reading().await?;
         let tx = &mut *unit;
-        self.load(tx, p, id, Action::Read).await
+        let project = self.load(tx, p, id, Action::Read).await?;
+        self.one_project(tx, project).await
     }
 
     pub async fn update_project(
@@ -162,7 +201,7 @@ impl Capstan {
         p: &Principal,
         id: ProjectId,
         input: ProjectInput,
-    ) -> DomainResult<Project> {
+    ) -> DomainResult<ProjectDetails> {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Project(id)).await?;
@@ -171,8 +210,9 @@ impl Capstan {
         project.description = validate::description("description", input.description)?;
         project.updated_at = self.now();
         self.update(tx, &project, "organization").await?;
+        let details = self.one_project(tx, project).await?;
         unit.commit().await?;
-        Ok(project)
+        Ok(details)
     }
 
     /// Deletes the project with its environments and their services.

@@ -21,7 +21,7 @@ pub use credentials::{CredentialsInput, CredentialsUpdate};
 pub use deployments::{refusal, Chosen, Deletion, DeployInput, Selection};
 pub use environments::{CloneInput, EnvironmentDetails, EnvironmentInput, EnvironmentUpdate};
 pub use git_tokens::{GitTokenDetails, GitTokenInput};
-pub use hierarchy::{ClusterInput, ProjectInput};
+pub use hierarchy::{ClusterInput, ProjectDetails, ProjectInput};
 pub use histories::{BatchHistory, HistoryEntry, HistoryPage, HistoryPaging};
 pub use organizations::{ApiTokenInput, NewApiToken, OrganizationUpdate};
 pub use registries::{RegistryDetails, RegistryInput};

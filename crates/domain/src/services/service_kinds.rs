@@ -5,8 +5,8 @@ use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{EnvironmentId, OrganizationId, ServiceId};
 use crate::model::{
-    ContainerRegistry, DeploymentStatus, Environment, GitToken, Service, ServiceDraft, ServiceKind,
-    ServiceSpec,
+    ContainerRegistry, DeploymentStatus, Environment, GitToken, RegistrySummary, Service,
+    ServiceDraft, ServiceKind, ServiceSpec,
 };
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{Reference, Scope, Unit};
@@ -47,7 +47,8 @@ impl Capstan {
         Ok(())
     }
 
-    /// Fills the read-time members of git repositories (token names, access) in one query.
+    /// Fills the read-time members: git repositories' token names and access, and the
+    /// registries images come from (one query each for a whole page).
     async fn decorate(
         &self,
         tx: &mut Unit,
@@ -62,7 +63,29 @@ impl Capstan {
                     .filter_map(|r| r.git_token_id),
             )
             .await?;
+        let registries = self
+            .by_id::<ContainerRegistry>(tx, services.iter().filter_map(|s| s.spec.registry_id()))
+            .await?;
         for service in &mut services {
+            let summary = service
+                .spec
+                .registry_id()
+                .and_then(|id| registries.get(&id))
+                .map(|r| RegistrySummary {
+                    id: r.id,
+                    name: r.name.to_string(),
+                    url: r.url.clone(),
+                    kind: r.kind,
+                });
+            match &mut service.spec {
+                ServiceSpec::Container(c) => c.registry = summary,
+                ServiceSpec::Job(j) => {
+                    if let Some(image) = j.source.image.as_mut() {
+                        image.registry = summary;
+                    }
+                }
+                _ => {}
+            }
             for repo in service.spec.git_repositories_mut() {
                 repo.git_token_name = repo
                     .git_token_id
@@ -172,7 +195,8 @@ impl Capstan {
         self.decorate_one(tx, service).await
     }
 
-    /// Replaces the service's configuration with the request's (the same members as creation).
+    /// Replaces the service's configuration with the request's (see [`ServiceDraft::edit_body`]
+    /// for the kinds whose edit body is partial).
     pub async fn update_service(
         &self,
         p: &Principal,
@@ -184,7 +208,8 @@ impl Capstan {
         let tx = &mut *unit;
         tx.lock(Scope::EnvironmentOf(id)).await?;
         let mut service = self.load_service(tx, p, kind, id, Action::Write).await?;
-        let mut draft = ServiceDraft::parse(kind, body, Some(&service.spec))?;
+        let body = ServiceDraft::edit_body(&service, body);
+        let mut draft = ServiceDraft::parse(kind, &body, Some(&service.spec))?;
         self.check_references(tx, p, service.organization_id, &mut draft.spec)
             .await?;
         service.name = draft.name;
