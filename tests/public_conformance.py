@@ -240,11 +240,36 @@ for kind, body in edits.items():
 
 # Variables and secrets at every scope, and the generic /variable routes.
 scopes = {'project': project, 'environment': env, 'application': ids['application'], 'container': ids['container'], 'job': ids['job']}
+above = {}
 for scope, parent in scopes.items():
-    call('POST', f'/{scope}/{parent}/environmentVariable', {'key': f'{scope.upper()}_URL', 'value': 'https://acme.example', 'mount_path': None, 'enable_interpolation_in_file': None})
+    var = call('POST', f'/{scope}/{parent}/environmentVariable', {'key': f'{scope.upper()}_URL', 'value': 'https://acme.example', 'mount_path': None, 'enable_interpolation_in_file': None})['id']
     call('GET', f'/{scope}/{parent}/environmentVariable')
-    call('POST', f'/{scope}/{parent}/secret', {'key': f'{scope.upper()}_TOKEN', 'value': 'hunter2', 'mount_path': None, 'enable_interpolation_in_file': None})
+    secret = call('POST', f'/{scope}/{parent}/secret', {'key': f'{scope.upper()}_TOKEN', 'value': 'hunter2', 'mount_path': None, 'enable_interpolation_in_file': None})['id']
     call('GET', f'/{scope}/{parent}/secret')
+    # The same variables through the routes of their parent.
+    call('PUT', f'/{scope}/{parent}/environmentVariable/{var}', {'key': f'{scope.upper()}_URL', 'value': 'https://acme.example/v2', 'mount_path': None, 'enable_interpolation_in_file': None})
+    call('PUT', f'/{scope}/{parent}/secret/{secret}', {'key': f'{scope.upper()}_TOKEN', 'value': 'hunter3', 'enable_interpolation_in_file': None})
+    if scope == 'project':
+        above = {'environmentVariable': var, 'secret': secret}
+    for segment, target in above.items():
+        alias = call('POST', f'/{scope}/{parent}/{segment}/{target}/alias', {'key': f'{scope.upper()}_{segment.upper()}_ALIAS', 'enable_interpolation_in_file': None})['id']
+        call('DELETE', f'/{scope}/{parent}/{segment}/{alias}')
+        if scope == 'project':
+            # Nothing is above a project: its own variables cannot be overridden there.
+            call('POST', f'/{scope}/{parent}/{segment}/{target}/override', {'value': 'x'}, expect=400)
+        else:
+            override = call('POST', f'/{scope}/{parent}/{segment}/{target}/override', {'value': f'{scope}-value', 'enable_interpolation_in_file': None})['id']
+            call('DELETE', f'/{scope}/{parent}/{segment}/{override}')
+    spare = call('POST', f'/{scope}/{parent}/secret', {'key': 'SPARE', 'value': 's'})['id']
+    call('DELETE', f'/{scope}/{parent}/secret/{spare}')
+    spare = call('POST', f'/{scope}/{parent}/environmentVariable', {'key': 'SPARE', 'value': 's'})['id']
+    call('DELETE', f'/{scope}/{parent}/environmentVariable/{spare}')
+imports = [{'name': 'IMPORTED_LEVEL', 'value': 'info', 'scope': 'ENVIRONMENT', 'is_secret': False},
+           {'name': 'IMPORTED_KEY', 'value': 'k3y', 'scope': 'PROJECT', 'is_secret': True}]
+for kind in ('application', 'container', 'job'):
+    own = {'name': f'IMPORTED_{kind.upper()}', 'value': 'v', 'scope': kind.upper(), 'is_secret': False}
+    call('POST', f'/{kind}/{ids[kind]}/environmentVariable/import', {'overwrite': True, 'vars': imports + [own]})
+call('POST', f'/variable/import?service_id={ids["helm"]}&service_type=HELM', {'overwrite': True, 'vars': imports})
 variable = call('POST', '/variable', {'key': 'LOG_LEVEL', 'value': 'info', 'mount_path': None, 'is_secret': False,
                                        'variable_scope': 'ENVIRONMENT', 'variable_parent_id': env, 'description': 'verbosity', 'enable_interpolation_in_file': None})['id']
 call('GET', f'/variable?parent_id={env}&scope=ENVIRONMENT')

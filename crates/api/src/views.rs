@@ -5,8 +5,8 @@ use domain::auth::Role;
 use domain::model::*;
 use domain::pagination::Page;
 use domain::services::{
-    AssociatedService, EnvironmentDetails, GitTokenDetails, NewApiToken, ProjectDetails,
-    RegistryDetails, VariableDetails,
+    AssociatedService, EnvironmentDetails, GitTokenDetails, ImportReport, NewApiToken,
+    ProjectDetails, RegistryDetails, VariableDetails,
 };
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -574,6 +574,41 @@ impl From<VariableDetails> for SecretView {
             owned_by: d.owner_name,
             description: v.description,
             enable_interpolation_in_file: v.enable_interpolation_in_file,
+        }
+    }
+}
+
+/// One variable an import wrote: a secret without its value.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ImportedView {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    pub scope: VariableScope,
+    pub is_secret: bool,
+}
+
+/// The answer of an import.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ImportView {
+    pub total_variables_to_import: usize,
+    pub successful_imported_variables: Vec<ImportedView>,
+}
+
+impl From<ImportReport> for ImportView {
+    fn from(r: ImportReport) -> Self {
+        Self {
+            total_variables_to_import: r.total,
+            successful_imported_variables: r
+                .imported
+                .iter()
+                .map(|v| ImportedView {
+                    name: v.key.to_string(),
+                    value: plain_value(v),
+                    scope: v.scope,
+                    is_secret: v.is_secret,
+                })
+                .collect(),
         }
     }
 }

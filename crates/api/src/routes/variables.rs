@@ -5,12 +5,13 @@ use super::{created, no_content, ok};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{path_id, Auth, JsonBody, Paging};
 use crate::openapi::{Body, Doc, Query, Routes};
-use crate::views::{Paged, SecretView, VariableView};
+use crate::views::{ImportView, Paged, SecretView, VariableView};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::model::{from_json, ServiceKind, VariableParent, VariableScope};
 use domain::services::{
-    AliasInput, OverrideInput, ScopedVariableInput, VariableEdit, VariableInput,
+    AliasInput, ImportInput, NamedAt, OverrideInput, ScopedVariableInput, VariableDetails,
+    VariableEdit, VariableInput,
 };
 
 type St = web::Data<AppState>;
@@ -26,6 +27,34 @@ enum ParentKind {
 /// Variables (`false`) or secrets (`true`).
 #[derive(Clone, Copy)]
 struct Secrets(bool);
+
+/// The path parameter naming one variable or secret under a parent.
+#[derive(Clone, Copy)]
+struct IdParam(&'static str);
+
+/// The variable a `/{parent}/{environmentVariable|secret}/{id}...` route names, and how.
+fn named(
+    req: &HttpRequest,
+    kind: &ParentKind,
+    secrets: &Secrets,
+    id: &IdParam,
+) -> Result<(domain::ids::VariableId, NamedAt), ApiError> {
+    let at = NamedAt {
+        parent: parent(req, *kind)?,
+        secret: secrets.0,
+    };
+    Ok((path_id(req, id.0)?, at))
+}
+
+/// A variable (the public `EnvironmentVariable`) or a secret (`Secret`), as the route is.
+fn shown(secrets: Secrets, v: VariableDetails) -> serde_json::Value {
+    if secrets.0 {
+        serde_json::to_value(SecretView::from(v))
+    } else {
+        serde_json::to_value(VariableView::creation(v))
+    }
+    .unwrap_or_default()
+}
 
 fn parent(req: &HttpRequest, kind: ParentKind) -> Result<VariableParent, ApiError> {
     Ok(match kind {
@@ -53,6 +82,84 @@ pub fn routes(r: &mut Routes) {
         ));
     }
     for (prefix, kind) in parents {
+        if let ParentKind::Service(_) = kind {
+            // Before `/environmentVariable/{id}`, which would take "import" for an id.
+            r.at(format!("{prefix}/environmentVariable/import"))
+                .data(kind)
+                .post(
+                    import,
+                    Doc::answer(
+                        "Import variables and secrets into the service, its environment and \
+                         its project at once (all or nothing)",
+                        201,
+                        Some(Body::of::<ImportView>()),
+                    )
+                    .body(Body::of::<ImportInput>()),
+                )
+                .add();
+        }
+        for (segment, id, secrets, noun) in [
+            (
+                "environmentVariable",
+                "environmentVariableId",
+                Secrets(false),
+                "variable",
+            ),
+            ("secret", "secretId", Secrets(true), "secret"),
+        ] {
+            let one = format!("{prefix}/{segment}/{{{id}}}");
+            let shape = || {
+                if secrets.0 {
+                    Body::of::<SecretView>()
+                } else {
+                    Body::of::<VariableView>()
+                }
+            };
+            r.at(one.clone())
+                .data(kind)
+                .data(secrets)
+                .data(IdParam(id))
+                .put(
+                    edit_at,
+                    Doc::answer(format!("Edit a {noun} of this parent"), 200, Some(shape()))
+                        .body(Body::of::<VariableEdit>()),
+                )
+                .delete(
+                    delete_at,
+                    Doc::delete(format!(
+                        "Delete a {noun} of this parent with its aliases and overrides"
+                    )),
+                )
+                .add();
+            r.at(format!("{one}/alias"))
+                .data(kind)
+                .data(secrets)
+                .data(IdParam(id))
+                .post(
+                    alias_at,
+                    Doc::answer(
+                        format!("Create here an alias of a {noun} visible here"),
+                        201,
+                        Some(shape()),
+                    )
+                    .body(Body::of::<AliasInput>()),
+                )
+                .add();
+            r.at(format!("{one}/override"))
+                .data(kind)
+                .data(secrets)
+                .data(IdParam(id))
+                .post(
+                    override_at,
+                    Doc::answer(
+                        format!("Override here a {noun} of a higher scope"),
+                        201,
+                        Some(shape()),
+                    )
+                    .body(Body::of::<OverrideInput>()),
+                )
+                .add();
+        }
         r.at(format!("{prefix}/environmentVariable"))
             .data(kind)
             .data(Secrets(false))
@@ -98,6 +205,20 @@ pub fn routes(r: &mut Routes) {
                 Body::of::<VariableInput>(),
                 Body::of::<ScopedVariableInput>(),
             ])),
+        )
+        .add();
+    r.at("/variable/import")
+        .post(
+            import_scoped,
+            Doc::answer(
+                "Import variables and secrets into a service, its environment and its project \
+                 at once (all or nothing)",
+                201,
+                Some(Body::of::<ImportView>()),
+            )
+            .body(Body::of::<ImportInput>())
+            .query(Query::uuid("service_id", true))
+            .query(Query::of::<ServiceKind>("service_type", false)),
         )
         .add();
     r.at("/variable/{variableId}")
@@ -222,14 +343,14 @@ async fn edit(
 ) -> ApiResult<HttpResponse> {
     let v = st
         .capstan
-        .edit_variable(&p, path_id(&req, "variableId")?, input)
+        .edit_variable(&p, path_id(&req, "variableId")?, input, None)
         .await?;
     Ok(ok(VariableView::edit(v)))
 }
 
 async fn delete(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
     st.capstan
-        .delete_variable(&p, path_id(&req, "variableId")?)
+        .delete_variable(&p, path_id(&req, "variableId")?, None)
         .await?;
     Ok(no_content())
 }
@@ -242,7 +363,7 @@ async fn alias(
 ) -> ApiResult<HttpResponse> {
     let v = st
         .capstan
-        .create_alias(&p, path_id(&req, "variableId")?, input)
+        .create_alias(&p, path_id(&req, "variableId")?, input, None)
         .await?;
     Ok(created(VariableView::edit(v)))
 }
@@ -255,7 +376,111 @@ async fn override_variable(
 ) -> ApiResult<HttpResponse> {
     let v = st
         .capstan
-        .create_override(&p, path_id(&req, "variableId")?, input)
+        .create_override(&p, path_id(&req, "variableId")?, input, None)
         .await?;
     Ok(created(VariableView::edit(v)))
+}
+
+async fn edit_at(
+    st: St,
+    route: (
+        web::Data<ParentKind>,
+        web::Data<Secrets>,
+        web::Data<IdParam>,
+    ),
+    Auth(p): Auth,
+    req: HttpRequest,
+    JsonBody(input): JsonBody<VariableEdit>,
+) -> ApiResult<HttpResponse> {
+    let (id, at) = named(&req, &route.0, &route.1, &route.2)?;
+    let v = st.capstan.edit_variable(&p, id, input, Some(at)).await?;
+    Ok(ok(shown(**route.1, v)))
+}
+
+async fn delete_at(
+    st: St,
+    route: (
+        web::Data<ParentKind>,
+        web::Data<Secrets>,
+        web::Data<IdParam>,
+    ),
+    Auth(p): Auth,
+    req: HttpRequest,
+) -> ApiResult<HttpResponse> {
+    let (id, at) = named(&req, &route.0, &route.1, &route.2)?;
+    st.capstan.delete_variable(&p, id, Some(at)).await?;
+    Ok(no_content())
+}
+
+async fn alias_at(
+    st: St,
+    route: (
+        web::Data<ParentKind>,
+        web::Data<Secrets>,
+        web::Data<IdParam>,
+    ),
+    Auth(p): Auth,
+    req: HttpRequest,
+    JsonBody(input): JsonBody<AliasInput>,
+) -> ApiResult<HttpResponse> {
+    let (id, at) = named(&req, &route.0, &route.1, &route.2)?;
+    let v = st.capstan.create_alias(&p, id, input, Some(at)).await?;
+    Ok(created(shown(**route.1, v)))
+}
+
+async fn override_at(
+    st: St,
+    route: (
+        web::Data<ParentKind>,
+        web::Data<Secrets>,
+        web::Data<IdParam>,
+    ),
+    Auth(p): Auth,
+    req: HttpRequest,
+    JsonBody(input): JsonBody<OverrideInput>,
+) -> ApiResult<HttpResponse> {
+    let (id, at) = named(&req, &route.0, &route.1, &route.2)?;
+    let v = st.capstan.create_override(&p, id, input, Some(at)).await?;
+    Ok(created(shown(**route.1, v)))
+}
+
+async fn import(
+    st: St,
+    kind: web::Data<ParentKind>,
+    Auth(p): Auth,
+    req: HttpRequest,
+    JsonBody(input): JsonBody<ImportInput>,
+) -> ApiResult<HttpResponse> {
+    let VariableParent::Service(service, kind) = parent(&req, **kind)? else {
+        return Err(ApiError::bad_request("imports go to a service"));
+    };
+    let report = st
+        .capstan
+        .import_variables(&p, service, Some(kind), input)
+        .await?;
+    Ok(created(ImportView::from(report)))
+}
+
+async fn import_scoped(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+    JsonBody(input): JsonBody<ImportInput>,
+) -> ApiResult<HttpResponse> {
+    let query: Vec<(String, String)> = serde_urlencoded::from_str(req.query_string())
+        .map_err(|_| ApiError::bad_request("query: malformed query string"))?;
+    let get = |name: &str| query.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v);
+    let service = get("service_id")
+        .ok_or_else(|| ApiError::bad_request("service_id: is required"))?
+        .parse()
+        .map_err(|_| ApiError::bad_request("service_id: is not a valid UUID"))?;
+    let kind = get("service_type")
+        .map(|k| k.parse::<ServiceKind>())
+        .transpose()
+        .map_err(|e| ApiError::bad_request(format!("service_type: {e}")))?;
+    let report = st
+        .capstan
+        .import_variables(&p, service, kind, input)
+        .await?;
+    Ok(created(ImportView::from(report)))
 }

@@ -12,6 +12,7 @@ mod registries;
 mod service_kinds;
 mod stages;
 mod statuses;
+mod variable_import;
 mod variables;
 mod webhooks;
 mod worker;
@@ -27,8 +28,10 @@ pub use organizations::{ApiTokenInput, NewApiToken, OrganizationUpdate};
 pub use registries::{RegistryDetails, RegistryInput};
 pub use stages::{StageDetails, StageInput, StagedService};
 pub use statuses::{EnvironmentStatus, EnvironmentStatuses};
+pub use variable_import::{ImportInput, ImportReport, ImportedVariable};
 pub use variables::{
-    AliasInput, OverrideInput, ScopedVariableInput, VariableDetails, VariableEdit, VariableInput,
+    AliasInput, NamedAt, OverrideInput, ScopedVariableInput, VariableDetails, VariableEdit,
+    VariableInput,
 };
 pub use webhooks::{Delivery, GitIntegration, Received};
 pub use worker::{Worker, WORKER_LOST};

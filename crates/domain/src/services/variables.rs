@@ -59,6 +59,9 @@ pub struct VariableEdit {
     pub enable_interpolation_in_file: Option<Option<bool>>,
     #[serde(default, deserialize_with = "double_option")]
     pub secret_manager_access_id: Option<Option<Uuid>>,
+    /// A file variable's path; absent or null: kept.
+    #[serde(default)]
+    pub mount_path: Option<String>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -68,6 +71,8 @@ pub struct AliasInput {
     #[serde(default)]
     pub description: Option<String>,
     #[serde(default)]
+    pub enable_interpolation_in_file: Option<bool>,
+    #[serde(default)]
     pub alias_scope: Option<VariableScope>,
     #[serde(default)]
     pub alias_parent_id: Option<Uuid>,
@@ -76,11 +81,55 @@ pub struct AliasInput {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize)]
 pub struct OverrideInput {
-    pub value: Secret,
+    /// Absent: an empty value.
+    #[serde(default)]
+    pub value: Option<Secret>,
     #[serde(default)]
     pub description: Option<String>,
-    pub override_scope: VariableScope,
-    pub override_parent_id: Uuid,
+    #[serde(default)]
+    pub enable_interpolation_in_file: Option<bool>,
+    /// Where the override goes; required unless the route names it.
+    #[serde(default)]
+    pub override_scope: Option<VariableScope>,
+    #[serde(default)]
+    pub override_parent_id: Option<Uuid>,
+}
+
+/// How a route names a variable: under a parent (`/application/{id}/secret/{secretId}`),
+/// among its variables or its secrets. Edits and deletions name one of the parent's own;
+/// aliases and overrides one visible there, and are created there.
+#[derive(Debug, Clone, Copy)]
+pub struct NamedAt {
+    pub parent: VariableParent,
+    pub secret: bool,
+}
+
+impl NamedAt {
+    fn noun(&self) -> &'static str {
+        if self.secret {
+            "secret"
+        } else {
+            "variable"
+        }
+    }
+
+    /// Whether `v` is one of the parent's own, of the route's kind; else not found there.
+    fn owns(&self, v: &Variable) -> DomainResult<()> {
+        if v.parent() == self.parent && v.is_secret == self.secret {
+            Ok(())
+        } else {
+            Err(DomainError::NotFound(self.noun()))
+        }
+    }
+
+    /// Whether `v` is of the route's kind (a variable or a secret).
+    fn names(&self, v: &Variable) -> DomainResult<()> {
+        if v.is_secret == self.secret {
+            Ok(())
+        } else {
+            Err(DomainError::NotFound(self.noun()))
+        }
+    }
 }
 
 /// A variable with what the API shows around it.
@@ -96,8 +145,8 @@ pub struct VariableDetails {
 
 /// A resolved parent: where a variable may be attached, and what it reaches.
 #[derive(Debug, Clone)]
-struct Parent {
-    parent: VariableParent,
+pub(super) struct Parent {
+    pub(super) parent: VariableParent,
     organization_id: OrganizationId,
     project_id: ProjectId,
     environment_id: Option<EnvironmentId>,
@@ -202,7 +251,7 @@ impl Capstan {
         Ok(unit)
     }
 
-    async fn resolve_parent(
+    pub(super) async fn resolve_parent(
         &self,
         tx: &mut Unit,
         p: &Principal,
@@ -394,7 +443,7 @@ impl Capstan {
         }
     }
 
-    async fn create_under(
+    pub(super) async fn create_under(
         &self,
         tx: &mut Unit,
         parent: &Parent,
@@ -525,10 +574,14 @@ impl Capstan {
         p: &Principal,
         id: VariableId,
         edit: VariableEdit,
+        at: Option<NamedAt>,
     ) -> DomainResult<VariableDetails> {
         let mut unit = self.writing_variable(id).await?;
         let tx = &mut *unit;
         let mut v: Variable = self.load(tx, p, id, Action::Write).await?;
+        if let Some(at) = at {
+            at.owns(&v)?;
+        }
         if v.variable_type == VariableType::BuiltIn {
             return Err(DomainError::invalid(
                 "variable_type",
@@ -561,6 +614,15 @@ impl Capstan {
         if let Some(access) = edit.secret_manager_access_id {
             v.secret_manager_access_id = access;
         }
+        if let Some(path) = edit.mount_path {
+            if v.variable_type != VariableType::File {
+                return Err(DomainError::invalid(
+                    "mount_path",
+                    "only a file variable (created with a mount_path) has one",
+                ));
+            }
+            v.mount_path = mount_path(Some(path))?;
+        }
         v.updated_at = self.now();
         Repo::<Variable>::update(tx, &v)
             .await
@@ -578,10 +640,18 @@ impl Capstan {
     }
 
     /// Deletes a variable with its aliases and overrides.
-    pub async fn delete_variable(&self, p: &Principal, id: VariableId) -> DomainResult<()> {
+    pub async fn delete_variable(
+        &self,
+        p: &Principal,
+        id: VariableId,
+        at: Option<NamedAt>,
+    ) -> DomainResult<()> {
         let mut unit = self.writing_variable(id).await?;
         let tx = &mut *unit;
         let v: Variable = self.load(tx, p, id, Action::Write).await?;
+        if let Some(at) = at {
+            at.owns(&v)?;
+        }
         self.delete::<Variable>(tx, id, "other variables").await?;
         tx.mark_out_of_date(v.parent(), self.now()).await?;
         unit.commit().await?;
@@ -594,8 +664,12 @@ impl Capstan {
         p: &Principal,
         id: VariableId,
         what: &str,
+        at: Option<NamedAt>,
     ) -> DomainResult<(Variable, Parent)> {
         let target: Variable = self.load(tx, p, id, Action::Write).await?;
+        if let Some(at) = at {
+            at.names(&target)?;
+        }
         if matches!(
             target.variable_type,
             VariableType::Alias | VariableType::Override
@@ -621,17 +695,19 @@ impl Capstan {
         p: &Principal,
         id: VariableId,
         input: AliasInput,
+        at: Option<NamedAt>,
     ) -> DomainResult<VariableDetails> {
         // The target's scope covers every parent an alias of it may have (its own or below).
         let mut unit = self.writing_variable(id).await?;
         let tx = &mut *unit;
-        let (target, target_parent) = self.referencable(tx, p, id, "alias").await?;
-        let parent = match (input.alias_scope, input.alias_parent_id) {
-            (Some(scope), Some(pid)) => {
+        let (target, target_parent) = self.referencable(tx, p, id, "alias", at).await?;
+        let parent = match (at, input.alias_scope, input.alias_parent_id) {
+            (Some(at), _, _) => self.resolve_parent(tx, p, at.parent, Action::Write).await?,
+            (None, Some(scope), Some(pid)) => {
                 self.scoped_parent(tx, p, scope, pid, Action::Write, "alias_scope")
                     .await?
             }
-            (None, None) => {
+            (None, None, None) => {
                 self.resolve_parent(tx, p, target.parent(), Action::Write)
                     .await?
             }
@@ -655,6 +731,7 @@ impl Capstan {
             VariableType::Alias,
         );
         v.description = validate::description("description", input.description)?;
+        v.enable_interpolation_in_file = input.enable_interpolation_in_file;
         v.aliased_variable_id = Some(target.id);
         self.insert_variable(tx, &v).await?;
         unit.commit().await?;
@@ -667,20 +744,22 @@ impl Capstan {
         p: &Principal,
         id: VariableId,
         input: OverrideInput,
+        at: Option<NamedAt>,
     ) -> DomainResult<VariableDetails> {
         let mut unit = self.writing_variable(id).await?;
         let tx = &mut *unit;
-        let (target, target_parent) = self.referencable(tx, p, id, "override").await?;
-        let parent = self
-            .scoped_parent(
-                tx,
-                p,
-                input.override_scope,
-                input.override_parent_id,
-                Action::Write,
-                "override_scope",
-            )
-            .await?;
+        let (target, target_parent) = self.referencable(tx, p, id, "override", at).await?;
+        let parent = match (at, input.override_scope, input.override_parent_id) {
+            (Some(at), _, _) => self.resolve_parent(tx, p, at.parent, Action::Write).await?,
+            (None, Some(scope), Some(pid)) => {
+                self.scoped_parent(tx, p, scope, pid, Action::Write, "override_scope")
+                    .await?
+            }
+            (None, None, _) => return Err(DomainError::invalid("override_scope", "is required")),
+            (None, _, None) => {
+                return Err(DomainError::invalid("override_parent_id", "is required"))
+            }
+        };
         if !target_parent.reaches(&parent) || target_parent.parent == parent.parent {
             return Err(DomainError::invalid(
                 "override_scope",
@@ -689,9 +768,10 @@ impl Capstan {
         }
         let key = target.key.clone();
         let mut v = self.new_variable(&parent, key, target.is_secret, VariableType::Override);
-        v.value = Some(input.value);
+        v.value = Some(input.value.unwrap_or_else(|| Secret::new("")));
         v.mount_path = target.mount_path.clone();
         v.description = validate::description("description", input.description)?;
+        v.enable_interpolation_in_file = input.enable_interpolation_in_file;
         v.overridden_variable_id = Some(target.id);
         self.insert_variable(tx, &v).await?;
         unit.commit().await?;
