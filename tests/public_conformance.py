@@ -160,6 +160,18 @@ credentials = call('POST', f'/organization/{org}/cloudA/credentials', {'type': '
 call('GET', f'/organization/{org}/cloudA/credentials')
 call('GET', f'/organization/{org}/cloudA/credentials/{credentials}')
 call('PUT', f'/organization/{org}/cloudA/credentials/{credentials}', {'type': 'AWS_STATIC', 'name': 'keys', 'access_key_id': 'AKIACONFORMANCE2', 'secret_access_key': 'conformance-secret2'})
+other_credentials = {
+    'altcloud': {'name': 'scw', 'altcloud_access_key': 'SCWKEY', 'altcloud_secret_key': 'alt-secret', 'altcloud_project_id': 'p', 'altcloud_organization_id': 'o'},
+    'cloudC': {'name': 'az', 'cloudC_subscription_id': 'sub', 'cloudC_tenant_id': 'tenant'},
+}
+for provider, body in other_credentials.items():
+    cid = call('POST', f'/organization/{org}/{provider}/credentials', body)['id']
+    call('GET', f'/organization/{org}/{provider}/credentials')
+    call('GET', f'/organization/{org}/{provider}/credentials/{cid}')
+    call('PUT', f'/organization/{org}/{provider}/credentials/{cid}', dict(body, name=body['name'] + '2'))
+    call('DELETE', f'/organization/{org}/{provider}/credentials/{cid}')
+role = call('POST', f'/organization/{org}/cloudA/credentials', {'type': 'CLOUDA_ROLE', 'name': 'role', 'role_arn': 'arn:aws:iam::1:role/x'})['id']
+call('GET', f'/organization/{org}/credentials')
 for provider in ('cloudA', 'altcloud', 'cloudC'):
     call('GET', f'/{provider}/region')
 cluster_body = {'name': 'conf', 'description': 'where it runs', 'region': 'eu-west-3', 'cloud_provider': 'CLOUDA',

@@ -141,12 +141,14 @@ impl From<Role> for RoleView {
     }
 }
 
+/// Credentials of any provider: the public members of their kind, named by `object_type`
+/// (CLOUDA, CLOUDA_ROLE, ALTCLOUD, CLOUDC); never the secret.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct CredentialsView {
     pub id: Uuid,
     pub name: String,
-    pub access_key_id: String,
-    pub object_type: &'static str,
+    #[serde(flatten)]
+    pub details: CredentialsDetails,
 }
 
 impl From<CloudCredentials> for CredentialsView {
@@ -154,10 +156,23 @@ impl From<CloudCredentials> for CredentialsView {
         Self {
             id: c.id.0,
             name: c.name.into(),
-            access_key_id: c.access_key_id,
-            object_type: "CLOUDA",
+            details: c.details,
         }
     }
+}
+
+/// One entry of `GET /organization/{id}/credentials`: the credentials and the clusters using them.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct OrganizationCredentialsView {
+    pub credential: CredentialsView,
+    pub clusters: Vec<CredentialClusterView>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CredentialClusterView {
+    pub id: Uuid,
+    pub name: String,
+    pub cloud_provider: CloudProvider,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]

@@ -125,10 +125,7 @@ async fn the_document_is_served_with_the_specification_members<S: App>(t: T<S>) 
                 "cluster_id",
             ][..],
         ),
-        (
-            "CredentialsView",
-            &["id", "name", "access_key_id", "object_type"][..],
-        ),
+        ("CredentialsView", &["id", "name"][..]),
         (
             "AssociatedServiceView",
             &[

@@ -147,6 +147,7 @@ row!(
         secret_access_key: String,
         created_at: PrimitiveDateTime,
         updated_at: PrimitiveDateTime,
+        details: String,
     }
 );
 
@@ -154,27 +155,49 @@ impl ToRow for CloudCredentials {
     type Row = CredentialsRow;
     fn to_row(&self, cipher: &Cipher) -> StoreResult<CredentialsRow> {
         let c = self;
+        // The key id stays in its column too, as rows of cloudA access keys always had it.
+        let access_key_id = match &c.details {
+            CredentialsDetails::CloudAStatic { access_key_id } => access_key_id.clone(),
+            CredentialsDetails::CloudARole { role_arn } => role_arn.clone(),
+            CredentialsDetails::AltCloud {
+                altcloud_access_key,
+                ..
+            } => altcloud_access_key.clone(),
+            CredentialsDetails::CloudC {
+                subscription_id, ..
+            } => subscription_id.clone(),
+        };
         Ok(CredentialsRow {
             id: c.id.to_string(),
             organization_id: c.organization_id.to_string(),
             name: c.name.to_string(),
             name_key: c.name.key(),
-            access_key_id: c.access_key_id.clone(),
-            secret_access_key: cipher.encrypt(c.secret_access_key.expose())?,
+            access_key_id,
+            secret_access_key: cipher.encrypt(c.secret.expose())?,
             created_at: ts(c.created_at),
             updated_at: ts(c.updated_at),
+            details: serde_json::to_string(&c.details)
+                .map_err(|e| StoreError::Other(e.to_string()))?,
         })
     }
 }
 
 impl FromRow for CloudCredentials {
     fn from_row(r: CredentialsRow, cipher: &Cipher) -> StoreResult<Self> {
+        let details = if r.details == "{}" {
+            CredentialsDetails::CloudAStatic {
+                access_key_id: r.access_key_id,
+            }
+        } else {
+            serde_json::from_str(&r.details)
+                .map_err(|e| StoreError::Other(format!("stored credentials: {e}")))?
+        };
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
             name: Name::stored(r.name),
-            access_key_id: r.access_key_id,
-            secret_access_key: Secret::new(cipher.decrypt(&r.secret_access_key)?),
+            details,
+            secret: Secret::new(cipher.decrypt(&r.secret_access_key)?),
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
         })

@@ -35,6 +35,7 @@ diesel::table! {
         secret_access_key -> Text,
         created_at -> Timestamp,
         updated_at -> Timestamp,
+        details -> Text,
     }
 }
 

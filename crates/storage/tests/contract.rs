@@ -752,14 +752,59 @@ async fn secrets_are_encrypted_at_rest(db: Db) {
         id: CredentialsId::generate(),
         organization_id: o.id,
         name: Name::parse("name", "aws").unwrap(),
-        access_key_id: "AKIA".into(),
-        secret_access_key: Secret::new("pl41n-creds"),
+        details: CredentialsDetails::CloudAStatic {
+            access_key_id: "AKIA".into(),
+        },
+        secret: Secret::new("pl41n-creds"),
         created_at: now(),
         updated_at: now(),
     };
     Repo::<CloudCredentials>::insert(&mut db.session().await.unwrap(), &creds)
         .await
         .unwrap();
+    // Every provider's kind reads back as written.
+    for (name, details) in [
+        (
+            "role",
+            CredentialsDetails::CloudARole {
+                role_arn: "arn:role".into(),
+            },
+        ),
+        (
+            "alt",
+            CredentialsDetails::AltCloud {
+                altcloud_access_key: "SCW1".into(),
+                altcloud_project_id: "p".into(),
+                altcloud_organization_id: "o".into(),
+            },
+        ),
+        (
+            "tenant",
+            CredentialsDetails::CloudC {
+                subscription_id: "s".into(),
+                tenant_id: "t".into(),
+                application_id: "a".into(),
+                application_object_id: "b".into(),
+            },
+        ),
+    ] {
+        let other = CloudCredentials {
+            id: CredentialsId::generate(),
+            name: Name::parse("name", name).unwrap(),
+            details,
+            secret: Secret::new(format!("pl41n-{name}")),
+            ..creds.clone()
+        };
+        Repo::<CloudCredentials>::insert(&mut db.session().await.unwrap(), &other)
+            .await
+            .unwrap();
+        let back = Repo::<CloudCredentials>::get(&mut db.session().await.unwrap(), other.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(back.details, other.details);
+        assert_eq!(back.secret, other.secret);
+    }
     let secret = Variable {
         id: VariableId::generate(),
         organization_id: o.id,
@@ -830,7 +875,7 @@ async fn secrets_are_encrypted_at_rest(db: Db) {
             .await
             .unwrap()
             .unwrap()
-            .secret_access_key,
+            .secret,
         Secret::new("pl41n-creds")
     );
 }

@@ -1,6 +1,7 @@
 //! The route table. Every route is served under `/v1` and, for unversioned clients, at the root.
 
 mod catalog;
+mod credentials;
 mod deployments;
 mod organization;
 mod resources;
@@ -54,6 +55,7 @@ pub fn api_routes(r: &mut Routes) {
     // Literal paths that a `{id}` pattern of the same scope would otherwise take.
     deployments::fixed_routes(r);
     catalog::routes(r);
+    credentials::routes(r);
     organization::routes(r);
     resources::routes(r);
     services::routes(r);

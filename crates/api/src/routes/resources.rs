@@ -174,19 +174,6 @@ macro_rules! nested {
 }
 
 owned!(
-    credentials,
-    "cloudA/credentials",
-    "credentialsId",
-    CredentialsInput,
-    CredentialsUpdate,
-    CredentialsView,
-    list_credentials,
-    create_credentials,
-    get_credentials,
-    update_credentials,
-    delete_credentials
-);
-owned!(
     clusters,
     "cluster",
     "clusterId",
@@ -262,7 +249,6 @@ nested!(
 );
 
 pub fn routes(r: &mut Routes) {
-    credentials::routes(r);
     clusters::routes(r);
     registries::routes(r);
     git_tokens::routes(r);

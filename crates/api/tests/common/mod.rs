@@ -279,6 +279,16 @@ impl<S: App> T<S> {
         .id()
     }
 
+    /// An ADMIN token of another organization.
+    pub async fn other_org_token(&self) -> String {
+        self.capstan
+            .bootstrap_organization("Other", Role::Admin, "o")
+            .await
+            .unwrap()
+            .1
+            .value
+    }
+
     /// A token of another role in the same organization.
     pub async fn token_with_role(&self, role: Role) -> String {
         let org = self.org.parse().unwrap();

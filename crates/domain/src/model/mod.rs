@@ -2,6 +2,7 @@
 
 #[macro_use]
 mod enums;
+mod credentials;
 mod deployment;
 mod git_repository;
 mod name;
@@ -16,6 +17,10 @@ mod state;
 mod status;
 mod variable;
 
+pub use credentials::{
+    AltCloudCredentialsInput, CloudACredentialsInput, CloudCCredentialsInput, CloudCredentials,
+    CredentialsDetails, CredentialsDraft,
+};
 pub use deployment::{
     plan, queue_up, DeployTarget, DeploymentRequest, DeploymentSnapshot, Origin, Phase,
     RequestStatus, Step, StepName, StepStatus,
@@ -25,9 +30,7 @@ pub use git_repository::{GitRepository, GitRepositoryInput};
 pub use name::Name;
 pub use organization::{ApiToken, Organization};
 pub use regions::{is_region, regions, Region};
-pub use resources::{
-    CloudCredentials, Cluster, ContainerRegistry, Environment, GitToken, Project, RegistryConfig,
-};
+pub use resources::{Cluster, ContainerRegistry, Environment, GitToken, Project, RegistryConfig};
 pub use service::*;
 pub use service_kinds::*;
 pub use service_settings::*;

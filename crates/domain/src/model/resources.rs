@@ -24,23 +24,6 @@ macro_rules! record {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct CloudCredentials {
-    pub id: CredentialsId,
-    pub organization_id: OrganizationId,
-    pub name: super::Name,
-    pub access_key_id: String,
-    pub secret_access_key: Secret,
-    pub created_at: OffsetDateTime,
-    pub updated_at: OffsetDateTime,
-}
-record!(
-    CloudCredentials,
-    CredentialsId,
-    OrganizationId,
-    "credentials"
-);
-
-#[derive(Debug, Clone, PartialEq)]
 pub struct Cluster {
     pub id: ClusterId,
     pub organization_id: OrganizationId,

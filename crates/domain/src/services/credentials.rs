@@ -1,41 +1,24 @@
-//! Cloud provider credentials (cloudA access keys).
+//! Cloud provider credentials of the three providers: one path, the provider named by the route.
 
 use super::Capstan;
 use crate::auth::{Action, Principal};
-use crate::error::DomainResult;
+use crate::error::{DomainError, DomainResult};
 use crate::ids::{CredentialsId, OrganizationId};
-use crate::model::{CloudCredentials, Organization};
+use crate::model::{CloudCredentials, CloudProvider, CredentialsDraft, Organization};
 use crate::pagination::{Page, PageRequest};
-use crate::ports::Scope;
+use crate::ports::{Scope, Unit};
 use crate::secret::Secret;
-use crate::validate;
-use serde::Deserialize;
-
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Deserialize)]
-pub struct CredentialsInput {
-    pub name: String,
-    pub access_key_id: String,
-    pub secret_access_key: Secret,
-}
-
-/// An edit; the secret is kept when not sent again.
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Deserialize)]
-pub struct CredentialsUpdate {
-    pub name: String,
-    pub access_key_id: String,
-    #[serde(default)]
-    pub secret_access_key: Option<Secret>,
-}
+use std::mem::discriminant;
 
 impl Capstan {
     pub async fn create_credentials(
         &self,
         p: &Principal,
         org: OrganizationId,
-        input: CredentialsInput,
+        provider: CloudProvider,
+        body: &serde_json::Value,
     ) -> DomainResult<CloudCredentials> {
+        let draft = CredentialsDraft::parse(provider, body, true)?;
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Organization(org)).await?;
@@ -44,12 +27,9 @@ impl Capstan {
         let creds = CloudCredentials {
             id: CredentialsId::generate(),
             organization_id: org,
-            name: validate::name("name", &input.name)?,
-            access_key_id: validate::required_text("access_key_id", &input.access_key_id)?,
-            secret_access_key: Secret::new(validate::required_text(
-                "secret_access_key",
-                input.secret_access_key.expose(),
-            )?),
+            name: draft.name,
+            details: draft.details,
+            secret: draft.secret.unwrap_or_else(|| Secret::new("")),
             created_at: now,
             updated_at: now,
         };
@@ -58,48 +38,91 @@ impl Capstan {
         Ok(creds)
     }
 
+    /// The organization's credentials of one provider, or of all three.
     pub async fn list_credentials(
         &self,
         p: &Principal,
         org: OrganizationId,
+        provider: Option<CloudProvider>,
         page: PageRequest,
     ) -> DomainResult<Page<CloudCredentials>> {
         let mut unit = self.reading().await?;
         let tx = &mut *unit;
         self.load::<Organization>(tx, p, org, Action::Read).await?;
-        self.list(tx, org, page).await
+        // An organization holds a handful of credentials: all are read and the page cut here.
+        let all: Page<CloudCredentials> = self.list(tx, org, PageRequest::all()).await?;
+        let matching: Vec<CloudCredentials> = all
+            .items
+            .into_iter()
+            .filter(|c| provider.is_none_or(|wanted| c.details.provider() == wanted))
+            .collect();
+        let total_count = matching.len() as u64;
+        let start = (page.page() as usize - 1) * page.page_size() as usize;
+        Ok(Page {
+            items: matching
+                .into_iter()
+                .skip(start)
+                .take(page.page_size() as usize)
+                .collect(),
+            request: page,
+            total_count,
+        })
+    }
+
+    /// Credentials of `provider` (another provider's are not found at its route).
+    async fn credentials_of(
+        &self,
+        tx: &mut Unit,
+        p: &Principal,
+        org: OrganizationId,
+        provider: CloudProvider,
+        id: CredentialsId,
+        action: Action,
+    ) -> DomainResult<CloudCredentials> {
+        let creds: CloudCredentials = self.load_in_org(tx, p, org, id, action).await?;
+        if creds.details.provider() != provider {
+            return Err(DomainError::NotFound("credentials"));
+        }
+        Ok(creds)
     }
 
     pub async fn get_credentials(
         &self,
         p: &Principal,
         org: OrganizationId,
+        provider: CloudProvider,
         id: CredentialsId,
     ) -> DomainResult<CloudCredentials> {
         let mut unit = self.reading().await?;
-        let tx = &mut *unit;
-        self.load_in_org(tx, p, org, id, Action::Read).await
+        self.credentials_of(&mut *unit, p, org, provider, id, Action::Read)
+            .await
     }
 
+    /// An edit keeps the stored secret when none is sent, unless the kind changes (a role
+    /// becoming an access key needs the key's secret).
     pub async fn update_credentials(
         &self,
         p: &Principal,
         org: OrganizationId,
+        provider: CloudProvider,
         id: CredentialsId,
-        input: CredentialsUpdate,
+        body: &serde_json::Value,
     ) -> DomainResult<CloudCredentials> {
+        let draft = CredentialsDraft::parse(provider, body, false)?;
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Organization(org)).await?;
-        let mut creds: CloudCredentials = self.load_in_org(tx, p, org, id, Action::Write).await?;
-        creds.name = validate::name("name", &input.name)?;
-        creds.access_key_id = validate::required_text("access_key_id", &input.access_key_id)?;
-        if let Some(secret) = input.secret_access_key {
-            creds.secret_access_key = Secret::new(validate::required_text(
-                "secret_access_key",
-                secret.expose(),
-            )?);
-        }
+        let mut creds = self
+            .credentials_of(tx, p, org, provider, id, Action::Write)
+            .await?;
+        let same_kind = discriminant(&creds.details) == discriminant(&draft.details);
+        creds.secret = match draft.secret {
+            Some(secret) => secret,
+            None if same_kind => creds.secret,
+            None => return Err(DomainError::invalid("secret_access_key", "is required")),
+        };
+        creds.name = draft.name;
+        creds.details = draft.details;
         creds.updated_at = self.now();
         self.update(tx, &creds, "organization").await?;
         unit.commit().await?;
@@ -110,12 +133,13 @@ impl Capstan {
         &self,
         p: &Principal,
         org: OrganizationId,
+        provider: CloudProvider,
         id: CredentialsId,
     ) -> DomainResult<()> {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Organization(org)).await?;
-        self.load_in_org::<CloudCredentials>(tx, p, org, id, Action::Write)
+        self.credentials_of(tx, p, org, provider, id, Action::Write)
             .await?;
         self.delete::<CloudCredentials>(tx, id, "clusters").await?;
         Ok(unit.commit().await?)

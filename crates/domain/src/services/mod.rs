@@ -18,7 +18,6 @@ mod webhooks;
 mod worker;
 
 pub use catalog::AssociatedService;
-pub use credentials::{CredentialsInput, CredentialsUpdate};
 pub use deployments::{refusal, Chosen, Deletion, DeployInput, Selection};
 pub use environments::{CloneInput, EnvironmentDetails, EnvironmentInput, EnvironmentUpdate};
 pub use git_tokens::{GitTokenDetails, GitTokenInput};

@@ -1,0 +1,1 @@
+ALTER TABLE cloud_credentials DROP COLUMN details;
