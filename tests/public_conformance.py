@@ -291,6 +291,15 @@ call('POST', f'/variable/{variable}/alias', {'key': 'LEVEL', 'alias_scope': 'APP
 override = call('POST', f'/variable/{variable}/override', {'value': 'warn', 'override_scope': 'CONTAINER', 'override_parent_id': ids['container']})['id']
 call('DELETE', f'/variable/{override}')
 
+call('GET', f'/organization/{org}/environments')
+call('GET', f'/organization/{org}/services')
+call('GET', f'/organization/{org}/services?project_id={project}&environment_id={env}&cluster_id={cluster["id"]}')
+call('GET', f'/environment/{env}/services')
+call('GET', f'/cluster/{cluster["id"]}/environments')
+call('GET', f'/organization/{org}/containerRegistry/{registry}/associatedServices')
+call('GET', f'/organization/{org}/containerRegistry/{registry}/container/status')
+call('GET', '/cloudProvider')
+call('GET', '/availableContainerRegistry')
 call('GET', f'/service/{ids["application"]}/gitWebhookStatus')
 call('POST', f'/service/{ids["application"]}/gitWebhook/sync')
 call('GET', f'/organization/{org}/gitToken/{git_token}/associatedServices')

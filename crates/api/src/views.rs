@@ -5,8 +5,8 @@ use domain::auth::Role;
 use domain::model::*;
 use domain::pagination::Page;
 use domain::services::{
-    AssociatedService, EnvironmentDetails, GitTokenDetails, ImportReport, NewApiToken,
-    ProjectDetails, RegistryDetails, VariableDetails,
+    AssociatedService, ClusterEnvironment, EnvironmentDetails, GitTokenDetails, ImportReport,
+    NewApiToken, ProjectDetails, RegistryDetails, ServiceLight, VariableDetails,
 };
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -771,4 +771,127 @@ impl HistoryPage {
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct StatusList {
     pub results: Vec<ServiceStatus>,
+}
+
+/// An environment as organization-wide lists show it.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct OrganizationEnvironmentView {
+    #[serde(flatten)]
+    pub base: Base,
+    pub name: String,
+    pub organization: Reference,
+    pub project: Reference,
+    pub mode: EnvironmentMode,
+}
+
+impl From<Environment> for OrganizationEnvironmentView {
+    fn from(e: Environment) -> Self {
+        Self {
+            base: base(e.id.0, e.created_at, e.updated_at),
+            name: e.name.into(),
+            organization: Reference {
+                id: e.organization_id.0,
+            },
+            project: Reference { id: e.project_id.0 },
+            mode: e.mode,
+        }
+    }
+}
+
+/// A service as organization-wide lists show it: what it is and where it lives.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ServiceLightView {
+    pub id: Uuid,
+    pub name: String,
+    pub description: String,
+    pub icon_uri: String,
+    pub service_type: ServiceKind,
+    pub project_id: Uuid,
+    pub project_name: String,
+    pub environment_id: Uuid,
+    pub environment_name: String,
+    pub cluster_id: Uuid,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_type: Option<JobType>,
+}
+
+impl From<ServiceLight> for ServiceLightView {
+    fn from(l: ServiceLight) -> Self {
+        let s = l.service;
+        Self {
+            id: s.id.0,
+            name: s.name.to_string(),
+            description: s.description.clone().unwrap_or_default(),
+            icon_uri: s.spec.icon_uri().to_string(),
+            service_type: s.kind(),
+            project_id: s.project_id.0,
+            project_name: l.project_name,
+            environment_id: s.environment_id.0,
+            environment_name: l.environment_name,
+            cluster_id: l.cluster_id.0,
+            job_type: match &s.spec {
+                ServiceSpec::Job(j) => Some(j.job_type),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// A service of an environment on a cluster.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ClusterServiceView {
+    pub id: Uuid,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub service_type: ServiceKind,
+}
+
+/// An environment on a cluster, with its services.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ClusterEnvironmentView {
+    pub environment_id: Uuid,
+    pub environment_name: String,
+    pub project_id: Uuid,
+    pub project_name: String,
+    pub services: Vec<ClusterServiceView>,
+}
+
+impl From<ClusterEnvironment> for ClusterEnvironmentView {
+    fn from(c: ClusterEnvironment) -> Self {
+        let e = c.environment;
+        Self {
+            environment_id: e.id.0,
+            environment_name: e.name.into(),
+            project_id: e.project_id.0,
+            project_name: c.project_name,
+            services: c
+                .services
+                .into_iter()
+                .map(|s| ClusterServiceView {
+                    id: s.id.0,
+                    service_type: s.kind(),
+                    name: s.name.into(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A cloud provider and its regions (`GET /cloudProvider`).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CloudProviderEntryView {
+    pub short_name: &'static str,
+    pub name: &'static str,
+    pub logo_url: String,
+    pub regions: Vec<Region>,
+}
+
+/// A kind of container registry and the `config` members it takes. None is mandatory: an
+/// organization needs no registry of any kind.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct AvailableRegistryView {
+    pub kind: RegistryKind,
+    #[schema(value_type = Object)]
+    pub required_config: serde_json::Map<String, serde_json::Value>,
+    pub is_mandatory: bool,
 }

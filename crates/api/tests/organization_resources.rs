@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The organization's resources beyond SPEC.md's endpoints, over HTTP on both backends: cloud
-//! credentials of the three providers.
+//! credentials of the three providers; lists across the hierarchy; the catalogs.
 
 mod common;
 
@@ -11,7 +11,313 @@ http_suite!(
     credentials_of_each_provider_keep_their_members_and_hide_their_secret,
     the_organization_lists_credentials_of_every_provider,
     credentials_are_refused_with_the_member_at_fault,
+    lists_across_the_hierarchy_show_where_each_thing_lives,
+    a_registry_lists_the_services_pulling_from_it,
+    lists_of_another_organization_are_forbidden,
+    the_catalogs_list_providers_and_registry_kinds,
 );
+
+fn ids(v: &Value, member: &str) -> Vec<String> {
+    let mut out: Vec<String> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[member].as_str().unwrap().to_string())
+        .collect();
+    out.sort();
+    out
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+/// Two clusters, a project with an environment on each, services of several kinds.
+struct World {
+    clusters: [String; 2],
+    project: String,
+    envs: [String; 2],
+    app: String,
+    db: String,
+    job: String,
+    container: String,
+    registry: String,
+}
+
+async fn world<S: App>(t: &T<S>) -> World {
+    let (first, project, env) = t.hierarchy().await;
+    let second = t
+        .post(
+            &format!("/organization/{}/cluster", t.org),
+            json!({"name": "second", "region": "eu-west-3", "cloud_provider": "CLOUDA"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let other_env = t
+        .post(
+            &format!("/project/{project}/environment"),
+            json!({"name": "staging", "cluster": second, "mode": "STAGING"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let registry = t.registry().await;
+    let bodies = common::service_bodies(&registry);
+    let body = |kind: &str| bodies.iter().find(|(k, _)| *k == kind).unwrap().1.clone();
+    let mut made = vec![];
+    for (kind, env) in [
+        ("application", &env),
+        ("database", &env),
+        ("job", &other_env),
+        ("container", &other_env),
+    ] {
+        made.push(
+            t.post(&format!("/environment/{env}/{kind}"), body(kind))
+                .await
+                .expect(201)
+                .id(),
+        );
+    }
+    World {
+        clusters: [first, second],
+        project,
+        envs: [env, other_env],
+        app: made[0].clone(),
+        db: made[1].clone(),
+        job: made[2].clone(),
+        container: made[3].clone(),
+        registry,
+    }
+}
+
+async fn lists_across_the_hierarchy_show_where_each_thing_lives<S: App>(t: T<S>) {
+    let w = world(&t).await;
+    let org = t.org.clone();
+    let envs = t
+        .get(&format!("/organization/{org}/environments"))
+        .await
+        .expect(200);
+    assert_eq!(ids(&envs.body, "id"), sorted(w.envs.to_vec()));
+    let staging = envs.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == json!(w.envs[1]))
+        .unwrap();
+    assert_eq!(staging["mode"], "STAGING");
+    assert_eq!(staging["project"]["id"], json!(w.project));
+    assert_eq!(staging["organization"]["id"], json!(org));
+
+    let all = t
+        .get(&format!("/organization/{org}/services"))
+        .await
+        .expect(200);
+    assert_eq!(
+        ids(&all.body, "id"),
+        sorted(vec![
+            w.app.clone(),
+            w.db.clone(),
+            w.job.clone(),
+            w.container.clone()
+        ])
+    );
+    let job = all.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == json!(w.job))
+        .unwrap();
+    assert_eq!(
+        (&job["service_type"], &job["job_type"], &job["icon_uri"]),
+        (&json!("JOB"), &json!("CRON"), &json!("app://capstan/job"))
+    );
+    assert_eq!(
+        (
+            &job["environment_name"],
+            &job["project_name"],
+            &job["cluster_id"]
+        ),
+        (&json!("staging"), &json!("shop"), &json!(w.clusters[1]))
+    );
+    for (query, expected) in [
+        (format!("environment_id={}", w.envs[0]), vec![&w.app, &w.db]),
+        (
+            format!("cluster_id={}", w.clusters[1]),
+            vec![&w.job, &w.container],
+        ),
+        (
+            format!("project_id={}&cluster_id={}", w.project, w.clusters[0]),
+            vec![&w.app, &w.db],
+        ),
+        (format!("project_id={}", uuid::Uuid::new_v4()), vec![]),
+    ] {
+        let found = t
+            .get(&format!("/organization/{org}/services?{query}"))
+            .await
+            .expect(200);
+        assert_eq!(
+            ids(&found.body, "id"),
+            sorted(expected.into_iter().cloned().collect()),
+            "{query}"
+        );
+    }
+    t.get(&format!("/organization/{org}/services?cluster_id=nope"))
+        .await
+        .expect_error(400, "cluster_id: is not a valid UUID");
+
+    let of_env = t
+        .get(&format!("/environment/{}/services", w.envs[1]))
+        .await
+        .expect(200);
+    let kinds: Vec<&Value> = of_env.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["service_type"])
+        .collect();
+    assert_eq!(kinds, [&json!("JOB"), &json!("CONTAINER")]);
+    assert_eq!(
+        of_env.body["results"][1]["registry"]["id"],
+        json!(w.registry),
+        "each kind's whole record"
+    );
+
+    let on_cluster = t
+        .get(&format!("/cluster/{}/environments", w.clusters[0]))
+        .await
+        .expect(200);
+    let results = on_cluster.body["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1);
+    assert_eq!(
+        (&results[0]["environment_id"], &results[0]["project_name"]),
+        (&json!(w.envs[0]), &json!("shop"))
+    );
+    let mut services: Vec<(String, String)> = results[0]["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["type"].as_str().unwrap().to_string(),
+                s["id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    services.sort();
+    assert_eq!(
+        services,
+        [
+            ("APPLICATION".to_string(), w.app.clone()),
+            ("DATABASE".to_string(), w.db.clone())
+        ]
+    );
+}
+
+async fn a_registry_lists_the_services_pulling_from_it<S: App>(t: T<S>) {
+    let w = world(&t).await;
+    let org = t.org.clone();
+    let base = format!("/organization/{org}/containerRegistry/{}", w.registry);
+    let users = t
+        .get(&format!("{base}/associatedServices"))
+        .await
+        .expect(200);
+    let mut types: Vec<(String, String, String)> = users.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            (
+                u["service_type"].as_str().unwrap().to_string(),
+                u["service_id"].as_str().unwrap().to_string(),
+                u["environment_name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    types.sort();
+    assert_eq!(
+        types,
+        [
+            ("CONTAINER".into(), w.container.clone(), "staging".into()),
+            ("CRON".into(), w.job.clone(), "staging".into()),
+        ]
+    );
+    let statuses = t.get(&format!("{base}/container/status")).await.expect(200);
+    let results = statuses.body["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["id"], json!(w.container));
+    assert_eq!(results[0]["state"], "READY", "never deployed");
+    let unused = t.registry().await;
+    let none = t
+        .get(&format!(
+            "/organization/{org}/containerRegistry/{unused}/associatedServices"
+        ))
+        .await
+        .expect(200);
+    assert_eq!(none.body["results"], json!([]));
+    t.get(&format!(
+        "/organization/{org}/containerRegistry/{}/container/status",
+        uuid::Uuid::new_v4()
+    ))
+    .await
+    .expect_error(404, "container registry not found");
+}
+
+async fn lists_of_another_organization_are_forbidden<S: App>(t: T<S>) {
+    let w = world(&t).await;
+    let org = t.org.clone();
+    let other = t.other_org_token().await;
+    for path in [
+        format!("/organization/{org}/environments"),
+        format!("/organization/{org}/services"),
+        format!("/environment/{}/services", w.envs[0]),
+        format!("/cluster/{}/environments", w.clusters[0]),
+        format!(
+            "/organization/{org}/containerRegistry/{}/associatedServices",
+            w.registry
+        ),
+        format!(
+            "/organization/{org}/containerRegistry/{}/container/status",
+            w.registry
+        ),
+    ] {
+        let r = t
+            .call(Some(&other), actix_web::http::Method::GET, &path, None)
+            .await;
+        assert_eq!(r.status, 403, "{path}: {}", r.text);
+    }
+    t.get(&format!("/cluster/{}/environments", uuid::Uuid::new_v4()))
+        .await
+        .expect_error(404, "cluster not found");
+    t.get(&format!("/environment/{}/services", uuid::Uuid::new_v4()))
+        .await
+        .expect_error(404, "environment not found");
+}
+
+async fn the_catalogs_list_providers_and_registry_kinds<S: App>(t: T<S>) {
+    let providers = t.get("/cloudProvider").await.expect(200);
+    let names = ids(&providers.body, "short_name");
+    assert_eq!(names, ["ALTCLOUD", "CLOUDA", "CLOUDC"]);
+    for p in providers.body["results"].as_array().unwrap() {
+        let regions = p["regions"].as_array().unwrap();
+        assert!(!regions.is_empty(), "{p}");
+        assert!(regions[0]["country_code"].is_string());
+    }
+    let kinds = t.get("/availableContainerRegistry").await.expect(200);
+    let all = kinds.body["results"].as_array().unwrap();
+    assert_eq!(all.len(), 11);
+    let ecr = all.iter().find(|k| k["kind"] == "ECR").unwrap();
+    assert_eq!(
+        ecr["required_config"],
+        json!({"access_key_id": "string", "secret_access_key": "string", "region": "string"})
+    );
+    assert_eq!(ecr["is_mandatory"], false);
+    let r = t
+        .call(None, actix_web::http::Method::GET, "/cloudProvider", None)
+        .await;
+    assert_eq!(r.status, 401);
+}
 
 async fn credentials_of_each_provider_keep_their_members_and_hide_their_secret<S: App>(t: T<S>) {
     let org = t.org.clone();

@@ -32,6 +32,21 @@ pub trait TokenStore: Send + Sync {
     async fn find_token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>>;
 }
 
+/// Which services a search finds: those meeting every condition set.
+#[derive(Debug, Clone, Default)]
+pub struct ServiceFilter {
+    pub organization: Option<OrganizationId>,
+    pub project: Option<ProjectId>,
+    pub environment: Option<EnvironmentId>,
+    /// Services of the environments on this cluster.
+    pub cluster: Option<ClusterId>,
+    /// Services pulling their image from this registry.
+    pub registry: Option<ContainerRegistryId>,
+    /// Services whose git repository uses this token.
+    pub git_token: Option<GitTokenId>,
+    pub kind: Option<ServiceKind>,
+}
+
 #[async_trait]
 pub trait ServiceQueries: Send {
     /// The services of one kind in an environment; with `out_of_date_only`, only those whose
@@ -48,12 +63,19 @@ pub trait ServiceQueries: Send {
         &mut self,
         registries: &[ContainerRegistryId],
     ) -> StoreResult<HashMap<ContainerRegistryId, u64>>;
-    /// The services whose git repository uses `token`, paged.
-    async fn list_services_by_git_token(
+    /// The services that meet every condition of `filter`, paged in creation order.
+    async fn find_services(
         &mut self,
-        token: GitTokenId,
+        filter: &ServiceFilter,
         page: PageRequest,
     ) -> StoreResult<Page<Service>>;
+    /// An organization's environments (on one cluster, when given), paged in creation order.
+    async fn find_environments(
+        &mut self,
+        organization: OrganizationId,
+        cluster: Option<ClusterId>,
+        page: PageRequest,
+    ) -> StoreResult<Page<Environment>>;
     /// How many services use each git token (absent ids: none).
     async fn count_services_by_git_token(
         &mut self,

@@ -12,7 +12,7 @@ use domain::error::StoreResult;
 use domain::ids::*;
 use domain::model::*;
 use domain::pagination::{Page, PageRequest};
-use domain::ports::{Health, ServiceQueries, TokenStore, VariableQueries};
+use domain::ports::{Health, ServiceFilter, ServiceQueries, TokenStore, VariableQueries};
 use std::collections::HashMap;
 use std::str::FromStr;
 
@@ -119,22 +119,83 @@ impl ServiceQueries for Session {
         count_map(rows.into_iter().map(|(k, n)| (Some(k), n)).collect())
     }
 
-    async fn list_services_by_git_token(
+    async fn find_services(
         &mut self,
-        token: GitTokenId,
+        filter: &ServiceFilter,
         page: PageRequest,
     ) -> StoreResult<Page<Service>> {
-        let token = token.to_string();
+        let key = |id: Option<String>| id;
+        let (org, project, env) = (
+            key(filter.organization.map(|o| o.to_string())),
+            key(filter.project.map(|p| p.to_string())),
+            key(filter.environment.map(|e| e.to_string())),
+        );
+        let (cluster, registry, token) = (
+            key(filter.cluster.map(|c| c.to_string())),
+            key(filter.registry.map(|r| r.to_string())),
+            key(filter.git_token.map(|t| t.to_string())),
+        );
+        let kind = filter.kind.map(|k| k.as_str());
         let (conn, cipher) = self.parts()?;
         let (rows, total): (Vec<ServiceRow>, i64) = db_run!(*conn, |c| {
             let filtered = || {
-                services::table
-                    .filter(services::git_token_id.eq(token.clone()))
-                    .into_boxed()
+                let mut q = services::table.into_boxed();
+                if let Some(v) = &org {
+                    q = q.filter(services::organization_id.eq(v.clone()));
+                }
+                if let Some(v) = &project {
+                    q = q.filter(services::project_id.eq(v.clone()));
+                }
+                if let Some(v) = &env {
+                    q = q.filter(services::environment_id.eq(v.clone()));
+                }
+                if let Some(v) = &cluster {
+                    q = q.filter(
+                        services::environment_id.eq_any(
+                            environments::table
+                                .filter(environments::cluster_id.eq(v.clone()))
+                                .select(environments::id),
+                        ),
+                    );
+                }
+                if let Some(v) = &registry {
+                    q = q.filter(services::registry_id.eq(v.clone()));
+                }
+                if let Some(v) = &token {
+                    q = q.filter(services::git_token_id.eq(v.clone()));
+                }
+                if let Some(v) = kind {
+                    q = q.filter(services::kind.eq(v));
+                }
+                q
             };
             page_rows!(c, page, services, ServiceRow, filtered)
         })?;
         into_page::<Service>(rows, total, page, cipher)
+    }
+
+    async fn find_environments(
+        &mut self,
+        organization: OrganizationId,
+        cluster: Option<ClusterId>,
+        page: PageRequest,
+    ) -> StoreResult<Page<Environment>> {
+        let org = organization.to_string();
+        let cluster = cluster.map(|c| c.to_string());
+        let (conn, cipher) = self.parts()?;
+        let (rows, total): (Vec<EnvironmentRow>, i64) = db_run!(*conn, |c| {
+            let filtered = || {
+                let mut q = environments::table
+                    .filter(environments::organization_id.eq(org.clone()))
+                    .into_boxed();
+                if let Some(v) = &cluster {
+                    q = q.filter(environments::cluster_id.eq(v.clone()));
+                }
+                q
+            };
+            page_rows!(c, page, environments, EnvironmentRow, filtered)
+        })?;
+        into_page::<Environment>(rows, total, page, cipher)
     }
 
     async fn count_services_by_git_token(

@@ -3,6 +3,7 @@
 mod catalog;
 mod credentials;
 mod deployments;
+mod listings;
 mod organization;
 mod resources;
 mod services;
@@ -60,6 +61,7 @@ pub fn api_routes(r: &mut Routes) {
     resources::routes(r);
     services::routes(r);
     deployments::routes(r);
+    listings::routes(r);
     stages::routes(r);
     variables::routes(r);
     webhooks::routes(r);

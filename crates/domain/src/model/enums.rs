@@ -167,6 +167,42 @@ impl RegistryKind {
     }
 }
 
+impl RegistryKind {
+    /// The `config` members a registry of this kind is reached with (the secret ones among
+    /// them are never shown back); `GET /availableContainerRegistry` lists them.
+    pub fn config_members(self) -> &'static [&'static str] {
+        match self {
+            RegistryKind::Ecr => &["access_key_id", "secret_access_key", "region"],
+            RegistryKind::AltCloudCr => &[
+                "altcloud_access_key",
+                "altcloud_secret_key",
+                "altcloud_project_id",
+                "region",
+            ],
+            RegistryKind::PublicEcr => &[],
+            RegistryKind::GcpArtifactRegistry => &["region", "project_id", "json_credentials"],
+            RegistryKind::CloudCCr => &["cloudC_tenant_id", "cloudC_subscription_id"],
+            RegistryKind::DockerHub
+            | RegistryKind::HostACr
+            | RegistryKind::HostAEnterpriseCr
+            | RegistryKind::HostBCr
+            | RegistryKind::Docr
+            | RegistryKind::GenericCr => &["username", "password"],
+        }
+    }
+}
+
+impl CloudProvider {
+    /// The provider's name as people write it.
+    pub fn display_name(self) -> &'static str {
+        match self {
+            CloudProvider::CloudA => "CloudA",
+            CloudProvider::AltCloud => "AltCloud",
+            CloudProvider::CloudC => "CloudC",
+        }
+    }
+}
+
 string_enum!(BuildMode {
     Docker => "DOCKER",
     Buildpacks => "BUILDPACKS",

@@ -388,19 +388,30 @@ impl ServiceDraft {
 }
 
 impl ServiceSpec {
+    /// The icon every kind shows.
+    pub fn icon_uri(&self) -> &str {
+        match self {
+            ServiceSpec::Application(a) => &a.runtime.workload.icon_uri,
+            ServiceSpec::Container(c) => &c.runtime.workload.icon_uri,
+            ServiceSpec::Database(d) => &d.icon_uri,
+            ServiceSpec::Job(j) => &j.workload.icon_uri,
+            ServiceSpec::Helm(h) => &h.icon_uri,
+            ServiceSpec::Terraform(t) => &t.icon_uri,
+        }
+    }
+
     /// Records stored before a member existed read back with its default.
     fn fill_stored_defaults(&mut self) {
-        let kind = self.kind();
-        let icon = match self {
-            ServiceSpec::Application(a) => &mut a.runtime.workload.icon_uri,
-            ServiceSpec::Container(c) => &mut c.runtime.workload.icon_uri,
-            ServiceSpec::Database(d) => &mut d.icon_uri,
-            ServiceSpec::Job(j) => &mut j.workload.icon_uri,
-            ServiceSpec::Helm(h) => &mut h.icon_uri,
-            ServiceSpec::Terraform(t) => &mut t.icon_uri,
-        };
-        if icon.is_empty() {
-            *icon = default_icon(kind);
+        if self.icon_uri().is_empty() {
+            let icon = default_icon(self.kind());
+            match self {
+                ServiceSpec::Application(a) => a.runtime.workload.icon_uri = icon,
+                ServiceSpec::Container(c) => c.runtime.workload.icon_uri = icon,
+                ServiceSpec::Database(d) => d.icon_uri = icon,
+                ServiceSpec::Job(j) => j.workload.icon_uri = icon,
+                ServiceSpec::Helm(h) => h.icon_uri = icon,
+                ServiceSpec::Terraform(t) => t.icon_uri = icon,
+            }
         }
     }
 

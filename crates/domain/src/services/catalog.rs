@@ -6,8 +6,9 @@ use crate::error::DomainResult;
 use crate::ids::*;
 use crate::model::*;
 use crate::pagination::{Page, PageRequest};
+use crate::ports::ServiceFilter;
 
-/// A service that uses a git token, with where it lives.
+/// A service that uses a git token or a registry, with where it lives.
 #[derive(Debug, Clone)]
 pub struct AssociatedService {
     pub project_id: ProjectId,
@@ -39,25 +40,11 @@ impl Capstan {
         let tx = &mut *unit;
         self.load_in_org::<GitToken>(tx, p, org, token, Action::Read)
             .await?;
-        let page = tx.list_services_by_git_token(token, page).await?;
-        let envs = self
-            .by_id::<Environment>(tx, page.items.iter().map(|s| s.environment_id))
-            .await?;
-        let projects = self
-            .by_id::<Project>(tx, page.items.iter().map(|s| s.project_id))
-            .await?;
-        Ok(page.map(|service| AssociatedService {
-            project_id: service.project_id,
-            project_name: projects
-                .get(&service.project_id)
-                .map(|p| p.name.to_string())
-                .unwrap_or_default(),
-            environment_id: service.environment_id,
-            environment_name: envs
-                .get(&service.environment_id)
-                .map(|e| e.name.to_string())
-                .unwrap_or_default(),
-            service,
-        }))
+        let filter = ServiceFilter {
+            git_token: Some(token),
+            ..Default::default()
+        };
+        let page = tx.find_services(&filter, page).await?;
+        self.associated(tx, page).await
     }
 }

@@ -56,17 +56,7 @@ impl Capstan {
             .into_iter()
             .filter(|c| provider.is_none_or(|wanted| c.details.provider() == wanted))
             .collect();
-        let total_count = matching.len() as u64;
-        let start = (page.page() as usize - 1) * page.page_size() as usize;
-        Ok(Page {
-            items: matching
-                .into_iter()
-                .skip(start)
-                .take(page.page_size() as usize)
-                .collect(),
-            request: page,
-            total_count,
-        })
+        Ok(Page::from_vec(matching, page))
     }
 
     /// Credentials of `provider` (another provider's are not found at its route).

@@ -7,6 +7,7 @@ mod environments;
 mod git_tokens;
 mod hierarchy;
 mod histories;
+mod listings;
 mod organizations;
 mod registries;
 mod service_kinds;
@@ -23,6 +24,7 @@ pub use environments::{CloneInput, EnvironmentDetails, EnvironmentInput, Environ
 pub use git_tokens::{GitTokenDetails, GitTokenInput};
 pub use hierarchy::{ClusterInput, ProjectDetails, ProjectInput};
 pub use histories::{BatchHistory, HistoryEntry, HistoryPage, HistoryPaging};
+pub use listings::{ClusterEnvironment, ServiceLight, ServiceScope};
 pub use organizations::{ApiTokenInput, NewApiToken, OrganizationUpdate};
 pub use registries::{RegistryDetails, RegistryInput};
 pub use stages::{StageDetails, StageInput, StagedService};

@@ -49,7 +49,7 @@ impl Capstan {
 
     /// Fills the read-time members: git repositories' token names and access, and the
     /// registries images come from (one query each for a whole page).
-    async fn decorate(
+    pub(super) async fn decorate(
         &self,
         tx: &mut Unit,
         mut services: Vec<Service>,
