@@ -6,7 +6,7 @@ use domain::model::*;
 use domain::pagination::Page;
 use domain::services::{
     AssociatedService, ClusterEnvironment, EnvironmentDetails, GitTokenDetails, ImportReport,
-    NewApiToken, ProjectDetails, RegistryDetails, ServiceLight, VariableDetails,
+    InvitationDetails, NewApiToken, ProjectDetails, RegistryDetails, ServiceLight, VariableDetails,
 };
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -894,4 +894,81 @@ pub struct AvailableRegistryView {
     #[schema(value_type = Object)]
     pub required_config: serde_json::Map<String, serde_json::Value>,
     pub is_mandatory: bool,
+}
+
+/// The role as the public member records name it: OWNER for the owner; DEVELOPER is DEVOPS;
+/// a BILLING_MANAGER has no public name (its `role_name` says it).
+fn public_role(role: Role, owner: bool) -> Option<&'static str> {
+    match (role, owner) {
+        (_, true) => Some("OWNER"),
+        (Role::Admin, _) => Some("ADMIN"),
+        (Role::Devops, _) => Some("DEVELOPER"),
+        (Role::Viewer, _) => Some("VIEWER"),
+        (Role::BillingManager, _) => None,
+    }
+}
+
+/// A member of the organization. `email` is the address it was invited at, else its user id.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct MemberView {
+    pub id: Uuid,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    pub user_id: String,
+    pub email: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+    pub role_name: &'static str,
+    pub role_id: Uuid,
+}
+
+impl From<Member> for MemberView {
+    fn from(m: Member) -> Self {
+        Self {
+            id: m.id(),
+            created_at: m.created_at,
+            email: m.email.clone().unwrap_or_else(|| m.user_id.clone()),
+            user_id: m.user_id,
+            role: public_role(m.role, m.owner),
+            role_name: m.role.name(),
+            role_id: m.role.id().0,
+        }
+    }
+}
+
+/// An invitation to join the organization; `invitation_link` is where the invited user
+/// accepts it (POST, signed in).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct InvitationView {
+    #[serde(flatten)]
+    pub base: Base,
+    pub email: String,
+    pub role: &'static str,
+    pub role_id: Uuid,
+    pub role_name: &'static str,
+    pub invitation_link: String,
+    /// PENDING, or EXPIRED once it can no longer be accepted.
+    pub invitation_status: &'static str,
+    pub organization_name: String,
+    pub inviter: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub expires_at: OffsetDateTime,
+}
+
+impl From<InvitationDetails> for InvitationView {
+    fn from(d: InvitationDetails) -> Self {
+        let i = d.invitation;
+        Self {
+            base: base(i.id.0, i.created_at, i.updated_at),
+            email: i.email,
+            role: public_role(i.role, false).unwrap_or("VIEWER"),
+            role_id: i.role.id().0,
+            role_name: i.role.name(),
+            invitation_link: d.link,
+            invitation_status: if d.expired { "EXPIRED" } else { "PENDING" },
+            organization_name: d.organization_name,
+            inviter: i.inviter,
+            expires_at: i.expires_at,
+        }
+    }
 }

@@ -80,7 +80,353 @@ with_hs256!(
     a_user_creates_an_organization_and_administers_it,
     invalid_jwts_are_refused_with_401,
     members_act_by_their_role,
+    invitations_bring_users_in_with_their_role,
+    an_organization_keeps_an_admin_and_its_owner,
 );
+
+/// A user's organization: created by `owner` (its ADMIN and owner).
+async fn users_org<S: App>(t: &T<S>, owner: &str) -> String {
+    bearer(
+        t,
+        &hs256(claims(owner)),
+        Method::POST,
+        "/organization",
+        Some(json!({"name": format!("{owner}'s")})),
+    )
+    .await
+    .expect(201)
+    .id()
+}
+
+/// Invites `email` as `role` with `admin`'s JWT and has `user` accept; returns the invitation.
+async fn join<S: App>(
+    t: &T<S>,
+    org: &str,
+    admin: &str,
+    email: &str,
+    role: &str,
+    user: &str,
+) -> Value {
+    let invitation = bearer(
+        t,
+        &hs256(claims(admin)),
+        Method::POST,
+        &format!("/organization/{org}/inviteMember"),
+        Some(json!({"email": email, "role": role})),
+    )
+    .await
+    .expect(201)
+    .body;
+    bearer(
+        t,
+        &hs256(claims(user)),
+        Method::POST,
+        &format!(
+            "/organization/{org}/inviteMember/{}",
+            invitation["id"].as_str().unwrap()
+        ),
+        None,
+    )
+    .await
+    .expect(201);
+    invitation
+}
+
+async fn members<S: App>(t: &T<S>, org: &str, jwt: &str) -> Vec<(String, String, String)> {
+    let listed = bearer(
+        t,
+        jwt,
+        Method::GET,
+        &format!("/organization/{org}/member"),
+        None,
+    )
+    .await
+    .expect(200);
+    listed.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["user_id"].as_str().unwrap().to_string(),
+                m["email"].as_str().unwrap().to_string(),
+                m["role"].as_str().unwrap_or("-").to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn invitations_bring_users_in_with_their_role<S: App>(t: T<S>) {
+    let org = t.org.clone();
+    let path = format!("/organization/{org}/inviteMember");
+    let invitation = t
+        .post(
+            &path,
+            json!({"email": "ada@example.com", "role": "DEVELOPER"}),
+        )
+        .await
+        .expect(201);
+    let id = invitation.id();
+    assert_eq!(invitation.body["invitation_status"], "PENDING");
+    assert_eq!(
+        (&invitation.body["role"], &invitation.body["role_name"]),
+        (&json!("DEVELOPER"), &json!("DEVOPS"))
+    );
+    let link = invitation.body["invitation_link"].as_str().unwrap();
+    assert!(
+        link.ends_with(&format!("/organization/{org}/inviteMember/{id}")),
+        "{link}"
+    );
+    assert_eq!(
+        t.get(&path).await.expect(200).body["results"][0]["id"],
+        json!(id)
+    );
+    t.get(&format!("{path}/{id}")).await.expect(200);
+    // One pending invitation per address; addresses and roles are checked.
+    t.post(&path, json!({"email": "ADA@example.com"}))
+        .await
+        .expect_error(409, "an invitation for ADA@example.com is already pending");
+    t.post(&path, json!({"email": "not an address"}))
+        .await
+        .expect_error(400, "email: must be an email address");
+    t.post(&path, json!({"email": "bob@example.com", "role": "OWNER"}))
+        .await
+        .expect_error(400, "role: an organization has one owner");
+    // Only ADMINs see invitations (their link admits whoever holds it).
+    let viewer = t.token_with_role(domain::auth::Role::Viewer).await;
+    let r = t.call(Some(&viewer), Method::GET, &path, None).await;
+    assert_eq!(r.status, 403, "{}", r.text);
+    // An API token cannot accept; the invited user does.
+    t.post(&format!("{path}/{id}"), json!(null))
+        .await
+        .expect_error(403, "invitations are accepted by a signed-in user");
+    let ada = hs256(claims("user-ada"));
+    bearer(&t, &ada, Method::POST, &format!("{path}/{id}"), None)
+        .await
+        .expect(201);
+    assert!(members(&t, &org, &ada).await.contains(&(
+        "user-ada".into(),
+        "ada@example.com".into(),
+        "DEVELOPER".into()
+    )));
+    t.get(&format!("{path}/{id}"))
+        .await
+        .expect_error(404, "invitation not found");
+    bearer(&t, &ada, Method::POST, &format!("{path}/{id}"), None)
+        .await
+        .expect_error(404, "invitation not found");
+    // The new member acts by its role: DEVOPS writes, but does not invite.
+    bearer(
+        &t,
+        &ada,
+        Method::POST,
+        &format!("/organization/{org}/project"),
+        Some(json!({"name": "p"})),
+    )
+    .await
+    .expect(201);
+    let r = bearer(
+        &t,
+        &ada,
+        Method::POST,
+        &path,
+        Some(json!({"email": "eve@example.com"})),
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", r.text);
+    // A member's address cannot be invited again; a withdrawn invitation is gone.
+    t.post(&path, json!({"email": "ada@example.com"}))
+        .await
+        .expect_error(409, "ada@example.com is already a member");
+    // The organization's only ADMIN member is neither demoted nor removed.
+    let org_id: domain::ids::OrganizationId = org.parse().unwrap();
+    t.capstan
+        .add_member(org_id, "admin-al", domain::auth::Role::Admin)
+        .await
+        .unwrap();
+    let member_path = format!("/organization/{org}/member");
+    t.put(
+        &member_path,
+        json!({"user_id": "admin-al", "role_id": "7e57ca95-0000-4000-8000-000000000003"}),
+    )
+    .await
+    .expect_error(
+        409,
+        "the organization's last ADMIN cannot be removed or demoted",
+    );
+    t.call(
+        Some(&t.token.clone()),
+        Method::DELETE,
+        &member_path,
+        Some(json!({"user_id": "admin-al"})),
+    )
+    .await
+    .expect_error(409, "the organization's last ADMIN");
+    t.call(
+        Some(&t.token.clone()),
+        Method::DELETE,
+        &member_path,
+        Some(json!({"user_id": "user-ada"})),
+    )
+    .await
+    .expect(204);
+    let other = t
+        .post(&path, json!({"email": "bob@example.com"}))
+        .await
+        .expect(201)
+        .id();
+    t.delete(&format!("{path}/{other}")).await.expect(204);
+    t.get(&format!("{path}/{other}"))
+        .await
+        .expect_error(404, "invitation not found");
+}
+
+async fn an_organization_keeps_an_admin_and_its_owner<S: App>(t: T<S>) {
+    let org = users_org(&t, "owner-olga").await;
+    let olga = hs256(claims("owner-olga"));
+    assert_eq!(
+        members(&t, &org, &olga).await,
+        [("owner-olga".into(), "owner-olga".into(), "OWNER".into())]
+    );
+    join(
+        &t,
+        &org,
+        "owner-olga",
+        "bob@example.com",
+        "VIEWER",
+        "user-bob",
+    )
+    .await;
+    let member_path = format!("/organization/{org}/member");
+    let admin = "7e57ca95-0000-4000-8000-000000000001";
+    let viewer = "7e57ca95-0000-4000-8000-000000000003";
+    // The owner stays an ADMIN and a member until ownership moves.
+    bearer(
+        &t,
+        &olga,
+        Method::PUT,
+        &member_path,
+        Some(json!({"user_id": "owner-olga", "role_id": viewer})),
+    )
+    .await
+    .expect_error(409, "the owner stays an ADMIN");
+    bearer(
+        &t,
+        &olga,
+        Method::DELETE,
+        &member_path,
+        Some(json!({"user_id": "owner-olga"})),
+    )
+    .await
+    .expect_error(409, "the owner cannot be removed");
+    // A member is named by its user id or by its listed id.
+    let listed = bearer(&t, &olga, Method::GET, &member_path, None)
+        .await
+        .expect(200);
+    let bob_id = listed.body["results"][1]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let promoted = bearer(
+        &t,
+        &olga,
+        Method::PUT,
+        &member_path,
+        Some(json!({"user_id": bob_id, "role_id": admin})),
+    )
+    .await
+    .expect(200);
+    assert_eq!(promoted.body["role"], "ADMIN");
+    bearer(
+        &t,
+        &olga,
+        Method::PUT,
+        &member_path,
+        Some(json!({"user_id": "nobody", "role_id": admin})),
+    )
+    .await
+    .expect_error(404, "member not found");
+    // Only the owner hands ownership on.
+    let bob = hs256(claims("user-bob"));
+    let transfer = format!("/organization/{org}/transferOwnership");
+    bearer(
+        &t,
+        &bob,
+        Method::POST,
+        &transfer,
+        Some(json!({"user_id": "user-bob"})),
+    )
+    .await
+    .expect_error(403, "only the owner transfers");
+    bearer(
+        &t,
+        &olga,
+        Method::POST,
+        &transfer,
+        Some(json!({"user_id": "user-bob"})),
+    )
+    .await
+    .expect(204);
+    let now = members(&t, &org, &bob).await;
+    assert_eq!(
+        now,
+        [
+            ("owner-olga".into(), "owner-olga".into(), "ADMIN".into()),
+            ("user-bob".into(), "bob@example.com".into(), "OWNER".into())
+        ]
+    );
+    // The last ADMIN is not removed nor demoted.
+    bearer(
+        &t,
+        &bob,
+        Method::DELETE,
+        &member_path,
+        Some(json!({"user_id": "owner-olga"})),
+    )
+    .await
+    .expect(204);
+    bearer(&t, &olga, Method::GET, &member_path, None)
+        .await
+        .expect(403);
+    join(&t, &org, "user-bob", "cy@example.com", "ADMIN", "user-cy").await;
+    let cy = hs256(claims("user-cy"));
+    bearer(
+        &t,
+        &cy,
+        Method::POST,
+        &transfer,
+        Some(json!({"user_id": "user-cy"})),
+    )
+    .await
+    .expect_error(403, "only the owner transfers");
+    bearer(
+        &t,
+        &bob,
+        Method::POST,
+        &transfer,
+        Some(json!({"user_id": "user-cy"})),
+    )
+    .await
+    .expect(204);
+    bearer(
+        &t,
+        &cy,
+        Method::PUT,
+        &member_path,
+        Some(json!({"user_id": "user-bob", "role_id": viewer})),
+    )
+    .await
+    .expect(200);
+    bearer(
+        &t,
+        &cy,
+        Method::PUT,
+        &member_path,
+        Some(json!({"user_id": "user-cy", "role_id": viewer})),
+    )
+    .await
+    .expect_error(409, "the owner stays an ADMIN");
+}
 
 async fn a_user_creates_an_organization_and_administers_it<S: App>(t: T<S>) {
     let jwt = hs256(claims("user-ada"));

@@ -58,4 +58,5 @@ typed_id!(
     VariableId,
     DeploymentRequestId,
     DeploymentStageId,
+    InvitationId,
 );

@@ -249,6 +249,23 @@ pub trait MemberStore: Send {
         role: crate::auth::Role,
         now: time::OffsetDateTime,
     ) -> StoreResult<()>;
+    /// The organization's members, oldest first.
+    async fn members(&mut self, organization: OrganizationId) -> StoreResult<Vec<Member>>;
+    /// Records the address a member joined with.
+    async fn set_member_email(
+        &mut self,
+        organization: OrganizationId,
+        user: &str,
+        email: &str,
+    ) -> StoreResult<()>;
+    /// Makes `user` the organization's only owner.
+    async fn set_owner(&mut self, organization: OrganizationId, user: &str) -> StoreResult<()>;
+    /// Removes `user` from the organization; false when it was not a member.
+    async fn remove_member(
+        &mut self,
+        organization: OrganizationId,
+        user: &str,
+    ) -> StoreResult<bool>;
 }
 
 /// Rate-limit state shared by every server process.
@@ -330,6 +347,7 @@ pub trait Tx:
     + Repo<Variable>
     + Repo<DeploymentRequest>
     + Repo<DeploymentStage>
+    + Repo<Invitation>
     + StageQueries
     + VariableQueries
     + DeploymentQueue

@@ -165,7 +165,9 @@ async fn open(settings: &Settings) -> anyhow::Result<Capstan> {
         signing,
         time::Duration::seconds(GIT_STATUS_CACHE_SECONDS),
     );
-    Ok(Capstan::new(Arc::new(db), Arc::new(SystemClock)).with_git(git))
+    Ok(Capstan::new(Arc::new(db), Arc::new(SystemClock))
+        .with_git(git)
+        .with_public_url(&settings.public_url))
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {

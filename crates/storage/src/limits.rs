@@ -3,7 +3,7 @@
 
 use crate::db::{db_run, db_transaction, store_error, Conn, Db};
 use crate::rows::parse;
-use crate::rows::ts;
+use crate::rows::{ts, utc};
 use crate::schema::{idempotency_keys as ik, organization_members as om, rate_limits as rl};
 use crate::session::Session;
 use async_trait::async_trait;
@@ -13,11 +13,12 @@ use diesel_async::RunQueryDsl;
 use domain::auth::Role;
 use domain::error::StoreResult;
 use domain::ids::OrganizationId;
+use domain::model::Member;
 use domain::ports::{
     IdempotencyClaim, IdempotencyStore, MemberStore, RateLimitStore, StoredResponse, Tx,
 };
 use domain::ratelimit::{Gcra, GcraLease};
-use time::OffsetDateTime;
+use time::{OffsetDateTime, PrimitiveDateTime};
 
 #[async_trait]
 impl RateLimitStore for Db {
@@ -199,5 +200,89 @@ impl MemberStore for Session {
             .await)
         .map_err(store_error)?;
         Ok(())
+    }
+
+    async fn members(&mut self, organization: OrganizationId) -> StoreResult<Vec<Member>> {
+        let org = organization.to_string();
+        let (conn, _) = self.parts()?;
+        type MemberRow = (String, String, PrimitiveDateTime, Option<String>, bool);
+        let rows: Vec<MemberRow> = db_run!(*conn, |c| om::table
+            .filter(om::organization_id.eq(&org))
+            .order((om::created_at.asc(), om::user_id.asc()))
+            .select((om::user_id, om::role, om::created_at, om::email, om::owner))
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        rows.into_iter()
+            .map(|(user_id, role, created_at, email, owner)| {
+                Ok(Member {
+                    organization_id: organization,
+                    role: Role::from_name(&role).ok_or_else(|| {
+                        domain::error::StoreError::Other(format!(
+                            "unreadable role in store: {role:?}"
+                        ))
+                    })?,
+                    user_id,
+                    email,
+                    owner,
+                    created_at: utc(created_at),
+                })
+            })
+            .collect()
+    }
+
+    async fn set_member_email(
+        &mut self,
+        organization: OrganizationId,
+        user: &str,
+        email: &str,
+    ) -> StoreResult<()> {
+        let (org, user, email) = (
+            organization.to_string(),
+            user.to_string(),
+            email.to_string(),
+        );
+        let (conn, _) = self.parts()?;
+        db_run!(*conn, |c| diesel::update(
+            om::table
+                .filter(om::organization_id.eq(&org))
+                .filter(om::user_id.eq(&user))
+        )
+        .set(om::email.eq(Some(&email)))
+        .execute(c)
+        .await)
+        .map_err(store_error)?;
+        Ok(())
+    }
+
+    async fn set_owner(&mut self, organization: OrganizationId, user: &str) -> StoreResult<()> {
+        let (org, user) = (organization.to_string(), user.to_string());
+        let (conn, _) = self.parts()?;
+        db_run!(*conn, |c| diesel::update(
+            om::table.filter(om::organization_id.eq(&org))
+        )
+        .set(om::owner.eq(om::user_id.eq(&user)))
+        .execute(c)
+        .await)
+        .map_err(store_error)?;
+        Ok(())
+    }
+
+    async fn remove_member(
+        &mut self,
+        organization: OrganizationId,
+        user: &str,
+    ) -> StoreResult<bool> {
+        let (org, user) = (organization.to_string(), user.to_string());
+        let (conn, _) = self.parts()?;
+        let n = db_run!(*conn, |c| diesel::delete(
+            om::table
+                .filter(om::organization_id.eq(&org))
+                .filter(om::user_id.eq(&user))
+        )
+        .execute(c)
+        .await)
+        .map_err(store_error)?;
+        Ok(n > 0)
     }
 }

@@ -167,6 +167,9 @@ repo!(
     deployment_requests,
     |q, service| q.filter(schema::deployment_requests::service_id.eq(service.to_string()))
 );
+repo!(Invitation, InvitationRow, invitations, |q, org| q.filter(
+    schema::invitations::organization_id.eq(org.to_string())
+));
 repo!(
     DeploymentStage,
     DeploymentStageRow,

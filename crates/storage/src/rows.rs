@@ -204,6 +204,55 @@ impl FromRow for CloudCredentials {
     }
 }
 
+row!(
+    InvitationRow,
+    invitations {
+        id: String,
+        organization_id: String,
+        email: String,
+        email_key: String,
+        role: String,
+        inviter: String,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+        expires_at: PrimitiveDateTime,
+    }
+);
+
+impl ToRow for Invitation {
+    type Row = InvitationRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<InvitationRow> {
+        Ok(InvitationRow {
+            id: self.id.to_string(),
+            organization_id: self.organization_id.to_string(),
+            email: self.email.clone(),
+            email_key: self.email_key(),
+            role: self.role.name().to_string(),
+            inviter: self.inviter.clone(),
+            created_at: ts(self.created_at),
+            updated_at: ts(self.updated_at),
+            expires_at: ts(self.expires_at),
+        })
+    }
+}
+
+impl FromRow for Invitation {
+    fn from_row(r: InvitationRow, _cipher: &Cipher) -> StoreResult<Self> {
+        Ok(Self {
+            id: parse("id", &r.id)?,
+            organization_id: parse("organization_id", &r.organization_id)?,
+            email: r.email,
+            role: domain::auth::Role::from_name(&r.role).ok_or_else(|| {
+                StoreError::Other(format!("unreadable role in store: {}", r.role))
+            })?,
+            inviter: r.inviter,
+            created_at: utc(r.created_at),
+            updated_at: utc(r.updated_at),
+            expires_at: utc(r.expires_at),
+        })
+    }
+}
+
 row!(ClusterRow, clusters {
     id: String, organization_id: String, name: String, name_key: String,
     description: Option<String>, region: String, cloud_provider: String,

@@ -216,6 +216,22 @@ diesel::table! {
         user_id -> Text,
         role -> Text,
         created_at -> Timestamp,
+        email -> Nullable<Text>,
+        owner -> Bool,
+    }
+}
+
+diesel::table! {
+    invitations (id) {
+        id -> Text,
+        organization_id -> Text,
+        email -> Text,
+        email_key -> Text,
+        role -> Text,
+        inviter -> Text,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+        expires_at -> Timestamp,
     }
 }
 
@@ -239,6 +255,7 @@ diesel::table! {
 
 diesel::allow_tables_to_appear_in_same_query!(
     organization_members,
+    invitations,
     deployment_requests,
     deployment_stages,
     deployment_stage_services,

@@ -4,6 +4,7 @@ mod catalog;
 mod credentials;
 mod deployments;
 mod listings;
+mod members;
 mod organization;
 mod resources;
 mod services;
@@ -62,6 +63,7 @@ pub fn api_routes(r: &mut Routes) {
     services::routes(r);
     deployments::routes(r);
     listings::routes(r);
+    members::routes(r);
     stages::routes(r);
     variables::routes(r);
     webhooks::routes(r);

@@ -5,6 +5,7 @@ mod enums;
 mod credentials;
 mod deployment;
 mod git_repository;
+mod members;
 mod name;
 mod organization;
 mod regions;
@@ -27,6 +28,7 @@ pub use deployment::{
 };
 pub use enums::*;
 pub use git_repository::{GitRepository, GitRepositoryInput};
+pub use members::{member_id, Invitation, Member, INVITATION_LIFETIME};
 pub use name::Name;
 pub use organization::{ApiToken, Organization};
 pub use regions::{is_region, regions, Region};

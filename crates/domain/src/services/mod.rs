@@ -8,6 +8,7 @@ mod git_tokens;
 mod hierarchy;
 mod histories;
 mod listings;
+mod members;
 mod organizations;
 mod registries;
 mod service_kinds;
@@ -25,6 +26,7 @@ pub use git_tokens::{GitTokenDetails, GitTokenInput};
 pub use hierarchy::{ClusterInput, ProjectDetails, ProjectInput};
 pub use histories::{BatchHistory, HistoryEntry, HistoryPage, HistoryPaging};
 pub use listings::{ClusterEnvironment, ServiceLight, ServiceScope};
+pub use members::{InvitationDetails, InviteInput, MemberRef, RoleChange};
 pub use organizations::{ApiTokenInput, NewApiToken, OrganizationUpdate};
 pub use registries::{RegistryDetails, RegistryInput};
 pub use stages::{StageDetails, StageInput, StagedService};
@@ -52,6 +54,8 @@ pub struct Capstan {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     git: Option<GitIntegration>,
+    /// Where clients reach this API (invitation links point there).
+    public_url: String,
 }
 
 impl Capstan {
@@ -60,7 +64,14 @@ impl Capstan {
             store,
             clock,
             git: None,
+            public_url: "http://127.0.0.1:8080".into(),
         }
+    }
+
+    /// The address clients reach this API at.
+    pub fn with_public_url(mut self, url: &str) -> Self {
+        self.public_url = url.trim_end_matches('/').to_string();
+        self
     }
 
     /// With the git providers, for webhook status, repair and delivery.

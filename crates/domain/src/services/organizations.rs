@@ -116,6 +116,7 @@ impl Capstan {
         let mut tx = self.writing().await?;
         self.insert(&mut *tx, &org, "installation").await?;
         tx.put_member(org.id, user, Role::Admin, now).await?;
+        tx.set_owner(org.id, user).await?;
         tx.commit().await?;
         Ok(org)
     }
