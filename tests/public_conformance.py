@@ -185,6 +185,12 @@ registry = call('POST', f'/organization/{org}/containerRegistry', registry_body)
 call('GET', f'/organization/{org}/containerRegistry')
 call('GET', f'/organization/{org}/containerRegistry/{registry}')
 call('PUT', f'/organization/{org}/containerRegistry/{registry}', dict(registry_body, description='our images'))
+charts_body = {'name': 'charts', 'kind': 'HTTPS', 'url': 'https://charts.example.com', 'skip_tls_verification': False, 'config': {'username': 'u', 'password': 'p'}}
+charts = call('POST', f'/organization/{org}/helmRepository', charts_body)['id']
+call('GET', f'/organization/{org}/helmRepository')
+call('GET', f'/organization/{org}/helmRepository/{charts}')
+call('PUT', f'/organization/{org}/helmRepository/{charts}', dict(charts_body, name='our-charts'))
+call('GET', '/availableHelmRepository')
 project = call('POST', f'/organization/{org}/project', {'name': 'deployments', 'description': 'everything deployed'})['id']
 call('GET', f'/organization/{org}/project')
 call('GET', f'/project/{project}')
@@ -214,7 +220,7 @@ bodies = {
             'healthchecks': {}, 'schedule': {'cronjob': {'scheduled_at': '0 * * * *', 'timezone': 'Etc/UTC', 'arguments': ['run'], 'entrypoint': '/bin/sh'}},
             'auto_deploy': False, 'annotations_groups': [], 'labels_groups': [], 'icon_uri': 'app://capstan/job', 'cpu_architecture': 'AMD64'},
     'helm': {'name': 'redis', 'description': 'cache', 'timeout_sec': 600, 'auto_preview': False, 'auto_deploy': False,
-             'source': {'helm_repository': {'repository': 'https://charts.example.com', 'chart_name': 'redis', 'chart_version': '19.0.0'}},
+             'source': {'helm_repository': {'repository': charts, 'chart_name': 'redis', 'chart_version': '19.0.0'}},
              'arguments': ['--wait'], 'allow_cluster_wide_resources': False, 'values_override': {'set': [['replicas', '1']], 'set_string': [], 'set_json': [], 'file': None},
              'icon_uri': 'app://capstan/helm', 'ports': [{'name': 'redis', 'internal_port': 6379, 'external_port': 443, 'service_name': 'redis-master', 'protocol': 'HTTP', 'is_default': True}]},
     'terraform': {'name': 'infra', 'description': 'the network', 'auto_deploy_config': {'auto_deploy': False, 'terraform_action': 'DEFAULT'},
@@ -298,6 +304,7 @@ call('GET', f'/environment/{env}/services')
 call('GET', f'/cluster/{cluster["id"]}/environments')
 call('GET', f'/organization/{org}/containerRegistry/{registry}/associatedServices')
 call('GET', f'/organization/{org}/containerRegistry/{registry}/container/status')
+call('GET', f'/organization/{org}/helmRepository/{charts}/associatedServices')
 call('GET', '/cloudProvider')
 call('GET', '/availableContainerRegistry')
 call('GET', f'/service/{ids["application"]}/gitWebhookStatus')
@@ -403,6 +410,8 @@ spare_credentials = call('POST', f'/organization/{org}/cloudA/credentials', {'ty
 call('DELETE', f'/organization/{org}/cloudA/credentials/{spare_credentials}')
 spare_registry = call('POST', f'/organization/{org}/containerRegistry', dict(registry_body, name='spare'))['id']
 call('DELETE', f'/organization/{org}/containerRegistry/{spare_registry}')
+spare_charts = call('POST', f'/organization/{org}/helmRepository', dict(charts_body, name='spare'))['id']
+call('DELETE', f'/organization/{org}/helmRepository/{spare_charts}')
 spare_cluster = call('POST', f'/organization/{org}/cluster', dict(cluster_body, name='spare'))['id']
 call('DELETE', f'/organization/{org}/cluster/{spare_cluster}')
 if JWT_SECRET:

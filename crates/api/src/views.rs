@@ -5,8 +5,9 @@ use domain::auth::Role;
 use domain::model::*;
 use domain::pagination::Page;
 use domain::services::{
-    AssociatedService, ClusterEnvironment, EnvironmentDetails, GitTokenDetails, ImportReport,
-    InvitationDetails, NewApiToken, ProjectDetails, RegistryDetails, ServiceLight, VariableDetails,
+    AssociatedService, ClusterEnvironment, EnvironmentDetails, GitTokenDetails,
+    HelmRepositoryDetails, ImportReport, InvitationDetails, NewApiToken, ProjectDetails,
+    RegistryDetails, ServiceLight, VariableDetails,
 };
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -971,4 +972,44 @@ impl From<InvitationDetails> for InvitationView {
             expires_at: i.expires_at,
         }
     }
+}
+
+/// A helm chart repository; `config` shows its public members only.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct HelmRepositoryView {
+    #[serde(flatten)]
+    pub base: Base,
+    pub name: String,
+    pub kind: HelmRepositoryKind,
+    pub url: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub skip_tls_verification: bool,
+    pub associated_services_count: u64,
+    pub config: RegistryConfig,
+}
+
+impl From<HelmRepositoryDetails> for HelmRepositoryView {
+    fn from(d: HelmRepositoryDetails) -> Self {
+        let r = d.repository;
+        Self {
+            base: base(r.id.0, r.created_at, r.updated_at),
+            name: r.name.into(),
+            kind: r.kind,
+            url: r.url,
+            description: r.description,
+            skip_tls_verification: r.skip_tls_verification,
+            associated_services_count: d.associated_services_count,
+            config: r.config,
+        }
+    }
+}
+
+/// A kind of helm repository and the `config` members it takes.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct AvailableHelmRepositoryView {
+    pub kind: HelmRepositoryKind,
+    #[schema(value_type = Object)]
+    pub required_config: serde_json::Map<String, serde_json::Value>,
+    pub is_mandatory: bool,
 }

@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The organization's resources beyond SPEC.md's endpoints, over HTTP on both backends: cloud
-//! credentials of the three providers; lists across the hierarchy; the catalogs.
+//! credentials of the three providers; lists across the hierarchy; the catalogs; helm
+//! repositories.
 
 mod common;
 
@@ -15,6 +16,7 @@ http_suite!(
     a_registry_lists_the_services_pulling_from_it,
     lists_of_another_organization_are_forbidden,
     the_catalogs_list_providers_and_registry_kinds,
+    helm_repositories_are_kept_and_named_by_helm_services,
 );
 
 fn ids(v: &Value, member: &str) -> Vec<String> {
@@ -502,4 +504,107 @@ async fn credentials_are_refused_with_the_member_at_fault<S: App>(t: T<S>) {
             .await
             .expect_error(400, message);
     }
+}
+
+async fn helm_repositories_are_kept_and_named_by_helm_services<S: App>(t: T<S>) {
+    let org = t.org.clone();
+    let (_, _, env) = t.hierarchy().await;
+    let path = format!("/organization/{org}/helmRepository");
+    let created = t
+        .post(
+            &path,
+            json!({"name": "charts", "kind": "HTTPS", "url": "https://charts.acme.example",
+                   "skip_tls_verification": false,
+                   "config": {"username": "bot", "password": "hunter2-charts"}}),
+        )
+        .await
+        .expect(201);
+    let repo = created.id();
+    assert_eq!(created.body["config"], json!({"username": "bot"}));
+    assert!(!created.text.contains("hunter2-charts"));
+    assert_eq!(created.body["associated_services_count"], 0);
+    for (body, status, message) in [
+        (
+            json!({"name": "x", "kind": "OCI_ECR", "url": "https://x.example", "skip_tls_verification": false, "config": {}}),
+            400,
+            "url: must be an oci:// address for a OCI_ECR repository",
+        ),
+        (
+            json!({"name": "y", "kind": "OCI_GENERIC_CR", "skip_tls_verification": false, "config": {}}),
+            400,
+            "url: is required for a OCI_GENERIC_CR repository",
+        ),
+        (
+            json!({"name": "CHARTS", "kind": "OCI_GITHUB_CR", "skip_tls_verification": false, "config": {}}),
+            409,
+            "a helm repository named 'CHARTS' already exists",
+        ),
+    ] {
+        t.post(&path, body).await.expect_error(status, message);
+    }
+    let helm = |repository: &str| {
+        json!({"name": "redis", "source": {"helm_repository": {"repository": repository,
+               "chart_name": "redis", "chart_version": "19.0.0"}},
+               "arguments": [], "auto_deploy": false, "values_override": {}})
+    };
+    let service = t
+        .post(&format!("/environment/{env}/helm"), helm(&repo))
+        .await
+        .expect(201);
+    assert_eq!(
+        service.body["source"]["repository"]["repository"],
+        json!({"id": repo, "name": "charts", "url": "https://charts.acme.example",
+               "organization_repository": true})
+    );
+    let helm_id = service.id();
+    t.put(
+        &format!("{path}/{repo}"),
+        json!({"name": "our-charts", "kind": "HTTPS", "url": "https://charts2.acme.example",
+               "skip_tls_verification": true, "config": {"username": "bot"}}),
+    )
+    .await
+    .expect(200);
+    let shown = t.get(&format!("/helm/{helm_id}")).await.expect(200);
+    assert_eq!(
+        shown.body["source"]["repository"]["repository"]["name"],
+        "our-charts"
+    );
+    assert_eq!(
+        shown.body["source"]["repository"]["repository"]["url"],
+        "https://charts2.acme.example"
+    );
+    let got = t.get(&format!("{path}/{repo}")).await.expect(200);
+    assert_eq!(got.body["associated_services_count"], 1);
+    assert_eq!(got.body["skip_tls_verification"], true);
+    let users = t
+        .get(&format!("{path}/{repo}/associatedServices"))
+        .await
+        .expect(200);
+    assert_eq!(users.body["results"][0]["service_id"], json!(helm_id));
+    assert_eq!(users.body["results"][0]["service_type"], "HELM");
+    // In use: not deleted; unknown or another organization's: refused.
+    t.delete(&format!("{path}/{repo}"))
+        .await
+        .expect_error(409, "the helm repository is still used by helm services");
+    t.post(
+        &format!("/environment/{env}/helm"),
+        helm(&uuid::Uuid::new_v4().to_string()),
+    )
+    .await
+    .expect_error(404, "helm repository not found");
+    let other = t.other_org_token().await;
+    let theirs = t
+        .call(
+            Some(&other),
+            actix_web::http::Method::GET,
+            &format!("{path}/{repo}"),
+            None,
+        )
+        .await;
+    assert_eq!(theirs.status, 403, "{}", theirs.text);
+    t.delete(&format!("/helm/{helm_id}")).await;
+    t.gone(&format!("/helm/{helm_id}")).await;
+    t.delete(&format!("{path}/{repo}")).await.expect(204);
+    let kinds = t.get("/availableHelmRepository").await.expect(200);
+    assert_eq!(kinds.body["results"].as_array().unwrap().len(), 8);
 }

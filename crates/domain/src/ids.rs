@@ -59,4 +59,5 @@ typed_id!(
     DeploymentRequestId,
     DeploymentStageId,
     InvitationId,
+    HelmRepositoryId,
 );

@@ -44,6 +44,8 @@ pub struct ServiceFilter {
     pub registry: Option<ContainerRegistryId>,
     /// Services whose git repository uses this token.
     pub git_token: Option<GitTokenId>,
+    /// Helm services whose chart comes from this repository.
+    pub helm_repository: Option<HelmRepositoryId>,
     pub kind: Option<ServiceKind>,
 }
 
@@ -348,6 +350,7 @@ pub trait Tx:
     + Repo<DeploymentRequest>
     + Repo<DeploymentStage>
     + Repo<Invitation>
+    + Repo<HelmRepository>
     + StageQueries
     + VariableQueries
     + DeploymentQueue

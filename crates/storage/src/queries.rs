@@ -135,6 +135,7 @@ impl ServiceQueries for Session {
             key(filter.registry.map(|r| r.to_string())),
             key(filter.git_token.map(|t| t.to_string())),
         );
+        let helm_repository = key(filter.helm_repository.map(|r| r.to_string()));
         let kind = filter.kind.map(|k| k.as_str());
         let (conn, cipher) = self.parts()?;
         let (rows, total): (Vec<ServiceRow>, i64) = db_run!(*conn, |c| {
@@ -163,6 +164,9 @@ impl ServiceQueries for Session {
                 }
                 if let Some(v) = &token {
                     q = q.filter(services::git_token_id.eq(v.clone()));
+                }
+                if let Some(v) = &helm_repository {
+                    q = q.filter(services::helm_repository_id.eq(v.clone()));
                 }
                 if let Some(v) = kind {
                     q = q.filter(services::kind.eq(v));

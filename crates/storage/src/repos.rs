@@ -154,6 +154,12 @@ repo!(
     container_registries,
     |q, org| q.filter(schema::container_registries::organization_id.eq(org.to_string()))
 );
+repo!(
+    HelmRepository,
+    HelmRepositoryRow,
+    helm_repositories,
+    |q, org| q.filter(schema::helm_repositories::organization_id.eq(org.to_string()))
+);
 repo!(GitToken, GitTokenRow, git_tokens, |q, org| q.filter(
     schema::git_tokens::organization_id.eq(org.to_string())
 ));

@@ -414,6 +414,54 @@ impl FromRow for ContainerRegistry {
     }
 }
 
+row!(HelmRepositoryRow, helm_repositories {
+    id: String, organization_id: String, name: String, name_key: String, kind: String, url: String,
+    description: Option<String>, skip_tls_verification: bool, config: String,
+    secret_config: String, created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
+});
+
+impl ToRow for HelmRepository {
+    type Row = HelmRepositoryRow;
+    fn to_row(&self, cipher: &Cipher) -> StoreResult<HelmRepositoryRow> {
+        let r = self;
+        Ok(HelmRepositoryRow {
+            id: r.id.to_string(),
+            organization_id: r.organization_id.to_string(),
+            name: r.name.to_string(),
+            name_key: r.name.key(),
+            kind: r.kind.as_str().into(),
+            url: r.url.clone(),
+            description: r.description.clone(),
+            skip_tls_verification: r.skip_tls_verification,
+            config: serde_json::to_string(&r.config)
+                .map_err(|e| StoreError::Other(e.to_string()))?,
+            secret_config: cipher.encrypt(r.secret_config.expose())?,
+            created_at: ts(r.created_at),
+            updated_at: ts(r.updated_at),
+        })
+    }
+}
+
+impl FromRow for HelmRepository {
+    fn from_row(r: HelmRepositoryRow, cipher: &Cipher) -> StoreResult<Self> {
+        Ok(Self {
+            id: parse("id", &r.id)?,
+            organization_id: parse("organization_id", &r.organization_id)?,
+            name: Name::stored(r.name),
+            kind: parse("kind", &r.kind)?,
+            url: r.url,
+            description: r.description,
+            skip_tls_verification: r.skip_tls_verification,
+            config: serde_json::from_str(&r.config).map_err(|e| {
+                StoreError::Other(format!("unreadable helm repository config: {e}"))
+            })?,
+            secret_config: Secret::new(cipher.decrypt(&r.secret_config)?),
+            created_at: utc(r.created_at),
+            updated_at: utc(r.updated_at),
+        })
+    }
+}
+
 row!(GitTokenRow, git_tokens {
     id: String, organization_id: String, name: String, name_key: String, provider: String,
     token: String, description: Option<String>, workspace: Option<String>,
@@ -462,6 +510,7 @@ row!(ServiceRow, services {
     name: String, name_key: String, description: Option<String>, spec: String,
     registry_id: Option<String>, git_token_id: Option<String>,
     created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime, deployment_status: String,
+    helm_repository_id: Option<String>,
 });
 
 impl ToRow for Service {
@@ -486,6 +535,7 @@ impl ToRow for Service {
             created_at: ts(s.created_at),
             updated_at: ts(s.updated_at),
             deployment_status: s.deployment_status.as_str().into(),
+            helm_repository_id: s.spec.helm_repository_id().map(|r| r.to_string()),
         })
     }
 }

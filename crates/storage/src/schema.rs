@@ -129,6 +129,24 @@ diesel::table! {
         created_at -> Timestamp,
         updated_at -> Timestamp,
         deployment_status -> Text,
+        helm_repository_id -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
+    helm_repositories (id) {
+        id -> Text,
+        organization_id -> Text,
+        name -> Text,
+        name_key -> Text,
+        kind -> Text,
+        url -> Text,
+        description -> Nullable<Text>,
+        skip_tls_verification -> Bool,
+        config -> Text,
+        secret_config -> Text,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
     }
 }
 
@@ -256,6 +274,7 @@ diesel::table! {
 diesel::allow_tables_to_appear_in_same_query!(
     organization_members,
     invitations,
+    helm_repositories,
     deployment_requests,
     deployment_stages,
     deployment_stage_services,

@@ -7,12 +7,13 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::{path_id, Auth, Paging};
 use crate::openapi::{Doc, Query, Routes};
 use crate::views::{
-    AssociatedServiceView, AvailableRegistryView, CloudProviderEntryView, ClusterEnvironmentView,
-    OrganizationEnvironmentView, Paged, ServiceLightView, ServiceView,
+    AssociatedServiceView, AvailableHelmRepositoryView, AvailableRegistryView,
+    CloudProviderEntryView, ClusterEnvironmentView, OrganizationEnvironmentView, Paged,
+    ServiceLightView, ServiceView,
 };
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use domain::model::{regions, CloudProvider, RegistryKind, ServiceStatus};
+use domain::model::{regions, CloudProvider, HelmRepositoryKind, RegistryKind, ServiceStatus};
 use domain::pagination::Page;
 use domain::services::ServiceScope;
 
@@ -63,6 +64,22 @@ pub fn routes(r: &mut Routes) {
             registry_container_statuses,
             Doc::list::<ServiceStatus>(
                 "List the statuses of the containers pulling from a registry",
+            ),
+        )
+        .add();
+    r.at("/organization/{organizationId}/helmRepository/{helmRepositoryId}/associatedServices")
+        .get(
+            helm_repository_services,
+            Doc::list::<AssociatedServiceView>(
+                "List the helm services taking their chart from a repository",
+            ),
+        )
+        .add();
+    r.at("/availableHelmRepository")
+        .get(
+            available_helm_repositories,
+            Doc::list::<AvailableHelmRepositoryView>(
+                "List the kinds of helm repository and the configuration each takes",
             ),
         )
         .add();
@@ -204,11 +221,47 @@ async fn available_registries(Auth(_p): Auth, Paging(page): Paging) -> ApiResult
         .iter()
         .map(|kind| AvailableRegistryView {
             kind: *kind,
-            required_config: kind
-                .config_members()
-                .iter()
-                .map(|m| (m.to_string(), serde_json::json!("string")))
-                .collect(),
+            required_config: config_shape(kind.config_members()),
+            is_mandatory: false,
+        })
+        .collect();
+    Ok(ok(Paged::from_page(Page::from_vec(all, page), |k| k)))
+}
+
+async fn helm_repository_services(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+    Paging(page): Paging,
+) -> ApiResult<HttpResponse> {
+    let services = st
+        .capstan
+        .helm_repository_services(
+            &p,
+            path_id(&req, ORG)?,
+            path_id(&req, "helmRepositoryId")?,
+            page,
+        )
+        .await?;
+    Ok(ok(Paged::from_page(services, AssociatedServiceView::from)))
+}
+
+fn config_shape(members: &[&str]) -> serde_json::Map<String, serde_json::Value> {
+    members
+        .iter()
+        .map(|m| (m.to_string(), serde_json::json!("string")))
+        .collect()
+}
+
+async fn available_helm_repositories(
+    Auth(_p): Auth,
+    Paging(page): Paging,
+) -> ApiResult<HttpResponse> {
+    let all = HelmRepositoryKind::ALL
+        .iter()
+        .map(|kind| AvailableHelmRepositoryView {
+            kind: *kind,
+            required_config: config_shape(kind.config_members()),
             is_mandatory: false,
         })
         .collect();

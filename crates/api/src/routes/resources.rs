@@ -200,6 +200,19 @@ owned!(
     delete_registry
 );
 owned!(
+    helm_repositories,
+    "helmRepository",
+    "helmRepositoryId",
+    HelmRepositoryInput,
+    HelmRepositoryInput,
+    HelmRepositoryView,
+    list_helm_repositories,
+    create_helm_repository,
+    get_helm_repository,
+    update_helm_repository,
+    delete_helm_repository
+);
+owned!(
     git_tokens,
     "gitToken",
     "gitTokenId",
@@ -251,6 +264,7 @@ nested!(
 pub fn routes(r: &mut Routes) {
     clusters::routes(r);
     registries::routes(r);
+    helm_repositories::routes(r);
     git_tokens::routes(r);
     projects::routes(r);
     environments::routes(r);

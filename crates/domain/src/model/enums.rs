@@ -203,6 +203,49 @@ impl CloudProvider {
     }
 }
 
+string_enum!(HelmRepositoryKind {
+    Https => "HTTPS",
+    OciEcr => "OCI_ECR",
+    OciScalewayCr => "OCI_SCALEWAY_CR",
+    OciDockerHub => "OCI_DOCKER_HUB",
+    OciPublicEcr => "OCI_PUBLIC_ECR",
+    OciGenericCr => "OCI_GENERIC_CR",
+    OciGithubCr => "OCI_GITHUB_CR",
+    OciGitlabCr => "OCI_GITLAB_CR",
+});
+
+impl HelmRepositoryKind {
+    /// The `config` members a repository of this kind is reached with.
+    pub fn config_members(self) -> &'static [&'static str] {
+        match self {
+            HelmRepositoryKind::OciEcr => &["access_key_id", "secret_access_key", "region"],
+            HelmRepositoryKind::OciScalewayCr => &[
+                "altcloud_access_key",
+                "altcloud_secret_key",
+                "altcloud_project_id",
+                "region",
+            ],
+            HelmRepositoryKind::OciPublicEcr => &[],
+            HelmRepositoryKind::Https
+            | HelmRepositoryKind::OciDockerHub
+            | HelmRepositoryKind::OciGenericCr
+            | HelmRepositoryKind::OciGithubCr
+            | HelmRepositoryKind::OciGitlabCr => &["username", "password"],
+        }
+    }
+
+    /// The address used when a repository of this kind is created without one.
+    pub fn default_url(self) -> Option<&'static str> {
+        match self {
+            HelmRepositoryKind::OciDockerHub => Some("oci://registry-1.docker.io"),
+            HelmRepositoryKind::OciPublicEcr => Some("oci://public.ecr.aws"),
+            HelmRepositoryKind::OciGithubCr => Some("oci://ghcr.io"),
+            HelmRepositoryKind::OciGitlabCr => Some("oci://registry.gitlab.com"),
+            _ => None,
+        }
+    }
+}
+
 string_enum!(BuildMode {
     Docker => "DOCKER",
     Buildpacks => "BUILDPACKS",

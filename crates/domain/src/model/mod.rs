@@ -32,7 +32,9 @@ pub use members::{member_id, Invitation, Member, INVITATION_LIFETIME};
 pub use name::Name;
 pub use organization::{ApiToken, Organization};
 pub use regions::{is_region, regions, Region};
-pub use resources::{Cluster, ContainerRegistry, Environment, GitToken, Project, RegistryConfig};
+pub use resources::{
+    Cluster, ContainerRegistry, Environment, GitToken, HelmRepository, Project, RegistryConfig,
+};
 pub use service::*;
 pub use service_kinds::*;
 pub use service_settings::*;

@@ -147,6 +147,29 @@ record!(
     "container registry"
 );
 
+/// A helm chart repository of an organization; `config` as a container registry's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HelmRepository {
+    pub id: HelmRepositoryId,
+    pub organization_id: OrganizationId,
+    pub name: super::Name,
+    pub kind: super::HelmRepositoryKind,
+    pub url: String,
+    pub description: Option<String>,
+    pub skip_tls_verification: bool,
+    pub config: RegistryConfig,
+    /// The secret members of `config`, as a JSON object serialized to text.
+    pub secret_config: Secret,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+record!(
+    HelmRepository,
+    HelmRepositoryId,
+    OrganizationId,
+    "helm repository"
+);
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct GitToken {
     pub id: GitTokenId,

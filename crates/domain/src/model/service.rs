@@ -194,6 +194,20 @@ impl ServiceSpec {
         }
     }
 
+    /// The organization's helm repository the chart comes from, if any.
+    pub fn helm_repository_id(&self) -> Option<HelmRepositoryId> {
+        match self {
+            ServiceSpec::Helm(h) => h
+                .source
+                .repository
+                .as_ref()
+                .map(|r| &r.repository)
+                .filter(|r| r.organization_repository)
+                .map(|r| HelmRepositoryId(r.id)),
+            _ => None,
+        }
+    }
+
     /// The git repositories the service is built or configured from.
     pub fn git_repositories(&self) -> Vec<&GitRepository> {
         let mut out = Vec::new();

@@ -710,6 +710,10 @@ pub struct HelmChartRepository {
     pub id: Uuid,
     pub name: String,
     pub url: String,
+    /// One of the organization's helm repositories (named by its id; its name and address are
+    /// read each time the record is), rather than an address given inline.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub organization_repository: bool,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -966,7 +970,8 @@ impl HelmInput {
     }
 }
 
-/// A chart repository is named by its id or by its URL; a URL gets a stable id derived from it.
+/// A chart repository is named by its id (one of the organization's helm repositories) or by
+/// its URL; a URL gets a stable id derived from it.
 fn chart_repository(value: &str) -> Result<HelmChartRepository, DomainError> {
     let field = "source.helm_repository.repository";
     if let Ok(id) = Uuid::parse_str(value.trim()) {
@@ -974,6 +979,7 @@ fn chart_repository(value: &str) -> Result<HelmChartRepository, DomainError> {
             id,
             name: id.to_string(),
             url: String::new(),
+            organization_repository: true,
         });
     }
     let url = validate::http_url(field, value).map_err(|_| {
@@ -983,6 +989,7 @@ fn chart_repository(value: &str) -> Result<HelmChartRepository, DomainError> {
         id: Uuid::new_v5(&Uuid::NAMESPACE_URL, url.as_str().as_bytes()),
         name: url.host_str().unwrap_or_default().to_string(),
         url: value.trim().to_string(),
+        organization_repository: false,
     })
 }
 

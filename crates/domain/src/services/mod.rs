@@ -5,6 +5,7 @@ mod credentials;
 mod deployments;
 mod environments;
 mod git_tokens;
+mod helm_repositories;
 mod hierarchy;
 mod histories;
 mod listings;
@@ -23,6 +24,7 @@ pub use catalog::AssociatedService;
 pub use deployments::{refusal, Chosen, Deletion, DeployInput, Selection};
 pub use environments::{CloneInput, EnvironmentDetails, EnvironmentInput, EnvironmentUpdate};
 pub use git_tokens::{GitTokenDetails, GitTokenInput};
+pub use helm_repositories::{HelmRepositoryDetails, HelmRepositoryInput};
 pub use hierarchy::{ClusterInput, ProjectDetails, ProjectInput};
 pub use histories::{BatchHistory, HistoryEntry, HistoryPage, HistoryPaging};
 pub use listings::{ClusterEnvironment, ServiceLight, ServiceScope};
@@ -268,6 +270,7 @@ named!(
     crate::model::Service,
     crate::model::ContainerRegistry,
     crate::model::GitToken,
+    crate::model::HelmRepository,
     crate::model::CloudCredentials,
     crate::model::ApiToken,
     crate::model::Organization,

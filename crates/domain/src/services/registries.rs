@@ -38,7 +38,7 @@ pub struct RegistryDetails {
 }
 
 /// Splits `config` into the members that may be shown and the secret rest.
-fn split_config(config: Map<String, Value>) -> DomainResult<(RegistryConfig, Secret)> {
+pub(super) fn split_config(config: Map<String, Value>) -> DomainResult<(RegistryConfig, Secret)> {
     let (public, secret): (Map<String, Value>, Map<String, Value>) = config
         .into_iter()
         .partition(|(k, _)| RegistryConfig::PUBLIC_MEMBERS.contains(&k.as_str()));
@@ -54,7 +54,7 @@ fn split_config(config: Map<String, Value>) -> DomainResult<(RegistryConfig, Sec
 }
 
 /// The stored secret members, updated with those sent now.
-fn merge_secrets(stored: &Secret, sent: &Secret) -> DomainResult<Secret> {
+pub(super) fn merge_secrets(stored: &Secret, sent: &Secret) -> DomainResult<Secret> {
     let parse =
         |s: &Secret| serde_json::from_str::<Map<String, Value>>(s.expose()).unwrap_or_default();
     let mut merged = parse(stored);

@@ -5,8 +5,8 @@ use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{EnvironmentId, OrganizationId, ServiceId};
 use crate::model::{
-    ContainerRegistry, DeploymentStatus, Environment, GitToken, RegistrySummary, Service,
-    ServiceDraft, ServiceKind, ServiceSpec,
+    ContainerRegistry, DeploymentStatus, Environment, GitToken, HelmRepository, RegistrySummary,
+    Service, ServiceDraft, ServiceKind, ServiceSpec,
 };
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{Reference, Scope, Unit};
@@ -32,6 +32,14 @@ impl Capstan {
                 ));
             }
         }
+        if let Some(id) = spec.helm_repository_id() {
+            let repository: HelmRepository = self.load(tx, p, id, Action::Read).await?;
+            if repository.organization_id != org {
+                return Err(DomainError::Forbidden(
+                    "the helm repository belongs to another organization".into(),
+                ));
+            }
+        }
         for repo in spec.git_repositories_mut() {
             if let Some(id) = repo.git_token_id {
                 tx.lock(Scope::Referenced(Reference::GitToken(id))).await?;
@@ -47,8 +55,8 @@ impl Capstan {
         Ok(())
     }
 
-    /// Fills the read-time members: git repositories' token names and access, and the
-    /// registries images come from (one query each for a whole page).
+    /// Fills the read-time members: git repositories' token names and access, the registries
+    /// images come from, the helm repositories charts come from (one query each for a page).
     pub(super) async fn decorate(
         &self,
         tx: &mut Unit,
@@ -65,6 +73,12 @@ impl Capstan {
             .await?;
         let registries = self
             .by_id::<ContainerRegistry>(tx, services.iter().filter_map(|s| s.spec.registry_id()))
+            .await?;
+        let charts = self
+            .by_id::<HelmRepository>(
+                tx,
+                services.iter().filter_map(|s| s.spec.helm_repository_id()),
+            )
             .await?;
         for service in &mut services {
             let summary = service
@@ -85,6 +99,14 @@ impl Capstan {
                     }
                 }
                 _ => {}
+            }
+            if let (Some(id), ServiceSpec::Helm(h)) =
+                (service.spec.helm_repository_id(), &mut service.spec)
+            {
+                if let (Some(r), Some(source)) = (charts.get(&id), h.source.repository.as_mut()) {
+                    source.repository.name = r.name.to_string();
+                    source.repository.url = r.url.clone();
+                }
             }
             for repo in service.spec.git_repositories_mut() {
                 repo.git_token_name = repo

@@ -1,0 +1,3 @@
+DROP INDEX services_helm_repository;
+ALTER TABLE services DROP COLUMN helm_repository_id;
+DROP TABLE helm_repositories;
