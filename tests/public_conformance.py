@@ -396,6 +396,14 @@ call('GET', f'/environment/{env}/statuses')
 doomed = call('POST', f'/project/{project}/environment', {'name': 'doomed'})['id']
 call('DELETE', f'/environment/{doomed}')
 
+# Organization-wide deployments of a new image tag.
+images = call('POST', f'/project/{project}/environment', {'name': 'images'})['id']
+auto = call('POST', f'/environment/{images}/container', dict(bodies['container'], name='auto-web', auto_deploy=True))['id']
+auto_job = call('POST', f'/environment/{images}/job', dict(bodies['job'], name='auto-cron', auto_deploy=True))['id']
+call('POST', f'/organization/{org}/container/deploy', {'image_name': 'nginx', 'tag': '3'})
+call('POST', f'/organization/{org}/job/deploy', {'image_name': 'busybox', 'tag': '3'})
+settle(f'/environment/{images}/statuses')
+
 # ---------- Deletions, on records of their own so that the run above keeps its hierarchy.
 spare_project = call('POST', f'/organization/{org}/project', {'name': 'spare'})['id']
 spare_env = call('POST', f'/project/{spare_project}/environment', {'name': 'spare'})['id']

@@ -3,6 +3,7 @@
 mod catalog;
 mod credentials;
 mod deployments;
+mod image_deploys;
 mod listings;
 mod members;
 mod organization;
@@ -62,6 +63,7 @@ pub fn api_routes(r: &mut Routes) {
     resources::routes(r);
     services::routes(r);
     deployments::routes(r);
+    image_deploys::routes(r);
     listings::routes(r);
     members::routes(r);
     stages::routes(r);

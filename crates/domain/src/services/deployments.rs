@@ -223,7 +223,7 @@ impl Capstan {
     }
 
     /// Checks an action is allowed now and queues it for the service.
-    async fn request(
+    pub(super) async fn request(
         &self,
         tx: &mut Unit,
         p: &Principal,
