@@ -1,10 +1,15 @@
-"""Calls Capstan's deployment operations (issue 12: statuses, environment actions, bulk actions,
-stages, the queue, histories, every kind's actions) on a rich hierarchy and validates each answer
-against the public API's own description (../shared/reference/public-api.yaml): the schema of
-the operation's answer, found by its method and path template, with its required members,
-nullability and enums. What real clients decode, checked the way they decode it.
+"""Calls every operation Capstan serves that the public API's own description
+(../shared/reference/public-api.yaml) describes, on a rich hierarchy (every service kind, every
+variable scope, every provider's credentials, members between two signed-in users), with the
+bodies the public clients send, and validates each answer against the description: the schema
+of the operation's answer, found by its method and path template, with its required members,
+nullability and enums. What real clients decode, checked the way they decode it. Members sent
+are checked to come back as stored (and through an environment clone). It fails on an operation
+Capstan serves (its /openapi.json) that the description describes but this run never called.
 
     python3 tests/public_conformance.py BASE_URL TOKEN PUBLIC_API_YAML
+
+With CAPSTAN_JWT_HS256_SECRET set (the server's), it also acts as signed-in users.
 
 Reading the description: `nullable` becomes a JSON-schema null type; `oneOf` is read as `anyOf`,
 because the description's variants overlap (the helm variant of DeploymentHistoryServiceDetails
@@ -152,10 +157,10 @@ class FakeHostA(http.server.BaseHTTPRequestHandler):
 provider = http.server.ThreadingHTTPServer(('127.0.0.1', 0), FakeHostA)
 threading.Thread(target=provider.serve_forever, daemon=True).start()
 git_api_url = f'http://127.0.0.1:{provider.server_address[1]}'
-git_token = call('POST', f'/organization/{org}/gitToken', {'name': 'gh', 'description': 'bot', 'type': 'HOSTA', 'token': 'ghp_conformance', 'git_api_url': git_api_url, 'workspace': None})['id']
+git_token = call('POST', f'/organization/{org}/gitToken', {'name': 'conformance-gh', 'description': 'bot', 'type': 'HOSTA', 'token': 'ghp_conformance', 'git_api_url': git_api_url, 'workspace': None})['id']
 call('GET', f'/organization/{org}/gitToken')
 call('GET', f'/organization/{org}/gitToken/{git_token}')
-call('PUT', f'/organization/{org}/gitToken/{git_token}', {'name': 'gh', 'description': 'the bot', 'type': 'HOSTA', 'token': 'ghp_conformance2', 'git_api_url': git_api_url})
+call('PUT', f'/organization/{org}/gitToken/{git_token}', {'name': 'conformance-gh', 'description': 'the bot', 'type': 'HOSTA', 'token': 'ghp_conformance2', 'git_api_url': git_api_url})
 credentials = call('POST', f'/organization/{org}/cloudA/credentials', {'type': 'AWS_STATIC', 'name': 'keys', 'access_key_id': 'AKIACONFORMANCE', 'secret_access_key': 'conformance-secret'})['id']
 call('GET', f'/organization/{org}/cloudA/credentials')
 call('GET', f'/organization/{org}/cloudA/credentials/{credentials}')

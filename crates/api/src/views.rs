@@ -365,43 +365,36 @@ pub struct ServiceCommon {
     pub service_type: ServiceKind,
 }
 
-/// The most a workload may ask for, shown by the kinds that run one (applications,
-/// containers, jobs).
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct Maxima {
-    pub maximum_cpu: i64,
-    pub maximum_memory: i64,
-    pub maximum_gpu: i64,
-    /// The public description's own spelling, on applications only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub maximun_gpu: Option<i64>,
-}
-
-/// A service of any kind: the common members, then the kind's own.
+/// A service of any kind: the common members, then the kind's own. Applications, containers
+/// and jobs also show the most their workload may ask for (`maximum_*`; applications also under
+/// the public description's own spelling `maximun_gpu`).
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct ServiceView {
     #[serde(flatten)]
     pub common: ServiceCommon,
-    #[serde(flatten)]
-    pub maxima: Option<Maxima>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maximum_cpu: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maximum_memory: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maximum_gpu: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maximun_gpu: Option<i64>,
     #[serde(flatten)]
     pub spec: ServiceSpec,
 }
 
 impl From<Service> for ServiceView {
     fn from(s: Service) -> Self {
-        let maxima = matches!(
+        let workload = matches!(
             s.spec.kind(),
             ServiceKind::Application | ServiceKind::Container | ServiceKind::Job
-        )
-        .then(|| Maxima {
-            maximum_cpu: MAXIMUM_CPU,
-            maximum_memory: MAXIMUM_MEMORY,
-            maximum_gpu: MAXIMUM_GPU,
-            maximun_gpu: (s.spec.kind() == ServiceKind::Application).then_some(MAXIMUM_GPU),
-        });
+        );
         Self {
-            maxima,
+            maximum_cpu: workload.then_some(MAXIMUM_CPU),
+            maximum_memory: workload.then_some(MAXIMUM_MEMORY),
+            maximum_gpu: workload.then_some(MAXIMUM_GPU),
+            maximun_gpu: (s.spec.kind() == ServiceKind::Application).then_some(MAXIMUM_GPU),
             common: ServiceCommon {
                 base: base(s.id.0, s.created_at, s.updated_at),
                 environment: Reference {
