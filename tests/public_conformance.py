@@ -185,6 +185,24 @@ cluster_body = {'name': 'conf', 'description': 'where it runs', 'region': 'eu-we
 cluster = call('POST', f'/organization/{org}/cluster', cluster_body)
 call('GET', f'/organization/{org}/cluster')
 call('PUT', f'/organization/{org}/cluster/{cluster["id"]}', dict(cluster_body, description='where it all runs'))
+cluster_path = f'/organization/{org}/cluster/{cluster["id"]}'
+call('GET', f'/organization/{org}/cluster/status')
+call('GET', f'{cluster_path}/isReady')
+settings = call('GET', f'{cluster_path}/advancedSettings')
+call('PUT', f'{cluster_path}/advancedSettings', dict(settings, **{'loki.log_retention_in_week': 4}))
+call('POST', f'{cluster_path}/deploy')
+
+
+def cluster_reaches(state):
+    for _ in range(1500):
+        if call('GET', f'{cluster_path}/status')['status'] == state: return
+        time.sleep(0.02)
+    failures.append(f'cluster never {state}')
+
+
+cluster_reaches('DEPLOYED')
+call('POST', f'{cluster_path}/stop')
+cluster_reaches('STOPPED')
 registry_body = {'name': 'conf-hub', 'kind': 'DOCKER_HUB', 'description': 'images', 'url': 'https://docker.io', 'config': {'username': 'u', 'password': 'p'}}
 registry = call('POST', f'/organization/{org}/containerRegistry', registry_body)['id']
 call('GET', f'/organization/{org}/containerRegistry')

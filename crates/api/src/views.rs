@@ -186,6 +186,10 @@ pub struct ClusterView {
     pub region: String,
     pub cloud_provider: CloudProvider,
     pub organization: Reference,
+    #[serde(flatten)]
+    pub spec: ClusterSpec,
+    pub status: ClusterState,
+    pub deployment_status: DeploymentStatus,
 }
 
 impl From<Cluster> for ClusterView {
@@ -199,6 +203,42 @@ impl From<Cluster> for ClusterView {
             organization: Reference {
                 id: c.organization_id.0,
             },
+            spec: c.spec,
+            status: c.run.state,
+            deployment_status: c.run.deployment_status,
+        }
+    }
+}
+
+/// Where the engine's work on a cluster stands. `reason` is the public description's
+/// (UNSPECIFIED); why the last action failed is `failure_reason`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ClusterStatusView {
+    pub cluster_id: Uuid,
+    pub status: ClusterState,
+    pub is_deployed: bool,
+    pub reason: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<String>,
+    pub deployment_status: DeploymentStatus,
+    pub last_execution_id: Option<String>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub last_deployment_date: Option<OffsetDateTime>,
+    pub next_k8s_available_version: Option<String>,
+}
+
+impl From<Cluster> for ClusterStatusView {
+    fn from(c: Cluster) -> Self {
+        Self {
+            cluster_id: c.id.0,
+            is_deployed: c.is_deployed(),
+            status: c.run.state,
+            reason: "UNSPECIFIED",
+            failure_reason: c.run.reason,
+            deployment_status: c.run.deployment_status,
+            last_execution_id: c.run.last_execution_id,
+            last_deployment_date: c.run.last_deployment_date,
+            next_k8s_available_version: None,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The engine port: what carries out the steps of a deployment request. The server wires an
 //! adapter (the simulated engine by default); the worker in `services::worker` drives it.
 
-use crate::model::{DeploymentRequest, Service, StepName};
+use crate::model::{Cluster, ClusterAction, DeploymentRequest, Service, StepName};
 use async_trait::async_trait;
 
 #[async_trait]
@@ -14,4 +14,7 @@ pub trait Engine: Send + Sync {
         request: &DeploymentRequest,
         service: &Service,
     ) -> Result<(), String>;
+
+    /// Deploys or stops a cluster. `Err` carries the reason it failed.
+    async fn run_cluster(&self, action: ClusterAction, cluster: &Cluster) -> Result<(), String>;
 }

@@ -233,6 +233,15 @@ pub trait QueueClaims: Send + Sync {
         now: time::OffsetDateTime,
         lease_until: time::OffsetDateTime,
     ) -> StoreResult<Vec<DeploymentRequest>>;
+    /// Moves the cluster queued longest (DEPLOYMENT_QUEUED, STOP_QUEUED) to its running state
+    /// (DEPLOYING, STOPPING), claimed by `worker` until `lease_until`, and returns it.
+    async fn claim_cluster(
+        &self,
+        worker: &str,
+        lease_until: time::OffsetDateTime,
+    ) -> StoreResult<Option<Cluster>>;
+    /// The clusters in a running state whose lease ran out before `now` (their worker died).
+    async fn expired_clusters(&self, now: time::OffsetDateTime) -> StoreResult<Vec<Cluster>>;
 }
 
 /// The users of organizations (JWT subjects) and their roles.

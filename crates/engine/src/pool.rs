@@ -71,7 +71,11 @@ async fn run(worker: Worker, mut stopped: watch::Receiver<bool>, poll: Duration)
         if *stopped.borrow() {
             return;
         }
-        let idle = match worker.run_next().await {
+        let next = match worker.run_next().await {
+            Ok(false) => worker.run_next_cluster().await,
+            ran => ran,
+        };
+        let idle = match next {
             Ok(ran) => !ran,
             Err(e) => {
                 tracing::error!(worker = worker.id(), error = %e, cause = ?e, "deployment worker failed");

@@ -5,7 +5,9 @@
 
 use async_trait::async_trait;
 use domain::engine::Engine;
-use domain::model::{DeploymentAction, DeploymentRequest, Service, StepName};
+use domain::model::{
+    Cluster, ClusterAction, DeploymentAction, DeploymentRequest, Service, StepName,
+};
 use std::time::Duration;
 
 /// The prefix of the words that make a simulated step fail.
@@ -59,6 +61,27 @@ impl Engine for SimulatedEngine {
             let what = failure_word(step, request.action);
             return Err(format!(
                 "simulated {what} failure (asked for with {FAILURE_MARKER}{what})"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Two steps' time; fails when the cluster's description asks for it
+    /// (`capstan-fail-deploy`, `capstan-fail-stop`).
+    async fn run_cluster(&self, action: ClusterAction, cluster: &Cluster) -> Result<(), String> {
+        tokio::time::sleep(self.step * 2).await;
+        let what = match action {
+            ClusterAction::Deploy => "deploy",
+            ClusterAction::Stop => "stop",
+        };
+        let marker = format!("{FAILURE_MARKER}{what}");
+        if cluster
+            .description
+            .as_deref()
+            .is_some_and(|d| d.contains(&marker))
+        {
+            return Err(format!(
+                "simulated cluster {what} failure (asked for with {marker})"
             ));
         }
         Ok(())

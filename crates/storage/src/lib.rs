@@ -2,6 +2,7 @@
 //! embedded default) and PostgreSQL (production; several instances may share one database).
 
 mod cipher;
+mod cluster_claims;
 mod db;
 mod group_commit;
 mod limits;

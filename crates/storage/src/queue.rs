@@ -605,4 +605,19 @@ impl QueueClaims for Db {
         })
         .await
     }
+
+    async fn claim_cluster(
+        &self,
+        worker: &str,
+        lease_until: OffsetDateTime,
+    ) -> StoreResult<Option<domain::model::Cluster>> {
+        crate::cluster_claims::claim_cluster(self, worker, lease_until).await
+    }
+
+    async fn expired_clusters(
+        &self,
+        now: OffsetDateTime,
+    ) -> StoreResult<Vec<domain::model::Cluster>> {
+        crate::cluster_claims::expired_clusters(self, now).await
+    }
 }

@@ -256,13 +256,18 @@ impl FromRow for Invitation {
 row!(ClusterRow, clusters {
     id: String, organization_id: String, name: String, name_key: String,
     description: Option<String>, region: String, cloud_provider: String,
-    created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
+    created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime, spec: String,
+    advanced_settings: String, state: String, deployment_status: String,
+    state_reason: Option<String>, queued_at: Option<PrimitiveDateTime>,
+    last_deployment_date: Option<PrimitiveDateTime>, last_execution_id: Option<String>,
+    claimed_by: Option<String>, lease_until: Option<PrimitiveDateTime>,
 });
 
 impl ToRow for Cluster {
     type Row = ClusterRow;
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<ClusterRow> {
         let c = self;
+        let json = |v: serde_json::Result<String>| v.map_err(|e| StoreError::Other(e.to_string()));
         Ok(ClusterRow {
             id: c.id.to_string(),
             organization_id: c.organization_id.to_string(),
@@ -273,12 +278,23 @@ impl ToRow for Cluster {
             cloud_provider: c.cloud_provider.as_str().into(),
             created_at: ts(c.created_at),
             updated_at: ts(c.updated_at),
+            spec: json(serde_json::to_string(&c.spec))?,
+            advanced_settings: json(serde_json::to_string(&c.advanced_settings))?,
+            state: c.run.state.as_str().into(),
+            deployment_status: c.run.deployment_status.as_str().into(),
+            state_reason: c.run.reason.clone(),
+            queued_at: c.run.queued_at.map(ts),
+            last_deployment_date: c.run.last_deployment_date.map(ts),
+            last_execution_id: c.run.last_execution_id.clone(),
+            claimed_by: c.run.claimed_by.clone(),
+            lease_until: c.run.lease_until.map(ts),
         })
     }
 }
 
 impl FromRow for Cluster {
     fn from_row(r: ClusterRow, _cipher: &Cipher) -> StoreResult<Self> {
+        let unreadable = |e: serde_json::Error| StoreError::Other(format!("stored cluster: {e}"));
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
@@ -286,6 +302,18 @@ impl FromRow for Cluster {
             description: r.description,
             region: r.region,
             cloud_provider: parse("cloud_provider", &r.cloud_provider)?,
+            spec: serde_json::from_str(&r.spec).map_err(unreadable)?,
+            advanced_settings: serde_json::from_str(&r.advanced_settings).map_err(unreadable)?,
+            run: ClusterRun {
+                state: parse("state", &r.state)?,
+                deployment_status: parse("deployment_status", &r.deployment_status)?,
+                reason: r.state_reason,
+                queued_at: r.queued_at.map(utc),
+                last_deployment_date: r.last_deployment_date.map(utc),
+                last_execution_id: r.last_execution_id,
+                claimed_by: r.claimed_by,
+                lease_until: r.lease_until.map(utc),
+            },
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
         })

@@ -50,6 +50,16 @@ diesel::table! {
         cloud_provider -> Text,
         created_at -> Timestamp,
         updated_at -> Timestamp,
+        spec -> Text,
+        advanced_settings -> Text,
+        state -> Text,
+        deployment_status -> Text,
+        state_reason -> Nullable<Text>,
+        queued_at -> Nullable<Timestamp>,
+        last_deployment_date -> Nullable<Timestamp>,
+        last_execution_id -> Nullable<Text>,
+        claimed_by -> Nullable<Text>,
+        lease_until -> Nullable<Timestamp>,
     }
 }
 

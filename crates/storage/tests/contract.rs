@@ -54,6 +54,7 @@ contract!(
     secrets_are_encrypted_at_rest,
     the_queue_runs_one_request_per_environment,
     claims_are_exclusive_under_concurrency,
+    clusters_are_claimed_once_and_found_when_their_worker_dies,
     expired_claims_are_reclaimed_once,
     canceling_an_environment_spares_deletions,
     activity_and_history_come_from_the_queue,
@@ -106,6 +107,9 @@ async fn cluster(db: &Db, org: OrganizationId, name: &str) -> Cluster {
         description: None,
         region: "eu-west-3".into(),
         cloud_provider: CloudProvider::CloudA,
+        spec: ClusterSpec::default(),
+        advanced_settings: Default::default(),
+        run: ClusterRun::default(),
         created_at: now(),
         updated_at: now(),
     };
@@ -1935,4 +1939,42 @@ async fn batches_and_service_requests_are_paged_newest_first(db: Db) {
         .await
         .unwrap()
         .is_empty());
+}
+
+async fn clusters_are_claimed_once_and_found_when_their_worker_dies(db: Db) {
+    let (o, mut c, _, _) = hierarchy(&db).await;
+    let idle = cluster(&db, o.id, "idle").await;
+    assert!(
+        db.claim_cluster("w1", now()).await.unwrap().is_none(),
+        "nothing queued"
+    );
+    c.spec.instance_type = Some("t3a.large".into());
+    c.advanced_settings
+        .insert("loki.log_retention_in_week".into(), json!(4));
+    c.queue(ClusterAction::Deploy, now()).unwrap();
+    Repo::<Cluster>::update(&mut db.session().await.unwrap(), &c)
+        .await
+        .unwrap();
+    let lease = now() + time::Duration::seconds(30);
+    let claimed = db.claim_cluster("w1", lease).await.unwrap().unwrap();
+    assert_eq!(claimed.id, c.id);
+    assert_eq!(claimed.run.state, ClusterState::Deploying);
+    assert_eq!(claimed.run.claimed_by.as_deref(), Some("w1"));
+    assert_eq!(claimed.spec, c.spec, "the rest reads back as written");
+    assert_eq!(claimed.advanced_settings, c.advanced_settings);
+    assert!(
+        db.claim_cluster("w2", lease).await.unwrap().is_none(),
+        "claimed once"
+    );
+    assert!(db.expired_clusters(now()).await.unwrap().is_empty());
+    let later = db
+        .expired_clusters(lease + time::Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(later.iter().map(|c| c.id).collect::<Vec<_>>(), vec![c.id]);
+    let back = Repo::<Cluster>::get(&mut db.session().await.unwrap(), idle.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(back.run, ClusterRun::default());
 }

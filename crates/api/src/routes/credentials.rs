@@ -5,7 +5,7 @@ use super::{created, no_content, ok};
 use crate::error::ApiResult;
 use crate::extract::{path_id, Auth, JsonBody, Paging};
 use crate::openapi::{Body, Doc, Routes};
-use crate::views::{CredentialsView, OrganizationCredentialsView, Paged};
+use crate::views::{CredentialClusterView, CredentialsView, OrganizationCredentialsView, Paged};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::model::{
@@ -104,12 +104,19 @@ async fn list_all(
 ) -> ApiResult<HttpResponse> {
     let items = st
         .capstan
-        .list_credentials(&p, path_id(&req, ORG)?, None, page)
+        .credentials_with_clusters(&p, path_id(&req, ORG)?, page)
         .await?;
-    Ok(ok(Paged::from_page(items, |c| {
+    Ok(ok(Paged::from_page(items, |(c, clusters)| {
         OrganizationCredentialsView {
             credential: CredentialsView::from(c),
-            clusters: vec![],
+            clusters: clusters
+                .into_iter()
+                .map(|c| CredentialClusterView {
+                    id: c.id.0,
+                    name: c.name.into(),
+                    cloud_provider: c.cloud_provider,
+                })
+                .collect(),
         }
     })))
 }

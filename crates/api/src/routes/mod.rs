@@ -1,6 +1,7 @@
 //! The route table. Every route is served under `/v1` and, for unversioned clients, at the root.
 
 mod catalog;
+mod clusters;
 mod credentials;
 mod deployments;
 mod image_deploys;
@@ -57,7 +58,9 @@ impl<T: Serialize> Deleted for domain::services::Deletion<T> {
 pub fn api_routes(r: &mut Routes) {
     // Literal paths that a `{id}` pattern of the same scope would otherwise take.
     deployments::fixed_routes(r);
+    clusters::fixed_routes(r);
     catalog::routes(r);
+    clusters::routes(r);
     credentials::routes(r);
     organization::routes(r);
     resources::routes(r);

@@ -2,6 +2,8 @@
 
 #[macro_use]
 mod enums;
+mod advanced_settings;
+mod cluster;
 mod credentials;
 mod deployment;
 mod git_repository;
@@ -18,6 +20,11 @@ mod state;
 mod status;
 mod variable;
 
+pub use advanced_settings::{Setting, SettingKind, SettingsTable, CLUSTER_SETTINGS};
+pub use cluster::{
+    Cluster, ClusterAction, ClusterCredentialsRef, ClusterRun, ClusterSpec, ClusterState,
+    CredentialsRef, KubernetesMode,
+};
 pub use credentials::{
     AltCloudCredentialsInput, CloudACredentialsInput, CloudCCredentialsInput, CloudCredentials,
     CredentialsDetails, CredentialsDraft,
@@ -33,7 +40,7 @@ pub use name::Name;
 pub use organization::{ApiToken, Organization};
 pub use regions::{is_region, regions, Region};
 pub use resources::{
-    Cluster, ContainerRegistry, Environment, GitToken, HelmRepository, Project, RegistryConfig,
+    ContainerRegistry, Environment, GitToken, HelmRepository, Project, RegistryConfig,
 };
 pub use service::*;
 pub use service_kinds::*;

@@ -1,6 +1,6 @@
 //! The organization-level and hierarchy resources.
 
-use super::{CloudProvider, EnvironmentMode, GitProvider, Record, RegistryKind};
+use super::{EnvironmentMode, GitProvider, Record, RegistryKind};
 use crate::ids::*;
 use crate::secret::Secret;
 use serde::{Deserialize, Serialize};
@@ -22,19 +22,6 @@ macro_rules! record {
         }
     };
 }
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Cluster {
-    pub id: ClusterId,
-    pub organization_id: OrganizationId,
-    pub name: super::Name,
-    pub description: Option<String>,
-    pub region: String,
-    pub cloud_provider: CloudProvider,
-    pub created_at: OffsetDateTime,
-    pub updated_at: OffsetDateTime,
-}
-record!(Cluster, ClusterId, OrganizationId, "cluster");
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Project {

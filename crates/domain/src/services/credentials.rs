@@ -4,7 +4,7 @@ use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{CredentialsId, OrganizationId};
-use crate::model::{CloudCredentials, CloudProvider, CredentialsDraft, Organization};
+use crate::model::{CloudCredentials, CloudProvider, Cluster, CredentialsDraft, Organization};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{Scope, Unit};
 use crate::secret::Secret;
@@ -57,6 +57,32 @@ impl Capstan {
             .filter(|c| provider.is_none_or(|wanted| c.details.provider() == wanted))
             .collect();
         Ok(Page::from_vec(matching, page))
+    }
+
+    /// Every provider's credentials, each with the clusters that use them.
+    pub async fn credentials_with_clusters(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        page: PageRequest,
+    ) -> DomainResult<Page<(CloudCredentials, Vec<Cluster>)>> {
+        let page = self.list_credentials(p, org, None, page).await?;
+        let mut unit = self.reading().await?;
+        let clusters: Page<Cluster> = self.list(&mut *unit, org, PageRequest::all()).await?;
+        Ok(page.map(|creds| {
+            let users = clusters
+                .items
+                .iter()
+                .filter(|c| {
+                    c.spec
+                        .cloud_provider_credentials
+                        .as_ref()
+                        .is_some_and(|r| r.credentials.id == creds.id)
+                })
+                .cloned()
+                .collect();
+            (creds, users)
+        }))
     }
 
     /// Credentials of `provider` (another provider's are not found at its route).

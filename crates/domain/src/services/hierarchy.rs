@@ -4,7 +4,9 @@ use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{ClusterId, OrganizationId, ProjectId};
-use crate::model::{CloudProvider, Cluster, Organization, Project};
+use crate::model::{
+    CloudCredentials, CloudProvider, Cluster, ClusterRun, ClusterSpec, Organization, Project,
+};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{Scope, Unit};
 use crate::validate;
@@ -18,6 +20,9 @@ pub struct ClusterInput {
     pub cloud_provider: CloudProvider,
     #[serde(default)]
     pub description: Option<String>,
+    /// Nodes, disks, machines and credentials: optional, with the description's defaults.
+    #[serde(flatten)]
+    pub spec: ClusterSpec,
 }
 
 /// A project with what its record shows beside its own members.
@@ -36,6 +41,32 @@ pub struct ProjectInput {
 }
 
 impl Capstan {
+    /// A cluster's spec, checked: the credentials it names are the organization's, of its
+    /// provider (their name is taken from them).
+    async fn cluster_spec(
+        &self,
+        tx: &mut Unit,
+        p: &Principal,
+        org: OrganizationId,
+        provider: CloudProvider,
+        spec: ClusterSpec,
+    ) -> DomainResult<ClusterSpec> {
+        let mut spec = spec.validate()?;
+        if let Some(reference) = spec.cloud_provider_credentials.as_mut() {
+            let creds: CloudCredentials = self
+                .load_in_org(tx, p, org, reference.credentials.id, Action::Read)
+                .await?;
+            if creds.details.provider() != provider || reference.cloud_provider != provider {
+                return Err(DomainError::invalid(
+                    "cloud_provider_credentials",
+                    format!("must be credentials of {provider}, the cluster's provider"),
+                ));
+            }
+            reference.credentials.name = creds.name.to_string();
+        }
+        Ok(spec)
+    }
+
     pub async fn create_cluster(
         &self,
         p: &Principal,
@@ -46,6 +77,9 @@ impl Capstan {
         let tx = &mut *unit;
         tx.lock(Scope::Organization(org)).await?;
         self.load::<Organization>(tx, p, org, Action::Write).await?;
+        let spec = self
+            .cluster_spec(tx, p, org, input.cloud_provider, input.spec)
+            .await?;
         let now = self.now();
         let cluster = Cluster {
             id: ClusterId::generate(),
@@ -54,6 +88,9 @@ impl Capstan {
             description: validate::description("description", input.description)?,
             region: validate::required_text("region", &input.region)?,
             cloud_provider: input.cloud_provider,
+            spec,
+            advanced_settings: Default::default(),
+            run: ClusterRun::default(),
             created_at: now,
             updated_at: now,
         };
@@ -99,7 +136,11 @@ impl Capstan {
         cluster.name = validate::name("name", &input.name)?;
         cluster.description = validate::description("description", input.description)?;
         cluster.region = validate::required_text("region", &input.region)?;
+        cluster.spec = self
+            .cluster_spec(tx, p, org, input.cloud_provider, input.spec)
+            .await?;
         cluster.cloud_provider = input.cloud_provider;
+        cluster.mark_changed();
         cluster.updated_at = self.now();
         self.update(tx, &cluster, "organization").await?;
         unit.commit().await?;

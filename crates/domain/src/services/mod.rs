@@ -1,6 +1,7 @@
 //! Use-case services: every operation of the API, with its access check and its rules.
 
 mod catalog;
+mod clusters;
 mod credentials;
 mod deployments;
 mod environments;

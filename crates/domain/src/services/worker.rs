@@ -57,6 +57,44 @@ impl Worker {
         }
     }
 
+    /// Deploys or stops the cluster queued longest, to its end; false when none is queued.
+    pub async fn run_next_cluster(&self) -> DomainResult<bool> {
+        let lease_until = self.capstan.now() + self.lease;
+        let Some(cluster) = self
+            .capstan
+            .store
+            .claim_cluster(&self.id, lease_until)
+            .await?
+        else {
+            return Ok(false);
+        };
+        let Some(action) = cluster.run.state.action() else {
+            return Ok(true);
+        };
+        // No unit is held while the engine works.
+        let outcome = self.engine.run_cluster(action, &cluster).await;
+        self.end_cluster(cluster, outcome).await?;
+        Ok(true)
+    }
+
+    /// Records how a cluster's action ended, unless another worker took the cluster over.
+    async fn end_cluster(&self, claimed: Cluster, outcome: Result<(), String>) -> DomainResult<()> {
+        let mut unit = self.capstan.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::Organization(claimed.organization_id))
+            .await?;
+        let Some(mut cluster) = Repo::<Cluster>::get(tx, claimed.id).await? else {
+            return Ok(());
+        };
+        if cluster.run.claimed_by != claimed.run.claimed_by || !cluster.run.state.busy() {
+            return Ok(());
+        }
+        cluster.finish(outcome, self.capstan.now());
+        Repo::<Cluster>::update(tx, &cluster).await?;
+        unit.commit().await?;
+        Ok(())
+    }
+
     /// Writes a request's progress in a unit of its own; `None` when the claim was lost.
     async fn record(&self, r: &DeploymentRequest) -> DomainResult<Option<bool>> {
         let mut tx = self.capstan.writing().await?;
@@ -74,6 +112,9 @@ impl Worker {
             .store
             .reclaim_expired(&self.id, now, now + self.lease)
             .await?;
+        for cluster in self.capstan.store.expired_clusters(now).await? {
+            self.end_cluster(cluster, Err(WORKER_LOST.into())).await?;
+        }
         let count = orphans.len();
         for mut r in orphans {
             let mut state = r.state;

@@ -1,0 +1,329 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Clusters over HTTP on both backends: their configuration, deploy and stop through the
+//! engine (polled as a waiter would, with no state outside the expected ones), readiness,
+//! advanced settings, the credentials they use.
+
+mod common;
+
+use common::{App, T};
+use domain::auth::Role;
+use serde_json::{json, Value};
+
+http_suite!(
+    a_cluster_is_deployed_and_stopped_through_the_engine,
+    a_failed_cluster_deployment_says_why,
+    advanced_settings_have_defaults_and_are_checked,
+    a_cluster_names_credentials_of_its_provider,
+);
+
+async fn new_cluster<S: App>(t: &T<S>, body: Value) -> String {
+    t.post(&format!("/organization/{}/cluster", t.org), body)
+        .await
+        .expect(201)
+        .id()
+}
+
+/// Polls the cluster's status until it is `until`; every state seen is one of `allowed`.
+async fn wait_for<S: App>(t: &T<S>, path: &str, allowed: &[&str], until: &str) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let s = t.get(path).await.expect(200).body;
+        let state = s["status"].as_str().unwrap().to_string();
+        assert!(
+            allowed.contains(&state.as_str()),
+            "{state} while waiting for {until}"
+        );
+        if state == until {
+            return s;
+        }
+        assert!(std::time::Instant::now() < deadline, "never {until}: {s}");
+        actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+async fn a_cluster_is_deployed_and_stopped_through_the_engine<S: App>(t: T<S>) {
+    let org = t.org.clone();
+    let id = new_cluster(
+        &t,
+        json!({"name": "main", "region": "eu-west-3", "cloud_provider": "CLOUDA",
+               "min_running_nodes": 2, "max_running_nodes": 4, "instance_type": "t3a.large",
+               "disk_size": 50, "kubernetes": "MANAGED", "production": true}),
+    )
+    .await;
+    let base = format!("/organization/{org}/cluster/{id}");
+    let record = t.get(&base).await.expect(200).body;
+    assert_eq!(
+        (
+            &record["min_running_nodes"],
+            &record["max_running_nodes"],
+            &record["instance_type"]
+        ),
+        (&json!(2), &json!(4), &json!("t3a.large"))
+    );
+    assert_eq!(
+        (&record["disk_size"], &record["production"]),
+        (&json!(50), &json!(true))
+    );
+    assert_eq!(
+        (&record["status"], &record["deployment_status"]),
+        (&json!("READY"), &json!("NEVER_DEPLOYED"))
+    );
+    let status = t.get(&format!("{base}/status")).await.expect(200).body;
+    assert_eq!(
+        (
+            &status["status"],
+            &status["is_deployed"],
+            &status["cluster_id"]
+        ),
+        (&json!("READY"), &json!(false), &json!(id))
+    );
+    assert_eq!(
+        t.get(&format!("{base}/isReady")).await.expect(200).body["is_ready"],
+        false
+    );
+    t.post(&format!("{base}/stop"), json!(null))
+        .await
+        .expect_error(409, "the cluster is not deployed");
+    // A dry run changes nothing.
+    let dry = t
+        .post(&format!("{base}/deploy?dry_run=true"), json!(null))
+        .await
+        .expect(201);
+    assert_eq!(dry.body["status"], "READY");
+    let queued = t
+        .post(&format!("{base}/deploy"), json!(null))
+        .await
+        .expect(201);
+    assert_eq!(queued.body["status"], "DEPLOYMENT_QUEUED");
+    // Queued or already deploying (a worker may have claimed it): another action waits.
+    let again = t.post(&format!("{base}/deploy"), json!(null)).await;
+    assert_eq!(again.status, 409, "{}", again.text);
+    let message = again.body["message"].as_str().unwrap();
+    assert!(
+        message == "the cluster is deployment queued: wait for it to end"
+            || message == "the cluster is deploying: wait for it to end",
+        "{message}"
+    );
+    let deployed = wait_for(
+        &t,
+        &format!("{base}/status"),
+        &["DEPLOYMENT_QUEUED", "DEPLOYING", "DEPLOYED"],
+        "DEPLOYED",
+    )
+    .await;
+    assert_eq!(deployed["is_deployed"], true);
+    assert!(deployed["last_deployment_date"].is_string());
+    assert_eq!(
+        t.get(&format!("{base}/isReady")).await.expect(200).body["is_ready"],
+        true
+    );
+    let all = t
+        .get(&format!("/organization/{org}/cluster/status"))
+        .await
+        .expect(200);
+    assert_eq!(all.body["results"][0]["status"], "DEPLOYED");
+    // A change makes it OUT_OF_DATE; a stop goes through the engine.
+    t.put(
+        &base,
+        json!({"name": "main", "region": "eu-west-3", "cloud_provider": "CLOUDA",
+               "min_running_nodes": 3, "max_running_nodes": 4}),
+    )
+    .await
+    .expect(200);
+    assert_eq!(
+        t.get(&base).await.expect(200).body["deployment_status"],
+        "OUT_OF_DATE"
+    );
+    let stopping = t
+        .post(&format!("{base}/stop"), json!(null))
+        .await
+        .expect(202);
+    assert_eq!(stopping.body["status"], "STOP_QUEUED");
+    wait_for(
+        &t,
+        &format!("{base}/status"),
+        &["STOP_QUEUED", "STOPPING", "STOPPED"],
+        "STOPPED",
+    )
+    .await;
+    assert_eq!(
+        t.get(&format!("{base}/isReady")).await.expect(200).body["is_ready"],
+        false
+    );
+    // A stopped cluster still hosts environments (they are created and deployed as before).
+    let project = t
+        .post(
+            &format!("/organization/{org}/project"),
+            json!({"name": "p"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    t.post(
+        &format!("/project/{project}/environment"),
+        json!({"name": "e", "cluster": id}),
+    )
+    .await
+    .expect(201);
+    let viewer = t.token_with_role(Role::Viewer).await;
+    let r = t
+        .call(
+            Some(&viewer),
+            actix_web::http::Method::POST,
+            &format!("{base}/deploy"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text);
+}
+
+async fn a_failed_cluster_deployment_says_why<S: App>(t: T<S>) {
+    let id = new_cluster(
+        &t,
+        json!({"name": "flaky", "region": "eu-west-3", "cloud_provider": "CLOUDA",
+               "description": "capstan-fail-deploy"}),
+    )
+    .await;
+    let base = format!("/organization/{}/cluster/{id}", t.org);
+    t.post(&format!("{base}/deploy"), json!(null))
+        .await
+        .expect(201);
+    let failed = wait_for(
+        &t,
+        &format!("{base}/status"),
+        &["DEPLOYMENT_QUEUED", "DEPLOYING", "DEPLOYMENT_ERROR"],
+        "DEPLOYMENT_ERROR",
+    )
+    .await;
+    assert!(failed["failure_reason"]
+        .as_str()
+        .unwrap()
+        .contains("simulated cluster deploy failure"));
+    assert_eq!(failed["is_deployed"], false);
+    // It can be deployed again.
+    t.post(&format!("{base}/deploy"), json!(null))
+        .await
+        .expect(201);
+}
+
+async fn advanced_settings_have_defaults_and_are_checked<S: App>(t: T<S>) {
+    let id = new_cluster(
+        &t,
+        json!({"name": "main", "region": "eu-west-3", "cloud_provider": "CLOUDA"}),
+    )
+    .await;
+    let path = format!("/organization/{}/cluster/{id}/advancedSettings", t.org);
+    let all = t.get(&path).await.expect(200).body;
+    assert_eq!(all["loki.log_retention_in_week"], 12);
+    assert_eq!(all["cloudA.eks.enable_alb_controller"], true);
+    assert_eq!(all["envoy.gateway_api.retry.num_retries"], Value::Null);
+    assert_eq!(all.as_object().unwrap().len(), 59);
+    let edited = t
+        .put(
+            &path,
+            json!({"loki.log_retention_in_week": 4, "database.redis.allowed_cidrs": ["10.0.0.0/8"]}),
+        )
+        .await
+        .expect(201)
+        .body;
+    assert_eq!(edited["loki.log_retention_in_week"], 4);
+    assert_eq!(
+        edited["database.redis.allowed_cidrs"],
+        json!(["10.0.0.0/8"])
+    );
+    assert_eq!(t.get(&path).await.expect(200).body, edited);
+    t.put(&path, json!({"qovery.static_ip_mode": true}))
+        .await
+        .expect(201);
+    assert_eq!(
+        t.get(&path).await.expect(200).body["loki.log_retention_in_week"],
+        4,
+        "a key not sent keeps its value"
+    );
+    for (body, message) in [
+        (
+            json!({"no.such.key": 1}),
+            "no.such.key: is not an advanced setting",
+        ),
+        (
+            json!({"loki.deployment_mode": "distributed"}),
+            "loki.deployment_mode: must be one of single_binary, simple_scalable",
+        ),
+        (
+            json!({"nginx.hpa.min_number_instances": "2"}),
+            "nginx.hpa.min_number_instances: must be an integer",
+        ),
+    ] {
+        t.put(&path, body).await.expect_error(400, message);
+    }
+    let viewer = t.token_with_role(Role::Viewer).await;
+    let r = t
+        .call(
+            Some(&viewer),
+            actix_web::http::Method::PUT,
+            &path,
+            Some(json!({"qovery.static_ip_mode": false})),
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text);
+}
+
+async fn a_cluster_names_credentials_of_its_provider<S: App>(t: T<S>) {
+    let org = t.org.clone();
+    let creds = t
+        .post(
+            &format!("/organization/{org}/cloudA/credentials"),
+            json!({"name": "keys", "access_key_id": "AKIA", "secret_access_key": "s"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let alt = t
+        .post(
+            &format!("/organization/{org}/altcloud/credentials"),
+            json!({"name": "scw", "altcloud_access_key": "k", "altcloud_secret_key": "s",
+                   "altcloud_project_id": "p", "altcloud_organization_id": "o"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let reference = |id: &str| {
+        json!({"name": "main", "region": "eu-west-3", "cloud_provider": "CLOUDA",
+               "cloud_provider_credentials": {"cloud_provider": "CLOUDA",
+                   "credentials": {"id": id, "name": "whatever"}, "region": "eu-west-3"}})
+    };
+    let cluster = t
+        .post(&format!("/organization/{org}/cluster"), reference(&creds))
+        .await
+        .expect(201);
+    assert_eq!(
+        cluster.body["cloud_provider_credentials"]["credentials"],
+        json!({"id": creds, "name": "keys"})
+    );
+    t.post(&format!("/organization/{org}/cluster"), reference(&alt))
+        .await
+        .expect_error(
+            400,
+            "cloud_provider_credentials: must be credentials of CLOUDA",
+        );
+    t.post(
+        &format!("/organization/{org}/cluster"),
+        reference(&uuid::Uuid::new_v4().to_string()),
+    )
+    .await
+    .expect_error(404, "credentials not found");
+    let listed = t
+        .get(&format!("/organization/{org}/credentials"))
+        .await
+        .expect(200);
+    let keys = listed.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["credential"]["id"] == json!(creds))
+        .unwrap();
+    assert_eq!(
+        keys["clusters"],
+        json!([{"id": cluster.id(), "name": "main", "cloud_provider": "CLOUDA"}])
+    );
+}

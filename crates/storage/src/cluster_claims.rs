@@ -1,0 +1,118 @@
+//! Claims on clusters for the engine's workers: the cluster queued longest moves to its
+//! running state under one worker's lease (PostgreSQL: `SKIP LOCKED`, so several instances
+//! take different clusters), and the running ones whose lease ran out are found for recovery.
+
+use crate::db::{db_run, store_error, Conn, Db};
+use crate::rows::{ts, ClusterRow, FromRow};
+use crate::schema::clusters as cl;
+use diesel::prelude::*;
+use diesel::result::Error as DieselError;
+use diesel_async::{AsyncConnection, RunQueryDsl};
+use domain::error::StoreResult;
+use domain::model::{Cluster, ClusterState};
+use time::OffsetDateTime;
+
+const QUEUED: [&str; 2] = [
+    ClusterState::DeploymentQueued.as_str(),
+    ClusterState::StopQueued.as_str(),
+];
+const RUNNING: [&str; 2] = [
+    ClusterState::Deploying.as_str(),
+    ClusterState::Stopping.as_str(),
+];
+
+fn running_state(queued: &str) -> &'static str {
+    if queued == ClusterState::StopQueued.as_str() {
+        ClusterState::Stopping.as_str()
+    } else {
+        ClusterState::Deploying.as_str()
+    }
+}
+
+macro_rules! queued {
+    () => {
+        cl::table
+            .filter(cl::state.eq_any(QUEUED))
+            .order((cl::queued_at.asc(), cl::id.asc()))
+            .select((cl::id, cl::state))
+    };
+}
+
+pub(crate) async fn claim_cluster(
+    db: &Db,
+    worker: &str,
+    lease_until: OffsetDateTime,
+) -> StoreResult<Option<Cluster>> {
+    // Idle workers poll: a read first keeps them off the writer when nothing is queued.
+    let ready: Option<(String, String)> = db
+        .read(move |mut conn| async move {
+            db_run!(conn, |c| queued!().first(c).await.optional()).map_err(store_error)
+        })
+        .await?;
+    if ready.is_none() {
+        return Ok(None);
+    }
+    let worker = worker.to_string();
+    let cipher = db.cipher.clone();
+    db.write(move |conn| async move {
+        let lease = ts(lease_until);
+        macro_rules! claim {
+            ($c:ident, $candidate:expr) => {
+                $c.transaction(async |c| {
+                    let Some((id, state)) =
+                        $candidate.first::<(String, String)>(c).await.optional()?
+                    else {
+                        return Ok::<_, DieselError>(None);
+                    };
+                    diesel::update(cl::table.find(&id))
+                        .filter(cl::state.eq(&state))
+                        .set((
+                            cl::state.eq(running_state(&state)),
+                            cl::claimed_by.eq(&worker),
+                            cl::lease_until.eq(lease),
+                        ))
+                        .execute(c)
+                        .await?;
+                    cl::table
+                        .find(&id)
+                        .select(ClusterRow::as_select())
+                        .first(c)
+                        .await
+                        .optional()
+                })
+                .await
+                .map_err(store_error)
+            };
+        }
+        let row = match conn {
+            Conn::Pg(mut obj) => {
+                let c: &mut diesel_async::AsyncPgConnection = &mut obj;
+                claim!(c, queued!().for_update().skip_locked())
+            }
+            Conn::Sqlite(mut obj) => {
+                let c: &mut crate::db::SqliteConn = &mut obj;
+                claim!(c, queued!())
+            }
+        }?;
+        row.map(|r| Cluster::from_row(r, &cipher)).transpose()
+    })
+    .await
+}
+
+pub(crate) async fn expired_clusters(db: &Db, now: OffsetDateTime) -> StoreResult<Vec<Cluster>> {
+    let cipher = db.cipher.clone();
+    db.read(move |mut conn| async move {
+        let now = ts(now);
+        let rows: Vec<ClusterRow> = db_run!(conn, |c| cl::table
+            .filter(cl::state.eq_any(RUNNING))
+            .filter(cl::lease_until.lt(now))
+            .select(ClusterRow::as_select())
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        rows.into_iter()
+            .map(|r| Cluster::from_row(r, &cipher))
+            .collect()
+    })
+    .await
+}

@@ -1,0 +1,11 @@
+DROP INDEX clusters_state;
+ALTER TABLE clusters DROP COLUMN lease_until;
+ALTER TABLE clusters DROP COLUMN claimed_by;
+ALTER TABLE clusters DROP COLUMN last_execution_id;
+ALTER TABLE clusters DROP COLUMN last_deployment_date;
+ALTER TABLE clusters DROP COLUMN queued_at;
+ALTER TABLE clusters DROP COLUMN state_reason;
+ALTER TABLE clusters DROP COLUMN deployment_status;
+ALTER TABLE clusters DROP COLUMN state;
+ALTER TABLE clusters DROP COLUMN advanced_settings;
+ALTER TABLE clusters DROP COLUMN spec;
