@@ -306,6 +306,133 @@ async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
                 format!("/database/{idle}/uninstall"),
                 None,
             ),
+            // Issue 13's operations.
+            (
+                Class::ReadOrganization,
+                Method::GET,
+                "/cloudProvider".into(),
+                None,
+            ),
+            (
+                Class::ReadOrganization,
+                Method::GET,
+                "/availableContainerRegistry".into(),
+                None,
+            ),
+            (
+                Class::ReadOrganization,
+                Method::GET,
+                "/availableHelmRepository".into(),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/organization/{org}/credentials"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/organization/{org}/environments"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/organization/{org}/services"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/environment/{env}/services"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/cluster/{cluster}/environments"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/organization/{org}/cluster/status"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/organization/{org}/cluster/{cluster}/advancedSettings"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/organization/{org}/member"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/organization/{org}/helmRepository"),
+                None,
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/organization/{org}/cloudC/credentials"),
+                Some(
+                    json!({"name": format!("c-{n}"), "cloudC_subscription_id": "s", "cloudC_tenant_id": "t"}),
+                ),
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/organization/{org}/helmRepository"),
+                Some(
+                    json!({"name": format!("h-{n}"), "kind": "HTTPS", "url": "https://charts.example.com", "skip_tls_verification": false, "config": {}}),
+                ),
+            ),
+            (
+                Class::Write,
+                Method::PUT,
+                format!("/organization/{org}/cluster/{cluster}/advancedSettings"),
+                Some(json!({"loki.log_retention_in_week": 6})),
+            ),
+            (
+                Class::Write,
+                Method::PUT,
+                format!("/container/{container}/environmentVariable/{variable}"),
+                Some(json!({"key": "K", "value": format!("v-{n}")})),
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/container/{container}/environmentVariable/import"),
+                Some(
+                    json!({"overwrite": true, "vars": [{"name": "IMPORTED", "value": "v", "scope": "CONTAINER", "is_secret": false}]}),
+                ),
+            ),
+            (
+                Class::Deploy,
+                Method::POST,
+                format!("/organization/{org}/cluster/{cluster}/deploy?dry_run=true"),
+                None,
+            ),
+            (
+                Class::Administer,
+                Method::GET,
+                format!("/organization/{org}/inviteMember"),
+                None,
+            ),
+            (
+                Class::Administer,
+                Method::POST,
+                format!("/organization/{org}/inviteMember"),
+                Some(json!({"email": format!("{n}@example.com")})),
+            ),
             (
                 Class::Administer,
                 Method::GET,
