@@ -331,6 +331,21 @@ pub fn query_value(req: &HttpRequest, name: &str) -> Result<Option<String>, ApiE
         .map(|(_, v)| v))
 }
 
+/// One query parameter read as a `T`; a value that does not read is refused naming the
+/// parameter ("service_id: must be a UUID").
+pub fn query_parsed<T: FromStr>(
+    req: &HttpRequest,
+    name: &str,
+    expected: &str,
+) -> Result<Option<T>, ApiError> {
+    query_value(req, name)?
+        .map(|v| {
+            v.parse()
+                .map_err(|_| ApiError::bad_request(format!("{name}: must be {expected}")))
+        })
+        .transpose()
+}
+
 fn paging(query: &str) -> Result<PageRequest, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
         .map_err(|_| ApiError::bad_request("query: malformed query string"))?;

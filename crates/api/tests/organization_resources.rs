@@ -167,7 +167,7 @@ async fn lists_across_the_hierarchy_show_where_each_thing_lives<S: App>(t: T<S>)
     }
     t.get(&format!("/organization/{org}/services?cluster_id=nope"))
         .await
-        .expect_error(400, "cluster_id: is not a valid UUID");
+        .expect_error(400, "cluster_id: must be a UUID");
 
     let of_env = t
         .get(&format!("/environment/{}/services", w.envs[1]))

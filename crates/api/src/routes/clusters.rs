@@ -1,8 +1,8 @@
 //! A cluster's life: statuses, readiness, deploy and stop, advanced settings.
 
 use super::{accepted, created, ok};
-use crate::error::{ApiError, ApiResult};
-use crate::extract::{path_id, Auth, JsonBody, Paging};
+use crate::error::ApiResult;
+use crate::extract::{path_id, query_parsed, Auth, JsonBody, Paging};
 use crate::openapi::{Body, Doc, Query, Routes};
 use crate::views::{ClusterStatusView, Paged};
 use crate::AppState;
@@ -117,17 +117,6 @@ async fn is_ready(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResp
     }))
 }
 
-fn dry_run(req: &HttpRequest) -> Result<bool, ApiError> {
-    let query: Vec<(String, String)> = serde_urlencoded::from_str(req.query_string())
-        .map_err(|_| ApiError::bad_request("query: malformed query string"))?;
-    match query.iter().rev().find(|(k, _)| k == "dry_run") {
-        None => Ok(false),
-        Some((_, v)) => v
-            .parse()
-            .map_err(|_| ApiError::bad_request("dry_run: must be true or false")),
-    }
-}
-
 async fn deploy(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
     let cluster = st
         .capstan
@@ -136,7 +125,7 @@ async fn deploy(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpRespon
             path_id(&req, ORG)?,
             path_id(&req, CLUSTER)?,
             ClusterAction::Deploy,
-            dry_run(&req)?,
+            query_parsed(&req, "dry_run", "true or false")?.unwrap_or(false),
         )
         .await?;
     Ok(created(ClusterStatusView::from(cluster)))

@@ -3,8 +3,8 @@
 //! of providers and registry kinds.
 
 use super::ok;
-use crate::error::{ApiError, ApiResult};
-use crate::extract::{path_id, Auth, Paging};
+use crate::error::ApiResult;
+use crate::extract::{path_id, query_parsed, Auth, Paging};
 use crate::openapi::{Doc, Query, Routes};
 use crate::views::{
     AssociatedServiceView, AvailableHelmRepositoryView, AvailableRegistryView,
@@ -115,20 +115,6 @@ async fn organization_environments(
     )))
 }
 
-fn query_id<T: std::str::FromStr>(req: &HttpRequest, name: &str) -> Result<Option<T>, ApiError> {
-    let query: Vec<(String, String)> = serde_urlencoded::from_str(req.query_string())
-        .map_err(|_| ApiError::bad_request("query: malformed query string"))?;
-    query
-        .iter()
-        .rev()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| {
-            v.parse()
-                .map_err(|_| ApiError::bad_request(format!("{name}: is not a valid UUID")))
-        })
-        .transpose()
-}
-
 async fn organization_services(
     st: St,
     Auth(p): Auth,
@@ -136,9 +122,9 @@ async fn organization_services(
     Paging(page): Paging,
 ) -> ApiResult<HttpResponse> {
     let scope = ServiceScope {
-        project: query_id(&req, "project_id")?,
-        environment: query_id(&req, "environment_id")?,
-        cluster: query_id(&req, "cluster_id")?,
+        project: query_parsed(&req, "project_id", "a UUID")?,
+        environment: query_parsed(&req, "environment_id", "a UUID")?,
+        cluster: query_parsed(&req, "cluster_id", "a UUID")?,
     };
     let services = st
         .capstan

@@ -3,7 +3,7 @@
 
 use super::{created, no_content, ok};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{path_id, Auth, JsonBody, Paging};
+use crate::extract::{path_id, query_parsed, Auth, JsonBody, Paging};
 use crate::openapi::{Body, Doc, Query, Routes};
 use crate::views::{ImportView, Paged, SecretView, VariableView};
 use crate::AppState;
@@ -467,17 +467,10 @@ async fn import_scoped(
     req: HttpRequest,
     JsonBody(input): JsonBody<ImportInput>,
 ) -> ApiResult<HttpResponse> {
-    let query: Vec<(String, String)> = serde_urlencoded::from_str(req.query_string())
-        .map_err(|_| ApiError::bad_request("query: malformed query string"))?;
-    let get = |name: &str| query.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v);
-    let service = get("service_id")
-        .ok_or_else(|| ApiError::bad_request("service_id: is required"))?
-        .parse()
-        .map_err(|_| ApiError::bad_request("service_id: is not a valid UUID"))?;
-    let kind = get("service_type")
-        .map(|k| k.parse::<ServiceKind>())
-        .transpose()
-        .map_err(|e| ApiError::bad_request(format!("service_type: {e}")))?;
+    let service = query_parsed(&req, "service_id", "a UUID")?
+        .ok_or_else(|| ApiError::bad_request("service_id: is required"))?;
+    let allowed = format!("one of {}", ServiceKind::allowed());
+    let kind = query_parsed::<ServiceKind>(&req, "service_type", &allowed)?;
     let report = st
         .capstan
         .import_variables(&p, service, kind, input)
