@@ -547,6 +547,25 @@ async fn overrides_replace_a_value_lower_down<S: App>(t: T<S>) {
     )
     .await
     .expect_error(400, "override_scope:");
+    // The generic route takes the value, the scope and the parent.
+    for (body, message) in [
+        (
+            json!({"override_scope": "CONTAINER", "override_parent_id": container}),
+            "value: is required",
+        ),
+        (
+            json!({"value": "x", "override_parent_id": container}),
+            "override_scope: is required",
+        ),
+        (
+            json!({"value": "x", "override_scope": "CONTAINER"}),
+            "override_parent_id: is required",
+        ),
+    ] {
+        t.post(&format!("/variable/{target}/override"), body)
+            .await
+            .expect_error(400, message);
+    }
     t.post(
         &format!("/variable/{target}/override"),
         json!({"value": "x", "override_scope": "CONTAINER", "override_parent_id": container}),

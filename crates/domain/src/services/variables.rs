@@ -748,6 +748,10 @@ impl Capstan {
     ) -> DomainResult<VariableDetails> {
         let mut unit = self.writing_variable(id).await?;
         let tx = &mut *unit;
+        if at.is_none() && input.value.is_none() {
+            // `POST /variable/{id}/override` takes its value (a route's override may leave it out).
+            return Err(DomainError::invalid("value", "is required"));
+        }
         let (target, target_parent) = self.referencable(tx, p, id, "override", at).await?;
         let parent = match (at, input.override_scope, input.override_parent_id) {
             (Some(at), _, _) => self.resolve_parent(tx, p, at.parent, Action::Write).await?,
