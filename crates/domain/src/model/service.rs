@@ -194,6 +194,28 @@ impl ServiceSpec {
         }
     }
 
+    /// The registry summary kept with an image's registry id (absent in records written
+    /// before it was kept).
+    pub fn registry_summary(&self) -> Option<&RegistrySummary> {
+        match self {
+            ServiceSpec::Container(c) => c.registry.as_ref(),
+            ServiceSpec::Job(j) => j.source.image.as_ref().and_then(|i| i.registry.as_ref()),
+            _ => None,
+        }
+    }
+
+    pub fn set_registry_summary(&mut self, summary: Option<RegistrySummary>) {
+        match self {
+            ServiceSpec::Container(c) => c.registry = summary,
+            ServiceSpec::Job(j) => {
+                if let Some(image) = j.source.image.as_mut() {
+                    image.registry = summary;
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// The organization's helm repository the chart comes from, if any.
     pub fn helm_repository_id(&self) -> Option<HelmRepositoryId> {
         match self {

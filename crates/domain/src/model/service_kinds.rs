@@ -392,7 +392,7 @@ pub struct ContainerInput {
 #[serde(from = "StoredContainerSpec")]
 pub struct ContainerSpec {
     pub registry_id: ContainerRegistryId,
-    /// The registry as it is now, filled each time the record is read.
+    /// The registry as it is now: kept with the record, refreshed when the registry changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry: Option<RegistrySummary>,
     pub image_name: String,
@@ -417,6 +417,17 @@ pub struct RegistrySummary {
     pub name: String,
     pub url: String,
     pub kind: RegistryKind,
+}
+
+impl RegistrySummary {
+    pub fn of(r: &super::ContainerRegistry) -> Self {
+        Self {
+            id: r.id,
+            name: r.name.to_string(),
+            url: r.url.clone(),
+            kind: r.kind,
+        }
+    }
 }
 
 impl ContainerInput {
@@ -532,7 +543,7 @@ pub struct ImageSource {
     pub image_name: String,
     pub tag: String,
     pub registry_id: ContainerRegistryId,
-    /// The registry as it is now, filled each time the record is read.
+    /// The registry as it is now: kept with the record, refreshed when the registry changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry: Option<RegistrySummary>,
 }

@@ -6,9 +6,10 @@ use crate::error::{DomainError, DomainResult};
 use crate::ids::{ClusterId, ContainerRegistryId, OrganizationId};
 use crate::model::{
     from_json, Cluster, ContainerRegistry, Organization, RegistryConfig, RegistryKind,
+    RegistrySummary,
 };
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{Scope, Unit};
+use crate::ports::{Scope, ServiceFilter, Unit};
 use crate::secret::Secret;
 use crate::validate;
 use serde::Deserialize;
@@ -223,6 +224,17 @@ impl Capstan {
         registry.secret_config = secret_config;
         registry.updated_at = self.now();
         self.update(tx, &registry, "organization").await?;
+        // The containers and jobs pulling from it show it as it is now.
+        let filter = ServiceFilter {
+            registry: Some(registry.id),
+            ..Default::default()
+        };
+        for mut service in tx.find_services(&filter, PageRequest::all()).await?.items {
+            service
+                .spec
+                .set_registry_summary(Some(RegistrySummary::of(&registry)));
+            self.update(tx, &service, "environment").await?;
+        }
         let out = self.one_registry(tx, registry).await?;
         unit.commit().await?;
         Ok(out)

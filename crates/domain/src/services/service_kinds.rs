@@ -31,6 +31,7 @@ impl Capstan {
                     "the container registry belongs to another organization".into(),
                 ));
             }
+            spec.set_registry_summary(Some(RegistrySummary::of(&registry)));
         }
         if let Some(id) = spec.helm_repository_id() {
             let repository: HelmRepository = self.load(tx, p, id, Action::Read).await?;
@@ -55,8 +56,9 @@ impl Capstan {
         Ok(())
     }
 
-    /// Fills the read-time members: git repositories' token names and access, the registries
-    /// images come from, the helm repositories charts come from (one query each for a page).
+    /// Fills the read-time members: git repositories' token names and access, the helm
+    /// repositories charts come from, and the registry of records written before it was kept
+    /// with them (one query each for a page, none when nothing needs it).
     pub(super) async fn decorate(
         &self,
         tx: &mut Unit,
@@ -71,8 +73,15 @@ impl Capstan {
                     .filter_map(|r| r.git_token_id),
             )
             .await?;
+        // Records written before the registry was kept with them read it now.
         let registries = self
-            .by_id::<ContainerRegistry>(tx, services.iter().filter_map(|s| s.spec.registry_id()))
+            .by_id::<ContainerRegistry>(
+                tx,
+                services
+                    .iter()
+                    .filter(|s| s.spec.registry_summary().is_none())
+                    .filter_map(|s| s.spec.registry_id()),
+            )
             .await?;
         let charts = self
             .by_id::<HelmRepository>(
@@ -81,24 +90,14 @@ impl Capstan {
             )
             .await?;
         for service in &mut services {
-            let summary = service
+            if let Some(r) = service
                 .spec
                 .registry_id()
                 .and_then(|id| registries.get(&id))
-                .map(|r| RegistrySummary {
-                    id: r.id,
-                    name: r.name.to_string(),
-                    url: r.url.clone(),
-                    kind: r.kind,
-                });
-            match &mut service.spec {
-                ServiceSpec::Container(c) => c.registry = summary,
-                ServiceSpec::Job(j) => {
-                    if let Some(image) = j.source.image.as_mut() {
-                        image.registry = summary;
-                    }
-                }
-                _ => {}
+            {
+                service
+                    .spec
+                    .set_registry_summary(Some(RegistrySummary::of(r)));
             }
             if let (Some(id), ServiceSpec::Helm(h)) =
                 (service.spec.helm_repository_id(), &mut service.spec)
