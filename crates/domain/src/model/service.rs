@@ -566,6 +566,48 @@ mod tests {
             shown["terraform_files_source"]["git"]["git_repository"]["url"],
             "https://gitlab.com/o/infra"
         );
+        // Every kind as stored before this session's members existed.
+        let reg = uuid::Uuid::new_v4();
+        let old_job = json!({"job_type": "CRON", "schedule": {"cronjob": {"scheduled_at": "0 * * * *",
+            "timezone": "Etc/UTC", "arguments": []}},
+            "source": {"image": {"image_name": "busybox", "tag": "1", "registry_id": reg}},
+            "auto_deploy": false, "max_nb_restart": 0, "max_duration_seconds": 300, "cpu": 500,
+            "memory": 512});
+        let job = ServiceSpec::from_stored(ServiceKind::Job, &old_job.to_string()).unwrap();
+        let shown = serde_json::to_value(&job).unwrap();
+        assert_eq!(shown["icon_uri"], "app://capstan/job");
+        assert_eq!(
+            (&shown["gpu"], &shown["auto_preview"]),
+            (&json!(0), &json!(false))
+        );
+        let runtime = json!({"ports": [], "arguments": [], "auto_deploy": false, "cpu": 500,
+            "memory": 512, "min_running_instances": 1, "max_running_instances": 1});
+        let mut old_container = runtime.clone();
+        for (k, v) in [
+            ("registry_id", json!(reg)),
+            ("image_name", json!("nginx")),
+            ("tag", json!("1")),
+        ] {
+            old_container[k] = v;
+        }
+        let container =
+            ServiceSpec::from_stored(ServiceKind::Container, &old_container.to_string()).unwrap();
+        assert_eq!(container.icon_uri(), "app://capstan/container");
+        assert_eq!(container.registry_summary(), None, "filled on read");
+        let mut old_app = runtime;
+        old_app["git_repository"] = json!({"provider": "HOSTA", "owner": "o", "name": "r",
+            "url": "https://github.com/o/r", "branch": "main", "root_path": "/", "git_token_id": null});
+        old_app["build_mode"] = json!("DOCKER");
+        let app = ServiceSpec::from_stored(ServiceKind::Application, &old_app.to_string()).unwrap();
+        assert_eq!(app.icon_uri(), "app://capstan/application");
+        let old_helm = json!({"auto_preview": false, "auto_deploy": false, "arguments": [],
+            "allow_cluster_wide_resources": false, "timeout_sec": 600, "ports": [],
+            "values_override": {"set": [], "set_string": [], "set_json": [], "file": null},
+            "source": {"repository": {"chart_name": "redis", "chart_version": "1",
+                "repository": {"id": reg, "name": "x", "url": "https://charts.example.com"}}}});
+        let helm = ServiceSpec::from_stored(ServiceKind::Helm, &old_helm.to_string()).unwrap();
+        assert_eq!(helm.icon_uri(), "app://capstan/helm");
+        assert_eq!(helm.helm_repository_id(), None, "an address given inline");
         let old_db = json!({"type": "REDIS", "version": "7", "mode": "CONTAINER",
             "accessibility": "PRIVATE", "cpu": 250, "memory": 256, "storage": 10});
         let db = ServiceSpec::from_stored(ServiceKind::Database, &old_db.to_string()).unwrap();

@@ -291,6 +291,8 @@ pub struct Workload {
     pub auto_preview: bool,
     #[serde(default)]
     pub healthchecks: Healthchecks,
+    /// Empty in records stored before icons were kept: read back as the kind's default.
+    #[serde(default)]
     pub icon_uri: String,
 }
 
