@@ -406,7 +406,7 @@ async fn bad_members_are_named<S: App>(t: T<S>) {
 }
 
 async fn a_project_counts_its_environments<S: App>(t: T<S>) {
-    let (_, project, env) = t.hierarchy().await;
+    let (_, project, _) = t.hierarchy().await;
     let count = |body: &Value| body["associated_environments_count"].clone();
     let shown = t.get(&format!("/project/{project}")).await.expect(200);
     assert_eq!(count(&shown.body), 1);
@@ -445,7 +445,6 @@ async fn a_project_counts_its_environments<S: App>(t: T<S>) {
         .await
         .expect(201);
     assert_eq!(count(&fresh.body), 0);
-    let _ = env;
 }
 
 async fn a_git_token_shows_its_api_address<S: App>(t: T<S>) {

@@ -32,6 +32,15 @@ pub trait TokenStore: Send + Sync {
     async fn find_token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>>;
 }
 
+/// What services use that counts are taken by: the registry they pull from, the git token of
+/// their repository, the helm repository of their chart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceLink {
+    Registry,
+    GitToken,
+    HelmRepository,
+}
+
 /// Which services a search finds: those meeting every condition set.
 #[derive(Debug, Clone, Default)]
 pub struct ServiceFilter {
@@ -60,11 +69,12 @@ pub trait ServiceQueries: Send {
         out_of_date_only: bool,
         page: PageRequest,
     ) -> StoreResult<Page<Service>>;
-    /// How many services use each registry (absent ids: none).
-    async fn count_services_by_registry(
+    /// How many services use each of `ids` through `link` (absent ids: none).
+    async fn count_services_by(
         &mut self,
-        registries: &[ContainerRegistryId],
-    ) -> StoreResult<HashMap<ContainerRegistryId, u64>>;
+        link: ServiceLink,
+        ids: &[uuid::Uuid],
+    ) -> StoreResult<HashMap<uuid::Uuid, u64>>;
     /// The services that meet every condition of `filter`, paged in creation order.
     async fn find_services(
         &mut self,
@@ -78,11 +88,6 @@ pub trait ServiceQueries: Send {
         cluster: Option<ClusterId>,
         page: PageRequest,
     ) -> StoreResult<Page<Environment>>;
-    /// How many services use each git token (absent ids: none).
-    async fn count_services_by_git_token(
-        &mut self,
-        tokens: &[GitTokenId],
-    ) -> StoreResult<HashMap<GitTokenId, u64>>;
     /// How many environments each project has (absent ids: none).
     async fn count_environments_by_project(
         &mut self,

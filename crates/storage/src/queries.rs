@@ -12,7 +12,9 @@ use domain::error::StoreResult;
 use domain::ids::*;
 use domain::model::*;
 use domain::pagination::{Page, PageRequest};
-use domain::ports::{Health, ServiceFilter, ServiceQueries, TokenStore, VariableQueries};
+use domain::ports::{
+    Health, ServiceFilter, ServiceLink, ServiceQueries, TokenStore, VariableQueries,
+};
 use std::collections::HashMap;
 use std::str::FromStr;
 
@@ -81,21 +83,31 @@ impl ServiceQueries for Session {
         into_page::<Service>(rows, total, page, cipher)
     }
 
-    async fn count_services_by_registry(
+    async fn count_services_by(
         &mut self,
-        registries: &[ContainerRegistryId],
-    ) -> StoreResult<HashMap<ContainerRegistryId, u64>> {
-        if registries.is_empty() {
+        link: ServiceLink,
+        ids: &[uuid::Uuid],
+    ) -> StoreResult<HashMap<uuid::Uuid, u64>> {
+        if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let keys: Vec<String> = registries.iter().map(|r| r.to_string()).collect();
+        let keys: Vec<String> = ids.iter().map(|r| r.to_string()).collect();
         let (conn, _) = self.parts()?;
-        let rows: Vec<(Option<String>, i64)> = db_run!(*conn, |c| services::table
-            .filter(services::registry_id.eq_any(&keys))
-            .group_by(services::registry_id)
-            .select((services::registry_id, diesel::dsl::count_star()))
-            .load(c)
-            .await)
+        macro_rules! count_by {
+            ($column:expr) => {
+                db_run!(*conn, |c| services::table
+                    .filter($column.eq_any(&keys))
+                    .group_by($column)
+                    .select(($column, diesel::dsl::count_star()))
+                    .load::<(Option<String>, i64)>(c)
+                    .await)
+            };
+        }
+        let rows = match link {
+            ServiceLink::Registry => count_by!(services::registry_id),
+            ServiceLink::GitToken => count_by!(services::git_token_id),
+            ServiceLink::HelmRepository => count_by!(services::helm_repository_id),
+        }
         .map_err(store_error)?;
         count_map(rows)
     }
@@ -200,25 +212,6 @@ impl ServiceQueries for Session {
             page_rows!(c, page, environments, EnvironmentRow, filtered)
         })?;
         into_page::<Environment>(rows, total, page, cipher)
-    }
-
-    async fn count_services_by_git_token(
-        &mut self,
-        tokens: &[GitTokenId],
-    ) -> StoreResult<HashMap<GitTokenId, u64>> {
-        if tokens.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let keys: Vec<String> = tokens.iter().map(|r| r.to_string()).collect();
-        let (conn, _) = self.parts()?;
-        let rows: Vec<(Option<String>, i64)> = db_run!(*conn, |c| services::table
-            .filter(services::git_token_id.eq_any(&keys))
-            .group_by(services::git_token_id)
-            .select((services::git_token_id, diesel::dsl::count_star()))
-            .load(c)
-            .await)
-        .map_err(store_error)?;
-        count_map(rows)
     }
 }
 

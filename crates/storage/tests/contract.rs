@@ -11,7 +11,8 @@ use domain::model::*;
 use domain::pagination::PageRequest;
 use domain::ports::{
     DeploymentQueue, Health, IdempotencyClaim, IdempotencyStore, QueueClaims, RateLimitStore, Repo,
-    Scope, ServiceQueries, StageQueries, Store, StoredResponse, TokenStore, VariableQueries,
+    Scope, ServiceLink, ServiceQueries, StageQueries, Store, StoredResponse, TokenStore,
+    VariableQueries,
 };
 use domain::ratelimit::Gcra;
 use domain::secret::Secret;
@@ -688,11 +689,11 @@ async fn usage_counts_are_grouped(db: Db) {
         .session()
         .await
         .unwrap()
-        .count_services_by_registry(&[used.id, unused.id])
+        .count_services_by(ServiceLink::Registry, &[used.id.0, unused.id.0])
         .await
         .unwrap();
-    assert_eq!(counts.get(&used.id), Some(&3));
-    assert_eq!(counts.get(&unused.id), None);
+    assert_eq!(counts.get(&used.id.0), Some(&3));
+    assert_eq!(counts.get(&unused.id.0), None);
 
     let t = git_token(&db, o.id, "gh").await;
     let app = service_in(
@@ -708,10 +709,10 @@ async fn usage_counts_are_grouped(db: Db) {
         .session()
         .await
         .unwrap()
-        .count_services_by_git_token(&[t.id])
+        .count_services_by(ServiceLink::GitToken, &[t.id.0])
         .await
         .unwrap();
-    assert_eq!(counts.get(&t.id), Some(&1));
+    assert_eq!(counts.get(&t.id.0), Some(&1));
 
     let empty = project_in(o.id, "empty");
     Repo::<Project>::insert(&mut db.session().await.unwrap(), &empty)

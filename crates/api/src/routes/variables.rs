@@ -28,30 +28,41 @@ enum ParentKind {
 #[derive(Clone, Copy)]
 struct Secrets(bool);
 
-/// The path parameter naming one variable or secret under a parent.
+/// How a route under a parent names one variable or secret: the parent's kind, which of the
+/// two, and the path parameter holding its id. `/variable/{variableId}` has none.
 #[derive(Clone, Copy)]
-struct IdParam(&'static str);
-
-/// The variable a `/{parent}/{environmentVariable|secret}/{id}...` route names, and how.
-fn named(
-    req: &HttpRequest,
-    kind: &ParentKind,
-    secrets: &Secrets,
-    id: &IdParam,
-) -> Result<(domain::ids::VariableId, NamedAt), ApiError> {
-    let at = NamedAt {
-        parent: parent(req, *kind)?,
-        secret: secrets.0,
-    };
-    Ok((path_id(req, id.0)?, at))
+struct Named {
+    kind: ParentKind,
+    secrets: Secrets,
+    id: &'static str,
 }
 
-/// A variable (the public `EnvironmentVariable`) or a secret (`Secret`), as the route is.
-fn shown(secrets: Secrets, v: VariableDetails) -> serde_json::Value {
-    if secrets.0 {
-        serde_json::to_value(SecretView::from(v))
-    } else {
-        serde_json::to_value(VariableView::creation(v))
+type Route = Option<web::Data<Named>>;
+
+/// The variable the route names, and under which parent when it names one.
+fn target(
+    req: &HttpRequest,
+    route: &Route,
+) -> Result<(domain::ids::VariableId, Option<NamedAt>), ApiError> {
+    match route {
+        None => Ok((path_id(req, "variableId")?, None)),
+        Some(named) => {
+            let at = NamedAt {
+                parent: parent(req, named.kind)?,
+                secret: named.secrets.0,
+            };
+            Ok((path_id(req, named.id)?, Some(at)))
+        }
+    }
+}
+
+/// The answer: at `/variable/{id}`, the edit form; under a parent, the public
+/// `EnvironmentVariable` or `Secret`, as the route is.
+fn answer(route: &Route, v: VariableDetails) -> serde_json::Value {
+    match route {
+        None => serde_json::to_value(VariableView::edit(v)),
+        Some(named) if named.secrets.0 => serde_json::to_value(SecretView::from(v)),
+        Some(_) => serde_json::to_value(VariableView::creation(v)),
     }
     .unwrap_or_default()
 }
@@ -115,28 +126,25 @@ pub fn routes(r: &mut Routes) {
                     Body::of::<VariableView>()
                 }
             };
+            let named = Named { kind, secrets, id };
             r.at(one.clone())
-                .data(kind)
-                .data(secrets)
-                .data(IdParam(id))
+                .data(named)
                 .put(
-                    edit_at,
+                    edit,
                     Doc::answer(format!("Edit a {noun} of this parent"), 200, Some(shape()))
                         .body(Body::of::<VariableEdit>()),
                 )
                 .delete(
-                    delete_at,
+                    delete,
                     Doc::delete(format!(
                         "Delete a {noun} of this parent with its aliases and overrides"
                     )),
                 )
                 .add();
             r.at(format!("{one}/alias"))
-                .data(kind)
-                .data(secrets)
-                .data(IdParam(id))
+                .data(named)
                 .post(
-                    alias_at,
+                    alias,
                     Doc::answer(
                         format!("Create here an alias of a {noun} visible here"),
                         201,
@@ -146,11 +154,9 @@ pub fn routes(r: &mut Routes) {
                 )
                 .add();
             r.at(format!("{one}/override"))
-                .data(kind)
-                .data(secrets)
-                .data(IdParam(id))
+                .data(named)
                 .post(
-                    override_at,
+                    override_variable,
                     Doc::answer(
                         format!("Override here a {noun} of a higher scope"),
                         201,
@@ -337,111 +343,44 @@ async fn get(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse>
 
 async fn edit(
     st: St,
+    route: Route,
     Auth(p): Auth,
     req: HttpRequest,
     JsonBody(input): JsonBody<VariableEdit>,
 ) -> ApiResult<HttpResponse> {
-    let v = st
-        .capstan
-        .edit_variable(&p, path_id(&req, "variableId")?, input, None)
-        .await?;
-    Ok(ok(VariableView::edit(v)))
+    let (id, at) = target(&req, &route)?;
+    let v = st.capstan.edit_variable(&p, id, input, at).await?;
+    Ok(ok(answer(&route, v)))
 }
 
-async fn delete(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
-    st.capstan
-        .delete_variable(&p, path_id(&req, "variableId")?, None)
-        .await?;
+async fn delete(st: St, route: Route, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let (id, at) = target(&req, &route)?;
+    st.capstan.delete_variable(&p, id, at).await?;
     Ok(no_content())
 }
 
 async fn alias(
     st: St,
+    route: Route,
     Auth(p): Auth,
     req: HttpRequest,
     JsonBody(input): JsonBody<AliasInput>,
 ) -> ApiResult<HttpResponse> {
-    let v = st
-        .capstan
-        .create_alias(&p, path_id(&req, "variableId")?, input, None)
-        .await?;
-    Ok(created(VariableView::edit(v)))
+    let (id, at) = target(&req, &route)?;
+    let v = st.capstan.create_alias(&p, id, input, at).await?;
+    Ok(created(answer(&route, v)))
 }
 
 async fn override_variable(
     st: St,
+    route: Route,
     Auth(p): Auth,
     req: HttpRequest,
     JsonBody(input): JsonBody<OverrideInput>,
 ) -> ApiResult<HttpResponse> {
-    let v = st
-        .capstan
-        .create_override(&p, path_id(&req, "variableId")?, input, None)
-        .await?;
-    Ok(created(VariableView::edit(v)))
-}
-
-async fn edit_at(
-    st: St,
-    route: (
-        web::Data<ParentKind>,
-        web::Data<Secrets>,
-        web::Data<IdParam>,
-    ),
-    Auth(p): Auth,
-    req: HttpRequest,
-    JsonBody(input): JsonBody<VariableEdit>,
-) -> ApiResult<HttpResponse> {
-    let (id, at) = named(&req, &route.0, &route.1, &route.2)?;
-    let v = st.capstan.edit_variable(&p, id, input, Some(at)).await?;
-    Ok(ok(shown(**route.1, v)))
-}
-
-async fn delete_at(
-    st: St,
-    route: (
-        web::Data<ParentKind>,
-        web::Data<Secrets>,
-        web::Data<IdParam>,
-    ),
-    Auth(p): Auth,
-    req: HttpRequest,
-) -> ApiResult<HttpResponse> {
-    let (id, at) = named(&req, &route.0, &route.1, &route.2)?;
-    st.capstan.delete_variable(&p, id, Some(at)).await?;
-    Ok(no_content())
-}
-
-async fn alias_at(
-    st: St,
-    route: (
-        web::Data<ParentKind>,
-        web::Data<Secrets>,
-        web::Data<IdParam>,
-    ),
-    Auth(p): Auth,
-    req: HttpRequest,
-    JsonBody(input): JsonBody<AliasInput>,
-) -> ApiResult<HttpResponse> {
-    let (id, at) = named(&req, &route.0, &route.1, &route.2)?;
-    let v = st.capstan.create_alias(&p, id, input, Some(at)).await?;
-    Ok(created(shown(**route.1, v)))
-}
-
-async fn override_at(
-    st: St,
-    route: (
-        web::Data<ParentKind>,
-        web::Data<Secrets>,
-        web::Data<IdParam>,
-    ),
-    Auth(p): Auth,
-    req: HttpRequest,
-    JsonBody(input): JsonBody<OverrideInput>,
-) -> ApiResult<HttpResponse> {
-    let (id, at) = named(&req, &route.0, &route.1, &route.2)?;
-    let v = st.capstan.create_override(&p, id, input, Some(at)).await?;
-    Ok(created(shown(**route.1, v)))
+    let (id, at) = target(&req, &route)?;
+    let v = st.capstan.create_override(&p, id, input, at).await?;
+    Ok(created(answer(&route, v)))
 }
 
 async fn import(

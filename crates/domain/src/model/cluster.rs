@@ -97,18 +97,18 @@ fn managed() -> KubernetesMode {
 
 impl Default for ClusterSpec {
     fn default() -> Self {
-        serde_json::from_value(Value::Object(Map::new())).unwrap_or(Self {
-            min_running_nodes: 1,
-            max_running_nodes: 1,
-            disk_size: 20,
+        Self {
+            min_running_nodes: one(),
+            max_running_nodes: one(),
+            disk_size: twenty(),
             disk_iops: None,
             disk_throughput: None,
             instance_type: None,
-            kubernetes: KubernetesMode::Managed,
+            kubernetes: managed(),
             production: false,
             ssh_keys: vec![],
             cloud_provider_credentials: None,
-        })
+        }
     }
 }
 

@@ -47,7 +47,18 @@ impl Capstan {
         page: PageRequest,
     ) -> DomainResult<Page<CloudCredentials>> {
         let mut unit = self.reading().await?;
-        let tx = &mut *unit;
+        self.credentials_in(&mut *unit, p, org, provider, page)
+            .await
+    }
+
+    async fn credentials_in(
+        &self,
+        tx: &mut Unit,
+        p: &Principal,
+        org: OrganizationId,
+        provider: Option<CloudProvider>,
+        page: PageRequest,
+    ) -> DomainResult<Page<CloudCredentials>> {
         self.load::<Organization>(tx, p, org, Action::Read).await?;
         // An organization holds a handful of credentials: all are read and the page cut here.
         let all: Page<CloudCredentials> = self.list(tx, org, PageRequest::all()).await?;
@@ -59,16 +70,17 @@ impl Capstan {
         Ok(Page::from_vec(matching, page))
     }
 
-    /// Every provider's credentials, each with the clusters that use them.
+    /// Every provider's credentials, each with the clusters that use them (one unit).
     pub async fn credentials_with_clusters(
         &self,
         p: &Principal,
         org: OrganizationId,
         page: PageRequest,
     ) -> DomainResult<Page<(CloudCredentials, Vec<Cluster>)>> {
-        let page = self.list_credentials(p, org, None, page).await?;
         let mut unit = self.reading().await?;
-        let clusters: Page<Cluster> = self.list(&mut *unit, org, PageRequest::all()).await?;
+        let tx = &mut *unit;
+        let page = self.credentials_in(tx, p, org, None, page).await?;
+        let clusters: Page<Cluster> = self.list(tx, org, PageRequest::all()).await?;
         Ok(page.map(|creds| {
             let users = clusters
                 .items

@@ -6,7 +6,7 @@ use crate::error::{DomainError, DomainResult};
 use crate::ids::{GitTokenId, OrganizationId};
 use crate::model::{GitProvider, GitToken, Organization};
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{Scope, Unit};
+use crate::ports::{Scope, ServiceLink, Unit};
 use crate::secret::Secret;
 use crate::validate;
 use serde::Deserialize;
@@ -47,12 +47,12 @@ impl Capstan {
         tx: &mut Unit,
         tokens: Vec<GitToken>,
     ) -> DomainResult<Vec<GitTokenDetails>> {
-        let ids: Vec<GitTokenId> = tokens.iter().map(|t| t.id).collect();
-        let counts = tx.count_services_by_git_token(&ids).await?;
+        let ids: Vec<uuid::Uuid> = tokens.iter().map(|t| t.id.0).collect();
+        let counts = tx.count_services_by(ServiceLink::GitToken, &ids).await?;
         Ok(tokens
             .into_iter()
             .map(|token| GitTokenDetails {
-                associated_services_count: counts.get(&token.id).copied().unwrap_or(0),
+                associated_services_count: counts.get(&token.id.0).copied().unwrap_or(0),
                 token,
             })
             .collect())

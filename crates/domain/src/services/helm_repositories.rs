@@ -8,7 +8,7 @@ use crate::error::{DomainError, DomainResult};
 use crate::ids::{HelmRepositoryId, OrganizationId};
 use crate::model::{HelmRepository, HelmRepositoryKind, Organization};
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{Scope, ServiceFilter, Unit};
+use crate::ports::{Scope, ServiceFilter, ServiceLink, Unit};
 use crate::validate;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -76,19 +76,17 @@ impl Capstan {
         tx: &mut Unit,
         repositories: Vec<HelmRepository>,
     ) -> DomainResult<Vec<HelmRepositoryDetails>> {
-        let mut out = Vec::with_capacity(repositories.len());
-        for repository in repositories {
-            let filter = ServiceFilter {
-                helm_repository: Some(repository.id),
-                ..Default::default()
-            };
-            let used = tx.find_services(&filter, PageRequest::new(1, 1)?).await?;
-            out.push(HelmRepositoryDetails {
-                associated_services_count: used.total_count,
+        let ids: Vec<uuid::Uuid> = repositories.iter().map(|r| r.id.0).collect();
+        let counts = tx
+            .count_services_by(ServiceLink::HelmRepository, &ids)
+            .await?;
+        Ok(repositories
+            .into_iter()
+            .map(|repository| HelmRepositoryDetails {
+                associated_services_count: counts.get(&repository.id.0).copied().unwrap_or(0),
                 repository,
-            });
-        }
-        Ok(out)
+            })
+            .collect())
     }
 
     async fn one_helm_repository(

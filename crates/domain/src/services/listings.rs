@@ -122,14 +122,17 @@ impl Capstan {
         let projects = self
             .by_id::<Project>(tx, envs.items.iter().map(|e| e.project_id))
             .await?;
+        // The services of every environment on the cluster, in one read, shared out below.
+        let filter = ServiceFilter {
+            cluster: Some(cluster),
+            ..Default::default()
+        };
         let mut services: HashMap<EnvironmentId, Vec<Service>> = HashMap::new();
-        for env in &envs.items {
-            let filter = ServiceFilter {
-                environment: Some(env.id),
-                ..Default::default()
-            };
-            let all = tx.find_services(&filter, PageRequest::all()).await?;
-            services.insert(env.id, all.items);
+        for service in tx.find_services(&filter, PageRequest::all()).await?.items {
+            services
+                .entry(service.environment_id)
+                .or_default()
+                .push(service);
         }
         Ok(envs.map(|environment| ClusterEnvironment {
             project_name: name_of(&projects, &environment.project_id, |p| &p.name),

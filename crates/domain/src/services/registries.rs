@@ -9,7 +9,7 @@ use crate::model::{
     RegistrySummary,
 };
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{Scope, ServiceFilter, Unit};
+use crate::ports::{Scope, ServiceFilter, ServiceLink, Unit};
 use crate::secret::Secret;
 use crate::validate;
 use serde::Deserialize;
@@ -101,15 +101,15 @@ impl Capstan {
         tx: &mut Unit,
         registries: Vec<ContainerRegistry>,
     ) -> DomainResult<Vec<RegistryDetails>> {
-        let ids: Vec<ContainerRegistryId> = registries.iter().map(|r| r.id).collect();
-        let counts = tx.count_services_by_registry(&ids).await?;
+        let ids: Vec<uuid::Uuid> = registries.iter().map(|r| r.id.0).collect();
+        let counts = tx.count_services_by(ServiceLink::Registry, &ids).await?;
         let clusters = self
             .by_id::<Cluster>(tx, registries.iter().filter_map(|r| r.cluster_id))
             .await?;
         Ok(registries
             .into_iter()
             .map(|registry| RegistryDetails {
-                associated_services_count: counts.get(&registry.id).copied().unwrap_or(0),
+                associated_services_count: counts.get(&registry.id.0).copied().unwrap_or(0),
                 cluster: registry
                     .cluster_id
                     .and_then(|id| clusters.get(&id).cloned()),
