@@ -240,6 +240,24 @@ impl VariableQueries for Session {
         into_page::<Variable>(rows, total, page, cipher)
     }
 
+    async fn database_link_variables(
+        &mut self,
+        database: ServiceId,
+    ) -> StoreResult<Vec<Variable>> {
+        let database = database.to_string();
+        let (conn, cipher) = self.parts()?;
+        let rows: Vec<VariableRow> = db_run!(*conn, |c| variables::table
+            .filter(variables::linked_database_id.eq(database.clone()))
+            .order((variables::created_at, variables::id))
+            .select(VariableRow::as_select())
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        rows.into_iter()
+            .map(|r| Variable::from_row(r, cipher))
+            .collect()
+    }
+
     async fn mark_out_of_date(
         &mut self,
         reach: VariableParent,

@@ -594,6 +594,7 @@ row!(VariableRow, variables {
     enable_interpolation_in_file: Option<bool>, aliased_variable_id: Option<String>,
     overridden_variable_id: Option<String>, secret_manager_access_id: Option<String>,
     created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
+    linked_database_id: Option<String>,
 });
 
 impl ToRow for Variable {
@@ -625,6 +626,7 @@ impl ToRow for Variable {
             secret_manager_access_id: v.secret_manager_access_id.map(|s| s.to_string()),
             created_at: ts(v.created_at),
             updated_at: ts(v.updated_at),
+            linked_database_id: v.linked_database_id.map(|d| d.to_string()),
         })
     }
 }
@@ -662,6 +664,7 @@ impl FromRow for Variable {
                 "secret_manager_access_id",
                 r.secret_manager_access_id.as_deref(),
             )?,
+            linked_database_id: opt_parse("linked_database_id", r.linked_database_id.as_deref())?,
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
         })

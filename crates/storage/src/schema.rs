@@ -181,6 +181,7 @@ diesel::table! {
         secret_manager_access_id -> Nullable<Text>,
         created_at -> Timestamp,
         updated_at -> Timestamp,
+        linked_database_id -> Nullable<Text>,
     }
 }
 

@@ -827,6 +827,7 @@ async fn secrets_are_encrypted_at_rest(db: Db) {
         aliased_variable_id: None,
         overridden_variable_id: None,
         secret_manager_access_id: None,
+        linked_database_id: None,
         created_at: now(),
         updated_at: now(),
     };

@@ -3,6 +3,7 @@
 mod catalog;
 mod clusters;
 mod credentials;
+mod database_links;
 mod deployments;
 mod image_deploys;
 mod listings;
@@ -62,6 +63,7 @@ pub fn api_routes(r: &mut Routes) {
     catalog::routes(r);
     clusters::routes(r);
     credentials::routes(r);
+    database_links::routes(r);
     organization::routes(r);
     resources::routes(r);
     services::routes(r);

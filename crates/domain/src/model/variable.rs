@@ -138,6 +138,9 @@ pub struct Variable {
     pub aliased_variable_id: Option<VariableId>,
     pub overridden_variable_id: Option<VariableId>,
     pub secret_manager_access_id: Option<Uuid>,
+    /// The database whose connection this BUILT_IN variable gives its application (the link
+    /// between the two).
+    pub linked_database_id: Option<ServiceId>,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
 }

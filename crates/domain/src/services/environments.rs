@@ -357,6 +357,9 @@ fn clone_variables(
                 project_id: env.project_id,
                 environment_id: Some(env.id),
                 service_id: v.service_id.and_then(|s| service_ids.get(&s).copied()),
+                linked_database_id: v
+                    .linked_database_id
+                    .and_then(|d| service_ids.get(&d).copied()),
                 aliased_variable_id: aliased,
                 overridden_variable_id: overridden,
                 created_at: now,

@@ -3,6 +3,7 @@
 mod catalog;
 mod clusters;
 mod credentials;
+mod database_links;
 mod deployments;
 mod environments;
 mod git_tokens;

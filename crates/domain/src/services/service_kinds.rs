@@ -176,6 +176,7 @@ impl Capstan {
         };
         self.insert(tx, &service, "environment").await?;
         self.stage_new_service(tx, &env, service.id).await?;
+        self.link_new_service(tx, &service).await?;
         let service = self.decorate_one(tx, service).await?;
         unit.commit().await?;
         Ok(service)

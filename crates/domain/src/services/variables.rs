@@ -438,6 +438,7 @@ impl Capstan {
             aliased_variable_id: None,
             overridden_variable_id: None,
             secret_manager_access_id: None,
+            linked_database_id: None,
             created_at: now,
             updated_at: now,
         }
@@ -651,6 +652,12 @@ impl Capstan {
         let v: Variable = self.load(tx, p, id, Action::Write).await?;
         if let Some(at) = at {
             at.owns(&v)?;
+        }
+        if v.variable_type == VariableType::BuiltIn {
+            return Err(DomainError::invalid(
+                "variable_type",
+                "BUILT_IN variables cannot be deleted (remove the database's link instead)",
+            ));
         }
         self.delete::<Variable>(tx, id, "other variables").await?;
         tx.mark_out_of_date(v.parent(), self.now()).await?;

@@ -1,0 +1,61 @@
+//! The applications linked to a database (`/database/{id}/application`): those that hold its
+//! connection variables.
+
+use super::{no_content, ok};
+use crate::error::ApiResult;
+use crate::extract::{path_id, Auth, Paging};
+use crate::openapi::{Doc, Routes};
+use crate::views::{Paged, ServiceView};
+use crate::AppState;
+use actix_web::{web, HttpRequest, HttpResponse};
+use domain::pagination::Page;
+
+type St = web::Data<AppState>;
+const DATABASE: &str = "databaseId";
+
+pub fn routes(r: &mut Routes) {
+    r.at("/database/{databaseId}/application")
+        .get(
+            list,
+            Doc::list::<ServiceView>(
+                "List the applications linked to a database (given its connection variables)",
+            ),
+        )
+        .add();
+    r.at("/database/{databaseId}/application/{targetApplicationId}")
+        .delete(
+            unlink,
+            Doc::delete(
+                "Remove an application's link to a database: its connection variables go, \
+                 with the aliases and overrides made of them",
+            ),
+        )
+        .add();
+}
+
+async fn list(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+    Paging(page): Paging,
+) -> ApiResult<HttpResponse> {
+    let applications = st
+        .capstan
+        .linked_applications(&p, path_id(&req, DATABASE)?)
+        .await?;
+    Ok(ok(Paged::from_page(
+        Page::from_vec(applications, page),
+        ServiceView::from,
+    )))
+}
+
+async fn unlink(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+    st.capstan
+        .unlink_application(
+            &p,
+            path_id(&req, DATABASE)?,
+            path_id(&req, "targetApplicationId")?,
+        )
+        .await?;
+    Ok(no_content())
+}
