@@ -427,6 +427,12 @@ call('POST', f'/organization/{org}/container/deploy', {'image_name': 'nginx', 't
 call('POST', f'/organization/{org}/job/deploy', {'image_name': 'busybox', 'tag': '3'})
 settle(f'/environment/{images}/statuses')
 
+# Database-application links: an application and a database of one environment are linked.
+linked_db = call('POST', f'/environment/{images}/database', dict(bodies['database'], name='linked-db'))['id']
+linked_app = call('POST', f'/environment/{images}/application', dict(bodies['application'], name='linked-app'))['id']
+call('GET', f'/database/{linked_db}/application')
+call('DELETE', f'/database/{linked_db}/application/{linked_app}')
+
 # ---------- Deletions, on records of their own so that the run above keeps its hierarchy.
 spare_project = call('POST', f'/organization/{org}/project', {'name': 'spare'})['id']
 spare_env = call('POST', f'/project/{spare_project}/environment', {'name': 'spare'})['id']

@@ -67,6 +67,15 @@ async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
             .await
             .expect(201)
             .id();
+        // Created after the database: linked to it, so unlinking has something to remove.
+        let linked = t
+            .post(
+                &format!("/environment/{env}/application"),
+                json!({"name": format!("app-{n}"), "git_repository": {"url": "https://github.com/acme/api.git"}}),
+            )
+            .await
+            .expect(201)
+            .id();
         let ops: Vec<(Class, Method, String, Option<Value>)> = vec![
             (
                 Class::ReadOrganization,
@@ -414,6 +423,18 @@ async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
                 Some(
                     json!({"overwrite": true, "vars": [{"name": "IMPORTED", "value": "v", "scope": "CONTAINER", "is_secret": false}]}),
                 ),
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/database/{idle}/application"),
+                None,
+            ),
+            (
+                Class::Write,
+                Method::DELETE,
+                format!("/database/{idle}/application/{linked}"),
+                None,
             ),
             (
                 Class::Deploy,

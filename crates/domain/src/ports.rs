@@ -106,8 +106,7 @@ pub trait VariableQueries: Send {
     ) -> StoreResult<Page<Variable>>;
     /// The BUILT_IN variables that give applications `database`'s connection (each application
     /// holding some is linked to it), oldest first.
-    async fn database_link_variables(&mut self, database: ServiceId)
-        -> StoreResult<Vec<Variable>>;
+    async fn database_link_variables(&mut self, database: ServiceId) -> StoreResult<Vec<Variable>>;
     /// Marks the services under `reach` that a change at `now` concerns: those UP_TO_DATE
     /// become OUT_OF_DATE, and those with a deployment waiting or running are marked changed
     /// at `now` (so it does not count as deploying this change); in one statement. Others are

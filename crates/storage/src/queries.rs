@@ -240,10 +240,7 @@ impl VariableQueries for Session {
         into_page::<Variable>(rows, total, page, cipher)
     }
 
-    async fn database_link_variables(
-        &mut self,
-        database: ServiceId,
-    ) -> StoreResult<Vec<Variable>> {
+    async fn database_link_variables(&mut self, database: ServiceId) -> StoreResult<Vec<Variable>> {
         let database = database.to_string();
         let (conn, cipher) = self.parts()?;
         let rows: Vec<VariableRow> = db_run!(*conn, |c| variables::table

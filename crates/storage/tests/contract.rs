@@ -68,6 +68,7 @@ contract!(
     stages_hold_services_and_keep_their_order,
     a_batch_runs_in_stage_order_and_a_failure_cancels_later_stages,
     batches_and_service_requests_are_paged_newest_first,
+    link_variables_are_found_by_database_and_go_with_it,
 );
 
 fn now() -> time::OffsetDateTime {
@@ -1979,4 +1980,78 @@ async fn clusters_are_claimed_once_and_found_when_their_worker_dies(db: Db) {
         .unwrap()
         .unwrap();
     assert_eq!(back.run, ClusterRun::default());
+}
+
+async fn link_variables_are_found_by_database_and_go_with_it(db: Db) {
+    let (_, _, _, e) = hierarchy(&db).await;
+    let database = |name: &str| {
+        service_in(
+            &e,
+            ServiceKind::Database,
+            name,
+            json!({"type": "POSTGRESQL", "version": "16", "mode": "CONTAINER"}),
+        )
+    };
+    let (first, second) = (database("first"), database("second"));
+    let app = service_in(
+        &e,
+        ServiceKind::Application,
+        "app",
+        json!({"git_repository": {"url": "https://github.com/acme/api.git"}}),
+    );
+    let mut session = db.session().await.unwrap();
+    for s in [&first, &second, &app] {
+        Repo::<Service>::insert(&mut session, s).await.unwrap();
+    }
+    let link = |db: &Service, key: &str, at: i64| Variable {
+        id: VariableId::generate(),
+        organization_id: e.organization_id,
+        project_id: e.project_id,
+        environment_id: Some(e.id),
+        service_id: Some(app.id),
+        scope: VariableScope::BuiltIn,
+        key: VariableKey::parse(key).unwrap(),
+        value: Some(Secret::new("v")),
+        is_secret: false,
+        variable_type: VariableType::BuiltIn,
+        mount_path: None,
+        description: None,
+        enable_interpolation_in_file: None,
+        aliased_variable_id: None,
+        overridden_variable_id: None,
+        secret_manager_access_id: None,
+        linked_database_id: Some(db.id),
+        created_at: now() + time::Duration::seconds(at),
+        updated_at: now(),
+    };
+    let (port, host, other) = (
+        link(&first, "FIRST_PORT", 2),
+        link(&first, "FIRST_HOST", 1),
+        link(&second, "SECOND_HOST", 0),
+    );
+    for v in [&port, &host, &other] {
+        Repo::<Variable>::insert(&mut session, v).await.unwrap();
+    }
+    let keys = |vs: Vec<Variable>| -> Vec<String> {
+        vs.iter().map(|v| v.key.as_str().to_string()).collect()
+    };
+    let found = session.database_link_variables(first.id).await.unwrap();
+    assert_eq!(found[0].linked_database_id, Some(first.id));
+    assert_eq!(keys(found), ["FIRST_HOST", "FIRST_PORT"]);
+    assert!(session
+        .database_link_variables(app.id)
+        .await
+        .unwrap()
+        .is_empty());
+    Repo::<Service>::delete(&mut session, first.id)
+        .await
+        .unwrap();
+    assert!(Repo::<Variable>::get(&mut session, port.id)
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(
+        keys(session.database_link_variables(second.id).await.unwrap()),
+        ["SECOND_HOST"]
+    );
 }

@@ -15,6 +15,7 @@ use crate::model::{
 use crate::ports::{Repo, Scope, Unit};
 use crate::secret::Secret;
 use rand::distr::{Alphanumeric, SampleString};
+use std::collections::HashMap;
 
 /// The connection a database offers, as its linked applications see it.
 struct Connection {
@@ -58,11 +59,61 @@ impl Connection {
             ("HOST", self.host.clone(), false),
             ("PORT", self.port.to_string(), false),
             ("LOGIN", self.login.to_string(), false),
-            ("DEFAULT_DATABASE_NAME", self.database_name.to_string(), false),
+            (
+                "DEFAULT_DATABASE_NAME",
+                self.database_name.to_string(),
+                false,
+            ),
             ("PASSWORD", password.to_string(), true),
             ("DATABASE_URL", url, true),
         ]
     }
+}
+
+/// Points the link variables copied by an environment clone at the copied databases: their
+/// names, addresses and (one per database) passwords are the copy's, so that a cloned
+/// application never reaches the source environment's database. Aliases keep following them.
+pub(super) fn connect_copies(variables: &mut [Variable], copies: &[Service]) -> DomainResult<()> {
+    let mut passwords: HashMap<ServiceId, String> = HashMap::new();
+    for variable in variables.iter_mut() {
+        let Some(database) = variable
+            .linked_database_id
+            .and_then(|id| copies.iter().find(|s| s.id == id))
+        else {
+            continue;
+        };
+        let Some(connection) = Connection::of(database) else {
+            continue;
+        };
+        // The prefix's length depends only on the database type, which the copy keeps.
+        let suffix = variable
+            .key
+            .as_str()
+            .get(connection.prefix.len()..)
+            .unwrap_or_default();
+        let password = passwords
+            .entry(database.id)
+            .or_insert_with(new_password)
+            .clone();
+        if let Some((suffix, value, _)) = connection
+            .members(&password)
+            .into_iter()
+            .find(|(s, _, _)| *s == suffix)
+        {
+            variable.key = VariableKey::parse(&format!("{}{suffix}", connection.prefix))?;
+            variable.value = Some(Secret::new(value));
+            variable.description = Some(description(database));
+        }
+    }
+    Ok(())
+}
+
+fn new_password() -> String {
+    Alphanumeric.sample_string(&mut rand::rng(), 32)
+}
+
+fn description(database: &Service) -> String {
+    format!("Connection to the database {}", database.name)
 }
 
 impl Capstan {
@@ -113,7 +164,7 @@ impl Capstan {
             .find(|v| v.key.as_str() == password_key)
             .and_then(|v| v.value)
             .map(|s| s.expose().to_string())
-            .unwrap_or_else(|| Alphanumeric.sample_string(&mut rand::rng(), 32));
+            .unwrap_or_else(new_password);
         let now = self.now();
         for (suffix, value, is_secret) in connection.members(&password) {
             let variable = Variable {
@@ -128,7 +179,7 @@ impl Capstan {
                 is_secret,
                 variable_type: VariableType::BuiltIn,
                 mount_path: None,
-                description: Some(format!("Connection to the database {}", database.name)),
+                description: Some(description(database)),
                 enable_interpolation_in_file: None,
                 aliased_variable_id: None,
                 overridden_variable_id: None,
@@ -238,7 +289,14 @@ mod tests {
         let keys: Vec<_> = members.iter().map(|m| m.0).collect();
         assert_eq!(
             keys,
-            ["HOST", "PORT", "LOGIN", "DEFAULT_DATABASE_NAME", "PASSWORD", "DATABASE_URL"]
+            [
+                "HOST",
+                "PORT",
+                "LOGIN",
+                "DEFAULT_DATABASE_NAME",
+                "PASSWORD",
+                "DATABASE_URL"
+            ]
         );
         assert_eq!(members[1].1, "5432");
         assert_eq!(

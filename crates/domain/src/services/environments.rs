@@ -1,6 +1,6 @@
 //! Environments: a project's deployment targets, each on a cluster.
 
-use super::Capstan;
+use super::{database_links, Capstan};
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{ClusterId, EnvironmentId, ProjectId, ServiceId, VariableId};
@@ -298,13 +298,14 @@ impl Capstan {
                 }
             })
             .collect();
-        let variables = clone_variables(
+        let mut variables = clone_variables(
             variables,
             &env,
             &service_ids,
             source.project_id == env.project_id,
             now,
         );
+        database_links::connect_copies(&mut variables, &copies)?;
         self.insert(tx, &env, "project").await?;
         // Variables come after those they alias or override.
         for service in &copies {
