@@ -426,6 +426,8 @@ auto_job = call('POST', f'/environment/{images}/job', dict(bodies['job'], name='
 call('POST', f'/organization/{org}/container/deploy', {'image_name': 'nginx', 'tag': '3'})
 call('POST', f'/organization/{org}/job/deploy', {'image_name': 'busybox', 'tag': '3'})
 settle(f'/environment/{images}/statuses')
+call('POST', f'/environment/{images}/container', dict(bodies['container'], name='previewed', image_name='previewed', auto_preview=True))
+call('POST', f'/organization/{org}/container/preview', {'image_name': 'previewed', 'tag': '2'})
 
 # Database-application links: an application and a database of one environment are linked.
 linked_db = call('POST', f'/environment/{images}/database', dict(bodies['database'], name='linked-db'))['id']

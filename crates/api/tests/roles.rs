@@ -50,6 +50,14 @@ async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
         .await
         .expect(201)
         .id();
+    // Run the image that organization-wide deploys and previews look for.
+    t.post(
+        &format!("/environment/{env}/container"),
+        json!({"name": "pushed", "registry_id": registry, "image_name": "pushed", "tag": "0",
+               "auto_deploy": true, "auto_preview": true}),
+    )
+    .await
+    .expect(201);
     for role in [
         Role::BillingManager,
         Role::Viewer,
@@ -435,6 +443,18 @@ async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
                 Method::DELETE,
                 format!("/database/{idle}/application/{linked}"),
                 None,
+            ),
+            (
+                Class::Deploy,
+                Method::POST,
+                format!("/organization/{org}/container/preview"),
+                Some(json!({"image_name": "pushed", "tag": n})),
+            ),
+            (
+                Class::Deploy,
+                Method::POST,
+                format!("/organization/{org}/container/deploy"),
+                Some(json!({"image_name": "pushed", "tag": n})),
             ),
             (
                 Class::Deploy,

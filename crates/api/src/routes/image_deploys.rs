@@ -1,5 +1,5 @@
 //! Organization-wide deployments of a new image tag (`/organization/{id}/container/deploy`,
-//! `/organization/{id}/job/deploy`).
+//! `/organization/{id}/job/deploy`) and previews of it (`/organization/{id}/container/preview`).
 
 use super::accepted;
 use crate::error::{ApiError, ApiResult};
@@ -43,6 +43,18 @@ pub fn routes(r: &mut Routes) {
             )
             .add();
     }
+    r.at("/organization/{organizationId}/container/preview")
+        .post(
+            preview,
+            Doc::answer(
+                "Deploy a new tag in a PREVIEW copy of every environment whose containers run \
+                 the image at another tag with auto-preview on (none: 404)",
+                202,
+                Some(Body::of::<ImageDeployView>()),
+            )
+            .body(Body::of::<ImageDeployInput>()),
+        )
+        .add();
 }
 
 async fn deploy(
@@ -56,6 +68,23 @@ async fn deploy(
         .capstan
         .deploy_image(&p, path_id(&req, "organizationId")?, **kind, input)
         .await?;
+    answer(statuses)
+}
+
+async fn preview(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+    JsonBody(input): JsonBody<ImageDeployInput>,
+) -> ApiResult<HttpResponse> {
+    let statuses = st
+        .capstan
+        .preview_image(&p, path_id(&req, "organizationId")?, input)
+        .await?;
+    answer(statuses)
+}
+
+fn answer(statuses: Vec<ServiceStatus>) -> ApiResult<HttpResponse> {
     // The domain answers at least one status (none matched is its 404).
     let first = statuses.first().cloned().ok_or_else(|| {
         ApiError::new(

@@ -383,7 +383,22 @@ impl Capstan {
         selection: Selection,
     ) -> DomainResult<EnvironmentStatus> {
         let mut unit = self.writing().await?;
-        let tx = &mut *unit;
+        let status = self
+            .environment_action_in(&mut *unit, p, environment, action, selection)
+            .await?;
+        unit.commit().await?;
+        Ok(status)
+    }
+
+    /// [`Self::environment_action`] within a unit of the caller's.
+    pub(super) async fn environment_action_in(
+        &self,
+        tx: &mut Unit,
+        p: &Principal,
+        environment: EnvironmentId,
+        action: DeploymentAction,
+        selection: Selection,
+    ) -> DomainResult<EnvironmentStatus> {
         let (env, services, requests) = self.environment_for_action(tx, p, environment).await?;
         let by_id: HashMap<ServiceId, &Service> = services.iter().map(|s| (s.id, s)).collect();
         let skipped: Vec<ServiceId> = tx
@@ -498,7 +513,6 @@ impl Capstan {
             .environment_statuses_of(tx, environment)
             .await?
             .environment;
-        unit.commit().await?;
         Ok(status)
     }
 

@@ -5,7 +5,7 @@ use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{ClusterId, EnvironmentId, ProjectId, ServiceId, VariableId};
 use crate::model::{
-    Cluster, DeploymentStatus, Environment, EnvironmentMode, Project, Service, Variable,
+    Cluster, DeploymentStatus, Environment, EnvironmentMode, Name, Project, Service, Variable,
 };
 use crate::pagination::{Page, PageRequest};
 use crate::ports::Repo;
@@ -66,7 +66,7 @@ impl Capstan {
 
     /// The cluster named by a request, or the organization's first cluster; held until the
     /// unit ends, so it cannot be deleted under the environment that is about to use it.
-    async fn cluster_for(
+    pub(super) async fn cluster_for(
         &self,
         tx: &mut Unit,
         p: &Principal,
@@ -257,6 +257,30 @@ impl Capstan {
                 Some(input.cluster_id.unwrap_or(source.cluster_id)),
             )
             .await?;
+        let mode = input.mode.unwrap_or(source.mode);
+        let (env, _) = self
+            .copy_environment(tx, &source, &project, &cluster, name, mode)
+            .await?;
+        unit.commit().await?;
+        Ok(EnvironmentDetails {
+            environment: env,
+            cluster: Some(cluster),
+        })
+    }
+
+    /// Writes a copy of `source` (its services, variables, secrets and stages, none of its
+    /// deployment state) into `project` on `cluster`; answers it with the copy of each service
+    /// by the source's id. The caller holds both projects.
+    pub(super) async fn copy_environment(
+        &self,
+        tx: &mut Unit,
+        source: &Environment,
+        project: &Project,
+        cluster: &Cluster,
+        name: Name,
+        mode: EnvironmentMode,
+    ) -> DomainResult<(Environment, HashMap<ServiceId, Service>)> {
+        let source_id = source.id;
         let now = self.now();
         let env = Environment {
             id: EnvironmentId::generate(),
@@ -264,7 +288,7 @@ impl Capstan {
             project_id: project.id,
             cluster_id: cluster.id,
             name,
-            mode: input.mode.unwrap_or(source.mode),
+            mode,
             last_updated_by: None,
             created_at: now,
             updated_at: now,
@@ -315,11 +339,15 @@ impl Capstan {
             Repo::<Variable>::insert(tx, variable).await?;
         }
         self.clone_stages(tx, source_id, &env, &service_ids).await?;
-        unit.commit().await?;
-        Ok(EnvironmentDetails {
-            environment: env,
-            cluster: Some(cluster),
-        })
+        let copies = copies
+            .into_iter()
+            .map(|c| (c.id, c))
+            .collect::<HashMap<_, _>>();
+        let by_source = service_ids
+            .into_iter()
+            .filter_map(|(from, to)| copies.get(&to).map(|c| (from, c.clone())))
+            .collect();
+        Ok((env, by_source))
     }
 }
 
