@@ -279,6 +279,12 @@ edits['database'] = {k: v for k, v in edits['database'].items() if k not in ('ty
 for kind, body in edits.items():
     echoes(body, call('PUT', f'/{kind}/{ids[kind]}', body), f'PUT {kind}')
 
+# Advanced settings of every kind that has them: the defaults, the service's own, an edit.
+for kind in ('application', 'container', 'job', 'helm', 'terraform'):
+    call('GET', f'/default{kind.capitalize()}AdvancedSettings')
+    own = call('GET', f'/{kind}/{ids[kind]}/advancedSettings')
+    call('PUT', f'/{kind}/{ids[kind]}/advancedSettings', {'deployment.termination_grace_period_seconds': 90} if 'deployment.termination_grace_period_seconds' in own else {'network.ingress.enable_cors': True})
+
 # Variables and secrets at every scope, and the generic /variable routes.
 scopes = {'project': project, 'environment': env, 'application': ids['application'], 'container': ids['container'], 'job': ids['job']}
 above = {}

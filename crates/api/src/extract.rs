@@ -237,6 +237,15 @@ pub fn path_id<T: FromStr>(req: &HttpRequest, name: &str) -> Result<T, ApiError>
         .map_err(|_| ApiError::bad_request(format!("{name}: '{raw}' is not a valid UUID")))
 }
 
+/// A service's id; the parameter is named for the kind (`applicationId`, `helmId`, ...), as
+/// clients know it.
+pub fn service_id(
+    req: &HttpRequest,
+    kind: domain::model::ServiceKind,
+) -> Result<domain::ids::ServiceId, ApiError> {
+    path_id(req, &format!("{}Id", kind.path_segment()))
+}
+
 /// `page` and `page_size` from the query string.
 pub struct Paging(pub PageRequest);
 

@@ -438,6 +438,25 @@ async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
                 format!("/database/{idle}/application"),
                 None,
             ),
+            // Issue 14's operations.
+            (
+                Class::ReadOrganization,
+                Method::GET,
+                "/defaultContainerAdvancedSettings".into(),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/container/{container}/advancedSettings"),
+                None,
+            ),
+            (
+                Class::Write,
+                Method::PUT,
+                format!("/container/{container}/advancedSettings"),
+                Some(json!({"hpa.cpu.average_utilization_percent": 70})),
+            ),
             (
                 Class::Write,
                 Method::DELETE,

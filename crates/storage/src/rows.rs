@@ -538,7 +538,7 @@ row!(ServiceRow, services {
     name: String, name_key: String, description: Option<String>, spec: String,
     registry_id: Option<String>, git_token_id: Option<String>,
     created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime, deployment_status: String,
-    helm_repository_id: Option<String>,
+    helm_repository_id: Option<String>, advanced_settings: String,
 });
 
 impl ToRow for Service {
@@ -564,6 +564,7 @@ impl ToRow for Service {
             updated_at: ts(s.updated_at),
             deployment_status: s.deployment_status.as_str().into(),
             helm_repository_id: s.spec.helm_repository_id().map(|r| r.to_string()),
+            advanced_settings: json_text(&s.advanced_settings)?,
         })
     }
 }
@@ -581,6 +582,7 @@ impl FromRow for Service {
             spec: ServiceSpec::from_stored(kind, &r.spec)
                 .map_err(|e| StoreError::Other(format!("{e:?}")))?,
             deployment_status: parse("deployment_status", &r.deployment_status)?,
+            advanced_settings: json_value("advanced_settings", &r.advanced_settings)?,
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
         })

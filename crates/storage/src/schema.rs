@@ -140,6 +140,7 @@ diesel::table! {
         updated_at -> Timestamp,
         deployment_status -> Text,
         helm_repository_id -> Nullable<Text>,
+        advanced_settings -> Text,
     }
 }
 

@@ -168,6 +168,7 @@ fn service_in(
         description: draft.description,
         spec: draft.spec,
         deployment_status: DeploymentStatus::NeverDeployed,
+        advanced_settings: Default::default(),
         created_at: now(),
         updated_at: now(),
     }

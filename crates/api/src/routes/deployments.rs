@@ -5,7 +5,9 @@
 use super::{accepted, ok, Deleted};
 use crate::deployment_views::*;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{path_id, query_value, Auth, HistoryPaging, JsonBody, OptionalJson, Paging};
+use crate::extract::{
+    path_id, query_value, service_id, Auth, HistoryPaging, JsonBody, OptionalJson, Paging,
+};
 use crate::openapi::{Body, Doc, Query, Routes};
 use crate::views::{HistoryPage, Paged};
 use crate::AppState;
@@ -17,10 +19,6 @@ use uuid::Uuid;
 
 type St = web::Data<AppState>;
 type Kind = web::Data<ServiceKind>;
-
-fn service_id(req: &HttpRequest, kind: ServiceKind) -> ApiResult<domain::ids::ServiceId> {
-    path_id(req, &format!("{}Id", kind.path_segment()))
-}
 
 fn env_id(req: &HttpRequest) -> ApiResult<domain::ids::EnvironmentId> {
     path_id(req, "environmentId")

@@ -1,5 +1,6 @@
 //! The route table. Every route is served under `/v1` and, for unversioned clients, at the root.
 
+mod advanced_settings;
 mod catalog;
 mod clusters;
 mod credentials;
@@ -60,6 +61,7 @@ pub fn api_routes(r: &mut Routes) {
     // Literal paths that a `{id}` pattern of the same scope would otherwise take.
     deployments::fixed_routes(r);
     clusters::fixed_routes(r);
+    advanced_settings::routes(r);
     catalog::routes(r);
     clusters::routes(r);
     credentials::routes(r);

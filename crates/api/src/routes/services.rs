@@ -2,7 +2,7 @@
 
 use super::{created, ok, Deleted};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{path_id, query_value, Auth, JsonBody, Paging};
+use crate::extract::{path_id, query_value, service_id, Auth, JsonBody, Paging};
 use crate::openapi::{shown_schema, Body, Doc, Query, Routes};
 use crate::views::ServiceCommon;
 use crate::views::{Paged, ServiceView};
@@ -12,14 +12,6 @@ use domain::model::ServiceKind;
 
 type St = web::Data<AppState>;
 type Kind = web::Data<ServiceKind>;
-
-/// The id parameter is named for the kind (`applicationId`, `helmId`, ...), as clients know it.
-fn service_id(
-    req: &HttpRequest,
-    kind: ServiceKind,
-) -> Result<domain::ids::ServiceId, crate::error::ApiError> {
-    path_id(req, &format!("{}Id", kind.path_segment()))
-}
 
 /// The documented shape of a service of `kind`, and of its create and edit request.
 fn shapes(kind: ServiceKind) -> (Body, Body) {

@@ -1,5 +1,6 @@
 //! Advanced settings: a flat map of dotted keys, each typed and with a default. One mechanism
-//! for every table of settings (clusters today); a record stores only the values set on it.
+//! for every table of settings (clusters here, services in `service_settings_tables`); a record
+//! stores only the values set on it.
 
 use crate::error::DomainError;
 use serde_json::{Map, Value};
@@ -69,6 +70,56 @@ pub const fn one_of(
     }
 }
 
+pub const fn int_in(key: &'static str, min: i64, max: i64, default: &'static str) -> Setting {
+    Setting {
+        key,
+        kind: SettingKind::Int {
+            min: Some(min),
+            max: Some(max),
+            nullable: false,
+        },
+        default,
+    }
+}
+
+/// An integer that may be null, and is by default.
+pub const fn nullable_int(key: &'static str, min: i64) -> Setting {
+    Setting {
+        key,
+        kind: SettingKind::Int {
+            min: Some(min),
+            max: None,
+            nullable: true,
+        },
+        default: "null",
+    }
+}
+
+/// A string that may be null, and is by default.
+pub const fn nullable_text(key: &'static str) -> Setting {
+    Setting {
+        key,
+        kind: SettingKind::Text { nullable: true },
+        default: "null",
+    }
+}
+
+pub const fn text_list(key: &'static str, default: &'static str) -> Setting {
+    Setting {
+        key,
+        kind: SettingKind::TextList,
+        default,
+    }
+}
+
+pub const fn text_map(key: &'static str) -> Setting {
+    Setting {
+        key,
+        kind: SettingKind::TextMap,
+        default: "{}",
+    }
+}
+
 impl SettingKind {
     /// Why `value` is not one of this kind's values.
     fn refuse(&self, value: &Value) -> Option<String> {
@@ -109,14 +160,22 @@ impl SettingKind {
     }
 }
 
-/// A table of settings.
-pub struct SettingsTable(pub &'static [Setting]);
+/// A table of settings, made of parts that several tables share.
+pub struct SettingsTable(pub &'static [&'static [Setting]]);
 
 impl SettingsTable {
+    pub fn settings(&self) -> impl Iterator<Item = &'static Setting> {
+        self.0.iter().flat_map(|part| part.iter())
+    }
+
+    /// Every setting with its default.
+    pub fn defaults(&self) -> Map<String, Value> {
+        self.shown(&Map::new())
+    }
+
     /// Every setting with its value: the one set, else the default.
     pub fn shown(&self, set: &Map<String, Value>) -> Map<String, Value> {
-        self.0
-            .iter()
+        self.settings()
             .map(|s| {
                 let value = set
                     .get(s.key)
@@ -140,10 +199,10 @@ impl SettingsTable {
         };
         let mut out = set.clone();
         for (key, value) in sent {
-            let setting =
-                self.0.iter().find(|s| s.key == key).ok_or_else(|| {
-                    DomainError::invalid(key.clone(), "is not an advanced setting")
-                })?;
+            let setting = self
+                .settings()
+                .find(|s| s.key == key)
+                .ok_or_else(|| DomainError::invalid(key.clone(), "is not an advanced setting"))?;
             if let Some(why) = setting.kind.refuse(value) {
                 return Err(DomainError::invalid(key.clone(), why));
             }
@@ -162,7 +221,9 @@ const ANYWHERE: &str = r#"["0.0.0.0/0"]"#;
 
 /// A cluster's advanced settings (the keys of the public description's
 /// `ClusterAdvancedSettings`), with Capstan's defaults; docs/records.md lists them.
-pub static CLUSTER_SETTINGS: SettingsTable = SettingsTable(&[
+pub static CLUSTER_SETTINGS: SettingsTable = SettingsTable(&[CLUSTER]);
+
+const CLUSTER: &[Setting] = &[
     int("cloudA.cloudwatch.eks_logs_retention_days", Some(0), "90"),
     boolean("cloudA.vpc.enable_s3_flow_logs", "false"),
     int("cloudA.vpc.flow_logs_retention_days", Some(0), "365"),
@@ -326,7 +387,7 @@ pub static CLUSTER_SETTINGS: SettingsTable = SettingsTable(&[
         kind: SettingKind::TextList,
         default: ANYWHERE,
     },
-]);
+];
 
 #[cfg(test)]
 mod tests {
@@ -335,9 +396,18 @@ mod tests {
 
     #[test]
     fn every_default_is_a_value_of_its_kind() {
-        for s in CLUSTER_SETTINGS.0 {
-            let default: Value = serde_json::from_str(s.default).unwrap();
-            assert_eq!(s.kind.refuse(&default), None, "{}", s.key);
+        let tables = [&CLUSTER_SETTINGS].into_iter().chain(
+            super::super::service_settings_tables::ALL
+                .iter()
+                .map(|(_, t)| *t),
+        );
+        for table in tables {
+            let mut keys = std::collections::HashSet::new();
+            for s in table.settings() {
+                let default: Value = serde_json::from_str(s.default).unwrap();
+                assert_eq!(s.kind.refuse(&default), None, "{}", s.key);
+                assert!(keys.insert(s.key), "{} twice in one table", s.key);
+            }
         }
     }
 
@@ -360,7 +430,7 @@ mod tests {
         let shown = CLUSTER_SETTINGS.shown(&set);
         assert_eq!(shown["loki.log_retention_in_week"], 4);
         assert_eq!(shown["loki.deployment_mode"], "single_binary");
-        assert_eq!(shown.len(), CLUSTER_SETTINGS.0.len());
+        assert_eq!(shown.len(), CLUSTER_SETTINGS.settings().count());
         let later = CLUSTER_SETTINGS
             .edit(&set, &json!({"qovery.static_ip_mode": true}))
             .unwrap();

@@ -15,6 +15,7 @@ mod resources;
 mod service;
 mod service_kinds;
 mod service_settings;
+mod service_settings_tables;
 mod stage;
 mod state;
 mod status;
@@ -45,6 +46,9 @@ pub use resources::{
 pub use service::*;
 pub use service_kinds::*;
 pub use service_settings::*;
+pub use service_settings_tables::{
+    APPLICATION_SETTINGS, CONTAINER_SETTINGS, HELM_SETTINGS, JOB_SETTINGS, TERRAFORM_SETTINGS,
+};
 pub use stage::{reorder, DeploymentStage, Placement, StageMember, DEFAULT_STAGE};
 pub use state::{transition, DeploymentAction, Event, Forbidden, ServiceState};
 pub use status::*;

@@ -20,6 +20,8 @@ pub struct Service {
     pub description: Option<String>,
     pub spec: ServiceSpec,
     pub deployment_status: DeploymentStatus,
+    /// The advanced settings set on the service (the others are its kind's defaults).
+    pub advanced_settings: serde_json::Map<String, serde_json::Value>,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
 }

@@ -596,6 +596,7 @@ mod tests {
             description: None,
             spec: draft.spec,
             deployment_status: DeploymentStatus::UpToDate,
+            advanced_settings: Default::default(),
             created_at: now,
             updated_at: now,
         }

@@ -274,6 +274,7 @@ mod tests {
             description: None,
             spec: draft.spec,
             deployment_status: crate::model::DeploymentStatus::NeverDeployed,
+            advanced_settings: Default::default(),
             created_at: now,
             updated_at: now,
         }

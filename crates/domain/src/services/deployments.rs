@@ -751,6 +751,7 @@ mod tests {
             description: None,
             spec: draft.spec,
             deployment_status: status,
+            advanced_settings: Default::default(),
             created_at: now,
             updated_at: now,
         }

@@ -1,5 +1,6 @@
 //! Use-case services: every operation of the API, with its access check and its rules.
 
+mod advanced_settings;
 mod catalog;
 mod clusters;
 mod credentials;

@@ -171,6 +171,7 @@ impl Capstan {
             description: draft.description,
             spec: draft.spec,
             deployment_status: DeploymentStatus::NeverDeployed,
+            advanced_settings: Default::default(),
             created_at: now,
             updated_at: now,
         };
