@@ -285,6 +285,15 @@ for kind in ('application', 'container', 'job', 'helm', 'terraform'):
     own = call('GET', f'/{kind}/{ids[kind]}/advancedSettings')
     call('PUT', f'/{kind}/{ids[kind]}/advancedSettings', {'deployment.termination_grace_period_seconds': 90} if 'deployment.termination_grace_period_seconds' in own else {'network.ingress.enable_cors': True})
 
+# Deployment restrictions of the kinds a push deploys.
+for kind in ('application', 'job', 'helm', 'terraform'):
+    path = f'/{kind}/{ids[kind]}/deploymentRestriction'
+    restriction = call('POST', path, {'mode': 'MATCH', 'type': 'PATH', 'value': 'src/'})['id']
+    call('PUT', f'{path}/{restriction}', {'mode': 'EXCLUDE', 'type': 'PATH', 'value': 'docs/'})
+    call('GET', path)
+    doomed = call('POST', path, {'mode': 'MATCH', 'type': 'PATH', 'value': 'tmp/'})['id']
+    call('DELETE', f'{path}/{doomed}')
+
 # Variables and secrets at every scope, and the generic /variable routes.
 scopes = {'project': project, 'environment': env, 'application': ids['application'], 'container': ids['container'], 'job': ids['job']}
 above = {}

@@ -57,7 +57,7 @@ pub struct Base {
     pub updated_at: OffsetDateTime,
 }
 
-fn base(id: Uuid, created_at: OffsetDateTime, updated_at: OffsetDateTime) -> Base {
+pub(crate) fn base(id: Uuid, created_at: OffsetDateTime, updated_at: OffsetDateTime) -> Base {
     Base {
         id,
         created_at,

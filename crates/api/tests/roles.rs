@@ -452,6 +452,18 @@ async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
                 None,
             ),
             (
+                Class::Read,
+                Method::GET,
+                format!("/application/{linked}/deploymentRestriction"),
+                None,
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/application/{linked}/deploymentRestriction"),
+                Some(json!({"mode": "MATCH", "type": "PATH", "value": format!("{n}/")})),
+            ),
+            (
                 Class::Write,
                 Method::PUT,
                 format!("/container/{container}/advancedSettings"),

@@ -51,6 +51,7 @@ macro_rules! with_git {
 with_git!(0;
     status_follows_the_hook_on_the_provider,
     a_signed_push_deploys_and_an_unsigned_one_does_not,
+    restrictions_decide_which_pushes_deploy,
     hostb_job_on_a_self_hosted_instance,
     hostc_terraform_service,
     hosta_helm_chart_from_git,
@@ -264,6 +265,61 @@ async fn a_signed_push_deploys_and_an_unsigned_one_does_not<S: App>(t: T<S>) {
         .await
         .body;
     assert_eq!(history["results"].as_array().unwrap().len(), 1);
+}
+
+async fn restrictions_decide_which_pushes_deploy<S: App>(t: T<S>) {
+    let fake = MockServer::start().await;
+    let app = application(&t, &fake).await;
+    let secret = integration(0).secret_for(app.parse().unwrap());
+    let restrictions = format!("/application/{app}/deploymentRestriction");
+    t.post(
+        &restrictions,
+        json!({"mode": "MATCH", "type": "PATH", "value": "api/"}),
+    )
+    .await
+    .expect(201);
+    t.post(
+        &restrictions,
+        json!({"mode": "EXCLUDE", "type": "PATH", "value": "api/docs"}),
+    )
+    .await
+    .expect(201);
+    let deliver = |changed: Vec<&str>, delivery: &str| {
+        let body = serde_json::to_vec(&json!({
+            "ref": "refs/heads/main", "after": format!("c0{delivery}"),
+            "commits": [{"id": "1", "added": [], "modified": changed, "removed": []}]
+        }))
+        .unwrap();
+        let req = TestRequest::default()
+            .method(Method::POST)
+            .uri(&format!("/git/webhook/{app}"))
+            .insert_header(("Content-Type", "application/json"))
+            .insert_header(("X-GitHub-Event", "push"))
+            .insert_header(("X-GitHub-Delivery", delivery.to_string()))
+            .insert_header(("X-Hub-Signature-256", sign(secret.expose(), &body)))
+            .set_payload(body)
+            .to_request();
+        t.send(req)
+    };
+    for (changed, delivery) in [
+        (vec!["web/index.html"], "d1"),
+        (vec!["api/docs/guide.md", "README.md"], "d2"),
+    ] {
+        let ignored = deliver(changed, delivery).await.expect(200);
+        assert_eq!(ignored.body["result"], "IGNORED");
+        assert_eq!(
+            ignored.body["reason"],
+            "no changed path passes the service's deployment restrictions"
+        );
+    }
+    let status = format!("/application/{app}/status");
+    assert_eq!(t.get(&status).await.body["deployment_requests_count"], 0);
+    deliver(vec!["api/docs/guide.md", "api/src/main.rs"], "d3")
+        .await
+        .expect(202);
+    t.settle(&status).await;
+    let shown = t.get(&format!("/application/{app}")).await.body;
+    assert_eq!(shown["git_repository"]["deployed_commit_id"], "c0d3");
 }
 
 #[actix_rt::test]

@@ -60,4 +60,5 @@ typed_id!(
     DeploymentStageId,
     InvitationId,
     HelmRepositoryId,
+    DeploymentRestrictionId,
 );

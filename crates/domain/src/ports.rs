@@ -368,6 +368,7 @@ pub trait Tx:
     + Repo<DeploymentStage>
     + Repo<Invitation>
     + Repo<HelmRepository>
+    + Repo<DeploymentRestriction>
     + StageQueries
     + VariableQueries
     + DeploymentQueue

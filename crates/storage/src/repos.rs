@@ -173,6 +173,12 @@ repo!(
     deployment_requests,
     |q, service| q.filter(schema::deployment_requests::service_id.eq(service.to_string()))
 );
+repo!(
+    DeploymentRestriction,
+    DeploymentRestrictionRow,
+    deployment_restrictions,
+    |q, service| q.filter(schema::deployment_restrictions::service_id.eq(service.to_string()))
+);
 repo!(Invitation, InvitationRow, invitations, |q, org| q.filter(
     schema::invitations::organization_id.eq(org.to_string())
 ));

@@ -205,6 +205,51 @@ impl FromRow for CloudCredentials {
 }
 
 row!(
+    DeploymentRestrictionRow,
+    deployment_restrictions {
+        id: String,
+        organization_id: String,
+        service_id: String,
+        mode: String,
+        restriction_type: String,
+        value: String,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+    }
+);
+
+impl ToRow for DeploymentRestriction {
+    type Row = DeploymentRestrictionRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<DeploymentRestrictionRow> {
+        Ok(DeploymentRestrictionRow {
+            id: self.id.to_string(),
+            organization_id: self.organization_id.to_string(),
+            service_id: self.service_id.to_string(),
+            mode: self.mode.as_str().into(),
+            restriction_type: self.restriction_type.as_str().into(),
+            value: self.value.clone(),
+            created_at: ts(self.created_at),
+            updated_at: ts(self.updated_at),
+        })
+    }
+}
+
+impl FromRow for DeploymentRestriction {
+    fn from_row(r: DeploymentRestrictionRow, _cipher: &Cipher) -> StoreResult<Self> {
+        Ok(Self {
+            id: parse("id", &r.id)?,
+            organization_id: parse("organization_id", &r.organization_id)?,
+            service_id: parse("service_id", &r.service_id)?,
+            mode: parse("mode", &r.mode)?,
+            restriction_type: parse("restriction_type", &r.restriction_type)?,
+            value: r.value,
+            created_at: utc(r.created_at),
+            updated_at: utc(r.updated_at),
+        })
+    }
+}
+
+row!(
     InvitationRow,
     invitations {
         id: String,

@@ -283,7 +283,21 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    deployment_restrictions (id) {
+        id -> Text,
+        organization_id -> Text,
+        service_id -> Text,
+        mode -> Text,
+        restriction_type -> Text,
+        value -> Text,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
+    deployment_restrictions,
     organization_members,
     invitations,
     helm_repositories,

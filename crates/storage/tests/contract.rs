@@ -69,6 +69,7 @@ contract!(
     a_batch_runs_in_stage_order_and_a_failure_cancels_later_stages,
     batches_and_service_requests_are_paged_newest_first,
     link_variables_are_found_by_database_and_go_with_it,
+    restrictions_are_kept_once_per_service_and_go_with_it,
 );
 
 fn now() -> time::OffsetDateTime {
@@ -2055,4 +2056,51 @@ async fn link_variables_are_found_by_database_and_go_with_it(db: Db) {
         keys(session.database_link_variables(second.id).await.unwrap()),
         ["SECOND_HOST"]
     );
+}
+
+async fn restrictions_are_kept_once_per_service_and_go_with_it(db: Db) {
+    let (_, _, _, e) = hierarchy(&db).await;
+    let app = service_in(
+        &e,
+        ServiceKind::Application,
+        "app",
+        json!({"git_repository": {"url": "https://github.com/acme/api.git"}}),
+    );
+    let mut session = db.session().await.unwrap();
+    Repo::<Service>::insert(&mut session, &app).await.unwrap();
+    let restriction = |mode, value: &str| DeploymentRestriction {
+        id: DeploymentRestrictionId::generate(),
+        organization_id: e.organization_id,
+        service_id: app.id,
+        mode,
+        restriction_type: RestrictionType::Path,
+        value: value.into(),
+        created_at: now(),
+        updated_at: now(),
+    };
+    let first = restriction(RestrictionMode::Match, "api/");
+    Repo::<DeploymentRestriction>::insert(&mut session, &first)
+        .await
+        .unwrap();
+    let again = restriction(RestrictionMode::Match, "api/");
+    assert!(matches!(
+        Repo::<DeploymentRestriction>::insert(&mut session, &again).await,
+        Err(StoreError::Duplicate)
+    ));
+    let other = DeploymentRestriction {
+        created_at: now() + time::Duration::seconds(1),
+        ..restriction(RestrictionMode::Exclude, "api/")
+    };
+    Repo::<DeploymentRestriction>::insert(&mut session, &other)
+        .await
+        .unwrap();
+    let listed = Repo::<DeploymentRestriction>::list(&mut session, app.id, PageRequest::all())
+        .await
+        .unwrap();
+    assert_eq!(listed.items, vec![first.clone(), other.clone()]);
+    Repo::<Service>::delete(&mut session, app.id).await.unwrap();
+    assert!(Repo::<DeploymentRestriction>::get(&mut session, first.id)
+        .await
+        .unwrap()
+        .is_none());
 }

@@ -11,6 +11,7 @@ mod listings;
 mod members;
 mod organization;
 mod resources;
+mod restrictions;
 mod services;
 mod stages;
 mod variables;
@@ -68,6 +69,7 @@ pub fn api_routes(r: &mut Routes) {
     database_links::routes(r);
     organization::routes(r);
     resources::routes(r);
+    restrictions::routes(r);
     services::routes(r);
     deployments::routes(r);
     image_deploys::routes(r);

@@ -12,6 +12,7 @@ mod name;
 mod organization;
 mod regions;
 mod resources;
+mod restriction;
 mod service;
 mod service_kinds;
 mod service_settings;
@@ -42,6 +43,9 @@ pub use organization::{ApiToken, Organization};
 pub use regions::{is_region, regions, Region};
 pub use resources::{
     ContainerRegistry, Environment, GitToken, HelmRepository, Project, RegistryConfig,
+};
+pub use restriction::{
+    push_deploys, DeploymentRestriction, RestrictionInput, RestrictionMode, RestrictionType,
 };
 pub use service::*;
 pub use service_kinds::*;

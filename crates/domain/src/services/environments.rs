@@ -347,6 +347,7 @@ impl Capstan {
             .into_iter()
             .filter_map(|(from, to)| copies.get(&to).map(|c| (from, c.clone())))
             .collect();
+        self.copy_restrictions(tx, &by_source).await?;
         Ok((env, by_source))
     }
 }

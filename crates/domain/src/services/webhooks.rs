@@ -6,7 +6,9 @@ use crate::auth::{Action, Principal, Role, Subject};
 use crate::error::{DomainError, DomainResult};
 use crate::git::*;
 use crate::ids::ServiceId;
-use crate::model::{DeploymentAction, GitProvider, GitRepository, GitToken, Service, ServiceSpec};
+use crate::model::{
+    push_deploys, DeploymentAction, GitProvider, GitRepository, GitToken, Service, ServiceSpec,
+};
 use crate::ports::{IdempotencyClaim, Repo, Unit};
 use crate::secret::Secret;
 use hmac::{Hmac, Mac};
@@ -137,6 +139,28 @@ impl Delivery {
             str::to_string,
         );
         (id, push)
+    }
+
+    /// The paths a push changed (added, modified or removed by any of its commits), when the
+    /// provider's payload lists them (HOSTA and HOSTB do; HOSTC does not).
+    fn changed_paths(&self, provider: GitProvider) -> Option<Vec<String>> {
+        if provider == GitProvider::HostC {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_slice(&self.body).ok()?;
+        let mut paths: Vec<String> = v
+            .get("commits")?
+            .as_array()?
+            .iter()
+            .flat_map(|c| ["added", "modified", "removed"].map(|k| c.get(k)))
+            .flatten()
+            .filter_map(|list| list.as_array())
+            .flatten()
+            .filter_map(|p| p.as_str().map(str::to_string))
+            .collect();
+        paths.sort();
+        paths.dedup();
+        Some(paths)
     }
 
     /// The branch and commit a push moved, from the provider's payload.
@@ -340,6 +364,16 @@ impl Capstan {
         }
         if !auto_deploy(&service.spec) {
             return Ok(Received::Ignored("auto_deploy is off".into()));
+        }
+        if let Some(changed) = delivery.changed_paths(repo.provider) {
+            let restrictions = self
+                .restrictions_of(&mut *self.reading().await?, id)
+                .await?;
+            if !push_deploys(&restrictions, &changed) {
+                return Ok(Received::Ignored(
+                    "no changed path passes the service's deployment restrictions".into(),
+                ));
+            }
         }
         let now = self.now();
         let key = format!("webhook:{id}");
