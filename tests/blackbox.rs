@@ -902,3 +902,42 @@ async fn a_webhook_synced_on_one_instance_deploys_once_through_either() {
     assert!(!logged.contains("ghp_blackbox_value"), "token value logged");
     assert!(!logged.contains(&secret), "signing secret logged");
 }
+
+/// The binary checks custom domains with the system's resolver: names under `localhost`
+/// resolve to the loopback address and names under `invalid` do not exist (RFC 6761), so this
+/// needs no network.
+#[tokio::test]
+async fn custom_domains_are_resolved_for_real() {
+    let dir = TempDir::new();
+    let database = format!("sqlite://{}", dir.0.join("domains.db").display());
+    let server = Server::start_with(
+        &dir,
+        &database,
+        None,
+        &[("CAPSTAN_CUSTOM_DOMAIN_TARGET", "127.0.0.1")],
+    )
+    .await;
+    let (client, env) = environment(&dir, &database, &server).await;
+    let app = client
+        .create(
+            &format!("/environment/{env}/application"),
+            json!({"name": "web", "git_repository": {"url": "https://github.com/acme/web"}}),
+        )
+        .await;
+    for (domain, state) in [
+        ("shop.localhost", "POINTS_AT_TARGET"),
+        ("shop.invalid", "NOT_FOUND"),
+    ] {
+        let path = format!("/application/{app}/customDomain");
+        let id = client
+            .create(
+                &path,
+                json!({"domain": domain, "generate_certificate": true}),
+            )
+            .await;
+        let status = client.get(&format!("{path}/{id}/status")).await;
+        assert_eq!(status["dns_check"]["state"], state, "{domain}: {status}");
+        assert_eq!(status["validation_domain"], "127.0.0.1");
+    }
+    server.stop();
+}

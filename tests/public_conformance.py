@@ -294,6 +294,17 @@ for kind in ('application', 'job', 'helm', 'terraform'):
     doomed = call('POST', path, {'mode': 'MATCH', 'type': 'PATH', 'value': 'tmp/'})['id']
     call('DELETE', f'{path}/{doomed}')
 
+# Custom domains (under localhost: resolved without a network).
+for kind in ('application', 'container', 'helm'):
+    path = f'/{kind}/{ids[kind]}/customDomain'
+    domain = call('POST', path, {'domain': f'{kind}.conformance.localhost', 'generate_certificate': True, 'use_cdn': False})['id']
+    call('PUT', f'{path}/{domain}', {'domain': f'www.{kind}.conformance.localhost', 'generate_certificate': False, 'use_cdn': False})
+    call('GET', path)
+    call('GET', f'{path}/{domain}')
+    call('GET', f'{path}/{domain}/status')
+    doomed = call('POST', path, {'domain': f'old.{kind}.conformance.localhost', 'generate_certificate': True})['id']
+    call('DELETE', f'{path}/{doomed}')
+
 # Variables and secrets at every scope, and the generic /variable routes.
 scopes = {'project': project, 'environment': env, 'application': ids['application'], 'container': ids['container'], 'job': ids['job']}
 above = {}

@@ -454,6 +454,20 @@ async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
             (
                 Class::Read,
                 Method::GET,
+                format!("/container/{container}/customDomain"),
+                None,
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/container/{container}/customDomain"),
+                Some(
+                    json!({"domain": format!("{}.acme.com", n.replace('_', "-")), "generate_certificate": true}),
+                ),
+            ),
+            (
+                Class::Read,
+                Method::GET,
                 format!("/application/{linked}/deploymentRestriction"),
                 None,
             ),

@@ -61,4 +61,5 @@ typed_id!(
     InvitationId,
     HelmRepositoryId,
     DeploymentRestrictionId,
+    CustomDomainId,
 );

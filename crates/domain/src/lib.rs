@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod clock;
+pub mod dns;
 pub mod engine;
 pub mod error;
 pub mod git;

@@ -60,6 +60,8 @@ pub struct ServiceFilter {
 
 #[async_trait]
 pub trait ServiceQueries: Send {
+    /// The custom domain named `domain` (lowercase), of any organization.
+    async fn custom_domain_named(&mut self, domain: &str) -> StoreResult<Option<CustomDomain>>;
     /// The services of one kind in an environment; with `out_of_date_only`, only those whose
     /// configuration changed since their deployment.
     async fn list_services_of_kind(
@@ -369,6 +371,7 @@ pub trait Tx:
     + Repo<Invitation>
     + Repo<HelmRepository>
     + Repo<DeploymentRestriction>
+    + Repo<CustomDomain>
     + StageQueries
     + VariableQueries
     + DeploymentQueue

@@ -1,5 +1,6 @@
 //! `capstan`: serves the API, manages tokens from the command line, applies migrations.
 
+mod resolver;
 mod secret_key;
 mod settings;
 
@@ -167,7 +168,11 @@ async fn open(settings: &Settings) -> anyhow::Result<Capstan> {
     );
     Ok(Capstan::new(Arc::new(db), Arc::new(SystemClock))
         .with_git(git)
-        .with_public_url(&settings.public_url))
+        .with_public_url(&settings.public_url)
+        .with_domain_check(
+            Arc::new(resolver::SystemResolver::new()),
+            settings.custom_domain_target.clone(),
+        ))
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {

@@ -88,6 +88,10 @@ pub struct RawSettings {
     /// The address clients and git providers reach this server at (default: http://LISTEN).
     #[arg(long, env = "CAPSTAN_PUBLIC_URL", global = true)]
     pub public_url: Option<String>,
+    /// The host name or address custom domains must point at (their `validation_domain`);
+    /// unset: the status of a domain says there is nothing to compare with.
+    #[arg(long, env = "CAPSTAN_CUSTOM_DOMAIN_TARGET", global = true)]
+    pub custom_domain_target: Option<String>,
     /// Origins allowed to call from a browser, comma-separated (unset: CORS off).
     #[arg(long, env = "CAPSTAN_CORS_ORIGINS", global = true)]
     pub cors_origins: Option<String>,
@@ -112,6 +116,7 @@ pub struct Settings {
     pub jwt: Option<JwtVerifier>,
     pub request_timeout: std::time::Duration,
     pub public_url: String,
+    pub custom_domain_target: Option<String>,
     pub cors_origins: Vec<String>,
     pub log: String,
 }
@@ -133,6 +138,7 @@ impl fmt::Debug for Settings {
             .field("jwt_audience", &self.jwt_audience)
             .field("request_timeout", &self.request_timeout)
             .field("public_url", &self.public_url)
+            .field("custom_domain_target", &self.custom_domain_target)
             .field("cors_origins", &self.cors_origins)
             .finish()
     }
@@ -289,6 +295,17 @@ impl RawSettings {
                 ))
             }
         };
+        let custom_domain_target = match self.custom_domain_target.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(raw) if raw.parse::<std::net::IpAddr>().is_ok() => Some(raw.to_string()),
+            Some(raw) => Some(domain::model::host_name("target", raw).map_err(|_| {
+                bad(
+                    "CAPSTAN_CUSTOM_DOMAIN_TARGET",
+                    "custom-domain-target",
+                    format!("'{raw}' is neither a host name nor an IP address"),
+                )
+            })?),
+        };
         let public_url = match &self.public_url {
             None => format!("http://{listen}"),
             Some(raw) => {
@@ -350,6 +367,7 @@ impl RawSettings {
             jwt,
             request_timeout,
             public_url,
+            custom_domain_target,
             cors_origins,
             log: self.log.clone(),
         })

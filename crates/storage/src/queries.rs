@@ -3,7 +3,7 @@
 use crate::db::{db_run, into_page, page_rows, store_error, Db};
 use crate::mark_changed::MarkChanged;
 use crate::rows::*;
-use crate::schema::{api_tokens, environments, services, variables};
+use crate::schema::{api_tokens, custom_domains, environments, services, variables};
 use crate::session::Session;
 use async_trait::async_trait;
 use diesel::prelude::*;
@@ -54,6 +54,19 @@ fn count_map<K: FromStr + std::hash::Hash + Eq>(
 
 #[async_trait]
 impl ServiceQueries for Session {
+    async fn custom_domain_named(&mut self, domain: &str) -> StoreResult<Option<CustomDomain>> {
+        let domain = domain.to_string();
+        let (conn, cipher) = self.parts()?;
+        let row: Option<CustomDomainRow> = db_run!(*conn, |c| custom_domains::table
+            .filter(custom_domains::domain.eq(domain.clone()))
+            .select(CustomDomainRow::as_select())
+            .first(c)
+            .await
+            .optional())
+        .map_err(store_error)?;
+        row.map(|r| CustomDomain::from_row(r, cipher)).transpose()
+    }
+
     async fn list_services_of_kind(
         &mut self,
         environment: EnvironmentId,

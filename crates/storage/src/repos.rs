@@ -174,6 +174,12 @@ repo!(
     |q, service| q.filter(schema::deployment_requests::service_id.eq(service.to_string()))
 );
 repo!(
+    CustomDomain,
+    CustomDomainRow,
+    custom_domains,
+    |q, service| q.filter(schema::custom_domains::service_id.eq(service.to_string()))
+);
+repo!(
     DeploymentRestriction,
     DeploymentRestrictionRow,
     deployment_restrictions,

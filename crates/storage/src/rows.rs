@@ -205,6 +205,51 @@ impl FromRow for CloudCredentials {
 }
 
 row!(
+    CustomDomainRow,
+    custom_domains {
+        id: String,
+        organization_id: String,
+        service_id: String,
+        domain: String,
+        generate_certificate: bool,
+        use_cdn: bool,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+    }
+);
+
+impl ToRow for CustomDomain {
+    type Row = CustomDomainRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<CustomDomainRow> {
+        Ok(CustomDomainRow {
+            id: self.id.to_string(),
+            organization_id: self.organization_id.to_string(),
+            service_id: self.service_id.to_string(),
+            domain: self.domain.clone(),
+            generate_certificate: self.generate_certificate,
+            use_cdn: self.use_cdn,
+            created_at: ts(self.created_at),
+            updated_at: ts(self.updated_at),
+        })
+    }
+}
+
+impl FromRow for CustomDomain {
+    fn from_row(r: CustomDomainRow, _cipher: &Cipher) -> StoreResult<Self> {
+        Ok(Self {
+            id: parse("id", &r.id)?,
+            organization_id: parse("organization_id", &r.organization_id)?,
+            service_id: parse("service_id", &r.service_id)?,
+            domain: r.domain,
+            generate_certificate: r.generate_certificate,
+            use_cdn: r.use_cdn,
+            created_at: utc(r.created_at),
+            updated_at: utc(r.updated_at),
+        })
+    }
+}
+
+row!(
     DeploymentRestrictionRow,
     deployment_restrictions {
         id: String,

@@ -296,7 +296,21 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    custom_domains (id) {
+        id -> Text,
+        organization_id -> Text,
+        service_id -> Text,
+        domain -> Text,
+        generate_certificate -> Bool,
+        use_cdn -> Bool,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
+    custom_domains,
     deployment_restrictions,
     organization_members,
     invitations,

@@ -70,6 +70,7 @@ contract!(
     batches_and_service_requests_are_paged_newest_first,
     link_variables_are_found_by_database_and_go_with_it,
     restrictions_are_kept_once_per_service_and_go_with_it,
+    custom_domains_are_unique_across_organizations,
 );
 
 fn now() -> time::OffsetDateTime {
@@ -2103,4 +2104,55 @@ async fn restrictions_are_kept_once_per_service_and_go_with_it(db: Db) {
         .await
         .unwrap()
         .is_none());
+}
+
+async fn custom_domains_are_unique_across_organizations(db: Db) {
+    let (_, _, _, e) = hierarchy(&db).await;
+    let (_, _, _, other_env) = hierarchy(&db).await;
+    let app = |env: &Environment| {
+        service_in(
+            env,
+            ServiceKind::Application,
+            "app",
+            json!({"git_repository": {"url": "https://github.com/acme/api.git"}}),
+        )
+    };
+    let (mine, theirs) = (app(&e), app(&other_env));
+    let mut session = db.session().await.unwrap();
+    for s in [&mine, &theirs] {
+        Repo::<Service>::insert(&mut session, s).await.unwrap();
+    }
+    let domain = |s: &Service| CustomDomain {
+        id: CustomDomainId::generate(),
+        organization_id: s.organization_id,
+        service_id: s.id,
+        domain: "www.acme.com".into(),
+        generate_certificate: true,
+        use_cdn: false,
+        created_at: now(),
+        updated_at: now(),
+    };
+    let held = domain(&mine);
+    Repo::<CustomDomain>::insert(&mut session, &held)
+        .await
+        .unwrap();
+    assert!(matches!(
+        Repo::<CustomDomain>::insert(&mut session, &domain(&theirs)).await,
+        Err(StoreError::Duplicate)
+    ));
+    assert_eq!(
+        session.custom_domain_named("www.acme.com").await.unwrap(),
+        Some(held.clone())
+    );
+    assert_eq!(session.custom_domain_named("acme.com").await.unwrap(), None);
+    Repo::<Service>::delete(&mut session, mine.id)
+        .await
+        .unwrap();
+    assert_eq!(
+        session.custom_domain_named("www.acme.com").await.unwrap(),
+        None
+    );
+    Repo::<CustomDomain>::insert(&mut session, &domain(&theirs))
+        .await
+        .unwrap();
 }

@@ -4,6 +4,7 @@ mod advanced_settings;
 mod catalog;
 mod clusters;
 mod credentials;
+mod custom_domains;
 mod database_links;
 mod deployments;
 mod image_deploys;
@@ -66,6 +67,7 @@ pub fn api_routes(r: &mut Routes) {
     catalog::routes(r);
     clusters::routes(r);
     credentials::routes(r);
+    custom_domains::routes(r);
     database_links::routes(r);
     organization::routes(r);
     resources::routes(r);

@@ -5,6 +5,7 @@ mod enums;
 mod advanced_settings;
 mod cluster;
 mod credentials;
+mod custom_domain;
 mod deployment;
 mod git_repository;
 mod members;
@@ -31,6 +32,7 @@ pub use credentials::{
     AltCloudCredentialsInput, CloudACredentialsInput, CloudCCredentialsInput, CloudCredentials,
     CredentialsDetails, CredentialsDraft,
 };
+pub use custom_domain::{host_name, renamed, CustomDomain, CustomDomainInput, DnsCheck, DnsState};
 pub use deployment::{
     plan, queue_up, DeployTarget, DeploymentRequest, DeploymentSnapshot, Origin, Phase,
     RequestStatus, Step, StepName, StepStatus,

@@ -348,6 +348,7 @@ impl Capstan {
             .filter_map(|(from, to)| copies.get(&to).map(|c| (from, c.clone())))
             .collect();
         self.copy_restrictions(tx, &by_source).await?;
+        self.copy_domains(tx, &by_source).await?;
         Ok((env, by_source))
     }
 }

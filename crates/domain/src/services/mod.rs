@@ -4,6 +4,7 @@ mod advanced_settings;
 mod catalog;
 mod clusters;
 mod credentials;
+mod custom_domains;
 mod database_links;
 mod deployments;
 mod environments;
@@ -26,6 +27,7 @@ mod webhooks;
 mod worker;
 
 pub use catalog::AssociatedService;
+pub use custom_domains::DOMAIN_KINDS;
 pub use deployments::{refusal, Chosen, Deletion, DeployInput, Selection};
 pub use environments::{CloneInput, EnvironmentDetails, EnvironmentInput, EnvironmentUpdate};
 pub use git_tokens::{GitTokenDetails, GitTokenInput};
@@ -65,6 +67,10 @@ pub struct Capstan {
     git: Option<GitIntegration>,
     /// Where clients reach this API (invitation links point there).
     public_url: String,
+    /// How custom domains are checked: the resolver, and the host name or address they must
+    /// point at.
+    resolver: Arc<dyn crate::dns::Resolver>,
+    domain_target: Option<String>,
 }
 
 impl Capstan {
@@ -74,7 +80,25 @@ impl Capstan {
             clock,
             git: None,
             public_url: "http://127.0.0.1:8080".into(),
+            resolver: Arc::new(crate::dns::NoResolver),
+            domain_target: None,
         }
+    }
+
+    /// Checks custom domains with `resolver` against `target` (a host name or an address).
+    pub fn with_domain_check(
+        mut self,
+        resolver: Arc<dyn crate::dns::Resolver>,
+        target: Option<String>,
+    ) -> Self {
+        self.resolver = resolver;
+        self.domain_target = target.filter(|t| !t.trim().is_empty());
+        self
+    }
+
+    /// The host name or address custom domains must point at, when configured.
+    pub fn domain_target(&self) -> Option<&str> {
+        self.domain_target.as_deref()
     }
 
     /// The address clients reach this API at.

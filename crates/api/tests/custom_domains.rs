@@ -1,0 +1,361 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Custom domains over HTTP, on both backends: CRUD per kind, uniqueness across organizations,
+//! copies by environment clone, and the DNS check through a resolver that the test answers for.
+
+mod common;
+
+use async_trait::async_trait;
+use common::{service_bodies, App, T};
+use domain::dns::{ResolveError, Resolver};
+use serde_json::json;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+const TARGET: &str = "lb.capstan.test";
+
+/// The DNS as these tests have it.
+struct FakeDns;
+
+#[async_trait]
+impl Resolver for FakeDns {
+    async fn addresses(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError> {
+        let ip = |s: &str| vec![s.parse().unwrap()];
+        match host {
+            TARGET | "www.acme.com" | "wildcard-check.apps.acme.com" => Ok(ip("203.0.113.10")),
+            "elsewhere.acme.com" | "cdn.acme.com" => Ok(ip("198.51.100.1")),
+            "down.acme.com" => Err(ResolveError::Failed("timed out".into())),
+            _ => Err(ResolveError::NotFound),
+        }
+    }
+}
+
+macro_rules! with_dns {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    let b = crate::common::sqlite().await.unwrap().map(super::checked);
+                    super::$name(crate::common::setup(b).await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    let Some(b) = crate::common::postgres().await else { return };
+                    super::$name(crate::common::setup(b.map(super::checked)).await).await;
+                }
+            )*
+        }
+    };
+}
+
+fn checked(c: domain::services::Capstan) -> domain::services::Capstan {
+    c.with_domain_check(Arc::new(FakeDns), Some(TARGET.into()))
+}
+
+with_dns!(
+    domains_of_each_kind_are_kept_and_edited,
+    domains_are_unique_and_valid_host_names,
+    the_status_says_where_a_domain_points,
+    domains_follow_an_environment_clone_renamed,
+);
+
+async fn create<S: App>(t: &T<S>, env: &str, kind: &str) -> String {
+    let registry = t.registry().await;
+    let mut body = service_bodies(&registry)
+        .into_iter()
+        .find(|(k, _)| *k == kind)
+        .unwrap()
+        .1;
+    body["name"] = json!(format!(
+        "{kind}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..6]
+    ));
+    t.post(&format!("/environment/{env}/{kind}"), body)
+        .await
+        .expect(201)
+        .id()
+}
+
+async fn domains_of_each_kind_are_kept_and_edited<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    for (i, kind) in ["application", "container", "helm"].iter().enumerate() {
+        let id = create(&t, &env, kind).await;
+        let path = format!("/{kind}/{id}/customDomain");
+        let made = t
+            .post(
+                &path,
+                json!({"domain": format!("Site{i}.Acme.com."), "generate_certificate": true}),
+            )
+            .await
+            .expect(201);
+        assert_eq!(made.body["domain"], format!("site{i}.acme.com"));
+        assert_eq!(made.body["generate_certificate"], true);
+        assert_eq!(made.body["use_cdn"], false);
+        assert_eq!(made.body["status"], "VALIDATION_PENDING");
+        assert_eq!(made.body["validation_domain"], TARGET);
+        let did = made.id();
+        let edited = t
+            .put(
+                &format!("{path}/{did}"),
+                json!({"domain": format!("api{i}.acme.com"), "generate_certificate": false, "use_cdn": true}),
+            )
+            .await
+            .expect(200);
+        assert_eq!(edited.body["domain"], format!("api{i}.acme.com"));
+        assert_eq!(edited.body["use_cdn"], true);
+        let got = t.get(&format!("{path}/{did}")).await.expect(200);
+        assert_eq!(got.body["generate_certificate"], false);
+        let listed = t.get(&path).await.expect(200);
+        assert_eq!(listed.body["results"].as_array().unwrap().len(), 1);
+        t.delete(&format!("{path}/{did}")).await.expect(204);
+        t.get(&format!("{path}/{did}")).await.expect(404);
+    }
+    for kind in ["database", "job", "terraform"] {
+        let id = create(&t, &env, kind).await;
+        t.get(&format!("/{kind}/{id}/customDomain"))
+            .await
+            .expect(404);
+    }
+    // A deployed service is out of date once its domains change.
+    let container = create(&t, &env, "container").await;
+    t.post(&format!("/container/{container}/deploy"), json!({}))
+        .await
+        .expect(202);
+    let status = format!("/container/{container}/status");
+    t.settle(&status).await;
+    t.post(
+        &format!("/container/{container}/customDomain"),
+        json!({"domain": "shop.acme.com", "generate_certificate": true}),
+    )
+    .await
+    .expect(201);
+    assert_eq!(
+        t.get(&status).await.body["service_deployment_status"],
+        "OUT_OF_DATE"
+    );
+}
+
+async fn domains_are_unique_and_valid_host_names<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let app = create(&t, &env, "application").await;
+    let path = format!("/application/{app}/customDomain");
+    for bad in [
+        "acme",
+        "https://acme.com",
+        "a..acme.com",
+        "-a.acme.com",
+        "a_b.acme.com",
+    ] {
+        t.post(&path, json!({"domain": bad, "generate_certificate": true}))
+            .await
+            .expect_error(400, "domain:");
+    }
+    t.post(&path, json!({"domain": "x.acme.com"}))
+        .await
+        .expect_error(400, "generate_certificate");
+    let held = t
+        .post(
+            &path,
+            json!({"domain": "www.acme.com", "generate_certificate": true}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let container = create(&t, &env, "container").await;
+    t.post(
+        &format!("/container/{container}/customDomain"),
+        json!({"domain": "WWW.acme.com", "generate_certificate": true}),
+    )
+    .await
+    .expect_error(
+        409,
+        "the domain 'www.acme.com' is already used by the application 'application-",
+    );
+    // Another organization's service is not named.
+    let stranger = t.other_org_token().await;
+    let their_org = t
+        .call(
+            Some(&stranger),
+            actix_web::http::Method::GET,
+            "/organization",
+            None,
+        )
+        .await
+        .body["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    use actix_web::http::Method;
+    let mut last = String::new();
+    for (path, body) in [
+        (
+            format!("/organization/{their_org}/project"),
+            json!({"name": "p"}),
+        ),
+        (
+            format!("/organization/{their_org}/cluster"),
+            json!({"name": "c", "region": "eu-west-3", "cloud_provider": "CLOUDA"}),
+        ),
+        (
+            String::from("/project/{last}/environment"),
+            json!({"name": "e"}),
+        ),
+        (
+            String::from("/environment/{last}/application"),
+            service_bodies("unused")[0].1.clone(),
+        ),
+        (
+            String::from("/application/{last}/customDomain"),
+            json!({"domain": "www.acme.com", "generate_certificate": true}),
+        ),
+    ] {
+        // Each step goes under the record the step before made (the cluster aside).
+        let path = path.replace("{last}", &last);
+        let r = t
+            .call(Some(&stranger), Method::POST, &path, Some(body))
+            .await;
+        if path.ends_with("customDomain") {
+            r.expect_error(
+                409,
+                "the domain 'www.acme.com' is already used by a service of another organization",
+            );
+        } else if !path.ends_with("cluster") {
+            last = r.expect(201).id();
+        } else {
+            r.expect(201);
+        }
+    }
+    // Editing a domain to a name another holds is refused the same way; to its own, accepted.
+    let other = t
+        .post(
+            &path,
+            json!({"domain": "api.acme.com", "generate_certificate": true}),
+        )
+        .await
+        .expect(201)
+        .id();
+    t.put(
+        &format!("{path}/{other}"),
+        json!({"domain": "www.acme.com", "generate_certificate": true}),
+    )
+    .await
+    .expect(409);
+    t.put(
+        &format!("{path}/{held}"),
+        json!({"domain": "www.acme.com", "generate_certificate": false}),
+    )
+    .await
+    .expect(200);
+    // Another service's domain is not found under this one.
+    t.get(&format!("/container/{container}/customDomain/{held}"))
+        .await
+        .expect(404);
+    // A domain is free again once its service is gone.
+    t.delete(&format!("/application/{app}")).await.expect(204);
+    t.post(
+        &format!("/container/{container}/customDomain"),
+        json!({"domain": "www.acme.com", "generate_certificate": true}),
+    )
+    .await
+    .expect(201);
+}
+
+async fn the_status_says_where_a_domain_points<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let app = create(&t, &env, "application").await;
+    let path = format!("/application/{app}/customDomain");
+    for (domain, use_cdn, state, addresses) in [
+        (
+            "www.acme.com",
+            false,
+            "POINTS_AT_TARGET",
+            vec!["203.0.113.10"],
+        ),
+        (
+            "*.apps.acme.com",
+            false,
+            "POINTS_AT_TARGET",
+            vec!["203.0.113.10"],
+        ),
+        (
+            "elsewhere.acme.com",
+            false,
+            "POINTS_ELSEWHERE",
+            vec!["198.51.100.1"],
+        ),
+        (
+            "cdn.acme.com",
+            true,
+            "POINTS_AT_TARGET",
+            vec!["198.51.100.1"],
+        ),
+        ("nowhere.acme.com", false, "NOT_FOUND", vec![]),
+        ("down.acme.com", false, "RESOLVER_ERROR", vec![]),
+    ] {
+        let id = t
+            .post(
+                &path,
+                json!({"domain": domain, "generate_certificate": true, "use_cdn": use_cdn}),
+            )
+            .await
+            .expect(201)
+            .id();
+        let status = t.get(&format!("{path}/{id}/status")).await.expect(200);
+        let check = &status.body["dns_check"];
+        assert_eq!(check["state"], state, "{domain}: {}", status.text);
+        assert_eq!(check["addresses"], json!(addresses), "{domain}");
+        assert_eq!(status.body["status"], "VALIDATION_PENDING");
+        assert_eq!(status.body["domain"], domain);
+        if state == "RESOLVER_ERROR" {
+            assert!(check["message"].as_str().unwrap().contains("timed out"));
+        }
+        if state == "POINTS_ELSEWHERE" {
+            assert_eq!(check["target_addresses"], json!(["203.0.113.10"]));
+        }
+    }
+}
+
+async fn domains_follow_an_environment_clone_renamed<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let helm = create(&t, &env, "helm").await;
+    t.post(
+        &format!("/helm/{helm}/customDomain"),
+        json!({"domain": "charts.acme.com", "generate_certificate": true}),
+    )
+    .await
+    .expect(201);
+    let copy = t
+        .post(
+            &format!("/environment/{env}/clone"),
+            json!({"name": "copy"}),
+        )
+        .await
+        .expect(202)
+        .id();
+    let copied = t
+        .get(&format!("/environment/{copy}/helm"))
+        .await
+        .expect(200)
+        .body["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let domains = t
+        .get(&format!("/helm/{copied}/customDomain"))
+        .await
+        .expect(200);
+    let short = &copied.replace('-', "")[..8];
+    assert_eq!(
+        domains.body["results"][0]["domain"],
+        format!("charts-{short}.acme.com")
+    );
+    let original = t
+        .get(&format!("/helm/{helm}/customDomain"))
+        .await
+        .expect(200);
+    assert_eq!(original.body["results"][0]["domain"], "charts.acme.com");
+}
