@@ -305,6 +305,10 @@ for kind in ('application', 'container', 'helm'):
     doomed = call('POST', path, {'domain': f'old.{kind}.conformance.localhost', 'generate_certificate': True})['id']
     call('DELETE', f'{path}/{doomed}')
 
+# Service clone, every kind, into the same environment.
+for kind in bodies:
+    call('POST', f'/{kind}/{ids[kind]}/clone', {'name': f'{kind}-clone', 'environment_id': env})
+
 # Variables and secrets at every scope, and the generic /variable routes.
 scopes = {'project': project, 'environment': env, 'application': ids['application'], 'container': ids['container'], 'job': ids['job']}
 above = {}

@@ -452,6 +452,12 @@ async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
                 None,
             ),
             (
+                Class::Write,
+                Method::POST,
+                format!("/container/{container}/clone"),
+                Some(json!({"name": format!("web-{n}"), "environment_id": env})),
+            ),
+            (
                 Class::Read,
                 Method::GET,
                 format!("/container/{container}/customDomain"),

@@ -1,6 +1,6 @@
 //! Services of the six kinds: one set of handlers, told their kind by the route.
 
-use super::{created, ok, Deleted};
+use super::{accepted, created, ok, Deleted};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{path_id, query_value, service_id, Auth, JsonBody, Paging};
 use crate::openapi::{shown_schema, Body, Doc, Query, Routes};
@@ -9,6 +9,7 @@ use crate::views::{Paged, ServiceView};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::model::ServiceKind;
+use domain::services::CloneServiceInput;
 
 type St = web::Data<AppState>;
 type Kind = web::Data<ServiceKind>;
@@ -113,6 +114,22 @@ pub fn routes(r: &mut Routes) {
                 )),
             )
             .add();
+        r.at(format!("/{segment}/{{{segment}Id}}/clone"))
+            .data(*kind)
+            .post(
+                clone,
+                Doc::answer(
+                    format!(
+                        "Copy a {segment} into its environment or another of the organization \
+                         (configuration, settings, variables, secrets, restrictions, domains \
+                         renamed); never deployed"
+                    ),
+                    202,
+                    Some(shapes(*kind).0),
+                )
+                .body(Body::of::<CloneServiceInput>()),
+            )
+            .add();
     }
 }
 
@@ -147,6 +164,20 @@ async fn create(
         .create_service(&p, path_id(&req, "environmentId")?, **kind, &body)
         .await?;
     Ok(created(ServiceView::from(service)))
+}
+
+async fn clone(
+    st: St,
+    kind: Kind,
+    Auth(p): Auth,
+    req: HttpRequest,
+    JsonBody(input): JsonBody<CloneServiceInput>,
+) -> ApiResult<HttpResponse> {
+    let copy = st
+        .capstan
+        .clone_service(&p, **kind, service_id(&req, **kind)?, input)
+        .await?;
+    Ok(accepted(ServiceView::from(copy)))
 }
 
 async fn get(st: St, kind: Kind, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {

@@ -204,7 +204,7 @@ pub struct CloneInput {
 
 impl Capstan {
     /// Every variable attached to any of `parents`.
-    async fn all_variables(
+    pub(super) async fn all_variables(
         &self,
         tx: &mut Unit,
         parents: &[uuid::Uuid],

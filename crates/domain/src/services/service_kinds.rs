@@ -117,7 +117,11 @@ impl Capstan {
         Ok(services)
     }
 
-    async fn decorate_one(&self, tx: &mut Unit, service: Service) -> DomainResult<Service> {
+    pub(super) async fn decorate_one(
+        &self,
+        tx: &mut Unit,
+        service: Service,
+    ) -> DomainResult<Service> {
         self.decorate(tx, vec![service])
             .await?
             .pop()
