@@ -305,6 +305,20 @@ for kind in ('application', 'container', 'helm'):
     doomed = call('POST', path, {'domain': f'old.{kind}.conformance.localhost', 'generate_certificate': True})['id']
     call('DELETE', f'{path}/{doomed}')
 
+# Labels and annotations groups, attached to a service of each kind that carries them.
+labels_group = call('POST', f'/organization/{org}/labelsGroups', {'name': 'team', 'labels': [{'key': 'team', 'value': 'core', 'propagate_to_cloud_provider': True}]})['id']
+annotations_group = call('POST', f'/organization/{org}/annotationsGroups', {'name': 'owner', 'annotations': [{'key': 'example.com/owner', 'value': 'Jane'}], 'scopes': ['PODS']})['id']
+for kind in ('application', 'container', 'job', 'database'):
+    call('PUT', f'/{kind}/{ids[kind]}', dict(edits[kind], labels_groups=[{'id': labels_group}], annotations_groups=[{'id': annotations_group}]))
+for segment, group, body in (('labelsGroups', labels_group, {'name': 'team', 'labels': [{'key': 'team', 'value': 'edge', 'propagate_to_cloud_provider': False}]}),
+                             ('annotationsGroups', annotations_group, {'name': 'owner', 'annotations': [{'key': 'example.com/owner', 'value': 'Joe'}], 'scopes': ['PODS', 'SERVICES']})):
+    call('GET', f'/organization/{org}/{segment}')
+    call('GET', f'/organization/{org}/{segment}/{group}')
+    call('PUT', f'/organization/{org}/{segment}/{group}', body)
+    call('GET', f'/organization/{org}/{segment}/{group}/associatedItems')
+    spare = call('POST', f'/organization/{org}/{segment}', dict(body, name='spare'))['id']
+    call('DELETE', f'/organization/{org}/{segment}/{spare}')
+
 # Service clone, every kind, into the same environment.
 for kind in bodies:
     call('POST', f'/{kind}/{ids[kind]}/clone', {'name': f'{kind}-clone', 'environment_id': env})

@@ -405,6 +405,45 @@ pub struct ServiceCommon {
     pub service_type: ServiceKind,
 }
 
+/// A labels group (`labels`) or an annotations group (`annotations` and `scopes`).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct GroupView {
+    #[serde(flatten)]
+    pub base: Base,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<domain::model::GroupEntry>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Vec<domain::model::GroupEntry>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<domain::model::AnnotationScope>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub associated_items_count: Option<u64>,
+}
+
+impl From<domain::model::MetadataGroup> for GroupView {
+    fn from(g: domain::model::MetadataGroup) -> Self {
+        let labels = g.kind == domain::model::GroupKind::Labels;
+        Self {
+            base: base(g.id.0, g.created_at, g.updated_at),
+            name: g.name.into(),
+            labels: labels.then(|| g.entries.clone()),
+            annotations: (!labels).then(|| g.entries.clone()),
+            scopes: (!labels).then_some(g.scopes),
+            associated_items_count: None,
+        }
+    }
+}
+
+impl From<domain::services::GroupDetails> for GroupView {
+    fn from(d: domain::services::GroupDetails) -> Self {
+        Self {
+            associated_items_count: Some(d.associated_items_count),
+            ..Self::from(d.group)
+        }
+    }
+}
+
 /// A service of any kind: the common members, then the kind's own. Applications, containers
 /// and jobs also show the most their workload may ask for (`maximum_*`; applications also under
 /// the public description's own spelling `maximun_gpu`).
@@ -420,6 +459,11 @@ pub struct ServiceView {
     pub maximum_gpu: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub maximun_gpu: Option<i64>,
+    /// The groups attached (applications, containers, jobs and databases).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels_groups: Option<Vec<GroupView>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations_groups: Option<Vec<GroupView>>,
     #[serde(flatten)]
     pub spec: ServiceSpec,
 }
@@ -430,7 +474,22 @@ impl From<Service> for ServiceView {
             s.spec.kind(),
             ServiceKind::Application | ServiceKind::Container | ServiceKind::Job
         );
+        let grouped = domain::services::GROUPED_KINDS.contains(&s.spec.kind());
+        let of = |kind: domain::model::GroupKind| {
+            grouped.then(|| {
+                s.groups
+                    .iter()
+                    .filter(|g| g.kind == kind)
+                    .cloned()
+                    .map(GroupView::from)
+                    .collect()
+            })
+        };
+        let labels_groups = of(domain::model::GroupKind::Labels);
+        let annotations_groups = of(domain::model::GroupKind::Annotations);
         Self {
+            labels_groups,
+            annotations_groups,
             maximum_cpu: workload.then_some(MAXIMUM_CPU),
             maximum_memory: workload.then_some(MAXIMUM_MEMORY),
             maximum_gpu: workload.then_some(MAXIMUM_GPU),

@@ -460,6 +460,18 @@ async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
             (
                 Class::Read,
                 Method::GET,
+                format!("/organization/{org}/labelsGroups"),
+                None,
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/organization/{org}/annotationsGroups"),
+                Some(json!({"name": format!("a-{n}"), "annotations": [], "scopes": []})),
+            ),
+            (
+                Class::Read,
+                Method::GET,
                 format!("/container/{container}/customDomain"),
                 None,
             ),

@@ -62,4 +62,5 @@ typed_id!(
     HelmRepositoryId,
     DeploymentRestrictionId,
     CustomDomainId,
+    MetadataGroupId,
 );

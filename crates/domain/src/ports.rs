@@ -60,6 +60,19 @@ pub struct ServiceFilter {
 
 #[async_trait]
 pub trait ServiceQueries: Send {
+    /// The labels and annotations groups attached to each of `services`.
+    async fn service_group_ids(
+        &mut self,
+        services: &[ServiceId],
+    ) -> StoreResult<Vec<(ServiceId, MetadataGroupId)>>;
+    /// Attaches exactly `groups` to the service (those attached before and not named go).
+    async fn set_service_groups(
+        &mut self,
+        service: ServiceId,
+        groups: &[MetadataGroupId],
+    ) -> StoreResult<()>;
+    /// The services a group is attached to.
+    async fn group_service_ids(&mut self, group: MetadataGroupId) -> StoreResult<Vec<ServiceId>>;
     /// The custom domain named `domain` (lowercase), of any organization.
     async fn custom_domain_named(&mut self, domain: &str) -> StoreResult<Option<CustomDomain>>;
     /// The services of one kind in an environment; with `out_of_date_only`, only those whose
@@ -372,6 +385,7 @@ pub trait Tx:
     + Repo<HelmRepository>
     + Repo<DeploymentRestriction>
     + Repo<CustomDomain>
+    + Repo<MetadataGroup>
     + StageQueries
     + VariableQueries
     + DeploymentQueue

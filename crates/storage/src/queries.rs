@@ -3,7 +3,9 @@
 use crate::db::{db_run, into_page, page_rows, store_error, Db};
 use crate::mark_changed::MarkChanged;
 use crate::rows::*;
-use crate::schema::{api_tokens, custom_domains, environments, services, variables};
+use crate::schema::{
+    api_tokens, custom_domains, environments, service_metadata_groups, services, variables,
+};
 use crate::session::Session;
 use async_trait::async_trait;
 use diesel::prelude::*;
@@ -54,6 +56,72 @@ fn count_map<K: FromStr + std::hash::Hash + Eq>(
 
 #[async_trait]
 impl ServiceQueries for Session {
+    async fn service_group_ids(
+        &mut self,
+        ids: &[ServiceId],
+    ) -> StoreResult<Vec<(ServiceId, MetadataGroupId)>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+        let (conn, _) = self.parts()?;
+        let rows: Vec<(String, String)> = db_run!(*conn, |c| service_metadata_groups::table
+            .filter(service_metadata_groups::service_id.eq_any(&keys))
+            .select((
+                service_metadata_groups::service_id,
+                service_metadata_groups::group_id
+            ))
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        rows.iter()
+            .map(|(s, g)| Ok((parse_id(s)?, parse_id(g)?)))
+            .collect()
+    }
+
+    async fn set_service_groups(
+        &mut self,
+        service: ServiceId,
+        groups: &[MetadataGroupId],
+    ) -> StoreResult<()> {
+        let service = service.to_string();
+        let (conn, _) = self.parts()?;
+        db_run!(*conn, |c| diesel::delete(
+            service_metadata_groups::table
+                .filter(service_metadata_groups::service_id.eq(service.clone()))
+        )
+        .execute(c)
+        .await)
+        .map_err(store_error)?;
+        for group in groups {
+            let group = group.to_string();
+            db_run!(*conn, |c| diesel::insert_into(
+                service_metadata_groups::table
+            )
+            .values((
+                service_metadata_groups::service_id.eq(service.clone()),
+                service_metadata_groups::group_id.eq(group.clone()),
+            ))
+            .execute(c)
+            .await)
+            .map_err(store_error)?;
+        }
+        Ok(())
+    }
+
+    async fn group_service_ids(&mut self, group: MetadataGroupId) -> StoreResult<Vec<ServiceId>> {
+        let group = group.to_string();
+        let (conn, _) = self.parts()?;
+        let rows: Vec<String> = db_run!(*conn, |c| service_metadata_groups::table
+            .filter(service_metadata_groups::group_id.eq(group.clone()))
+            .select(service_metadata_groups::service_id)
+            .order(service_metadata_groups::service_id)
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        rows.iter().map(|s| parse_id(s)).collect()
+    }
+
     async fn custom_domain_named(&mut self, domain: &str) -> StoreResult<Option<CustomDomain>> {
         let domain = domain.to_string();
         let (conn, cipher) = self.parts()?;
@@ -304,4 +372,9 @@ impl Health for Db {
         })
         .await
     }
+}
+
+fn parse_id<T: FromStr>(raw: &str) -> StoreResult<T> {
+    raw.parse()
+        .map_err(|_| domain::error::StoreError::Other(format!("unreadable id in store: {raw}")))
 }

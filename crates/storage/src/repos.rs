@@ -174,6 +174,12 @@ repo!(
     |q, service| q.filter(schema::deployment_requests::service_id.eq(service.to_string()))
 );
 repo!(
+    MetadataGroup,
+    MetadataGroupRow,
+    metadata_groups,
+    |q, org| q.filter(schema::metadata_groups::organization_id.eq(org.to_string()))
+);
+repo!(
     CustomDomain,
     CustomDomainRow,
     custom_domains,

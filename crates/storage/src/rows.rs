@@ -205,6 +205,53 @@ impl FromRow for CloudCredentials {
 }
 
 row!(
+    MetadataGroupRow,
+    metadata_groups {
+        id: String,
+        organization_id: String,
+        kind: String,
+        name: String,
+        name_key: String,
+        entries: String,
+        scopes: String,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+    }
+);
+
+impl ToRow for MetadataGroup {
+    type Row = MetadataGroupRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<MetadataGroupRow> {
+        Ok(MetadataGroupRow {
+            id: self.id.to_string(),
+            organization_id: self.organization_id.to_string(),
+            kind: self.kind.as_str().into(),
+            name: self.name.to_string(),
+            name_key: self.name.key(),
+            entries: json_text(&self.entries)?,
+            scopes: json_text(&self.scopes)?,
+            created_at: ts(self.created_at),
+            updated_at: ts(self.updated_at),
+        })
+    }
+}
+
+impl FromRow for MetadataGroup {
+    fn from_row(r: MetadataGroupRow, _cipher: &Cipher) -> StoreResult<Self> {
+        Ok(Self {
+            id: parse("id", &r.id)?,
+            organization_id: parse("organization_id", &r.organization_id)?,
+            kind: parse("kind", &r.kind)?,
+            name: Name::stored(r.name),
+            entries: json_value("entries", &r.entries)?,
+            scopes: json_value("scopes", &r.scopes)?,
+            created_at: utc(r.created_at),
+            updated_at: utc(r.updated_at),
+        })
+    }
+}
+
+row!(
     CustomDomainRow,
     custom_domains {
         id: String,
@@ -673,6 +720,7 @@ impl FromRow for Service {
                 .map_err(|e| StoreError::Other(format!("{e:?}")))?,
             deployment_status: parse("deployment_status", &r.deployment_status)?,
             advanced_settings: json_value("advanced_settings", &r.advanced_settings)?,
+            groups: Vec::new(),
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
         })

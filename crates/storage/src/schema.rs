@@ -309,7 +309,30 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    metadata_groups (id) {
+        id -> Text,
+        organization_id -> Text,
+        kind -> Text,
+        name -> Text,
+        name_key -> Text,
+        entries -> Text,
+        scopes -> Text,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    service_metadata_groups (service_id, group_id) {
+        service_id -> Text,
+        group_id -> Text,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
+    metadata_groups,
+    service_metadata_groups,
     custom_domains,
     deployment_restrictions,
     organization_members,

@@ -71,6 +71,7 @@ contract!(
     link_variables_are_found_by_database_and_go_with_it,
     restrictions_are_kept_once_per_service_and_go_with_it,
     custom_domains_are_unique_across_organizations,
+    groups_are_attached_and_held_by_their_services,
 );
 
 fn now() -> time::OffsetDateTime {
@@ -171,6 +172,7 @@ fn service_in(
         spec: draft.spec,
         deployment_status: DeploymentStatus::NeverDeployed,
         advanced_settings: Default::default(),
+        groups: Vec::new(),
         created_at: now(),
         updated_at: now(),
     }
@@ -2153,6 +2155,67 @@ async fn custom_domains_are_unique_across_organizations(db: Db) {
         None
     );
     Repo::<CustomDomain>::insert(&mut session, &domain(&theirs))
+        .await
+        .unwrap();
+}
+
+async fn groups_are_attached_and_held_by_their_services(db: Db) {
+    let (o, _, _, e) = hierarchy(&db).await;
+    let app = service_in(
+        &e,
+        ServiceKind::Application,
+        "app",
+        json!({"git_repository": {"url": "https://github.com/acme/api.git"}}),
+    );
+    let mut session = db.session().await.unwrap();
+    Repo::<Service>::insert(&mut session, &app).await.unwrap();
+    let group = |name: &str| MetadataGroup {
+        id: MetadataGroupId::generate(),
+        organization_id: o.id,
+        kind: GroupKind::Labels,
+        name: Name::parse("name", name).unwrap(),
+        entries: vec![GroupEntry {
+            key: "team".into(),
+            value: "core".into(),
+            propagate_to_cloud_provider: Some(true),
+        }],
+        scopes: vec![],
+        created_at: now(),
+        updated_at: now(),
+    };
+    let (a, b) = (group("a"), group("b"));
+    for g in [&a, &b] {
+        Repo::<MetadataGroup>::insert(&mut session, g)
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        Repo::<MetadataGroup>::get(&mut session, a.id)
+            .await
+            .unwrap(),
+        Some(a.clone())
+    );
+    assert!(matches!(
+        Repo::<MetadataGroup>::insert(&mut session, &group("A")).await,
+        Err(StoreError::Duplicate)
+    ));
+    session
+        .set_service_groups(app.id, &[a.id, b.id])
+        .await
+        .unwrap();
+    session.set_service_groups(app.id, &[b.id]).await.unwrap();
+    assert_eq!(
+        session.service_group_ids(&[app.id]).await.unwrap(),
+        vec![(app.id, b.id)]
+    );
+    assert_eq!(session.group_service_ids(b.id).await.unwrap(), vec![app.id]);
+    assert!(matches!(
+        Repo::<MetadataGroup>::delete(&mut session, b.id).await,
+        Err(StoreError::InUse)
+    ));
+    Repo::<Service>::delete(&mut session, app.id).await.unwrap();
+    assert!(session.group_service_ids(b.id).await.unwrap().is_empty());
+    Repo::<MetadataGroup>::delete(&mut session, b.id)
         .await
         .unwrap();
 }

@@ -10,6 +10,7 @@ mod deployments;
 mod image_deploys;
 mod listings;
 mod members;
+mod metadata_groups;
 mod organization;
 mod resources;
 mod restrictions;
@@ -77,6 +78,7 @@ pub fn api_routes(r: &mut Routes) {
     image_deploys::routes(r);
     listings::routes(r);
     members::routes(r);
+    metadata_groups::routes(r);
     stages::routes(r);
     variables::routes(r);
     webhooks::routes(r);

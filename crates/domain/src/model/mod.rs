@@ -9,6 +9,7 @@ mod custom_domain;
 mod deployment;
 mod git_repository;
 mod members;
+mod metadata_group;
 mod name;
 mod organization;
 mod regions;
@@ -40,6 +41,10 @@ pub use deployment::{
 pub use enums::*;
 pub use git_repository::{GitRepository, GitRepositoryInput};
 pub use members::{member_id, Invitation, Member, INVITATION_LIFETIME};
+pub use metadata_group::{
+    AnnotationInput, AnnotationScope, AnnotationsGroupInput, GroupDraft, GroupEntry, GroupKind,
+    LabelInput, LabelsGroupInput, MetadataGroup,
+};
 pub use name::Name;
 pub use organization::{ApiToken, Organization};
 pub use regions::{is_region, regions, Region};

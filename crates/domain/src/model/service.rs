@@ -22,6 +22,9 @@ pub struct Service {
     pub deployment_status: DeploymentStatus,
     /// The advanced settings set on the service (the others are its kind's defaults).
     pub advanced_settings: serde_json::Map<String, serde_json::Value>,
+    /// The labels and annotations groups attached (kept apart from the service's row; read
+    /// with it by the use cases that show it).
+    pub groups: Vec<super::MetadataGroup>,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
 }

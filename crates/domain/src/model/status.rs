@@ -597,6 +597,7 @@ mod tests {
             spec: draft.spec,
             deployment_status: DeploymentStatus::UpToDate,
             advanced_settings: Default::default(),
+            groups: Vec::new(),
             created_at: now,
             updated_at: now,
         }

@@ -275,6 +275,7 @@ mod tests {
             spec: draft.spec,
             deployment_status: crate::model::DeploymentStatus::NeverDeployed,
             advanced_settings: Default::default(),
+            groups: Vec::new(),
             created_at: now,
             updated_at: now,
         }

@@ -752,6 +752,7 @@ mod tests {
             spec: draft.spec,
             deployment_status: status,
             advanced_settings: Default::default(),
+            groups: Vec::new(),
             created_at: now,
             updated_at: now,
         }

@@ -349,6 +349,7 @@ impl Capstan {
             .collect();
         self.copy_restrictions(tx, &by_source).await?;
         self.copy_domains(tx, &by_source).await?;
+        self.copy_groups(tx, &by_source).await?;
         Ok((env, by_source))
     }
 }

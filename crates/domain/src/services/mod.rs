@@ -15,6 +15,7 @@ mod histories;
 mod image_deploys;
 mod listings;
 mod members;
+mod metadata_groups;
 mod organizations;
 mod registries;
 mod restrictions;
@@ -38,6 +39,7 @@ pub use histories::{BatchHistory, HistoryEntry, HistoryPage, HistoryPaging};
 pub use image_deploys::ImageDeployInput;
 pub use listings::{ClusterEnvironment, ServiceLight, ServiceScope};
 pub use members::{InvitationDetails, InviteInput, MemberRef, RoleChange};
+pub use metadata_groups::{GroupDetails, GROUPED_KINDS};
 pub use organizations::{ApiTokenInput, NewApiToken, OrganizationUpdate};
 pub use registries::{RegistryDetails, RegistryInput};
 pub use restrictions::RESTRICTED_KINDS;
@@ -307,7 +309,8 @@ named!(
     crate::model::CloudCredentials,
     crate::model::ApiToken,
     crate::model::Organization,
-    crate::model::DeploymentStage
+    crate::model::DeploymentStage,
+    crate::model::MetadataGroup
 );
 
 fn name_conflict<T: Record>(e: StoreError, name: &str, parent: &'static str) -> DomainError {

@@ -85,6 +85,7 @@ impl Capstan {
         let copies = HashMap::from([(source.id, copy.clone())]);
         self.copy_restrictions(tx, &copies).await?;
         self.copy_domains(tx, &copies).await?;
+        self.copy_groups(tx, &copies).await?;
         let copy = self.decorate_one(tx, copy).await?;
         unit.commit().await?;
         Ok(copy)

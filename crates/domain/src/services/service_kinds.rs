@@ -64,6 +64,7 @@ impl Capstan {
         tx: &mut Unit,
         mut services: Vec<Service>,
     ) -> DomainResult<Vec<Service>> {
+        self.with_groups(tx, &mut services).await?;
         let tokens = self
             .by_id::<GitToken>(
                 tx,
@@ -176,10 +177,12 @@ impl Capstan {
             spec: draft.spec,
             deployment_status: DeploymentStatus::NeverDeployed,
             advanced_settings: Default::default(),
+            groups: Vec::new(),
             created_at: now,
             updated_at: now,
         };
         self.insert(tx, &service, "environment").await?;
+        self.attach_named_groups(tx, &service, body).await?;
         self.stage_new_service(tx, &env, service.id).await?;
         self.link_new_service(tx, &service).await?;
         let service = self.decorate_one(tx, service).await?;
@@ -235,6 +238,7 @@ impl Capstan {
         let tx = &mut *unit;
         tx.lock(Scope::EnvironmentOf(id)).await?;
         let mut service = self.load_service(tx, p, kind, id, Action::Write).await?;
+        self.attach_named_groups(tx, &service, body).await?;
         let body = ServiceDraft::edit_body(&service, body);
         let mut draft = ServiceDraft::parse(kind, &body, Some(&service.spec))?;
         self.check_references(tx, p, service.organization_id, &mut draft.spec)

@@ -1,0 +1,2 @@
+DROP TABLE service_metadata_groups;
+DROP TABLE metadata_groups;
