@@ -127,15 +127,32 @@ async fn domains_of_each_kind_are_kept_and_edited<S: App>(t: T<S>) {
         .expect(202);
     let status = format!("/container/{container}/status");
     t.settle(&status).await;
-    t.post(
-        &format!("/container/{container}/customDomain"),
-        json!({"domain": "shop.acme.com", "generate_certificate": true}),
-    )
-    .await
-    .expect(201);
+    let shop = t
+        .post(
+            &format!("/container/{container}/customDomain"),
+            json!({"domain": "shop.acme.com", "generate_certificate": true}),
+        )
+        .await
+        .expect(201)
+        .id();
     assert_eq!(
         t.get(&status).await.body["service_deployment_status"],
         "OUT_OF_DATE"
+    );
+    // Sending a domain as it is changes nothing: deployed again, it stays up to date.
+    t.post(&format!("/container/{container}/redeploy"), json!({}))
+        .await
+        .expect(202);
+    t.settle(&status).await;
+    t.put(
+        &format!("/container/{container}/customDomain/{shop}"),
+        json!({"domain": "shop.acme.com", "generate_certificate": true}),
+    )
+    .await
+    .expect(200);
+    assert_eq!(
+        t.get(&status).await.body["service_deployment_status"],
+        "UP_TO_DATE"
     );
 }
 

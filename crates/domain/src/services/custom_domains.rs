@@ -207,7 +207,10 @@ impl Capstan {
             updated_at: now,
             ..before.clone()
         };
-        if d != before {
+        // Only a change of what is served makes the service out of date.
+        if (&d.domain, d.generate_certificate, d.use_cdn)
+            != (&before.domain, before.generate_certificate, before.use_cdn)
+        {
             self.write_domain(tx, &d, false).await?;
             tx.mark_out_of_date(VariableParent::Service(service, kind), now)
                 .await?;
