@@ -11,7 +11,6 @@ use crate::model::{
     host_name, renamed, CustomDomain, CustomDomainInput, DnsCheck, DnsState, Service, ServiceKind,
     VariableParent,
 };
-use crate::pagination::PageRequest;
 use crate::ports::{Repo, Scope, Unit};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -28,16 +27,6 @@ fn addresses(list: &[IpAddr]) -> Vec<String> {
 }
 
 impl Capstan {
-    pub(super) async fn domains_of(
-        &self,
-        tx: &mut Unit,
-        service: ServiceId,
-    ) -> DomainResult<Vec<CustomDomain>> {
-        Ok(Repo::<CustomDomain>::list(tx, service, PageRequest::all())
-            .await?
-            .items)
-    }
-
     /// Copies the domains of each source service onto its copy (`copies`: source id to copy),
     /// renamed so that they stay unique.
     pub(super) async fn copy_domains(
@@ -48,7 +37,7 @@ impl Capstan {
         let now = self.now();
         for (source, copy) in copies {
             let short = &copy.id.0.simple().to_string()[..8];
-            for d in self.domains_of(tx, *source).await? {
+            for d in self.children_of::<CustomDomain>(tx, *source).await? {
                 let copied = CustomDomain {
                     id: CustomDomainId::generate(),
                     organization_id: copy.organization_id,
@@ -62,36 +51,6 @@ impl Capstan {
             }
         }
         Ok(())
-    }
-
-    async fn domain_service(
-        &self,
-        tx: &mut Unit,
-        p: &Principal,
-        kind: ServiceKind,
-        id: ServiceId,
-        action: Action,
-    ) -> DomainResult<Service> {
-        if !DOMAIN_KINDS.contains(&kind) {
-            return Err(DomainError::NotFound("custom domains of this kind"));
-        }
-        self.load_service(tx, p, kind, id, action).await
-    }
-
-    /// The service's domain `id` (404 when it is another service's).
-    async fn domain(
-        &self,
-        tx: &mut Unit,
-        p: &Principal,
-        service: ServiceId,
-        id: CustomDomainId,
-        action: Action,
-    ) -> DomainResult<CustomDomain> {
-        let d: CustomDomain = self.load(tx, p, id, action).await?;
-        if d.service_id != service {
-            return Err(DomainError::NotFound("custom domain of this service"));
-        }
-        Ok(d)
     }
 
     /// Writes a domain after checking no other holds its name (409 naming the service that
@@ -132,9 +91,9 @@ impl Capstan {
     ) -> DomainResult<Vec<CustomDomain>> {
         let mut unit = self.reading().await?;
         let tx = &mut *unit;
-        self.domain_service(tx, p, kind, service, Action::Read)
+        self.owner_of::<CustomDomain>(tx, p, kind, service, Action::Read)
             .await?;
-        self.domains_of(tx, service).await
+        self.children_of(tx, service).await
     }
 
     pub async fn get_custom_domain(
@@ -146,9 +105,10 @@ impl Capstan {
     ) -> DomainResult<CustomDomain> {
         let mut unit = self.reading().await?;
         let tx = &mut *unit;
-        self.domain_service(tx, p, kind, service, Action::Read)
+        self.owner_of::<CustomDomain>(tx, p, kind, service, Action::Read)
             .await?;
-        self.domain(tx, p, service, id, Action::Read).await
+        self.child_of::<CustomDomain>(tx, p, service, id, Action::Read)
+            .await
     }
 
     /// Adds a domain; a deployed service is then OUT_OF_DATE (its ingress changes).
@@ -164,7 +124,7 @@ impl Capstan {
         let tx = &mut *unit;
         tx.lock(Scope::EnvironmentOf(service)).await?;
         let found = self
-            .domain_service(tx, p, kind, service, Action::Write)
+            .owner_of::<CustomDomain>(tx, p, kind, service, Action::Write)
             .await?;
         let now = self.now();
         let d = CustomDomain {
@@ -196,9 +156,11 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::EnvironmentOf(service)).await?;
-        self.domain_service(tx, p, kind, service, Action::Write)
+        self.owner_of::<CustomDomain>(tx, p, kind, service, Action::Write)
             .await?;
-        let before = self.domain(tx, p, service, id, Action::Write).await?;
+        let before = self
+            .child_of::<CustomDomain>(tx, p, service, id, Action::Write)
+            .await?;
         let now = self.now();
         let d = CustomDomain {
             domain,
@@ -229,9 +191,10 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::EnvironmentOf(service)).await?;
-        self.domain_service(tx, p, kind, service, Action::Write)
+        self.owner_of::<CustomDomain>(tx, p, kind, service, Action::Write)
             .await?;
-        self.domain(tx, p, service, id, Action::Write).await?;
+        self.child_of::<CustomDomain>(tx, p, service, id, Action::Write)
+            .await?;
         self.delete::<CustomDomain>(tx, id, "nothing").await?;
         tx.mark_out_of_date(VariableParent::Service(service, kind), self.now())
             .await?;

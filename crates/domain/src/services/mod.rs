@@ -19,6 +19,7 @@ mod metadata_groups;
 mod organizations;
 mod registries;
 mod restrictions;
+mod service_children;
 mod service_clone;
 mod service_kinds;
 mod stages;

@@ -6,7 +6,6 @@ use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{DeploymentRestrictionId, ServiceId};
 use crate::model::{DeploymentRestriction, RestrictionInput, Service, ServiceKind};
-use crate::pagination::PageRequest;
 use crate::ports::{Repo, Scope, Unit};
 use std::collections::HashMap;
 
@@ -28,19 +27,6 @@ fn taken(e: crate::error::StoreError) -> DomainError {
 }
 
 impl Capstan {
-    /// The restrictions of a service, oldest first.
-    pub(super) async fn restrictions_of(
-        &self,
-        tx: &mut Unit,
-        service: ServiceId,
-    ) -> DomainResult<Vec<DeploymentRestriction>> {
-        Ok(
-            Repo::<DeploymentRestriction>::list(tx, service, PageRequest::all())
-                .await?
-                .items,
-        )
-    }
-
     /// Copies the restrictions of each source service onto its copy (`copies`: source id to
     /// copy), in the caller's unit.
     pub(super) async fn copy_restrictions(
@@ -50,7 +36,10 @@ impl Capstan {
     ) -> DomainResult<()> {
         let now = self.now();
         for (source, copy) in copies {
-            for r in self.restrictions_of(tx, *source).await? {
+            for r in self
+                .children_of::<DeploymentRestriction>(tx, *source)
+                .await?
+            {
                 let copied = DeploymentRestriction {
                     id: DeploymentRestrictionId::generate(),
                     organization_id: copy.organization_id,
@@ -65,40 +54,6 @@ impl Capstan {
         Ok(())
     }
 
-    async fn restricted_service(
-        &self,
-        tx: &mut Unit,
-        p: &Principal,
-        kind: ServiceKind,
-        id: ServiceId,
-        action: Action,
-    ) -> DomainResult<Service> {
-        if !RESTRICTED_KINDS.contains(&kind) {
-            return Err(DomainError::NotFound(
-                "deployment restrictions of this kind",
-            ));
-        }
-        self.load_service(tx, p, kind, id, action).await
-    }
-
-    /// The service's restriction `id` (404 when it is another service's).
-    async fn restriction(
-        &self,
-        tx: &mut Unit,
-        p: &Principal,
-        service: ServiceId,
-        id: DeploymentRestrictionId,
-        action: Action,
-    ) -> DomainResult<DeploymentRestriction> {
-        let r: DeploymentRestriction = self.load(tx, p, id, action).await?;
-        if r.service_id != service {
-            return Err(DomainError::NotFound(
-                "deployment restriction of this service",
-            ));
-        }
-        Ok(r)
-    }
-
     pub async fn list_restrictions(
         &self,
         p: &Principal,
@@ -107,9 +62,9 @@ impl Capstan {
     ) -> DomainResult<Vec<DeploymentRestriction>> {
         let mut unit = self.reading().await?;
         let tx = &mut *unit;
-        self.restricted_service(tx, p, kind, service, Action::Read)
+        self.owner_of::<DeploymentRestriction>(tx, p, kind, service, Action::Read)
             .await?;
-        self.restrictions_of(tx, service).await
+        self.children_of(tx, service).await
     }
 
     pub async fn create_restriction(
@@ -124,7 +79,7 @@ impl Capstan {
         let tx = &mut *unit;
         tx.lock(Scope::EnvironmentOf(service)).await?;
         let found = self
-            .restricted_service(tx, p, kind, service, Action::Write)
+            .owner_of::<DeploymentRestriction>(tx, p, kind, service, Action::Write)
             .await?;
         let now = self.now();
         let r = DeploymentRestriction {
@@ -156,9 +111,11 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::EnvironmentOf(service)).await?;
-        self.restricted_service(tx, p, kind, service, Action::Write)
+        self.owner_of::<DeploymentRestriction>(tx, p, kind, service, Action::Write)
             .await?;
-        let mut r = self.restriction(tx, p, service, id, Action::Write).await?;
+        let mut r = self
+            .child_of::<DeploymentRestriction>(tx, p, service, id, Action::Write)
+            .await?;
         r.mode = mode;
         r.restriction_type = restriction_type;
         r.value = value;
@@ -180,9 +137,10 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::EnvironmentOf(service)).await?;
-        self.restricted_service(tx, p, kind, service, Action::Write)
+        self.owner_of::<DeploymentRestriction>(tx, p, kind, service, Action::Write)
             .await?;
-        self.restriction(tx, p, service, id, Action::Write).await?;
+        self.child_of::<DeploymentRestriction>(tx, p, service, id, Action::Write)
+            .await?;
         self.delete::<DeploymentRestriction>(tx, id, "nothing")
             .await?;
         unit.commit().await?;

@@ -367,7 +367,7 @@ impl Capstan {
         }
         if let Some(changed) = delivery.changed_paths(repo.provider) {
             let restrictions = self
-                .restrictions_of(&mut *self.reading().await?, id)
+                .children_of::<crate::model::DeploymentRestriction>(&mut *self.reading().await?, id)
                 .await?;
             if !push_deploys(&restrictions, &changed) {
                 return Ok(Received::Ignored(
