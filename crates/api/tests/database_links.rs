@@ -217,7 +217,6 @@ async fn connection_variables_are_built_in_and_keep_their_secrets<S: App>(t: T<S
         password(built_in(&t, &a).await),
         password(built_in(&t, &b).await),
     );
-    assert_ne!(pa, pb);
     let store = t.capstan.store().clone();
     let value = |id: String| {
         let store = store.clone();
@@ -354,10 +353,23 @@ async fn links_follow_an_environment_clone_and_go_with_the_database<S: App>(t: T
     assert_ne!(host(&copied, &db2), host(&built_in(&t, &app).await, &db));
     // What was unlinked stays unlinked in the copy.
     assert!(built_in(&t, &id_of("unlinked")).await.is_empty());
-    // The original is untouched; deleting its database takes its links along.
+    // The original is untouched; deleting its database takes its links along, and its
+    // deployed application no longer runs what is configured.
     assert_eq!(linked(&t, &db).await, [app.as_str()]);
+    t.post(
+        &format!("/application/{app}/deploy"),
+        json!({"git_commit_id": "4f2a9c1"}),
+    )
+    .await
+    .expect(202);
+    let status = format!("/application/{app}/status");
+    t.settle(&status).await;
     t.delete(&format!("/database/{db}")).await.expect(204);
     t.gone(&format!("/database/{db}")).await;
     assert!(built_in(&t, &app).await.is_empty());
+    assert_eq!(
+        t.get(&status).await.body["service_deployment_status"],
+        "OUT_OF_DATE"
+    );
     assert_eq!(built_in(&t, &app2).await.len(), 6);
 }

@@ -75,13 +75,18 @@ pub fn host_name(field: &str, value: &str) -> Result<String, DomainError> {
 }
 
 /// A copy's name for `domain`, which stays unique: `short` joins its first label (after a
-/// wildcard, as a label of its own).
-pub fn renamed(domain: &str, short: &str) -> String {
-    match domain.split_once('.') {
+/// wildcard, as a label of its own); a first label that would grow too long is replaced by
+/// `short` instead, so that copies of copies do not keep growing.
+pub fn renamed(domain: &str, short: &str) -> Result<String, DomainError> {
+    let joined = match domain.split_once('.') {
         Some(("*", rest)) => format!("*.{short}.{rest}"),
         Some((first, rest)) => format!("{first}-{short}.{rest}"),
         None => format!("{domain}-{short}"),
-    }
+    };
+    host_name("domain", &joined).or_else(|_| match domain.split_once('.') {
+        Some((first, rest)) if first != "*" => host_name("domain", &format!("{short}.{rest}")),
+        _ => host_name("domain", &joined),
+    })
 }
 
 /// What resolving a custom domain showed.
@@ -144,7 +149,14 @@ mod tests {
 
     #[test]
     fn copies_are_renamed_in_their_first_label() {
-        assert_eq!(renamed("www.acme.com", "1a2b"), "www-1a2b.acme.com");
-        assert_eq!(renamed("*.acme.com", "1a2b"), "*.1a2b.acme.com");
+        assert_eq!(
+            renamed("www.acme.com", "1a2b").unwrap(),
+            "www-1a2b.acme.com"
+        );
+        assert_eq!(renamed("*.acme.com", "1a2b").unwrap(), "*.1a2b.acme.com");
+        let long = format!("{}.acme.com", "a".repeat(60));
+        assert_eq!(renamed(&long, "1a2b").unwrap(), "1a2b.acme.com");
+        let copy = renamed("1a2b.acme.com", "3c4d").unwrap();
+        assert_eq!(copy, "1a2b-3c4d.acme.com");
     }
 }

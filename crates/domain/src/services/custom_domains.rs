@@ -42,7 +42,7 @@ impl Capstan {
                     id: CustomDomainId::generate(),
                     organization_id: copy.organization_id,
                     service_id: copy.id,
-                    domain: renamed(&d.domain, short),
+                    domain: renamed(&d.domain, short)?,
                     created_at: now,
                     updated_at: now,
                     ..d

@@ -199,6 +199,28 @@ impl Capstan {
         Ok(())
     }
 
+    /// Before a database goes: its linked applications lose its connection (the variables
+    /// go with the database), so those deployed are OUT_OF_DATE. Nothing for other kinds.
+    pub(crate) async fn unlink_all(&self, tx: &mut Unit, database: ServiceId) -> DomainResult<()> {
+        let mut applications: Vec<ServiceId> = tx
+            .database_link_variables(database)
+            .await?
+            .into_iter()
+            .filter_map(|v| v.service_id)
+            .collect();
+        applications.sort();
+        applications.dedup();
+        let now = self.now();
+        for application in applications {
+            tx.mark_out_of_date(
+                VariableParent::Service(application, ServiceKind::Application),
+                now,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
     /// `GET /database/{id}/application`: the applications linked to the database, by name.
     pub async fn linked_applications(
         &self,

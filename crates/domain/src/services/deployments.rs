@@ -345,6 +345,7 @@ impl Capstan {
             Deletion::Requested(status)
         } else {
             if action == DeploymentAction::Delete {
+                self.unlink_all(tx, id).await?;
                 self.delete::<Service>(tx, id, "other resources").await?;
             }
             Deletion::Done
@@ -549,6 +550,7 @@ impl Capstan {
             if installed(service, &requests) {
                 engine.push(service);
             } else {
+                self.unlink_all(tx, service.id).await?;
                 self.delete::<Service>(tx, service.id, "other resources")
                     .await?;
             }

@@ -75,8 +75,10 @@ impl Capstan {
         let matches = |s: &Service| {
             image_of(s).is_some_and(|(name, current, auto)| auto && name == image && current != tag)
         };
-        // Which environments to hold is learnt first; the services are read again under them.
-        let mut envs: Vec<_> = {
+        // Which projects to hold is learnt first; the services are read again under them.
+        // Projects, not environments: a preview of the same push holds projects, and units
+        // that lock several take projects before environments.
+        let mut projects: Vec<_> = {
             let mut unit = self.reading().await?;
             self.load::<Organization>(&mut *unit, p, org, Action::Write)
                 .await?;
@@ -85,21 +87,21 @@ impl Capstan {
                 .items
                 .iter()
                 .filter(|s| matches(s))
-                .map(|s| s.environment_id)
+                .map(|s| s.project_id)
                 .collect()
         };
-        envs.sort();
-        envs.dedup();
+        projects.sort();
+        projects.dedup();
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
-        for env in &envs {
-            tx.lock(Scope::Environment(*env)).await?;
+        for project in &projects {
+            tx.lock(Scope::Project(*project)).await?;
         }
         self.load::<Organization>(tx, p, org, Action::Write).await?;
         let services = tx.find_services(&filter, PageRequest::all()).await?.items;
         let mut statuses = Vec::new();
         for service in services.into_iter().filter(|s| matches(s)) {
-            if !envs.contains(&service.environment_id) {
+            if !projects.contains(&service.project_id) {
                 continue;
             }
             let target = DeployTarget {
@@ -224,6 +226,7 @@ impl Capstan {
                 )));
             }
             let services = self.services_of(tx, preview.id).await?;
+            let mut refused = None;
             for container in containers {
                 let Some(copy) = services
                     .iter()
@@ -242,11 +245,15 @@ impl Capstan {
                     .await
                 {
                     Ok(status) => statuses.push(status),
-                    Err(DomainError::Conflict(_)) => {}
+                    Err(e @ DomainError::Conflict(_)) => refused = Some(e),
                     Err(other) => return Err(other),
                 }
             }
-            return Ok(statuses);
+            // The preview is there but none of its copies can be deployed now: say why.
+            return match refused {
+                Some(e) if statuses.is_empty() => Err(e),
+                _ => Ok(statuses),
+            };
         }
         let cluster = self
             .cluster_for(tx, p, &project, Some(source.cluster_id))

@@ -267,13 +267,25 @@ impl Capstan {
             .group_in(tx, p, org, draft.kind, id, Action::Write)
             .await?;
         let now = self.now();
+        // What a deployment puts on the cluster: a new name alone changes nothing there.
+        let changed = group.entries != draft.entries || group.scopes != draft.scopes;
         group.name = draft.name;
         group.entries = draft.entries;
         group.scopes = draft.scopes;
         group.updated_at = now;
         self.update(tx, &group, "organization").await?;
-        for service in tx.group_service_ids(id).await? {
-            if let Some(s) = Repo::<Service>::get(tx, service).await? {
+        if changed {
+            let ids = tx.group_service_ids(id).await?;
+            let carriers = self.by_id::<Service>(tx, ids).await?;
+            // Marking services holds their projects, after the organization, as units that
+            // lock several scopes do.
+            let mut projects: Vec<_> = carriers.values().map(|s| s.project_id).collect();
+            projects.sort();
+            projects.dedup();
+            for project in projects {
+                tx.lock(Scope::Project(project)).await?;
+            }
+            for s in carriers.values() {
                 tx.mark_out_of_date(crate::model::VariableParent::Service(s.id, s.kind()), now)
                     .await?;
             }

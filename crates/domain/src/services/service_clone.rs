@@ -33,18 +33,24 @@ impl Capstan {
         input: CloneServiceInput,
     ) -> DomainResult<Service> {
         let name = validate::name("name", &input.name)?;
-        // Which environments to hold is learnt first, then both are held in id order.
-        let source_env = self
-            .load_service(&mut *self.reading().await?, p, kind, id, Action::Read)
-            .await?
-            .environment_id;
-        let mut held = vec![source_env, input.environment_id];
+        // Which projects to hold is learnt first, then both are held in id order (projects,
+        // as environment clones and previews hold them, so that none waits on another's).
+        let (source_project, target_project) = {
+            let mut unit = self.reading().await?;
+            let tx = &mut *unit;
+            let source = self.load_service(tx, p, kind, id, Action::Read).await?;
+            let target: Environment = self
+                .load(tx, p, input.environment_id, Action::Write)
+                .await?;
+            (source.project_id, target.project_id)
+        };
+        let mut held = vec![source_project, target_project];
         held.sort();
         held.dedup();
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
-        for env in held {
-            tx.lock(Scope::Environment(env)).await?;
+        for project in held {
+            tx.lock(Scope::Project(project)).await?;
         }
         let source = self.load_service(tx, p, kind, id, Action::Read).await?;
         let target: Environment = self

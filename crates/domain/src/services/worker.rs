@@ -276,6 +276,7 @@ impl Worker {
             }
         }
         if r.action == DeploymentAction::Delete {
+            self.capstan.unlink_all(tx, r.service_id).await?;
             match Repo::<Service>::delete(tx, r.service_id).await {
                 Ok(()) | Err(crate::error::StoreError::NotFound) => {}
                 Err(e) => return Err(e.into()),
