@@ -193,59 +193,29 @@ async fn domains_are_unique_and_valid_host_names<S: App>(t: T<S>) {
         "the domain 'www.acme.com' is already used by the application 'application-",
     );
     // Another organization's service is not named.
-    let stranger = t.other_org_token().await;
-    let their_org = t
+    let (stranger, their_env) = t.other_org_environment().await;
+    use actix_web::http::Method;
+    let theirs = t
         .call(
             Some(&stranger),
-            actix_web::http::Method::GET,
-            "/organization",
-            None,
+            Method::POST,
+            &format!("/environment/{their_env}/application"),
+            Some(service_bodies("unused")[0].1.clone()),
         )
         .await
-        .body["results"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    use actix_web::http::Method;
-    let mut last = String::new();
-    for (path, body) in [
-        (
-            format!("/organization/{their_org}/project"),
-            json!({"name": "p"}),
-        ),
-        (
-            format!("/organization/{their_org}/cluster"),
-            json!({"name": "c", "region": "eu-west-3", "cloud_provider": "CLOUDA"}),
-        ),
-        (
-            String::from("/project/{last}/environment"),
-            json!({"name": "e"}),
-        ),
-        (
-            String::from("/environment/{last}/application"),
-            service_bodies("unused")[0].1.clone(),
-        ),
-        (
-            String::from("/application/{last}/customDomain"),
-            json!({"domain": "www.acme.com", "generate_certificate": true}),
-        ),
-    ] {
-        // Each step goes under the record the step before made (the cluster aside).
-        let path = path.replace("{last}", &last);
-        let r = t
-            .call(Some(&stranger), Method::POST, &path, Some(body))
-            .await;
-        if path.ends_with("customDomain") {
-            r.expect_error(
-                409,
-                "the domain 'www.acme.com' is already used by a service of another organization",
-            );
-        } else if !path.ends_with("cluster") {
-            last = r.expect(201).id();
-        } else {
-            r.expect(201);
-        }
-    }
+        .expect(201)
+        .id();
+    t.call(
+        Some(&stranger),
+        Method::POST,
+        &format!("/application/{theirs}/customDomain"),
+        Some(json!({"domain": "www.acme.com", "generate_certificate": true})),
+    )
+    .await
+    .expect_error(
+        409,
+        "the domain 'www.acme.com' is already used by a service of another organization",
+    );
     // Editing a domain to a name another holds is refused the same way; to its own, accepted.
     let other = t
         .post(

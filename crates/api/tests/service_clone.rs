@@ -254,43 +254,7 @@ async fn clones_are_checked<S: App>(t: T<S>) {
     .await
     .expect(404);
     // Into an environment of another organization: refused.
-    let stranger = t.other_org_token().await;
-    use actix_web::http::Method;
-    let their_org = t
-        .call(Some(&stranger), Method::GET, "/organization", None)
-        .await
-        .body["results"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    t.call(
-        Some(&stranger),
-        Method::POST,
-        &format!("/organization/{their_org}/cluster"),
-        Some(json!({"name": "c", "region": "eu-west-3", "cloud_provider": "CLOUDA"})),
-    )
-    .await
-    .expect(201);
-    let their_project = t
-        .call(
-            Some(&stranger),
-            Method::POST,
-            &format!("/organization/{their_org}/project"),
-            Some(json!({"name": "p"})),
-        )
-        .await
-        .expect(201)
-        .id();
-    let their_env = t
-        .call(
-            Some(&stranger),
-            Method::POST,
-            &format!("/project/{their_project}/environment"),
-            Some(json!({"name": "e"})),
-        )
-        .await
-        .expect(201)
-        .id();
+    let (_, their_env) = t.other_org_environment().await;
     t.post(&path, json!({"name": "copy", "environment_id": their_env}))
         .await
         .expect(403);

@@ -33,12 +33,14 @@ pub trait TokenStore: Send + Sync {
 }
 
 /// What services use that counts are taken by: the registry they pull from, the git token of
-/// their repository, the helm repository of their chart.
+/// their repository, the helm repository of their chart, the labels or annotations groups they
+/// carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServiceLink {
     Registry,
     GitToken,
     HelmRepository,
+    MetadataGroup,
 }
 
 /// Which services a search finds: those meeting every condition set.

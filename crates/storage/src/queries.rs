@@ -75,7 +75,7 @@ impl ServiceQueries for Session {
             .await)
         .map_err(store_error)?;
         rows.iter()
-            .map(|(s, g)| Ok((parse_id(s)?, parse_id(g)?)))
+            .map(|(s, g)| Ok((parse("service_id", s)?, parse("group_id", g)?)))
             .collect()
     }
 
@@ -119,7 +119,7 @@ impl ServiceQueries for Session {
             .load(c)
             .await)
         .map_err(store_error)?;
-        rows.iter().map(|s| parse_id(s)).collect()
+        rows.iter().map(|s| parse("service_id", s)).collect()
     }
 
     async fn custom_domain_named(&mut self, domain: &str) -> StoreResult<Option<CustomDomain>> {
@@ -188,6 +188,15 @@ impl ServiceQueries for Session {
             ServiceLink::Registry => count_by!(services::registry_id),
             ServiceLink::GitToken => count_by!(services::git_token_id),
             ServiceLink::HelmRepository => count_by!(services::helm_repository_id),
+            ServiceLink::MetadataGroup => db_run!(*conn, |c| service_metadata_groups::table
+                .filter(service_metadata_groups::group_id.eq_any(&keys))
+                .group_by(service_metadata_groups::group_id)
+                .select((
+                    service_metadata_groups::group_id.nullable(),
+                    diesel::dsl::count_star()
+                ))
+                .load::<(Option<String>, i64)>(c)
+                .await),
         }
         .map_err(store_error)?;
         count_map(rows)
@@ -372,9 +381,4 @@ impl Health for Db {
         })
         .await
     }
-}
-
-fn parse_id<T: FromStr>(raw: &str) -> StoreResult<T> {
-    raw.parse()
-        .map_err(|_| domain::error::StoreError::Other(format!("unreadable id in store: {raw}")))
 }

@@ -289,6 +289,47 @@ impl<S: App> T<S> {
             .value
     }
 
+    /// An ADMIN token of another organization, and an environment there (on a cluster of its
+    /// own, in a project of its own).
+    #[allow(dead_code)]
+    pub async fn other_org_environment(&self) -> (String, String) {
+        let token = self.other_org_token().await;
+        let as_them = |method: Method, path: String, body: Option<Value>| {
+            let token = token.clone();
+            async move { self.call(Some(&token), method, &path, body).await }
+        };
+        let org = as_them(Method::GET, "/organization".into(), None)
+            .await
+            .body["results"][0]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        as_them(
+            Method::POST,
+            format!("/organization/{org}/cluster"),
+            Some(json!({"name": "c", "region": "eu-west-3", "cloud_provider": "CLOUDA"})),
+        )
+        .await
+        .expect(201);
+        let project = as_them(
+            Method::POST,
+            format!("/organization/{org}/project"),
+            Some(json!({"name": "p"})),
+        )
+        .await
+        .expect(201)
+        .id();
+        let env = as_them(
+            Method::POST,
+            format!("/project/{project}/environment"),
+            Some(json!({"name": "e"})),
+        )
+        .await
+        .expect(201)
+        .id();
+        (token, env)
+    }
+
     /// A token of another role in the same organization.
     pub async fn token_with_role(&self, role: Role) -> String {
         let org = self.org.parse().unwrap();

@@ -89,11 +89,7 @@ impl Capstan {
         kind: ServiceKind,
         service: ServiceId,
     ) -> DomainResult<Vec<CustomDomain>> {
-        let mut unit = self.reading().await?;
-        let tx = &mut *unit;
-        self.owner_of::<CustomDomain>(tx, p, kind, service, Action::Read)
-            .await?;
-        self.children_of(tx, service).await
+        self.list_children(p, kind, service).await
     }
 
     pub async fn get_custom_domain(
@@ -181,6 +177,7 @@ impl Capstan {
         Ok(d)
     }
 
+    /// Removes a domain; a deployed service is then OUT_OF_DATE.
     pub async fn delete_custom_domain(
         &self,
         p: &Principal,
@@ -188,18 +185,8 @@ impl Capstan {
         service: ServiceId,
         id: CustomDomainId,
     ) -> DomainResult<()> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::EnvironmentOf(service)).await?;
-        self.owner_of::<CustomDomain>(tx, p, kind, service, Action::Write)
-            .await?;
-        self.child_of::<CustomDomain>(tx, p, service, id, Action::Write)
-            .await?;
-        self.delete::<CustomDomain>(tx, id, "nothing").await?;
-        tx.mark_out_of_date(VariableParent::Service(service, kind), self.now())
-            .await?;
-        unit.commit().await?;
-        Ok(())
+        self.delete_child::<CustomDomain>(p, kind, service, id)
+            .await
     }
 
     /// The domain with the result of resolving it now: whether it points at the configured

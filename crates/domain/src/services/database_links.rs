@@ -201,7 +201,7 @@ impl Capstan {
 
     /// Before a database goes: its linked applications lose its connection (the variables
     /// go with the database), so those deployed are OUT_OF_DATE. Nothing for other kinds.
-    pub(crate) async fn unlink_all(&self, tx: &mut Unit, database: ServiceId) -> DomainResult<()> {
+    pub(super) async fn unlink_all(&self, tx: &mut Unit, database: ServiceId) -> DomainResult<()> {
         let mut applications: Vec<ServiceId> = tx
             .database_link_variables(database)
             .await?

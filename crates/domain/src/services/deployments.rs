@@ -345,8 +345,7 @@ impl Capstan {
             Deletion::Requested(status)
         } else {
             if action == DeploymentAction::Delete {
-                self.unlink_all(tx, id).await?;
-                self.delete::<Service>(tx, id, "other resources").await?;
+                self.delete_service_row(tx, id).await?;
             }
             Deletion::Done
         };
@@ -550,9 +549,7 @@ impl Capstan {
             if installed(service, &requests) {
                 engine.push(service);
             } else {
-                self.unlink_all(tx, service.id).await?;
-                self.delete::<Service>(tx, service.id, "other resources")
-                    .await?;
+                self.delete_service_row(tx, service.id).await?;
             }
         }
         let drafts = engine

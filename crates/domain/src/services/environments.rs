@@ -326,7 +326,8 @@ impl Capstan {
             variables,
             &env,
             &service_ids,
-            source.project_id == env.project_id,
+            // Only the source project's variables are left behind (all else is copied).
+            |_| source.project_id == env.project_id,
             now,
         );
         database_links::connect_copies(&mut variables, &copies)?;
@@ -354,14 +355,15 @@ impl Capstan {
     }
 }
 
-/// Copies the variables of an environment and its services onto the clone. Aliases and overrides
-/// follow their targets when those are copied too; those pointing at the source project's
-/// variables are kept when the clone stays in that project and dropped otherwise.
-fn clone_variables(
+/// Copies variables onto `env` (an environment clone's, or a service clone's target), each
+/// service's onto its copy in `service_ids`. Aliases and overrides follow their targets when
+/// those are copied too; a target left behind is kept when `keeps` says the copy still sees it,
+/// and the alias or override is dropped otherwise. Targets come first in the answer.
+pub(super) fn clone_variables(
     variables: Vec<Variable>,
     env: &Environment,
     service_ids: &HashMap<ServiceId, ServiceId>,
-    same_project: bool,
+    keeps: impl Fn(VariableId) -> bool,
     now: time::OffsetDateTime,
 ) -> Vec<Variable> {
     let ids: HashMap<VariableId, VariableId> = variables
@@ -373,7 +375,7 @@ fn clone_variables(
             None => Ok(None),
             Some(t) => match ids.get(&t) {
                 Some(new) => Ok(Some(*new)),
-                None if same_project => Ok(Some(t)),
+                None if keeps(t) => Ok(Some(t)),
                 None => Err(()),
             },
         }

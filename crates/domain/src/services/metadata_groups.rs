@@ -8,7 +8,7 @@ use crate::error::{DomainError, DomainResult};
 use crate::ids::{MetadataGroupId, OrganizationId, ServiceId};
 use crate::model::{GroupDraft, GroupKind, MetadataGroup, Organization, Service, ServiceKind};
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{Repo, Scope, Unit};
+use crate::ports::{Repo, Scope, ServiceLink, Unit};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -127,7 +127,14 @@ impl Capstan {
         tx: &mut Unit,
         services: &mut [Service],
     ) -> DomainResult<()> {
-        let ids: Vec<ServiceId> = services.iter().map(|s| s.id).collect();
+        let ids: Vec<ServiceId> = services
+            .iter()
+            .filter(|s| GROUPED_KINDS.contains(&s.kind()))
+            .map(|s| s.id)
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
         let pairs = tx.service_group_ids(&ids).await?;
         let groups = self
             .by_id::<MetadataGroup>(tx, pairs.iter().map(|(_, g)| *g))
@@ -202,15 +209,17 @@ impl Capstan {
                 .filter(|g| g.kind == kind)
                 .collect();
         groups.sort_by_key(|g| (g.name.key(), g.id));
-        let mut out = Vec::new();
-        for group in groups {
-            let associated_items_count = tx.group_service_ids(group.id).await?.len() as u64;
-            out.push(GroupDetails {
+        let ids: Vec<uuid::Uuid> = groups.iter().map(|g| g.id.0).collect();
+        let counts = tx
+            .count_services_by(ServiceLink::MetadataGroup, &ids)
+            .await?;
+        Ok(groups
+            .into_iter()
+            .map(|group| GroupDetails {
+                associated_items_count: counts.get(&group.id.0).copied().unwrap_or(0),
                 group,
-                associated_items_count,
-            });
-        }
-        Ok(out)
+            })
+            .collect())
     }
 
     pub async fn get_group(

@@ -60,11 +60,7 @@ impl Capstan {
         kind: ServiceKind,
         service: ServiceId,
     ) -> DomainResult<Vec<DeploymentRestriction>> {
-        let mut unit = self.reading().await?;
-        let tx = &mut *unit;
-        self.owner_of::<DeploymentRestriction>(tx, p, kind, service, Action::Read)
-            .await?;
-        self.children_of(tx, service).await
+        self.list_children(p, kind, service).await
     }
 
     pub async fn create_restriction(
@@ -134,16 +130,7 @@ impl Capstan {
         service: ServiceId,
         id: DeploymentRestrictionId,
     ) -> DomainResult<()> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::EnvironmentOf(service)).await?;
-        self.owner_of::<DeploymentRestriction>(tx, p, kind, service, Action::Write)
-            .await?;
-        self.child_of::<DeploymentRestriction>(tx, p, service, id, Action::Write)
-            .await?;
-        self.delete::<DeploymentRestriction>(tx, id, "nothing")
-            .await?;
-        unit.commit().await?;
-        Ok(())
+        self.delete_child::<DeploymentRestriction>(p, kind, service, id)
+            .await
     }
 }

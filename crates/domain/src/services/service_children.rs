@@ -5,9 +5,11 @@ use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::ServiceId;
-use crate::model::{CustomDomain, DeploymentRestriction, Record, Service, ServiceKind};
+use crate::model::{
+    CustomDomain, DeploymentRestriction, Record, Service, ServiceKind, VariableParent,
+};
 use crate::pagination::PageRequest;
-use crate::ports::{Repo, Tx, Unit};
+use crate::ports::{Repo, Scope, Tx, Unit};
 
 /// A record that belongs to one service.
 pub(super) trait ServiceChild: Record<Parent = ServiceId> {
@@ -17,6 +19,9 @@ pub(super) trait ServiceChild: Record<Parent = ServiceId> {
     const NONE_FOR_KIND: &'static str;
     /// What a 404 says when the record is another service's.
     const NOT_THIS_SERVICE: &'static str;
+    /// Whether adding, changing or removing one changes what a deployment puts on the cluster
+    /// (so a deployed service becomes OUT_OF_DATE).
+    const DEPLOYED: bool;
     fn service_id(&self) -> ServiceId;
 }
 
@@ -24,6 +29,8 @@ impl ServiceChild for DeploymentRestriction {
     const KINDS: &'static [ServiceKind] = &super::RESTRICTED_KINDS;
     const NONE_FOR_KIND: &'static str = "deployment restrictions of this kind";
     const NOT_THIS_SERVICE: &'static str = "deployment restriction of this service";
+    /// Restrictions decide which pushes deploy, not what is deployed.
+    const DEPLOYED: bool = false;
     fn service_id(&self) -> ServiceId {
         self.service_id
     }
@@ -33,6 +40,8 @@ impl ServiceChild for CustomDomain {
     const KINDS: &'static [ServiceKind] = &super::DOMAIN_KINDS;
     const NONE_FOR_KIND: &'static str = "custom domains of this kind";
     const NOT_THIS_SERVICE: &'static str = "custom domain of this service";
+    /// A domain is part of the service's ingress.
+    const DEPLOYED: bool = true;
     fn service_id(&self) -> ServiceId {
         self.service_id
     }
@@ -71,6 +80,50 @@ impl Capstan {
             return Err(DomainError::NotFound(T::NOT_THIS_SERVICE));
         }
         Ok(record)
+    }
+
+    /// `GET /{kind}/{id}/...`: the service's `T` records, oldest first.
+    pub(super) async fn list_children<T: ServiceChild>(
+        &self,
+        p: &Principal,
+        kind: ServiceKind,
+        service: ServiceId,
+    ) -> DomainResult<Vec<T>>
+    where
+        dyn Tx: Repo<T>,
+    {
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.owner_of::<T>(tx, p, kind, service, Action::Read)
+            .await?;
+        self.children_of(tx, service).await
+    }
+
+    /// `DELETE /{kind}/{id}/.../{childId}`: removes one of the service's `T` records.
+    pub(super) async fn delete_child<T: ServiceChild>(
+        &self,
+        p: &Principal,
+        kind: ServiceKind,
+        service: ServiceId,
+        id: T::Id,
+    ) -> DomainResult<()>
+    where
+        dyn Tx: Repo<T>,
+    {
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::EnvironmentOf(service)).await?;
+        self.owner_of::<T>(tx, p, kind, service, Action::Write)
+            .await?;
+        self.child_of::<T>(tx, p, service, id, Action::Write)
+            .await?;
+        self.delete::<T>(tx, id, "nothing").await?;
+        if T::DEPLOYED {
+            tx.mark_out_of_date(VariableParent::Service(service, kind), self.now())
+                .await?;
+        }
+        unit.commit().await?;
+        Ok(())
     }
 
     /// Every `T` record of the service, oldest first.

@@ -1,6 +1,7 @@
 //! `POST /{kind}/{id}/clone`: a copy of one service, into its environment or another of the
 //! organization, in one unit.
 
+use super::environments::clone_variables;
 use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
@@ -86,7 +87,8 @@ impl Capstan {
         };
         self.insert(tx, &copy, "environment").await?;
         self.stage_new_service(tx, &target, copy.id).await?;
-        self.copy_service_variables(tx, &source, &copy).await?;
+        self.copy_service_variables(tx, &source, &copy, &target)
+            .await?;
         self.link_new_service(tx, &copy).await?;
         let copies = HashMap::from([(source.id, copy.clone())]);
         self.copy_restrictions(tx, &copies).await?;
@@ -106,6 +108,7 @@ impl Capstan {
         tx: &mut crate::ports::Unit,
         source: &Service,
         copy: &Service,
+        target: &Environment,
     ) -> DomainResult<()> {
         let own: Vec<Variable> = self
             .all_variables(tx, &[source.id.0])
@@ -113,56 +116,27 @@ impl Capstan {
             .into_iter()
             .filter(|v| v.linked_database_id.is_none())
             .collect();
-        let ids: HashMap<VariableId, VariableId> =
-            own.iter().map(|v| (v.id, VariableId::generate())).collect();
         let above = self
             .by_id::<Variable>(
                 tx,
                 own.iter()
                     .flat_map(|v| [v.aliased_variable_id, v.overridden_variable_id])
-                    .flatten()
-                    .filter(|t| !ids.contains_key(t)),
+                    .flatten(),
             )
             .await?;
-        let visible = |t: &VariableId| -> Option<VariableId> {
-            if let Some(new) = ids.get(t) {
-                return Some(*new);
-            }
-            let target = above.get(t)?;
-            let seen = match target.environment_id {
-                None => target.project_id == copy.project_id,
-                Some(env) => target.service_id.is_none() && env == copy.environment_id,
-            };
-            seen.then_some(*t)
+        let seen = |t: VariableId| {
+            above.get(&t).is_some_and(|v| match v.environment_id {
+                None => v.project_id == copy.project_id,
+                Some(env) => v.service_id.is_none() && env == copy.environment_id,
+            })
         };
-        let now = self.now();
-        let mut copies: Vec<Variable> = Vec::new();
-        for v in &own {
-            let remap = |target: Option<VariableId>| match target {
-                None => Some(None),
-                Some(t) => visible(&t).map(Some),
-            };
-            let (Some(aliased), Some(overridden)) = (
-                remap(v.aliased_variable_id),
-                remap(v.overridden_variable_id),
-            ) else {
-                continue;
-            };
-            copies.push(Variable {
-                id: ids[&v.id],
-                project_id: copy.project_id,
-                environment_id: Some(copy.environment_id),
-                service_id: Some(copy.id),
-                aliased_variable_id: aliased,
-                overridden_variable_id: overridden,
-                created_at: now,
-                updated_at: now,
-                ..v.clone()
-            });
-        }
-        // Targets first, so aliases and overrides find them.
-        copies
-            .sort_by_key(|v| v.aliased_variable_id.is_some() || v.overridden_variable_id.is_some());
+        let copies = clone_variables(
+            own,
+            target,
+            &HashMap::from([(source.id, copy.id)]),
+            seen,
+            self.now(),
+        );
         for v in &copies {
             Repo::<Variable>::insert(tx, v).await?;
         }

@@ -144,6 +144,17 @@ impl Capstan {
         Ok(service)
     }
 
+    /// Deletes a service's row, every path of deletion alike: a database's linked
+    /// applications are marked first (its link variables go with it).
+    pub(crate) async fn delete_service_row(
+        &self,
+        tx: &mut Unit,
+        id: ServiceId,
+    ) -> DomainResult<()> {
+        self.unlink_all(tx, id).await?;
+        self.delete::<Service>(tx, id, "other resources").await
+    }
+
     pub async fn create_service(
         &self,
         p: &Principal,

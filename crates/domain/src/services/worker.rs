@@ -276,10 +276,10 @@ impl Worker {
             }
         }
         if r.action == DeploymentAction::Delete {
-            self.capstan.unlink_all(tx, r.service_id).await?;
-            match Repo::<Service>::delete(tx, r.service_id).await {
-                Ok(()) | Err(crate::error::StoreError::NotFound) => {}
-                Err(e) => return Err(e.into()),
+            // Already gone: another worker's end of the same deletion.
+            match self.capstan.delete_service_row(tx, r.service_id).await {
+                Ok(()) | Err(crate::error::DomainError::NotFound(_)) => {}
+                Err(e) => return Err(e),
             }
             if r.deletes_environment() {
                 self.capstan
