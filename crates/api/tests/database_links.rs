@@ -88,7 +88,7 @@ async fn applications_and_databases_are_linked_whichever_comes_first<S: App>(t: 
         .await
         .expect(201)
         .id();
-    assert_eq!(linked(&t, &db).await, [after.clone(), before.clone()]);
+    assert_eq!(linked(&t, &db).await, [before.clone(), after.clone()]);
     for app in [&before, &after] {
         let keys: Vec<String> = built_in(&t, app)
             .await

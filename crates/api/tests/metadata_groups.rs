@@ -173,6 +173,10 @@ async fn services_carry_groups_and_a_group_in_use_stays<S: App>(t: T<S>) {
     assert_eq!(items.body["results"][0]["item_id"], app.as_str());
     assert_eq!(items.body["results"][0]["item_type"], "APPLICATION");
     assert_eq!(items.body["results"][0]["environment_id"], env.as_str());
+    assert_eq!(
+        items.body["pagination"]["total_count"], 1,
+        "a list, as API.md has them"
+    );
     t.delete(&format!("/organization/{org}/labelsGroups/{l}"))
         .await
         .expect_error(409, "the group is attached to 1 service");

@@ -53,11 +53,6 @@ impl From<AssociatedService> for AssociatedItemView {
     }
 }
 
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct AssociatedItems {
-    pub results: Vec<AssociatedItemView>,
-}
-
 /// A group request body of either kind.
 trait GroupInput: DeserializeOwned + utoipa::ToSchema + 'static {
     fn draft(self) -> DomainResult<GroupDraft>;
@@ -95,7 +90,7 @@ fn kind_routes<I: GroupInput>(r: &mut Routes, segment: &str, id: &'static str, k
         .get(
             list,
             Doc::list::<GroupView>(format!(
-                "The organization's {noun} groups, by name, with how many services carry each"
+                "The organization's {noun} groups, oldest first, with how many services carry each"
             )),
         )
         .post(
@@ -129,7 +124,9 @@ fn kind_routes<I: GroupInput>(r: &mut Routes, segment: &str, id: &'static str, k
     .data(IdParam(id))
     .get(
         associated,
-        Doc::get::<AssociatedItems>(format!("The services carrying a {noun} group")),
+        Doc::list::<AssociatedItemView>(format!(
+            "The services carrying a {noun} group, oldest first"
+        )),
     )
     .add();
 }
@@ -219,12 +216,14 @@ async fn associated(
     id: Id,
     Auth(p): Auth,
     req: HttpRequest,
+    Paging(page): Paging,
 ) -> ApiResult<HttpResponse> {
     let items = st
         .capstan
         .group_associated_items(&p, path_id(&req, ORG)?, **kind, path_id(&req, id.0)?)
         .await?;
-    Ok(ok(AssociatedItems {
-        results: items.into_iter().map(AssociatedItemView::from).collect(),
-    }))
+    Ok(ok(Paged::from_page(
+        Page::from_vec(items, page),
+        AssociatedItemView::from,
+    )))
 }

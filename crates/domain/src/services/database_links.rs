@@ -221,7 +221,8 @@ impl Capstan {
         Ok(())
     }
 
-    /// `GET /database/{id}/application`: the applications linked to the database, by name.
+    /// `GET /database/{id}/application`: the applications linked to the database, oldest
+    /// first.
     pub async fn linked_applications(
         &self,
         p: &Principal,
@@ -236,7 +237,8 @@ impl Capstan {
             .by_id::<Service>(tx, linked.iter().filter_map(|v| v.service_id))
             .await?;
         let mut applications: Vec<Service> = applications.into_values().collect();
-        applications.sort_by(|a, b| (a.name.as_str(), a.id).cmp(&(b.name.as_str(), b.id)));
+        // Lists are in creation order (API.md).
+        applications.sort_by_key(|a| (a.created_at, a.id));
         self.decorate(tx, applications).await
     }
 

@@ -191,7 +191,7 @@ impl Capstan {
         Ok(group)
     }
 
-    /// The organization's groups of `kind`, by name, each with its count of services.
+    /// The organization's groups of `kind`, oldest first, each with its count of services.
     pub async fn list_groups(
         &self,
         p: &Principal,
@@ -208,7 +208,8 @@ impl Capstan {
                 .into_iter()
                 .filter(|g| g.kind == kind)
                 .collect();
-        groups.sort_by_key(|g| (g.name.key(), g.id));
+        // Lists are in creation order (API.md).
+        groups.sort_by_key(|g| (g.created_at, g.id));
         let ids: Vec<uuid::Uuid> = groups.iter().map(|g| g.id.0).collect();
         let counts = tx
             .count_services_by(ServiceLink::MetadataGroup, &ids)
@@ -343,7 +344,7 @@ impl Capstan {
             .await?
             .into_values()
             .collect();
-        services.sort_by_key(|s| (s.name.key(), s.id));
+        services.sort_by_key(|s| (s.created_at, s.id));
         Ok(self
             .associated(tx, Page::from_vec(services, PageRequest::all()))
             .await?
