@@ -19,3 +19,56 @@ pub fn truncate_to_micros(t: OffsetDateTime) -> OffsetDateTime {
     let micros = t.microsecond();
     t.replace_microsecond(micros).unwrap_or(t)
 }
+
+/// A clock that tests (and operators of a stand-in) move: it runs at the system's pace from
+/// wherever it was last set, so waits and leases keep working between moves.
+#[derive(Debug, Default)]
+pub struct ManualClock {
+    /// How far this clock is ahead of the system's (behind, when negative).
+    offset: std::sync::Mutex<time::Duration>,
+}
+
+impl ManualClock {
+    /// A clock that reads `at` now.
+    pub fn at(at: OffsetDateTime) -> Self {
+        let clock = Self::default();
+        clock.set(at);
+        clock
+    }
+
+    /// From now on the clock reads `at`, and runs on from there.
+    pub fn set(&self, at: OffsetDateTime) {
+        let offset = at - OffsetDateTime::now_utc();
+        *self.offset.lock().unwrap_or_else(|e| e.into_inner()) = offset;
+    }
+
+    /// Moves the clock by `by`.
+    pub fn advance(&self, by: time::Duration) {
+        *self.offset.lock().unwrap_or_else(|e| e.into_inner()) += by;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> OffsetDateTime {
+        let offset = *self.offset.lock().unwrap_or_else(|e| e.into_inner());
+        truncate_to_micros(OffsetDateTime::now_utc() + offset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn a_manual_clock_reads_what_it_was_set_to_and_runs_on() {
+        let clock = ManualClock::at(datetime!(2030-01-01 00:00 UTC));
+        let read = clock.now();
+        assert!(read >= datetime!(2030-01-01 00:00 UTC));
+        assert!(read < datetime!(2030-01-01 00:01 UTC));
+        clock.advance(time::Duration::hours(2));
+        assert!(clock.now() >= datetime!(2030-01-01 02:00 UTC));
+        clock.set(datetime!(2020-06-01 12:00 UTC));
+        assert!(clock.now() < datetime!(2020-06-01 12:01 UTC));
+    }
+}

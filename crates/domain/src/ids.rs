@@ -63,4 +63,5 @@ typed_id!(
     DeploymentRestrictionId,
     CustomDomainId,
     MetadataGroupId,
+    DeploymentRuleId,
 );

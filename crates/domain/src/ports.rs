@@ -26,6 +26,18 @@ pub trait Repo<T: Record>: Send {
     async fn list(&mut self, parent: T::Parent, page: PageRequest) -> StoreResult<Page<T>>;
 }
 
+/// What the scheduler of deployment rules looks for.
+#[async_trait]
+pub trait RuleQueries: Send {
+    /// The environments whose rule has an hour due at `now`, the most overdue first, at most
+    /// `limit`.
+    async fn due_environment_rules(
+        &mut self,
+        now: time::OffsetDateTime,
+        limit: i64,
+    ) -> StoreResult<Vec<EnvironmentId>>;
+}
+
 #[async_trait]
 pub trait TokenStore: Send + Sync {
     /// The token whose hash is `hash`, by an indexed lookup.
@@ -388,6 +400,9 @@ pub trait Tx:
     + Repo<DeploymentRestriction>
     + Repo<CustomDomain>
     + Repo<MetadataGroup>
+    + Repo<ProjectDeploymentRule>
+    + Repo<EnvironmentDeploymentRule>
+    + RuleQueries
     + StageQueries
     + VariableQueries
     + DeploymentQueue

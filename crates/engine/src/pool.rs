@@ -1,6 +1,6 @@
 //! The background workers: each claims a request, runs it to its end, and claims the next; one
-//! more task ends the requests of workers that died. On shutdown they stop claiming and finish
-//! what they hold.
+//! more task ends the requests of workers that died, and one starts and stops environments at
+//! their deployment rule's hours. On shutdown they stop claiming and finish what they hold.
 
 use domain::engine::Engine;
 use domain::services::{Capstan, Worker};
@@ -43,8 +43,9 @@ impl WorkerPool {
             let worker = Worker::new(capstan.clone(), engine.clone(), lease);
             tasks.spawn(run(worker, stopped.clone(), settings.poll()));
         }
-        let reaper = Worker::new(capstan, engine, lease);
-        tasks.spawn(reap(reaper, stopped, settings.poll()));
+        let reaper = Worker::new(capstan.clone(), engine, lease);
+        tasks.spawn(reap(reaper, stopped.clone(), settings.poll()));
+        tasks.spawn(schedule(capstan, stopped, settings.poll()));
         Self { stop, tasks }
     }
 
@@ -94,6 +95,23 @@ async fn reap(worker: Worker, mut stopped: watch::Receiver<bool>, poll: Duration
             Ok(0) => {}
             Ok(n) => tracing::warn!(count = n, "ended requests whose worker died"),
             Err(e) => tracing::error!(error = %e, "could not look for requests of dead workers"),
+        }
+        if pause_or_stop(&mut stopped, poll * 4).await {
+            return;
+        }
+    }
+}
+
+/// Deployment rules act within a few polls of their hour; several instances may all run this.
+async fn schedule(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Duration) {
+    loop {
+        match capstan.run_due_rules().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                count = n,
+                "deployment rules started or stopped environments"
+            ),
+            Err(e) => tracing::error!(error = %e, "could not run the deployment rules due"),
         }
         if pause_or_stop(&mut stopped, poll * 4).await {
             return;

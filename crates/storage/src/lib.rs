@@ -13,6 +13,7 @@ mod queries;
 mod queue;
 mod repos;
 mod rows;
+mod rules;
 mod schema;
 mod session;
 mod stages;

@@ -200,3 +200,15 @@ repo!(
     deployment_stages,
     |q, env| q.filter(schema::deployment_stages::environment_id.eq(env.to_string()))
 );
+repo!(
+    ProjectDeploymentRule,
+    ProjectDeploymentRuleRow,
+    project_deployment_rules,
+    |q, project| q.filter(schema::project_deployment_rules::project_id.eq(project.to_string()))
+);
+repo!(
+    EnvironmentDeploymentRule,
+    EnvironmentDeploymentRuleRow,
+    environment_deployment_rules,
+    |q, environment| q.filter(schema::environment_deployment_rules::id.eq(environment.to_string()))
+);

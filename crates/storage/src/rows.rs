@@ -963,3 +963,167 @@ impl FromRow for StageMember {
         })
     }
 }
+
+/// A rule's hours as their columns keep them: times of day as `HH:MM:SS`, weekdays as JSON.
+const TIME_OF_DAY: &[time::format_description::BorrowedFormatItem<'static>] =
+    time::macros::format_description!("[hour]:[minute]:[second]");
+
+fn time_text(t: time::Time) -> StoreResult<String> {
+    t.format(TIME_OF_DAY)
+        .map_err(|e| StoreError::Other(format!("unwritable time of day: {e}")))
+}
+
+fn time_value(column: &str, text: &str) -> StoreResult<time::Time> {
+    time::Time::parse(text, TIME_OF_DAY)
+        .map_err(|_| StoreError::Other(format!("unreadable {column} in store: {text:?}")))
+}
+
+fn schedule_of(
+    auto_stop: bool,
+    timezone: String,
+    start: &str,
+    stop: &str,
+    weekdays: &str,
+) -> StoreResult<Schedule> {
+    Ok(Schedule {
+        auto_stop,
+        timezone,
+        start: time_value("start_time", start)?,
+        stop: time_value("stop_time", stop)?,
+        weekdays: json_value("weekdays", weekdays)?,
+    })
+}
+
+row!(
+    ProjectDeploymentRuleRow,
+    project_deployment_rules {
+        id: String,
+        organization_id: String,
+        project_id: String,
+        name: String,
+        name_key: String,
+        description: Option<String>,
+        mode: String,
+        cluster_id: String,
+        wildcard: String,
+        priority_index: i32,
+        auto_stop: bool,
+        timezone: String,
+        start_time: String,
+        stop_time: String,
+        weekdays: String,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+    }
+);
+
+impl ToRow for ProjectDeploymentRule {
+    type Row = ProjectDeploymentRuleRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<ProjectDeploymentRuleRow> {
+        let s = &self.schedule;
+        Ok(ProjectDeploymentRuleRow {
+            id: self.id.to_string(),
+            organization_id: self.organization_id.to_string(),
+            project_id: self.project_id.to_string(),
+            name: self.name.to_string(),
+            name_key: self.name.key(),
+            description: self.description.clone(),
+            mode: self.mode.as_str().into(),
+            cluster_id: self.cluster_id.to_string(),
+            wildcard: self.wildcard.clone(),
+            priority_index: self.priority_index,
+            auto_stop: s.auto_stop,
+            timezone: s.timezone.clone(),
+            start_time: time_text(s.start)?,
+            stop_time: time_text(s.stop)?,
+            weekdays: json_text(&s.weekdays)?,
+            created_at: ts(self.created_at),
+            updated_at: ts(self.updated_at),
+        })
+    }
+}
+
+impl FromRow for ProjectDeploymentRule {
+    fn from_row(r: ProjectDeploymentRuleRow, _cipher: &Cipher) -> StoreResult<Self> {
+        Ok(Self {
+            id: parse("id", &r.id)?,
+            organization_id: parse("organization_id", &r.organization_id)?,
+            project_id: parse("project_id", &r.project_id)?,
+            name: Name::stored(r.name),
+            description: r.description,
+            mode: parse("mode", &r.mode)?,
+            cluster_id: parse("cluster_id", &r.cluster_id)?,
+            wildcard: r.wildcard,
+            priority_index: r.priority_index,
+            schedule: schedule_of(
+                r.auto_stop,
+                r.timezone,
+                &r.start_time,
+                &r.stop_time,
+                &r.weekdays,
+            )?,
+            created_at: utc(r.created_at),
+            updated_at: utc(r.updated_at),
+        })
+    }
+}
+
+row!(
+    EnvironmentDeploymentRuleRow,
+    environment_deployment_rules {
+        id: String,
+        organization_id: String,
+        on_demand_preview: bool,
+        auto_preview: bool,
+        auto_stop: bool,
+        timezone: String,
+        start_time: String,
+        stop_time: String,
+        weekdays: String,
+        next_turn_at: Option<PrimitiveDateTime>,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+    }
+);
+
+impl ToRow for EnvironmentDeploymentRule {
+    type Row = EnvironmentDeploymentRuleRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<EnvironmentDeploymentRuleRow> {
+        let s = &self.schedule;
+        Ok(EnvironmentDeploymentRuleRow {
+            id: self.environment_id.to_string(),
+            organization_id: self.organization_id.to_string(),
+            on_demand_preview: self.on_demand_preview,
+            auto_preview: self.auto_preview,
+            auto_stop: s.auto_stop,
+            timezone: s.timezone.clone(),
+            start_time: time_text(s.start)?,
+            stop_time: time_text(s.stop)?,
+            weekdays: json_text(&s.weekdays)?,
+            next_turn_at: self.next_turn_at.map(ts),
+            created_at: ts(self.created_at),
+            updated_at: ts(self.updated_at),
+        })
+    }
+}
+
+impl FromRow for EnvironmentDeploymentRule {
+    fn from_row(r: EnvironmentDeploymentRuleRow, _cipher: &Cipher) -> StoreResult<Self> {
+        Ok(Self {
+            environment_id: parse("id", &r.id)?,
+            organization_id: parse("organization_id", &r.organization_id)?,
+            on_demand_preview: r.on_demand_preview,
+            auto_preview: r.auto_preview,
+            schedule: schedule_of(
+                r.auto_stop,
+                r.timezone,
+                &r.start_time,
+                &r.stop_time,
+                &r.weekdays,
+            )?,
+            next_turn_at: r.next_turn_at.map(utc),
+            created_at: utc(r.created_at),
+            updated_at: utc(r.updated_at),
+        })
+    }
+}

@@ -330,7 +330,48 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    project_deployment_rules (id) {
+        id -> Text,
+        organization_id -> Text,
+        project_id -> Text,
+        name -> Text,
+        name_key -> Text,
+        description -> Nullable<Text>,
+        mode -> Text,
+        cluster_id -> Text,
+        wildcard -> Text,
+        priority_index -> Integer,
+        auto_stop -> Bool,
+        timezone -> Text,
+        start_time -> Text,
+        stop_time -> Text,
+        weekdays -> Text,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    environment_deployment_rules (id) {
+        id -> Text,
+        organization_id -> Text,
+        on_demand_preview -> Bool,
+        auto_preview -> Bool,
+        auto_stop -> Bool,
+        timezone -> Text,
+        start_time -> Text,
+        stop_time -> Text,
+        weekdays -> Text,
+        next_turn_at -> Nullable<Timestamp>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
+    project_deployment_rules,
+    environment_deployment_rules,
     metadata_groups,
     service_metadata_groups,
     custom_domains,

@@ -6,6 +6,7 @@ mod clusters;
 mod credentials;
 mod custom_domains;
 mod database_links;
+mod deployment_rules;
 mod deployments;
 mod image_deploys;
 mod listings;
@@ -70,6 +71,7 @@ pub fn api_routes(r: &mut Routes) {
     credentials::routes(r);
     custom_domains::routes(r);
     database_links::routes(r);
+    deployment_rules::routes(r);
     organization::routes(r);
     resources::routes(r);
     restrictions::routes(r);

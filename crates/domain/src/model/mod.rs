@@ -7,6 +7,7 @@ mod cluster;
 mod credentials;
 mod custom_domain;
 mod deployment;
+mod deployment_rule;
 mod git_repository;
 mod members;
 mod metadata_group;
@@ -37,6 +38,10 @@ pub use custom_domain::{host_name, renamed, CustomDomain, CustomDomainInput, Dns
 pub use deployment::{
     plan, queue_up, DeployTarget, DeploymentRequest, DeploymentSnapshot, Origin, Phase,
     RequestStatus, Step, StepName, StepStatus,
+};
+pub use deployment_rule::{
+    EnvironmentDeploymentRule, EnvironmentRuleInput, ProjectDeploymentRule, ProjectRuleDraft,
+    ProjectRuleInput, RuleOrderInput, Schedule, ScheduleInput, Turn, Weekday,
 };
 pub use enums::*;
 pub use git_repository::{GitRepository, GitRepositoryInput};

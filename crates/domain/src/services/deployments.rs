@@ -70,6 +70,9 @@ pub enum Selection {
     /// Every service the action applies to (those a stage marks skipped are left out of
     /// deployments); services whose state refuses it are passed over.
     All,
+    /// The stopped services (what a deployment rule starts at its hour), each deployed again
+    /// with what it had.
+    Stopped,
     /// Exactly these; one whose state refuses the action refuses the whole request (409).
     Only(Vec<Chosen>),
 }
@@ -411,7 +414,8 @@ impl Capstan {
         let mut updated: Vec<Service> = Vec::new();
         let mut chosen: Vec<(Service, DeployTarget)> = Vec::new();
         match selection {
-            Selection::All => {
+            Selection::All | Selection::Stopped => {
+                let stopped_only = matches!(selection, Selection::Stopped);
                 for service in &services {
                     let mine = of(&requests, service.id);
                     let state = service_state(&mine);
@@ -419,14 +423,15 @@ impl Capstan {
                         .into_iter()
                         .filter(|r| !r.status.is_finished())
                         .collect();
-                    let wanted = match action {
-                        DeploymentAction::Deploy | DeploymentAction::Redeploy => {
-                            !skipped.contains(&service.id)
-                        }
-                        DeploymentAction::Stop => state != ServiceState::Stopped,
-                        DeploymentAction::Uninstall => installed(service, &requests),
-                        _ => true,
-                    };
+                    let wanted = (!stopped_only || state == ServiceState::Stopped)
+                        && match action {
+                            DeploymentAction::Deploy | DeploymentAction::Redeploy => {
+                                !skipped.contains(&service.id)
+                            }
+                            DeploymentAction::Stop => state != ServiceState::Stopped,
+                            DeploymentAction::Uninstall => installed(service, &requests),
+                            _ => true,
+                        };
                     if wanted && refusal(action, service, state, &pending, false).is_none() {
                         chosen.push(((*service).clone(), deployed_commit(service)));
                     }

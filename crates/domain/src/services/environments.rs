@@ -110,7 +110,16 @@ impl Capstan {
         tx.lock(Scope::Project(project_id)).await?;
         let project: Project = self.load(tx, p, project_id, Action::Write).await?;
         let name = validate::name("name", &input.name)?;
-        let cluster = self.cluster_for(tx, p, &project, input.cluster).await?;
+        // The project's rule for the name fills what the request leaves out.
+        let rule = self.rule_for(tx, project_id, name.as_str()).await?;
+        let cluster = self
+            .cluster_for(
+                tx,
+                p,
+                &project,
+                input.cluster.or(rule.as_ref().map(|r| r.cluster_id)),
+            )
+            .await?;
         let now = self.now();
         let env = Environment {
             id: EnvironmentId::generate(),
@@ -118,13 +127,19 @@ impl Capstan {
             project_id,
             cluster_id: cluster.id,
             name,
-            mode: input.mode.unwrap_or(EnvironmentMode::Development),
+            mode: input
+                .mode
+                .or(rule.as_ref().map(|r| r.mode))
+                .unwrap_or(EnvironmentMode::Development),
             last_updated_by: None,
             created_at: now,
             updated_at: now,
         };
         self.insert(tx, &env, "project").await?;
         self.default_stage(tx, &env).await?;
+        if let Some(rule) = rule {
+            self.give_schedule(tx, &env, rule.schedule).await?;
+        }
         unit.commit().await?;
         Ok(EnvironmentDetails {
             environment: env,
@@ -195,7 +210,8 @@ pub struct CloneInput {
     pub cluster_id: Option<ClusterId>,
     #[serde(default)]
     pub mode: Option<EnvironmentMode>,
-    /// Accepted for compatibility; Capstan has no deployment rules yet, so nothing applies.
+    /// Whether the target project's rule for the clone's name applies (its cluster, mode and
+    /// hours, where the request leaves them out); else the clone keeps the source's hours.
     #[serde(default)]
     pub apply_deployment_rule: Option<bool>,
     #[serde(default)]
@@ -249,18 +265,33 @@ impl Capstan {
         let source: Environment = self.load(tx, p, source_id, Action::Read).await?;
         let project: Project = self.load(tx, p, target, Action::Write).await?;
         let name = validate::name("name", &input.name)?;
+        let rule = match input.apply_deployment_rule {
+            Some(true) => self.rule_for(tx, target, name.as_str()).await?,
+            _ => None,
+        };
         let cluster = self
             .cluster_for(
                 tx,
                 p,
                 &project,
-                Some(input.cluster_id.unwrap_or(source.cluster_id)),
+                Some(
+                    input
+                        .cluster_id
+                        .or(rule.as_ref().map(|r| r.cluster_id))
+                        .unwrap_or(source.cluster_id),
+                ),
             )
             .await?;
-        let mode = input.mode.unwrap_or(source.mode);
+        let mode = input
+            .mode
+            .or(rule.as_ref().map(|r| r.mode))
+            .unwrap_or(source.mode);
         let (env, _) = self
             .copy_environment(tx, &source, &project, &cluster, name, mode)
             .await?;
+        if let Some(rule) = rule {
+            self.give_schedule(tx, &env, rule.schedule).await?;
+        }
         unit.commit().await?;
         Ok(EnvironmentDetails {
             environment: env,
@@ -268,7 +299,7 @@ impl Capstan {
         })
     }
 
-    /// Writes a copy of `source` (its services, variables, secrets and stages, none of its
+    /// Writes a copy of `source` (its services, variables, secrets, stages and rule, none of its
     /// deployment state) into `project` on `cluster`; answers it with the copy of each service
     /// by the source's id. The caller holds both projects.
     pub(super) async fn copy_environment(
@@ -340,6 +371,7 @@ impl Capstan {
             Repo::<Variable>::insert(tx, variable).await?;
         }
         self.clone_stages(tx, source_id, &env, &service_ids).await?;
+        self.copy_environment_rule(tx, source_id, &env).await?;
         let copies = copies
             .into_iter()
             .map(|c| (c.id, c))

@@ -159,7 +159,8 @@ impl Capstan {
         tx.lock(Scope::Organization(org)).await?;
         self.load_in_org::<Cluster>(tx, p, org, id, Action::Write)
             .await?;
-        self.delete::<Cluster>(tx, id, "environments").await?;
+        self.delete::<Cluster>(tx, id, "environments or deployment rules")
+            .await?;
         Ok(unit.commit().await?)
     }
 

@@ -6,6 +6,7 @@ mod clusters;
 mod credentials;
 mod custom_domains;
 mod database_links;
+mod deployment_rules;
 mod deployments;
 mod environments;
 mod git_tokens;
@@ -311,7 +312,8 @@ named!(
     crate::model::ApiToken,
     crate::model::Organization,
     crate::model::DeploymentStage,
-    crate::model::MetadataGroup
+    crate::model::MetadataGroup,
+    crate::model::ProjectDeploymentRule
 );
 
 fn name_conflict<T: Record>(e: StoreError, name: &str, parent: &'static str) -> DomainError {
