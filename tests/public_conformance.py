@@ -323,6 +323,25 @@ for segment, group, body in (('labelsGroups', labels_group, {'name': 'team', 'la
 for kind in bodies:
     call('POST', f'/{kind}/{ids[kind]}/clone', {'name': f'{kind}-clone', 'environment_id': env})
 
+# Deployment rules: the project's (in priority order, taken by a new environment whose name
+# matches) and the environment's own.
+rule_body = {'name': 'features', 'description': 'office hours', 'mode': 'DEVELOPMENT', 'cluster_id': cluster['id'],
+             'auto_stop': True, 'timezone': 'Europe/Paris', 'start_time': '1970-01-01T08:00:00.000Z',
+             'stop_time': '1970-01-01T19:00:00.000Z', 'weekdays': ['MONDAY', 'FRIDAY'], 'wildcard': 'feat-*'}
+rules_path = f'/project/{project}/deploymentRule'
+rule = call('POST', rules_path, rule_body)['id']
+spare_rule = call('POST', rules_path, dict(rule_body, name='all', wildcard=''))['id']
+call('PUT', f'{rules_path}/order', {'project_deployment_rule_ids_in_order': [spare_rule, rule]})
+call('PUT', f'{rules_path}/{rule}', dict(rule_body, auto_stop=False))
+call('GET', rules_path)
+call('GET', f'{rules_path}/{rule}')
+call('DELETE', f'{rules_path}/{spare_rule}')
+ruled = call('POST', f'/project/{project}/environment', {'name': 'feat-rules'})['id']
+env_rule = call('GET', f'/environment/{ruled}/deploymentRule')
+call('PUT', f'/environment/{ruled}/deploymentRule/{env_rule["id"]}', {'on_demand_preview': False, 'auto_preview': False, 'auto_stop': True,
+     'timezone': 'UTC', 'start_time': '1970-01-01T07:00:00Z', 'stop_time': '1970-01-01T20:00:00Z', 'weekdays': ['SATURDAY']})
+call('DELETE', f'/environment/{ruled}')
+
 # Variables and secrets at every scope, and the generic /variable routes.
 scopes = {'project': project, 'environment': env, 'application': ids['application'], 'container': ids['container'], 'job': ids['job']}
 above = {}

@@ -508,6 +508,35 @@ async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
                 None,
             ),
             (
+                Class::Read,
+                Method::GET,
+                format!("/project/{project}/deploymentRule"),
+                None,
+            ),
+            (
+                Class::Write,
+                Method::POST,
+                format!("/project/{project}/deploymentRule"),
+                Some(json!({"name": format!("rule-{n}"), "mode": "DEVELOPMENT",
+                    "cluster_id": cluster, "timezone": "UTC", "start_time": "08:00",
+                    "stop_time": "19:00", "weekdays": ["MONDAY"], "wildcard": "x-*"})),
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/environment/{env}/deploymentRule"),
+                None,
+            ),
+            (
+                Class::Write,
+                Method::PUT,
+                format!("/environment/{env}/deploymentRule/{env}"),
+                Some(
+                    json!({"timezone": "UTC", "start_time": "08:00", "stop_time": "19:00",
+                    "weekdays": ["MONDAY"]}),
+                ),
+            ),
+            (
                 Class::Deploy,
                 Method::POST,
                 format!("/organization/{org}/container/preview"),
