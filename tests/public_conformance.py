@@ -310,6 +310,9 @@ labels_group = call('POST', f'/organization/{org}/labelsGroups', {'name': 'team'
 annotations_group = call('POST', f'/organization/{org}/annotationsGroups', {'name': 'owner', 'annotations': [{'key': 'example.com/owner', 'value': 'Jane'}], 'scopes': ['PODS']})['id']
 for kind in ('application', 'container', 'job', 'database'):
     call('PUT', f'/{kind}/{ids[kind]}', dict(edits[kind], labels_groups=[{'id': labels_group}], annotations_groups=[{'id': annotations_group}]))
+labelled = call('PUT', cluster_path, dict(cluster_body, labels_groups=[{'id': labels_group}]))
+if (labelled or {}).get('labels_groups') != [{'id': labels_group}]:
+    print(f'FAIL PUT cluster: labels_groups answered {(labelled or {}).get("labels_groups")!r}'); failures.append('PUT cluster labels_groups')
 for segment, group, body in (('labelsGroups', labels_group, {'name': 'team', 'labels': [{'key': 'team', 'value': 'edge', 'propagate_to_cloud_provider': False}]}),
                              ('annotationsGroups', annotations_group, {'name': 'owner', 'annotations': [{'key': 'example.com/owner', 'value': 'Joe'}], 'scopes': ['PODS', 'SERVICES']})):
     call('GET', f'/organization/{org}/{segment}')

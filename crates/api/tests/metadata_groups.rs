@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 http_suite!(
     groups_of_both_kinds_are_kept_and_checked,
     services_carry_groups_and_a_group_in_use_stays,
+    clusters_carry_labels_groups_and_hold_them,
 );
 
 async fn labels<S: App>(t: &T<S>, name: &str) -> String {
@@ -242,4 +243,47 @@ async fn services_carry_groups_and_a_group_in_use_stays<S: App>(t: T<S>) {
         .expect(200);
     assert!(ids(&detached.body["labels_groups"]).is_empty());
     assert_eq!(ids(&detached.body["annotations_groups"]), [a.as_str()]);
+}
+
+async fn clusters_carry_labels_groups_and_hold_them<S: App>(t: T<S>) {
+    let org = t.org.clone();
+    let l = labels(&t, "team").await;
+    let a = annotations(&t, "owner").await;
+    let body = |groups: Value| {
+        json!({"name": "main", "region": "eu-west-3", "cloud_provider": "CLOUDA",
+               "labels_groups": groups})
+    };
+    let created = t
+        .post(
+            &format!("/organization/{org}/cluster"),
+            body(json!([{"id": l}, {"id": l}])),
+        )
+        .await
+        .expect(201);
+    assert_eq!(created.body["labels_groups"], json!([{"id": l}]));
+    let cluster = created.id();
+    let path = format!("/organization/{org}/cluster/{cluster}");
+    assert_eq!(
+        t.get(&path).await.expect(200).body["labels_groups"],
+        json!([{"id": l}])
+    );
+    // Only labels groups of the organization.
+    t.put(&path, body(json!([{"id": a}])))
+        .await
+        .expect_error(400, "labels_groups[0].id: no labels group");
+    t.put(
+        &path,
+        body(json!([{"id": l}, {"id": uuid::Uuid::new_v4()}])),
+    )
+    .await
+    .expect_error(400, "labels_groups[1].id: no labels group");
+    t.delete(&format!("/organization/{org}/labelsGroups/{l}"))
+        .await
+        .expect_error(409, "the group is attached to 1 cluster(s)");
+    // Detached, it can go.
+    let edited = t.put(&path, body(json!([]))).await.expect(200);
+    assert_eq!(edited.body["labels_groups"], json!([]));
+    t.delete(&format!("/organization/{org}/labelsGroups/{l}"))
+        .await
+        .expect(204);
 }

@@ -3,7 +3,7 @@
 
 use super::{CloudProvider, DeploymentStatus, Record};
 use crate::error::DomainError;
-use crate::ids::{ClusterId, CredentialsId, OrganizationId};
+use crate::ids::{ClusterId, CredentialsId, MetadataGroupId, OrganizationId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
@@ -83,6 +83,16 @@ pub struct ClusterSpec {
     pub ssh_keys: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_provider_credentials: Option<ClusterCredentialsRef>,
+    /// The labels groups whose labels the cluster's own resources carry.
+    #[serde(default)]
+    pub labels_groups: Vec<GroupRef>,
+}
+
+/// A labels group a cluster names (`{"id": ...}`, as the public description has it).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupRef {
+    pub id: MetadataGroupId,
 }
 
 fn one() -> i64 {
@@ -108,6 +118,7 @@ impl Default for ClusterSpec {
             production: false,
             ssh_keys: vec![],
             cloud_provider_credentials: None,
+            labels_groups: vec![],
         }
     }
 }
@@ -145,7 +156,14 @@ impl ClusterSpec {
                 ));
             }
         }
-        Ok(self)
+        let mut seen = Vec::with_capacity(self.labels_groups.len());
+        let mut spec = self;
+        spec.labels_groups.retain(|g| {
+            let first = !seen.contains(&g.id);
+            seen.push(g.id);
+            first
+        });
+        Ok(spec)
     }
 }
 

@@ -28,7 +28,7 @@ mod variable;
 pub use advanced_settings::{Setting, SettingKind, SettingsTable, CLUSTER_SETTINGS};
 pub use cluster::{
     Cluster, ClusterAction, ClusterCredentialsRef, ClusterRun, ClusterSpec, ClusterState,
-    CredentialsRef, KubernetesMode,
+    CredentialsRef, GroupRef, KubernetesMode,
 };
 pub use credentials::{
     AltCloudCredentialsInput, CloudACredentialsInput, CloudCCredentialsInput, CloudCredentials,

@@ -12,7 +12,6 @@ use crate::model::{
     EnvironmentRuleInput, Origin, Project, ProjectDeploymentRule, ProjectRuleInput, Record,
     RuleOrderInput, Schedule, Turn,
 };
-use crate::pagination::{PageRequest, MAX_PAGE_SIZE};
 use crate::ports::{Repo, Scope, Unit};
 
 /// How many environments one pass of the scheduler takes on; the rest wait for the next pass.
@@ -33,10 +32,7 @@ impl Capstan {
         tx: &mut Unit,
         project: ProjectId,
     ) -> DomainResult<Vec<ProjectDeploymentRule>> {
-        let mut rules = self
-            .list::<ProjectDeploymentRule>(tx, project, PageRequest::all())
-            .await?
-            .items;
+        let mut rules = self.every::<ProjectDeploymentRule>(tx, project).await?;
         rules.sort_by_key(|r| (r.priority_index, r.created_at, r.id));
         Ok(rules)
     }
@@ -182,11 +178,6 @@ impl Capstan {
         let project: Project = self.load(tx, p, project_id, Action::Write).await?;
         self.rule_cluster(tx, p, &project, draft.cluster_id).await?;
         let existing = self.project_rules(tx, project_id).await?;
-        if existing.len() >= MAX_PAGE_SIZE as usize {
-            return Err(DomainError::state(format!(
-                "a project holds at most {MAX_PAGE_SIZE} deployment rules"
-            )));
-        }
         let now = self.now();
         let rule = ProjectDeploymentRule {
             id: DeploymentRuleId::generate(),

@@ -6,7 +6,9 @@ use super::{AssociatedService, Capstan};
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{MetadataGroupId, OrganizationId, ServiceId};
-use crate::model::{GroupDraft, GroupKind, MetadataGroup, Organization, Service, ServiceKind};
+use crate::model::{
+    Cluster, GroupDraft, GroupKind, MetadataGroup, Organization, Service, ServiceKind,
+};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{Repo, Scope, ServiceLink, Unit};
 use serde_json::Value;
@@ -320,6 +322,18 @@ impl Capstan {
         if users > 0 {
             return Err(DomainError::state(format!(
                 "the group is attached to {users} service(s); detach it first"
+            )));
+        }
+        // Clusters name their labels groups in their spec; the organization's lock holds them.
+        let clusters = self
+            .every::<Cluster>(tx, org)
+            .await?
+            .into_iter()
+            .filter(|c| c.spec.labels_groups.iter().any(|g| g.id == id))
+            .count();
+        if clusters > 0 {
+            return Err(DomainError::state(format!(
+                "the group is attached to {clusters} cluster(s); detach it first"
             )));
         }
         self.delete::<MetadataGroup>(tx, id, "services").await?;

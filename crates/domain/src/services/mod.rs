@@ -243,6 +243,24 @@ impl Capstan {
         Ok(Repo::<T>::list(tx, parent, page).await?)
     }
 
+    /// Every record under `parent`, page after page.
+    async fn every<T: Record>(&self, tx: &mut Unit, parent: T::Parent) -> DomainResult<Vec<T>>
+    where
+        dyn Tx: Repo<T>,
+    {
+        let mut out = Vec::new();
+        for number in 1.. {
+            let request = PageRequest::new(number, crate::pagination::MAX_PAGE_SIZE)?;
+            let page = Repo::<T>::list(tx, parent, request).await?;
+            let last = page.items.is_empty();
+            out.extend(page.items);
+            if last || out.len() as u64 >= page.total_count {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     async fn insert<T: Record + Named>(
         &self,
         tx: &mut Unit,
