@@ -8,7 +8,7 @@ use crate::auth::{Action, Principal, Role, Subject};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{ClusterId, DeploymentRuleId, EnvironmentId, ProjectId};
 use crate::model::{
-    Cluster, DeploymentAction, Environment, EnvironmentDeploymentRule, EnvironmentMode,
+    DeploymentAction, Environment, EnvironmentDeploymentRule, EnvironmentMode,
     EnvironmentRuleInput, Origin, Project, ProjectDeploymentRule, ProjectRuleInput, Record,
     RuleOrderInput, Schedule, Turn,
 };
@@ -107,24 +107,6 @@ impl Capstan {
         Ok(())
     }
 
-    /// The rule's cluster, checked to be one the principal may use in the project's
-    /// organization.
-    async fn rule_cluster(
-        &self,
-        tx: &mut Unit,
-        p: &Principal,
-        project: &Project,
-        id: ClusterId,
-    ) -> DomainResult<()> {
-        let cluster: Cluster = self.load(tx, p, id, Action::Read).await?;
-        if cluster.organization_id != project.organization_id {
-            return Err(DomainError::Forbidden(
-                "the cluster belongs to another organization".into(),
-            ));
-        }
-        Ok(())
-    }
-
     /// A rule of `project`, checked to be there.
     async fn project_rule(
         &self,
@@ -176,7 +158,8 @@ impl Capstan {
         let tx = &mut *unit;
         tx.lock(Scope::Project(project_id)).await?;
         let project: Project = self.load(tx, p, project_id, Action::Write).await?;
-        self.rule_cluster(tx, p, &project, draft.cluster_id).await?;
+        self.cluster_for(tx, p, &project, Some(draft.cluster_id))
+            .await?;
         let existing = self.project_rules(tx, project_id).await?;
         let now = self.now();
         let rule = ProjectDeploymentRule {
@@ -219,7 +202,8 @@ impl Capstan {
             .project_rule(tx, p, project_id, id, Action::Write)
             .await?;
         let project: Project = self.load(tx, p, project_id, Action::Write).await?;
-        self.rule_cluster(tx, p, &project, draft.cluster_id).await?;
+        self.cluster_for(tx, p, &project, Some(draft.cluster_id))
+            .await?;
         rule.name = draft.name;
         rule.description = draft.description;
         rule.mode = draft.mode;
