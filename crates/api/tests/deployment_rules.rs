@@ -408,13 +408,14 @@ async fn a_rule_stops_and_starts_an_environment_at_its_hours<S: App>(
     .await
     .expect(200);
     // Before the hour nothing is due, whoever asks.
-    assert_eq!(t.capstan.run_due_rules().await.unwrap(), 0);
+    assert_eq!(t.capstan.run_due_rules().await.unwrap().taken, 0);
     assert_eq!(settled(&t, &env).await["state"], "DEPLOYED");
 
     // At the hour the environment stops, once, whoever of several schedulers takes it.
     clock.set(datetime!(2026-11-23 19:00:01 UTC));
+    // (The harness's own scheduler runs too: the history below shows the one stop.)
     let (a, b) = futures_util::join!(t.capstan.run_due_rules(), t.capstan.run_due_rules());
-    assert!(a.unwrap() + b.unwrap() <= 1);
+    assert!(a.unwrap().failed.is_empty() && b.unwrap().failed.is_empty());
     reaches(&t, &env, "STOPPED").await;
     let history = history_actions(&t, &env).await;
     assert_eq!(
@@ -441,7 +442,7 @@ async fn a_rule_stops_and_starts_an_environment_at_its_hours<S: App>(
     clock.set(datetime!(2026-11-27 19:00:01 UTC));
     reaches(&t, &env, "STOPPED").await;
     clock.set(datetime!(2026-11-28 08:00:01 UTC));
-    assert_eq!(t.capstan.run_due_rules().await.unwrap(), 0);
+    assert_eq!(t.capstan.run_due_rules().await.unwrap().taken, 0);
     assert_eq!(settled(&t, &env).await["state"], "STOPPED");
 }
 

@@ -106,11 +106,14 @@ async fn reap(worker: Worker, mut stopped: watch::Receiver<bool>, poll: Duration
 async fn schedule(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Duration) {
     loop {
         match capstan.run_due_rules().await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(
-                count = n,
-                "deployment rules started or stopped environments"
-            ),
+            Ok(pass) => {
+                if pass.taken > 0 {
+                    tracing::info!(count = pass.taken, "deployment rules took their hours");
+                }
+                for (environment, e) in pass.failed {
+                    tracing::error!(%environment, error = %e, cause = ?e, "a deployment rule could not act");
+                }
+            }
             Err(e) => tracing::error!(error = %e, "could not run the deployment rules due"),
         }
         if pause_or_stop(&mut stopped, poll * 4).await {

@@ -102,8 +102,8 @@ impl Schedule {
                     time.second() as i8,
                     0,
                 );
-                // A time skipped by a daylight-saving change happens just after the gap; a
-                // repeated one, the first time.
+                // A time skipped by a daylight-saving change is moved on by the gap's length
+                // (02:30 becomes 03:30); a repeated one happens the first time.
                 let Ok(zoned) = local.to_zoned(zone.clone()) else {
                     continue;
                 };
@@ -327,7 +327,7 @@ impl ProjectDeploymentRule {
     /// `?` for one, case aside; an empty wildcard matches every name.
     pub fn matches(&self, name: &str) -> bool {
         let pattern: Vec<char> = self.wildcard.to_lowercase().chars().collect();
-        let name: Vec<char> = name.to_lowercase().chars().collect();
+        let name: Vec<char> = name.trim().to_lowercase().chars().collect();
         pattern.is_empty() || wildcard_match(&pattern, &name)
     }
 }
@@ -394,13 +394,10 @@ impl ProjectRuleInput {
         let description = validate::description("description", self.description)?;
         let wildcard = self.wildcard.trim().to_string();
         validate::max_chars("wildcard", &wildcard, validate::MAX_NAME_CHARS)?;
-        if let Some(c) = wildcard
-            .chars()
-            .find(|c| c.is_control() || c.is_whitespace())
-        {
+        if wildcard.chars().any(char::is_control) {
             return Err(DomainError::invalid(
                 "wildcard",
-                format!("must not hold {c:?}: environment names have no such character"),
+                "must not hold control characters",
             ));
         }
         Ok(ProjectRuleDraft {
@@ -485,6 +482,39 @@ mod tests {
     }
 
     #[test]
+    fn transition_days_keep_each_hour_once() {
+        let s = ScheduleInput {
+            auto_stop: true,
+            timezone: "Europe/Paris".into(),
+            start_time: "02:30".into(),
+            stop_time: "02:45".into(),
+            weekdays: vec![Weekday::Sunday],
+        }
+        .validate()
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        // 2026-03-29: 02:00 does not exist in Paris; the hours move on by the hour lost (03:30
+        // and 03:45 CEST, 01:30 and 01:45 UTC), in their order.
+        assert_eq!(
+            s.next_turn(datetime!(2026-03-29 00:00 UTC)),
+            Some(datetime!(2026-03-29 01:30 UTC))
+        );
+        assert_eq!(
+            s.last_turn(datetime!(2026-03-29 01:50 UTC)),
+            Some((datetime!(2026-03-29 01:45 UTC), Turn::Stop))
+        );
+        // 2026-10-25: 02:30 happens twice; the rule acts the first time (CEST, 00:30 UTC),
+        // once.
+        assert_eq!(
+            s.next_turn(datetime!(2026-10-25 00:00 UTC)),
+            Some(datetime!(2026-10-25 00:30 UTC))
+        );
+        assert_eq!(
+            s.next_turn(datetime!(2026-10-25 00:45 UTC)),
+            Some(datetime!(2026-11-01 01:30 UTC))
+        );
+    }
+
+    #[test]
     fn a_schedule_without_auto_stop_never_acts() {
         let mut s = schedule("UTC", Weekday::ALL);
         s.auto_stop = false;
@@ -563,5 +593,6 @@ mod tests {
         assert!(!rule("a*b*c").matches("axxbyy"));
         assert!(rule("staging").matches("STAGING"));
         assert!(!rule("staging").matches("staging-2"));
+        assert!(rule("staging eu*").matches(" Staging EU-west "));
     }
 }

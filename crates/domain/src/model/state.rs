@@ -127,6 +127,14 @@ impl ServiceState {
         matches!(self, S::DeleteQueued | S::WaitingDeleting | S::Deleting)
     }
 
+    /// Stopped, or on its way there.
+    pub fn stopped_or_stopping(self) -> bool {
+        matches!(
+            self,
+            S::Stopped | S::StopQueued | S::WaitingStopping | S::Stopping
+        )
+    }
+
     /// Waiting for its turn (accepted, not started).
     pub fn is_waiting(self) -> bool {
         matches!(

@@ -17,6 +17,14 @@ use crate::ports::{Repo, Scope, Unit};
 /// How many environments one pass of the scheduler takes on; the rest wait for the next pass.
 const SCHEDULER_BATCH: i64 = 100;
 
+/// What one pass of the scheduler did: how many due hours it took, and the environments it
+/// could not act on, with why.
+#[derive(Debug, Default)]
+pub struct RulePass {
+    pub taken: usize,
+    pub failed: Vec<(EnvironmentId, DomainError)>,
+}
+
 /// What a new environment takes from the project rule its name matches.
 #[derive(Debug, Clone)]
 pub(super) struct AppliedRule {
@@ -343,27 +351,32 @@ impl Capstan {
         Ok(rule)
     }
 
-    /// Starts or stops the environments whose rule has an hour due, each in a unit of its own;
-    /// answers how many it acted on. Several instances may run it at once: each environment's
-    /// hour is taken under the environment's lock, and only by the unit that finds it still due.
-    pub async fn run_due_rules(&self) -> DomainResult<usize> {
+    /// Starts or stops the environments whose rule has an hour due, each in a unit of its own.
+    /// Several instances may run it at once: each environment's hour is taken under the
+    /// environment's lock, and only by the unit that finds it still due. One environment's
+    /// failure is reported and does not hold up the others.
+    pub async fn run_due_rules(&self) -> DomainResult<RulePass> {
         let now = self.now();
         let due = {
             let mut unit = self.reading().await?;
             unit.due_environment_rules(now, SCHEDULER_BATCH).await?
         };
-        let mut acted = 0;
+        let mut pass = RulePass::default();
         for environment in due {
-            if self.run_rule(environment, now).await? {
-                acted += 1;
+            match self.run_rule(environment, now).await {
+                Ok(true) => pass.taken += 1,
+                Ok(false) => {}
+                Err(e) => pass.failed.push((environment, e)),
             }
         }
-        Ok(acted)
+        Ok(pass)
     }
 
     /// Takes one environment's due hour: plans the next and queues what the hour says, in one
-    /// unit. When the action cannot be queued (nothing to start or stop, a deletion under way),
-    /// the hour is still taken, so it is not retried for ever.
+    /// unit; true when it took the hour. When the action cannot be queued (nothing to start or
+    /// stop, a deletion under way, or something worse, which is answered) the hour is still
+    /// taken, so it is not retried for ever; only a store that cannot be reached leaves it for
+    /// the next pass.
     async fn run_rule(
         &self,
         environment: EnvironmentId,
@@ -375,7 +388,7 @@ impl Capstan {
         };
         let Some(turn) = turn else {
             unit.commit().await?;
-            return Ok(false);
+            return Ok(true);
         };
         let scheduler = Principal {
             subject: Subject::User("deployment-rule".into()),
@@ -389,27 +402,30 @@ impl Capstan {
         let queued = self
             .environment_action_in(&mut *unit, &scheduler, environment, action, selection)
             .await;
-        match queued {
+        let failure = match queued {
             Ok(_) => {
                 unit.commit().await?;
-                Ok(true)
+                return Ok(true);
             }
+            Err(e @ DomainError::Unavailable(_)) => return Err(e),
             Err(
                 DomainError::Conflict(_) | DomainError::Invalid { .. } | DomainError::NotFound(_),
-            ) => {
-                // Nothing of the refused action is kept: the hour is taken in a unit of its own.
-                drop(unit);
-                let mut unit = self.writing().await?;
-                if self
-                    .take_turn(&mut *unit, environment, now)
-                    .await?
-                    .is_some()
-                {
-                    unit.commit().await?;
-                }
-                Ok(false)
-            }
-            Err(e) => Err(e),
+            ) => None,
+            Err(e) => Some(e),
+        };
+        // Nothing of the refused action is kept: the hour is taken in a unit of its own.
+        drop(unit);
+        let mut unit = self.writing().await?;
+        let taken = self
+            .take_turn(&mut *unit, environment, now)
+            .await?
+            .is_some();
+        if taken {
+            unit.commit().await?;
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(taken),
         }
     }
 

@@ -70,8 +70,8 @@ pub enum Selection {
     /// Every service the action applies to (those a stage marks skipped are left out of
     /// deployments); services whose state refuses it are passed over.
     All,
-    /// The stopped services (what a deployment rule starts at its hour), each deployed again
-    /// with what it had.
+    /// The services stopped or on their way there (what a deployment rule starts at its
+    /// hour), each deployed again with what it had, after its stop.
     Stopped,
     /// Exactly these; one whose state refuses the action refuses the whole request (409).
     Only(Vec<Chosen>),
@@ -423,7 +423,7 @@ impl Capstan {
                         .into_iter()
                         .filter(|r| !r.status.is_finished())
                         .collect();
-                    let wanted = (!stopped_only || state == ServiceState::Stopped)
+                    let wanted = (!stopped_only || state.stopped_or_stopping())
                         && match action {
                             DeploymentAction::Deploy | DeploymentAction::Redeploy => {
                                 !skipped.contains(&service.id)

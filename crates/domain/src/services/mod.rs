@@ -32,6 +32,7 @@ mod worker;
 
 pub use catalog::AssociatedService;
 pub use custom_domains::DOMAIN_KINDS;
+pub use deployment_rules::RulePass;
 pub use deployments::{refusal, Chosen, Deletion, DeployInput, Selection};
 pub use environments::{CloneInput, EnvironmentDetails, EnvironmentInput, EnvironmentUpdate};
 pub use git_tokens::{GitTokenDetails, GitTokenInput};
