@@ -112,6 +112,10 @@ def call(method, path, body=None, expect=None, agent=None, bearer=None):
 
 
 def settle(path, member='deployment_requests_count'):
+    # Capstan's ?wait= answers once the state has settled; polling is the fallback it must spare.
+    s = call('GET', path + '?wait=30')
+    node = s.get('environment', s) if isinstance(s, dict) else {}
+    if node.get(member) == 0: return s
     for _ in range(1500):
         s = call('GET', path)
         node = s.get('environment', s) if isinstance(s, dict) else {}

@@ -10,6 +10,7 @@ pub mod openapi;
 mod rate_limiter;
 mod routes;
 pub mod views;
+pub mod waiting;
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};

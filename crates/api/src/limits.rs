@@ -252,9 +252,12 @@ pub async fn timeout(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    // A status read may wait as long as it asked (`?wait=`) on top of the usual time.
+    let waits = crate::waiting::wait_param(req.query_string()).unwrap_or_default();
     let limit = app_state(&req)
         .map(|s| s.request_timeout)
-        .unwrap_or(crate::DEFAULT_REQUEST_TIMEOUT);
+        .unwrap_or(crate::DEFAULT_REQUEST_TIMEOUT)
+        + waits;
     let http = req.request().clone();
     match tokio::time::timeout(limit, next.call(req)).await {
         Ok(res) => res.map(ServiceResponse::map_into_boxed_body),

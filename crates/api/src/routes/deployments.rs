@@ -10,6 +10,7 @@ use crate::extract::{
 };
 use crate::openapi::{Body, Doc, Query, Routes};
 use crate::views::{HistoryPage, Paged};
+use crate::waiting::{Wait, MAX_WAIT_SECONDS};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::model::{DeploymentAction, ServiceKind, ServiceStatus};
@@ -255,7 +256,10 @@ fn kind_routes(r: &mut Routes, kind: ServiceKind) {
         .data(kind)
         .get(
             service_status,
-            Doc::get::<ServiceStatus>(format!("The deployment status of a {seg}")),
+            Doc::get::<ServiceStatus>(format!(
+                "The deployment status of a {seg}; with `wait`, once nothing waits or runs"
+            ))
+            .query(wait_query()),
         )
         .add();
     r.at(format!("{base}/deploymentHistory"))
@@ -283,6 +287,11 @@ fn kind_routes(r: &mut Routes, kind: ServiceKind) {
             )),
         )
         .add();
+}
+
+/// `?wait=SECONDS` (0 to 60): answer once the state is settled, or when the time is up.
+fn wait_query() -> Query {
+    Query::integer("wait", 0, Some(MAX_WAIT_SECONDS as i64))
 }
 
 fn history_doc<T: utoipa::ToSchema>(summary: String) -> Doc {
@@ -366,15 +375,20 @@ fn environment_routes(r: &mut Routes) {
     r.at("/environment/{environmentId}/status")
         .get(
             environment_status,
-            Doc::get::<EnvironmentStatus>("The deployment status of an environment"),
+            Doc::get::<EnvironmentStatus>(
+                "The deployment status of an environment; with `wait`, once nothing waits or runs",
+            )
+            .query(wait_query()),
         )
         .add();
     r.at("/environment/{environmentId}/statuses")
         .get(
             environment_statuses,
             Doc::get::<EnvironmentStatuses>(
-                "The status of an environment and of each of its services, by kind",
-            ),
+                "The status of an environment and of each of its services, by kind; with \
+                 `wait`, once nothing waits or runs in the environment",
+            )
+            .query(wait_query()),
         )
         .add();
     r.at("/environment/{environmentId}/deploymentQueue")
@@ -482,10 +496,14 @@ async fn service_status(
     kind: Kind,
     Auth(p): Auth,
     req: HttpRequest,
+    wait: Wait,
 ) -> ApiResult<HttpResponse> {
-    let status = st
-        .capstan
-        .service_status(&p, **kind, service_id(&req, **kind)?)
+    let id = service_id(&req, **kind)?;
+    let status = wait
+        .until(
+            || st.capstan.service_status(&p, **kind, id),
+            |s| s.deployment_requests_count == 0,
+        )
         .await?;
     Ok(ok(status))
 }
@@ -605,13 +623,35 @@ async fn cancel_environment(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResul
     Ok(accepted(status))
 }
 
-async fn environment_status(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
-    let status = st.capstan.environment_status(&p, env_id(&req)?).await?;
+async fn environment_status(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+    wait: Wait,
+) -> ApiResult<HttpResponse> {
+    let id = env_id(&req)?;
+    let status = wait
+        .until(
+            || st.capstan.environment_status(&p, id),
+            |s| s.deployment_requests_count == 0,
+        )
+        .await?;
     Ok(ok(status))
 }
 
-async fn environment_statuses(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
-    let statuses = st.capstan.environment_statuses(&p, env_id(&req)?).await?;
+async fn environment_statuses(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+    wait: Wait,
+) -> ApiResult<HttpResponse> {
+    let id = env_id(&req)?;
+    let statuses = wait
+        .until(
+            || st.capstan.environment_statuses(&p, id),
+            |s| s.environment.deployment_requests_count == 0,
+        )
+        .await?;
     Ok(ok(statuses))
 }
 
