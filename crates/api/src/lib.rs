@@ -6,6 +6,7 @@ pub mod error;
 pub mod extract;
 pub mod jwt;
 pub mod limits;
+pub mod metrics;
 pub mod openapi;
 mod rate_limiter;
 mod routes;
@@ -36,15 +37,30 @@ pub struct AppState {
     pub cors_origins: Vec<String>,
     /// How Bearer JWTs are verified; none: they are refused.
     pub jwt: Option<jwt::JwtVerifier>,
+    /// What `/metrics` shows; none when the metrics could not be set up (the route says 503).
+    pub metrics: Option<std::sync::Arc<metrics::Metrics>>,
     /// The OpenAPI document, rendered once.
     openapi_json: String,
 }
 
 impl AppState {
-    /// The defaults of API.md: 1000 requests per hour per principal, in this process.
+    /// The defaults of API.md: 1000 requests per hour per principal, in this process. The
+    /// use cases report to this state's metrics: workers must run this state's `capstan`.
     pub fn new(capstan: Capstan) -> Self {
+        let metrics = match metrics::Metrics::new() {
+            Ok(m) => Some(std::sync::Arc::new(m)),
+            Err(e) => {
+                tracing::error!(error = %e, "metrics are off");
+                None
+            }
+        };
+        let capstan = match &metrics {
+            Some(m) => capstan.with_observer(m.clone()),
+            None => capstan,
+        };
         Self {
             capstan,
+            metrics,
             body_limit: DEFAULT_BODY_LIMIT,
             limiter: limits::RateLimiter::local(1000),
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
@@ -138,6 +154,18 @@ fn system_routes(r: &mut Routes) {
             Doc::answer("A page that renders this document", 200, None).public(),
         )
         .add();
+    r.at("/metrics")
+        .get(
+            metrics::scrape,
+            Doc::answer(
+                "Prometheus metrics (text format): requests, latency, rate-limit refusals, \
+                 deployments and the queue",
+                200,
+                None,
+            )
+            .public(),
+        )
+        .add();
 }
 
 fn api_routes(cfg: &mut web::ServiceConfig) {
@@ -189,6 +217,7 @@ pub fn app(
         .wrap(Compress::default())
         .wrap(cors)
         .wrap(from_fn(envelope::envelope))
+        .wrap(from_fn(metrics::observe))
 }
 
 /// CORS is off (no header is sent, browsers refuse cross-origin calls) unless origins are

@@ -22,10 +22,13 @@ fn now_us() -> i64 {
     (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1000) as i64
 }
 
-/// Probes and the API's own description: not metered, so a load balancer's health checks
-/// never run out.
+/// Probes, metrics and the API's own description: not metered, so a load balancer's health
+/// checks and a metrics scraper never run out.
 fn is_unmetered(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz" | "/openapi.json" | "/docs")
+    matches!(
+        path,
+        "/healthz" | "/readyz" | "/openapi.json" | "/docs" | "/metrics"
+    )
 }
 
 /// A git provider delivers the pushes of every repository from a few addresses: its deliveries
@@ -89,6 +92,9 @@ pub async fn rate_limit(
         Err(e) => return Ok(req.into_response(e.error_response()).map_into_boxed_body()),
     };
     if !decision.allowed {
+        if let Some(m) = &state.metrics {
+            m.refused();
+        }
         let error = ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             format!(

@@ -9,6 +9,7 @@ pub mod error;
 pub mod git;
 pub mod ids;
 pub mod model;
+pub mod observe;
 pub mod pagination;
 pub mod ports;
 pub mod ratelimit;

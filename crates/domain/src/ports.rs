@@ -279,6 +279,15 @@ pub trait QueueClaims: Send + Sync {
     ) -> StoreResult<Option<Cluster>>;
     /// The clusters in a running state whose lease ran out before `now` (their worker died).
     async fn expired_clusters(&self, now: time::OffsetDateTime) -> StoreResult<Vec<Cluster>>;
+    /// How many requests wait (QUEUED) and run (RUNNING), across every organization.
+    async fn queue_depth(&self) -> StoreResult<QueueDepth>;
+}
+
+/// The deployment queue's size, as metrics show it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDepth {
+    pub queued: u64,
+    pub running: u64,
 }
 
 /// The users of organizations (JWT subjects) and their roles.

@@ -176,7 +176,9 @@ async fn open(settings: &Settings) -> anyhow::Result<Capstan> {
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {
-    let capstan = open(&settings).await?;
+    // The state's use cases report to its metrics: the workers run those.
+    let app_state = AppState::new(open(&settings).await?);
+    let capstan = app_state.capstan.clone();
     let step = std::time::Duration::from_millis(settings.engine_step_ms);
     let workers = WorkerPool::start(
         capstan.clone(),
@@ -194,7 +196,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         }
         storage::DatabaseUrl::Sqlite(_) => RateLimiter::local(settings.rate_limit_per_hour),
     };
-    let mut app_state = AppState::new(capstan)
+    let mut app_state = app_state
         .with_limiter(limiter)
         .with_request_timeout(settings.request_timeout)
         .with_cors_origins(settings.cors_origins.clone());

@@ -620,4 +620,28 @@ impl QueueClaims for Db {
     ) -> StoreResult<Vec<domain::model::Cluster>> {
         crate::cluster_claims::expired_clusters(self, now).await
     }
+
+    async fn queue_depth(&self) -> StoreResult<domain::ports::QueueDepth> {
+        let counts: Vec<(String, i64)> = self
+            .read(move |mut conn| async move {
+                db_run!(conn, |c| dr::table
+                    .filter(dr::status.eq_any([QUEUED, RUNNING]))
+                    .group_by(dr::status)
+                    .select((dr::status, diesel::dsl::count_star()))
+                    .load(c)
+                    .await)
+                .map_err(store_error)
+            })
+            .await?;
+        let of = |status: &str| {
+            counts
+                .iter()
+                .find(|(s, _)| s == status)
+                .map_or(0, |(_, n)| (*n).max(0) as u64)
+        };
+        Ok(domain::ports::QueueDepth {
+            queued: of(QUEUED),
+            running: of(RUNNING),
+        })
+    }
 }

@@ -126,9 +126,11 @@ pub async fn setup_with(
         .await
         .unwrap();
     let state = actix_web::web::Data::new(adjust(AppState::new(backend.capstan.clone())));
+    // The state's use cases report to its metrics: the workers run those.
+    let capstan = state.capstan.clone();
     let svc = test::init_service(api::app(state)).await;
     let workers = engine::WorkerPool::start(
-        backend.capstan.clone(),
+        capstan,
         Arc::new(engine::SimulatedEngine::new(STEP)),
         engine::PoolSettings {
             workers: 2,

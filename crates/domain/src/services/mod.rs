@@ -78,6 +78,8 @@ pub struct Capstan {
     /// point at.
     resolver: Arc<dyn crate::dns::Resolver>,
     domain_target: Option<String>,
+    /// Who hears how deployments end (metrics).
+    observer: Arc<dyn crate::observe::Observer>,
 }
 
 impl Capstan {
@@ -89,7 +91,19 @@ impl Capstan {
             public_url: "http://127.0.0.1:8080".into(),
             resolver: Arc::new(crate::dns::NoResolver),
             domain_target: None,
+            observer: Arc::new(crate::observe::NoObserver),
         }
+    }
+
+    /// Reports how deployments end to `observer`.
+    pub fn with_observer(mut self, observer: Arc<dyn crate::observe::Observer>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// How many deployment requests wait and run, across the installation.
+    pub async fn queue_depth(&self) -> DomainResult<crate::ports::QueueDepth> {
+        Ok(self.store.queue_depth().await?)
     }
 
     /// Checks custom domains with `resolver` against `target` (a host name or an address).

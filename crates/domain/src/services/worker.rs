@@ -95,6 +95,16 @@ impl Worker {
         Ok(())
     }
 
+    /// Tells the observer a request has ended.
+    fn ended(&self, r: &DeploymentRequest) {
+        let from = r.started_at.unwrap_or(r.created_at);
+        let to = r.finished_at.unwrap_or_else(|| self.capstan.now());
+        let seconds = (to - from).as_seconds_f64().max(0.0);
+        self.capstan
+            .observer
+            .deployment_finished(r.action, r.status, seconds);
+    }
+
     /// Writes a request's progress in a unit of its own; `None` when the claim was lost.
     async fn record(&self, r: &DeploymentRequest) -> DomainResult<Option<bool>> {
         let mut tx = self.capstan.writing().await?;
@@ -128,13 +138,14 @@ impl Worker {
                     .and_then(|s| transition(s, Event::Canceled))
                     .map_err(forbidden)?;
                 r.finish(RequestStatus::Canceled, Some(WORKER_LOST.into()), now);
+                if self.record(&r).await?.is_some() {
+                    self.ended(&r);
+                }
             } else {
                 r.state = transition(state, Event::Failed).map_err(forbidden)?;
                 r.finish(RequestStatus::Error, Some(WORKER_LOST.into()), now);
                 self.record_failure(&r).await?;
-                continue;
             }
-            self.record(&r).await?;
         }
         Ok(count)
     }
@@ -148,7 +159,9 @@ impl Worker {
                 Some("the service no longer exists".into()),
                 self.capstan.now(),
             );
-            self.record(&r).await?;
+            if self.record(&r).await?.is_some() {
+                self.ended(&r);
+            }
             return Ok(());
         };
         let builds = r.deploys() && service.builds_from_git();
@@ -215,6 +228,7 @@ impl Worker {
                 .await?;
         }
         unit.commit().await?;
+        self.ended(r);
         Ok(())
     }
 
@@ -231,7 +245,9 @@ impl Worker {
 
     async fn cancel(&self, mut r: DeploymentRequest) -> DomainResult<()> {
         Self::canceled(&mut r, self.capstan.now())?;
-        self.record(&r).await?;
+        if self.record(&r).await?.is_some() {
+            self.ended(&r);
+        }
         Ok(())
     }
 
@@ -250,8 +266,11 @@ impl Worker {
             .is_some_and(|stored| stored.cancel_requested);
         if cancel && r.action.cancellable() {
             Self::canceled(&mut r, now)?;
-            tx.record(&r).await?;
+            let held = tx.record(&r).await?.is_some();
             unit.commit().await?;
+            if held {
+                self.ended(&r);
+            }
             return Ok(());
         }
         r.end_step(StepStatus::Success, now);
@@ -288,6 +307,7 @@ impl Worker {
             }
         }
         unit.commit().await?;
+        self.ended(&r);
         Ok(())
     }
 }

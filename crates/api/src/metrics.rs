@@ -1,0 +1,190 @@
+//! `GET /metrics`: Prometheus text format. Requests by route and status with their latency,
+//! rate-limit refusals, how deployments end and how long they take, and the queue's depth
+//! (read from the store when scraped, so it is the installation's, not this instance's).
+
+use crate::AppState;
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
+use actix_web::{web, HttpResponse};
+use domain::model::{DeploymentAction, RequestStatus};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+use std::time::Instant;
+
+/// Every metric this process keeps, in one registry.
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    latency: HistogramVec,
+    refusals: IntCounter,
+    deployments: IntCounterVec,
+    deployment_seconds: HistogramVec,
+    queue: IntGaugeVec,
+}
+
+/// Registers a metric with the registry.
+fn registered<M: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry,
+    m: M,
+) -> prometheus::Result<M> {
+    registry.register(Box::new(m.clone()))?;
+    Ok(m)
+}
+
+impl Metrics {
+    /// Fails only on a metric badly named here (the tests build one).
+    pub fn new() -> prometheus::Result<Self> {
+        let registry = Registry::new_custom(Some("capstan".into()), None)?;
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            registered(
+                &registry,
+                IntCounterVec::new(Opts::new(name, help), labels)?,
+            )
+        };
+        let histogram = |name: &str, help: &str, labels: &[&str], buckets: Vec<f64>| {
+            let opts = HistogramOpts::new(name, help).buckets(buckets);
+            registered(&registry, HistogramVec::new(opts, labels)?)
+        };
+        Ok(Self {
+            requests: counter(
+                "http_requests_total",
+                "HTTP requests answered, by method, route template and status",
+                &["method", "route", "status"],
+            )?,
+            latency: histogram(
+                "http_request_duration_seconds",
+                "Time to answer an HTTP request, by method and route template",
+                &["method", "route"],
+                prometheus::exponential_buckets(0.0005, 2.5, 12)?,
+            )?,
+            refusals: registered(
+                &registry,
+                IntCounter::new(
+                    "rate_limit_refusals_total",
+                    "Requests refused with 429 by the rate limit",
+                )?,
+            )?,
+            deployments: counter(
+                "deployments_finished_total",
+                "Deployment requests that ended, by action and outcome",
+                &["action", "status"],
+            )?,
+            deployment_seconds: histogram(
+                "deployment_duration_seconds",
+                "How long deployment requests ran, by action and outcome",
+                &["action", "status"],
+                prometheus::exponential_buckets(0.05, 2.0, 16)?,
+            )?,
+            queue: registered(
+                &registry,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "deployment_queue_depth",
+                        "Deployment requests waiting (QUEUED) and running (RUNNING), across the \
+                         installation",
+                    ),
+                    &["status"],
+                )?,
+            )?,
+            registry,
+        })
+    }
+
+    /// A request refused by the rate limit.
+    pub fn refused(&self) {
+        self.refusals.inc();
+    }
+
+    /// The text a scrape reads, with the queue's depth as the store has it now.
+    pub async fn render(&self, capstan: &domain::Capstan) -> String {
+        match capstan.queue_depth().await {
+            Ok(depth) => {
+                self.queue
+                    .with_label_values(&["QUEUED"])
+                    .set(depth.queued as i64);
+                self.queue
+                    .with_label_values(&["RUNNING"])
+                    .set(depth.running as i64);
+            }
+            Err(e) => tracing::warn!(error = %e, "the queue's depth could not be read"),
+        }
+        let mut out = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+            tracing::error!(error = %e, "metrics could not be encoded");
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+impl domain::observe::Observer for Metrics {
+    fn deployment_finished(&self, action: DeploymentAction, status: RequestStatus, seconds: f64) {
+        let labels = [action.as_str(), status.as_str()];
+        self.deployments.with_label_values(&labels).inc();
+        self.deployment_seconds
+            .with_label_values(&labels)
+            .observe(seconds);
+    }
+}
+
+/// Counts every answer by its route template (bounded: never the raw path) and times it.
+pub async fn observe(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let state = req.app_data::<web::Data<AppState>>().cloned();
+    let method = req.method().as_str().to_owned();
+    let started = Instant::now();
+    let res = next.call(req).await?;
+    if let Some(m) = state.as_ref().and_then(|s| s.metrics.as_ref()) {
+        let route = res
+            .request()
+            .match_pattern()
+            .unwrap_or_else(|| "unmatched".into());
+        let status = res.status().as_u16().to_string();
+        m.requests
+            .with_label_values(&[method.as_str(), route.as_str(), status.as_str()])
+            .inc();
+        m.latency
+            .with_label_values(&[method.as_str(), route.as_str()])
+            .observe(started.elapsed().as_secs_f64());
+    }
+    Ok(res)
+}
+
+pub async fn scrape(state: web::Data<AppState>) -> HttpResponse {
+    match &state.metrics {
+        Some(m) => HttpResponse::Ok()
+            .content_type("text/plain; version=0.0.4; charset=utf-8")
+            .body(m.render(&state.capstan).await),
+        None => HttpResponse::ServiceUnavailable().finish(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use domain::observe::Observer;
+
+    #[test]
+    fn every_metric_is_registered() {
+        let m = Metrics::new().unwrap_or_else(|e| unreachable!("{e}"));
+        m.refused();
+        m.deployment_finished(DeploymentAction::Deploy, RequestStatus::Success, 1.5);
+        let names: Vec<String> = m
+            .registry
+            .gather()
+            .iter()
+            .map(|f| f.name().to_string())
+            .collect();
+        for name in [
+            "capstan_rate_limit_refusals_total",
+            "capstan_deployments_finished_total",
+            "capstan_deployment_duration_seconds",
+        ] {
+            assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! What the use cases report to whoever measures them (the metrics of the HTTP layer), without
+//! knowing how it is measured.
+
+use crate::model::{DeploymentAction, RequestStatus};
+
+pub trait Observer: Send + Sync {
+    /// A deployment request ended: its action, how it ended, and how long it ran (from its
+    /// start, or from its creation when it never started).
+    fn deployment_finished(&self, action: DeploymentAction, status: RequestStatus, seconds: f64);
+}
+
+/// Reports to no one.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoObserver;
+
+impl Observer for NoObserver {
+    fn deployment_finished(&self, _: DeploymentAction, _: RequestStatus, _: f64) {}
+}
