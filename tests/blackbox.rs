@@ -941,3 +941,99 @@ async fn custom_domains_are_resolved_for_real() {
     }
     server.stop();
 }
+
+/// The sample of `series` (`name{labels}`) in a Prometheus text answer; 0 when absent.
+async fn metric(server: &Server, series: &str) -> f64 {
+    let text = reqwest::get(format!("{}/metrics", server.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A deployment asked for through one instance is waited for (`?wait=`) through another, and
+/// the instances' metrics count it once between them.
+async fn a_client_waits_on_one_instance_for_a_deployment(database: &str, instances: usize) {
+    let dir = TempDir::new();
+    let step = [("CAPSTAN_ENGINE_STEP_MS", "100")];
+    let mut servers = Vec::new();
+    for _ in 0..instances {
+        servers.push(Server::start_with(&dir, database, None, &step).await);
+    }
+    let (client, env) = environment(&dir, database, &servers[0]).await;
+    let org = hierarchy_org(&client).await;
+    let registry = client
+        .create(
+            &format!("/organization/{org}/containerRegistry"),
+            json!({"name": "hub", "kind": "DOCKER_HUB", "config": {}}),
+        )
+        .await;
+    let container = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({"name": "web", "registry_id": registry, "image_name": "nginx", "tag": "1"}),
+        )
+        .await;
+    let (status, _) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/container/{container}/deploy"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 202);
+    let waiter = Client {
+        http: reqwest::Client::new(),
+        base: servers[instances - 1].base.clone(),
+        token: client.token.clone(),
+    };
+    let settled = waiter
+        .get(&format!("/container/{container}/status?wait=30"))
+        .await;
+    assert_eq!(settled["deployment_requests_count"], 0, "{settled}");
+    assert_eq!(settled["state"], "DEPLOYED");
+    let env_status = waiter
+        .get(&format!("/environment/{env}/statuses?wait=30"))
+        .await;
+    assert_eq!(env_status["environment"]["state"], "DEPLOYED");
+
+    let series = "capstan_deployments_finished_total{action=\"DEPLOY\",status=\"SUCCESS\"}";
+    let mut finished = 0.0;
+    for server in &servers {
+        finished += metric(server, series).await;
+        assert_eq!(
+            metric(server, "capstan_deployment_queue_depth{status=\"QUEUED\"}").await,
+            0.0
+        );
+    }
+    assert_eq!(
+        finished, 1.0,
+        "one deployment, counted by the instance that ran it"
+    );
+    for server in servers {
+        server.stop();
+    }
+}
+
+#[tokio::test]
+async fn sqlite_a_client_waits_for_a_deployment() {
+    let dir = TempDir::new();
+    let path = dir.0.join("data.db");
+    a_client_waits_on_one_instance_for_a_deployment(&format!("sqlite://{}", path.display()), 1)
+        .await;
+}
+
+#[tokio::test]
+async fn postgres_a_client_waits_on_one_instance_for_a_deployment_another_runs() {
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
+        return;
+    };
+    a_client_waits_on_one_instance_for_a_deployment(&url, 2).await;
+}

@@ -385,14 +385,8 @@ async fn a_rule_stops_and_starts_an_environment_at_its_hours<S: App>(
     clock: Arc<ManualClock>,
 ) {
     let (_, _, env) = t.hierarchy().await;
-    let registry = t.registry().await;
     for name in ["web", "worker"] {
-        t.post(
-            &format!("/environment/{env}/container"),
-            json!({"name": name, "registry_id": registry, "image_name": "nginx", "tag": "1"}),
-        )
-        .await
-        .expect(201);
+        t.container(&env, name).await;
     }
     t.post(&format!("/environment/{env}/deploy"), json!({}))
         .await

@@ -57,15 +57,7 @@ async fn scrape<S: App>(t: &T<S>) -> String {
 
 async fn metrics_count_requests_deployments_and_the_queue<S: App>(t: T<S>) {
     let (_, _, env) = t.hierarchy().await;
-    let registry = t.registry().await;
-    let container = t
-        .post(
-            &format!("/environment/{env}/container"),
-            json!({"name": "web", "registry_id": registry, "image_name": "nginx", "tag": "1"}),
-        )
-        .await
-        .expect(201)
-        .id();
+    let container = t.container(&env, "web").await;
     t.get(&format!("/environment/{}/status", uuid::Uuid::new_v4()))
         .await
         .expect(404);

@@ -14,15 +14,7 @@ http_suite!(
 
 async fn statuses_wait_for_the_deployment_to_settle<S: App>(t: T<S>) {
     let (_, _, env) = t.hierarchy().await;
-    let registry = t.registry().await;
-    let container = t
-        .post(
-            &format!("/environment/{env}/container"),
-            json!({"name": "web", "registry_id": registry, "image_name": "nginx", "tag": "1"}),
-        )
-        .await
-        .expect(201)
-        .id();
+    let container = t.container(&env, "web").await;
     let queued = t
         .post(&format!("/container/{container}/deploy"), json!({}))
         .await

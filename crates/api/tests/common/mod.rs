@@ -281,6 +281,18 @@ impl<S: App> T<S> {
         .id()
     }
 
+    /// A container named `name` in `env`, pulling from a registry of its own; its id.
+    pub async fn container(&self, env: &str, name: &str) -> String {
+        let registry = self.registry().await;
+        self.post(
+            &format!("/environment/{env}/container"),
+            json!({"name": name, "registry_id": registry, "image_name": "nginx", "tag": "1"}),
+        )
+        .await
+        .expect(201)
+        .id()
+    }
+
     /// An ADMIN token of another organization.
     pub async fn other_org_token(&self) -> String {
         self.capstan
