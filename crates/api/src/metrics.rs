@@ -135,7 +135,8 @@ pub async fn observe(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
     let state = req.app_data::<web::Data<AppState>>().cloned();
-    let method = req.method().as_str().to_owned();
+    // Standard methods clone without allocating.
+    let method = req.method().clone();
     let started = Instant::now();
     let res = next.call(req).await?;
     if let Some(m) = state.as_ref().and_then(|s| s.metrics.as_ref()) {
@@ -143,7 +144,7 @@ pub async fn observe(
             .request()
             .match_pattern()
             .unwrap_or_else(|| "unmatched".into());
-        let status = res.status().as_u16().to_string();
+        let status = res.status();
         m.requests
             .with_label_values(&[method.as_str(), route.as_str(), status.as_str()])
             .inc();

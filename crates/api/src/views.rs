@@ -45,6 +45,15 @@ impl<T: Serialize> Paged<T> {
             pagination,
         }
     }
+
+    /// The page `request` names of a list read whole.
+    pub fn from_vec<R>(
+        all: Vec<R>,
+        request: domain::pagination::PageRequest,
+        f: impl FnMut(R) -> T,
+    ) -> Self {
+        Self::from_page(domain::pagination::Page::from_vec(all, request), f)
+    }
 }
 
 /// The timestamps and id every record starts with.

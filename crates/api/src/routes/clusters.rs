@@ -8,7 +8,6 @@ use crate::views::{ClusterStatusView, Paged};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::model::ClusterAction;
-use domain::pagination::Page;
 use serde::Serialize;
 
 type St = web::Data<AppState>;
@@ -93,10 +92,7 @@ async fn statuses(
     Paging(page): Paging,
 ) -> ApiResult<HttpResponse> {
     let all = st.capstan.cluster_statuses(&p, path_id(&req, ORG)?).await?;
-    Ok(ok(Paged::from_page(
-        Page::from_vec(all, page),
-        ClusterStatusView::from,
-    )))
+    Ok(ok(Paged::from_vec(all, page, ClusterStatusView::from)))
 }
 
 async fn status(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {

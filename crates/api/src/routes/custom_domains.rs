@@ -9,7 +9,6 @@ use crate::views::{base, Base, Paged};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::model::{CustomDomain, CustomDomainInput, DnsCheck, ServiceKind};
-use domain::pagination::Page;
 use domain::services::DOMAIN_KINDS;
 use serde::Serialize;
 
@@ -107,9 +106,7 @@ async fn list(
         .capstan
         .list_custom_domains(&p, **kind, service_id(&req, **kind)?)
         .await?;
-    Ok(ok(Paged::from_page(Page::from_vec(all, page), |d| {
-        view(&st, d)
-    })))
+    Ok(ok(Paged::from_vec(all, page, |d| view(&st, d))))
 }
 
 async fn create(

@@ -8,7 +8,6 @@ use crate::openapi::{Doc, Routes};
 use crate::views::{Paged, ServiceView};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use domain::pagination::Page;
 
 type St = web::Data<AppState>;
 const DATABASE: &str = "databaseId";
@@ -43,10 +42,7 @@ async fn list(
         .capstan
         .linked_applications(&p, path_id(&req, DATABASE)?)
         .await?;
-    Ok(ok(Paged::from_page(
-        Page::from_vec(applications, page),
-        ServiceView::from,
-    )))
+    Ok(ok(Paged::from_vec(applications, page, ServiceView::from)))
 }
 
 async fn unlink(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {

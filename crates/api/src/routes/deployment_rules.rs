@@ -14,7 +14,6 @@ use domain::model::{
     EnvironmentDeploymentRule, EnvironmentMode, EnvironmentRuleInput, ProjectDeploymentRule,
     ProjectRuleInput, RuleOrderInput, Schedule, Weekday,
 };
-use domain::pagination::Page;
 use serde::Serialize;
 use time::OffsetDateTime;
 
@@ -163,10 +162,7 @@ async fn list(
         .capstan
         .list_project_rules(&p, path_id(&req, PROJECT)?)
         .await?;
-    Ok(ok(Paged::from_page(
-        Page::from_vec(all, page),
-        ProjectRuleView::from,
-    )))
+    Ok(ok(Paged::from_vec(all, page, ProjectRuleView::from)))
 }
 
 async fn create(
@@ -221,10 +217,7 @@ async fn order(
         .order_project_rules(&p, path_id(&req, PROJECT)?, input)
         .await?;
     let all = domain::pagination::PageRequest::all();
-    Ok(ok(Paged::from_page(
-        Page::from_vec(rules, all),
-        ProjectRuleView::from,
-    )))
+    Ok(ok(Paged::from_vec(rules, all, ProjectRuleView::from)))
 }
 
 async fn environment_rule(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {

@@ -14,7 +14,6 @@ use crate::views::{
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::model::{regions, CloudProvider, HelmRepositoryKind, RegistryKind, ServiceStatus};
-use domain::pagination::Page;
 use domain::services::ServiceScope;
 
 type St = web::Data<AppState>;
@@ -199,7 +198,7 @@ async fn cloud_providers(Auth(_p): Auth, Paging(page): Paging) -> ApiResult<Http
             regions: regions(*provider),
         })
         .collect();
-    Ok(ok(Paged::from_page(Page::from_vec(all, page), |p| p)))
+    Ok(ok(Paged::from_vec(all, page, |p| p)))
 }
 
 async fn available_registries(Auth(_p): Auth, Paging(page): Paging) -> ApiResult<HttpResponse> {
@@ -211,7 +210,7 @@ async fn available_registries(Auth(_p): Auth, Paging(page): Paging) -> ApiResult
             is_mandatory: false,
         })
         .collect();
-    Ok(ok(Paged::from_page(Page::from_vec(all, page), |k| k)))
+    Ok(ok(Paged::from_vec(all, page, |k| k)))
 }
 
 async fn helm_repository_services(
@@ -251,5 +250,5 @@ async fn available_helm_repositories(
             is_mandatory: false,
         })
         .collect();
-    Ok(ok(Paged::from_page(Page::from_vec(all, page), |k| k)))
+    Ok(ok(Paged::from_vec(all, page, |k| k)))
 }

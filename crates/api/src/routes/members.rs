@@ -7,7 +7,6 @@ use crate::openapi::{Body, Doc, Routes};
 use crate::views::{InvitationView, MemberView, Paged};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use domain::pagination::Page;
 use domain::services::{InviteInput, MemberRef, RoleChange};
 
 type St = web::Data<AppState>;
@@ -76,10 +75,7 @@ async fn list_members(
     Paging(page): Paging,
 ) -> ApiResult<HttpResponse> {
     let members = st.capstan.list_members(&p, path_id(&req, ORG)?).await?;
-    Ok(ok(Paged::from_page(
-        Page::from_vec(members, page),
-        MemberView::from,
-    )))
+    Ok(ok(Paged::from_vec(members, page, MemberView::from)))
 }
 
 async fn change_role(
@@ -126,10 +122,7 @@ async fn list_invitations(
     Paging(page): Paging,
 ) -> ApiResult<HttpResponse> {
     let all = st.capstan.list_invitations(&p, path_id(&req, ORG)?).await?;
-    Ok(ok(Paged::from_page(
-        Page::from_vec(all, page),
-        InvitationView::from,
-    )))
+    Ok(ok(Paged::from_vec(all, page, InvitationView::from)))
 }
 
 async fn invite(

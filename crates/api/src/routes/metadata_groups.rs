@@ -12,7 +12,6 @@ use domain::error::DomainResult;
 use domain::model::{
     AnnotationsGroupInput, GroupDraft, GroupKind, JobType, LabelsGroupInput, ServiceSpec,
 };
-use domain::pagination::Page;
 use domain::services::AssociatedService;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -145,10 +144,7 @@ async fn list(
         .capstan
         .list_groups(&p, path_id(&req, ORG)?, **kind)
         .await?;
-    Ok(ok(Paged::from_page(
-        Page::from_vec(all, page),
-        GroupView::from,
-    )))
+    Ok(ok(Paged::from_vec(all, page, GroupView::from)))
 }
 
 async fn create<I: GroupInput>(
@@ -222,8 +218,5 @@ async fn associated(
         .capstan
         .group_associated_items(&p, path_id(&req, ORG)?, **kind, path_id(&req, id.0)?)
         .await?;
-    Ok(ok(Paged::from_page(
-        Page::from_vec(items, page),
-        AssociatedItemView::from,
-    )))
+    Ok(ok(Paged::from_vec(items, page, AssociatedItemView::from)))
 }

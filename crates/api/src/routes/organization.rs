@@ -7,7 +7,6 @@ use crate::openapi::{Doc, Routes};
 use crate::views::{ApiTokenView, OrganizationView, Paged, RoleView};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use domain::pagination::Page;
 use domain::services::{ApiTokenInput, OrganizationUpdate};
 
 type St = web::Data<AppState>;
@@ -141,8 +140,5 @@ async fn roles(
     Paging(page): Paging,
 ) -> ApiResult<HttpResponse> {
     let roles = st.capstan.available_roles(&p, path_id(&req, ORG)?).await?;
-    Ok(ok(Paged::from_page(
-        Page::from_vec(roles, page),
-        RoleView::from,
-    )))
+    Ok(ok(Paged::from_vec(roles, page, RoleView::from)))
 }

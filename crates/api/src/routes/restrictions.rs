@@ -11,7 +11,6 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use domain::model::{
     DeploymentRestriction, RestrictionInput, RestrictionMode, RestrictionType, ServiceKind,
 };
-use domain::pagination::Page;
 use domain::services::RESTRICTED_KINDS;
 use serde::Serialize;
 
@@ -82,10 +81,7 @@ async fn list(
         .capstan
         .list_restrictions(&p, **kind, service_id(&req, **kind)?)
         .await?;
-    Ok(ok(Paged::from_page(
-        Page::from_vec(all, page),
-        RestrictionView::from,
-    )))
+    Ok(ok(Paged::from_vec(all, page, RestrictionView::from)))
 }
 
 async fn create(

@@ -36,6 +36,9 @@ impl Capstan {
     ) -> DomainResult<()> {
         let now = self.now();
         for (source, copy) in copies {
+            if !super::service_children::carries::<CustomDomain>(copy) {
+                continue;
+            }
             let short = &copy.id.0.simple().to_string()[..8];
             for d in self.children_of::<CustomDomain>(tx, *source).await? {
                 let copied = CustomDomain {

@@ -115,7 +115,7 @@ impl Capstan {
         Ok(())
     }
 
-    /// A rule of `project`, checked to be there.
+    /// A rule of `project`, checked to be there, with the project.
     async fn project_rule(
         &self,
         tx: &mut Unit,
@@ -123,13 +123,13 @@ impl Capstan {
         project: ProjectId,
         id: DeploymentRuleId,
         action: Action,
-    ) -> DomainResult<ProjectDeploymentRule> {
-        self.load::<Project>(tx, p, project, action).await?;
+    ) -> DomainResult<(Project, ProjectDeploymentRule)> {
+        let owner: Project = self.load(tx, p, project, action).await?;
         let rule: ProjectDeploymentRule = self.load(tx, p, id, action).await?;
         if rule.project_id != project {
             return Err(DomainError::NotFound(ProjectDeploymentRule::KIND));
         }
-        Ok(rule)
+        Ok((owner, rule))
     }
 
     pub async fn list_project_rules(
@@ -150,8 +150,10 @@ impl Capstan {
         id: DeploymentRuleId,
     ) -> DomainResult<ProjectDeploymentRule> {
         let mut unit = self.reading().await?;
-        self.project_rule(&mut *unit, p, project, id, Action::Read)
-            .await
+        let (_, rule) = self
+            .project_rule(&mut *unit, p, project, id, Action::Read)
+            .await?;
+        Ok(rule)
     }
 
     /// A new rule, last in priority.
@@ -206,10 +208,9 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Project(project_id)).await?;
-        let mut rule = self
+        let (project, mut rule) = self
             .project_rule(tx, p, project_id, id, Action::Write)
             .await?;
-        let project: Project = self.load(tx, p, project_id, Action::Write).await?;
         self.cluster_for(tx, p, &project, Some(draft.cluster_id))
             .await?;
         rule.name = draft.name;

@@ -8,7 +8,6 @@ use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{DeploymentRequestId, EnvironmentId, ServiceId};
 use crate::model::*;
-use crate::pagination::PageRequest;
 use crate::ports::{Repo, Scope, Unit};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -696,19 +695,7 @@ impl Capstan {
         tx: &mut Unit,
         environment: EnvironmentId,
     ) -> DomainResult<Vec<Service>> {
-        let mut all = Vec::new();
-        let mut page = 1;
-        loop {
-            let got = self
-                .list::<Service>(tx, environment, PageRequest::new(page, 1000)?)
-                .await?;
-            let done = got.items.len() < 1000;
-            all.extend(got.items);
-            if done {
-                return Ok(all);
-            }
-            page += 1;
-        }
+        self.every::<Service>(tx, environment).await
     }
 
     /// The environment goes once its deletion has nothing left to do and none of it failed (in

@@ -256,12 +256,7 @@ impl Capstan {
         let target = input.project_id.unwrap_or(source.project_id);
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
-        let mut projects = vec![source.project_id, target];
-        projects.sort();
-        projects.dedup();
-        for project in projects {
-            tx.lock(Scope::Project(project)).await?;
-        }
+        self.lock_projects(tx, [source.project_id, target]).await?;
         let source: Environment = self.load(tx, p, source_id, Action::Read).await?;
         let project: Project = self.load(tx, p, target, Action::Write).await?;
         let name = validate::name("name", &input.name)?;

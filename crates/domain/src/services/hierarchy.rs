@@ -5,8 +5,8 @@ use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{ClusterId, OrganizationId, ProjectId};
 use crate::model::{
-    CloudCredentials, CloudProvider, Cluster, ClusterRun, ClusterSpec, GroupKind, MetadataGroup,
-    Organization, Project,
+    CloudCredentials, CloudProvider, Cluster, ClusterRun, ClusterSpec, GroupKind, Organization,
+    Project,
 };
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{Scope, Unit};
@@ -65,18 +65,9 @@ impl Capstan {
             }
             reference.credentials.name = creds.name.to_string();
         }
-        let groups = self
-            .by_id::<MetadataGroup>(tx, spec.labels_groups.iter().map(|g| g.id))
+        let groups: Vec<_> = spec.labels_groups.iter().map(|g| g.id).collect();
+        self.check_groups(tx, org, GroupKind::Labels, &groups)
             .await?;
-        for (i, named) in spec.labels_groups.iter().enumerate() {
-            let found = groups.get(&named.id);
-            if !found.is_some_and(|g| g.organization_id == org && g.kind == GroupKind::Labels) {
-                return Err(DomainError::invalid(
-                    format!("labels_groups[{i}].id"),
-                    "no labels group with this id in the organization",
-                ));
-            }
-        }
         Ok(spec)
     }
 

@@ -12,7 +12,7 @@ use crate::model::{
     Service, ServiceKind, ServiceSpec, ServiceStatus,
 };
 use crate::pagination::PageRequest;
-use crate::ports::{Repo, Scope, ServiceFilter, Unit};
+use crate::ports::{ServiceFilter, Unit};
 use crate::validate;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -78,7 +78,7 @@ impl Capstan {
         // Which projects to hold is learnt first; the services are read again under them.
         // Projects, not environments: a preview of the same push holds projects, and units
         // that lock several take projects before environments.
-        let mut projects: Vec<_> = {
+        let projects: Vec<_> = {
             let mut unit = self.reading().await?;
             self.load::<Organization>(&mut *unit, p, org, Action::Write)
                 .await?;
@@ -90,13 +90,9 @@ impl Capstan {
                 .map(|s| s.project_id)
                 .collect()
         };
-        projects.sort();
-        projects.dedup();
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
-        for project in &projects {
-            tx.lock(Scope::Project(*project)).await?;
-        }
+        self.lock_projects(tx, projects.iter().copied()).await?;
         self.load::<Organization>(tx, p, org, Action::Write).await?;
         let services = tx.find_services(&filter, PageRequest::all()).await?.items;
         let mut statuses = Vec::new();
@@ -147,7 +143,7 @@ impl Capstan {
             ..Default::default()
         };
         // Which projects to hold is learnt first; everything is read again under them.
-        let mut projects: Vec<_> = {
+        let projects: Vec<_> = {
             let mut unit = self.reading().await?;
             self.load::<Organization>(&mut *unit, p, org, Action::Write)
                 .await?;
@@ -159,13 +155,9 @@ impl Capstan {
                 .map(|s| s.project_id)
                 .collect()
         };
-        projects.sort();
-        projects.dedup();
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
-        for project in &projects {
-            tx.lock(Scope::Project(*project)).await?;
-        }
+        self.lock_projects(tx, projects.iter().copied()).await?;
         self.load::<Organization>(tx, p, org, Action::Write).await?;
         let mut sources: BTreeMap<EnvironmentId, Vec<Service>> = BTreeMap::new();
         for service in tx.find_services(&filter, PageRequest::all()).await?.items {
@@ -209,9 +201,9 @@ impl Capstan {
     ) -> DomainResult<Vec<ServiceStatus>> {
         let name = preview_name(&source.name, tag)?;
         let project: Project = self.load(tx, p, source.project_id, Action::Write).await?;
-        let existing = Repo::<Environment>::list(tx, project.id, PageRequest::all())
+        let existing = self
+            .every::<Environment>(tx, project.id)
             .await?
-            .items
             .into_iter()
             .find(|e| e.name.key() == name.key());
         let target = DeployTarget {

@@ -10,7 +10,7 @@ use crate::model::{
     Cluster, GroupDraft, GroupKind, MetadataGroup, Organization, Service, ServiceKind,
 };
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{Repo, Scope, ServiceLink, Unit};
+use crate::ports::{Scope, ServiceLink, Unit};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -61,6 +61,33 @@ fn named_groups(body: &Value, kind: GroupKind) -> DomainResult<Option<Vec<Metada
 }
 
 impl Capstan {
+    /// Checks that each of `ids` (named by the request member of `kind`) is a group of that kind
+    /// in `org`; 400 naming the first that is not.
+    pub(super) async fn check_groups(
+        &self,
+        tx: &mut Unit,
+        org: OrganizationId,
+        kind: GroupKind,
+        ids: &[MetadataGroupId],
+    ) -> DomainResult<()> {
+        let groups = self.by_id::<MetadataGroup>(tx, ids.iter().copied()).await?;
+        for (i, id) in ids.iter().enumerate() {
+            if !groups
+                .get(id)
+                .is_some_and(|g| g.kind == kind && g.organization_id == org)
+            {
+                return Err(DomainError::invalid(
+                    format!("{}[{i}].id", member(kind)),
+                    format!(
+                        "no {} group with this id in the organization",
+                        kind.as_str().to_lowercase()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Attaches the groups a create or edit body names (a member left out keeps what the
     /// service has). Each must be a group of its kind in the service's organization.
     pub(super) async fn attach_named_groups(
@@ -100,21 +127,8 @@ impl Capstan {
                         .filter(|g| found.get(g).is_some_and(|f| f.kind == kind)),
                 ),
                 Some(ids) => {
-                    let groups = self.by_id::<MetadataGroup>(tx, ids.iter().copied()).await?;
-                    for (i, id) in ids.iter().enumerate() {
-                        let ok = groups.get(id).is_some_and(|g| {
-                            g.kind == kind && g.organization_id == service.organization_id
-                        });
-                        if !ok {
-                            return Err(DomainError::invalid(
-                                format!("{}[{i}].id", member(kind)),
-                                format!(
-                                    "no {} group with this id in the organization",
-                                    kind.as_str().to_lowercase()
-                                ),
-                            ));
-                        }
-                    }
+                    self.check_groups(tx, service.organization_id, kind, &ids)
+                        .await?;
                     wanted.extend(ids);
                 }
             }
@@ -203,13 +217,12 @@ impl Capstan {
         let mut unit = self.reading().await?;
         let tx = &mut *unit;
         self.load::<Organization>(tx, p, org, Action::Read).await?;
-        let mut groups: Vec<MetadataGroup> =
-            Repo::<MetadataGroup>::list(tx, org, PageRequest::all())
-                .await?
-                .items
-                .into_iter()
-                .filter(|g| g.kind == kind)
-                .collect();
+        let mut groups: Vec<MetadataGroup> = self
+            .every::<MetadataGroup>(tx, org)
+            .await?
+            .into_iter()
+            .filter(|g| g.kind == kind)
+            .collect();
         // Lists are in creation order (API.md).
         groups.sort_by_key(|g| (g.created_at, g.id));
         let ids: Vec<uuid::Uuid> = groups.iter().map(|g| g.id.0).collect();
@@ -291,12 +304,8 @@ impl Capstan {
             let carriers = self.by_id::<Service>(tx, ids).await?;
             // Marking services holds their projects, after the organization, as units that
             // lock several scopes do.
-            let mut projects: Vec<_> = carriers.values().map(|s| s.project_id).collect();
-            projects.sort();
-            projects.dedup();
-            for project in projects {
-                tx.lock(Scope::Project(project)).await?;
-            }
+            self.lock_projects(tx, carriers.values().map(|s| s.project_id))
+                .await?;
             for s in carriers.values() {
                 tx.mark_out_of_date(crate::model::VariableParent::Service(s.id, s.kind()), now)
                     .await?;

@@ -258,6 +258,20 @@ impl Capstan {
         Ok(Repo::<T>::list(tx, parent, page).await?)
     }
 
+    /// Holds each of `projects` (repeats allowed), in id order: units that hold several
+    /// projects take them in one order, so they cannot wait on each other.
+    async fn lock_projects(
+        &self,
+        tx: &mut Unit,
+        projects: impl IntoIterator<Item = crate::ids::ProjectId> + Send,
+    ) -> DomainResult<()> {
+        let held: std::collections::BTreeSet<_> = projects.into_iter().collect();
+        for project in held {
+            tx.lock(crate::ports::Scope::Project(project)).await?;
+        }
+        Ok(())
+    }
+
     /// Every record under `parent`, page after page.
     async fn every<T: Record>(&self, tx: &mut Unit, parent: T::Parent) -> DomainResult<Vec<T>>
     where

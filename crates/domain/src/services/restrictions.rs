@@ -36,6 +36,9 @@ impl Capstan {
     ) -> DomainResult<()> {
         let now = self.now();
         for (source, copy) in copies {
+            if !super::service_children::carries::<DeploymentRestriction>(copy) {
+                continue;
+            }
             for r in self
                 .children_of::<DeploymentRestriction>(tx, *source)
                 .await?

@@ -8,7 +8,6 @@ use crate::ids::ServiceId;
 use crate::model::{
     CustomDomain, DeploymentRestriction, Record, Service, ServiceKind, VariableParent,
 };
-use crate::pagination::PageRequest;
 use crate::ports::{Repo, Scope, Tx, Unit};
 
 /// A record that belongs to one service.
@@ -45,6 +44,11 @@ impl ServiceChild for CustomDomain {
     fn service_id(&self) -> ServiceId {
         self.service_id
     }
+}
+
+/// Whether services like `service` have `T` records (others need no look).
+pub(super) fn carries<T: ServiceChild>(service: &Service) -> bool {
+    T::KINDS.contains(&service.kind())
 }
 
 impl Capstan {
@@ -135,8 +139,6 @@ impl Capstan {
     where
         dyn Tx: Repo<T>,
     {
-        Ok(Repo::<T>::list(tx, service, PageRequest::all())
-            .await?
-            .items)
+        self.every::<T>(tx, service).await
     }
 }

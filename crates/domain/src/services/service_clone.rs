@@ -7,7 +7,7 @@ use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{EnvironmentId, ServiceId, VariableId};
 use crate::model::{DeploymentStatus, Environment, Service, ServiceKind, Variable};
-use crate::ports::{Repo, Scope};
+use crate::ports::Repo;
 use crate::validate;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -45,14 +45,10 @@ impl Capstan {
                 .await?;
             (source.project_id, target.project_id)
         };
-        let mut held = vec![source_project, target_project];
-        held.sort();
-        held.dedup();
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
-        for project in held {
-            tx.lock(Scope::Project(project)).await?;
-        }
+        self.lock_projects(tx, [source_project, target_project])
+            .await?;
         let source = self.load_service(tx, p, kind, id, Action::Read).await?;
         let target: Environment = self
             .load(tx, p, input.environment_id, Action::Write)

@@ -105,11 +105,15 @@ impl Worker {
             .deployment_finished(r.action, r.status, seconds);
     }
 
-    /// Writes a request's progress in a unit of its own; `None` when the claim was lost.
+    /// Writes a request's progress in a unit of its own; `None` when the claim was lost. A
+    /// request that ends here is reported to the observer.
     async fn record(&self, r: &DeploymentRequest) -> DomainResult<Option<bool>> {
         let mut tx = self.capstan.writing().await?;
         let held = tx.record(r).await?;
         tx.commit().await?;
+        if held.is_some() && r.status.is_finished() {
+            self.ended(r);
+        }
         Ok(held)
     }
 
@@ -138,9 +142,7 @@ impl Worker {
                     .and_then(|s| transition(s, Event::Canceled))
                     .map_err(forbidden)?;
                 r.finish(RequestStatus::Canceled, Some(WORKER_LOST.into()), now);
-                if self.record(&r).await?.is_some() {
-                    self.ended(&r);
-                }
+                self.record(&r).await?;
             } else {
                 r.state = transition(state, Event::Failed).map_err(forbidden)?;
                 r.finish(RequestStatus::Error, Some(WORKER_LOST.into()), now);
@@ -159,9 +161,7 @@ impl Worker {
                 Some("the service no longer exists".into()),
                 self.capstan.now(),
             );
-            if self.record(&r).await?.is_some() {
-                self.ended(&r);
-            }
+            self.record(&r).await?;
             return Ok(());
         };
         let builds = r.deploys() && service.builds_from_git();
@@ -245,9 +245,7 @@ impl Worker {
 
     async fn cancel(&self, mut r: DeploymentRequest) -> DomainResult<()> {
         Self::canceled(&mut r, self.capstan.now())?;
-        if self.record(&r).await?.is_some() {
-            self.ended(&r);
-        }
+        self.record(&r).await?;
         Ok(())
     }
 
