@@ -116,6 +116,7 @@ def settle(path, member='deployment_requests_count'):
     s = call('GET', path + '?wait=30')
     node = s.get('environment', s) if isinstance(s, dict) else {}
     if node.get(member) == 0: return s
+    print(f'FAIL {path}?wait=30 answered before the state settled'); failures.append('wait ' + path)
     for _ in range(1500):
         s = call('GET', path)
         node = s.get('environment', s) if isinstance(s, dict) else {}

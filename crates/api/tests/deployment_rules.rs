@@ -114,6 +114,29 @@ async fn project_rules_are_kept_ordered_and_checked<S: App>(t: T<S>) {
         names(&t.get(&path).await.expect(200).body),
         ["previews", "features", "all"]
     );
+    // Paged as every list (API.md), in priority order.
+    let second_page = t
+        .get(&format!("{path}?page=2&page_size=1"))
+        .await
+        .expect(200);
+    assert_eq!(names(&second_page.body), ["features"]);
+    assert_eq!(second_page.body["pagination"]["total_count"], 3);
+    assert_eq!(second_page.body["pagination"]["total_pages"], 3);
+    t.get(&format!("{path}?page_size=0"))
+        .await
+        .expect_error(400, "page_size");
+    t.get("/project/not-a-uuid/deploymentRule")
+        .await
+        .expect_error(400, "projectId:");
+    t.get(&format!("{path}/not-a-uuid"))
+        .await
+        .expect_error(400, "deploymentRuleId:");
+    t.put(
+        "/environment/not-a-uuid/deploymentRule/x",
+        json!({"timezone": "UTC", "start_time": "08:00", "stop_time": "19:00", "weekdays": []}),
+    )
+    .await
+    .expect_error(400, "environmentId:");
     t.post(&path, rule("PREVIEWS", &cluster, "x"))
         .await
         .expect_error(409, "a deployment rule named 'PREVIEWS' already exists");
@@ -428,7 +451,9 @@ async fn a_rule_stops_and_starts_an_environment_at_its_hours<S: App>(
         .await
         .expect(200)
         .body;
-    for c in statuses["containers"].as_array().unwrap() {
+    let containers = statuses["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 2, "{statuses}");
+    for c in containers {
         assert_eq!(c["state"], "DEPLOYED", "{statuses}");
     }
 

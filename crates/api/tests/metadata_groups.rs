@@ -221,7 +221,9 @@ async fn services_carry_groups_and_a_group_in_use_stays<S: App>(t: T<S>) {
         .get(&format!("/environment/{env_copy}/application"))
         .await
         .expect(200);
-    for s in listed.body["results"].as_array().unwrap() {
+    let copies = listed.body["results"].as_array().unwrap();
+    assert!(!copies.is_empty(), "{}", listed.text);
+    for s in copies {
         assert_eq!(ids(&s["annotations_groups"]), [a.as_str()], "{s}");
     }
     let counted = t

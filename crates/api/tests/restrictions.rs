@@ -122,6 +122,14 @@ async fn restrictions_are_checked<S: App>(t: T<S>) {
     // Deleting the service deletes its restrictions.
     t.delete(&format!("/application/{app}")).await.expect(204);
     t.get(&path).await.expect(404);
+    let mut unit = t.capstan.store().read().await.unwrap();
+    let kept = domain::ports::Repo::<domain::model::DeploymentRestriction>::get(
+        &mut *unit,
+        rid.parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    assert!(kept.is_none(), "the restriction went with its service");
 }
 
 async fn restrictions_follow_an_environment_clone<S: App>(t: T<S>) {

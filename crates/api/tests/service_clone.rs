@@ -34,8 +34,14 @@ async fn every_kind_is_cloned_never_deployed<S: App>(t: T<S>) {
             &format!("/{kind}/{id}/deploy"),
             json!({"git_commit_id": "4f2a9c1"}),
         )
-        .await;
-        t.settle(&format!("/{kind}/{id}/status")).await;
+        .await
+        .expect(202);
+        // The source is deployed: what the copies do not take.
+        let deployed = t.settle(&format!("/{kind}/{id}/status")).await;
+        assert_eq!(
+            deployed["service_deployment_status"], "UP_TO_DATE",
+            "{deployed}"
+        );
         for (target, name) in [
             (&env, format!("{kind}-copy")),
             (&other, body["name"].as_str().unwrap().to_string()),

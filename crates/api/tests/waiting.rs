@@ -12,6 +12,52 @@ http_suite!(
     the_wait_is_checked
 );
 
+/// A slow engine (5 s a step) behind a 1 s request time limit.
+mod slow {
+    async fn setup(backend: crate::common::Backend) -> crate::common::T<impl crate::common::App> {
+        crate::common::setup_with_step(
+            backend,
+            |s| s.with_request_timeout(std::time::Duration::from_secs(1)),
+            std::time::Duration::from_secs(5),
+        )
+        .await
+    }
+
+    #[actix_rt::test]
+    async fn sqlite() {
+        let backend = crate::common::sqlite().await.unwrap();
+        super::a_wait_that_runs_out_answers_the_state_then(setup(backend).await).await;
+    }
+
+    #[actix_rt::test]
+    async fn postgres() {
+        let Some(backend) = crate::common::postgres().await else {
+            return;
+        };
+        super::a_wait_that_runs_out_answers_the_state_then(setup(backend).await).await;
+    }
+}
+
+/// The wait runs out before the deployment ends: 200 with the state then, not the time
+/// limit's 503 (the wait counts on top of it).
+async fn a_wait_that_runs_out_answers_the_state_then<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let container = t.container(&env, "web").await;
+    t.post(&format!("/container/{container}/deploy"), json!({}))
+        .await
+        .expect(202);
+    let asked = std::time::Instant::now();
+    let then = t
+        .get(&format!("/container/{container}/status?wait=2"))
+        .await
+        .expect(200);
+    assert!(asked.elapsed() >= std::time::Duration::from_secs(2));
+    assert_eq!(then.body["deployment_requests_count"], 1, "{}", then.text);
+    t.get(&format!("/container/{container}/status?wait=61"))
+        .await
+        .expect_error(400, "wait: must be a whole number of seconds from 0 to 60");
+}
+
 async fn statuses_wait_for_the_deployment_to_settle<S: App>(t: T<S>) {
     let (_, _, env) = t.hierarchy().await;
     let container = t.container(&env, "web").await;
@@ -61,11 +107,13 @@ async fn statuses_wait_for_the_deployment_to_settle<S: App>(t: T<S>) {
         statuses.text
     );
     assert_eq!(statuses.body["containers"][0]["state"], "DEPLOYED");
-    // Already settled: answered at once.
+    // Already settled: answered at once, not after the 60 seconds asked.
+    let asked = std::time::Instant::now();
     let again = t
         .get(&format!("/environment/{env}/statuses?wait=60"))
         .await
         .expect(200);
+    assert!(asked.elapsed() < std::time::Duration::from_secs(10));
     assert_eq!(again.body["environment"]["deployment_requests_count"], 0);
 }
 

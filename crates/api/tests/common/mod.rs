@@ -120,6 +120,16 @@ pub async fn setup_with(
     adjust: impl FnOnce(AppState) -> AppState,
 ) -> T<impl Service<Request, Response = ServiceResponse<impl MessageBody>, Error = actix_web::Error>>
 {
+    setup_with_step(backend, adjust, STEP).await
+}
+
+/// As `setup_with`, with the simulated engine taking `step` for each step.
+pub async fn setup_with_step(
+    backend: Backend,
+    adjust: impl FnOnce(AppState) -> AppState,
+    step: std::time::Duration,
+) -> T<impl Service<Request, Response = ServiceResponse<impl MessageBody>, Error = actix_web::Error>>
+{
     let (org, token) = backend
         .capstan
         .bootstrap_organization("Acme", Role::Admin, "tests")
@@ -131,11 +141,8 @@ pub async fn setup_with(
     let svc = test::init_service(api::app(state)).await;
     let workers = engine::WorkerPool::start(
         capstan,
-        Arc::new(engine::SimulatedEngine::new(STEP)),
-        engine::PoolSettings {
-            workers: 2,
-            step: STEP,
-        },
+        Arc::new(engine::SimulatedEngine::new(step)),
+        engine::PoolSettings { workers: 2, step },
     );
     T {
         svc,
