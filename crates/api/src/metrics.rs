@@ -1,5 +1,6 @@
 //! `GET /metrics`: Prometheus text format. Requests by route and status with their latency,
-//! rate-limit refusals, how deployments end and how long they take, and the queue's depth
+//! rate-limit refusals, how deployments end and how long they take, webhook deliveries by
+//! outcome, and the queue's depth
 //! (read from the store when scraped, so it is the installation's, not this instance's).
 
 use crate::AppState;
@@ -23,6 +24,7 @@ pub struct Metrics {
     deployments: IntCounterVec,
     deployment_seconds: HistogramVec,
     queue: IntGaugeVec,
+    webhook_attempts: IntCounterVec,
 }
 
 /// Registers a metric with the registry.
@@ -89,6 +91,12 @@ impl Metrics {
                     &["status"],
                 )?,
             )?,
+            webhook_attempts: counter(
+                "webhook_deliveries_total",
+                "Webhook delivery attempts, by outcome: delivered, retrying (a retry is \
+                 planned) or failed (given up)",
+                &["outcome"],
+            )?,
             registry,
         })
     }
@@ -126,6 +134,10 @@ impl domain::observe::Observer for Metrics {
         self.deployment_seconds
             .with_label_values(&labels)
             .observe(seconds);
+    }
+
+    fn webhook_attempt(&self, outcome: &'static str) {
+        self.webhook_attempts.with_label_values(&[outcome]).inc();
     }
 }
 

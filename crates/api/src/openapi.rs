@@ -22,11 +22,14 @@ use utoipa::ToSchema;
 
 type Schemas = Vec<(String, RefOr<Schema>)>;
 
+const JSON: &str = "application/json";
+
 /// A schema to show and the named schemas it refers to.
 #[derive(Clone)]
 pub struct Body {
     schema: RefOr<Schema>,
     components: Schemas,
+    media: &'static str,
 }
 
 impl Body {
@@ -38,6 +41,7 @@ impl Body {
         Self {
             schema: RefOr::Ref(Ref::from_schema_name(T::name())),
             components,
+            media: JSON,
         }
     }
 
@@ -54,6 +58,7 @@ impl Body {
         Self {
             schema,
             components: [item.components, pagination.components].concat(),
+            media: JSON,
         }
     }
 
@@ -68,6 +73,7 @@ impl Body {
         Self {
             schema: all.into(),
             components,
+            media: JSON,
         }
     }
 
@@ -84,6 +90,16 @@ impl Body {
         Self {
             schema,
             components: Vec::new(),
+            media: JSON,
+        }
+    }
+
+    /// Text of another media type (an event stream).
+    pub fn text(media: &'static str) -> Self {
+        Self {
+            schema: ObjectBuilder::new().schema_type(Type::String).into(),
+            components: Vec::new(),
+            media,
         }
     }
 }
@@ -518,7 +534,7 @@ pub fn document(endpoints: &[Endpoint]) -> OpenApi {
         if let Some(body) = &d.response {
             keep(&body.components);
             success = success.content(
-                "application/json",
+                body.media,
                 ContentBuilder::new()
                     .schema(Some(body.schema.clone()))
                     .build(),

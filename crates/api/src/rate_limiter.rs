@@ -50,7 +50,8 @@ enum Where {
     Local(Mutex<HashMap<String, i64>>),
     /// TATs in the store, shared by every instance.
     Shared {
-        capstan: Capstan,
+        // Boxed: the application is much larger than the local variant.
+        capstan: Box<Capstan>,
         leases: Mutex<HashMap<String, Lease>>,
     },
 }
@@ -74,7 +75,7 @@ impl RateLimiter {
         Self {
             gcra: Gcra::per_hour(per_hour),
             state: Where::Shared {
-                capstan,
+                capstan: Box::new(capstan),
                 leases: Mutex::new(HashMap::new()),
             },
             checks: AtomicU64::new(0),

@@ -64,4 +64,8 @@ typed_id!(
     CustomDomainId,
     MetadataGroupId,
     DeploymentRuleId,
+    WebhookId,
+    EventId,
+    DeliveryId,
+    AttemptId,
 );

@@ -10,6 +10,7 @@ pub mod git;
 pub mod ids;
 pub mod model;
 pub mod observe;
+pub mod outbound;
 pub mod pagination;
 pub mod ports;
 pub mod ratelimit;

@@ -7,6 +7,8 @@ pub trait Observer: Send + Sync {
     /// A deployment request ended: its action, how it ended, and how long it ran (from its
     /// start, or from its creation when it never started).
     fn deployment_finished(&self, action: DeploymentAction, status: RequestStatus, seconds: f64);
+    /// A webhook delivery attempt ended: `outcome` is `delivered`, `retrying` or `failed`.
+    fn webhook_attempt(&self, outcome: &'static str);
 }
 
 /// Reports to no one.
@@ -15,4 +17,5 @@ pub struct NoObserver;
 
 impl Observer for NoObserver {
     fn deployment_finished(&self, _: DeploymentAction, _: RequestStatus, _: f64) {}
+    fn webhook_attempt(&self, _: &'static str) {}
 }

@@ -163,23 +163,23 @@ pub trait DeploymentQueue: Send {
     async fn record(&mut self, request: &DeploymentRequest) -> StoreResult<Option<bool>>;
     /// Cancels what waits in an environment (of one batch only, when given), except deletions
     /// and uninstalls, and asks its running request (the same exceptions) to stop at its next
-    /// step; returns how many requests that touched.
+    /// step; returns what that ended and how many it asked to stop.
     async fn cancel_pending(
         &mut self,
         environment: EnvironmentId,
         batch: Option<uuid::Uuid>,
         reason: &str,
         now: time::OffsetDateTime,
-    ) -> StoreResult<u64>;
+    ) -> StoreResult<Canceled>;
     /// Cancels the requests of `batch` still waiting in a place after `position` (later
-    /// stages), when an earlier one failed; returns how many.
+    /// stages), when an earlier one failed; returns those it ended.
     async fn cancel_later_stages(
         &mut self,
         batch: uuid::Uuid,
         position: i32,
         reason: &str,
         now: time::OffsetDateTime,
-    ) -> StoreResult<u64>;
+    ) -> StoreResult<Vec<DeploymentRequestId>>;
     /// Every request of the given batches, and any request whose own id is given (a request
     /// asked for alone is its own batch).
     async fn batch_requests(
@@ -229,6 +229,21 @@ pub trait DeploymentQueue: Send {
         service: ServiceId,
         page: PageRequest,
     ) -> StoreResult<Page<DeploymentRequest>>;
+}
+
+/// What a cancel did: the waiting requests it ended, and how many running ones it asked to
+/// stop at their next step.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Canceled {
+    pub ended: Vec<DeploymentRequestId>,
+    pub flagged: u64,
+}
+
+impl Canceled {
+    /// How many requests the cancel touched.
+    pub fn touched(&self) -> u64 {
+        self.ended.len() as u64 + self.flagged
+    }
 }
 
 /// Deployment stages and the services in them, inside a unit of work.
@@ -288,6 +303,64 @@ pub trait QueueClaims: Send + Sync {
 pub struct QueueDepth {
     pub queued: u64,
     pub running: u64,
+}
+
+/// The event log, as use cases write it and readers page through it.
+#[async_trait]
+pub trait EventLog: Send {
+    /// Adds an event, in the unit of the change it tells of.
+    async fn append_event(&mut self, event: &OrgEvent) -> StoreResult<()>;
+    /// The events no position was given yet, oldest first.
+    async fn unsequenced_events(&mut self, limit: i64) -> StoreResult<Vec<OrgEvent>>;
+    /// Gives `events` the positions after the last one given, in this order. Run under
+    /// [`Scope::EventLog`], so that positions follow the order events became visible.
+    async fn sequence_events(&mut self, events: &[EventId]) -> StoreResult<()>;
+    /// The organization's events after position `after`, in order, at most `limit`.
+    async fn events_after(
+        &mut self,
+        organization: OrganizationId,
+        after: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<OrgEvent>>;
+    /// The last position given in the organization (0 when none).
+    async fn last_position(&mut self, organization: OrganizationId) -> StoreResult<i64>;
+    /// The organization's audited events that pass `filter`, newest first when `newer` is
+    /// false (those strictly before `bound`), oldest first when true (strictly after it).
+    async fn audit_events(
+        &mut self,
+        organization: OrganizationId,
+        filter: &EventFilter,
+        bound: Option<time::OffsetDateTime>,
+        newer: bool,
+        limit: i64,
+    ) -> StoreResult<Vec<OrgEvent>>;
+    /// Adds deliveries (routed from sequenced events).
+    async fn insert_deliveries(&mut self, deliveries: &[WebhookDelivery]) -> StoreResult<()>;
+    /// Records where a delivery is after an attempt, if `worker` still holds its claim;
+    /// false when it does not (the attempt is recorded all the same).
+    async fn settle_delivery(
+        &mut self,
+        delivery: &WebhookDelivery,
+        worker: &str,
+    ) -> StoreResult<bool>;
+}
+
+/// Deliveries handed to senders: like the queue's claims, no delivery is held by two
+/// senders at once; one whose sender died is claimed again once its lease runs out.
+#[async_trait]
+pub trait DeliveryClaims: Send + Sync {
+    /// Claims up to `limit` PENDING deliveries due by `now` and not held, for `worker` until
+    /// `lease_until`.
+    async fn claim_deliveries(
+        &self,
+        worker: &str,
+        now: time::OffsetDateTime,
+        lease_until: time::OffsetDateTime,
+        limit: i64,
+    ) -> StoreResult<Vec<WebhookDelivery>>;
+    /// Whether any event waits for its position (a read, so idle sequencers stay off the
+    /// writer).
+    async fn has_unsequenced_events(&self) -> StoreResult<bool>;
 }
 
 /// The users of organizations (JWT subjects) and their roles.
@@ -411,6 +484,9 @@ pub trait Tx:
     + Repo<MetadataGroup>
     + Repo<ProjectDeploymentRule>
     + Repo<EnvironmentDeploymentRule>
+    + Repo<OrganizationWebhook>
+    + Repo<WebhookAttempt>
+    + EventLog
     + RuleQueries
     + StageQueries
     + VariableQueries
@@ -447,6 +523,9 @@ pub enum Scope {
     Environment(EnvironmentId),
     /// The environment of a service, found from the service.
     EnvironmentOf(ServiceId),
+    /// The sequencer of the event log: one unit at a time gives events their positions
+    /// (PostgreSQL: a transaction-scoped advisory lock).
+    EventLog,
     /// A record that what the unit writes will refer to, held shared: it cannot be deleted
     /// before the unit ends, while other units may refer to it too. Taken after the unit's
     /// other scopes.
@@ -465,7 +544,7 @@ pub enum Reference {
 ///
 #[async_trait]
 pub trait Store:
-    TokenStore + QueueClaims + RateLimitStore + IdempotencyStore + Health + Send + Sync
+    TokenStore + QueueClaims + DeliveryClaims + RateLimitStore + IdempotencyStore + Health + Send + Sync
 {
     /// A unit for reads: each statement sees what is committed when it runs.
     async fn read(&self) -> StoreResult<Box<dyn Tx>>;

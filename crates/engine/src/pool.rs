@@ -1,6 +1,7 @@
 //! The background workers: each claims a request, runs it to its end, and claims the next; one
 //! more task ends the requests of workers that died, and one starts and stops environments at
-//! their deployment rule's hours. On shutdown they stop claiming and finish what they hold.
+//! their deployment rule's hours, and one sequences the event log and sends webhook deliveries.
+//! On shutdown they stop claiming and finish what they hold.
 
 use domain::engine::Engine;
 use domain::services::{Capstan, Worker};
@@ -27,6 +28,11 @@ impl PoolSettings {
     fn poll(&self) -> Duration {
         (self.step / 2).clamp(Duration::from_millis(20), Duration::from_millis(500))
     }
+
+    /// The stream and the webhooks wait on the sequencer: it runs often, whatever the step.
+    fn events_poll(&self) -> Duration {
+        self.poll().min(Duration::from_millis(100))
+    }
 }
 
 pub struct WorkerPool {
@@ -45,7 +51,8 @@ impl WorkerPool {
         }
         let reaper = Worker::new(capstan.clone(), engine, lease);
         tasks.spawn(reap(reaper, stopped.clone(), settings.poll()));
-        tasks.spawn(schedule(capstan, stopped, settings.poll()));
+        tasks.spawn(schedule(capstan.clone(), stopped.clone(), settings.poll()));
+        tasks.spawn(deliver(capstan, stopped, settings.events_poll()));
         Self { stop, tasks }
     }
 
@@ -117,6 +124,29 @@ async fn schedule(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Du
             Err(e) => tracing::error!(error = %e, "could not run the deployment rules due"),
         }
         if pause_or_stop(&mut stopped, poll * 4).await {
+            return;
+        }
+    }
+}
+
+/// Gives new events their stream positions, routes them to webhooks, and sends what is due;
+/// several instances may all run this (the sequencer's lock and the claims keep it once).
+async fn deliver(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Duration) {
+    let sender = domain::services::worker_id();
+    loop {
+        let sequenced = capstan.sequence_events().await.unwrap_or_else(|e| {
+            tracing::error!(error = %e, "could not sequence the event log");
+            0
+        });
+        let sent = capstan.deliver_due(&sender).await.unwrap_or_else(|e| {
+            tracing::error!(error = %e, "could not send webhook deliveries");
+            0
+        });
+        // Busy: go on at once; idle: wait.
+        if sequenced == 0 && sent == 0 && pause_or_stop(&mut stopped, poll).await {
+            return;
+        }
+        if *stopped.borrow() {
             return;
         }
     }

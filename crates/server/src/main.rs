@@ -11,7 +11,7 @@ use clap::{ArgGroup, Args, Parser, Subcommand};
 use domain::auth::Role;
 use domain::clock::SystemClock;
 use domain::ids::OrganizationId;
-use domain::services::GitIntegration;
+use domain::services::{GitIntegration, Outbound};
 use domain::Capstan;
 use engine::{PoolSettings, SimulatedEngine, WorkerPool};
 use settings::{redact_url, RawSettings, Settings};
@@ -105,6 +105,8 @@ const GIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a webhook status is reused for a service: enough to absorb a burst of polls,
 /// short enough that a change on the provider shows at once to a person looking.
 const GIT_STATUS_CACHE_SECONDS: i64 = 1;
+/// How many webhook deliveries one sender sends at once.
+const WEBHOOK_BATCH: i64 = 16;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -166,8 +168,16 @@ async fn open(settings: &Settings) -> anyhow::Result<Capstan> {
         signing,
         time::Duration::seconds(GIT_STATUS_CACHE_SECONDS),
     );
+    let sender =
+        delivery::HttpSender::new(settings.webhooks.timeout, settings.webhooks.allow_private)
+            .map_err(anyhow::Error::msg)?;
     Ok(Capstan::new(Arc::new(db), Arc::new(SystemClock))
         .with_git(git)
+        .with_outbound(Outbound {
+            sender: Arc::new(sender),
+            retry: settings.webhooks.retry,
+            batch: WEBHOOK_BATCH,
+        })
         .with_public_url(&settings.public_url)
         .with_domain_check(
             Arc::new(resolver::SystemResolver::new()),

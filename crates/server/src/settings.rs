@@ -95,9 +95,68 @@ pub struct RawSettings {
     /// Origins allowed to call from a browser, comma-separated (unset: CORS off).
     #[arg(long, env = "CAPSTAN_CORS_ORIGINS", global = true)]
     pub cors_origins: Option<String>,
+    /// Lets webhooks reach private, loopback and link-local addresses (tests, receivers on
+    /// the same network); off, such targets are refused.
+    #[arg(
+        long,
+        env = "CAPSTAN_WEBHOOK_ALLOW_PRIVATE",
+        default_value = "false",
+        global = true
+    )]
+    pub webhook_allow_private: String,
+    /// How long one webhook attempt may take, in milliseconds.
+    #[arg(
+        long,
+        env = "CAPSTAN_WEBHOOK_TIMEOUT_MS",
+        default_value = "5000",
+        global = true
+    )]
+    pub webhook_timeout_ms: String,
+    /// The wait before a webhook's first retry, in milliseconds; it doubles after each
+    /// failure (at most 15 minutes), less up to half at random.
+    #[arg(
+        long,
+        env = "CAPSTAN_WEBHOOK_RETRY_BASE_MS",
+        default_value = "5000",
+        global = true
+    )]
+    pub webhook_retry_base_ms: String,
+    /// How long a failing webhook delivery is retried, in seconds, before it is marked failed.
+    #[arg(
+        long,
+        env = "CAPSTAN_WEBHOOK_RETRY_FOR_SECS",
+        default_value = "86400",
+        global = true
+    )]
+    pub webhook_retry_for_secs: String,
     /// Log filter (e.g. info, debug, capstan_api=debug).
     #[arg(long, env = "CAPSTAN_LOG", default_value = "info", global = true)]
     pub log: String,
+}
+
+/// How webhooks are sent.
+#[derive(Debug, Clone, Copy)]
+pub struct WebhookSettings {
+    pub allow_private: bool,
+    pub timeout: std::time::Duration,
+    pub retry: domain::outbound::RetryPolicy,
+}
+
+/// A whole number of at least 1 from a setting's text.
+fn positive(
+    raw: &str,
+    variable: &'static str,
+    flag: &'static str,
+    unit: &str,
+) -> Result<u64, SettingError> {
+    match raw.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(bad(
+            variable,
+            flag,
+            format!("'{raw}' is not a whole number of {unit} of at least 1"),
+        )),
+    }
 }
 
 /// Checked settings.
@@ -118,6 +177,7 @@ pub struct Settings {
     pub public_url: String,
     pub custom_domain_target: Option<String>,
     pub cors_origins: Vec<String>,
+    pub webhooks: WebhookSettings,
     pub log: String,
 }
 
@@ -140,6 +200,7 @@ impl fmt::Debug for Settings {
             .field("public_url", &self.public_url)
             .field("custom_domain_target", &self.custom_domain_target)
             .field("cors_origins", &self.cors_origins)
+            .field("webhooks", &self.webhooks)
             .finish()
     }
 }
@@ -347,6 +408,46 @@ impl RawSettings {
             }
             cors_origins.push(origin.to_string());
         }
+        let allow_private = match self
+            .webhook_allow_private
+            .trim()
+            .to_ascii_lowercase()
+            .as_str()
+        {
+            "1" | "true" | "yes" | "on" => true,
+            "0" | "false" | "no" | "off" | "" => false,
+            other => {
+                return Err(bad(
+                    "CAPSTAN_WEBHOOK_ALLOW_PRIVATE",
+                    "webhook-allow-private",
+                    format!("'{other}' is not true or false"),
+                ))
+            }
+        };
+        let webhooks = WebhookSettings {
+            allow_private,
+            timeout: std::time::Duration::from_millis(positive(
+                &self.webhook_timeout_ms,
+                "CAPSTAN_WEBHOOK_TIMEOUT_MS",
+                "webhook-timeout-ms",
+                "milliseconds",
+            )?),
+            retry: domain::outbound::RetryPolicy {
+                base: std::time::Duration::from_millis(positive(
+                    &self.webhook_retry_base_ms,
+                    "CAPSTAN_WEBHOOK_RETRY_BASE_MS",
+                    "webhook-retry-base-ms",
+                    "milliseconds",
+                )?),
+                give_up_after: std::time::Duration::from_secs(positive(
+                    &self.webhook_retry_for_secs,
+                    "CAPSTAN_WEBHOOK_RETRY_FOR_SECS",
+                    "webhook-retry-for-secs",
+                    "seconds",
+                )?),
+                ..domain::outbound::RetryPolicy::default()
+            },
+        };
         tracing_subscriber::EnvFilter::try_new(&self.log).map_err(|e| {
             bad(
                 "CAPSTAN_LOG",
@@ -369,6 +470,7 @@ impl RawSettings {
             public_url,
             custom_domain_target,
             cors_origins,
+            webhooks,
             log: self.log.clone(),
         })
     }
@@ -411,6 +513,22 @@ mod tests {
             (vec!["--secret-key", "c2hvcnQ="], "CAPSTAN_SECRET_KEY"),
             (vec!["--engine", "kubernetes"], "CAPSTAN_ENGINE"),
             (vec!["--engine-step-ms=-5"], "CAPSTAN_ENGINE_STEP_MS"),
+            (
+                vec!["--webhook-allow-private", "maybe"],
+                "CAPSTAN_WEBHOOK_ALLOW_PRIVATE",
+            ),
+            (
+                vec!["--webhook-timeout-ms", "0"],
+                "CAPSTAN_WEBHOOK_TIMEOUT_MS",
+            ),
+            (
+                vec!["--webhook-retry-base-ms", "x"],
+                "CAPSTAN_WEBHOOK_RETRY_BASE_MS",
+            ),
+            (
+                vec!["--webhook-retry-for-secs", "-1"],
+                "CAPSTAN_WEBHOOK_RETRY_FOR_SECS",
+            ),
             (
                 vec!["--jwt-public-key-file", "/nonexistent.pem"],
                 "CAPSTAN_JWT_PUBLIC_KEY_FILE",

@@ -4,6 +4,7 @@
 mod cipher;
 mod cluster_claims;
 mod db;
+mod events;
 mod group_commit;
 mod limits;
 mod mark_changed;

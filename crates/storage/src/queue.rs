@@ -19,7 +19,7 @@ use domain::model::{
     DeploymentAction, DeploymentRequest, EnvironmentActivity, RequestStatus, Service, ServiceState,
 };
 use domain::pagination::{Page, PageRequest};
-use domain::ports::{DeploymentQueue, QueueClaims};
+use domain::ports::{Canceled, DeploymentQueue, QueueClaims};
 use time::{OffsetDateTime, PrimitiveDateTime};
 use uuid::Uuid;
 
@@ -214,7 +214,7 @@ impl DeploymentQueue for Session {
         batch: Option<Uuid>,
         reason: &str,
         now: OffsetDateTime,
-    ) -> StoreResult<u64> {
+    ) -> StoreResult<Canceled> {
         let env = environment.to_string();
         let batch = batch.map(|b| b.to_string());
         let reason = reason.to_string();
@@ -224,11 +224,12 @@ impl DeploymentQueue for Session {
             DeploymentAction::Uninstall.as_str(),
         ];
         let (conn, _) = self.parts()?;
-        db_transaction!(*conn, |c| {
-            let mut waiting = diesel::update(dr::table)
+        let (ended, flagged) = db_transaction!(*conn, |c| {
+            let mut waiting = dr::table
                 .filter(dr::environment_id.eq(&env))
                 .filter(dr::status.eq(QUEUED))
                 .filter(dr::action.ne_all(kept))
+                .select(dr::id)
                 .into_boxed();
             let mut started = diesel::update(dr::table)
                 .filter(dr::environment_id.eq(&env))
@@ -240,7 +241,9 @@ impl DeploymentQueue for Session {
                 waiting = waiting.filter(dr::batch_id.eq(b));
                 started = started.filter(dr::batch_id.eq(b));
             }
-            let waiting = waiting
+            // Read, then ended by id: the caller holds the environment, so what waits stays.
+            let ended: Vec<String> = waiting.load(c).await?;
+            diesel::update(dr::table.filter(dr::id.eq_any(&ended)))
                 .set((
                     dr::status.eq(RequestStatus::Canceled.as_str()),
                     dr::state.eq(ServiceState::Canceled.as_str()),
@@ -253,9 +256,13 @@ impl DeploymentQueue for Session {
                 .set(dr::cancel_requested.eq(true))
                 .execute(c)
                 .await?;
-            Ok::<_, DieselError>((waiting + flagged) as u64)
+            Ok::<_, DieselError>((ended, flagged as u64))
         })
-        .map_err(store_error)
+        .map_err(store_error)?;
+        Ok(Canceled {
+            ended: ids_of(&ended)?,
+            flagged,
+        })
     }
 
     async fn cancel_later_stages(
@@ -264,7 +271,7 @@ impl DeploymentQueue for Session {
         position: i32,
         reason: &str,
         now: OffsetDateTime,
-    ) -> StoreResult<u64> {
+    ) -> StoreResult<Vec<DeploymentRequestId>> {
         let batch = batch.to_string();
         let reason = reason.to_string();
         let at = ts(now);
@@ -273,22 +280,29 @@ impl DeploymentQueue for Session {
             DeploymentAction::Delete.as_str(),
             DeploymentAction::Uninstall.as_str(),
         ];
-        let n = db_run!(*conn, |c| diesel::update(dr::table)
-            .filter(dr::batch_id.eq(&batch))
-            .filter(dr::status.eq(QUEUED))
-            .filter(dr::position.gt(position))
-            // Removals go to their end, whatever else fails.
-            .filter(dr::action.ne_all(kept))
-            .set((
-                dr::status.eq(RequestStatus::Canceled.as_str()),
-                dr::state.eq(ServiceState::Canceled.as_str()),
-                dr::reason.eq(&reason),
-                dr::finished_at.eq(at),
-            ))
-            .execute(c)
-            .await)
+        let ended = db_transaction!(*conn, |c| {
+            let ended: Vec<String> = dr::table
+                .filter(dr::batch_id.eq(&batch))
+                .filter(dr::status.eq(QUEUED))
+                .filter(dr::position.gt(position))
+                // Removals go to their end, whatever else fails.
+                .filter(dr::action.ne_all(kept))
+                .select(dr::id)
+                .load(c)
+                .await?;
+            diesel::update(dr::table.filter(dr::id.eq_any(&ended)))
+                .set((
+                    dr::status.eq(RequestStatus::Canceled.as_str()),
+                    dr::state.eq(ServiceState::Canceled.as_str()),
+                    dr::reason.eq(&reason),
+                    dr::finished_at.eq(at),
+                ))
+                .execute(c)
+                .await?;
+            Ok::<_, DieselError>(ended)
+        })
         .map_err(store_error)?;
-        Ok(n as u64)
+        ids_of(&ended)
     }
 
     async fn batch_requests(&mut self, batches: &[Uuid]) -> StoreResult<Vec<DeploymentRequest>> {
@@ -644,4 +658,9 @@ impl QueueClaims for Db {
             running: of(RUNNING),
         })
     }
+}
+
+/// Request ids as stored, parsed.
+fn ids_of(keys: &[String]) -> StoreResult<Vec<DeploymentRequestId>> {
+    keys.iter().map(|k| parse("id", k)).collect()
 }

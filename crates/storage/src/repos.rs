@@ -212,3 +212,15 @@ repo!(
     environment_deployment_rules,
     |q, environment| q.filter(schema::environment_deployment_rules::id.eq(environment.to_string()))
 );
+repo!(
+    OrganizationWebhook,
+    OrganizationWebhookRow,
+    organization_webhooks,
+    |q, org| q.filter(schema::organization_webhooks::organization_id.eq(org.to_string()))
+);
+repo!(
+    WebhookAttempt,
+    WebhookAttemptRow,
+    webhook_attempts,
+    |q, webhook| q.filter(schema::webhook_attempts::webhook_id.eq(webhook.to_string()))
+);

@@ -1127,3 +1127,237 @@ impl FromRow for EnvironmentDeploymentRule {
         })
     }
 }
+
+row!(
+    OrganizationWebhookRow,
+    organization_webhooks {
+        id: String,
+        organization_id: String,
+        kind: String,
+        target_url: String,
+        target_secret: Option<String>,
+        description: Option<String>,
+        enabled: bool,
+        events: String,
+        project_names_filter: String,
+        environment_types_filter: String,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+    }
+);
+
+impl ToRow for OrganizationWebhook {
+    type Row = OrganizationWebhookRow;
+    fn to_row(&self, cipher: &Cipher) -> StoreResult<OrganizationWebhookRow> {
+        Ok(OrganizationWebhookRow {
+            id: self.id.to_string(),
+            organization_id: self.organization_id.to_string(),
+            kind: self.kind.as_str().into(),
+            target_url: self.target_url.clone(),
+            target_secret: self
+                .target_secret
+                .as_ref()
+                .map(|s| cipher.encrypt(s.expose()))
+                .transpose()?,
+            description: self.description.clone(),
+            enabled: self.enabled,
+            events: json_text(&self.events)?,
+            project_names_filter: json_text(&self.project_names_filter)?,
+            environment_types_filter: json_text(&self.environment_types_filter)?,
+            created_at: ts(self.created_at),
+            updated_at: ts(self.updated_at),
+        })
+    }
+}
+
+impl FromRow for OrganizationWebhook {
+    fn from_row(r: OrganizationWebhookRow, cipher: &Cipher) -> StoreResult<Self> {
+        Ok(Self {
+            id: parse("id", &r.id)?,
+            organization_id: parse("organization_id", &r.organization_id)?,
+            kind: parse("kind", &r.kind)?,
+            target_url: r.target_url,
+            target_secret: r
+                .target_secret
+                .map(|s| cipher.decrypt(&s).map(Secret::new))
+                .transpose()?,
+            description: r.description,
+            enabled: r.enabled,
+            events: json_value("events", &r.events)?,
+            project_names_filter: json_value("project_names_filter", &r.project_names_filter)?,
+            environment_types_filter: json_value(
+                "environment_types_filter",
+                &r.environment_types_filter,
+            )?,
+            created_at: utc(r.created_at),
+            updated_at: utc(r.updated_at),
+        })
+    }
+}
+
+row!(
+    WebhookAttemptRow,
+    webhook_attempts {
+        id: String,
+        delivery_id: String,
+        webhook_id: String,
+        organization_id: String,
+        created_at: PrimitiveDateTime,
+        kind: String,
+        matched_event: String,
+        target_url: String,
+        request: String,
+        status_code: i32,
+        response_body: Option<String>,
+        error: Option<String>,
+        duration_ms: i64,
+        attempt: i32,
+    }
+);
+
+impl ToRow for WebhookAttempt {
+    type Row = WebhookAttemptRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<WebhookAttemptRow> {
+        Ok(WebhookAttemptRow {
+            id: self.id.to_string(),
+            delivery_id: self.delivery_id.to_string(),
+            webhook_id: self.webhook_id.to_string(),
+            organization_id: self.organization_id.to_string(),
+            created_at: ts(self.created_at),
+            kind: self.kind.as_str().into(),
+            matched_event: self.matched_event.as_str().into(),
+            target_url: self.target_url.clone(),
+            request: json_text(&self.request)?,
+            status_code: self.status_code,
+            response_body: self.response_body.clone(),
+            error: self.error.clone(),
+            duration_ms: self.duration_ms,
+            attempt: self.attempt,
+        })
+    }
+}
+
+impl FromRow for WebhookAttempt {
+    fn from_row(r: WebhookAttemptRow, _cipher: &Cipher) -> StoreResult<Self> {
+        Ok(Self {
+            id: parse("id", &r.id)?,
+            delivery_id: parse("delivery_id", &r.delivery_id)?,
+            webhook_id: parse("webhook_id", &r.webhook_id)?,
+            organization_id: parse("organization_id", &r.organization_id)?,
+            created_at: utc(r.created_at),
+            kind: parse("kind", &r.kind)?,
+            matched_event: parse("matched_event", &r.matched_event)?,
+            target_url: r.target_url,
+            request: json_value("request", &r.request)?,
+            status_code: r.status_code,
+            response_body: r.response_body,
+            error: r.error,
+            duration_ms: r.duration_ms,
+            attempt: r.attempt,
+        })
+    }
+}
+
+row!(
+    EventRow,
+    events {
+        id: String,
+        organization_id: String,
+        position: Option<i64>,
+        created_at: PrimitiveDateTime,
+        event_type: Option<String>,
+        target_type: String,
+        target_id: Option<String>,
+        sub_target_type: Option<String>,
+        origin: String,
+        triggered_by: String,
+        project_id: Option<String>,
+        environment_id: Option<String>,
+        body: String,
+    }
+);
+
+impl ToRow for OrgEvent {
+    type Row = EventRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<EventRow> {
+        Ok(EventRow {
+            id: self.id.to_string(),
+            organization_id: self.organization_id.to_string(),
+            position: self.position,
+            created_at: ts(self.created_at),
+            event_type: self.event_type.map(|t| t.as_str().into()),
+            target_type: self.target_type.as_str().into(),
+            target_id: self.target_id.map(|t| t.to_string()),
+            sub_target_type: self.sub_target_type.map(|t| t.as_str().into()),
+            origin: self.origin.as_str().into(),
+            triggered_by: self.triggered_by.clone(),
+            project_id: self.project_id.map(|p| p.to_string()),
+            environment_id: self.environment_id.map(|e| e.to_string()),
+            body: json_text(self)?,
+        })
+    }
+}
+
+impl FromRow for OrgEvent {
+    fn from_row(r: EventRow, _cipher: &Cipher) -> StoreResult<Self> {
+        let mut event: OrgEvent = json_value("body", &r.body)?;
+        event.position = r.position;
+        event.created_at = utc(r.created_at);
+        Ok(event)
+    }
+}
+
+row!(
+    DeliveryRow,
+    webhook_deliveries {
+        id: String,
+        webhook_id: String,
+        organization_id: String,
+        event_id: String,
+        matched_event: String,
+        payload: String,
+        state: String,
+        attempts: i32,
+        next_attempt_at: PrimitiveDateTime,
+        claimed_by: Option<String>,
+        lease_until: Option<PrimitiveDateTime>,
+        created_at: PrimitiveDateTime,
+    }
+);
+
+impl ToRow for WebhookDelivery {
+    type Row = DeliveryRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<DeliveryRow> {
+        Ok(DeliveryRow {
+            id: self.id.to_string(),
+            webhook_id: self.webhook_id.to_string(),
+            organization_id: self.organization_id.to_string(),
+            event_id: self.event_id.to_string(),
+            matched_event: self.matched_event.as_str().into(),
+            payload: json_text(&self.payload)?,
+            state: self.state.as_str().into(),
+            attempts: self.attempts,
+            next_attempt_at: ts(self.next_attempt_at),
+            claimed_by: None,
+            lease_until: None,
+            created_at: ts(self.created_at),
+        })
+    }
+}
+
+impl FromRow for WebhookDelivery {
+    fn from_row(r: DeliveryRow, _cipher: &Cipher) -> StoreResult<Self> {
+        Ok(Self {
+            id: parse("id", &r.id)?,
+            webhook_id: parse("webhook_id", &r.webhook_id)?,
+            organization_id: parse("organization_id", &r.organization_id)?,
+            event_id: parse("event_id", &r.event_id)?,
+            matched_event: parse("matched_event", &r.matched_event)?,
+            payload: json_value("payload", &r.payload)?,
+            state: parse("state", &r.state)?,
+            attempts: r.attempts,
+            next_attempt_at: utc(r.next_attempt_at),
+            created_at: utc(r.created_at),
+        })
+    }
+}

@@ -369,7 +369,82 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    events (id) {
+        id -> Text,
+        organization_id -> Text,
+        position -> Nullable<BigInt>,
+        created_at -> Timestamp,
+        event_type -> Nullable<Text>,
+        target_type -> Text,
+        target_id -> Nullable<Text>,
+        sub_target_type -> Nullable<Text>,
+        origin -> Text,
+        triggered_by -> Text,
+        project_id -> Nullable<Text>,
+        environment_id -> Nullable<Text>,
+        body -> Text,
+    }
+}
+
+diesel::table! {
+    organization_webhooks (id) {
+        id -> Text,
+        organization_id -> Text,
+        kind -> Text,
+        target_url -> Text,
+        target_secret -> Nullable<Text>,
+        description -> Nullable<Text>,
+        enabled -> Bool,
+        events -> Text,
+        project_names_filter -> Text,
+        environment_types_filter -> Text,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    webhook_deliveries (id) {
+        id -> Text,
+        webhook_id -> Text,
+        organization_id -> Text,
+        event_id -> Text,
+        matched_event -> Text,
+        payload -> Text,
+        state -> Text,
+        attempts -> Integer,
+        next_attempt_at -> Timestamp,
+        claimed_by -> Nullable<Text>,
+        lease_until -> Nullable<Timestamp>,
+        created_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    webhook_attempts (id) {
+        id -> Text,
+        delivery_id -> Text,
+        webhook_id -> Text,
+        organization_id -> Text,
+        created_at -> Timestamp,
+        kind -> Text,
+        matched_event -> Text,
+        target_url -> Text,
+        request -> Text,
+        status_code -> Integer,
+        response_body -> Nullable<Text>,
+        error -> Nullable<Text>,
+        duration_ms -> BigInt,
+        attempt -> Integer,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
+    events,
+    organization_webhooks,
+    webhook_deliveries,
+    webhook_attempts,
     project_deployment_rules,
     environment_deployment_rules,
     metadata_groups,

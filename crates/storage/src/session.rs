@@ -145,6 +145,13 @@ impl Session {
             }
             Scope::Referenced(Reference::GitToken(id)) => referenced!(git_tokens, id),
             Scope::Referenced(Reference::Cluster(id)) => referenced!(clusters, id),
+            Scope::EventLog => {
+                // Any fixed number: the key of the sequencer's advisory lock.
+                diesel::sql_query("SELECT pg_advisory_xact_lock(7320411)")
+                    .execute(c)
+                    .await
+                    .map(|_| Vec::new())
+            }
         }
         .map_err(store_error)?;
         Ok(())

@@ -326,10 +326,16 @@ impl ProjectDeploymentRule {
     /// Whether an environment named `name` takes this rule: `*` stands for any characters,
     /// `?` for one, case aside; an empty wildcard matches every name.
     pub fn matches(&self, name: &str) -> bool {
-        let pattern: Vec<char> = self.wildcard.to_lowercase().chars().collect();
-        let name: Vec<char> = name.trim().to_lowercase().chars().collect();
-        pattern.is_empty() || wildcard_match(&pattern, &name)
+        matches_wildcard(&self.wildcard, name)
     }
+}
+
+/// Whether `name` matches `wildcard` (`*` and `?`), case aside; an empty wildcard matches
+/// every name.
+pub(crate) fn matches_wildcard(wildcard: &str, name: &str) -> bool {
+    let pattern: Vec<char> = wildcard.to_lowercase().chars().collect();
+    let name: Vec<char> = name.trim().to_lowercase().chars().collect();
+    pattern.is_empty() || wildcard_match(&pattern, &name)
 }
 
 /// Glob matching of `*` and `?`, with backtracking to the last `*` (linear in practice).

@@ -8,6 +8,7 @@ mod credentials;
 mod custom_domain;
 mod deployment;
 mod deployment_rule;
+mod event;
 mod git_repository;
 mod members;
 mod metadata_group;
@@ -24,6 +25,7 @@ mod stage;
 mod state;
 mod status;
 mod variable;
+mod webhook;
 
 pub use advanced_settings::{Setting, SettingKind, SettingsTable, CLUSTER_SETTINGS};
 pub use cluster::{
@@ -44,6 +46,7 @@ pub use deployment_rule::{
     ProjectRuleInput, RuleOrderInput, Schedule, ScheduleInput, Turn, Weekday,
 };
 pub use enums::*;
+pub use event::*;
 pub use git_repository::{GitRepository, GitRepositoryInput};
 pub use members::{member_id, Invitation, Member, INVITATION_LIFETIME};
 pub use metadata_group::{
@@ -69,6 +72,7 @@ pub use stage::{reorder, DeploymentStage, Placement, StageMember, DEFAULT_STAGE}
 pub use state::{transition, DeploymentAction, Event, Forbidden, ServiceState};
 pub use status::*;
 pub use variable::*;
+pub use webhook::*;
 
 use crate::ids::OrganizationId;
 use std::fmt::Display;

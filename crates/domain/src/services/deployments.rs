@@ -586,7 +586,7 @@ impl Capstan {
         tx.lock(Scope::Environment(environment)).await?;
         self.load::<Environment>(tx, p, environment, Action::Write)
             .await?;
-        let touched = tx
+        let canceled = tx
             .cancel_pending(
                 environment,
                 None,
@@ -594,7 +594,8 @@ impl Capstan {
                 self.now(),
             )
             .await?;
-        if touched == 0 {
+        self.emit_canceled(tx, &canceled.ended).await?;
+        if canceled.touched() == 0 {
             return Err(DomainError::state(
                 "the environment has no deployment to cancel",
             ));
@@ -621,7 +622,7 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Environment(environment)).await?;
-        let touched = tx
+        let canceled = tx
             .cancel_pending(
                 environment,
                 Some(batch),
@@ -629,7 +630,8 @@ impl Capstan {
                 self.now(),
             )
             .await?;
-        if touched == 0 {
+        self.emit_canceled(tx, &canceled.ended).await?;
+        if canceled.touched() == 0 {
             let ended = tx
                 .batch_requests(&[batch])
                 .await?

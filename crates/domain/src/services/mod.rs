@@ -9,6 +9,7 @@ mod database_links;
 mod deployment_rules;
 mod deployments;
 mod environments;
+mod events;
 mod git_tokens;
 mod helm_repositories;
 mod hierarchy;
@@ -17,6 +18,7 @@ mod image_deploys;
 mod listings;
 mod members;
 mod metadata_groups;
+mod org_webhooks;
 mod organizations;
 mod registries;
 mod restrictions;
@@ -35,6 +37,7 @@ pub use custom_domains::DOMAIN_KINDS;
 pub use deployment_rules::RulePass;
 pub use deployments::{refusal, Chosen, Deletion, DeployInput, Selection};
 pub use environments::{CloneInput, EnvironmentDetails, EnvironmentInput, EnvironmentUpdate};
+pub use events::{AuditCursor, AuditPage, STREAM_BATCH};
 pub use git_tokens::{GitTokenDetails, GitTokenInput};
 pub use helm_repositories::{HelmRepositoryDetails, HelmRepositoryInput};
 pub use hierarchy::{ClusterInput, ProjectDetails, ProjectInput};
@@ -43,6 +46,7 @@ pub use image_deploys::ImageDeployInput;
 pub use listings::{ClusterEnvironment, ServiceLight, ServiceScope};
 pub use members::{InvitationDetails, InviteInput, MemberRef, RoleChange};
 pub use metadata_groups::{GroupDetails, GROUPED_KINDS};
+pub use org_webhooks::Outbound;
 pub use organizations::{ApiTokenInput, NewApiToken, OrganizationUpdate};
 pub use registries::{RegistryDetails, RegistryInput};
 pub use restrictions::RESTRICTED_KINDS;
@@ -55,7 +59,7 @@ pub use variables::{
     VariableInput,
 };
 pub use webhooks::{Delivery, GitIntegration, Received};
-pub use worker::{Worker, WORKER_LOST};
+pub use worker::{worker_id, Worker, WORKER_LOST};
 
 use crate::auth::{Action, Principal};
 use crate::clock::Clock;
@@ -80,6 +84,8 @@ pub struct Capstan {
     domain_target: Option<String>,
     /// Who hears how deployments end (metrics).
     observer: Arc<dyn crate::observe::Observer>,
+    /// Where webhook deliveries go out; none: they wait.
+    outbound: Option<Arc<Outbound>>,
 }
 
 impl Capstan {
@@ -92,6 +98,7 @@ impl Capstan {
             resolver: Arc::new(crate::dns::NoResolver),
             domain_target: None,
             observer: Arc::new(crate::observe::NoObserver),
+            outbound: None,
         }
     }
 

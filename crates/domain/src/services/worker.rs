@@ -5,13 +5,19 @@ use super::Capstan;
 use crate::engine::Engine;
 use crate::error::{DomainError, DomainResult};
 use crate::model::*;
-use crate::ports::{Repo, Scope};
+use crate::ports::{Repo, Scope, Unit};
 use std::sync::Arc;
 use time::Duration;
 
 /// Why a request ended when its worker died.
 pub const WORKER_LOST: &str =
     "the worker running this request stopped before it finished (the server was stopped or crashed)";
+
+/// A name for a claimant (a worker, a sender) unique across processes and machines: the
+/// process id shows which server it was, the uuid tells claimants apart.
+pub fn worker_id() -> String {
+    format!("{}-{}", std::process::id(), uuid::Uuid::new_v4())
+}
 
 pub struct Worker {
     capstan: Capstan,
@@ -30,8 +36,7 @@ impl Worker {
         Self {
             capstan,
             engine,
-            // The process id shows which server ran a request; the uuid tells workers apart.
-            id: format!("{}-{}", std::process::id(), uuid::Uuid::new_v4()),
+            id: worker_id(),
             lease,
         }
     }
@@ -105,12 +110,23 @@ impl Worker {
             .deployment_finished(r.action, r.status, seconds);
     }
 
+    /// Writes a request's progress in `tx`, with the event it makes; `None` when the claim
+    /// was lost (and nothing is written).
+    async fn write(&self, tx: &mut Unit, r: &DeploymentRequest) -> DomainResult<Option<bool>> {
+        let held = tx.record(r).await?;
+        if held.is_some() {
+            let event = self.capstan.deployment_event(tx, r).await?;
+            self.capstan.emit(tx, event).await?;
+        }
+        Ok(held)
+    }
+
     /// Writes a request's progress in a unit of its own; `None` when the claim was lost. A
     /// request that ends here is reported to the observer.
     async fn record(&self, r: &DeploymentRequest) -> DomainResult<Option<bool>> {
-        let mut tx = self.capstan.writing().await?;
-        let held = tx.record(r).await?;
-        tx.commit().await?;
+        let mut unit = self.capstan.writing().await?;
+        let held = self.write(&mut *unit, r).await?;
+        unit.commit().await?;
         if held.is_some() && r.status.is_finished() {
             self.ended(r);
         }
@@ -216,7 +232,7 @@ impl Worker {
         let mut unit = self.capstan.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Environment(r.environment_id)).await?;
-        if tx.record(r).await?.is_none() {
+        if self.write(tx, r).await?.is_none() {
             return Ok(());
         }
         if r.batch_id != r.id.0 {
@@ -224,8 +240,10 @@ impl Worker {
                 "not run: the deployment of {} in an earlier stage failed",
                 r.snapshot.name
             );
-            tx.cancel_later_stages(r.batch_id, r.position, &why, now)
+            let ended = tx
+                .cancel_later_stages(r.batch_id, r.position, &why, now)
                 .await?;
+            self.capstan.emit_canceled(tx, &ended).await?;
         }
         unit.commit().await?;
         self.ended(r);
@@ -264,7 +282,7 @@ impl Worker {
             .is_some_and(|stored| stored.cancel_requested);
         if cancel && r.action.cancellable() {
             Self::canceled(&mut r, now)?;
-            let held = tx.record(&r).await?.is_some();
+            let held = self.write(tx, &r).await?.is_some();
             unit.commit().await?;
             if held {
                 self.ended(&r);
@@ -274,7 +292,7 @@ impl Worker {
         r.end_step(StepStatus::Success, now);
         r.state = transition(r.state, last.then).map_err(forbidden)?;
         r.finish(RequestStatus::Success, None, now);
-        if tx.record(&r).await?.is_none() {
+        if self.write(tx, &r).await?.is_none() {
             // Another worker took it over: what it does is what counts.
             return Ok(());
         }

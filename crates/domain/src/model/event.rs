@@ -1,0 +1,274 @@
+//! The organization's event log: what was written through the API (the audit log) and how
+//! deployments went (the stream and the webhooks), one record per event, in one table.
+
+use super::{DeploymentAction, EnvironmentMode, Origin, RequestStatus, ServiceKind, ServiceState};
+use super::{OrganizationWebhookEvent, Record};
+use crate::ids::*;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+string_enum!(
+    /// The public `OrganizationEventType`.
+    EventType {
+        Create => "CREATE",
+        Update => "UPDATE",
+        Delete => "DELETE",
+        Accept => "ACCEPT",
+        Export => "EXPORT",
+        Clone => "CLONE",
+        DeployQueued => "DEPLOY_QUEUED",
+        StopQueued => "STOP_QUEUED",
+        RestartQueued => "RESTART_QUEUED",
+        DeleteQueued => "DELETE_QUEUED",
+        UninstallQueued => "UNINSTALL_QUEUED",
+        Maintenance => "MAINTENANCE",
+        DryRun => "DRY_RUN",
+        TriggerRedeploy => "TRIGGER_REDEPLOY",
+        TriggerCancel => "TRIGGER_CANCEL",
+        ForceRunQueued => "FORCE_RUN_QUEUED",
+        ForceRunQueuedDeploy => "FORCE_RUN_QUEUED_DEPLOY",
+        ForceRunQueuedStop => "FORCE_RUN_QUEUED_STOP",
+        ForceRunQueuedDelete => "FORCE_RUN_QUEUED_DELETE",
+        TriggerDeploy => "TRIGGER_DEPLOY",
+        TriggerStop => "TRIGGER_STOP",
+        TriggerRestart => "TRIGGER_RESTART",
+        TriggerDelete => "TRIGGER_DELETE",
+        TriggerUninstall => "TRIGGER_UNINSTALL",
+        TriggerDeployDryRun => "TRIGGER_DEPLOY_DRY_RUN",
+        TriggerTerraformForceUnlock => "TRIGGER_TERRAFORM_FORCE_UNLOCK",
+        TriggerTerraformMigrateState => "TRIGGER_TERRAFORM_MIGRATE_STATE",
+        TriggerForceRun => "TRIGGER_FORCE_RUN",
+        TriggerForceRunDeploy => "TRIGGER_FORCE_RUN_DEPLOY",
+        TriggerForceRunStop => "TRIGGER_FORCE_RUN_STOP",
+        TriggerForceRunDelete => "TRIGGER_FORCE_RUN_DELETE",
+        Deployed => "DEPLOYED",
+        Stopped => "STOPPED",
+        Deleted => "DELETED",
+        Uninstalled => "UNINSTALLED",
+        Restarted => "RESTARTED",
+        DeployedDryRun => "DEPLOYED_DRY_RUN",
+        ForceRunSucceeded => "FORCE_RUN_SUCCEEDED",
+        TerraformForceUnlockSucceeded => "TERRAFORM_FORCE_UNLOCK_SUCCEEDED",
+        TerraformMigrateStateSucceeded => "TERRAFORM_MIGRATE_STATE_SUCCEEDED",
+        DeployFailed => "DEPLOY_FAILED",
+        StopFailed => "STOP_FAILED",
+        DeleteFailed => "DELETE_FAILED",
+        UninstallFailed => "UNINSTALL_FAILED",
+        RestartFailed => "RESTART_FAILED",
+        DeployedDryRunFailed => "DEPLOYED_DRY_RUN_FAILED",
+        ForceRunFailed => "FORCE_RUN_FAILED",
+        TerraformForceUnlockFailed => "TERRAFORM_FORCE_UNLOCK_FAILED",
+        TerraformMigrateStateFailed => "TERRAFORM_MIGRATE_STATE_FAILED",
+        Shell => "SHELL",
+        PortForward => "PORT_FORWARD",
+        RemoteDebug => "REMOTE_DEBUG",
+        Mcp => "MCP",
+        Import => "IMPORT",
+        Lock => "LOCK",
+        Unlock => "UNLOCK",
+        PolicyFailed => "POLICY_FAILED",
+    }
+);
+
+string_enum!(
+    /// The public `OrganizationEventTargetType`.
+    TargetType {
+        AgenticWorkflow => "AGENTIC_WORKFLOW",
+        Application => "APPLICATION",
+        Cluster => "CLUSTER",
+        Container => "CONTAINER",
+        ContainerRegistry => "CONTAINER_REGISTRY",
+        Database => "DATABASE",
+        EnterpriseConnection => "ENTERPRISE_CONNECTION",
+        Environment => "ENVIRONMENT",
+        Job => "JOB",
+        Helm => "HELM",
+        HelmRepository => "HELM_REPOSITORY",
+        MembersAndRoles => "MEMBERS_AND_ROLES",
+        Organization => "ORGANIZATION",
+        Project => "PROJECT",
+        Webhook => "WEBHOOK",
+        Terraform => "TERRAFORM",
+    }
+);
+
+string_enum!(
+    /// The public `OrganizationEventSubTargetType`.
+    SubTargetType {
+        AdvancedSettings => "ADVANCED_SETTINGS",
+        AlertReceiver => "ALERT_RECEIVER",
+        AlertRule => "ALERT_RULE",
+        AnnotationsGroup => "ANNOTATIONS_GROUP",
+        ApiToken => "API_TOKEN",
+        ArgocdClusterMapping => "ARGOCD_CLUSTER_MAPPING",
+        ArgocdConfiguration => "ARGOCD_CONFIGURATION",
+        BillingInfo => "BILLING_INFO",
+        BillingUsageReport => "BILLING_USAGE_REPORT",
+        BlueprintMigration => "BLUEPRINT_MIGRATION",
+        CloudProviderCredentials => "CLOUD_PROVIDER_CREDENTIALS",
+        ClusterCredentials => "CLUSTER_CREDENTIALS",
+        ClusterRoutingTable => "CLUSTER_ROUTING_TABLE",
+        Config => "CONFIG",
+        CreditCard => "CREDIT_CARD",
+        CreditCode => "CREDIT_CODE",
+        CustomDomain => "CUSTOM_DOMAIN",
+        CustomRole => "CUSTOM_ROLE",
+        DeploymentRule => "DEPLOYMENT_RULE",
+        DeploymentStage => "DEPLOYMENT_STAGE",
+        DnsProvider => "DNS_PROVIDER",
+        GithubApp => "GITHUB_APP",
+        GitRepository => "GIT_REPOSITORY",
+        GitToken => "GIT_TOKEN",
+        Invitation => "INVITATION",
+        JwtTokenForged => "JWT_TOKEN_FORGED",
+        KubernetesConfiguration => "KUBERNETES_CONFIGURATION",
+        KubernetesCredentials => "KUBERNETES_CREDENTIALS",
+        LabelsGroup => "LABELS_GROUP",
+        McpServer => "MCP_SERVER",
+        MemberRole => "MEMBER_ROLE",
+        Plan => "PLAN",
+        PolicyApiToken => "POLICY_API_TOKEN",
+        RemoteAccess => "REMOTE_ACCESS",
+        Secret => "SECRET",
+        Sso => "SSO",
+        Terraform => "TERRAFORM",
+        ToolCall => "TOOL_CALL",
+        TransferOwnership => "TRANSFER_OWNERSHIP",
+        Variable => "VARIABLE",
+    }
+);
+
+/// How a deployment request changed, when the event is about one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeploymentChange {
+    pub request_id: DeploymentRequestId,
+    pub service_id: ServiceId,
+    pub service_kind: ServiceKind,
+    pub action: DeploymentAction,
+    pub status: RequestStatus,
+    pub state: ServiceState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// What organization webhooks hear of it, if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_event: Option<OrganizationWebhookEvent>,
+}
+
+/// One event. Written in the unit of the change it tells of, so a change and its event are
+/// committed (or rolled back) together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrgEvent {
+    pub id: EventId,
+    pub organization_id: OrganizationId,
+    /// Its place in the organization-wide stream, given after commit by the sequencer (in
+    /// the order events became visible, so a reader that resumes after a position misses
+    /// nothing); `None` until then.
+    #[serde(skip)]
+    pub position: Option<i64>,
+    pub created_at: OffsetDateTime,
+    /// None: a deployment's progress, which the stream carries and the audit log leaves out.
+    pub event_type: Option<EventType>,
+    pub target_type: TargetType,
+    pub target_id: Option<Uuid>,
+    pub target_name: String,
+    pub sub_target_type: Option<SubTargetType>,
+    /// What changed, in words (never a secret value).
+    pub change: String,
+    pub origin: Origin,
+    /// The token or user that acted (`token:{id}`, `user:{id}`), or `capstan` for the
+    /// server's own actions.
+    pub triggered_by: String,
+    pub project_id: Option<ProjectId>,
+    pub project_name: String,
+    pub environment_id: Option<EnvironmentId>,
+    pub environment_name: String,
+    pub environment_mode: Option<EnvironmentMode>,
+    pub service_id: Option<ServiceId>,
+    pub user_agent: Option<String>,
+    pub deployment: Option<DeploymentChange>,
+}
+
+impl Record for OrgEvent {
+    type Id = EventId;
+    type Parent = OrganizationId;
+    const KIND: &'static str = "event";
+    fn id(&self) -> EventId {
+        self.id
+    }
+    fn organization_id(&self) -> OrganizationId {
+        self.organization_id
+    }
+}
+
+/// The audit log's filters (`GET /organization/{id}/events`); all optional.
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub from: Option<OffsetDateTime>,
+    pub to: Option<OffsetDateTime>,
+    pub event_type: Option<EventType>,
+    pub target_type: Option<TargetType>,
+    pub target_id: Option<Uuid>,
+    pub sub_target_type: Option<SubTargetType>,
+    pub triggered_by: Option<String>,
+    pub origin: Option<Origin>,
+    pub project_id: Option<ProjectId>,
+    pub environment_id: Option<EnvironmentId>,
+}
+
+/// What a stream subscriber asked to see (`GET /organization/{id}/events/stream`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StreamFilter {
+    pub project_id: Option<ProjectId>,
+    pub environment_id: Option<EnvironmentId>,
+    pub service_id: Option<ServiceId>,
+}
+
+impl StreamFilter {
+    pub fn admits(&self, e: &OrgEvent) -> bool {
+        (self.project_id.is_none() || self.project_id == e.project_id)
+            && (self.environment_id.is_none() || self.environment_id == e.environment_id)
+            && (self.service_id.is_none()
+                || self.service_id == e.service_id
+                || self.service_id.map(|s| s.0) == e.target_id)
+    }
+}
+
+impl TargetType {
+    /// The target type of a service of `kind`.
+    pub fn of_service(kind: ServiceKind) -> TargetType {
+        match kind {
+            ServiceKind::Application => TargetType::Application,
+            ServiceKind::Container => TargetType::Container,
+            ServiceKind::Database => TargetType::Database,
+            ServiceKind::Job => TargetType::Job,
+            ServiceKind::Helm => TargetType::Helm,
+            ServiceKind::Terraform => TargetType::Terraform,
+        }
+    }
+}
+
+impl EventType {
+    /// How a finished deployment request of `action` shows in the audit log; None for the
+    /// progress of one still running, and for a cancel (the TRIGGER_CANCEL that asked for it
+    /// is the log's record).
+    pub fn of_outcome(action: DeploymentAction, status: RequestStatus) -> Option<EventType> {
+        use DeploymentAction as A;
+        use EventType as E;
+        Some(match (status, action) {
+            (RequestStatus::Success, A::Restart) => E::Restarted,
+            (RequestStatus::Success, A::Diff) => E::DeployedDryRun,
+            (RequestStatus::Success, A::Stop) => E::Stopped,
+            (RequestStatus::Success, A::Delete) => E::Deleted,
+            (RequestStatus::Success, A::Uninstall) => E::Uninstalled,
+            (RequestStatus::Success, _) => E::Deployed,
+            (RequestStatus::Error, A::Stop) => E::StopFailed,
+            (RequestStatus::Error, A::Delete) => E::DeleteFailed,
+            (RequestStatus::Error, A::Uninstall) => E::UninstallFailed,
+            (RequestStatus::Error, A::Restart) => E::RestartFailed,
+            (RequestStatus::Error, A::Diff) => E::DeployedDryRunFailed,
+            (RequestStatus::Error, _) => E::DeployFailed,
+            _ => return None,
+        })
+    }
+}

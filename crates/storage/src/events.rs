@@ -1,0 +1,303 @@
+//! The event log and the webhook deliveries: what the sequencer, the audit log, the stream and
+//! the senders ask the store.
+
+use crate::db::{db_run, db_transaction, store_error, Conn, Db};
+use crate::rows::*;
+use crate::schema::events as ev;
+use crate::schema::webhook_deliveries as wd;
+use crate::session::Session;
+use async_trait::async_trait;
+use diesel::prelude::*;
+use diesel::result::Error as DieselError;
+use diesel_async::{AsyncConnection, RunQueryDsl};
+use domain::error::StoreResult;
+use domain::ids::{EventId, OrganizationId};
+use domain::model::{DeliveryState, EventFilter, OrgEvent, WebhookDelivery};
+use domain::ports::{DeliveryClaims, EventLog};
+use time::OffsetDateTime;
+
+const PENDING: &str = DeliveryState::Pending.as_str();
+
+/// The events a cipherless conversion reads back (events hold no secret).
+fn events_of(rows: Vec<EventRow>, cipher: &crate::cipher::Cipher) -> StoreResult<Vec<OrgEvent>> {
+    rows.into_iter()
+        .map(|r| OrgEvent::from_row(r, cipher))
+        .collect()
+}
+
+#[async_trait]
+impl EventLog for Session {
+    async fn append_event(&mut self, event: &OrgEvent) -> StoreResult<()> {
+        let (conn, cipher) = self.parts()?;
+        let row = event.to_row(cipher)?;
+        db_run!(*conn, |c| diesel::insert_into(ev::table)
+            .values(&row)
+            .execute(c)
+            .await)
+        .map_err(store_error)?;
+        Ok(())
+    }
+
+    async fn unsequenced_events(&mut self, limit: i64) -> StoreResult<Vec<OrgEvent>> {
+        let (conn, cipher) = self.parts()?;
+        let rows: Vec<EventRow> = db_run!(*conn, |c| ev::table
+            .filter(ev::position.is_null())
+            .order((ev::created_at.asc(), ev::id.asc()))
+            .limit(limit)
+            .select(EventRow::as_select())
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        events_of(rows, cipher)
+    }
+
+    async fn sequence_events(&mut self, events: &[EventId]) -> StoreResult<()> {
+        let keys: Vec<String> = events.iter().map(|e| e.to_string()).collect();
+        let (conn, _) = self.parts()?;
+        db_transaction!(*conn, |c| {
+            let last: Option<i64> = ev::table
+                .select(diesel::dsl::max(ev::position))
+                .first(c)
+                .await?;
+            let mut next = last.unwrap_or(0);
+            for key in &keys {
+                next += 1;
+                diesel::update(ev::table.find(key).filter(ev::position.is_null()))
+                    .set(ev::position.eq(next))
+                    .execute(c)
+                    .await?;
+            }
+            Ok::<_, DieselError>(())
+        })
+        .map_err(store_error)
+    }
+
+    async fn events_after(
+        &mut self,
+        organization: OrganizationId,
+        after: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<OrgEvent>> {
+        let org = organization.to_string();
+        let (conn, cipher) = self.parts()?;
+        let rows: Vec<EventRow> = db_run!(*conn, |c| ev::table
+            .filter(ev::organization_id.eq(&org))
+            .filter(ev::position.gt(after))
+            .order(ev::position.asc())
+            .limit(limit)
+            .select(EventRow::as_select())
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        events_of(rows, cipher)
+    }
+
+    async fn last_position(&mut self, organization: OrganizationId) -> StoreResult<i64> {
+        let org = organization.to_string();
+        let (conn, _) = self.parts()?;
+        let last: Option<i64> = db_run!(*conn, |c| ev::table
+            .filter(ev::organization_id.eq(&org))
+            .select(diesel::dsl::max(ev::position))
+            .first(c)
+            .await)
+        .map_err(store_error)?;
+        Ok(last.unwrap_or(0))
+    }
+
+    async fn audit_events(
+        &mut self,
+        organization: OrganizationId,
+        filter: &EventFilter,
+        bound: Option<OffsetDateTime>,
+        newer: bool,
+        limit: i64,
+    ) -> StoreResult<Vec<OrgEvent>> {
+        let org = organization.to_string();
+        let (conn, cipher) = self.parts()?;
+        let rows: Vec<EventRow> = db_run!(*conn, |c| {
+            let mut q = ev::table
+                .filter(ev::organization_id.eq(&org))
+                .filter(ev::event_type.is_not_null())
+                .into_boxed();
+            if let Some(t) = filter.from {
+                q = q.filter(ev::created_at.ge(ts(t)));
+            }
+            if let Some(t) = filter.to {
+                q = q.filter(ev::created_at.le(ts(t)));
+            }
+            if let Some(t) = filter.event_type {
+                q = q.filter(ev::event_type.eq(t.as_str()));
+            }
+            if let Some(t) = filter.target_type {
+                q = q.filter(ev::target_type.eq(t.as_str()));
+            }
+            if let Some(t) = filter.target_id {
+                q = q.filter(ev::target_id.eq(t.to_string()));
+            }
+            if let Some(t) = filter.sub_target_type {
+                q = q.filter(ev::sub_target_type.eq(t.as_str()));
+            }
+            if let Some(t) = &filter.triggered_by {
+                q = q.filter(ev::triggered_by.eq(t.clone()));
+            }
+            if let Some(t) = filter.origin {
+                q = q.filter(ev::origin.eq(t.as_str()));
+            }
+            if let Some(t) = filter.project_id {
+                q = q.filter(ev::project_id.eq(t.to_string()));
+            }
+            if let Some(t) = filter.environment_id {
+                q = q.filter(ev::environment_id.eq(t.to_string()));
+            }
+            q = match (bound, newer) {
+                (Some(t), false) => q.filter(ev::created_at.lt(ts(t))),
+                (Some(t), true) => q.filter(ev::created_at.gt(ts(t))),
+                (None, _) => q,
+            };
+            q = if newer {
+                q.order((ev::created_at.asc(), ev::id.asc()))
+            } else {
+                q.order((ev::created_at.desc(), ev::id.desc()))
+            };
+            q.limit(limit).select(EventRow::as_select()).load(c).await
+        })
+        .map_err(store_error)?;
+        events_of(rows, cipher)
+    }
+
+    async fn insert_deliveries(&mut self, deliveries: &[WebhookDelivery]) -> StoreResult<()> {
+        if deliveries.is_empty() {
+            return Ok(());
+        }
+        let (conn, cipher) = self.parts()?;
+        let rows = deliveries
+            .iter()
+            .map(|d| d.to_row(cipher))
+            .collect::<StoreResult<Vec<_>>>()?;
+        // One statement per row: diesel's batch insert of rows with optional columns needs the
+        // DEFAULT keyword, which SQLite lacks.
+        for row in &rows {
+            db_run!(*conn, |c| diesel::insert_into(wd::table)
+                .values(row)
+                .execute(c)
+                .await)
+            .map_err(store_error)?;
+        }
+        Ok(())
+    }
+
+    async fn settle_delivery(
+        &mut self,
+        delivery: &WebhookDelivery,
+        worker: &str,
+    ) -> StoreResult<bool> {
+        let id = delivery.id.to_string();
+        let worker = worker.to_string();
+        let state = delivery.state.as_str();
+        let next = ts(delivery.next_attempt_at);
+        let attempts = delivery.attempts;
+        let (conn, _) = self.parts()?;
+        let n = db_run!(*conn, |c| diesel::update(
+            wd::table.find(&id).filter(wd::claimed_by.eq(&worker))
+        )
+        .set((
+            wd::state.eq(state),
+            wd::attempts.eq(attempts),
+            wd::next_attempt_at.eq(next),
+            wd::claimed_by.eq(None::<String>),
+            wd::lease_until.eq(None::<time::PrimitiveDateTime>),
+        ))
+        .execute(c)
+        .await)
+        .map_err(store_error)?;
+        Ok(n > 0)
+    }
+}
+
+/// The deliveries that are due and free at `$now`, oldest due first.
+macro_rules! due {
+    ($now:expr) => {
+        wd::table
+            .filter(wd::state.eq(PENDING))
+            .filter(wd::next_attempt_at.le($now))
+            .filter(wd::lease_until.is_null().or(wd::lease_until.lt($now)))
+            .order((wd::next_attempt_at.asc(), wd::id.asc()))
+            .select(wd::id)
+    };
+}
+
+#[async_trait]
+impl DeliveryClaims for Db {
+    async fn claim_deliveries(
+        &self,
+        worker: &str,
+        now: OffsetDateTime,
+        lease_until: OffsetDateTime,
+        limit: i64,
+    ) -> StoreResult<Vec<WebhookDelivery>> {
+        let at = ts(now);
+        // Idle senders poll: a read first keeps them off the writer (SQLite) and out of row
+        // locks (PostgreSQL) when nothing is due.
+        let any: Option<String> = self
+            .read(move |mut conn| async move {
+                db_run!(conn, |c| due!(at).first(c).await.optional()).map_err(store_error)
+            })
+            .await?;
+        if any.is_none() {
+            return Ok(Vec::new());
+        }
+        let worker = worker.to_string();
+        let lease = ts(lease_until);
+        let rows: Vec<DeliveryRow> = self
+            .write(move |conn| async move {
+                macro_rules! claim {
+                    ($c:ident, $candidates:expr) => {
+                        $c.transaction(async |c| {
+                            let ids: Vec<String> = $candidates.limit(limit).load(c).await?;
+                            diesel::update(wd::table.filter(wd::id.eq_any(&ids)))
+                                .set((wd::claimed_by.eq(&worker), wd::lease_until.eq(lease)))
+                                .execute(c)
+                                .await?;
+                            wd::table
+                                .filter(wd::id.eq_any(&ids))
+                                .select(DeliveryRow::as_select())
+                                .load(c)
+                                .await
+                        })
+                        .await
+                        .map_err(store_error)
+                    };
+                }
+                match conn {
+                    Conn::Pg(mut obj) => {
+                        let c: &mut diesel_async::AsyncPgConnection = &mut obj;
+                        // Rows another sender is claiming are skipped, not waited for.
+                        claim!(c, due!(at).for_update().skip_locked())
+                    }
+                    Conn::Sqlite(mut obj) => {
+                        let c: &mut crate::db::SqliteConn = &mut obj;
+                        claim!(c, due!(at))
+                    }
+                }
+            })
+            .await?;
+        rows.into_iter()
+            .map(|r| WebhookDelivery::from_row(r, &self.cipher))
+            .collect()
+    }
+
+    async fn has_unsequenced_events(&self) -> StoreResult<bool> {
+        let first: Option<String> = self
+            .read(move |mut conn| async move {
+                db_run!(conn, |c| ev::table
+                    .filter(ev::position.is_null())
+                    .select(ev::id)
+                    .first(c)
+                    .await
+                    .optional())
+                .map_err(store_error)
+            })
+            .await?;
+        Ok(first.is_some())
+    }
+}
