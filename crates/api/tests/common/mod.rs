@@ -130,6 +130,7 @@ pub async fn setup_with_step(
     step: std::time::Duration,
 ) -> T<impl Service<Request, Response = ServiceResponse<impl MessageBody>, Error = actix_web::Error>>
 {
+    let backend = backend.map(with_test_webhooks);
     let (org, token) = backend
         .capstan
         .bootstrap_organization("Acme", Role::Admin, "tests")
@@ -153,6 +154,23 @@ pub async fn setup_with_step(
         _backend: backend,
     }
 }
+
+/// Webhooks sent for real (to receivers on this machine), retried quickly.
+pub fn with_test_webhooks(capstan: Capstan) -> Capstan {
+    let sender = delivery::HttpSender::new(std::time::Duration::from_secs(2), true).unwrap();
+    capstan.with_outbound(domain::services::Outbound {
+        sender: Arc::new(sender),
+        retry: TEST_RETRY,
+        batch: 16,
+    })
+}
+
+/// Retries after 100 ms, 200 ms, 400 ms (less jitter), for at most 3 seconds.
+pub const TEST_RETRY: domain::outbound::RetryPolicy = domain::outbound::RetryPolicy {
+    base: std::time::Duration::from_millis(100),
+    max_wait: std::time::Duration::from_millis(400),
+    give_up_after: std::time::Duration::from_secs(3),
+};
 
 /// The app under test, whatever its concrete type.
 pub trait App:
