@@ -249,6 +249,19 @@ impl TargetType {
 }
 
 impl EventType {
+    /// How a request for `action`, as it is queued, shows in the audit log.
+    pub fn queued(action: DeploymentAction) -> EventType {
+        match action {
+            DeploymentAction::Deploy => EventType::DeployQueued,
+            DeploymentAction::Redeploy => EventType::TriggerRedeploy,
+            DeploymentAction::Restart => EventType::RestartQueued,
+            DeploymentAction::Stop => EventType::StopQueued,
+            DeploymentAction::Delete => EventType::DeleteQueued,
+            DeploymentAction::Uninstall => EventType::UninstallQueued,
+            DeploymentAction::Diff => EventType::DryRun,
+        }
+    }
+
     /// How a finished deployment request of `action` shows in the audit log; None for the
     /// progress of one still running, and for a cancel (the TRIGGER_CANCEL that asked for it
     /// is the log's record).

@@ -5,6 +5,7 @@ use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::ServiceId;
+use crate::model::EventType;
 use crate::model::{ServiceKind, SettingsTable, VariableParent};
 use crate::ports::Scope;
 use serde_json::{Map, Value};
@@ -62,6 +63,13 @@ impl Capstan {
             tx.mark_out_of_date(VariableParent::Service(id, kind), now)
                 .await?;
         }
+        self.audit(
+            tx,
+            p,
+            EventType::Update,
+            &super::audit::SettingsOf(&service),
+        )
+        .await?;
         unit.commit().await?;
         Ok(table.shown(&service.advanced_settings))
     }

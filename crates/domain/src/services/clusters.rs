@@ -5,6 +5,7 @@ use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::DomainResult;
 use crate::ids::{ClusterId, OrganizationId};
+use crate::model::EventType;
 use crate::model::{Cluster, ClusterAction, Organization, CLUSTER_SETTINGS};
 use crate::pagination::PageRequest;
 use crate::ports::Scope;
@@ -47,6 +48,11 @@ impl Capstan {
             return Ok(before);
         }
         self.update(tx, &cluster, "organization").await?;
+        let what = match action {
+            ClusterAction::Deploy => EventType::DeployQueued,
+            ClusterAction::Stop => EventType::StopQueued,
+        };
+        self.audit(tx, p, what, &cluster).await?;
         unit.commit().await?;
         Ok(cluster)
     }
@@ -85,6 +91,13 @@ impl Capstan {
             cluster.updated_at = self.now();
             self.update(tx, &cluster, "organization").await?;
         }
+        self.audit(
+            tx,
+            p,
+            EventType::Update,
+            &super::audit::ClusterSettingsOf(&cluster),
+        )
+        .await?;
         unit.commit().await?;
         Ok(CLUSTER_SETTINGS.shown(&cluster.advanced_settings))
     }

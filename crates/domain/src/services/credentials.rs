@@ -4,6 +4,7 @@ use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{CredentialsId, OrganizationId};
+use crate::model::EventType;
 use crate::model::{CloudCredentials, CloudProvider, Cluster, CredentialsDraft, Organization};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{Scope, Unit};
@@ -34,6 +35,7 @@ impl Capstan {
             updated_at: now,
         };
         self.insert(tx, &creds, "organization").await?;
+        self.audit(tx, p, EventType::Create, &creds).await?;
         unit.commit().await?;
         Ok(creds)
     }
@@ -153,6 +155,7 @@ impl Capstan {
         creds.details = draft.details;
         creds.updated_at = self.now();
         self.update(tx, &creds, "organization").await?;
+        self.audit(tx, p, EventType::Update, &creds).await?;
         unit.commit().await?;
         Ok(creds)
     }
@@ -167,8 +170,10 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Organization(org)).await?;
-        self.credentials_of(tx, p, org, provider, id, Action::Write)
+        let creds = self
+            .credentials_of(tx, p, org, provider, id, Action::Write)
             .await?;
+        self.audit(tx, p, EventType::Delete, &creds).await?;
         self.delete::<CloudCredentials>(tx, id, "clusters").await?;
         Ok(unit.commit().await?)
     }

@@ -7,6 +7,7 @@ use crate::auth::{Action, Principal};
 use crate::dns::ResolveError;
 use crate::error::{DomainError, DomainResult, StoreError};
 use crate::ids::{CustomDomainId, ServiceId};
+use crate::model::EventType;
 use crate::model::{
     host_name, renamed, CustomDomain, CustomDomainInput, DnsCheck, DnsState, Service, ServiceKind,
     VariableParent,
@@ -139,6 +140,7 @@ impl Capstan {
         self.write_domain(tx, &d, true).await?;
         tx.mark_out_of_date(VariableParent::Service(service, kind), now)
             .await?;
+        self.audit(tx, p, EventType::Create, &d).await?;
         unit.commit().await?;
         Ok(d)
     }
@@ -176,6 +178,7 @@ impl Capstan {
             tx.mark_out_of_date(VariableParent::Service(service, kind), now)
                 .await?;
         }
+        self.audit(tx, p, EventType::Update, &d).await?;
         unit.commit().await?;
         Ok(d)
     }

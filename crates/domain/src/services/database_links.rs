@@ -8,6 +8,7 @@ use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{ServiceId, VariableId};
+use crate::model::EventType;
 use crate::model::{
     DatabaseType, Service, ServiceKind, ServiceSpec, Variable, VariableKey, VariableParent,
     VariableScope, VariableType,
@@ -266,6 +267,7 @@ impl Capstan {
             return Err(DomainError::NotFound("application linked to this database"));
         }
         for variable in &linked {
+            self.audit(tx, p, EventType::Delete, variable).await?;
             self.delete::<Variable>(tx, variable.id, "other variables")
                 .await?;
         }

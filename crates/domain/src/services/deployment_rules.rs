@@ -7,6 +7,7 @@ use super::{Capstan, Selection};
 use crate::auth::{Action, Principal, Role, Subject};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{ClusterId, DeploymentRuleId, EnvironmentId, ProjectId};
+use crate::model::EventType;
 use crate::model::{
     DeploymentAction, Environment, EnvironmentDeploymentRule, EnvironmentMode,
     EnvironmentRuleInput, Origin, Project, ProjectDeploymentRule, ProjectRuleInput, Record,
@@ -191,6 +192,7 @@ impl Capstan {
             updated_at: now,
         };
         self.insert(tx, &rule, "project").await?;
+        self.audit(tx, p, EventType::Create, &rule).await?;
         unit.commit().await?;
         Ok(rule)
     }
@@ -221,6 +223,7 @@ impl Capstan {
         rule.schedule = draft.schedule;
         rule.updated_at = self.now();
         self.update(tx, &rule, "project").await?;
+        self.audit(tx, p, EventType::Update, &rule).await?;
         unit.commit().await?;
         Ok(rule)
     }
@@ -235,8 +238,10 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Project(project_id)).await?;
-        self.project_rule(tx, p, project_id, id, Action::Write)
+        let (_, rule) = self
+            .project_rule(tx, p, project_id, id, Action::Write)
             .await?;
+        self.audit(tx, p, EventType::Delete, &rule).await?;
         self.delete::<ProjectDeploymentRule>(tx, id, "environments")
             .await?;
         let rest = self.project_rules(tx, project_id).await?;
@@ -297,6 +302,9 @@ impl Capstan {
         }
         self.renumber(tx, ordered).await?;
         let out = self.project_rules(tx, project_id).await?;
+        if let Some(first) = out.first() {
+            self.audit(tx, p, EventType::Update, first).await?;
+        }
         unit.commit().await?;
         Ok(out)
     }
@@ -348,6 +356,7 @@ impl Capstan {
         rule.on_demand_preview = on_demand_preview;
         rule.auto_preview = auto_preview;
         let rule = self.store_environment_rule(tx, rule).await?;
+        self.audit(tx, p, EventType::Update, &rule).await?;
         unit.commit().await?;
         Ok(rule)
     }

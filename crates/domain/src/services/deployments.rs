@@ -181,6 +181,10 @@ impl Capstan {
             .into_iter()
             .filter_map(|m| stages.get(&m.stage_id).map(|s| (m.service_id, s)))
             .collect();
+        for d in &drafts {
+            self.audit(tx, p, EventType::queued(d.action), d.service)
+                .await?;
+        }
         let now = self.now();
         let batch = Uuid::new_v4();
         let alone = kind == Batch::Alone;
@@ -347,6 +351,7 @@ impl Capstan {
             Deletion::Requested(status)
         } else {
             if action == DeploymentAction::Delete {
+                self.audit(tx, p, EventType::Delete, &service).await?;
                 self.delete_service_row(tx, id).await?;
             }
             Deletion::Done
@@ -584,8 +589,7 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Environment(environment)).await?;
-        self.load::<Environment>(tx, p, environment, Action::Write)
-            .await?;
+        let env: Environment = self.load(tx, p, environment, Action::Write).await?;
         let canceled = tx
             .cancel_pending(
                 environment,
@@ -600,6 +604,7 @@ impl Capstan {
                 "the environment has no deployment to cancel",
             ));
         }
+        self.audit(tx, p, EventType::TriggerCancel, &env).await?;
         let status = self
             .environment_statuses_of(tx, environment)
             .await?
@@ -631,6 +636,10 @@ impl Capstan {
             )
             .await?;
         self.emit_canceled(tx, &canceled.ended).await?;
+        if let Some(service) = Repo::<Service>::get(tx, first.service_id).await? {
+            self.audit(tx, p, EventType::TriggerCancel, &service)
+                .await?;
+        }
         if canceled.touched() == 0 {
             let ended = tx
                 .batch_requests(&[batch])
@@ -675,6 +684,9 @@ impl Capstan {
             })
             .collect();
         let deletion = if drafts.is_empty() && !services.iter().any(busy) {
+            if let Some(record) = Repo::<Environment>::get(tx, environment).await? {
+                self.audit(tx, p, EventType::Delete, &record).await?;
+            }
             self.delete::<Environment>(tx, environment, "other resources")
                 .await?;
             Deletion::Done

@@ -4,6 +4,7 @@ use super::{database_links, Capstan};
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{ClusterId, EnvironmentId, ProjectId, ServiceId, VariableId};
+use crate::model::EventType;
 use crate::model::{
     Cluster, DeploymentStatus, Environment, EnvironmentMode, Name, Project, Service, Variable,
 };
@@ -136,6 +137,7 @@ impl Capstan {
             updated_at: now,
         };
         self.insert(tx, &env, "project").await?;
+        self.audit(tx, p, EventType::Create, &env).await?;
         self.default_stage(tx, &env).await?;
         if let Some(rule) = rule {
             self.give_schedule(tx, &env, rule.schedule).await?;
@@ -195,6 +197,7 @@ impl Capstan {
         }
         env.updated_at = self.now();
         self.update(tx, &env, "project").await?;
+        self.audit(tx, p, EventType::Update, &env).await?;
         let out = self.details(tx, env).await?;
         unit.commit().await?;
         Ok(out)
@@ -284,6 +287,7 @@ impl Capstan {
         let (env, _) = self
             .copy_environment(tx, &source, &project, &cluster, name, mode)
             .await?;
+        self.audit(tx, p, EventType::Clone, &env).await?;
         if let Some(rule) = rule {
             self.give_schedule(tx, &env, rule.schedule).await?;
         }

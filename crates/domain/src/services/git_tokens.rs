@@ -4,6 +4,7 @@ use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{GitTokenId, OrganizationId};
+use crate::model::EventType;
 use crate::model::{GitProvider, GitToken, Organization};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{Scope, ServiceLink, Unit};
@@ -97,6 +98,7 @@ impl Capstan {
             updated_at: now,
         };
         self.insert(tx, &token, "organization").await?;
+        self.audit(tx, p, EventType::Create, &token).await?;
         unit.commit().await?;
         Ok(GitTokenDetails {
             token,
@@ -158,6 +160,7 @@ impl Capstan {
             .transpose()?;
         token.updated_at = self.now();
         self.update(tx, &token, "organization").await?;
+        self.audit(tx, p, EventType::Update, &token).await?;
         let out = self.one_git_token(tx, token).await?;
         unit.commit().await?;
         Ok(out)
@@ -173,8 +176,8 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Organization(org)).await?;
-        self.load_in_org::<GitToken>(tx, p, org, id, Action::Write)
-            .await?;
+        let token: GitToken = self.load_in_org(tx, p, org, id, Action::Write).await?;
+        self.audit(tx, p, EventType::Delete, &token).await?;
         self.delete::<GitToken>(tx, id, "services").await?;
         Ok(unit.commit().await?)
     }

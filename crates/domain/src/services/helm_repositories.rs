@@ -6,6 +6,7 @@ use super::{AssociatedService, Capstan};
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{HelmRepositoryId, OrganizationId};
+use crate::model::EventType;
 use crate::model::{HelmRepository, HelmRepositoryKind, Organization};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{Scope, ServiceFilter, ServiceLink, Unit};
@@ -127,6 +128,7 @@ impl Capstan {
             updated_at: now,
         };
         self.insert(tx, &repository, "organization").await?;
+        self.audit(tx, p, EventType::Create, &repository).await?;
         unit.commit().await?;
         Ok(HelmRepositoryDetails {
             repository,
@@ -195,6 +197,7 @@ impl Capstan {
         repository.config = config;
         repository.updated_at = self.now();
         self.update(tx, &repository, "organization").await?;
+        self.audit(tx, p, EventType::Update, &repository).await?;
         let out = self.one_helm_repository(tx, repository).await?;
         unit.commit().await?;
         Ok(out)
@@ -210,8 +213,8 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Organization(org)).await?;
-        self.load_in_org::<HelmRepository>(tx, p, org, id, Action::Write)
-            .await?;
+        let repository: HelmRepository = self.load_in_org(tx, p, org, id, Action::Write).await?;
+        self.audit(tx, p, EventType::Delete, &repository).await?;
         self.delete::<HelmRepository>(tx, id, "helm services")
             .await?;
         Ok(unit.commit().await?)

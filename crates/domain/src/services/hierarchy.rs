@@ -4,6 +4,7 @@ use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{ClusterId, OrganizationId, ProjectId};
+use crate::model::EventType;
 use crate::model::{
     CloudCredentials, CloudProvider, Cluster, ClusterRun, ClusterSpec, GroupKind, Organization,
     Project,
@@ -99,6 +100,7 @@ impl Capstan {
             updated_at: now,
         };
         self.insert(tx, &cluster, "organization").await?;
+        self.audit(tx, p, EventType::Create, &cluster).await?;
         unit.commit().await?;
         Ok(cluster)
     }
@@ -147,6 +149,7 @@ impl Capstan {
         cluster.mark_changed();
         cluster.updated_at = self.now();
         self.update(tx, &cluster, "organization").await?;
+        self.audit(tx, p, EventType::Update, &cluster).await?;
         unit.commit().await?;
         Ok(cluster)
     }
@@ -161,8 +164,8 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Organization(org)).await?;
-        self.load_in_org::<Cluster>(tx, p, org, id, Action::Write)
-            .await?;
+        let cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Write).await?;
+        self.audit(tx, p, EventType::Delete, &cluster).await?;
         self.delete::<Cluster>(tx, id, "environments or deployment rules")
             .await?;
         Ok(unit.commit().await?)
@@ -188,6 +191,7 @@ impl Capstan {
             updated_at: now,
         };
         self.insert(tx, &project, "organization").await?;
+        self.audit(tx, p, EventType::Create, &project).await?;
         unit.commit().await?;
         Ok(ProjectDetails {
             project,
@@ -256,6 +260,7 @@ impl Capstan {
         project.description = validate::description("description", input.description)?;
         project.updated_at = self.now();
         self.update(tx, &project, "organization").await?;
+        self.audit(tx, p, EventType::Update, &project).await?;
         let details = self.one_project(tx, project).await?;
         unit.commit().await?;
         Ok(details)
@@ -266,7 +271,8 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Project(id)).await?;
-        self.load::<Project>(tx, p, id, Action::Write).await?;
+        let project: Project = self.load(tx, p, id, Action::Write).await?;
+        self.audit(tx, p, EventType::Delete, &project).await?;
         self.delete::<Project>(tx, id, "environments").await?;
         Ok(unit.commit().await?)
     }

@@ -4,6 +4,7 @@ use super::Capstan;
 use crate::auth::{Action, Principal, Role, Subject};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{InvitationId, OrganizationId, RoleId};
+use crate::model::{EventType, SubTargetType};
 use crate::model::{Invitation, Member, Organization, INVITATION_LIFETIME};
 use crate::ports::{Repo, Scope, Unit};
 use serde::Deserialize;
@@ -135,6 +136,12 @@ impl Capstan {
         }
         tx.put_member(org, &member.user_id, role, self.now())
             .await?;
+        let change = super::audit::MemberChange {
+            organization: org,
+            user: &member.user_id,
+            sub: SubTargetType::MemberRole,
+        };
+        self.audit(tx, p, EventType::Update, &change).await?;
         unit.commit().await?;
         Ok(Member { role, ..member })
     }
@@ -154,6 +161,13 @@ impl Capstan {
         }
         keeps_an_admin(&members, member)?;
         unit.remove_member(org, &member.user_id).await?;
+        let change = super::audit::MemberChange {
+            organization: org,
+            user: &member.user_id,
+            sub: SubTargetType::MemberRole,
+        };
+        self.audit(&mut *unit, p, EventType::Delete, &change)
+            .await?;
         Ok(unit.commit().await?)
     }
 
@@ -179,6 +193,12 @@ impl Capstan {
         tx.put_member(org, &target.user_id, Role::Admin, self.now())
             .await?;
         tx.set_owner(org, &target.user_id).await?;
+        let change = super::audit::MemberChange {
+            organization: org,
+            user: &target.user_id,
+            sub: SubTargetType::TransferOwnership,
+        };
+        self.audit(tx, p, EventType::Update, &change).await?;
         Ok(unit.commit().await?)
     }
 
@@ -274,6 +294,7 @@ impl Capstan {
                 }
                 other => other.into(),
             })?;
+        self.audit(tx, p, EventType::Create, &invitation).await?;
         let details = self.one_invitation(tx, invitation).await?;
         unit.commit().await?;
         Ok(details)
@@ -317,8 +338,8 @@ impl Capstan {
     ) -> DomainResult<()> {
         let (mut unit, _) = self.administering(p, org).await?;
         let tx = &mut *unit;
-        self.load_in_org::<Invitation>(tx, p, org, id, Action::Administer)
-            .await?;
+        let invitation: Invitation = self.load_in_org(tx, p, org, id, Action::Administer).await?;
+        self.audit(tx, p, EventType::Delete, &invitation).await?;
         self.delete::<Invitation>(tx, id, "nothing").await?;
         Ok(unit.commit().await?)
     }
@@ -358,6 +379,7 @@ impl Capstan {
             .await?;
         tx.set_member_email(org, user, &invitation.email).await?;
         self.delete::<Invitation>(tx, id, "nothing").await?;
+        self.audit(tx, p, EventType::Accept, &invitation).await?;
         let details = self.one_invitation(tx, invitation).await?;
         unit.commit().await?;
         Ok(details)

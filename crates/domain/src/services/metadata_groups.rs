@@ -6,6 +6,7 @@ use super::{AssociatedService, Capstan};
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{MetadataGroupId, OrganizationId, ServiceId};
+use crate::model::EventType;
 use crate::model::{
     Cluster, GroupDraft, GroupKind, MetadataGroup, Organization, Service, ServiceKind,
 };
@@ -272,6 +273,7 @@ impl Capstan {
             updated_at: now,
         };
         self.insert(tx, &group, "organization").await?;
+        self.audit(tx, p, EventType::Create, &group).await?;
         unit.commit().await?;
         Ok(group)
     }
@@ -311,6 +313,7 @@ impl Capstan {
                     .await?;
             }
         }
+        self.audit(tx, p, EventType::Update, &group).await?;
         unit.commit().await?;
         Ok(group)
     }
@@ -326,7 +329,7 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Organization(org)).await?;
-        self.group_in(tx, p, org, kind, id, Action::Write).await?;
+        let group = self.group_in(tx, p, org, kind, id, Action::Write).await?;
         let users = tx.group_service_ids(id).await?.len();
         if users > 0 {
             return Err(DomainError::state(format!(
@@ -345,6 +348,7 @@ impl Capstan {
                 "the group is attached to {clusters} cluster(s); detach it first"
             )));
         }
+        self.audit(tx, p, EventType::Delete, &group).await?;
         self.delete::<MetadataGroup>(tx, id, "services").await?;
         unit.commit().await?;
         Ok(())

@@ -1,6 +1,7 @@
 //! Use-case services: every operation of the API, with its access check and its rules.
 
 mod advanced_settings;
+mod audit;
 mod catalog;
 mod clusters;
 mod credentials;

@@ -83,6 +83,7 @@ impl Capstan {
             updated_at: now,
         };
         Repo::<OrganizationWebhook>::insert(tx, &hook).await?;
+        self.audit(tx, p, EventType::Create, &hook).await?;
         unit.commit().await?;
         Ok(hook)
     }
@@ -113,6 +114,7 @@ impl Capstan {
         hook.environment_types_filter = input.environment_types_filter.unwrap_or_default();
         hook.updated_at = self.now();
         Repo::<OrganizationWebhook>::update(tx, &hook).await?;
+        self.audit(tx, p, EventType::Update, &hook).await?;
         unit.commit().await?;
         Ok(hook)
     }
@@ -127,8 +129,9 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Organization(org)).await?;
-        self.load_in_org::<OrganizationWebhook>(tx, p, org, id, Action::Administer)
-            .await?;
+        let hook: OrganizationWebhook =
+            self.load_in_org(tx, p, org, id, Action::Administer).await?;
+        self.audit(tx, p, EventType::Delete, &hook).await?;
         self.delete::<OrganizationWebhook>(tx, id, "").await?;
         unit.commit().await?;
         Ok(())

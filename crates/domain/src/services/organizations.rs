@@ -4,6 +4,7 @@ use super::Capstan;
 use crate::auth::{self, Action, Principal, Role, Subject};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{ApiTokenId, OrganizationId, RoleId};
+use crate::model::EventType;
 use crate::model::{ApiToken, Organization, OrganizationPlan};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::Repo;
@@ -117,6 +118,7 @@ impl Capstan {
         self.insert(&mut *tx, &org, "installation").await?;
         tx.put_member(org.id, user, Role::Admin, now).await?;
         tx.set_owner(org.id, user).await?;
+        self.audit(&mut *tx, p, EventType::Create, &org).await?;
         tx.commit().await?;
         Ok(org)
     }
@@ -224,6 +226,7 @@ impl Capstan {
         }
         org.updated_at = self.now();
         Repo::<Organization>::update(tx, &org).await?;
+        self.audit(tx, p, EventType::Update, &org).await?;
         unit.commit().await?;
         Ok(org)
     }
@@ -270,6 +273,7 @@ impl Capstan {
         })?;
         let token = self.new_token(org, &input.name, input.description, role)?;
         Repo::<ApiToken>::insert(tx, &token.token).await?;
+        self.audit(tx, p, EventType::Create, &token.token).await?;
         unit.commit().await?;
         Ok(token)
     }
@@ -304,6 +308,7 @@ impl Capstan {
         if token.organization_id != org {
             return Err(DomainError::NotFound("API token"));
         }
+        self.audit(tx, p, EventType::Delete, &token).await?;
         self.delete::<ApiToken>(tx, id, "nothing").await?;
         Ok(unit.commit().await?)
     }

@@ -4,6 +4,7 @@ use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{ClusterId, ContainerRegistryId, OrganizationId};
+use crate::model::EventType;
 use crate::model::{
     from_json, Cluster, ContainerRegistry, Organization, RegistryConfig, RegistryKind,
     RegistrySummary,
@@ -156,6 +157,7 @@ impl Capstan {
             updated_at: now,
         };
         self.insert(tx, &registry, "organization").await?;
+        self.audit(tx, p, EventType::Create, &registry).await?;
         unit.commit().await?;
         Ok(RegistryDetails {
             registry,
@@ -235,6 +237,7 @@ impl Capstan {
                 .set_registry_summary(Some(RegistrySummary::of(&registry)));
             self.update(tx, &service, "environment").await?;
         }
+        self.audit(tx, p, EventType::Update, &registry).await?;
         let out = self.one_registry(tx, registry).await?;
         unit.commit().await?;
         Ok(out)
@@ -250,8 +253,8 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Organization(org)).await?;
-        self.load_in_org::<ContainerRegistry>(tx, p, org, id, Action::Write)
-            .await?;
+        let registry: ContainerRegistry = self.load_in_org(tx, p, org, id, Action::Write).await?;
+        self.audit(tx, p, EventType::Delete, &registry).await?;
         self.delete::<ContainerRegistry>(tx, id, "services").await?;
         Ok(unit.commit().await?)
     }

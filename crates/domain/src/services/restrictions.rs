@@ -5,6 +5,7 @@ use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{DeploymentRestrictionId, ServiceId};
+use crate::model::EventType;
 use crate::model::{DeploymentRestriction, RestrictionInput, Service, ServiceKind};
 use crate::ports::{Repo, Scope, Unit};
 use std::collections::HashMap;
@@ -94,6 +95,7 @@ impl Capstan {
         Repo::<DeploymentRestriction>::insert(tx, &r)
             .await
             .map_err(taken)?;
+        self.audit(tx, p, EventType::Create, &r).await?;
         unit.commit().await?;
         Ok(r)
     }
@@ -122,6 +124,7 @@ impl Capstan {
         Repo::<DeploymentRestriction>::update(tx, &r)
             .await
             .map_err(taken)?;
+        self.audit(tx, p, EventType::Update, &r).await?;
         unit.commit().await?;
         Ok(r)
     }

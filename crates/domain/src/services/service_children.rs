@@ -11,7 +11,7 @@ use crate::model::{
 use crate::ports::{Repo, Scope, Tx, Unit};
 
 /// A record that belongs to one service.
-pub(super) trait ServiceChild: Record<Parent = ServiceId> {
+pub(super) trait ServiceChild: Record<Parent = ServiceId> + super::audit::Audited {
     /// The kinds whose services have such records.
     const KINDS: &'static [ServiceKind];
     /// What a 404 says when the service's kind has none.
@@ -119,7 +119,10 @@ impl Capstan {
         tx.lock(Scope::EnvironmentOf(service)).await?;
         self.owner_of::<T>(tx, p, kind, service, Action::Write)
             .await?;
-        self.child_of::<T>(tx, p, service, id, Action::Write)
+        let child = self
+            .child_of::<T>(tx, p, service, id, Action::Write)
+            .await?;
+        self.audit(tx, p, crate::model::EventType::Delete, &child)
             .await?;
         self.delete::<T>(tx, id, "nothing").await?;
         if T::DEPLOYED {

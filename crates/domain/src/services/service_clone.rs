@@ -6,6 +6,7 @@ use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{EnvironmentId, ServiceId, VariableId};
+use crate::model::EventType;
 use crate::model::{DeploymentStatus, Environment, Service, ServiceKind, Variable};
 use crate::ports::Repo;
 use crate::validate;
@@ -90,6 +91,7 @@ impl Capstan {
         self.copy_restrictions(tx, &copies).await?;
         self.copy_domains(tx, &copies).await?;
         self.copy_groups(tx, &copies).await?;
+        self.audit(tx, p, EventType::Clone, &copy).await?;
         let copy = self.decorate_one(tx, copy).await?;
         unit.commit().await?;
         Ok(copy)

@@ -4,6 +4,7 @@ use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{EnvironmentId, OrganizationId, ServiceId};
+use crate::model::EventType;
 use crate::model::{
     ContainerRegistry, DeploymentStatus, Environment, GitToken, HelmRepository, RegistrySummary,
     Service, ServiceDraft, ServiceKind, ServiceSpec,
@@ -196,6 +197,7 @@ impl Capstan {
         self.attach_named_groups(tx, &service, body).await?;
         self.stage_new_service(tx, &env, service.id).await?;
         self.link_new_service(tx, &service).await?;
+        self.audit(tx, p, EventType::Create, &service).await?;
         let service = self.decorate_one(tx, service).await?;
         unit.commit().await?;
         Ok(service)
@@ -260,6 +262,7 @@ impl Capstan {
         service.mark_changed();
         service.updated_at = self.now();
         self.update(tx, &service, "environment").await?;
+        self.audit(tx, p, EventType::Update, &service).await?;
         let service = self.decorate_one(tx, service).await?;
         unit.commit().await?;
         Ok(service)

@@ -172,6 +172,7 @@ impl Capstan {
             .unwrap_or(0);
         let stage = DeploymentStage::new(&env, name, description, last + 1, self.now());
         self.insert(tx, &stage, "environment").await?;
+        self.audit(tx, p, EventType::Create, &stage).await?;
         unit.commit().await?;
         Ok(StageDetails {
             stage,
@@ -216,6 +217,7 @@ impl Capstan {
         stage.description = description(input.description)?;
         stage.updated_at = self.now();
         self.update(tx, &stage, "environment").await?;
+        self.audit(tx, p, EventType::Update, &stage).await?;
         let details = self.stage_details(tx, stage).await?;
         unit.commit().await?;
         Ok(details)
@@ -242,6 +244,7 @@ impl Capstan {
                 if held == 1 { "it" } else { "them" },
             )));
         }
+        self.audit(tx, p, EventType::Delete, &stage).await?;
         self.delete::<DeploymentStage>(tx, id, "services").await?;
         unit.commit().await?;
         Ok(())
@@ -270,6 +273,7 @@ impl Capstan {
         let orders = reorder(&stages, id, anchor, placement)
             .ok_or(DomainError::NotFound(DeploymentStage::KIND))?;
         tx.set_stage_orders(&orders, self.now()).await?;
+        self.audit(tx, p, EventType::Update, &stage).await?;
         let all = self.stages_with_services(tx, stage.environment_id).await?;
         unit.commit().await?;
         Ok(all)
@@ -306,6 +310,7 @@ impl Capstan {
             None => StageMember::new(service, &stage, is_skipped, now),
         };
         tx.put_stage_member(&member).await?;
+        self.audit(tx, p, EventType::Update, &stage).await?;
         let all = self.stages_with_services(tx, stage.environment_id).await?;
         unit.commit().await?;
         Ok(all)

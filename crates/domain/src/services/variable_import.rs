@@ -6,6 +6,7 @@ use super::{Capstan, VariableInput};
 use crate::auth::{Action, Principal};
 use crate::error::{Conflict, DomainError, DomainResult};
 use crate::ids::ServiceId;
+use crate::model::EventType;
 use crate::model::{
     Service, ServiceKind, Variable, VariableKey, VariableParent, VariableScope, VariableType,
 };
@@ -141,6 +142,9 @@ impl Capstan {
                 Some(old) => self.overwrite(tx, old, var.value, var.is_secret, i).await?,
             };
             imported.push(written);
+        }
+        if let Some(first) = imported.first() {
+            self.audit(tx, p, EventType::Import, first).await?;
         }
         unit.commit().await?;
         Ok(ImportReport { total, imported })

@@ -480,6 +480,8 @@ impl Capstan {
         hold_for_creation(tx, scope_of(parent)).await?;
         let parent = self.resolve_parent(tx, p, parent, Action::Write).await?;
         let created = self.create_under(tx, &parent, input, is_secret).await?;
+        self.audit(tx, p, EventType::Create, &created.variable)
+            .await?;
         unit.commit().await?;
         Ok(created)
     }
@@ -508,6 +510,8 @@ impl Capstan {
             .await?;
         let created = self
             .create_under(tx, &parent, input, scope.is_secret)
+            .await?;
+        self.audit(tx, p, EventType::Create, &created.variable)
             .await?;
         unit.commit().await?;
         Ok(created)
@@ -635,6 +639,7 @@ impl Capstan {
                 other => other.into(),
             })?;
         tx.mark_out_of_date(v.parent(), self.now()).await?;
+        self.audit(tx, p, EventType::Update, &v).await?;
         let edited = self.one_variable(tx, v).await?;
         unit.commit().await?;
         Ok(edited)
@@ -659,6 +664,7 @@ impl Capstan {
                 "BUILT_IN variables cannot be deleted (remove the database's link instead)",
             ));
         }
+        self.audit(tx, p, EventType::Delete, &v).await?;
         self.delete::<Variable>(tx, id, "other variables").await?;
         tx.mark_out_of_date(v.parent(), self.now()).await?;
         unit.commit().await?;
@@ -741,6 +747,7 @@ impl Capstan {
         v.enable_interpolation_in_file = input.enable_interpolation_in_file;
         v.aliased_variable_id = Some(target.id);
         self.insert_variable(tx, &v).await?;
+        self.audit(tx, p, EventType::Create, &v).await?;
         unit.commit().await?;
         Ok(created(&parent, v, Some(target)))
     }
@@ -785,6 +792,7 @@ impl Capstan {
         v.enable_interpolation_in_file = input.enable_interpolation_in_file;
         v.overridden_variable_id = Some(target.id);
         self.insert_variable(tx, &v).await?;
+        self.audit(tx, p, EventType::Create, &v).await?;
         unit.commit().await?;
         Ok(created(&parent, v, Some(target)))
     }

@@ -1,0 +1,413 @@
+//! The audit log's writing side: each use case that writes records what it did, to what, and
+//! for whom, in its own unit, so the log holds exactly the changes that were committed.
+
+use super::events::event_time;
+use super::Capstan;
+use crate::auth::Principal;
+use crate::error::DomainResult;
+use crate::ids::*;
+use crate::model::*;
+use crate::ports::{Repo, Unit};
+use uuid::Uuid;
+
+/// What an audit event is about.
+pub(crate) struct Target {
+    pub kind: TargetType,
+    pub id: Uuid,
+    /// None: the name of the record `kind` and `id` name, read from the store.
+    pub name: Option<String>,
+    pub sub: Option<SubTargetType>,
+    /// What the sub-target is called (a variable's key, a domain), for the change's words.
+    pub detail: Option<String>,
+    pub project: Option<ProjectId>,
+    pub environment: Option<EnvironmentId>,
+    pub service: Option<ServiceId>,
+}
+
+impl Target {
+    fn of(kind: TargetType, id: Uuid, name: &str) -> Self {
+        Self {
+            kind,
+            id,
+            name: Some(name.to_string()),
+            sub: None,
+            detail: None,
+            project: None,
+            environment: None,
+            service: None,
+        }
+    }
+
+    /// A part of the organization (a token, credentials, a group).
+    fn organization_part(org: OrganizationId, sub: SubTargetType, detail: &str) -> Self {
+        Self {
+            name: None,
+            sub: Some(sub),
+            detail: Some(detail.to_string()),
+            ..Self::of(TargetType::Organization, org.0, "")
+        }
+    }
+
+    /// A part of a service (a domain, a restriction, its settings).
+    fn service_part(id: ServiceId, kind: ServiceKind, sub: SubTargetType, detail: &str) -> Self {
+        Self {
+            name: None,
+            sub: Some(sub),
+            detail: Some(detail.to_string()),
+            service: Some(id),
+            ..Self::of(TargetType::of_service(kind), id.0, "")
+        }
+    }
+}
+
+/// Records the audit log can tell of.
+pub(crate) trait Audited {
+    fn target(&self) -> Target;
+}
+
+impl Audited for Organization {
+    fn target(&self) -> Target {
+        Target::of(TargetType::Organization, self.id.0, self.name.as_str())
+    }
+}
+
+impl Audited for Project {
+    fn target(&self) -> Target {
+        Target {
+            project: Some(self.id),
+            ..Target::of(TargetType::Project, self.id.0, self.name.as_str())
+        }
+    }
+}
+
+impl Audited for Environment {
+    fn target(&self) -> Target {
+        Target {
+            project: Some(self.project_id),
+            environment: Some(self.id),
+            ..Target::of(TargetType::Environment, self.id.0, self.name.as_str())
+        }
+    }
+}
+
+impl Audited for Service {
+    fn target(&self) -> Target {
+        Target {
+            project: Some(self.project_id),
+            environment: Some(self.environment_id),
+            service: Some(self.id),
+            ..Target::of(
+                TargetType::of_service(self.kind()),
+                self.id.0,
+                self.name.as_str(),
+            )
+        }
+    }
+}
+
+impl Audited for Cluster {
+    fn target(&self) -> Target {
+        Target::of(TargetType::Cluster, self.id.0, self.name.as_str())
+    }
+}
+
+impl Audited for ContainerRegistry {
+    fn target(&self) -> Target {
+        Target::of(TargetType::ContainerRegistry, self.id.0, self.name.as_str())
+    }
+}
+
+impl Audited for HelmRepository {
+    fn target(&self) -> Target {
+        Target::of(TargetType::HelmRepository, self.id.0, self.name.as_str())
+    }
+}
+
+impl Audited for OrganizationWebhook {
+    fn target(&self) -> Target {
+        Target::of(TargetType::Webhook, self.id.0, &self.target_url)
+    }
+}
+
+impl Audited for GitToken {
+    fn target(&self) -> Target {
+        Target::organization_part(
+            self.organization_id,
+            SubTargetType::GitToken,
+            self.name.as_str(),
+        )
+    }
+}
+
+impl Audited for CloudCredentials {
+    fn target(&self) -> Target {
+        Target::organization_part(
+            self.organization_id,
+            SubTargetType::CloudProviderCredentials,
+            self.name.as_str(),
+        )
+    }
+}
+
+impl Audited for ApiToken {
+    fn target(&self) -> Target {
+        Target::organization_part(
+            self.organization_id,
+            SubTargetType::ApiToken,
+            self.name.as_str(),
+        )
+    }
+}
+
+impl Audited for MetadataGroup {
+    fn target(&self) -> Target {
+        let sub = match self.kind {
+            GroupKind::Labels => SubTargetType::LabelsGroup,
+            GroupKind::Annotations => SubTargetType::AnnotationsGroup,
+        };
+        Target::organization_part(self.organization_id, sub, self.name.as_str())
+    }
+}
+
+impl Audited for Invitation {
+    fn target(&self) -> Target {
+        Target {
+            sub: Some(SubTargetType::Invitation),
+            detail: Some(self.email.clone()),
+            ..Target::of(
+                TargetType::MembersAndRoles,
+                self.organization_id.0,
+                "members",
+            )
+        }
+    }
+}
+
+impl Audited for DeploymentStage {
+    fn target(&self) -> Target {
+        Target {
+            name: None,
+            sub: Some(SubTargetType::DeploymentStage),
+            detail: Some(self.name.to_string()),
+            environment: Some(self.environment_id),
+            ..Target::of(TargetType::Environment, self.environment_id.0, "")
+        }
+    }
+}
+
+impl Audited for ProjectDeploymentRule {
+    fn target(&self) -> Target {
+        Target {
+            name: None,
+            sub: Some(SubTargetType::DeploymentRule),
+            detail: Some(self.name.to_string()),
+            project: Some(self.project_id),
+            ..Target::of(TargetType::Project, self.project_id.0, "")
+        }
+    }
+}
+
+impl Audited for EnvironmentDeploymentRule {
+    fn target(&self) -> Target {
+        Target {
+            name: None,
+            sub: Some(SubTargetType::DeploymentRule),
+            environment: Some(self.environment_id),
+            ..Target::of(TargetType::Environment, self.environment_id.0, "")
+        }
+    }
+}
+
+impl Audited for CustomDomain {
+    fn target(&self) -> Target {
+        // Only applications and containers have domains; the service is read for its kind.
+        Target {
+            kind: TargetType::Application,
+            ..Target::service_part(
+                self.service_id,
+                ServiceKind::Application,
+                SubTargetType::CustomDomain,
+                &self.domain,
+            )
+        }
+    }
+}
+
+impl Audited for DeploymentRestriction {
+    fn target(&self) -> Target {
+        Target::service_part(
+            self.service_id,
+            ServiceKind::Application,
+            SubTargetType::Config,
+            &self.value,
+        )
+    }
+}
+
+impl Audited for Variable {
+    fn target(&self) -> Target {
+        let sub = if self.is_secret {
+            SubTargetType::Secret
+        } else {
+            SubTargetType::Variable
+        };
+        let key = self.key.to_string();
+        match self.parent() {
+            VariableParent::Project(id) => Target {
+                name: None,
+                sub: Some(sub),
+                detail: Some(key),
+                project: Some(id),
+                ..Target::of(TargetType::Project, id.0, "")
+            },
+            VariableParent::Environment(id) => Target {
+                name: None,
+                sub: Some(sub),
+                detail: Some(key),
+                environment: Some(id),
+                ..Target::of(TargetType::Environment, id.0, "")
+            },
+            VariableParent::Service(id, kind) => Target::service_part(id, kind, sub, &key),
+        }
+    }
+}
+
+/// A member of an organization, as a change of members and roles.
+pub(crate) struct MemberChange<'a> {
+    pub organization: OrganizationId,
+    pub user: &'a str,
+    pub sub: SubTargetType,
+}
+
+impl Audited for MemberChange<'_> {
+    fn target(&self) -> Target {
+        Target {
+            sub: Some(self.sub),
+            detail: Some(self.user.to_string()),
+            ..Target::of(TargetType::MembersAndRoles, self.organization.0, "members")
+        }
+    }
+}
+
+/// A service's advanced settings.
+pub(crate) struct SettingsOf<'a>(pub &'a Service);
+
+impl Audited for SettingsOf<'_> {
+    fn target(&self) -> Target {
+        Target {
+            sub: Some(SubTargetType::AdvancedSettings),
+            ..self.0.target()
+        }
+    }
+}
+
+/// A cluster's advanced settings.
+pub(crate) struct ClusterSettingsOf<'a>(pub &'a Cluster);
+
+impl Audited for ClusterSettingsOf<'_> {
+    fn target(&self) -> Target {
+        Target {
+            sub: Some(SubTargetType::AdvancedSettings),
+            ..self.0.target()
+        }
+    }
+}
+
+impl Capstan {
+    /// Records in `tx` that `p` did `what` to `item`. Call it before a deletion it tells of
+    /// (the names are read from the store).
+    pub(super) async fn audit(
+        &self,
+        tx: &mut Unit,
+        p: &Principal,
+        what: EventType,
+        item: &impl Audited,
+    ) -> DomainResult<()> {
+        let mut target = item.target();
+        let mut service = None;
+        if let (Some(id), None) = (target.service, &target.name) {
+            service = Repo::<Service>::get(tx, id).await?;
+            if let Some(s) = &service {
+                target.kind = TargetType::of_service(s.kind());
+                target.environment = target.environment.or(Some(s.environment_id));
+                target.project = target.project.or(Some(s.project_id));
+            }
+        }
+        let environment = match target.environment {
+            Some(id) => Repo::<Environment>::get(tx, id).await?,
+            None => None,
+        };
+        if let Some(e) = &environment {
+            target.project = target.project.or(Some(e.project_id));
+        }
+        let project = match target.project {
+            Some(id) => Repo::<Project>::get(tx, id).await?,
+            None => None,
+        };
+        let organization = match (&target.name, target.kind) {
+            (None, TargetType::Organization) => {
+                Repo::<Organization>::get(tx, OrganizationId(target.id)).await?
+            }
+            _ => None,
+        };
+        let name = target.name.clone().unwrap_or_else(|| {
+            match target.kind {
+                TargetType::Project => project.as_ref().map(|p| p.name.to_string()),
+                TargetType::Environment => environment.as_ref().map(|e| e.name.to_string()),
+                TargetType::Organization => organization.as_ref().map(|o| o.name.to_string()),
+                _ => service.as_ref().map(|s| s.name.to_string()),
+            }
+            .unwrap_or_default()
+        });
+        let org = organization
+            .as_ref()
+            .map(|o| o.id)
+            .or(project.as_ref().map(|p| p.organization_id))
+            .or(environment.as_ref().map(|e| e.organization_id))
+            .or(service.as_ref().map(|s| s.organization_id));
+        let organization_id = match org {
+            Some(o) => o,
+            None => match target.kind {
+                TargetType::Organization | TargetType::MembersAndRoles => OrganizationId(target.id),
+                _ => match p.memberships.first() {
+                    Some((o, _)) => *o,
+                    None => return Ok(()),
+                },
+            },
+        };
+        let change = match (&target.sub, &target.detail) {
+            (Some(sub), Some(detail)) => format!("{what} {sub} {detail} of {name}"),
+            (Some(sub), None) => format!("{what} {sub} of {name}"),
+            _ => format!("{what} {} {name}", target.kind),
+        };
+        self.emit(
+            tx,
+            OrgEvent {
+                id: EventId::generate(),
+                organization_id,
+                position: None,
+                created_at: event_time(self.now()),
+                event_type: Some(what),
+                target_type: target.kind,
+                target_id: Some(target.id),
+                target_name: name,
+                sub_target_type: target.sub,
+                change,
+                origin: p.origin,
+                triggered_by: p.subject.to_string(),
+                project_id: target.project,
+                project_name: project.map(|p| p.name.to_string()).unwrap_or_default(),
+                environment_id: target.environment,
+                environment_name: environment
+                    .as_ref()
+                    .map(|e| e.name.to_string())
+                    .unwrap_or_default(),
+                environment_mode: environment.map(|e| e.mode),
+                service_id: target.service,
+                user_agent: None,
+                deployment: None,
+            },
+        )
+        .await
+    }
+}
