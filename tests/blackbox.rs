@@ -1037,3 +1037,328 @@ async fn postgres_a_client_waits_on_one_instance_for_a_deployment_another_runs()
     };
     a_client_waits_on_one_instance_for_a_deployment(&url, 2).await;
 }
+
+/// Settings for servers that send webhooks to a receiver on this machine, quickly.
+const WEBHOOKS: [(&str, &str); 3] = [
+    ("CAPSTAN_ENGINE_STEP_MS", "50"),
+    ("CAPSTAN_WEBHOOK_ALLOW_PRIVATE", "true"),
+    ("CAPSTAN_WEBHOOK_RETRY_BASE_MS", "200"),
+];
+
+/// A container in `env` (with a registry of its own); its id.
+async fn container_in(client: &Client, org: &str, env: &str, name: &str) -> String {
+    let registry = client
+        .create(
+            &format!("/organization/{org}/containerRegistry"),
+            json!({"name": format!("hub-{name}"), "kind": "DOCKER_HUB", "config": {}}),
+        )
+        .await;
+    client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({"name": name, "registry_id": registry, "image_name": "nginx", "tag": "1"}),
+        )
+        .await
+}
+
+fn hook(url: &str) -> Value {
+    json!({
+        "kind": "STANDARD",
+        "target_url": url,
+        "target_secret": "blackbox-secret",
+        "events": ["DEPLOYMENT_STARTED", "DEPLOYMENT_SUCCESSFUL"]
+    })
+}
+
+/// The bodies `server` received that `keep` keeps, once `enough` says so (at most 30 s).
+async fn deliveries(
+    server: &wiremock::MockServer,
+    keep: impl Fn(&wiremock::Request) -> bool,
+    enough: impl Fn(&[Value]) -> bool,
+) -> Vec<(String, Value)> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got: Vec<(String, Value)> = server
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .filter(|r| keep(r))
+            .map(|r| {
+                (
+                    r.headers["webhook-id"].to_str().unwrap().to_string(),
+                    serde_json::from_slice(&r.body).unwrap(),
+                )
+            })
+            .collect();
+        let bodies: Vec<Value> = got.iter().map(|(_, b)| b.clone()).collect();
+        if enough(&bodies) {
+            return got;
+        }
+        assert!(Instant::now() < deadline, "received: {bodies:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn has(bodies: &[Value], kind: &str, service: &str) -> bool {
+    bodies
+        .iter()
+        .any(|b| b["type"] == kind && b["service_id"] == service)
+}
+
+/// The deployment's events are committed with it: a server killed while its deliveries still
+/// fail sends them once it is back, with the same delivery ids.
+async fn webhook_deliveries_survive_a_kill_9(database: &str) {
+    let dir = TempDir::new();
+    let receiver = wiremock::MockServer::start().await;
+    // Down at first: nothing is mounted, every attempt gets a 404.
+    let server = Server::start_with(&dir, database, None, &WEBHOOKS).await;
+    let (client, env) = environment(&dir, database, &server).await;
+    let org = hierarchy_org(&client).await;
+    client
+        .create(
+            &format!("/organization/{org}/webhook"),
+            hook(&receiver.uri()),
+        )
+        .await;
+    let container = container_in(&client, &org, &env, "web").await;
+    let (status, _) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/container/{container}/deploy"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 202);
+    settle(
+        &client,
+        &format!("/container/{container}/status"),
+        Duration::from_secs(30),
+    )
+    .await;
+    let failed = deliveries(
+        &receiver,
+        |_| true,
+        |b| has(b, "DEPLOYMENT_SUCCESSFUL", &container),
+    )
+    .await;
+    server.crash();
+    let restarted_at = receiver.received_requests().await.unwrap().len();
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(200))
+        .mount(&receiver)
+        .await;
+    let server = Server::start_with(&dir, database, None, &WEBHOOKS).await;
+    let after = std::sync::atomic::AtomicUsize::new(0);
+    let delivered = deliveries(
+        &receiver,
+        |_| after.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= restarted_at,
+        |b| has(b, "DEPLOYMENT_STARTED", &container) && has(b, "DEPLOYMENT_SUCCESSFUL", &container),
+    )
+    .await;
+    let before: std::collections::HashSet<&str> =
+        failed.iter().map(|(id, _)| id.as_str()).collect();
+    for (id, body) in &delivered {
+        assert!(
+            before.contains(id.as_str()),
+            "{id} was not attempted before: {body}"
+        );
+    }
+    // The audit log, read through the new process, tells of the deployment too.
+    let client = Client {
+        base: server.base.clone(),
+        ..client
+    };
+    let log = client
+        .get(&format!("/organization/{org}/events?pageSize=100"))
+        .await;
+    assert!(
+        log["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event_type"] == "DEPLOYED" && e["target_id"] == container.as_str()),
+        "{log}"
+    );
+    server.stop();
+}
+
+#[tokio::test]
+async fn sqlite_webhook_deliveries_survive_a_kill_9() {
+    let dir = TempDir::new();
+    let path = dir.0.join("data.db");
+    webhook_deliveries_survive_a_kill_9(&format!("sqlite://{}", path.display())).await;
+}
+
+#[tokio::test]
+async fn postgres_webhook_deliveries_survive_a_kill_9() {
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
+        return;
+    };
+    webhook_deliveries_survive_a_kill_9(&url).await;
+}
+
+/// The events an SSE body has carried so far, as (id, data).
+fn stream_events(text: &str) -> Vec<(i64, Value)> {
+    text.split("\n\n")
+        .filter(|m| m.contains("data: "))
+        .filter_map(|m| {
+            let id = m
+                .lines()
+                .find_map(|l| l.strip_prefix("id: "))?
+                .parse()
+                .ok()?;
+            let data = m.lines().find_map(|l| l.strip_prefix("data: "))?;
+            Some((id, serde_json::from_str(data).ok()?))
+        })
+        .collect()
+}
+
+/// Two instances share one PostgreSQL database: each event is delivered once between them,
+/// and a client streaming from one sees what the other did.
+#[tokio::test]
+async fn postgres_two_instances_deliver_each_event_once_and_stream_each_others_events() {
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
+        return;
+    };
+    let dir = TempDir::new();
+    let receiver = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(200))
+        .mount(&receiver)
+        .await;
+    let a = Server::start_with(&dir, &url, None, &WEBHOOKS).await;
+    let b = Server::start_with(&dir, &url, None, &WEBHOOKS).await;
+    let (client, _) = environment(&dir, &url, &a).await;
+    let org = hierarchy_org(&client).await;
+    let on_b = Client {
+        http: reqwest::Client::new(),
+        base: b.base.clone(),
+        token: client.token.clone(),
+    };
+    client
+        .create(
+            &format!("/organization/{org}/webhook"),
+            hook(&receiver.uri()),
+        )
+        .await;
+    let mut stream = on_b
+        .http
+        .get(format!("{}/organization/{org}/events/stream", b.base))
+        .header("Authorization", format!("Token {}", client.token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    // Four environments, one container each, deployed half through each instance.
+    let project = client
+        .create(
+            &format!("/organization/{org}/project"),
+            json!({"name": "fleet"}),
+        )
+        .await;
+    let mut containers = Vec::new();
+    for i in 0..4 {
+        let env = client
+            .create(
+                &format!("/project/{project}/environment"),
+                json!({"name": format!("e{i}")}),
+            )
+            .await;
+        let container = container_in(&client, &org, &env, &format!("web{i}")).await;
+        let via = if i % 2 == 0 { &client } else { &on_b };
+        let (status, _) = via
+            .call(
+                reqwest::Method::POST,
+                &format!("/container/{container}/deploy"),
+                None,
+            )
+            .await;
+        assert_eq!(status, 202);
+        containers.push(container);
+    }
+    for c in &containers {
+        settle(
+            &client,
+            &format!("/container/{c}/status"),
+            Duration::from_secs(30),
+        )
+        .await;
+    }
+    let got = deliveries(
+        &receiver,
+        |_| true,
+        |b| {
+            containers
+                .iter()
+                .all(|c| has(b, "DEPLOYMENT_STARTED", c) && has(b, "DEPLOYMENT_SUCCESSFUL", c))
+        },
+    )
+    .await;
+    // Time for a second sender to repeat anything it should not have.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let all = deliveries(&receiver, |_| true, |_| true).await;
+    assert_eq!(all.len(), got.len(), "nothing more came");
+    assert_eq!(all.len(), 8, "{all:#?}");
+    let ids: std::collections::HashSet<&str> = all.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids.len(), 8, "each delivery once");
+    // Instance B's stream carried every deployment, whichever instance ran it, in order.
+    let mut text = String::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let events = stream_events(&text);
+        let done = containers.iter().all(|c| {
+            events
+                .iter()
+                .any(|(_, e)| e["event_type"] == "DEPLOYED" && e["service_id"] == c.as_str())
+        });
+        if done {
+            let positions: Vec<i64> = events.iter().map(|(id, _)| *id).collect();
+            assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the stream carried: {text}");
+        let chunk = tokio::time::timeout(Duration::from_secs(20), stream.chunk())
+            .await
+            .expect("a chunk in time")
+            .unwrap()
+            .expect("the stream stays open");
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    drop(stream);
+    a.stop();
+    b.stop();
+}
+
+/// An open event stream does not hold up a graceful stop.
+#[tokio::test]
+async fn an_open_event_stream_ends_when_the_server_stops() {
+    let dir = TempDir::new();
+    let database = format!("sqlite://{}", dir.0.join("data.db").display());
+    let server = Server::start(&dir, &database).await;
+    let (client, _) = environment(&dir, &database, &server).await;
+    let org = hierarchy_org(&client).await;
+    let mut stream = client
+        .http
+        .get(format!("{}/organization/{org}/events/stream", server.base))
+        .header("Authorization", format!("Token {}", client.token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let first = stream.chunk().await.unwrap().unwrap();
+    assert!(std::str::from_utf8(&first)
+        .unwrap()
+        .starts_with(": connected"));
+    let asked = Instant::now();
+    server.stop();
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "the stop waited {:?} on the stream",
+        asked.elapsed()
+    );
+    // The stream ended cleanly: whatever was left, then its end.
+    while let Ok(Some(_)) = stream.chunk().await {}
+}

@@ -136,6 +136,31 @@ viewer = next(r['id'] for r in roles if r['name'] == 'VIEWER')
 token = call('POST', f'/organization/{org}/apiToken', {'name': 'ci', 'description': 'pipelines', 'role_id': viewer})
 call('GET', f'/organization/{org}/apiToken')
 call('DELETE', f'/organization/{org}/apiToken/{token["id"]}')
+# Organization webhooks: a local receiver hears the deployments below (the server allows
+# private targets for this run).
+received = []
+
+
+class Receiver(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args): pass
+
+    def do_POST(self):
+        raw = self.rfile.read(int(self.headers['Content-Length']))
+        received.append((dict(self.headers), json.loads(raw)))
+        self.send_response(200); self.send_header('Content-Length', '0'); self.end_headers()
+
+
+receiver = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Receiver)
+threading.Thread(target=receiver.serve_forever, daemon=True).start()
+hook_body = {'kind': 'STANDARD', 'target_url': f'http://127.0.0.1:{receiver.server_address[1]}/hook', 'target_secret': 'conformance-hook-secret',
+             'description': 'deployments', 'enabled': True, 'events': ['DEPLOYMENT_STARTED', 'DEPLOYMENT_SUCCESSFUL', 'DEPLOYMENT_FAILURE', 'DEPLOYMENT_CANCELLED'],
+             'project_names_filter': [], 'environment_types_filter': []}
+hook = call('POST', f'/organization/{org}/webhook', hook_body)['id']
+call('GET', f'/organization/{org}/webhook')
+call('GET', f'/organization/{org}/webhook/{hook}')
+call('PUT', f'/organization/{org}/webhook/{hook}', dict(hook_body, description='every deployment'))
+spare_hook = call('POST', f'/organization/{org}/webhook', dict(hook_body, enabled=False))['id']
+call('DELETE', f'/organization/{org}/webhook/{spare_hook}')
 # A stand-in for the git provider's API, where the webhook of the application is kept.
 hooks = []
 
@@ -482,6 +507,21 @@ later = call('POST', f'/container/{ids["container"]}/deploy', {'image_tag': ''})
 call('POST', f'/deploymentQueue/{later["deployment_request_id"]}/cancelDeployment', {})
 settle(f'/environment/{env}/statuses')
 call('GET', f'/environment/{env}/deploymentHistoryV2')
+# The deployments above reached the receiver, signed, and the delivery log and the audit log
+# tell of them.
+for _ in range(400):
+    if any(b.get('type') == 'DEPLOYMENT_SUCCESSFUL' for _, b in received): break
+    time.sleep(0.05)
+else:
+    print('FAIL no DEPLOYMENT_SUCCESSFUL delivery reached the receiver'); failures.append('webhook delivery')
+if received and not all({'webhook-id', 'webhook-timestamp', 'webhook-signature'} <= {k.lower() for k in h} for h, _ in received):
+    print('FAIL a delivery lacks its Standard Webhooks headers'); failures.append('webhook headers')
+if not call('GET', f'/organization/{org}/webhook/{hook}/event').get('results'):
+    print('FAIL the delivery log is empty'); failures.append('webhook log')
+audit_log = call('GET', f'/organization/{org}/events?pageSize=100')
+if not any(e.get('event_type') == 'DEPLOYED' for e in audit_log.get('events', [])):
+    print('FAIL no DEPLOYED event in the audit log'); failures.append('audit log')
+call('GET', f'/organization/{org}/events?pageSize=5&targetType=PROJECT&eventType=CREATE')
 call('GET', f'/environment/{env}/deploymentHistory')
 call('POST', f'/environment/{env}/uninstall')
 settle(f'/environment/{env}/statuses')

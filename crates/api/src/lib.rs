@@ -39,6 +39,9 @@ pub struct AppState {
     pub jwt: Option<jwt::JwtVerifier>,
     /// What `/metrics` shows; none when the metrics could not be set up (the route says 503).
     pub metrics: Option<std::sync::Arc<metrics::Metrics>>,
+    /// Becomes true when the server stops: open event streams end then, so a graceful stop
+    /// does not wait on them. None: they end when their clients leave.
+    pub stopping: Option<tokio::sync::watch::Receiver<bool>>,
     /// The OpenAPI document, rendered once.
     openapi_json: String,
 }
@@ -66,6 +69,7 @@ impl AppState {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             cors_origins: Vec::new(),
             jwt: None,
+            stopping: None,
             openapi_json: serde_json::to_string(&openapi()).unwrap_or_else(|_| "{}".into()),
         }
     }
@@ -87,6 +91,12 @@ impl AppState {
 
     pub fn with_cors_origins(mut self, origins: Vec<String>) -> Self {
         self.cors_origins = origins;
+        self
+    }
+
+    /// Ends open event streams when `stopping` becomes true.
+    pub fn with_stopping(mut self, stopping: tokio::sync::watch::Receiver<bool>) -> Self {
+        self.stopping = Some(stopping);
         self
     }
 }

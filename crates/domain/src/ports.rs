@@ -524,7 +524,8 @@ pub enum Scope {
     /// The environment of a service, found from the service.
     EnvironmentOf(ServiceId),
     /// The sequencer of the event log: one unit at a time gives events their positions
-    /// (PostgreSQL: a transaction-scoped advisory lock).
+    /// (PostgreSQL: a transaction-scoped advisory lock). A unit that deletes events in bulk
+    /// (an organization's) takes it last, so it and the sequencer cannot deadlock on them.
     EventLog,
     /// A record that what the unit writes will refer to, held shared: it cannot be deleted
     /// before the unit ends, while other units may refer to it too. Taken after the unit's

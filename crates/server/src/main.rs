@@ -213,6 +213,13 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     if let Some(verifier) = settings.jwt.clone() {
         app_state = app_state.with_jwt(verifier);
     }
+    // Open event streams never end on their own: they are told when the server stops.
+    let (stop_streams, stopping) = tokio::sync::watch::channel(false);
+    let app_state = app_state.with_stopping(stopping);
+    tokio::spawn(async move {
+        stopped().await;
+        let _ = stop_streams.send(true);
+    });
     let state = actix_web::web::Data::new(app_state);
     let server = actix_web::HttpServer::new(move || api::app(state.clone()))
         .bind(settings.listen)
@@ -231,6 +238,27 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     served?;
     tracing::info!("capstan stopped");
     Ok(())
+}
+
+/// SIGTERM or SIGINT (actix hears them too, and stops gracefully).
+async fn stopped() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(t) => t,
+                Err(_) => return std::future::pending().await,
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
 }
 
 async fn migrate(settings: Settings) -> anyhow::Result<()> {

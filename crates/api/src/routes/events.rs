@@ -355,14 +355,19 @@ async fn stream(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpRespon
     };
     let after = start(&st, &p, org, &req, &q).await?;
     let capstan = st.capstan.clone();
+    let stopping = st.stopping.clone();
     // A comment first: the client knows it is connected before any event comes.
     let opening = futures_util::stream::once(async {
         Ok::<_, actix_web::Error>(web::Bytes::from_static(b": connected\n\n"))
     });
     let state = (capstan, p, after, tokio::time::Instant::now());
     let events = futures_util::stream::unfold(state, move |(capstan, p, mut after, mut said)| {
+        let mut stopping = stopping.clone();
         async move {
             loop {
+                if stopping.as_ref().is_some_and(|s| *s.borrow()) {
+                    return None;
+                }
                 let found = match capstan.events_after(&p, org, after).await {
                     Ok(found) => found,
                     // The principal lost its access, or the organization is gone: the stream
@@ -389,7 +394,16 @@ async fn stream(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpRespon
                         let ping = web::Bytes::from_static(b": keep-alive\n\n");
                         return Some((Ok(ping), (capstan, p, after, said)));
                     }
-                    tokio::time::sleep(STREAM_POLL).await;
+                    match stopping.as_mut() {
+                        Some(s) => {
+                            // A sender gone (the server is going) ends the stream too.
+                            tokio::select! {
+                                _ = tokio::time::sleep(STREAM_POLL) => {}
+                                _ = s.changed() => return None,
+                            }
+                        }
+                        None => tokio::time::sleep(STREAM_POLL).await,
+                    }
                 }
             }
         }

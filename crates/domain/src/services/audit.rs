@@ -7,7 +7,7 @@ use crate::auth::Principal;
 use crate::error::DomainResult;
 use crate::ids::*;
 use crate::model::*;
-use crate::ports::{Repo, Unit};
+use crate::ports::Unit;
 use uuid::Uuid;
 
 /// What an audit event is about.
@@ -220,16 +220,13 @@ impl Audited for EnvironmentDeploymentRule {
 
 impl Audited for CustomDomain {
     fn target(&self) -> Target {
-        // Only applications and containers have domains; the service is read for its kind.
-        Target {
-            kind: TargetType::Application,
-            ..Target::service_part(
-                self.service_id,
-                ServiceKind::Application,
-                SubTargetType::CustomDomain,
-                &self.domain,
-            )
-        }
+        // The service is read for its name, and its kind with it.
+        Target::service_part(
+            self.service_id,
+            ServiceKind::Application,
+            SubTargetType::CustomDomain,
+            &self.domain,
+        )
     }
 }
 
@@ -323,70 +320,94 @@ impl Capstan {
         what: EventType,
         item: &impl Audited,
     ) -> DomainResult<()> {
-        let mut target = item.target();
-        let mut service = None;
-        if let (Some(id), None) = (target.service, &target.name) {
-            service = Repo::<Service>::get(tx, id).await?;
-            if let Some(s) = &service {
-                target.kind = TargetType::of_service(s.kind());
-                target.environment = target.environment.or(Some(s.environment_id));
-                target.project = target.project.or(Some(s.project_id));
+        self.audit_all(tx, p, vec![(what, item.target())]).await
+    }
+
+    /// Records several changes at once: the records their names come from are read together.
+    pub(super) async fn audit_all(
+        &self,
+        tx: &mut Unit,
+        p: &Principal,
+        changes: Vec<(EventType, Target)>,
+    ) -> DomainResult<()> {
+        let mut changes = changes;
+        let services = self
+            .by_id::<Service>(
+                tx,
+                changes
+                    .iter()
+                    .filter(|(_, t)| t.name.is_none())
+                    .filter_map(|(_, t)| t.service),
+            )
+            .await?;
+        for (_, t) in changes.iter_mut() {
+            if let Some(s) = t.service.and_then(|id| services.get(&id)) {
+                t.kind = TargetType::of_service(s.kind());
+                t.environment = t.environment.or(Some(s.environment_id));
+                t.project = t.project.or(Some(s.project_id));
             }
         }
-        let environment = match target.environment {
-            Some(id) => Repo::<Environment>::get(tx, id).await?,
-            None => None,
-        };
-        if let Some(e) = &environment {
-            target.project = target.project.or(Some(e.project_id));
+        let environments = self
+            .by_id::<Environment>(tx, changes.iter().filter_map(|(_, t)| t.environment))
+            .await?;
+        for (_, t) in changes.iter_mut() {
+            if let Some(e) = t.environment.and_then(|id| environments.get(&id)) {
+                t.project = t.project.or(Some(e.project_id));
+            }
         }
-        let project = match target.project {
-            Some(id) => Repo::<Project>::get(tx, id).await?,
-            None => None,
-        };
-        let organization = match (&target.name, target.kind) {
-            (None, TargetType::Organization) => {
-                Repo::<Organization>::get(tx, OrganizationId(target.id)).await?
-            }
-            _ => None,
-        };
-        let name = target.name.clone().unwrap_or_else(|| {
-            match target.kind {
-                TargetType::Project => project.as_ref().map(|p| p.name.to_string()),
-                TargetType::Environment => environment.as_ref().map(|e| e.name.to_string()),
-                TargetType::Organization => organization.as_ref().map(|o| o.name.to_string()),
-                _ => service.as_ref().map(|s| s.name.to_string()),
-            }
-            .unwrap_or_default()
-        });
-        let org = organization
-            .as_ref()
-            .map(|o| o.id)
-            .or(project.as_ref().map(|p| p.organization_id))
-            .or(environment.as_ref().map(|e| e.organization_id))
-            .or(service.as_ref().map(|s| s.organization_id));
-        let organization_id = match org {
-            Some(o) => o,
-            None => match target.kind {
-                TargetType::Organization | TargetType::MembersAndRoles => OrganizationId(target.id),
-                _ => match p.memberships.first() {
+        let projects = self
+            .by_id::<Project>(tx, changes.iter().filter_map(|(_, t)| t.project))
+            .await?;
+        let organizations = self
+            .by_id::<Organization>(
+                tx,
+                changes
+                    .iter()
+                    .filter(|(_, t)| t.name.is_none() && t.kind == TargetType::Organization)
+                    .map(|(_, t)| OrganizationId(t.id)),
+            )
+            .await?;
+        let now = event_time(self.now());
+        for (what, target) in changes {
+            let service = target.service.and_then(|id| services.get(&id));
+            let environment = target.environment.and_then(|id| environments.get(&id));
+            let project = target.project.and_then(|id| projects.get(&id));
+            let organization = organizations.get(&OrganizationId(target.id));
+            let name = target.name.clone().unwrap_or_else(|| {
+                match target.kind {
+                    TargetType::Project => project.map(|p| p.name.to_string()),
+                    TargetType::Environment => environment.map(|e| e.name.to_string()),
+                    TargetType::Organization => organization.map(|o| o.name.to_string()),
+                    _ => service.map(|s| s.name.to_string()),
+                }
+                .unwrap_or_default()
+            });
+            let known = organization
+                .map(|o| o.id)
+                .or(project.map(|p| p.organization_id))
+                .or(environment.map(|e| e.organization_id))
+                .or(service.map(|s| s.organization_id));
+            let organization_id = match (known, target.kind) {
+                (Some(o), _) => o,
+                (None, TargetType::Organization | TargetType::MembersAndRoles) => {
+                    OrganizationId(target.id)
+                }
+                // Every other target lives under a project or is named with its organization.
+                (None, _) => match p.memberships.first() {
                     Some((o, _)) => *o,
-                    None => return Ok(()),
+                    None => continue,
                 },
-            },
-        };
-        let change = match (&target.sub, &target.detail) {
-            (Some(sub), Some(detail)) => format!("{what} {sub} {detail} of {name}"),
-            (Some(sub), None) => format!("{what} {sub} of {name}"),
-            _ => format!("{what} {} {name}", target.kind),
-        };
-        self.emit(
-            tx,
-            OrgEvent {
+            };
+            let change = match (&target.sub, &target.detail) {
+                (Some(sub), Some(detail)) => format!("{what} {sub} {detail} of {name}"),
+                (Some(sub), None) => format!("{what} {sub} of {name}"),
+                _ => format!("{what} {} {name}", target.kind),
+            };
+            let event = OrgEvent {
                 id: EventId::generate(),
                 organization_id,
                 position: None,
-                created_at: event_time(self.now()),
+                created_at: now,
                 event_type: Some(what),
                 target_type: target.kind,
                 target_id: Some(target.id),
@@ -398,16 +419,14 @@ impl Capstan {
                 project_id: target.project,
                 project_name: project.map(|p| p.name.to_string()).unwrap_or_default(),
                 environment_id: target.environment,
-                environment_name: environment
-                    .as_ref()
-                    .map(|e| e.name.to_string())
-                    .unwrap_or_default(),
+                environment_name: environment.map(|e| e.name.to_string()).unwrap_or_default(),
                 environment_mode: environment.map(|e| e.mode),
                 service_id: target.service,
                 user_agent: None,
                 deployment: None,
-            },
-        )
-        .await
+            };
+            self.emit(tx, event).await?;
+        }
+        Ok(())
     }
 }

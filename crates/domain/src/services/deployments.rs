@@ -2,6 +2,7 @@
 //! for chosen services of an environment. Every action is a durable request in the queue; the
 //! requests of one action form a batch, run stage by stage.
 
+use super::audit::Audited;
 use super::statuses::{of, EnvironmentStatus};
 use super::Capstan;
 use crate::auth::{Action, Principal};
@@ -181,10 +182,11 @@ impl Capstan {
             .into_iter()
             .filter_map(|m| stages.get(&m.stage_id).map(|s| (m.service_id, s)))
             .collect();
-        for d in &drafts {
-            self.audit(tx, p, EventType::queued(d.action), d.service)
-                .await?;
-        }
+        let changes = drafts
+            .iter()
+            .map(|d| (EventType::queued(d.action), d.service.target()))
+            .collect();
+        self.audit_all(tx, p, changes).await?;
         let now = self.now();
         let batch = Uuid::new_v4();
         let alone = kind == Batch::Alone;

@@ -238,6 +238,9 @@ impl Capstan {
         tx.lock(Scope::Organization(id)).await?;
         self.load::<Organization>(tx, p, id, Action::Administer)
             .await?;
+        // The organization's events go with it: held against the sequencer, which gives
+        // events their positions row by row, the cascade cannot deadlock with it.
+        tx.lock(Scope::EventLog).await?;
         self.delete::<Organization>(tx, id, "other resources")
             .await?;
         Ok(unit.commit().await?)
