@@ -522,6 +522,8 @@ audit_log = call('GET', f'/organization/{org}/events?pageSize=100')
 if not any(e.get('event_type') == 'DEPLOYED' for e in audit_log.get('events', [])):
     print('FAIL no DEPLOYED event in the audit log'); failures.append('audit log')
 call('GET', f'/organization/{org}/events?pageSize=5&targetType=PROJECT&eventType=CREATE')
+call('GET', f'/organization/{org}/targets?targetType=PROJECT')
+call('GET', f'/organization/{org}/targets?targetType=CONTAINER&targetLevelToFetch=ENVIRONMENT')
 call('GET', f'/environment/{env}/deploymentHistory')
 call('POST', f'/environment/{env}/uninstall')
 settle(f'/environment/{env}/statuses')

@@ -251,6 +251,31 @@ async fn the_audit_log_pages_by_time_and_filters<S: App>(t: T<S>) {
             .await
             .expect_error(400, message);
     }
+    // The resources the log is about, each once, most recent first.
+    let targets = t
+        .get(&format!("/organization/{org}/targets?targetType=PROJECT"))
+        .await
+        .expect(200);
+    let listed: Vec<&str> = targets.body["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["p4", "p3", "p2", "p1", "p0"]);
+    assert_eq!(targets.body["targets"][4]["id"], projects[0]);
+    let levels = t
+        .get(&format!(
+            "/organization/{org}/targets?targetType=PROJECT&targetLevelToFetch=PROJECT&eventType=CREATE"
+        ))
+        .await
+        .expect(200);
+    assert_eq!(levels.body["targets"].as_array().unwrap().len(), 5);
+    t.get(&format!(
+        "/organization/{org}/targets?targetLevelToFetch=SERVICE"
+    ))
+    .await
+    .expect_error(400, "targetLevelToFetch");
     let other = t.other_org_token().await;
     let r = t
         .call(Some(&other), actix_web::http::Method::GET, &base, None)

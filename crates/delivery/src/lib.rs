@@ -23,7 +23,7 @@ pub fn is_public(ip: IpAddr) -> bool {
 }
 
 fn public_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, ..] = ip.octets();
+    let [a, b, c, _] = ip.octets();
     !(ip.is_loopback()
         || ip.is_private()
         || ip.is_link_local()
@@ -33,17 +33,34 @@ fn public_v4(ip: Ipv4Addr) -> bool {
         || ip.is_documentation()
         || a == 0
         || (a == 100 && (64..128).contains(&b))
-        || (a == 192 && b == 0 && ip.octets()[2] == 0)
+        || (a == 192 && b == 0 && c == 0)
+        || (a == 198 && (b == 18 || b == 19))
         || a >= 240)
 }
 
 fn public_v6(ip: Ipv6Addr) -> bool {
-    let first = ip.segments()[0];
+    let s = ip.segments();
+    let v4 = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+    // Addresses that carry an IPv4 address reach it: NAT64 (64:ff9b::/96, 64:ff9b:1::/48),
+    // 6to4 (2002::/16) and the deprecated IPv4-compatible form (::a.b.c.d).
+    let embedded = match s {
+        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(v4(hi, lo)),
+        [0x64, 0xff9b, 1, ..] => Some(v4(s[6], s[7])),
+        [0x2002, hi, lo, ..] => Some(v4(hi, lo)),
+        [0, 0, 0, 0, 0, 0, hi, lo] if hi != 0 => Some(v4(hi, lo)),
+        _ => None,
+    };
+    if let Some(v4) = embedded {
+        return public_v4(v4);
+    }
     !(ip.is_loopback()
         || ip.is_unspecified()
         || ip.is_multicast()
-        || (first & 0xfe00) == 0xfc00
-        || (first & 0xffc0) == 0xfe80)
+        || (s[0] & 0xfe00) == 0xfc00
+        || (s[0] & 0xffc0) == 0xfe80
+        // Site-local (deprecated), and Teredo, which tunnels to an address it hides.
+        || (s[0] & 0xffc0) == 0xfec0
+        || (s[0] == 0x2001 && s[1] == 0))
 }
 
 /// Resolves with the system's resolver and keeps only public addresses: a name that resolves
@@ -217,10 +234,23 @@ mod tests {
             "fe80::1",
             "::ffff:127.0.0.1",
             "::",
+            "::127.0.0.1",
+            "64:ff9b::10.0.0.1",
+            "64:ff9b:1::a00:1",
+            "2002:a00:1::1",
+            "2001:0:4136:e378::1",
+            "fec0::1",
+            "198.18.0.1",
         ] {
             assert!(!is_public(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["93.184.216.34", "8.8.8.8", "2606:4700::1111"] {
+        for ip in [
+            "93.184.216.34",
+            "8.8.8.8",
+            "2606:4700::1111",
+            "64:ff9b::808:808",
+            "2002:808:808::1",
+        ] {
             assert!(is_public(ip.parse().unwrap()), "{ip}");
         }
     }

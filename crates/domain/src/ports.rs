@@ -334,6 +334,8 @@ pub trait EventLog: Send {
         newer: bool,
         limit: i64,
     ) -> StoreResult<Vec<OrgEvent>>;
+    /// Removes an organization's events (with their deliveries), when it is deleted.
+    async fn forget_events(&mut self, organization: OrganizationId) -> StoreResult<()>;
     /// Adds deliveries (routed from sequenced events).
     async fn insert_deliveries(&mut self, deliveries: &[WebhookDelivery]) -> StoreResult<()>;
     /// Records where a delivery is after an attempt, if `worker` still holds its claim;
@@ -539,6 +541,9 @@ pub enum Reference {
     Registry(ContainerRegistryId),
     GitToken(GitTokenId),
     Cluster(ClusterId),
+    /// A webhook a delivery's attempt is recorded under: held against its deletion, so the
+    /// attempt's key checks and the deletion's cascade cannot deadlock.
+    Webhook(WebhookId),
 }
 
 /// Everything the use-case services need from a store.

@@ -1,6 +1,6 @@
 //! The background workers: each claims a request, runs it to its end, and claims the next; one
 //! more task ends the requests of workers that died, and one starts and stops environments at
-//! their deployment rule's hours, and one sequences the event log and sends webhook deliveries.
+//! their deployment rule's hours, one sequences the event log and one sends webhook deliveries.
 //! On shutdown they stop claiming and finish what they hold.
 
 use domain::engine::Engine;
@@ -52,6 +52,11 @@ impl WorkerPool {
         let reaper = Worker::new(capstan.clone(), engine, lease);
         tasks.spawn(reap(reaper, stopped.clone(), settings.poll()));
         tasks.spawn(schedule(capstan.clone(), stopped.clone(), settings.poll()));
+        tasks.spawn(sequence(
+            capstan.clone(),
+            stopped.clone(),
+            settings.events_poll(),
+        ));
         tasks.spawn(deliver(capstan, stopped, settings.events_poll()));
         Self { stop, tasks }
     }
@@ -129,24 +134,30 @@ async fn schedule(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Du
     }
 }
 
-/// Gives new events their stream positions, routes them to webhooks, and sends what is due;
-/// several instances may all run this (the sequencer's lock and the claims keep it once).
-async fn deliver(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Duration) {
-    let sender = domain::services::worker_id();
+/// Gives new events their stream positions and routes them to webhooks; several instances may
+/// all run this (the sequencer's lock keeps each event once). Apart from the sender, so a slow
+/// receiver does not hold up the stream.
+async fn sequence(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Duration) {
     loop {
         let sequenced = capstan.sequence_events().await.unwrap_or_else(|e| {
             tracing::error!(error = %e, "could not sequence the event log");
             0
         });
+        if *stopped.borrow() || (sequenced == 0 && pause_or_stop(&mut stopped, poll).await) {
+            return;
+        }
+    }
+}
+
+/// Sends the webhook deliveries that are due (claimed, so each is sent by one sender at once).
+async fn deliver(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Duration) {
+    let sender = domain::services::worker_id();
+    loop {
         let sent = capstan.deliver_due(&sender).await.unwrap_or_else(|e| {
             tracing::error!(error = %e, "could not send webhook deliveries");
             0
         });
-        // Busy: go on at once; idle: wait.
-        if sequenced == 0 && sent == 0 && pause_or_stop(&mut stopped, poll).await {
-            return;
-        }
-        if *stopped.borrow() {
+        if *stopped.borrow() || (sent == 0 && pause_or_stop(&mut stopped, poll).await) {
             return;
         }
     }

@@ -177,6 +177,7 @@ async fn open(settings: &Settings) -> anyhow::Result<Capstan> {
             sender: Arc::new(sender),
             retry: settings.webhooks.retry,
             batch: WEBHOOK_BATCH,
+            timeout: settings.webhooks.timeout,
         })
         .with_public_url(&settings.public_url)
         .with_domain_check(

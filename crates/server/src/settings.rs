@@ -526,7 +526,7 @@ mod tests {
                 "CAPSTAN_WEBHOOK_RETRY_BASE_MS",
             ),
             (
-                vec!["--webhook-retry-for-secs", "-1"],
+                vec!["--webhook-retry-for-secs=-1"],
                 "CAPSTAN_WEBHOOK_RETRY_FOR_SECS",
             ),
             (

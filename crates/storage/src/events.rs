@@ -165,6 +165,18 @@ impl EventLog for Session {
         events_of(rows, cipher)
     }
 
+    async fn forget_events(&mut self, organization: OrganizationId) -> StoreResult<()> {
+        let org = organization.to_string();
+        let (conn, _) = self.parts()?;
+        db_run!(*conn, |c| diesel::delete(
+            ev::table.filter(ev::organization_id.eq(&org))
+        )
+        .execute(c)
+        .await)
+        .map_err(store_error)?;
+        Ok(())
+    }
+
     async fn insert_deliveries(&mut self, deliveries: &[WebhookDelivery]) -> StoreResult<()> {
         if deliveries.is_empty() {
             return Ok(());

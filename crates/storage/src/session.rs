@@ -5,7 +5,8 @@ use crate::cipher::Cipher;
 use crate::db::{store_error, Conn, Db, SqliteConn};
 use crate::group_commit::GroupCommit;
 use crate::schema::{
-    clusters, container_registries, environments, git_tokens, organizations, projects, services,
+    clusters, container_registries, environments, git_tokens, organization_webhooks, organizations,
+    projects, services,
 };
 use crate::token_cache::TokenCache;
 use async_trait::async_trait;
@@ -145,6 +146,7 @@ impl Session {
             }
             Scope::Referenced(Reference::GitToken(id)) => referenced!(git_tokens, id),
             Scope::Referenced(Reference::Cluster(id)) => referenced!(clusters, id),
+            Scope::Referenced(Reference::Webhook(id)) => referenced!(organization_webhooks, id),
             Scope::EventLog => {
                 // Any fixed number: the key of the sequencer's advisory lock.
                 diesel::sql_query("SELECT pg_advisory_xact_lock(7320411)")

@@ -2,9 +2,12 @@
 -- (its place in the stream) is given after commit by one sequencer at a time, in the order
 -- events became visible. event_type is NULL for a deployment's progress (streamed, not
 -- audited). body holds the whole event as JSON; the other columns are what filters read.
+-- organization_id has no foreign key on purpose: units that hold an environment write events,
+-- and a key check would make them wait on an organization's deletion while it waits on them
+-- (a deadlock); the deletion removes the organization's events itself.
 CREATE TABLE events (
     id TEXT PRIMARY KEY,
-    organization_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+    organization_id TEXT NOT NULL,
     position BIGINT,
     created_at TIMESTAMP NOT NULL,
     event_type TEXT,

@@ -13,7 +13,7 @@ use domain::auth::Principal;
 use domain::ids::OrganizationId;
 use domain::model::{
     DeploymentChange, EventFilter, EventType, OrgEvent, Origin, StreamFilter, SubTargetType,
-    TargetType,
+    TargetLevel, TargetType,
 };
 use domain::services::{AuditCursor, AuditPage};
 use serde::Serialize;
@@ -93,6 +93,18 @@ pub struct EventListView {
     pub events: Vec<EventView>,
 }
 
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct TargetView {
+    pub id: Uuid,
+    pub name: String,
+}
+
+/// The public `OrganizationEventTargetResponseList`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct TargetListView {
+    pub targets: Vec<TargetView>,
+}
+
 /// An event as the stream sends it: the audit log's members, its stream position, and how
 /// the deployment changed when it is about one.
 #[derive(Serialize, utoipa::ToSchema)]
@@ -130,6 +142,23 @@ pub fn routes(r: &mut Routes) {
         .query(Query::of::<Origin>("origin", false));
     r.at("/organization/{organizationId}/events")
         .get(audit_log, log)
+        .add();
+    let mut targets = Doc::get::<TargetListView>(
+        "The resources the organization's audit events are about, each once, most recent \
+         first; with targetLevelToFetch, the projects or environments they happened in",
+    );
+    for name in ["fromTimestamp", "toTimestamp", "triggeredBy"] {
+        targets = targets.query(Query::of::<String>(name, false));
+    }
+    targets = targets
+        .query(Query::of::<EventType>("eventType", false))
+        .query(Query::of::<TargetType>("targetType", false))
+        .query(Query::of::<Origin>("origin", false))
+        .query(Query::uuid("projectId", false))
+        .query(Query::uuid("environmentId", false))
+        .query(Query::of::<TargetLevel>("targetLevelToFetch", false));
+    r.at("/organization/{organizationId}/targets")
+        .get(targets_of, targets)
         .add();
     r.at("/organization/{organizationId}/events/stream")
         .get(
@@ -290,6 +319,30 @@ async fn audit_log(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpRes
         },
         organization_max_limit_reached: false,
         events: page.events.iter().map(EventView::from).collect(),
+    }))
+}
+
+async fn targets_of(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let org: OrganizationId = path_id(&req, ORG)?;
+    let q = pairs(&req)?;
+    let filter = EventFilter {
+        from: instant(&q, "fromTimestamp")?,
+        to: instant(&q, "toTimestamp")?,
+        event_type: enumerated(&q, "eventType")?,
+        target_type: enumerated(&q, "targetType")?,
+        triggered_by: param(&q, "triggeredBy").map(str::to_string),
+        origin: enumerated(&q, "origin")?,
+        project_id: parsed(&q, "projectId", "a valid UUID")?,
+        environment_id: parsed(&q, "environmentId", "a valid UUID")?,
+        ..EventFilter::default()
+    };
+    let level: Option<TargetLevel> = enumerated(&q, "targetLevelToFetch")?;
+    let found = st.capstan.event_targets(&p, org, &filter, level).await?;
+    Ok(ok(TargetListView {
+        targets: found
+            .into_iter()
+            .map(|(id, name)| TargetView { id, name })
+            .collect(),
     }))
 }
 

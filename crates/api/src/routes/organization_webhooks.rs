@@ -28,6 +28,8 @@ pub struct WebhookView {
     pub kind: OrganizationWebhookKind,
     pub target_url: String,
     pub target_secret_set: bool,
+    /// Left out when none was given (the description has no null here).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub enabled: bool,
     pub events: Vec<OrganizationWebhookEvent>,

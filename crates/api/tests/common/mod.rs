@@ -162,6 +162,7 @@ pub fn with_test_webhooks(capstan: Capstan) -> Capstan {
         sender: Arc::new(sender),
         retry: TEST_RETRY,
         batch: 16,
+        timeout: std::time::Duration::from_secs(2),
     })
 }
 

@@ -216,6 +216,14 @@ pub struct EventFilter {
     pub environment_id: Option<EnvironmentId>,
 }
 
+string_enum!(
+    /// The public `OrganizationEventTargetLevel`.
+    TargetLevel {
+        Project => "PROJECT",
+        Environment => "ENVIRONMENT",
+    }
+);
+
 /// What a stream subscriber asked to see (`GET /organization/{id}/events/stream`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StreamFilter {

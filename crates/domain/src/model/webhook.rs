@@ -77,9 +77,10 @@ impl OrganizationWebhook {
     }
 }
 
-/// The public `OrganizationWebhookCreateRequest` (create and edit alike).
+/// The public `OrganizationWebhookCreateRequest` (create and edit alike). Its `Debug` leaves
+/// the secret out.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Deserialize)]
+#[derive(Deserialize)]
 pub struct WebhookInput {
     pub kind: OrganizationWebhookKind,
     pub target_url: String,
@@ -95,6 +96,18 @@ pub struct WebhookInput {
     pub project_names_filter: Option<Vec<String>>,
     #[serde(default)]
     pub environment_types_filter: Option<Vec<EnvironmentMode>>,
+}
+
+impl std::fmt::Debug for WebhookInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookInput")
+            .field("kind", &self.kind)
+            .field("target_url", &self.target_url)
+            .field("target_secret", &self.target_secret.as_ref().map(|_| "***"))
+            .field("enabled", &self.enabled)
+            .field("events", &self.events)
+            .finish_non_exhaustive()
+    }
 }
 
 impl WebhookInput {

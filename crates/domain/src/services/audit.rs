@@ -12,6 +12,8 @@ use uuid::Uuid;
 
 /// What an audit event is about.
 pub(crate) struct Target {
+    /// Set by [`Audited::audit_target`].
+    pub organization: Option<OrganizationId>,
     pub kind: TargetType,
     pub id: Uuid,
     /// None: the name of the record `kind` and `id` name, read from the store.
@@ -27,6 +29,7 @@ pub(crate) struct Target {
 impl Target {
     fn of(kind: TargetType, id: Uuid, name: &str) -> Self {
         Self {
+            organization: None,
             kind,
             id,
             name: Some(name.to_string()),
@@ -62,16 +65,34 @@ impl Target {
 
 /// Records the audit log can tell of.
 pub(crate) trait Audited {
+    /// The organization whose log tells of it.
+    fn organization(&self) -> OrganizationId;
     fn target(&self) -> Target;
+
+    /// Its target, with its organization.
+    fn audit_target(&self) -> Target {
+        Target {
+            organization: Some(self.organization()),
+            ..self.target()
+        }
+    }
 }
 
 impl Audited for Organization {
+    fn organization(&self) -> OrganizationId {
+        self.id
+    }
+
     fn target(&self) -> Target {
         Target::of(TargetType::Organization, self.id.0, self.name.as_str())
     }
 }
 
 impl Audited for Project {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         Target {
             project: Some(self.id),
@@ -81,6 +102,10 @@ impl Audited for Project {
 }
 
 impl Audited for Environment {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         Target {
             project: Some(self.project_id),
@@ -91,6 +116,10 @@ impl Audited for Environment {
 }
 
 impl Audited for Service {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         Target {
             project: Some(self.project_id),
@@ -106,30 +135,55 @@ impl Audited for Service {
 }
 
 impl Audited for Cluster {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         Target::of(TargetType::Cluster, self.id.0, self.name.as_str())
     }
 }
 
 impl Audited for ContainerRegistry {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         Target::of(TargetType::ContainerRegistry, self.id.0, self.name.as_str())
     }
 }
 
 impl Audited for HelmRepository {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         Target::of(TargetType::HelmRepository, self.id.0, self.name.as_str())
     }
 }
 
 impl Audited for OrganizationWebhook {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
-        Target::of(TargetType::Webhook, self.id.0, &self.target_url)
+        // The host only: a Slack URL is itself a credential.
+        let host = url::Url::parse(&self.target_url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+            .unwrap_or_default();
+        Target::of(TargetType::Webhook, self.id.0, &host)
     }
 }
 
 impl Audited for GitToken {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         Target::organization_part(
             self.organization_id,
@@ -140,6 +194,10 @@ impl Audited for GitToken {
 }
 
 impl Audited for CloudCredentials {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         Target::organization_part(
             self.organization_id,
@@ -150,6 +208,10 @@ impl Audited for CloudCredentials {
 }
 
 impl Audited for ApiToken {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         Target::organization_part(
             self.organization_id,
@@ -160,6 +222,10 @@ impl Audited for ApiToken {
 }
 
 impl Audited for MetadataGroup {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         let sub = match self.kind {
             GroupKind::Labels => SubTargetType::LabelsGroup,
@@ -170,6 +236,10 @@ impl Audited for MetadataGroup {
 }
 
 impl Audited for Invitation {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         Target {
             sub: Some(SubTargetType::Invitation),
@@ -184,6 +254,10 @@ impl Audited for Invitation {
 }
 
 impl Audited for DeploymentStage {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         Target {
             name: None,
@@ -196,6 +270,10 @@ impl Audited for DeploymentStage {
 }
 
 impl Audited for ProjectDeploymentRule {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         Target {
             name: None,
@@ -208,6 +286,10 @@ impl Audited for ProjectDeploymentRule {
 }
 
 impl Audited for EnvironmentDeploymentRule {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         Target {
             name: None,
@@ -219,6 +301,10 @@ impl Audited for EnvironmentDeploymentRule {
 }
 
 impl Audited for CustomDomain {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         // The service is read for its name, and its kind with it.
         Target::service_part(
@@ -231,6 +317,10 @@ impl Audited for CustomDomain {
 }
 
 impl Audited for DeploymentRestriction {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         Target::service_part(
             self.service_id,
@@ -242,6 +332,10 @@ impl Audited for DeploymentRestriction {
 }
 
 impl Audited for Variable {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id
+    }
+
     fn target(&self) -> Target {
         let sub = if self.is_secret {
             SubTargetType::Secret
@@ -277,6 +371,10 @@ pub(crate) struct MemberChange<'a> {
 }
 
 impl Audited for MemberChange<'_> {
+    fn organization(&self) -> OrganizationId {
+        self.organization
+    }
+
     fn target(&self) -> Target {
         Target {
             sub: Some(self.sub),
@@ -290,6 +388,10 @@ impl Audited for MemberChange<'_> {
 pub(crate) struct SettingsOf<'a>(pub &'a Service);
 
 impl Audited for SettingsOf<'_> {
+    fn organization(&self) -> OrganizationId {
+        self.0.organization_id
+    }
+
     fn target(&self) -> Target {
         Target {
             sub: Some(SubTargetType::AdvancedSettings),
@@ -302,6 +404,10 @@ impl Audited for SettingsOf<'_> {
 pub(crate) struct ClusterSettingsOf<'a>(pub &'a Cluster);
 
 impl Audited for ClusterSettingsOf<'_> {
+    fn organization(&self) -> OrganizationId {
+        self.0.organization_id
+    }
+
     fn target(&self) -> Target {
         Target {
             sub: Some(SubTargetType::AdvancedSettings),
@@ -320,7 +426,8 @@ impl Capstan {
         what: EventType,
         item: &impl Audited,
     ) -> DomainResult<()> {
-        self.audit_all(tx, p, vec![(what, item.target())]).await
+        self.audit_all(tx, p, vec![(what, item.audit_target())])
+            .await
     }
 
     /// Records several changes at once: the records their names come from are read together.
@@ -382,22 +489,11 @@ impl Capstan {
                 }
                 .unwrap_or_default()
             });
-            let known = organization
-                .map(|o| o.id)
-                .or(project.map(|p| p.organization_id))
-                .or(environment.map(|e| e.organization_id))
-                .or(service.map(|s| s.organization_id));
-            let organization_id = match (known, target.kind) {
-                (Some(o), _) => o,
-                (None, TargetType::Organization | TargetType::MembersAndRoles) => {
-                    OrganizationId(target.id)
-                }
-                // Every other target lives under a project or is named with its organization.
-                (None, _) => match p.memberships.first() {
-                    Some((o, _)) => *o,
-                    None => continue,
-                },
-            };
+            let organization_id = target.organization.ok_or_else(|| {
+                crate::error::DomainError::Internal(
+                    "an audit target without its organization".into(),
+                )
+            })?;
             let change = match (&target.sub, &target.detail) {
                 (Some(sub), Some(detail)) => format!("{what} {sub} {detail} of {name}"),
                 (Some(sub), None) => format!("{what} {sub} of {name}"),

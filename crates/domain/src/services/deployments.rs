@@ -184,7 +184,7 @@ impl Capstan {
             .collect();
         let changes = drafts
             .iter()
-            .map(|d| (EventType::queued(d.action), d.service.target()))
+            .map(|d| (EventType::queued(d.action), d.service.audit_target()))
             .collect();
         self.audit_all(tx, p, changes).await?;
         let now = self.now();
@@ -560,6 +560,7 @@ impl Capstan {
             if installed(service, &requests) {
                 engine.push(service);
             } else {
+                self.audit(tx, p, EventType::Delete, service).await?;
                 self.delete_service_row(tx, service.id).await?;
             }
         }

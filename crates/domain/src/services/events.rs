@@ -16,6 +16,9 @@ use time::OffsetDateTime;
 /// How many events one sequencer pass takes.
 const SEQUENCE_BATCH: i64 = 256;
 
+/// How many of the latest events a list of targets looks through.
+const TARGETS_SCANNED: i64 = 10_000;
+
 /// How many events a stream read takes at most.
 pub const STREAM_BATCH: i64 = 200;
 
@@ -201,7 +204,7 @@ impl Capstan {
         self.load::<Organization>(tx, p, org, Action::Read).await?;
         let limit = i64::from(page_size);
         // One more than asked says whether a page follows.
-        let (mut events, more) = match cursor {
+        let (mut events, mut more) = match cursor {
             AuditCursor::Newest | AuditCursor::Before(_) => {
                 let bound = match cursor {
                     AuditCursor::Before(t) => Some(t),
@@ -256,6 +259,11 @@ impl Capstan {
                     }
                 }
             }
+            // The one more read may have been of that instant: look past it.
+            more = !tx
+                .audit_events(org, filter, Some(edge), newer, 1)
+                .await?
+                .is_empty();
         }
         let (older, newer) = match cursor {
             AuditCursor::Newest => (more, false),
@@ -269,6 +277,36 @@ impl Capstan {
                 .flatten(),
             events,
         })
+    }
+
+    /// The resources the organization's audit events that pass `filter` are about, each once,
+    /// most recent first (`/organization/{id}/targets`): their targets, or with `level` the
+    /// projects or environments they happened in.
+    pub async fn event_targets(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        filter: &EventFilter,
+        level: Option<TargetLevel>,
+    ) -> DomainResult<Vec<(uuid::Uuid, String)>> {
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.load::<Organization>(tx, p, org, Action::Read).await?;
+        let events = tx
+            .audit_events(org, filter, None, false, TARGETS_SCANNED)
+            .await?;
+        let mut seen = std::collections::HashSet::new();
+        Ok(events
+            .into_iter()
+            .filter_map(|e| match level {
+                None => e.target_id.map(|id| (id, e.target_name)),
+                Some(TargetLevel::Project) => e.project_id.map(|id| (id.0, e.project_name)),
+                Some(TargetLevel::Environment) => {
+                    e.environment_id.map(|id| (id.0, e.environment_name))
+                }
+            })
+            .filter(|(id, _)| seen.insert(*id))
+            .collect())
     }
 
     /// The organization's events after stream position `after`, in order (the stream).

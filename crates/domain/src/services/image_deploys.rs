@@ -7,6 +7,7 @@ use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{EnvironmentId, OrganizationId};
+use crate::model::EventType;
 use crate::model::{
     DeployTarget, DeploymentAction, Environment, EnvironmentMode, Name, Organization, Project,
     Service, ServiceKind, ServiceSpec, ServiceStatus,
@@ -260,6 +261,7 @@ impl Capstan {
                 EnvironmentMode::Preview,
             )
             .await?;
+        self.audit(tx, p, EventType::Clone, &preview).await?;
         let mut retagged = Vec::new();
         for container in containers {
             if let Some(copy) = copies.get(&container.id) {

@@ -8,7 +8,7 @@ use crate::ids::{AttemptId, OrganizationId, WebhookId};
 use crate::model::*;
 use crate::outbound::{standard_signature, Answer, Outgoing, RetryPolicy, WebhookSender};
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{Repo, Scope};
+use crate::ports::{Reference, Repo, Scope};
 use crate::secret::Secret;
 use std::sync::Arc;
 use time::Duration;
@@ -20,6 +20,8 @@ pub struct Outbound {
     pub retry: RetryPolicy,
     /// How many deliveries one pass sends at once.
     pub batch: i64,
+    /// How long one attempt may take (the sender's timeout): claims outlast it.
+    pub timeout: std::time::Duration,
 }
 
 impl Capstan {
@@ -137,7 +139,7 @@ impl Capstan {
         Ok(())
     }
 
-    /// A webhook's delivery log, newest attempt first.
+    /// A webhook's delivery log, oldest attempt first.
     pub async fn webhook_attempts(
         &self,
         p: &Principal,
@@ -160,8 +162,10 @@ impl Capstan {
             return Ok(0);
         };
         let now = self.now();
-        // Long enough for every request of the batch to time out, with room to record it.
-        let lease = Duration::seconds(60);
+        // Long enough for every request of the batch to time out, with room to record it:
+        // a claim that ran out mid-send would let another sender send it too.
+        let lease = Duration::try_from(outbound.timeout * 2).unwrap_or(Duration::MINUTE)
+            + Duration::seconds(30);
         let claimed = self
             .store
             .claim_deliveries(worker, now, now + lease, outbound.batch)
@@ -245,6 +249,8 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         // Deleted while it was being sent: its log went with it.
+        tx.share(Scope::Referenced(Reference::Webhook(hook.id)))
+            .await?;
         if Repo::<OrganizationWebhook>::get(tx, hook.id)
             .await?
             .is_some()

@@ -238,11 +238,13 @@ impl Capstan {
         tx.lock(Scope::Organization(id)).await?;
         self.load::<Organization>(tx, p, id, Action::Administer)
             .await?;
-        // The organization's events go with it: held against the sequencer, which gives
-        // events their positions row by row, the cascade cannot deadlock with it.
+        // Its events, webhooks and deliveries go with it: held against the sequencer (which
+        // positions events and routes them to webhooks row by row), so the two cannot
+        // deadlock on those rows.
         tx.lock(Scope::EventLog).await?;
         self.delete::<Organization>(tx, id, "other resources")
             .await?;
+        tx.forget_events(id).await?;
         Ok(unit.commit().await?)
     }
 
