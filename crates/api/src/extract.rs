@@ -60,14 +60,15 @@ fn authenticate(
         .headers()
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().map(str::to_owned));
-    let origin = req
+    let agent = req
         .headers()
         .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .map_or(
-            domain::model::Origin::Api,
-            domain::model::Origin::from_user_agent,
-        );
+        .and_then(|v| v.to_str().ok());
+    let origin = agent.map_or(
+        domain::model::Origin::Api,
+        domain::model::Origin::from_user_agent,
+    );
+    let user_agent: Option<String> = agent.map(|a| a.chars().take(256).collect());
     let state = state(req);
     let principal = async move {
         let state = state?;
@@ -108,6 +109,7 @@ fn authenticate(
     async move {
         let mut p = principal.await?;
         p.origin = origin;
+        p.user_agent = user_agent;
         Ok(p)
     }
 }

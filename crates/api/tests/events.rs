@@ -153,6 +153,18 @@ async fn every_write_is_audited_with_who_what_and_where<S: App>(t: T<S>) {
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(events(&r.body).len(), before);
+    // The client's agent is kept, and names the origin.
+    let req = test::TestRequest::post()
+        .uri(&format!("/organization/{org}/project"))
+        .insert_header(("Authorization", format!("Token {}", t.token)))
+        .insert_header(("User-Agent", "qovery-cli/1.2.3"))
+        .set_json(json!({"name": "from-the-cli"}))
+        .to_request();
+    assert_eq!(test::call_service(&t.svc, req).await.status(), 201);
+    let latest = &events(&t.get(&log).await.expect(200).body)[0];
+    assert_eq!(latest["target_name"], "from-the-cli");
+    assert_eq!(latest["origin"], "CLI");
+    assert_eq!(latest["user_agent"], "qovery-cli/1.2.3");
 }
 
 async fn the_audit_log_pages_by_time_and_filters<S: App>(t: T<S>) {

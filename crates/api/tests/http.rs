@@ -977,6 +977,7 @@ async fn service_references_must_exist_in_the_organization<S: App>(t: T<S>) {
                 subject: domain::auth::Subject::User("someone".into()),
                 memberships: vec![(other_org.id, Role::Admin)],
                 origin: domain::model::Origin::Api,
+                user_agent: None,
             },
             other_org.id,
             serde_json::from_value(json!({"name": "r", "kind": "DOCKER_HUB"})).unwrap(),

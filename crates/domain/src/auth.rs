@@ -107,6 +107,8 @@ pub struct Principal {
     pub memberships: Vec<(OrganizationId, Role)>,
     /// Where its requests come from (the API unless its client says otherwise).
     pub origin: crate::model::Origin,
+    /// The client's `User-Agent`, as the audit log shows it (at most 256 characters).
+    pub user_agent: Option<String>,
 }
 
 impl Principal {
@@ -121,6 +123,7 @@ impl Principal {
             subject: Subject::ApiToken(id),
             memberships: vec![(organization, role)],
             origin: crate::model::Origin::Api,
+            user_agent: None,
         }
     }
 

@@ -293,3 +293,91 @@ impl EventType {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_and_requests_have_their_audit_words() {
+        use DeploymentAction as A;
+        use RequestStatus as S;
+        for (action, status, word) in [
+            (A::Deploy, S::Success, Some("DEPLOYED")),
+            (A::Redeploy, S::Success, Some("DEPLOYED")),
+            (A::Restart, S::Success, Some("RESTARTED")),
+            (A::Stop, S::Success, Some("STOPPED")),
+            (A::Delete, S::Success, Some("DELETED")),
+            (A::Uninstall, S::Success, Some("UNINSTALLED")),
+            (A::Diff, S::Success, Some("DEPLOYED_DRY_RUN")),
+            (A::Deploy, S::Error, Some("DEPLOY_FAILED")),
+            (A::Stop, S::Error, Some("STOP_FAILED")),
+            (A::Delete, S::Error, Some("DELETE_FAILED")),
+            (A::Restart, S::Error, Some("RESTART_FAILED")),
+            (A::Deploy, S::Canceled, None),
+            (A::Deploy, S::Running, None),
+            (A::Deploy, S::Queued, None),
+        ] {
+            assert_eq!(
+                EventType::of_outcome(action, status).map(EventType::as_str),
+                word,
+                "{action} {status}"
+            );
+        }
+        assert_eq!(EventType::queued(A::Deploy), EventType::DeployQueued);
+        assert_eq!(EventType::queued(A::Stop), EventType::StopQueued);
+        assert_eq!(EventType::queued(A::Diff), EventType::DryRun);
+    }
+
+    #[test]
+    fn a_stream_filter_admits_only_its_scope() {
+        let project = ProjectId::generate();
+        let environment = EnvironmentId::generate();
+        let service = ServiceId::generate();
+        let event = OrgEvent {
+            id: EventId::generate(),
+            organization_id: OrganizationId::generate(),
+            position: Some(1),
+            created_at: OffsetDateTime::UNIX_EPOCH,
+            event_type: None,
+            target_type: TargetType::Container,
+            target_id: Some(service.0),
+            target_name: "web".into(),
+            sub_target_type: None,
+            change: String::new(),
+            origin: Origin::Api,
+            triggered_by: String::new(),
+            project_id: Some(project),
+            project_name: String::new(),
+            environment_id: Some(environment),
+            environment_name: String::new(),
+            environment_mode: None,
+            service_id: Some(service),
+            user_agent: None,
+            deployment: None,
+        };
+        assert!(StreamFilter::default().admits(&event));
+        assert!(StreamFilter {
+            project_id: Some(project),
+            environment_id: Some(environment),
+            service_id: Some(service)
+        }
+        .admits(&event));
+        for other in [
+            StreamFilter {
+                project_id: Some(ProjectId::generate()),
+                ..Default::default()
+            },
+            StreamFilter {
+                environment_id: Some(EnvironmentId::generate()),
+                ..Default::default()
+            },
+            StreamFilter {
+                service_id: Some(ServiceId::generate()),
+                ..Default::default()
+            },
+        ] {
+            assert!(!other.admits(&event), "{other:?}");
+        }
+    }
+}

@@ -237,3 +237,78 @@ impl Record for WebhookAttempt {
 
 /// How much of a receiver's answer the delivery log keeps.
 pub const RESPONSE_BODY_CAP: usize = 4096;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hook() -> OrganizationWebhook {
+        OrganizationWebhook {
+            id: WebhookId::generate(),
+            organization_id: OrganizationId::generate(),
+            kind: OrganizationWebhookKind::Standard,
+            target_url: "https://hooks.example.com".into(),
+            target_secret: None,
+            description: None,
+            enabled: true,
+            events: vec![OrganizationWebhookEvent::DeploymentSuccessful],
+            project_names_filter: vec!["shop*".into(), "b?lling".into()],
+            environment_types_filter: vec![EnvironmentMode::Production],
+            created_at: OffsetDateTime::UNIX_EPOCH,
+            updated_at: OffsetDateTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn a_webhook_hears_its_events_of_its_projects_and_modes() {
+        use OrganizationWebhookEvent::*;
+        let prod = Some(EnvironmentMode::Production);
+        let h = hook();
+        assert!(h.hears(DeploymentSuccessful, "Shop-EU", prod));
+        assert!(h.hears(DeploymentSuccessful, "billing", prod));
+        assert!(!h.hears(DeploymentStarted, "shop", prod), "not subscribed");
+        assert!(
+            !h.hears(DeploymentSuccessful, "blog", prod),
+            "another project"
+        );
+        assert!(!h.hears(
+            DeploymentSuccessful,
+            "shop",
+            Some(EnvironmentMode::Development)
+        ));
+        assert!(!h.hears(DeploymentSuccessful, "shop", None), "mode unknown");
+        let open = OrganizationWebhook {
+            project_names_filter: vec![],
+            environment_types_filter: vec![],
+            ..hook()
+        };
+        assert!(open.hears(DeploymentSuccessful, "anything", None));
+        let off = OrganizationWebhook {
+            enabled: false,
+            ..hook()
+        };
+        assert!(!off.hears(DeploymentSuccessful, "shop", prod));
+    }
+
+    #[test]
+    fn a_webhook_request_is_checked_and_its_secret_kept_out_of_debug() {
+        let mut input: WebhookInput = serde_json::from_value(serde_json::json!({
+            "kind": "STANDARD",
+            "target_url": " https://hooks.example.com/in ",
+            "target_secret": "s3cr3t-value",
+            "events": ["DEPLOYMENT_STARTED", "DEPLOYMENT_STARTED"],
+            "project_names_filter": [" shop* ", "shop*"]
+        }))
+        .unwrap();
+        input.check().unwrap();
+        assert_eq!(input.target_url, "https://hooks.example.com/in");
+        assert_eq!(input.events, [OrganizationWebhookEvent::DeploymentStarted]);
+        assert_eq!(
+            input.project_names_filter.as_deref(),
+            Some(&["shop*".to_string()][..])
+        );
+        assert!(!format!("{input:?}").contains("s3cr3t"));
+        input.events.clear();
+        assert!(input.check().is_err());
+    }
+}

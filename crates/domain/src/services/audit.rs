@@ -51,6 +51,28 @@ impl Target {
         }
     }
 
+    /// A part of a project (a rule, a variable).
+    fn project_part(id: ProjectId, sub: SubTargetType, detail: Option<String>) -> Self {
+        Self {
+            name: None,
+            sub: Some(sub),
+            detail,
+            project: Some(id),
+            ..Self::of(TargetType::Project, id.0, "")
+        }
+    }
+
+    /// A part of an environment (a stage, its rule, a variable).
+    fn environment_part(id: EnvironmentId, sub: SubTargetType, detail: Option<String>) -> Self {
+        Self {
+            name: None,
+            sub: Some(sub),
+            detail,
+            environment: Some(id),
+            ..Self::of(TargetType::Environment, id.0, "")
+        }
+    }
+
     /// A part of a service (a domain, a restriction, its settings).
     fn service_part(id: ServiceId, kind: ServiceKind, sub: SubTargetType, detail: &str) -> Self {
         Self {
@@ -63,10 +85,19 @@ impl Target {
     }
 }
 
-/// Records the audit log can tell of.
-pub(crate) trait Audited {
-    /// The organization whose log tells of it.
+/// The organization whose log tells of a change: a record's own, for every record.
+pub(crate) trait InOrganization {
     fn organization(&self) -> OrganizationId;
+}
+
+impl<T: Record> InOrganization for T {
+    fn organization(&self) -> OrganizationId {
+        self.organization_id()
+    }
+}
+
+/// What the audit log can tell of.
+pub(crate) trait Audited: InOrganization {
     fn target(&self) -> Target;
 
     /// Its target, with its organization.
@@ -79,20 +110,12 @@ pub(crate) trait Audited {
 }
 
 impl Audited for Organization {
-    fn organization(&self) -> OrganizationId {
-        self.id
-    }
-
     fn target(&self) -> Target {
         Target::of(TargetType::Organization, self.id.0, self.name.as_str())
     }
 }
 
 impl Audited for Project {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
         Target {
             project: Some(self.id),
@@ -102,10 +125,6 @@ impl Audited for Project {
 }
 
 impl Audited for Environment {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
         Target {
             project: Some(self.project_id),
@@ -116,10 +135,6 @@ impl Audited for Environment {
 }
 
 impl Audited for Service {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
         Target {
             project: Some(self.project_id),
@@ -135,40 +150,24 @@ impl Audited for Service {
 }
 
 impl Audited for Cluster {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
         Target::of(TargetType::Cluster, self.id.0, self.name.as_str())
     }
 }
 
 impl Audited for ContainerRegistry {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
         Target::of(TargetType::ContainerRegistry, self.id.0, self.name.as_str())
     }
 }
 
 impl Audited for HelmRepository {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
         Target::of(TargetType::HelmRepository, self.id.0, self.name.as_str())
     }
 }
 
 impl Audited for OrganizationWebhook {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
         // The host only: a Slack URL is itself a credential.
         let host = url::Url::parse(&self.target_url)
@@ -180,10 +179,6 @@ impl Audited for OrganizationWebhook {
 }
 
 impl Audited for GitToken {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
         Target::organization_part(
             self.organization_id,
@@ -194,10 +189,6 @@ impl Audited for GitToken {
 }
 
 impl Audited for CloudCredentials {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
         Target::organization_part(
             self.organization_id,
@@ -208,10 +199,6 @@ impl Audited for CloudCredentials {
 }
 
 impl Audited for ApiToken {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
         Target::organization_part(
             self.organization_id,
@@ -222,10 +209,6 @@ impl Audited for ApiToken {
 }
 
 impl Audited for MetadataGroup {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
         let sub = match self.kind {
             GroupKind::Labels => SubTargetType::LabelsGroup,
@@ -236,10 +219,6 @@ impl Audited for MetadataGroup {
 }
 
 impl Audited for Invitation {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
         Target {
             sub: Some(SubTargetType::Invitation),
@@ -254,57 +233,32 @@ impl Audited for Invitation {
 }
 
 impl Audited for DeploymentStage {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
-        Target {
-            name: None,
-            sub: Some(SubTargetType::DeploymentStage),
-            detail: Some(self.name.to_string()),
-            environment: Some(self.environment_id),
-            ..Target::of(TargetType::Environment, self.environment_id.0, "")
-        }
+        Target::environment_part(
+            self.environment_id,
+            SubTargetType::DeploymentStage,
+            Some(self.name.to_string()),
+        )
     }
 }
 
 impl Audited for ProjectDeploymentRule {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
-        Target {
-            name: None,
-            sub: Some(SubTargetType::DeploymentRule),
-            detail: Some(self.name.to_string()),
-            project: Some(self.project_id),
-            ..Target::of(TargetType::Project, self.project_id.0, "")
-        }
+        Target::project_part(
+            self.project_id,
+            SubTargetType::DeploymentRule,
+            Some(self.name.to_string()),
+        )
     }
 }
 
 impl Audited for EnvironmentDeploymentRule {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
-        Target {
-            name: None,
-            sub: Some(SubTargetType::DeploymentRule),
-            environment: Some(self.environment_id),
-            ..Target::of(TargetType::Environment, self.environment_id.0, "")
-        }
+        Target::environment_part(self.environment_id, SubTargetType::DeploymentRule, None)
     }
 }
 
 impl Audited for CustomDomain {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
         // The service is read for its name, and its kind with it.
         Target::service_part(
@@ -317,10 +271,6 @@ impl Audited for CustomDomain {
 }
 
 impl Audited for DeploymentRestriction {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
         Target::service_part(
             self.service_id,
@@ -332,10 +282,6 @@ impl Audited for DeploymentRestriction {
 }
 
 impl Audited for Variable {
-    fn organization(&self) -> OrganizationId {
-        self.organization_id
-    }
-
     fn target(&self) -> Target {
         let sub = if self.is_secret {
             SubTargetType::Secret
@@ -344,20 +290,8 @@ impl Audited for Variable {
         };
         let key = self.key.to_string();
         match self.parent() {
-            VariableParent::Project(id) => Target {
-                name: None,
-                sub: Some(sub),
-                detail: Some(key),
-                project: Some(id),
-                ..Target::of(TargetType::Project, id.0, "")
-            },
-            VariableParent::Environment(id) => Target {
-                name: None,
-                sub: Some(sub),
-                detail: Some(key),
-                environment: Some(id),
-                ..Target::of(TargetType::Environment, id.0, "")
-            },
+            VariableParent::Project(id) => Target::project_part(id, sub, Some(key)),
+            VariableParent::Environment(id) => Target::environment_part(id, sub, Some(key)),
             VariableParent::Service(id, kind) => Target::service_part(id, kind, sub, &key),
         }
     }
@@ -370,11 +304,13 @@ pub(crate) struct MemberChange<'a> {
     pub sub: SubTargetType,
 }
 
-impl Audited for MemberChange<'_> {
+impl InOrganization for MemberChange<'_> {
     fn organization(&self) -> OrganizationId {
         self.organization
     }
+}
 
+impl Audited for MemberChange<'_> {
     fn target(&self) -> Target {
         Target {
             sub: Some(self.sub),
@@ -387,11 +323,13 @@ impl Audited for MemberChange<'_> {
 /// A service's advanced settings.
 pub(crate) struct SettingsOf<'a>(pub &'a Service);
 
-impl Audited for SettingsOf<'_> {
+impl InOrganization for SettingsOf<'_> {
     fn organization(&self) -> OrganizationId {
         self.0.organization_id
     }
+}
 
+impl Audited for SettingsOf<'_> {
     fn target(&self) -> Target {
         Target {
             sub: Some(SubTargetType::AdvancedSettings),
@@ -403,11 +341,13 @@ impl Audited for SettingsOf<'_> {
 /// A cluster's advanced settings.
 pub(crate) struct ClusterSettingsOf<'a>(pub &'a Cluster);
 
-impl Audited for ClusterSettingsOf<'_> {
+impl InOrganization for ClusterSettingsOf<'_> {
     fn organization(&self) -> OrganizationId {
         self.0.organization_id
     }
+}
 
+impl Audited for ClusterSettingsOf<'_> {
     fn target(&self) -> Target {
         Target {
             sub: Some(SubTargetType::AdvancedSettings),
@@ -518,7 +458,7 @@ impl Capstan {
                 environment_name: environment.map(|e| e.name.to_string()).unwrap_or_default(),
                 environment_mode: environment.map(|e| e.mode),
                 service_id: target.service,
-                user_agent: None,
+                user_agent: p.user_agent.clone(),
                 deployment: None,
             };
             self.emit(tx, event).await?;

@@ -404,6 +404,7 @@ impl Capstan {
             subject: Subject::User("deployment-rule".into()),
             memberships: vec![(rule.organization_id, Role::Devops)],
             origin: Origin::Internal,
+            user_agent: None,
         };
         let (action, selection) = match turn {
             Turn::Start => (DeploymentAction::Deploy, Selection::Stopped),

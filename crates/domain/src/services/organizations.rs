@@ -91,6 +91,7 @@ impl Capstan {
             subject: Subject::User(subject.to_string()),
             memberships: self.reading().await?.memberships(subject).await?,
             origin: crate::model::Origin::Api,
+            user_agent: None,
         })
     }
 

@@ -390,6 +390,7 @@ impl Capstan {
             subject: Subject::User(format!("git-webhook:{}", repo.provider)),
             memberships: vec![(service.organization_id, Role::Devops)],
             origin: crate::model::Origin::Git,
+            user_agent: None,
         };
         let queued = self
             .service_action(
