@@ -441,12 +441,14 @@ async fn stream(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpRespon
                     said = tokio::time::Instant::now();
                     return Some((Ok(web::Bytes::from(chunk)), (capstan, p, after, said)));
                 }
+                // Silent for a while, whether nothing happened or only what the filter leaves
+                // out: a comment keeps proxies from closing the connection.
+                if said.elapsed() >= KEEP_ALIVE {
+                    said = tokio::time::Instant::now();
+                    let ping = web::Bytes::from_static(b": keep-alive\n\n");
+                    return Some((Ok(ping), (capstan, p, after, said)));
+                }
                 if found.is_empty() {
-                    if said.elapsed() >= KEEP_ALIVE {
-                        said = tokio::time::Instant::now();
-                        let ping = web::Bytes::from_static(b": keep-alive\n\n");
-                        return Some((Ok(ping), (capstan, p, after, said)));
-                    }
                     match stopping.as_mut() {
                         Some(s) => {
                             // A sender gone (the server is going) ends the stream too.
