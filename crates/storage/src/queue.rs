@@ -31,6 +31,26 @@ diesel::alias!(
 
 const QUEUED: &str = RequestStatus::Queued.as_str();
 const RUNNING: &str = RequestStatus::Running.as_str();
+/// The actions a cancel leaves alone: what removes a service goes to its end.
+const REMOVALS: [&str; 2] = [
+    DeploymentAction::Delete.as_str(),
+    DeploymentAction::Uninstall.as_str(),
+];
+
+/// Ends the waiting requests `ids` canceled, for `reason`, at `at`.
+macro_rules! end_canceled {
+    ($c:ident, $ids:expr, $reason:expr, $at:expr) => {
+        diesel::update(dr::table.filter(dr::id.eq_any($ids)))
+            .set((
+                dr::status.eq(RequestStatus::Canceled.as_str()),
+                dr::state.eq(ServiceState::Canceled.as_str()),
+                dr::reason.eq($reason),
+                dr::finished_at.eq($at),
+            ))
+            .execute($c)
+            .await?
+    };
+}
 
 /// Waiting or running (`RequestStatus::PENDING`), written without IN so SQLite keeps the
 /// statements that use it prepared.
@@ -219,22 +239,18 @@ impl DeploymentQueue for Session {
         let batch = batch.map(|b| b.to_string());
         let reason = reason.to_string();
         let at = ts(now);
-        let kept = [
-            DeploymentAction::Delete.as_str(),
-            DeploymentAction::Uninstall.as_str(),
-        ];
         let (conn, _) = self.parts()?;
         let (ended, flagged) = db_transaction!(*conn, |c| {
             let mut waiting = dr::table
                 .filter(dr::environment_id.eq(&env))
                 .filter(dr::status.eq(QUEUED))
-                .filter(dr::action.ne_all(kept))
+                .filter(dr::action.ne_all(REMOVALS))
                 .select(dr::id)
                 .into_boxed();
             let mut started = diesel::update(dr::table)
                 .filter(dr::environment_id.eq(&env))
                 .filter(dr::status.eq(RUNNING))
-                .filter(dr::action.ne_all(kept))
+                .filter(dr::action.ne_all(REMOVALS))
                 .filter(dr::cancel_requested.eq(false))
                 .into_boxed();
             if let Some(b) = &batch {
@@ -243,15 +259,7 @@ impl DeploymentQueue for Session {
             }
             // Read, then ended by id: the caller holds the environment, so what waits stays.
             let ended: Vec<String> = waiting.load(c).await?;
-            diesel::update(dr::table.filter(dr::id.eq_any(&ended)))
-                .set((
-                    dr::status.eq(RequestStatus::Canceled.as_str()),
-                    dr::state.eq(ServiceState::Canceled.as_str()),
-                    dr::reason.eq(&reason),
-                    dr::finished_at.eq(at),
-                ))
-                .execute(c)
-                .await?;
+            end_canceled!(c, &ended, &reason, at);
             let flagged = started
                 .set(dr::cancel_requested.eq(true))
                 .execute(c)
@@ -276,29 +284,17 @@ impl DeploymentQueue for Session {
         let reason = reason.to_string();
         let at = ts(now);
         let (conn, _) = self.parts()?;
-        let kept = [
-            DeploymentAction::Delete.as_str(),
-            DeploymentAction::Uninstall.as_str(),
-        ];
         let ended = db_transaction!(*conn, |c| {
             let ended: Vec<String> = dr::table
                 .filter(dr::batch_id.eq(&batch))
                 .filter(dr::status.eq(QUEUED))
                 .filter(dr::position.gt(position))
                 // Removals go to their end, whatever else fails.
-                .filter(dr::action.ne_all(kept))
+                .filter(dr::action.ne_all(REMOVALS))
                 .select(dr::id)
                 .load(c)
                 .await?;
-            diesel::update(dr::table.filter(dr::id.eq_any(&ended)))
-                .set((
-                    dr::status.eq(RequestStatus::Canceled.as_str()),
-                    dr::state.eq(ServiceState::Canceled.as_str()),
-                    dr::reason.eq(&reason),
-                    dr::finished_at.eq(at),
-                ))
-                .execute(c)
-                .await?;
+            end_canceled!(c, &ended, &reason, at);
             Ok::<_, DieselError>(ended)
         })
         .map_err(store_error)?;

@@ -66,75 +66,46 @@ impl Capstan {
             return Ok(());
         }
         let ids: Vec<uuid::Uuid> = ended.iter().map(|i| i.0).collect();
-        for r in tx.batch_requests(&ids).await? {
-            if ended.contains(&r.id) {
-                let event = self.deployment_event(tx, &r).await?;
-                self.emit(tx, event).await?;
-            }
+        let requests: Vec<DeploymentRequest> = tx
+            .batch_requests(&ids)
+            .await?
+            .into_iter()
+            .filter(|r| ended.contains(&r.id))
+            .collect();
+        // A cancel ends requests of one environment: its records are read once.
+        let Some(first) = requests.first() else {
+            return Ok(());
+        };
+        let place = self.place_of(tx, first.environment_id).await?;
+        for r in &requests {
+            self.emit(tx, deployment_event_in(r, &place, self.now()))
+                .await?;
         }
         Ok(())
     }
 
-    /// The event a deployment request's progress makes: its start, each state it goes
-    /// through, and its end (what webhooks hear of are the start and the end).
+    /// The event a deployment request's progress makes.
     pub(super) async fn deployment_event(
         &self,
         tx: &mut Unit,
         r: &DeploymentRequest,
     ) -> DomainResult<OrgEvent> {
-        let environment = Repo::<Environment>::get(tx, r.environment_id).await?;
+        let place = self.place_of(tx, r.environment_id).await?;
+        Ok(deployment_event_in(r, &place, self.now()))
+    }
+
+    /// An environment with its project (either may be gone: a deletion's last request).
+    async fn place_of(
+        &self,
+        tx: &mut Unit,
+        environment: crate::ids::EnvironmentId,
+    ) -> DomainResult<(Option<Environment>, Option<Project>)> {
+        let environment = Repo::<Environment>::get(tx, environment).await?;
         let project = match &environment {
             Some(e) => Repo::<Project>::get(tx, e.project_id).await?,
             None => None,
         };
-        let webhook_event = match r.status {
-            RequestStatus::Success => Some(OrganizationWebhookEvent::DeploymentSuccessful),
-            RequestStatus::Error => Some(OrganizationWebhookEvent::DeploymentFailure),
-            RequestStatus::Canceled => Some(OrganizationWebhookEvent::DeploymentCancelled),
-            RequestStatus::Running if r.steps.len() == 1 => {
-                Some(OrganizationWebhookEvent::DeploymentStarted)
-            }
-            _ => None,
-        };
-        let kind = r.snapshot.kind.unwrap_or(ServiceKind::Application);
-        let change = match webhook_event {
-            Some(e) => format!("{} {}: {}", r.action, r.snapshot.name, e),
-            None => format!("{} {}: {}", r.action, r.snapshot.name, r.state),
-        };
-        Ok(OrgEvent {
-            id: EventId::generate(),
-            organization_id: r.organization_id,
-            position: None,
-            created_at: event_time(self.now()),
-            event_type: EventType::of_outcome(r.action, r.status),
-            target_type: TargetType::of_service(kind),
-            target_id: Some(r.service_id.0),
-            target_name: r.snapshot.name.clone(),
-            sub_target_type: None,
-            change,
-            origin: r.origin,
-            triggered_by: r.requested_by.clone(),
-            project_id: environment.as_ref().map(|e| e.project_id),
-            project_name: project.map(|p| p.name.to_string()).unwrap_or_default(),
-            environment_id: Some(r.environment_id),
-            environment_name: environment
-                .as_ref()
-                .map(|e| e.name.to_string())
-                .unwrap_or_default(),
-            environment_mode: environment.map(|e| e.mode),
-            service_id: Some(r.service_id),
-            user_agent: None,
-            deployment: Some(DeploymentChange {
-                request_id: r.id,
-                service_id: r.service_id,
-                service_kind: kind,
-                action: r.action,
-                status: r.status,
-                state: r.state,
-                reason: r.reason.clone(),
-                webhook_event,
-            }),
-        })
+        Ok((environment, project))
     }
 
     /// Gives the committed events without a position theirs, in the order they became
@@ -381,6 +352,66 @@ fn payload(
             "message": d.and_then(|d| d.reason.clone()),
             "triggered_by": event.triggered_by,
             "origin": event.origin,
+        }),
+    }
+}
+
+/// The event of a deployment request's progress, where it runs: its start, each state it goes
+/// through, and its end (webhooks hear of the start and the end).
+fn deployment_event_in(
+    r: &DeploymentRequest,
+    (environment, project): &(Option<Environment>, Option<Project>),
+    now: OffsetDateTime,
+) -> OrgEvent {
+    let webhook_event = match r.status {
+        RequestStatus::Success => Some(OrganizationWebhookEvent::DeploymentSuccessful),
+        RequestStatus::Error => Some(OrganizationWebhookEvent::DeploymentFailure),
+        RequestStatus::Canceled => Some(OrganizationWebhookEvent::DeploymentCancelled),
+        RequestStatus::Running if r.steps.len() == 1 => {
+            Some(OrganizationWebhookEvent::DeploymentStarted)
+        }
+        _ => None,
+    };
+    let kind = r.snapshot.kind.unwrap_or(ServiceKind::Application);
+    let change = match webhook_event {
+        Some(e) => format!("{} {}: {}", r.action, r.snapshot.name, e),
+        None => format!("{} {}: {}", r.action, r.snapshot.name, r.state),
+    };
+    OrgEvent {
+        id: EventId::generate(),
+        organization_id: r.organization_id,
+        position: None,
+        created_at: event_time(now),
+        event_type: EventType::of_outcome(r.action, r.status),
+        target_type: TargetType::of_service(kind),
+        target_id: Some(r.service_id.0),
+        target_name: r.snapshot.name.clone(),
+        sub_target_type: None,
+        change,
+        origin: r.origin,
+        triggered_by: r.requested_by.clone(),
+        project_id: environment.as_ref().map(|e| e.project_id),
+        project_name: project
+            .as_ref()
+            .map(|p| p.name.to_string())
+            .unwrap_or_default(),
+        environment_id: Some(r.environment_id),
+        environment_name: environment
+            .as_ref()
+            .map(|e| e.name.to_string())
+            .unwrap_or_default(),
+        environment_mode: environment.as_ref().map(|e| e.mode),
+        service_id: Some(r.service_id),
+        user_agent: None,
+        deployment: Some(DeploymentChange {
+            request_id: r.id,
+            service_id: r.service_id,
+            service_kind: kind,
+            action: r.action,
+            status: r.status,
+            state: r.state,
+            reason: r.reason.clone(),
+            webhook_event,
         }),
     }
 }
