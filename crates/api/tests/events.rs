@@ -288,6 +288,12 @@ async fn the_audit_log_pages_by_time_and_filters<S: App>(t: T<S>) {
     ))
     .await
     .expect_error(400, "targetLevelToFetch");
+    t.get("/organization/not-an-id/events")
+        .await
+        .expect_error(400, "organizationId");
+    t.get("/organization/not-an-id/events/stream")
+        .await
+        .expect_error(400, "organizationId");
     let other = t.other_org_token().await;
     let r = t
         .call(Some(&other), actix_web::http::Method::GET, &base, None)

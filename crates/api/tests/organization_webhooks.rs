@@ -288,6 +288,15 @@ async fn a_deployment_is_delivered_signed_and_retried_after_failures<S: App>(t: 
         assert!(body == "thanks" || body == "down for a moment", "{body}");
         assert!(!a.to_string().contains(SECRET));
     }
+    // Paged as every list is (API.md).
+    let page = t
+        .get(&format!(
+            "/organization/{org}/webhook/{hook}/event?page=2&page_size=3"
+        ))
+        .await
+        .expect(200);
+    assert_eq!(page.body["results"].as_array().unwrap().len(), 1);
+    assert_eq!(page.body["pagination"]["total_count"], 4);
     let retried: Vec<&Value> = attempts.iter().filter(|a| a["attempt"] == 2).collect();
     assert!(!retried.is_empty(), "{}", log.text);
     let metrics = t
