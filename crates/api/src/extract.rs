@@ -183,7 +183,7 @@ impl<T: DeserializeOwned + Default + 'static> FromRequest for OptionalJson<T> {
     }
 }
 
-async fn read_json<T: DeserializeOwned>(
+pub(crate) async fn read_json<T: DeserializeOwned>(
     content_type: Option<String>,
     declared_len: Option<usize>,
     limit: Result<usize, ApiError>,

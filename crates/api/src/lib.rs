@@ -1,5 +1,6 @@
 //! Capstan's HTTP layer: a thin actix-web mapping of requests onto the domain's use cases.
 
+pub mod controls;
 mod deployment_views;
 pub mod envelope;
 pub mod error;
@@ -42,6 +43,10 @@ pub struct AppState {
     /// Becomes true when the server stops: open event streams end then, so a graceful stop
     /// does not wait on them. None: they end when their clients leave.
     pub stopping: Option<tokio::sync::watch::Receiver<bool>>,
+    /// The application's clock (a stand-in's may be moved by its controls).
+    pub clock: std::sync::Arc<dyn domain::clock::Clock>,
+    /// The stand-in's controls under `/_capstan/`; none: they answer 404.
+    pub controls: Option<controls::Controls>,
     /// The OpenAPI document, rendered once.
     openapi_json: String,
 }
@@ -70,12 +75,14 @@ impl AppState {
             cors_origins: Vec::new(),
             jwt: None,
             stopping: None,
+            clock: std::sync::Arc::new(domain::clock::SystemClock),
+            controls: None,
             openapi_json: serde_json::to_string(&openapi()).unwrap_or_else(|_| "{}".into()),
         }
     }
 
     pub fn with_limiter(mut self, limiter: limits::RateLimiter) -> Self {
-        self.limiter = limiter;
+        self.limiter = limiter.with_clock(self.clock.clone());
         self
     }
 
@@ -94,6 +101,19 @@ impl AppState {
         self
     }
 
+    /// Reads time from `clock` (which the use cases must share), rate limits included.
+    pub fn with_clock(mut self, clock: std::sync::Arc<dyn domain::clock::Clock>) -> Self {
+        self.limiter = self.limiter.with_clock(clock.clone());
+        self.clock = clock;
+        self
+    }
+
+    /// Serves the stand-in's controls.
+    pub fn with_controls(mut self, controls: controls::Controls) -> Self {
+        self.controls = Some(controls);
+        self
+    }
+
     /// Ends open event streams when `stopping` becomes true.
     pub fn with_stopping(mut self, stopping: tokio::sync::watch::Receiver<bool>) -> Self {
         self.stopping = Some(stopping);
@@ -105,6 +125,7 @@ impl AppState {
 pub fn endpoints() -> Vec<openapi::Endpoint> {
     let mut r = Routes::new(None);
     system_routes(&mut r);
+    controls::routes(&mut r);
     routes::api_routes(&mut r);
     r.endpoints
 }
@@ -217,6 +238,7 @@ pub fn app(
         .configure(|cfg| {
             let mut r = Routes::new(Some(cfg));
             system_routes(&mut r);
+            controls::routes(&mut r);
             r.register();
         })
         .service(web::scope("/v1").configure(api_routes))
@@ -224,6 +246,7 @@ pub fn app(
         .default_service(web::to(not_found))
         .wrap(from_fn(limits::idempotency))
         .wrap(from_fn(limits::rate_limit))
+        .wrap(from_fn(controls::faults::inject))
         .wrap(Compress::default())
         .wrap(cors)
         .wrap(from_fn(envelope::envelope))

@@ -182,6 +182,8 @@ pub struct Doc {
     public_errors: Vec<(u16, &'static str)>,
     query: Vec<Query>,
     authenticated: bool,
+    /// One of the stand-in's controls (their own tag and token).
+    control: bool,
 }
 
 impl Doc {
@@ -196,6 +198,7 @@ impl Doc {
             public_errors: Vec::new(),
             query: Vec::new(),
             authenticated: true,
+            control: false,
         }
     }
     /// 200 with a `T`.
@@ -263,6 +266,15 @@ impl Doc {
                 1,
                 Some(domain::pagination::MAX_PAGE_SIZE.into()),
             ))
+    }
+    /// One of the stand-in's controls: tagged `controls`, authenticated by the controls'
+    /// token, 404 while they are off.
+    pub fn control(mut self) -> Self {
+        self.control = true;
+        self.authenticated = false;
+        self.fails_with(400, "invalid input; the message names the member at fault")
+            .fails_with(401, "missing or wrong controls token")
+            .fails_with(404, "the controls are off, or no such thing")
     }
     /// No credentials needed (probes, the document itself).
     pub fn public(mut self) -> Self {
@@ -482,20 +494,28 @@ pub fn document(endpoints: &[Endpoint]) -> OpenApi {
                 e.method.as_str().to_lowercase(),
                 e.path.replace(['{', '}'], "").replace('/', "_")
             )))
-            .tag(
+            .tag(if d.control {
+                "controls"
+            } else {
                 e.path
                     .trim_start_matches('/')
                     .split('/')
                     .next()
-                    .unwrap_or("api"),
-            );
+                    .unwrap_or("api")
+            });
         for name in path_parameters(&e.path) {
+            // Ids are UUIDs; a snapshot is known by the name it was given.
+            let schema = if name == "name" {
+                ObjectBuilder::new().schema_type(Type::String).into()
+            } else {
+                Query::uuid("", true).schema
+            };
             op = op.parameter(
                 ParameterBuilder::new()
                     .name(name)
                     .parameter_in(ParameterIn::Path)
                     .required(Required::True)
-                    .schema(Some(Query::uuid("", true).schema)),
+                    .schema(Some(schema)),
             );
         }
         for q in &d.query {
@@ -620,7 +640,11 @@ pub fn document(endpoints: &[Endpoint]) -> OpenApi {
                     );
             }
         } else {
-            op = op.security(SecurityRequirement::default());
+            op = op.security(if d.control {
+                SecurityRequirement::new("ControlsToken", Vec::<String>::new())
+            } else {
+                SecurityRequirement::default()
+            });
             for (status, why) in &d.public_errors {
                 op = op.response(status.to_string(), error_response(why, true));
             }
@@ -662,6 +686,13 @@ pub fn document(endpoints: &[Endpoint]) -> OpenApi {
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
                 "Authorization",
                 "`Token <api token>`",
+            ))),
+        )
+        .security_scheme(
+            "ControlsToken",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "Authorization",
+                "`Token <CAPSTAN_CONTROLS_TOKEN>`: the stand-in's controls only",
             ))),
         );
     let components = components

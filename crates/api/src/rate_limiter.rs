@@ -9,10 +9,12 @@
 //! [`LEASE_LIFETIME_US`], which the key's requests to other processes cannot use meanwhile.
 
 use crate::error::ApiError;
+use domain::clock::{Clock, SystemClock};
 use domain::ratelimit::{Gcra, GcraStep, RateDecision};
 use domain::Capstan;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::sync::Mutex;
 
 /// Most cells a process leases of one key at once, whatever the quota.
@@ -27,10 +29,6 @@ pub fn max_lease(gcra: Gcra) -> u32 {
 pub const LEASE_LIFETIME_US: i64 = 1_000_000;
 /// Old keys are dropped every this many checks, so memory stays bounded.
 const SWEEP_EVERY: u64 = 4096;
-
-fn now_us() -> i64 {
-    (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1000) as i64
-}
 
 /// Cells of one key leased by this process.
 #[derive(Debug, Clone, Copy)]
@@ -60,6 +58,8 @@ pub struct RateLimiter {
     gcra: Gcra,
     state: Where,
     checks: AtomicU64,
+    /// The application's clock: a stand-in's moved clock refills quotas too.
+    clock: Arc<dyn Clock>,
 }
 
 impl RateLimiter {
@@ -68,6 +68,7 @@ impl RateLimiter {
             gcra: Gcra::per_hour(per_hour),
             state: Where::Local(Mutex::new(HashMap::new())),
             checks: AtomicU64::new(0),
+            clock: Arc::new(SystemClock),
         }
     }
 
@@ -79,6 +80,26 @@ impl RateLimiter {
                 leases: Mutex::new(HashMap::new()),
             },
             checks: AtomicU64::new(0),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Meters time by `clock`.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Now by this limiter's clock, in microseconds since the epoch.
+    pub fn now_us(&self) -> i64 {
+        (self.clock.now().unix_timestamp_nanos() / 1000) as i64
+    }
+
+    /// Forgets every quota spent in this process (a reset).
+    pub fn forget(&self) {
+        match &self.state {
+            Where::Local(tats) => tats.lock().map(|mut t| t.clear()).unwrap_or(()),
+            Where::Shared { leases, .. } => leases.lock().map(|mut l| l.clear()).unwrap_or(()),
         }
     }
 
@@ -96,7 +117,7 @@ impl RateLimiter {
 
     /// Spends one request of `key`'s quota, if it has one left.
     pub async fn acquire(&self, key: &str) -> Result<RateDecision, ApiError> {
-        let now = now_us();
+        let now = self.now_us();
         let sweep = self.checks.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1;
         match &self.state {
             Where::Local(tats) => {

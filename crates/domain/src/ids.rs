@@ -3,7 +3,93 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Mutex;
 use uuid::Uuid;
+
+/// Where fresh ids come from. Random by default; seeded (`CAPSTAN_ID_SEED`), each kind of id
+/// has its own sequence drawn from the seed, so a test suite that makes the same calls in the
+/// same order gets the same ids run after run, whatever background work draws ids of other
+/// kinds meanwhile.
+#[derive(Debug, Default)]
+pub struct IdSource {
+    seed: Option<u64>,
+    /// How many ids of each kind were drawn since the seed was set.
+    drawn: std::collections::HashMap<&'static str, u64>,
+}
+
+impl IdSource {
+    pub fn seeded(seed: u64) -> Self {
+        Self {
+            seed: Some(seed),
+            drawn: Default::default(),
+        }
+    }
+
+    /// The next id of `kind`.
+    pub fn next(&mut self, kind: &'static str) -> Uuid {
+        let Some(seed) = self.seed else {
+            return Uuid::new_v4();
+        };
+        let n = self.drawn.entry(kind).or_insert(0);
+        *n += 1;
+        let base = splitmix(seed ^ fnv(kind)).wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let (high, low) = (splitmix(base), splitmix(base ^ 0xD1B5_4A32_D192_ED03));
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&high.to_be_bytes());
+        bytes[8..].copy_from_slice(&low.to_be_bytes());
+        // Still a version-4 UUID to anyone who reads it.
+        uuid::Builder::from_random_bytes(bytes).into_uuid()
+    }
+
+    /// Starts every kind's sequence again (a reset brings the ids back with the state).
+    pub fn restart(&mut self) {
+        self.drawn.clear();
+    }
+}
+
+/// SplitMix64's finalizer: spreads every bit of its input over the output.
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// FNV-1a of a kind's name: its sequence's own start.
+fn fnv(kind: &str) -> u64 {
+    kind.bytes().fold(0xCBF2_9CE4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
+    })
+}
+
+/// The process's id source. A process has one: ids are drawn from deep inside records'
+/// constructors, where no handle reaches.
+static SOURCE: Mutex<Option<IdSource>> = Mutex::new(None);
+
+fn with_source<R>(f: impl FnOnce(&mut IdSource) -> R) -> R {
+    let mut guard = SOURCE.lock().unwrap_or_else(|e| e.into_inner());
+    f(guard.get_or_insert_with(IdSource::default))
+}
+
+/// A fresh id of `kind` from the process's source.
+pub fn fresh(kind: &'static str) -> Uuid {
+    with_source(|s| s.next(kind))
+}
+
+/// Draws every id of this process from `seed` from now on (none: random again).
+pub fn seed_ids(seed: Option<u64>) {
+    with_source(|s| {
+        *s = match seed {
+            Some(seed) => IdSource::seeded(seed),
+            None => IdSource::default(),
+        }
+    });
+}
+
+/// Starts the seeded sequences again.
+pub fn restart_ids() {
+    with_source(IdSource::restart);
+}
 
 macro_rules! typed_id {
     ($($name:ident),* $(,)?) => {$(
@@ -13,9 +99,10 @@ macro_rules! typed_id {
         pub struct $name(pub Uuid);
 
         impl $name {
-            /// A fresh random id.
+            /// A fresh id: random, or the next of this kind's seeded sequence
+            /// (see [`seed_ids`]).
             pub fn generate() -> Self {
-                Self(Uuid::new_v4())
+                Self(fresh(stringify!($name)))
             }
             pub fn as_uuid(&self) -> Uuid {
                 self.0
@@ -69,3 +156,35 @@ typed_id!(
     DeliveryId,
     AttemptId,
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_gives_the_same_ids_per_kind_whatever_else_is_drawn() {
+        let mut a = IdSource::seeded(7);
+        let mut b = IdSource::seeded(7);
+        let first: Vec<Uuid> = (0..3).map(|_| a.next("ProjectId")).collect();
+        b.next("EventId");
+        let second: Vec<Uuid> = (0..3)
+            .map(|_| {
+                b.next("EventId");
+                b.next("ProjectId")
+            })
+            .collect();
+        assert_eq!(first, second);
+        assert_eq!(first[0].get_version_num(), 4);
+        assert_ne!(first[0], first[1]);
+        assert_ne!(a.next("ServiceId"), a.next("ProjectId"));
+        assert_ne!(IdSource::seeded(8).next("ProjectId"), first[0]);
+        a.restart();
+        assert_eq!(a.next("ProjectId"), first[0]);
+    }
+
+    #[test]
+    fn unseeded_ids_are_random() {
+        let mut s = IdSource::default();
+        assert_ne!(s.next("ProjectId"), s.next("ProjectId"));
+    }
+}

@@ -456,6 +456,14 @@ pub trait IdempotencyStore: Send + Sync {
     async fn release_idempotency_key(&self, principal: &str, key: &str) -> StoreResult<()>;
 }
 
+/// What an operator (or a test suite) does to the whole store at once.
+#[async_trait]
+pub trait Maintenance: Send + Sync {
+    /// Empties every table in one transaction. `keep_tokens` keeps the organizations that
+    /// have API tokens, with their tokens and members, so the tokens go on working.
+    async fn reset(&self, keep_tokens: bool) -> StoreResult<()>;
+}
+
 #[async_trait]
 pub trait Health: Send + Sync {
     /// Succeeds when the store answers a trivial query.
@@ -550,7 +558,15 @@ pub enum Reference {
 ///
 #[async_trait]
 pub trait Store:
-    TokenStore + QueueClaims + DeliveryClaims + RateLimitStore + IdempotencyStore + Health + Send + Sync
+    TokenStore
+    + QueueClaims
+    + DeliveryClaims
+    + RateLimitStore
+    + IdempotencyStore
+    + Maintenance
+    + Health
+    + Send
+    + Sync
 {
     /// A unit for reads: each statement sees what is committed when it runs.
     async fn read(&self) -> StoreResult<Box<dyn Tx>>;

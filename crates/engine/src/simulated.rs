@@ -86,4 +86,8 @@ impl Engine for SimulatedEngine {
         }
         Ok(())
     }
+
+    async fn pause(&self, wait: Duration) {
+        tokio::time::sleep(wait).await;
+    }
 }

@@ -5,11 +5,12 @@ mod secret_key;
 mod settings;
 
 use anyhow::Context;
+use api::controls::Controls;
 use api::limits::RateLimiter;
 use api::AppState;
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use domain::auth::Role;
-use domain::clock::SystemClock;
+use domain::clock::{Clock, ManualClock, SystemClock};
 use domain::ids::OrganizationId;
 use domain::services::{GitIntegration, Outbound};
 use domain::Capstan;
@@ -142,7 +143,17 @@ fn main() -> ExitCode {
     }
 }
 
-async fn open(settings: &Settings) -> anyhow::Result<Capstan> {
+/// The application's clock: the system's, or one the controls move (`CAPSTAN_CLOCK=manual`).
+fn clock(settings: &Settings) -> (Arc<dyn Clock>, Option<Arc<ManualClock>>) {
+    if settings.manual_clock {
+        let manual = Arc::new(ManualClock::default());
+        (manual.clone(), Some(manual))
+    } else {
+        (Arc::new(SystemClock), None)
+    }
+}
+
+async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Capstan> {
     let key = secret_key::resolve(settings.secret_key, &settings.database)?;
     let db = storage::open(&settings.database, POOL_SIZE, &key)
         .await
@@ -171,7 +182,7 @@ async fn open(settings: &Settings) -> anyhow::Result<Capstan> {
     let sender =
         delivery::HttpSender::new(settings.webhooks.timeout, settings.webhooks.allow_private)
             .map_err(anyhow::Error::msg)?;
-    Ok(Capstan::new(Arc::new(db), Arc::new(SystemClock))
+    Ok(Capstan::new(Arc::new(db), clock)
         .with_git(git)
         .with_outbound(Outbound {
             sender: Arc::new(sender),
@@ -187,8 +198,10 @@ async fn open(settings: &Settings) -> anyhow::Result<Capstan> {
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {
+    domain::ids::seed_ids(settings.id_seed);
+    let (clock, manual) = clock(&settings);
     // The state's use cases report to its metrics: the workers run those.
-    let app_state = AppState::new(open(&settings).await?);
+    let app_state = AppState::new(open(&settings, clock.clone()).await?);
     let capstan = app_state.capstan.clone();
     let step = std::time::Duration::from_millis(settings.engine_step_ms);
     let workers = WorkerPool::start(
@@ -208,11 +221,20 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         storage::DatabaseUrl::Sqlite(_) => RateLimiter::local(settings.rate_limit_per_hour),
     };
     let mut app_state = app_state
+        .with_clock(clock)
         .with_limiter(limiter)
         .with_request_timeout(settings.request_timeout)
         .with_cors_origins(settings.cors_origins.clone());
     if let Some(verifier) = settings.jwt.clone() {
         app_state = app_state.with_jwt(verifier);
+    }
+    if let Some(token) = &settings.controls_token {
+        let mut controls = Controls::new(token.clone());
+        if let Some(manual) = manual {
+            controls = controls.with_clock(manual);
+        }
+        app_state = app_state.with_controls(controls);
+        tracing::warn!("the stand-in's controls are on under /_capstan/: anyone with their token can empty this server");
     }
     // Open event streams never end on their own: they are told when the server stops.
     let (stop_streams, stopping) = tokio::sync::watch::channel(false);
@@ -287,7 +309,7 @@ fn organization_id(raw: &str) -> anyhow::Result<OrganizationId> {
 async fn add_member(settings: Settings, args: MemberAdd) -> anyhow::Result<()> {
     let role = role(&args.role)?;
     let org = organization_id(&args.organization_id)?;
-    let capstan = open(&settings).await?;
+    let capstan = open(&settings, Arc::new(SystemClock)).await?;
     capstan.add_member(org, &args.user_id, role).await?;
     eprintln!("{} is now {} of {org}", args.user_id.trim(), role.name());
     Ok(())
@@ -295,7 +317,7 @@ async fn add_member(settings: Settings, args: MemberAdd) -> anyhow::Result<()> {
 
 async fn create_token(settings: Settings, args: TokenCreate) -> anyhow::Result<()> {
     let role = role(&args.role)?;
-    let capstan = open(&settings).await?;
+    let capstan = open(&settings, Arc::new(SystemClock)).await?;
     let token = match (args.organization_name, args.organization_id) {
         (Some(name), _) => {
             capstan

@@ -129,6 +129,26 @@ pub struct RawSettings {
         global = true
     )]
     pub webhook_retry_for_secs: String,
+    /// Serves the stand-in's controls under /_capstan/ (reset, snapshots, seed, faults,
+    /// engine, clock); off, they answer 404.
+    #[arg(long, env = "CAPSTAN_CONTROLS", default_value = "off", global = true)]
+    pub controls: String,
+    /// The token the controls answer (`Authorization: Token <it>`); required with them on.
+    #[arg(
+        long,
+        env = "CAPSTAN_CONTROLS_TOKEN",
+        global = true,
+        hide_env_values = true
+    )]
+    pub controls_token: Option<String>,
+    /// system, or manual: the application's time moves only with the system's pace and the
+    /// controls' `POST /_capstan/clock`.
+    #[arg(long, env = "CAPSTAN_CLOCK", default_value = "system", global = true)]
+    pub clock: String,
+    /// Makes the ids of records created through the API the same run after run (a whole
+    /// number); unset: random ids.
+    #[arg(long, env = "CAPSTAN_ID_SEED", global = true)]
+    pub id_seed: Option<String>,
     /// Log filter (e.g. info, debug, capstan_api=debug).
     #[arg(long, env = "CAPSTAN_LOG", default_value = "info", global = true)]
     pub log: String,
@@ -159,6 +179,15 @@ fn positive(
     }
 }
 
+/// An on/off setting.
+fn switch(raw: &str, variable: &'static str, flag: &'static str) -> Result<bool, SettingError> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" | "" => Ok(false),
+        other => Err(bad(variable, flag, format!("'{other}' is not on or off"))),
+    }
+}
+
 /// Checked settings.
 #[derive(Clone)]
 pub struct Settings {
@@ -178,6 +207,10 @@ pub struct Settings {
     pub custom_domain_target: Option<String>,
     pub cors_origins: Vec<String>,
     pub webhooks: WebhookSettings,
+    /// The controls' token, when they are on.
+    pub controls_token: Option<String>,
+    pub manual_clock: bool,
+    pub id_seed: Option<u64>,
     pub log: String,
 }
 
@@ -201,6 +234,9 @@ impl fmt::Debug for Settings {
             .field("custom_domain_target", &self.custom_domain_target)
             .field("cors_origins", &self.cors_origins)
             .field("webhooks", &self.webhooks)
+            .field("controls", &self.controls_token.as_ref().map(|_| "***"))
+            .field("manual_clock", &self.manual_clock)
+            .field("id_seed", &self.id_seed)
             .finish()
     }
 }
@@ -408,21 +444,47 @@ impl RawSettings {
             }
             cors_origins.push(origin.to_string());
         }
-        let allow_private = match self
-            .webhook_allow_private
-            .trim()
-            .to_ascii_lowercase()
-            .as_str()
-        {
-            "1" | "true" | "yes" | "on" => true,
-            "0" | "false" | "no" | "off" | "" => false,
+        let allow_private = switch(
+            &self.webhook_allow_private,
+            "CAPSTAN_WEBHOOK_ALLOW_PRIVATE",
+            "webhook-allow-private",
+        )?;
+        let controls_token = if switch(&self.controls, "CAPSTAN_CONTROLS", "controls")? {
+            match self.controls_token.as_deref().map(str::trim) {
+                Some(token) if !token.is_empty() && !token.contains(char::is_whitespace) => {
+                    Some(token.to_string())
+                }
+                _ => {
+                    return Err(bad(
+                        "CAPSTAN_CONTROLS_TOKEN",
+                        "controls-token",
+                        "the controls are on: give them a token (no spaces)",
+                    ))
+                }
+            }
+        } else {
+            None
+        };
+        let manual_clock = match self.clock.trim().to_ascii_lowercase().as_str() {
+            "system" | "" => false,
+            "manual" => true,
             other => {
                 return Err(bad(
-                    "CAPSTAN_WEBHOOK_ALLOW_PRIVATE",
-                    "webhook-allow-private",
-                    format!("'{other}' is not true or false"),
+                    "CAPSTAN_CLOCK",
+                    "clock",
+                    format!("'{other}' is neither system nor manual"),
                 ))
             }
+        };
+        let id_seed = match self.id_seed.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(raw) => Some(raw.parse::<u64>().map_err(|_| {
+                bad(
+                    "CAPSTAN_ID_SEED",
+                    "id-seed",
+                    format!("'{raw}' is not a whole number"),
+                )
+            })?),
         };
         let webhooks = WebhookSettings {
             allow_private,
@@ -471,6 +533,9 @@ impl RawSettings {
             custom_domain_target,
             cors_origins,
             webhooks,
+            controls_token,
+            manual_clock,
+            id_seed,
             log: self.log.clone(),
         })
     }
@@ -533,6 +598,10 @@ mod tests {
                 vec!["--jwt-public-key-file", "/nonexistent.pem"],
                 "CAPSTAN_JWT_PUBLIC_KEY_FILE",
             ),
+            (vec!["--controls", "on"], "CAPSTAN_CONTROLS_TOKEN"),
+            (vec!["--controls", "sometimes"], "CAPSTAN_CONTROLS"),
+            (vec!["--clock", "sundial"], "CAPSTAN_CLOCK"),
+            (vec!["--id-seed", "x"], "CAPSTAN_ID_SEED"),
         ] {
             let err = parse(&args).unwrap_err();
             assert_eq!(err.variable, var);
@@ -552,5 +621,8 @@ mod tests {
         .unwrap();
         let shown = format!("{s:?}");
         assert!(!shown.contains(&key) && !shown.contains("pw123"), "{shown}");
+        let s = parse(&["--controls", "on", "--controls-token", "ctl-secret-1"]).unwrap();
+        assert_eq!(s.controls_token.as_deref(), Some("ctl-secret-1"));
+        assert!(!format!("{s:?}").contains("ctl-secret-1"));
     }
 }

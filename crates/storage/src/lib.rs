@@ -7,6 +7,7 @@ mod db;
 mod events;
 mod group_commit;
 mod limits;
+mod maintenance;
 mod mark_changed;
 mod migrate;
 mod pg_pools;
@@ -23,6 +24,7 @@ mod token_cache;
 
 pub use cipher::Cipher;
 pub use db::{DatabaseUrl, Db};
+pub use maintenance::TABLES;
 pub use migrate::run_migrations;
 pub use session::Session;
 

@@ -274,7 +274,7 @@ impl Cluster {
         self.run.state = state;
         self.run.reason = None;
         self.run.queued_at = Some(now);
-        self.run.last_execution_id = Some(uuid::Uuid::new_v4().to_string());
+        self.run.last_execution_id = Some(crate::ids::fresh("ExecutionId").to_string());
         Ok(())
     }
 

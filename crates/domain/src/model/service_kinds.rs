@@ -105,7 +105,7 @@ fn ports(inputs: Option<Vec<PortInput>>, helm: bool) -> Result<Vec<Port>, Domain
             ));
         }
         out.push(Port {
-            id: p.id.unwrap_or_else(Uuid::new_v4),
+            id: p.id.unwrap_or_else(|| crate::ids::fresh("Port")),
             name: p.name,
             internal_port,
             external_port,

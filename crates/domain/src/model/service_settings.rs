@@ -241,10 +241,14 @@ impl Healthchecks {
 }
 
 /// A persistent volume of an application or container.
+fn volume_id() -> Uuid {
+    crate::ids::fresh("Volume")
+}
+
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Volume {
-    #[serde(default = "Uuid::new_v4")]
+    #[serde(default = "volume_id")]
     pub id: Uuid,
     #[serde(rename = "type")]
     pub storage_type: StorageType,

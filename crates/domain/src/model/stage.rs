@@ -76,7 +76,7 @@ impl StageMember {
         now: OffsetDateTime,
     ) -> Self {
         Self {
-            id: uuid::Uuid::new_v4(),
+            id: crate::ids::fresh("StagedService"),
             service_id: service,
             stage_id: stage.id,
             environment_id: stage.environment_id,

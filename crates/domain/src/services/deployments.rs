@@ -188,7 +188,7 @@ impl Capstan {
             .collect();
         self.audit_all(tx, p, changes).await?;
         let now = self.now();
-        let batch = Uuid::new_v4();
+        let batch = crate::ids::fresh("Batch");
         let alone = kind == Batch::Alone;
         let mut requests: Vec<DeploymentRequest> = drafts
             .into_iter()

@@ -4,6 +4,7 @@ mod advanced_settings;
 mod audit;
 mod catalog;
 mod clusters;
+mod controls;
 mod credentials;
 mod custom_domains;
 mod database_links;
@@ -87,6 +88,8 @@ pub struct Capstan {
     observer: Arc<dyn crate::observe::Observer>,
     /// Where webhook deliveries go out; none: they wait.
     outbound: Option<Arc<Outbound>>,
+    /// Holds and failures a test suite asked of the engine.
+    engine_controls: Arc<crate::engine::EngineControls>,
 }
 
 impl Capstan {
@@ -100,6 +103,7 @@ impl Capstan {
             domain_target: None,
             observer: Arc::new(crate::observe::NoObserver),
             outbound: None,
+            engine_controls: Arc::default(),
         }
     }
 

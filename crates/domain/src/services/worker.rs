@@ -2,6 +2,7 @@
 //! every transition. Several workers (in one process or many) share one queue.
 
 use super::Capstan;
+use crate::clock::{Clock, SystemClock};
 use crate::engine::Engine;
 use crate::error::{DomainError, DomainResult};
 use crate::model::*;
@@ -17,6 +18,21 @@ pub const WORKER_LOST: &str =
 /// process id shows which server it was, the uuid tells claimants apart.
 pub fn worker_id() -> String {
     format!("{}-{}", std::process::id(), uuid::Uuid::new_v4())
+}
+
+/// How often a held deployment looks whether it may go on.
+const HOLD_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+/// A held deployment renews its claim every this many looks (a second): well inside any
+/// lease, and soon enough to see a cancel.
+const RENEW_EVERY: u32 = 10;
+
+/// How a hold ended.
+enum Held {
+    /// There was none, or it was released.
+    No,
+    /// The claim went (a reset, or another worker took over).
+    Lost,
+    Canceled,
 }
 
 pub struct Worker {
@@ -47,11 +63,10 @@ impl Worker {
 
     /// Runs the next request that can start to its end; false when none could start.
     pub async fn run_next(&self) -> DomainResult<bool> {
-        let now = self.capstan.now();
         let claimed = self
             .capstan
             .store
-            .claim_next(&self.id, now, now + self.lease)
+            .claim_next(&self.id, self.capstan.now(), self.lease_until())
             .await?;
         match claimed {
             Some(request) => {
@@ -64,11 +79,10 @@ impl Worker {
 
     /// Deploys or stops the cluster queued longest, to its end; false when none is queued.
     pub async fn run_next_cluster(&self) -> DomainResult<bool> {
-        let lease_until = self.capstan.now() + self.lease;
         let Some(cluster) = self
             .capstan
             .store
-            .claim_cluster(&self.id, lease_until)
+            .claim_cluster(&self.id, self.lease_until())
             .await?
         else {
             return Ok(false);
@@ -98,6 +112,36 @@ impl Worker {
         Repo::<Cluster>::update(tx, &cluster).await?;
         unit.commit().await?;
         Ok(())
+    }
+
+    /// Until when a claim made now holds. Leases follow the system's clock, not the
+    /// application's: a clock a test suite moves must not end (or stretch) work in progress.
+    fn lease_until(&self) -> time::OffsetDateTime {
+        SystemClock.now() + self.lease
+    }
+
+    /// Waits while a test suite holds `r`'s service at `r`'s state, renewing the claim; a
+    /// cancel or a lost claim (a reset) ends the wait.
+    async fn held(&self, r: &mut DeploymentRequest) -> DomainResult<Held> {
+        let controls = &self.capstan.engine_controls;
+        let mut waited = 0u32;
+        while controls.holds(r.service_id, r.state) {
+            self.engine.pause(HOLD_POLL).await;
+            waited += 1;
+            if waited % RENEW_EVERY != 0 {
+                continue;
+            }
+            r.lease_until = Some(self.lease_until());
+            let mut unit = self.capstan.writing().await?;
+            let held = unit.record(r).await?;
+            unit.commit().await?;
+            match held {
+                None => return Ok(Held::Lost),
+                Some(true) if r.action.cancellable() => return Ok(Held::Canceled),
+                Some(_) => {}
+            }
+        }
+        Ok(Held::No)
     }
 
     /// Tells the observer a request has ended.
@@ -136,16 +180,17 @@ impl Worker {
     /// Ends the requests whose worker died in the error state matching where they were
     /// (a cancel in progress ends canceled); returns how many.
     pub async fn recover(&self) -> DomainResult<usize> {
-        let now = self.capstan.now();
+        let lease_now = SystemClock.now();
         let orphans = self
             .capstan
             .store
-            .reclaim_expired(&self.id, now, now + self.lease)
+            .reclaim_expired(&self.id, lease_now, lease_now + self.lease)
             .await?;
-        for cluster in self.capstan.store.expired_clusters(now).await? {
+        for cluster in self.capstan.store.expired_clusters(lease_now).await? {
             self.end_cluster(cluster, Err(WORKER_LOST.into())).await?;
         }
         let count = orphans.len();
+        let now = self.capstan.now();
         for mut r in orphans {
             let mut state = r.state;
             if state.is_waiting() {
@@ -191,7 +236,7 @@ impl Worker {
                 started_at: now,
                 finished_at: None,
             });
-            r.lease_until = Some(now + self.lease);
+            r.lease_until = Some(self.lease_until());
             match self.record(&r).await? {
                 // Another worker took it over: its lease ran out.
                 None => return Ok(()),
@@ -199,6 +244,18 @@ impl Worker {
                     return self.cancel(r).await;
                 }
                 Some(_) => {}
+            }
+            match self.held(&mut r).await? {
+                Held::No => {}
+                Held::Lost => return Ok(()),
+                Held::Canceled => return self.cancel(r).await,
+            }
+            let asked = self
+                .capstan
+                .engine_controls
+                .failure(r.service_id, phase.step);
+            if let Some(reason) = asked {
+                return self.fail(r, reason).await;
             }
             // No unit is held while the engine works.
             if let Err(reason) = self.engine.run_step(phase.step, &r, &service).await {

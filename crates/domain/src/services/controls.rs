@@ -1,0 +1,72 @@
+//! What a test suite does to a stand-in as a whole: empty it, hold and fail the engine's work.
+//! These are an operator's controls, not a tenant's use cases: the API gates them behind their
+//! own token, and no principal is involved.
+
+use super::Capstan;
+use crate::engine::HOLDABLE;
+use crate::error::{DomainError, DomainResult};
+use crate::ids::ServiceId;
+use crate::model::{Service, ServiceState, StepName};
+use crate::ports::Repo;
+
+impl Capstan {
+    /// Brings everything back to empty, in one transaction (`keep_tokens`: the organizations
+    /// that have API tokens stay, with their tokens and members). What was asked of the
+    /// engine is forgotten and seeded id sequences start again. A deployment running now
+    /// loses its claim: its worker stops at its next step, writing nothing.
+    pub async fn reset(&self, keep_tokens: bool) -> DomainResult<()> {
+        self.store.reset(keep_tokens).await?;
+        self.engine_controls.clear();
+        crate::ids::restart_ids();
+        Ok(())
+    }
+
+    /// Holds `service`'s deployments when they reach `state` until [`Capstan::release`].
+    pub async fn hold(&self, service: ServiceId, state: ServiceState) -> DomainResult<()> {
+        if !HOLDABLE.contains(&state) {
+            let allowed: Vec<&str> = HOLDABLE.iter().map(|s| s.as_str()).collect();
+            return Err(DomainError::invalid(
+                "state",
+                format!("must be one of {}", allowed.join(", ")),
+            ));
+        }
+        self.existing(service).await?;
+        self.engine_controls.hold(service, state);
+        Ok(())
+    }
+
+    /// Lets `service`'s held deployment go on; 404 when no hold was asked for it.
+    pub async fn release(&self, service: ServiceId) -> DomainResult<()> {
+        if self.engine_controls.release(service) {
+            Ok(())
+        } else {
+            Err(DomainError::NotFound("hold"))
+        }
+    }
+
+    /// Fails `service`'s next run of `step` with `message`.
+    pub async fn fail_step(
+        &self,
+        service: ServiceId,
+        step: StepName,
+        message: &str,
+    ) -> DomainResult<()> {
+        let message = message.trim();
+        if message.is_empty() || message.len() > 1024 {
+            return Err(DomainError::invalid(
+                "message",
+                "must be 1 to 1024 characters",
+            ));
+        }
+        self.existing(service).await?;
+        self.engine_controls
+            .fail(service, step, message.to_string());
+        Ok(())
+    }
+
+    async fn existing(&self, service: ServiceId) -> DomainResult<Service> {
+        Repo::<Service>::get(&mut *self.reading().await?, service)
+            .await?
+            .ok_or(DomainError::NotFound("service"))
+    }
+}

@@ -1,0 +1,100 @@
+//! Operations on the whole store: emptying it (a test suite's reset between tests).
+
+use crate::db::{db_transaction, store_error, Db};
+use async_trait::async_trait;
+use diesel_async::SimpleAsyncConnection;
+use domain::error::StoreResult;
+use domain::ports::Maintenance;
+
+/// Every table, each after the tables it refers to (a copy inserts in this order, a deletion
+/// goes in the reverse). `every_table_is_listed_for_maintenance` in the contract tests keeps it
+/// whole.
+pub const TABLES: &[&str] = &[
+    "events",
+    "idempotency_keys",
+    "organizations",
+    "rate_limits",
+    "api_tokens",
+    "cloud_credentials",
+    "clusters",
+    "git_tokens",
+    "helm_repositories",
+    "invitations",
+    "metadata_groups",
+    "organization_members",
+    "organization_webhooks",
+    "projects",
+    "container_registries",
+    "environments",
+    "project_deployment_rules",
+    "webhook_deliveries",
+    "deployment_requests",
+    "deployment_stages",
+    "environment_deployment_rules",
+    "services",
+    "webhook_attempts",
+    "custom_domains",
+    "deployment_restrictions",
+    "deployment_stage_services",
+    "service_metadata_groups",
+    "variables",
+];
+
+/// What a reset that keeps tokens keeps: who can call, and where they belong.
+const CALLERS: &[&str] = &["organizations", "api_tokens", "organization_members"];
+
+/// The organizations a reset that keeps tokens lets go: those no token belongs to (their
+/// members go with them).
+const TOKENLESS: &str =
+    "DELETE FROM organizations WHERE id NOT IN (SELECT organization_id FROM api_tokens);";
+
+fn emptied(keep_tokens: bool) -> impl Iterator<Item = &'static str> {
+    TABLES
+        .iter()
+        .rev()
+        .copied()
+        .filter(move |t| !keep_tokens || !CALLERS.contains(t))
+}
+
+/// SQLite: one DELETE per table, children first, in the writer's transaction.
+fn sqlite_reset(keep_tokens: bool) -> String {
+    let mut sql: String = emptied(keep_tokens)
+        .map(|t| format!("DELETE FROM {t};"))
+        .collect();
+    if keep_tokens {
+        sql.push_str(TOKENLESS);
+    }
+    sql
+}
+
+/// PostgreSQL: one TRUNCATE of every table (its locks taken at once, in one order), which
+/// also leaves no dead rows behind.
+fn postgres_reset(keep_tokens: bool) -> String {
+    let tables: Vec<&str> = emptied(keep_tokens).collect();
+    let mut sql = format!("TRUNCATE {};", tables.join(", "));
+    if keep_tokens {
+        sql.push_str(TOKENLESS);
+    }
+    sql
+}
+
+#[async_trait]
+impl Maintenance for Db {
+    async fn reset(&self, keep_tokens: bool) -> StoreResult<()> {
+        let postgres = self.is_postgres();
+        self.write(move |mut conn| async move {
+            let sql = if postgres {
+                postgres_reset(keep_tokens)
+            } else {
+                sqlite_reset(keep_tokens)
+            };
+            db_transaction!(conn, |c| c.batch_execute(&sql).await).map_err(store_error)
+        })
+        .await?;
+        // Tokens were deleted (or, kept, still answer the same): none is answered from memory.
+        if let Some(tokens) = &self.tokens {
+            tokens.forget_all();
+        }
+        Ok(())
+    }
+}
