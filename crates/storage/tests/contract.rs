@@ -11,8 +11,8 @@ use domain::model::*;
 use domain::pagination::PageRequest;
 use domain::ports::{
     Canceled, DeliveryClaims, DeploymentQueue, Health, IdempotencyClaim, IdempotencyStore,
-    QueueClaims, RateLimitStore, Repo, RuleQueries, Scope, ServiceLink, ServiceQueries,
-    StageQueries, Store, StoredResponse, TokenStore, VariableQueries,
+    Maintenance, QueueClaims, RateLimitStore, Repo, RuleQueries, Scope, ServiceLink,
+    ServiceQueries, StageQueries, Store, StoredResponse, TokenStore, VariableQueries,
 };
 use domain::ratelimit::Gcra;
 use domain::secret::Secret;
@@ -77,6 +77,7 @@ contract!(
     events_get_positions_in_the_order_they_are_sequenced,
     deliveries_are_claimed_once_and_settled_by_their_claimant,
     the_audit_log_filters_and_pages_by_time,
+    a_reset_empties_every_table_or_keeps_the_tokens,
 );
 
 fn now() -> time::OffsetDateTime {
@@ -515,6 +516,93 @@ async fn referenced_rows_cannot_be_deleted(db: Db) {
     Repo::<Cluster>::delete(&mut db.session().await.unwrap(), c.id)
         .await
         .unwrap();
+}
+
+/// Every table of the schema, as the database lists it (the migrations' own aside).
+async fn tables(db: &Db) -> std::collections::BTreeSet<String> {
+    testing::schema_columns(db)
+        .await
+        .into_iter()
+        .map(|(table, _)| table)
+        .filter(|t| !t.starts_with("__diesel"))
+        .collect()
+}
+
+#[tokio::test]
+async fn every_table_is_listed_for_maintenance() {
+    let (db, _url, _guard) = testing::sqlite().await;
+    let listed: std::collections::BTreeSet<String> = capstan_storage::TABLES
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+    assert_eq!(tables(&db).await, listed);
+}
+
+async fn a_reset_empties_every_table_or_keeps_the_tokens(db: Db) {
+    let (o, _, _, env) = hierarchy(&db).await;
+    let s = service_in(
+        &env,
+        ServiceKind::Container,
+        "web",
+        container_body(registry(&db, o.id, "r").await.id),
+    );
+    let mut unit = Store::write(&db).await.unwrap();
+    Repo::<Service>::insert(&mut *unit, &s).await.unwrap();
+    unit.commit().await.unwrap();
+    request_for(&db, &env, &s).await;
+    let tokenless = org(&db).await;
+    let token = ApiToken {
+        id: ApiTokenId::generate(),
+        organization_id: o.id,
+        name: Name::parse("name", "kept").unwrap(),
+        description: None,
+        role: Role::Admin,
+        token_hash: domain::auth::hash_token("cap_kept"),
+        created_at: now(),
+        updated_at: now(),
+        last_used_at: None,
+    };
+    let mut unit = Store::write(&db).await.unwrap();
+    Repo::<ApiToken>::insert(&mut *unit, &token).await.unwrap();
+    unit.commit().await.unwrap();
+    let hash = domain::auth::hash_token("cap_kept");
+    assert!(db.find_token_by_hash(&hash).await.unwrap().is_some());
+
+    db.reset(true).await.unwrap();
+    let mut read = db.session().await.unwrap();
+    assert!(Repo::<Organization>::get(&mut read, o.id)
+        .await
+        .unwrap()
+        .is_some());
+    assert!(Repo::<Organization>::get(&mut read, tokenless.id)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(Repo::<Environment>::get(&mut read, env.id)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(Repo::<Service>::get(&mut read, s.id)
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(db.find_token_by_hash(&hash).await.unwrap(), Some(token));
+    assert_eq!(db.queue_depth().await.unwrap(), Default::default());
+    drop(read);
+
+    db.reset(false).await.unwrap();
+    assert!(
+        db.find_token_by_hash(&hash).await.unwrap().is_none(),
+        "forgotten, even from memory"
+    );
+    for table in capstan_storage::TABLES {
+        assert!(
+            testing::raw_column(&db, table, "CAST(NULL AS TEXT)")
+                .await
+                .is_empty(),
+            "{table} is empty"
+        );
+    }
 }
 
 async fn tokens_are_found_by_hash(db: Db) {

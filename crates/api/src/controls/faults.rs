@@ -2,7 +2,7 @@
 //! by method, path glob, organization and token. Kept by this process: a suite faults the
 //! instance it calls.
 
-use crate::error::{error_response, ApiError, ErrorBodyWritten};
+use crate::error::{error_response, ApiError};
 use crate::AppState;
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -330,15 +330,17 @@ pub async fn inject(
     Ok(res)
 }
 
+/// Marks an answer a fault rule gave in place of the API's: it goes out as asked.
+#[derive(Debug, Clone, Copy)]
+pub struct Answered;
+
 fn answer(status: StatusCode, body: Option<serde_json::Value>, rule: Uuid) -> HttpResponse {
-    match body {
-        Some(body) => {
-            let mut res = HttpResponse::build(status).json(body);
-            res.extensions_mut().insert(ErrorBodyWritten);
-            res
-        }
+    let mut res = match body {
+        Some(body) => HttpResponse::build(status).json(body),
         None => error_response(status, &format!("fault injected by rule {rule}")),
-    }
+    };
+    res.extensions_mut().insert(Answered);
+    res
 }
 
 /// An answer whose body fails before its first byte: the server closes the connection, and

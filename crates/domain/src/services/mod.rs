@@ -107,6 +107,12 @@ impl Capstan {
         }
     }
 
+    /// Reads time from `clock`.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// Reports how deployments end to `observer`.
     pub fn with_observer(mut self, observer: Arc<dyn crate::observe::Observer>) -> Self {
         self.observer = observer;

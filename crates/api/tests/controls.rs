@@ -1,0 +1,714 @@
+//! The stand-in's controls over HTTP, on both databases: their gate and token, reset, fault
+//! rules, engine holds and failures, and the manual clock.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use actix_web::http::Method;
+use capstan_api::controls::Controls;
+use capstan_api::limits::RateLimiter;
+use common::{App, Backend, T};
+use domain::clock::ManualClock;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+const CONTROLS_TOKEN: &str = "controls-token-for-tests";
+
+/// The app with its controls on, its clock manual, and `per_hour` requests a principal.
+async fn controlled(backend: Backend, per_hour: u32) -> T<impl common::App> {
+    let clock = Arc::new(ManualClock::default());
+    let backend = backend.map(|c| c.with_clock(clock.clone()));
+    common::setup_with(backend, move |s| {
+        s.with_clock(clock.clone())
+            .with_limiter(RateLimiter::local(per_hour))
+            .with_controls(Controls::new(CONTROLS_TOKEN).with_clock(clock))
+    })
+    .await
+}
+
+macro_rules! controls_suite {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    let backend = crate::common::sqlite().await.unwrap();
+                    super::$name(super::controlled(backend, 1_000_000).await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    let Some(backend) = crate::common::postgres().await else { return };
+                    super::$name(super::controlled(backend, 1_000_000).await).await;
+                }
+            )*
+        }
+        mod memory {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    let backend = crate::common::sqlite_memory().await.unwrap();
+                    super::$name(super::controlled(backend, 1_000_000).await).await;
+                }
+            )*
+        }
+    };
+}
+
+controls_suite!(
+    controls_answer_only_their_own_token,
+    a_reset_empties_everything_or_keeps_the_tokens,
+    a_reset_during_a_running_deployment_leaves_nothing_running,
+    a_fault_rule_applies_only_where_it_matches,
+    fault_rules_are_listed_removed_and_checked,
+    a_held_deployment_resumes_on_release,
+    a_failed_step_fails_the_next_deployment_once,
+    engine_controls_check_what_they_are_given,
+    the_manual_clock_dates_records,
+);
+
+mod off {
+    use super::*;
+    http_suite!(controls_are_not_found_when_off);
+}
+
+/// The rule that touched an answer.
+fn fault_of(r: &common::Resp) -> Option<&str> {
+    r.headers
+        .get("x-capstan-fault")
+        .and_then(|v| v.to_str().ok())
+}
+
+async fn control<S: App>(
+    t: &T<S>,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> common::Resp {
+    t.call(Some(CONTROLS_TOKEN), method, path, body).await
+}
+
+async fn controls_are_not_found_when_off<S: App>(t: T<S>) {
+    for (method, path) in [
+        (Method::POST, "/_capstan/reset"),
+        (Method::GET, "/_capstan/faults"),
+        (Method::POST, "/_capstan/engine/hold"),
+        (Method::GET, "/_capstan/clock"),
+    ] {
+        t.call(Some(&t.token.clone()), method, path, Some(json!({})))
+            .await
+            .expect_error(404, "no route for");
+    }
+    t.get(&format!("/organization/{}", t.org)).await.expect(200);
+}
+
+async fn controls_answer_only_their_own_token<S: App>(t: T<S>) {
+    let admin = t.token.clone();
+    for token in [Some(admin.as_str()), None, Some("controls-token-for-test")] {
+        t.call(token, Method::POST, "/_capstan/reset", None)
+            .await
+            .expect_error(401, "the controls take");
+    }
+    t.get(&format!("/organization/{}", t.org)).await.expect(200);
+    t.call(
+        Some(CONTROLS_TOKEN),
+        Method::GET,
+        &format!("/organization/{}", t.org),
+        None,
+    )
+    .await
+    .expect(401);
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/reset",
+        Some(json!({"keep_tokenz": true})),
+    )
+    .await
+    .expect_error(400, "keep_tokenz: unknown field");
+}
+
+async fn a_reset_empties_everything_or_keeps_the_tokens<S: App>(t: T<S>) {
+    let (cluster, project, env) = t.hierarchy().await;
+    let c = t.container(&env, "web").await;
+    t.post(
+        &format!("/container/{c}/environmentVariable"),
+        json!({"key": "A", "value": "1"}),
+    )
+    .await
+    .expect(201);
+    t.post(&format!("/container/{c}/deploy"), json!({}))
+        .await
+        .expect(202);
+    t.settle(&format!("/container/{c}/status")).await;
+
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/reset",
+        Some(json!({"keep_tokens": true})),
+    )
+    .await
+    .expect(204);
+    let org = t.org.clone();
+    t.get(&format!("/organization/{org}")).await.expect(200);
+    let projects = t
+        .get(&format!("/organization/{org}/project"))
+        .await
+        .expect(200);
+    assert_eq!(projects.body["results"], json!([]), "{}", projects.text);
+    let clusters = t
+        .get(&format!("/organization/{org}/cluster"))
+        .await
+        .expect(200);
+    assert_eq!(clusters.body["results"], json!([]), "{}", clusters.text);
+    for gone in [
+        format!("/organization/{org}/cluster/{cluster}"),
+        format!("/project/{project}"),
+        format!("/environment/{env}"),
+        format!("/container/{c}"),
+    ] {
+        t.get(&gone).await.expect(404);
+    }
+    let events = t
+        .get(&format!("/organization/{org}/events"))
+        .await
+        .expect(200);
+    assert_eq!(events.body["events"], json!([]), "{}", events.text);
+    // The organization works as a new one: the same names can be taken again.
+    let (_, _, env) = t.hierarchy().await;
+    t.container(&env, "web").await;
+
+    // Without keep_tokens, nothing is left: the token is unknown.
+    control(&t, Method::POST, "/_capstan/reset", None)
+        .await
+        .expect(204);
+    t.get(&format!("/organization/{org}"))
+        .await
+        .expect_error(401, "");
+    t.get("/organization").await.expect(401);
+}
+
+async fn a_reset_during_a_running_deployment_leaves_nothing_running<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let c = t.container(&env, "web").await;
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/engine/hold",
+        Some(json!({"service_id": c, "state": "DEPLOYING"})),
+    )
+    .await
+    .expect(204);
+    t.post(&format!("/container/{c}/deploy"), json!({}))
+        .await
+        .expect(202);
+    wait_for_state(&t, &c, "DEPLOYING").await;
+    assert_eq!(t.capstan.queue_depth().await.unwrap().running, 1);
+
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/reset",
+        Some(json!({"keep_tokens": true})),
+    )
+    .await
+    .expect(204);
+    // The held worker finds its claim gone and writes nothing back, now or later.
+    for _ in 0..3 {
+        let depth = t.capstan.queue_depth().await.unwrap();
+        assert_eq!((depth.queued, depth.running), (0, 0));
+        t.get(&format!("/container/{c}/status")).await.expect(404);
+        actix_rt::time::sleep(std::time::Duration::from_millis(600)).await;
+    }
+    // The engine is free for new work.
+    let (_, _, env) = t.hierarchy().await;
+    let c = t.container(&env, "web").await;
+    t.post(&format!("/container/{c}/deploy"), json!({}))
+        .await
+        .expect(202);
+    let settled = t.settle(&format!("/container/{c}/status")).await;
+    assert_eq!(settled["state"], "DEPLOYED", "{settled}");
+}
+
+async fn wait_for_state<S: App>(t: &T<S>, service: &str, state: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let status = t
+            .get(&format!("/container/{service}/status"))
+            .await
+            .expect(200);
+        if status.body["state"] == state {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never reached {state}: {}",
+            status.text
+        );
+        actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+async fn add_fault<S: App>(t: &T<S>, rule: Value) -> String {
+    control(t, Method::POST, "/_capstan/faults", Some(rule))
+        .await
+        .expect(201)
+        .id()
+}
+
+async fn a_fault_rule_applies_only_where_it_matches<S: App>(t: T<S>) {
+    let org = t.org.clone();
+    let teapot = add_fault(
+        &t,
+        json!({"method": "GET", "path": "/organization/*", "status": 418, "body": {"custom": true}}),
+    )
+    .await;
+    let faulted = t.get(&format!("/organization/{org}")).await.expect(418);
+    assert_eq!(faulted.body, json!({"custom": true}));
+    assert_eq!(fault_of(&faulted), Some(teapot.as_str()));
+    // Another method, a longer path, another prefix: the real answers, unmarked.
+    for r in [
+        t.post(
+            &format!("/organization/{org}/project"),
+            json!({"name": "p"}),
+        )
+        .await
+        .expect(201),
+        t.get(&format!("/organization/{org}/project"))
+            .await
+            .expect(200),
+        t.get(&format!("/v1/organization/{org}")).await.expect(200),
+    ] {
+        assert_eq!(fault_of(&r), None);
+    }
+    control(
+        &t,
+        Method::DELETE,
+        &format!("/_capstan/faults/{teapot}"),
+        None,
+    )
+    .await
+    .expect(204);
+    t.get(&format!("/organization/{org}")).await.expect(200);
+
+    // An organization's rule: its tokens' calls only.
+    let other = t.other_org_token().await;
+    let other_org = t
+        .call(Some(&other), Method::GET, "/organization", None)
+        .await
+        .expect(200)
+        .body["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let rule = add_fault(
+        &t,
+        json!({"path": "/**", "organization_id": other_org, "status": 503}),
+    )
+    .await;
+    t.get(&format!("/organization/{org}/project"))
+        .await
+        .expect(200);
+    let refused = t
+        .call(
+            Some(&other),
+            Method::GET,
+            &format!("/organization/{other_org}/project"),
+            None,
+        )
+        .await
+        .expect_error(503, "fault injected by rule");
+    assert_eq!(fault_of(&refused), Some(rule.as_str()));
+    control(&t, Method::DELETE, "/_capstan/faults", None)
+        .await
+        .expect(204);
+
+    // A token's rule, twice, after a wait: the real answer comes late, marked.
+    let slow = add_fault(
+        &t,
+        json!({"path": "/organization/**", "token": t.token, "latency_ms": 150, "count": 2}),
+    )
+    .await;
+    t.call(
+        Some(&other),
+        Method::GET,
+        &format!("/organization/{other_org}/project"),
+        None,
+    )
+    .await
+    .expect(200);
+    for _ in 0..2 {
+        let began = std::time::Instant::now();
+        let r = t
+            .get(&format!("/organization/{org}/project"))
+            .await
+            .expect(200);
+        assert!(began.elapsed() >= std::time::Duration::from_millis(150));
+        assert_eq!(fault_of(&r), Some(slow.as_str()));
+        assert_eq!(r.body["results"][0]["name"], "p");
+    }
+    let r = t
+        .get(&format!("/organization/{org}/project"))
+        .await
+        .expect(200);
+    assert!(
+        !r.headers.contains_key("x-capstan-fault"),
+        "spent after its count"
+    );
+}
+
+async fn fault_rules_are_listed_removed_and_checked<S: App>(t: T<S>) {
+    let org = t.org.clone();
+    let rule = add_fault(
+        &t,
+        json!({"path": "/organization/*", "status": 500, "probability": 1, "count": 3}),
+    )
+    .await;
+    t.get(&format!("/organization/{org}"))
+        .await
+        .expect_error(500, "fault injected");
+    let listed = control(&t, Method::GET, "/_capstan/faults", None)
+        .await
+        .expect(200);
+    let rules = listed.body["results"].as_array().unwrap();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0]["id"], rule.as_str());
+    assert_eq!(rules[0]["faulted"], 1);
+    assert_eq!(rules[0]["remaining"], 2);
+    assert_eq!(rules[0]["token_set"], false);
+    control(
+        &t,
+        Method::DELETE,
+        &format!("/_capstan/faults/{rule}"),
+        None,
+    )
+    .await
+    .expect(204);
+    control(
+        &t,
+        Method::DELETE,
+        &format!("/_capstan/faults/{rule}"),
+        None,
+    )
+    .await
+    .expect_error(404, "fault rule not found");
+    control(&t, Method::DELETE, "/_capstan/faults/nope", None)
+        .await
+        .expect_error(400, "id:");
+    for (rule, field) in [
+        (json!({"status": 500}), "path:"),
+        (json!({"path": "/x"}), "status:"),
+        (json!({"path": "/x", "status": 42}), "status:"),
+        (json!({"path": "/x", "drop": true, "status": 500}), "drop:"),
+        (
+            json!({"path": "/x", "status": 500, "probability": 2}),
+            "probability:",
+        ),
+        (json!({"path": "/_capstan/*", "status": 500}), "path:"),
+        (
+            json!({"path": "/x", "latency_ms": 999999999}),
+            "latency_ms:",
+        ),
+    ] {
+        control(&t, Method::POST, "/_capstan/faults", Some(rule))
+            .await
+            .expect_error(400, field);
+    }
+    // A reset forgets the rules with everything else.
+    add_fault(&t, json!({"path": "/organization", "status": 502})).await;
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/reset",
+        Some(json!({"keep_tokens": true})),
+    )
+    .await
+    .expect(204);
+    let listed = control(&t, Method::GET, "/_capstan/faults", None)
+        .await
+        .expect(200);
+    assert_eq!(listed.body["results"], json!([]));
+    t.get("/organization").await.expect(200);
+}
+
+async fn a_held_deployment_resumes_on_release<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let c = t.container(&env, "web").await;
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/engine/hold",
+        Some(json!({"service_id": c, "state": "DEPLOYING"})),
+    )
+    .await
+    .expect(204);
+    t.post(&format!("/container/{c}/deploy"), json!({}))
+        .await
+        .expect(202);
+    wait_for_state(&t, &c, "DEPLOYING").await;
+    // Many steps' time later, it is still there.
+    actix_rt::time::sleep(common::STEP * 20).await;
+    let status = t.get(&format!("/container/{c}/status")).await.expect(200);
+    assert_eq!(status.body["state"], "DEPLOYING", "{}", status.text);
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/engine/release",
+        Some(json!({"service_id": c})),
+    )
+    .await
+    .expect(204);
+    let settled = t.settle(&format!("/container/{c}/status")).await;
+    assert_eq!(settled["state"], "DEPLOYED", "{settled}");
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/engine/release",
+        Some(json!({"service_id": c})),
+    )
+    .await
+    .expect_error(404, "hold not found");
+
+    // A held deployment can still be canceled.
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/engine/hold",
+        Some(json!({"service_id": c, "state": "DEPLOYING"})),
+    )
+    .await
+    .expect(204);
+    t.post(&format!("/container/{c}/redeploy"), json!({}))
+        .await
+        .expect(202);
+    wait_for_state(&t, &c, "DEPLOYING").await;
+    t.post(&format!("/environment/{env}/cancelDeployment"), json!({}))
+        .await
+        .expect(202);
+    let settled = t.settle(&format!("/container/{c}/status")).await;
+    assert_eq!(settled["state"], "CANCELED", "{settled}");
+}
+
+async fn a_failed_step_fails_the_next_deployment_once<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let c = t.container(&env, "web").await;
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/engine/fail",
+        Some(json!({"service_id": c, "step": "DEPLOYMENT", "message": "the disk is full"})),
+    )
+    .await
+    .expect(204);
+    t.post(&format!("/container/{c}/deploy"), json!({}))
+        .await
+        .expect(202);
+    let failed = t.settle(&format!("/container/{c}/status")).await;
+    assert_eq!(failed["state"], "DEPLOYMENT_ERROR", "{failed}");
+    let history = t
+        .get(&format!("/container/{c}/deploymentHistory"))
+        .await
+        .expect(200);
+    assert_eq!(history.body["results"][0]["reason"], "the disk is full");
+    t.post(&format!("/container/{c}/deploy"), json!({}))
+        .await
+        .expect(202);
+    let settled = t.settle(&format!("/container/{c}/status")).await;
+    assert_eq!(settled["state"], "DEPLOYED", "only once: {settled}");
+}
+
+async fn engine_controls_check_what_they_are_given<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let c = t.container(&env, "web").await;
+    let unknown = uuid::Uuid::new_v4().to_string();
+    for (path, body, status, prefix) in [
+        (
+            "/_capstan/engine/hold",
+            json!({"service_id": c, "state": "DEPLOYED"}),
+            400,
+            "state: must be one of BUILDING",
+        ),
+        (
+            "/_capstan/engine/hold",
+            json!({"service_id": c, "state": "NAPPING"}),
+            400,
+            "state:",
+        ),
+        (
+            "/_capstan/engine/hold",
+            json!({"state": "DEPLOYING"}),
+            400,
+            "service_id: is required",
+        ),
+        (
+            "/_capstan/engine/hold",
+            json!({"service_id": unknown, "state": "DEPLOYING"}),
+            404,
+            "service not found",
+        ),
+        (
+            "/_capstan/engine/fail",
+            json!({"service_id": c, "step": "DEPLOYMENT"}),
+            400,
+            "message: is required",
+        ),
+        (
+            "/_capstan/engine/fail",
+            json!({"service_id": c, "step": "NAP", "message": "x"}),
+            400,
+            "step:",
+        ),
+        (
+            "/_capstan/engine/fail",
+            json!({"service_id": c, "step": "BUILD", "message": " "}),
+            400,
+            "message:",
+        ),
+        (
+            "/_capstan/engine/release",
+            json!({"service_id": unknown}),
+            404,
+            "hold not found",
+        ),
+    ] {
+        control(&t, Method::POST, path, Some(body))
+            .await
+            .expect_error(status, prefix);
+    }
+}
+
+async fn the_manual_clock_dates_records<S: App>(t: T<S>) {
+    let set = control(
+        &t,
+        Method::POST,
+        "/_capstan/clock",
+        Some(json!({"now": "2030-01-01T00:00:00Z"})),
+    )
+    .await
+    .expect(200);
+    assert!(
+        set.body["now"]
+            .as_str()
+            .unwrap()
+            .starts_with("2030-01-01T00:00:0"),
+        "{}",
+        set.text
+    );
+    assert_eq!(set.body["manual"], true);
+    let org = t.org.clone();
+    let first = t
+        .post(
+            &format!("/organization/{org}/project"),
+            json!({"name": "one"}),
+        )
+        .await
+        .expect(201);
+    assert!(
+        first.body["created_at"]
+            .as_str()
+            .unwrap()
+            .starts_with("2030-01-01"),
+        "{}",
+        first.text
+    );
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/clock",
+        Some(json!({"advance_seconds": 86400})),
+    )
+    .await
+    .expect(200);
+    let second = t
+        .post(
+            &format!("/organization/{org}/project"),
+            json!({"name": "two"}),
+        )
+        .await
+        .expect(201);
+    assert!(
+        second.body["created_at"]
+            .as_str()
+            .unwrap()
+            .starts_with("2030-01-02"),
+        "{}",
+        second.text
+    );
+    let read = control(&t, Method::GET, "/_capstan/clock", None)
+        .await
+        .expect(200);
+    assert!(read.body["now"].as_str().unwrap().starts_with("2030-01-02"));
+    for body in [
+        json!({}),
+        json!({"advance_seconds": 1, "now": "2030-01-01T00:00:00Z"}),
+        json!({"now": "yesterday"}),
+    ] {
+        control(&t, Method::POST, "/_capstan/clock", Some(body))
+            .await
+            .expect(400);
+    }
+}
+
+mod rate_limits {
+    use super::*;
+
+    /// A moved clock refills quotas: the hour a client waited for passes at once.
+    async fn the_clock_moves_rate_limits<S: App>(t: T<S>) {
+        let org = t.org.clone();
+        for _ in 0..3 {
+            t.get(&format!("/organization/{org}")).await.expect(200);
+        }
+        t.get(&format!("/organization/{org}")).await.expect(429);
+        control(
+            &t,
+            Method::POST,
+            "/_capstan/clock",
+            Some(json!({"advance_seconds": 3600})),
+        )
+        .await
+        .expect(200);
+        t.get(&format!("/organization/{org}")).await.expect(200);
+    }
+
+    #[actix_rt::test]
+    async fn sqlite() {
+        let backend = crate::common::sqlite().await.unwrap();
+        the_clock_moves_rate_limits(controlled(backend, 3).await).await;
+    }
+
+    #[actix_rt::test]
+    async fn postgres() {
+        let Some(backend) = crate::common::postgres().await else {
+            return;
+        };
+        the_clock_moves_rate_limits(controlled(backend, 3).await).await;
+    }
+}
+
+mod system_clock {
+    use super::*;
+
+    #[actix_rt::test]
+    async fn the_system_clock_cannot_be_moved() {
+        let backend = crate::common::sqlite().await.unwrap();
+        let t =
+            common::setup_with(backend, |s| s.with_controls(Controls::new(CONTROLS_TOKEN))).await;
+        let read = control(&t, Method::GET, "/_capstan/clock", None)
+            .await
+            .expect(200);
+        assert_eq!(read.body["manual"], false);
+        control(
+            &t,
+            Method::POST,
+            "/_capstan/clock",
+            Some(json!({"advance_seconds": 5})),
+        )
+        .await
+        .expect_error(409, "the clock is the system's");
+    }
+}
