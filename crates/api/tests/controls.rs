@@ -69,6 +69,8 @@ controls_suite!(
     a_failed_step_fails_the_next_deployment_once,
     engine_controls_check_what_they_are_given,
     the_manual_clock_dates_records,
+    a_restored_snapshot_answers_exactly_as_before,
+    snapshots_are_listed_removed_and_checked,
 );
 
 mod off {
@@ -252,6 +254,144 @@ async fn wait_for_state<S: App>(t: &T<S>, service: &str, state: &str) {
         );
         actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+}
+
+/// What a client sees of the world `hierarchy` and a deployed container make.
+async fn answers<S: App>(t: &T<S>, paths: &[String]) -> Vec<Value> {
+    let mut seen = Vec::new();
+    for path in paths {
+        seen.push(t.get(path).await.body);
+    }
+    seen
+}
+
+async fn a_restored_snapshot_answers_exactly_as_before<S: App>(t: T<S>) {
+    let org = t.org.clone();
+    let (cluster, project, env) = t.hierarchy().await;
+    let c = t.container(&env, "web").await;
+    t.post(
+        &format!("/container/{c}/environmentVariable"),
+        json!({"key": "A", "value": "1"}),
+    )
+    .await
+    .expect(201);
+    t.post(
+        &format!("/container/{c}/secret"),
+        json!({"key": "PASSWORD", "value": "hunter2-snap"}),
+    )
+    .await
+    .expect(201);
+    t.post(&format!("/container/{c}/deploy"), json!({}))
+        .await
+        .expect(202);
+    t.settle(&format!("/container/{c}/status")).await;
+    let paths = [
+        format!("/organization/{org}"),
+        format!("/organization/{org}/cluster/{cluster}"),
+        format!("/organization/{org}/project"),
+        format!("/project/{project}/environment"),
+        format!("/environment/{env}/container"),
+        format!("/container/{c}"),
+        format!("/container/{c}/environmentVariable"),
+        format!("/container/{c}/secret"),
+        format!("/container/{c}/status"),
+        format!("/container/{c}/deploymentHistory"),
+        format!("/organization/{org}/events"),
+        format!("/organization/{org}/apiToken"),
+    ];
+    let before = answers(&t, &paths).await;
+    assert_eq!(before[5]["name"], "web", "real answers: {before:?}");
+    assert_eq!(before[8]["state"], "DEPLOYED");
+    let saved = control(
+        &t,
+        Method::POST,
+        "/_capstan/snapshots",
+        Some(json!({"name": "s1"})),
+    )
+    .await
+    .expect(201);
+    assert_eq!(saved.body["name"], "s1");
+    assert!(saved.body["rows"].as_u64().unwrap() > 10, "{}", saved.text);
+
+    // Everything changes: a project goes, another comes, the token goes with a reset.
+    t.delete(&format!("/project/{project}")).await;
+    t.post(
+        &format!("/organization/{org}/project"),
+        json!({"name": "later"}),
+    )
+    .await
+    .expect(201);
+    control(&t, Method::POST, "/_capstan/reset", None)
+        .await
+        .expect(204);
+    t.get(&format!("/organization/{org}")).await.expect(401);
+
+    control(&t, Method::POST, "/_capstan/snapshots/s1/restore", None)
+        .await
+        .expect(204);
+    assert_eq!(answers(&t, &paths).await, before);
+    // And it works on: the restored world takes new changes and deployments.
+    t.post(&format!("/container/{c}/redeploy"), json!({}))
+        .await
+        .expect(202);
+    let settled = t.settle(&format!("/container/{c}/status")).await;
+    assert_eq!(settled["state"], "DEPLOYED", "{settled}");
+}
+
+async fn snapshots_are_listed_removed_and_checked<S: App>(t: T<S>) {
+    for name in ["first", "second"] {
+        control(
+            &t,
+            Method::POST,
+            "/_capstan/snapshots",
+            Some(json!({"name": name})),
+        )
+        .await
+        .expect(201);
+    }
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/snapshots",
+        Some(json!({"name": "first"})),
+    )
+    .await
+    .expect_error(409, "a snapshot named 'first' already exists");
+    for bad in [
+        json!({}),
+        json!({"name": "Not OK"}),
+        json!({"name": "../etc"}),
+    ] {
+        control(&t, Method::POST, "/_capstan/snapshots", Some(bad))
+            .await
+            .expect_error(400, "name:");
+    }
+    let listed = control(&t, Method::GET, "/_capstan/snapshots", None)
+        .await
+        .expect(200);
+    let names: Vec<&str> = listed.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["first", "second"]);
+    assert!(listed.body["results"][0]["created_at"].is_string());
+    control(&t, Method::DELETE, "/_capstan/snapshots/first", None)
+        .await
+        .expect(204);
+    for (method, path) in [
+        (Method::DELETE, "/_capstan/snapshots/first"),
+        (Method::POST, "/_capstan/snapshots/first/restore"),
+    ] {
+        control(&t, method, path, None)
+            .await
+            .expect_error(404, "snapshot not found");
+    }
+    let listed = control(&t, Method::GET, "/_capstan/snapshots", None)
+        .await
+        .expect(200);
+    assert_eq!(listed.body["results"].as_array().unwrap().len(), 1);
 }
 
 async fn add_fault<S: App>(t: &T<S>, rule: Value) -> String {

@@ -92,6 +92,9 @@ pub enum StoreError {
     NotFound,
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// What was asked cannot be done as things stand (the reason says why, for the client).
+    #[error("{0}")]
+    Refused(String),
     #[error("store error: {0}")]
     Other(String),
 }
@@ -112,6 +115,7 @@ impl From<StoreError> for DomainError {
             }),
             StoreError::NotFound => DomainError::NotFound("resource"),
             StoreError::Unavailable(m) => DomainError::Unavailable(m),
+            StoreError::Refused(m) => DomainError::state(m),
             StoreError::Other(m) => DomainError::Internal(m),
         }
     }

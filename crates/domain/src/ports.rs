@@ -462,6 +462,21 @@ pub trait Maintenance: Send + Sync {
     /// Empties every table in one transaction. `keep_tokens` keeps the organizations that
     /// have API tokens, with their tokens and members, so the tokens go on working.
     async fn reset(&self, keep_tokens: bool) -> StoreResult<()>;
+    /// Saves the whole state under `name`, consistent as of one instant, while others go on
+    /// reading and writing. `Duplicate` when the name is taken.
+    async fn save_snapshot(
+        &self,
+        name: &SnapshotName,
+        now: time::OffsetDateTime,
+    ) -> StoreResult<Snapshot>;
+    /// Brings back the state saved under `name`, in one transaction: what the snapshot
+    /// holds, and nothing else. `NotFound` when there is none; `Refused` when it was saved
+    /// under another schema.
+    async fn restore_snapshot(&self, name: &SnapshotName) -> StoreResult<()>;
+    /// The snapshots, oldest first.
+    async fn snapshots(&self) -> StoreResult<Vec<Snapshot>>;
+    /// `NotFound` when there is none.
+    async fn delete_snapshot(&self, name: &SnapshotName) -> StoreResult<()>;
 }
 
 #[async_trait]

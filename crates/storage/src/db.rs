@@ -224,6 +224,8 @@ pub struct Db {
     pub(crate) cipher: Arc<Cipher>,
     /// Tokens already found, on an embedded store only (see `token_cache`).
     pub(crate) tokens: Option<Arc<TokenCache>>,
+    /// Where a SQLite store keeps its snapshots (PostgreSQL keeps them in the database).
+    pub(crate) snapshot_dir: Option<Arc<crate::snapshots::SnapshotDir>>,
     /// Drives the I/O of the PostgreSQL connections that tasks of multi-threaded runtimes share
     /// (`pg_pools`), and the rollbacks of dropped units.
     _drivers: Option<Arc<Drivers>>,
@@ -307,10 +309,18 @@ impl Db {
         };
         // Only the one server on a SQLite file sees every deletion (see `token_cache`).
         let tokens = drivers.is_none().then(Arc::default);
+        let snapshot_dir = match url {
+            DatabaseUrl::Sqlite(path) => Some(Arc::new(crate::snapshots::SnapshotDir::for_sqlite(
+                path,
+                url.is_sqlite_memory(),
+            ))),
+            DatabaseUrl::Postgres(_) => None,
+        };
         Ok(Self {
             backend,
             cipher: Arc::new(Cipher::new(secret_key)),
             tokens,
+            snapshot_dir,
             _drivers: drivers,
         })
     }

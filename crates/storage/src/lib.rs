@@ -18,6 +18,7 @@ mod rows;
 mod rules;
 mod schema;
 mod session;
+mod snapshots;
 mod stages;
 pub mod testing;
 mod token_cache;

@@ -4,6 +4,7 @@ use crate::db::{db_transaction, store_error, Db};
 use async_trait::async_trait;
 use diesel_async::SimpleAsyncConnection;
 use domain::error::StoreResult;
+use domain::model::{Snapshot, SnapshotName};
 use domain::ports::Maintenance;
 
 /// Every table, each after the tables it refers to (a copy inserts in this order, a deletion
@@ -96,5 +97,25 @@ impl Maintenance for Db {
             tokens.forget_all();
         }
         Ok(())
+    }
+
+    async fn save_snapshot(
+        &self,
+        name: &SnapshotName,
+        now: time::OffsetDateTime,
+    ) -> StoreResult<Snapshot> {
+        self.save_snapshot_now(name, now).await
+    }
+
+    async fn restore_snapshot(&self, name: &SnapshotName) -> StoreResult<()> {
+        self.restore(name).await
+    }
+
+    async fn snapshots(&self) -> StoreResult<Vec<Snapshot>> {
+        self.list_snapshots().await
+    }
+
+    async fn delete_snapshot(&self, name: &SnapshotName) -> StoreResult<()> {
+        self.drop_snapshot(name).await
     }
 }

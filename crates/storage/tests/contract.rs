@@ -78,6 +78,7 @@ contract!(
     deliveries_are_claimed_once_and_settled_by_their_claimant,
     the_audit_log_filters_and_pages_by_time,
     a_reset_empties_every_table_or_keeps_the_tokens,
+    a_snapshot_is_restored_exactly,
 );
 
 fn now() -> time::OffsetDateTime {
@@ -603,6 +604,107 @@ async fn a_reset_empties_every_table_or_keeps_the_tokens(db: Db) {
             "{table} is empty"
         );
     }
+}
+
+async fn a_snapshot_is_restored_exactly(db: Db) {
+    let name = |n: &str| SnapshotName::parse("name", n).unwrap();
+    let (o, cluster, project, env) = hierarchy(&db).await;
+    let s = service_in(
+        &env,
+        ServiceKind::Container,
+        "web",
+        container_body(registry(&db, o.id, "r").await.id),
+    );
+    let mut unit = Store::write(&db).await.unwrap();
+    Repo::<Service>::insert(&mut *unit, &s).await.unwrap();
+    unit.commit().await.unwrap();
+    let request = request_for(&db, &env, &s).await;
+    assert!(db.snapshots().await.unwrap().is_empty());
+
+    let saved = db.save_snapshot(&name("s1"), now()).await.unwrap();
+    assert_eq!(saved.name, name("s1"));
+    assert!(saved.rows >= 7, "{saved:?}");
+    assert!(matches!(
+        db.save_snapshot(&name("s1"), now()).await,
+        Err(StoreError::Duplicate)
+    ));
+    db.save_snapshot(&name("s2"), now()).await.unwrap();
+    let listed = db.snapshots().await.unwrap();
+    assert_eq!(
+        listed.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["s1", "s2"]
+    );
+    assert_eq!(listed[0].rows, saved.rows);
+
+    // Changed every way: removed, added, and the whole store emptied.
+    let mut unit = Store::write(&db).await.unwrap();
+    Repo::<Environment>::delete(&mut *unit, env.id)
+        .await
+        .unwrap();
+    unit.commit().await.unwrap();
+    let later = project_in(o.id, "LATER");
+    let mut unit = Store::write(&db).await.unwrap();
+    Repo::<Project>::insert(&mut *unit, &later).await.unwrap();
+    unit.commit().await.unwrap();
+
+    db.restore_snapshot(&name("s1")).await.unwrap();
+    let mut read = db.session().await.unwrap();
+    assert_eq!(
+        Repo::<Organization>::get(&mut read, o.id).await.unwrap(),
+        Some(o.clone())
+    );
+    assert_eq!(
+        Repo::<Cluster>::get(&mut read, cluster.id).await.unwrap(),
+        Some(cluster.clone())
+    );
+    assert_eq!(
+        Repo::<Project>::get(&mut read, project.id).await.unwrap(),
+        Some(project.clone())
+    );
+    assert_eq!(
+        Repo::<Environment>::get(&mut read, env.id).await.unwrap(),
+        Some(env.clone())
+    );
+    assert_eq!(
+        Repo::<Service>::get(&mut read, s.id).await.unwrap(),
+        Some(s.clone())
+    );
+    assert_eq!(
+        Repo::<DeploymentRequest>::get(&mut read, request.id)
+            .await
+            .unwrap(),
+        Some(request.clone())
+    );
+    assert_eq!(
+        Repo::<Project>::get(&mut read, later.id).await.unwrap(),
+        None
+    );
+    drop(read);
+
+    db.reset(false).await.unwrap();
+    db.restore_snapshot(&name("s2")).await.unwrap();
+    let mut read = db.session().await.unwrap();
+    assert_eq!(
+        Repo::<Service>::get(&mut read, s.id).await.unwrap(),
+        Some(s)
+    );
+    drop(read);
+    assert_eq!(
+        db.snapshots().await.unwrap().len(),
+        2,
+        "a reset keeps snapshots"
+    );
+
+    db.delete_snapshot(&name("s1")).await.unwrap();
+    assert!(matches!(
+        db.delete_snapshot(&name("s1")).await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(matches!(
+        db.restore_snapshot(&name("s1")).await,
+        Err(StoreError::NotFound)
+    ));
+    assert_eq!(db.snapshots().await.unwrap().len(), 1);
 }
 
 async fn tokens_are_found_by_hash(db: Db) {

@@ -64,6 +64,38 @@ pub struct ClockView {
     pub manual: bool,
 }
 
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotInput {
+    /// 1 to 40 of a-z, 0-9, _ and -.
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SnapshotView {
+    pub name: String,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: time::OffsetDateTime,
+    /// The rows it holds, across every table.
+    pub rows: u64,
+}
+
+impl From<domain::model::Snapshot> for SnapshotView {
+    fn from(s: domain::model::Snapshot) -> Self {
+        Self {
+            name: s.name.to_string(),
+            created_at: s.created_at,
+            rows: s.rows,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SnapshotList {
+    pub results: Vec<SnapshotView>,
+}
+
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct FaultList {
     pub results: Vec<FaultView>,
@@ -80,6 +112,35 @@ async fn reset(
     op.0.capstan.reset(input.keep_tokens).await?;
     op.0.limiter.forget();
     op.controls()?.faults.clear();
+    Ok(no_content())
+}
+
+async fn save_snapshot(
+    op: Operator,
+    ControlJson(input): ControlJson<SnapshotInput>,
+) -> ApiResult<HttpResponse> {
+    let name = required(input.name, "name")?;
+    Ok(created(SnapshotView::from(
+        op.0.capstan.save_snapshot(&name).await?,
+    )))
+}
+
+async fn list_snapshots(op: Operator) -> ApiResult<HttpResponse> {
+    let results = op.0.capstan.snapshots().await?;
+    Ok(ok(SnapshotList {
+        results: results.into_iter().map(Into::into).collect(),
+    }))
+}
+
+async fn restore_snapshot(op: Operator, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let name = req.match_info().get("name").unwrap_or_default();
+    op.0.capstan.restore_snapshot(name).await?;
+    Ok(no_content())
+}
+
+async fn delete_snapshot(op: Operator, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let name = req.match_info().get("name").unwrap_or_default();
+    op.0.capstan.delete_snapshot(name).await?;
     Ok(no_content())
 }
 
@@ -171,6 +232,26 @@ pub fn routes(r: &mut Routes) {
             reset,
             done("Empties everything, in one transaction").optional_body(Body::of::<ResetInput>()),
         )
+        .add();
+    r.at("/_capstan/snapshots")
+        .post(
+            save_snapshot,
+            Doc::create::<SnapshotView, SnapshotInput>("Saves the whole state under a name")
+                .control(),
+        )
+        .get(
+            list_snapshots,
+            Doc::get::<SnapshotList>("The saved snapshots").control(),
+        )
+        .add();
+    r.at("/_capstan/snapshots/{name}/restore")
+        .post(
+            restore_snapshot,
+            done("Brings back a snapshot's state, in one transaction"),
+        )
+        .add();
+    r.at("/_capstan/snapshots/{name}")
+        .delete(delete_snapshot, done("Removes a snapshot"))
         .add();
     r.at("/_capstan/faults")
         .post(

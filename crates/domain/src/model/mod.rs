@@ -21,6 +21,7 @@ mod service;
 mod service_kinds;
 mod service_settings;
 mod service_settings_tables;
+mod snapshot;
 mod stage;
 mod state;
 mod status;
@@ -68,6 +69,7 @@ pub use service_settings::*;
 pub use service_settings_tables::{
     APPLICATION_SETTINGS, CONTAINER_SETTINGS, HELM_SETTINGS, JOB_SETTINGS, TERRAFORM_SETTINGS,
 };
+pub use snapshot::{Snapshot, SnapshotName};
 pub use stage::{reorder, DeploymentStage, Placement, StageMember, DEFAULT_STAGE};
 pub use state::{transition, DeploymentAction, Event, Forbidden, ServiceState};
 pub use status::*;

@@ -4,9 +4,9 @@
 
 use super::Capstan;
 use crate::engine::HOLDABLE;
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, StoreError};
 use crate::ids::ServiceId;
-use crate::model::{Service, ServiceState, StepName};
+use crate::model::{Service, ServiceState, Snapshot, SnapshotName, StepName};
 use crate::ports::Repo;
 
 impl Capstan {
@@ -19,6 +19,34 @@ impl Capstan {
         self.engine_controls.clear();
         crate::ids::restart_ids();
         Ok(())
+    }
+
+    /// Saves the whole state under `name` (consistent as of one instant, while others go on).
+    pub async fn save_snapshot(&self, name: &str) -> DomainResult<Snapshot> {
+        let name = SnapshotName::parse("name", name)?;
+        match self.store.save_snapshot(&name, self.now()).await {
+            Err(StoreError::Duplicate) => Err(DomainError::state(format!(
+                "a snapshot named '{name}' already exists: delete it first"
+            ))),
+            saved => Ok(saved?),
+        }
+    }
+
+    /// Brings back the state saved under `name`, exactly, in one transaction. Deployments
+    /// running now lose their claims, as with a reset; those the snapshot holds as running
+    /// end when their lease runs out (their worker is not this one).
+    pub async fn restore_snapshot(&self, name: &str) -> DomainResult<()> {
+        let name = SnapshotName::parse("name", name)?;
+        snapshot_found(self.store.restore_snapshot(&name).await)
+    }
+
+    pub async fn snapshots(&self) -> DomainResult<Vec<Snapshot>> {
+        Ok(self.store.snapshots().await?)
+    }
+
+    pub async fn delete_snapshot(&self, name: &str) -> DomainResult<()> {
+        let name = SnapshotName::parse("name", name)?;
+        snapshot_found(self.store.delete_snapshot(&name).await)
     }
 
     /// Holds `service`'s deployments when they reach `state` until [`Capstan::release`].
@@ -68,5 +96,12 @@ impl Capstan {
         Repo::<Service>::get(&mut *self.reading().await?, service)
             .await?
             .ok_or(DomainError::NotFound("service"))
+    }
+}
+
+fn snapshot_found(done: Result<(), StoreError>) -> DomainResult<()> {
+    match done {
+        Err(StoreError::NotFound) => Err(DomainError::NotFound("snapshot")),
+        other => Ok(other?),
     }
 }
