@@ -71,6 +71,8 @@ controls_suite!(
     the_manual_clock_dates_records,
     a_restored_snapshot_answers_exactly_as_before,
     snapshots_are_listed_removed_and_checked,
+    a_seeded_world_serves_and_its_export_reproduces_it,
+    a_bad_fixture_is_refused_naming_the_record,
 );
 
 mod off {
@@ -392,6 +394,241 @@ async fn snapshots_are_listed_removed_and_checked<S: App>(t: T<S>) {
         .await
         .expect(200);
     assert_eq!(listed.body["results"].as_array().unwrap().len(), 1);
+}
+
+const FIXTURE: &str = r#"
+organizations:
+  - name: Seeded
+    description: from a fixture
+    tokens:
+      - name: ci
+        value: cap_fixture_admin_token_1
+      - name: reader
+        role: VIEWER
+    container_registries:
+      - name: hub
+        kind: DOCKER_HUB
+        config: {username: bob, password: hunter2-fixture}
+    clusters:
+      - name: main
+        region: eu-west-3
+        cloud_provider: CLOUDA
+    projects:
+      - name: shop
+        variables:
+          - {key: REGION, value: eu}
+        environments:
+          - name: prod
+            mode: PRODUCTION
+            cluster: main
+            variables:
+              - {key: DB_PASSWORD, value: hunter2-env-secret, secret: true}
+            services:
+              - kind: CONTAINER
+                name: web
+                registry: hub
+                image_name: nginx
+                tag: "1.27"
+                variables:
+                  - {key: PORT, value: "8080"}
+              - kind: JOB
+                name: cron
+                schedule: {cronjob: {scheduled_at: "0 * * * *"}}
+                source: {image: {image_name: busybox, tag: "1", registry: hub}}
+"#;
+
+async fn seed<S: App>(t: &T<S>, fixture: &str) -> common::Resp {
+    let req = actix_web::test::TestRequest::post()
+        .uri("/_capstan/seed")
+        .insert_header(("Authorization", format!("Token {CONTROLS_TOKEN}")))
+        .insert_header(("Content-Type", "application/yaml"))
+        .set_payload(fixture.to_string())
+        .to_request();
+    t.send(req).await
+}
+
+async fn a_seeded_world_serves_and_its_export_reproduces_it<S: App>(t: T<S>) {
+    let seeded = seed(&t, FIXTURE).await.expect(201);
+    let org = &seeded.body["organizations"][0];
+    assert_eq!(org["name"], "Seeded");
+    assert_eq!(org["tokens"][0]["value"], "cap_fixture_admin_token_1");
+    let reader = org["tokens"][1]["value"].as_str().unwrap().to_string();
+    let org_id = org["id"].as_str().unwrap().to_string();
+
+    // The fixture's token works, with its role; the world is there.
+    let fixed = "cap_fixture_admin_token_1";
+    let call = |token: &str, path: String| {
+        let token = token.to_string();
+        let t = &t;
+        async move { t.call(Some(&token), Method::GET, &path, None).await }
+    };
+    let projects = call(fixed, format!("/organization/{org_id}/project"))
+        .await
+        .expect(200);
+    assert_eq!(projects.body["results"][0]["name"], "shop");
+    let project = projects.body["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let envs = call(&reader, format!("/project/{project}/environment"))
+        .await
+        .expect(200);
+    let env = envs.body["results"][0]["id"].as_str().unwrap().to_string();
+    let containers = call(fixed, format!("/environment/{env}/container"))
+        .await
+        .expect(200);
+    let web = &containers.body["results"][0];
+    assert_eq!(
+        (web["name"].as_str(), web["tag"].as_str()),
+        (Some("web"), Some("1.27"))
+    );
+    assert_eq!(web["registry"]["name"], "hub");
+    let web = web["id"].as_str().unwrap().to_string();
+    let vars = call(fixed, format!("/container/{web}/environmentVariable"))
+        .await
+        .expect(200);
+    let keys: Vec<&str> = vars.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["key"].as_str().unwrap())
+        .collect();
+    assert!(
+        keys.contains(&"PORT") && keys.contains(&"REGION"),
+        "{keys:?}"
+    );
+    t.call(
+        Some(fixed),
+        Method::POST,
+        &format!("/container/{web}/deploy"),
+        Some(json!({})),
+    )
+    .await
+    .expect(202);
+    t.call(
+        Some(&reader),
+        Method::POST,
+        &format!("/container/{web}/deploy"),
+        Some(json!({})),
+    )
+    .await
+    .expect(403);
+
+    let first = control(&t, Method::GET, "/_capstan/export", None)
+        .await
+        .expect(200);
+    let text = first.text.clone();
+    for secret in [
+        "hunter2-fixture",
+        "hunter2-env-secret",
+        "cap_fixture_admin_token_1",
+    ] {
+        assert!(
+            !text.contains(secret),
+            "the export shows a secret value: {text}"
+        );
+    }
+    let exported = first.body["organizations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "Seeded")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        exported["tokens"],
+        json!([{"name": "ci", "role": "ADMIN"}, {"name": "reader", "role": "VIEWER"}])
+    );
+    let env = &exported["projects"][0]["environments"][0];
+    assert_eq!(env["cluster"], "main");
+    assert_eq!(
+        env["variables"],
+        json!([{"key": "DB_PASSWORD", "secret": true}])
+    );
+    assert_eq!(env["services"][0]["registry"], "hub");
+    assert_eq!(
+        env["services"][0]["variables"],
+        json!([{"key": "PORT", "value": "8080"}])
+    );
+    assert_eq!(env["services"][1]["source"]["image"]["registry"], "hub");
+
+    // Seeded into an empty server, the export makes the same world.
+    control(&t, Method::POST, "/_capstan/reset", None)
+        .await
+        .expect(204);
+    let req = actix_web::test::TestRequest::post()
+        .uri("/_capstan/seed")
+        .insert_header(("Authorization", format!("Token {CONTROLS_TOKEN}")))
+        .set_json(&first.body)
+        .to_request();
+    t.send(req).await.expect(201);
+    let second = control(&t, Method::GET, "/_capstan/export", None)
+        .await
+        .expect(200);
+    assert_eq!(second.body, first.body);
+    let yaml = control(&t, Method::GET, "/_capstan/export?format=yaml", None)
+        .await
+        .expect(200);
+    assert!(yaml.text.contains("name: Seeded"), "{}", yaml.text);
+}
+
+async fn a_bad_fixture_is_refused_naming_the_record<S: App>(t: T<S>) {
+    for (fixture, prefix) in [
+        (
+            "organizations:
+  - name: A
+    projcts: []
+",
+            "organizations[0].projcts:",
+        ),
+        (
+            "organizations: 3
+",
+            "organizations:",
+        ),
+        (
+            "organizations:
+  - name: A
+    tokens: [{name: t, value: short}]
+",
+            "organizations[0].tokens[0].value:",
+        ),
+        (
+            "organizations:
+  - name: A
+    tokens: [{name: t, role: KING}]
+",
+            "organizations[0].tokens[0].role:",
+        ),
+        (
+            "organizations:
+  - name: B
+    clusters: [{name: c, region: eu-west-3, cloud_provider: CLOUDA}]
+    projects:
+      - name: p
+        environments:
+          - name: e
+            services:
+              - {kind: CONTAINER, name: w, registry: nope, image_name: x, tag: '1'}
+",
+            "organizations[0].projects[0].environments[0].services[0].registry:",
+        ),
+        (
+            "organizations:
+  - name: C
+    projects:
+      - name: p
+        environments:
+          - {name: e, cluster: ghost}
+",
+            "organizations[0].projects[0].environments[0].cluster:",
+        ),
+    ] {
+        seed(&t, fixture).await.expect_error(400, prefix);
+    }
+    t.call(None, Method::POST, "/_capstan/seed", None)
+        .await
+        .expect(401);
 }
 
 async fn add_fault<S: App>(t: &T<S>, rule: Value) -> String {

@@ -3,6 +3,7 @@
 //! then answering only their own token, which no API token replaces.
 
 pub mod faults;
+pub mod fixture;
 mod routes;
 
 pub use routes::routes;

@@ -144,6 +144,45 @@ async fn delete_snapshot(op: Operator, req: HttpRequest) -> ApiResult<HttpRespon
     Ok(no_content())
 }
 
+/// A body of at most [`super::CONTROL_BODY_LIMIT`] bytes, whatever its type.
+async fn text(mut payload: actix_web::web::Payload) -> ApiResult<actix_web::web::BytesMut> {
+    use futures_util::StreamExt;
+    let mut body = actix_web::web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk =
+            chunk.map_err(|e| ApiError::bad_request(format!("body: could not be read: {e}")))?;
+        if body.len() + chunk.len() > super::CONTROL_BODY_LIMIT {
+            return Err(ApiError::new(
+                actix_web::http::StatusCode::PAYLOAD_TOO_LARGE,
+                format!("body: larger than {} bytes", super::CONTROL_BODY_LIMIT),
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+async fn seed(op: Operator, payload: actix_web::web::Payload) -> ApiResult<HttpResponse> {
+    let fixture = super::fixture::parse(&text(payload).await?)?;
+    Ok(created(op.0.capstan.seed(&fixture).await?))
+}
+
+async fn export(op: Operator, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let fixture = op.0.capstan.export().await?;
+    let accept = req
+        .headers()
+        .get(actix_web::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let format = crate::extract::query_value(&req, "format")?;
+    if format.as_deref() == Some("yaml") || accept.contains("yaml") {
+        return Ok(HttpResponse::Ok()
+            .content_type("application/yaml")
+            .body(super::fixture::yaml(&fixture)?));
+    }
+    Ok(ok(fixture))
+}
+
 async fn add_fault(
     op: Operator,
     ControlJson(input): ControlJson<FaultInput>,
@@ -252,6 +291,24 @@ pub fn routes(r: &mut Routes) {
         .add();
     r.at("/_capstan/snapshots/{name}")
         .delete(delete_snapshot, done("Removes a snapshot"))
+        .add();
+    r.at("/_capstan/seed")
+        .post(
+            seed,
+            Doc::create::<domain::model::Seeded, domain::model::Fixture>(
+                "Loads a fixture (JSON or YAML) through the use cases",
+            )
+            .control(),
+        )
+        .add();
+    r.at("/_capstan/export")
+        .get(
+            export,
+            Doc::get::<domain::model::Fixture>(
+                "The whole state as a fixture (secret values left out); YAML with ?format=yaml",
+            )
+            .control(),
+        )
         .add();
     r.at("/_capstan/faults")
         .post(

@@ -9,6 +9,7 @@ mod custom_domain;
 mod deployment;
 mod deployment_rule;
 mod event;
+mod fixture;
 mod git_repository;
 mod members;
 mod metadata_group;
@@ -48,6 +49,7 @@ pub use deployment_rule::{
 };
 pub use enums::*;
 pub use event::*;
+pub use fixture::*;
 pub use git_repository::{GitRepository, GitRepositoryInput};
 pub use members::{member_id, Invitation, Member, INVITATION_LIFETIME};
 pub use metadata_group::{

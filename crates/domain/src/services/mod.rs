@@ -12,6 +12,7 @@ mod deployment_rules;
 mod deployments;
 mod environments;
 mod events;
+mod fixtures;
 mod git_tokens;
 mod helm_repositories;
 mod hierarchy;

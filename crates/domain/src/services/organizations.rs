@@ -57,7 +57,7 @@ impl Capstan {
         ))
     }
 
-    fn new_token(
+    pub(super) fn new_token(
         &self,
         organization_id: OrganizationId,
         name: &str,

@@ -1,0 +1,138 @@
+//! A fixture: a world described declaratively, which a stand-in loads through the use cases
+//! (so every record passes every check) and writes back out of its state. Records refer to
+//! each other by name within their organization; secret values are never written out.
+
+use super::{EnvironmentMode, ServiceKind};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fixture {
+    #[serde(default)]
+    pub organizations: Vec<OrganizationFixture>,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrganizationFixture {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tokens: Vec<TokenFixture>,
+    /// Container registries: the body `POST /organization/{id}/containerRegistry` takes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
+    pub container_registries: Vec<Map<String, Value>>,
+    /// Clusters: the body `POST /organization/{id}/cluster` takes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
+    pub clusters: Vec<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub projects: Vec<ProjectFixture>,
+}
+
+/// An API token. With a `value`, that is its value (a test suite's fixed credentials);
+/// without, one is made and answered once.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenFixture {
+    pub name: String,
+    /// ADMIN (the default), DEVOPS, VIEWER or BILLING_MANAGER.
+    #[serde(default = "admin")]
+    pub role: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing)]
+    pub value: Option<String>,
+}
+
+fn admin() -> String {
+    "ADMIN".into()
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectFixture {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variables: Vec<VariableFixture>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub environments: Vec<EnvironmentFixture>,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvironmentFixture {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<EnvironmentMode>,
+    /// The name of the organization's cluster it runs on (default: its first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variables: Vec<VariableFixture>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<ServiceFixture>,
+}
+
+/// A service: its kind, its variables, and the body its kind's create operation takes. A
+/// container registry is named by `registry` (at the top, or in `source.image`) rather than
+/// by id.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceFixture {
+    pub kind: ServiceKind,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variables: Vec<VariableFixture>,
+    #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub body: Map<String, Value>,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariableFixture {
+    pub key: String,
+    /// Left out of exports for secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub secret: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// What a seed made that its caller cannot know beforehand.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Seeded {
+    pub organizations: Vec<SeededOrganization>,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SeededOrganization {
+    pub id: crate::ids::OrganizationId,
+    pub name: String,
+    /// Every token of the fixture, with its value (the fixture's, or the one made now).
+    pub tokens: Vec<SeededToken>,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SeededToken {
+    pub name: String,
+    pub value: String,
+}
