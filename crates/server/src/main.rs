@@ -35,7 +35,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the API (the default); applies pending migrations first.
-    Serve,
+    Serve(ServeArgs),
     /// Apply pending migrations and exit.
     Migrate,
     /// API tokens.
@@ -48,6 +48,73 @@ enum Command {
         #[command(subcommand)]
         command: MemberCommand,
     },
+    /// Empty the database (as `POST /_capstan/reset`; a server on it keeps tokens it has
+    /// seen until it restarts: use the control while one serves).
+    Reset {
+        /// Keep the API tokens, their organizations and members.
+        #[arg(long)]
+        keep_tokens: bool,
+    },
+    /// Named snapshots of the whole state (as `/_capstan/snapshots`).
+    Snapshot {
+        #[command(subcommand)]
+        command: SnapshotCommand,
+    },
+    /// Load a fixture (JSON or YAML) through the use cases; prints the tokens it made.
+    Seed { file: std::path::PathBuf },
+    /// Write the state as a fixture (secret values left out) to standard output.
+    Export {
+        /// json or yaml.
+        #[arg(long, default_value = "yaml")]
+        format: String,
+    },
+    /// Write a consistent copy of a SQLite database to a file, while it serves.
+    Backup {
+        #[arg(long)]
+        to: std::path::PathBuf,
+    },
+    /// Replace a SQLite database's state with a backup's, in one transaction.
+    Restore {
+        #[arg(long)]
+        from: std::path::PathBuf,
+    },
+    /// The key secrets are encrypted with at rest.
+    Secrets {
+        #[command(subcommand)]
+        command: SecretsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SnapshotCommand {
+    /// Save the whole state under a name.
+    Save { name: String },
+    /// Bring back a snapshot's state.
+    Restore { name: String },
+    /// The snapshots, oldest first.
+    List,
+    /// Remove a snapshot.
+    Delete { name: String },
+}
+
+#[derive(Subcommand)]
+enum SecretsCommand {
+    /// Re-encrypt every secret under a new key, in one transaction (see docs/operations.md).
+    RotateKey(RotateKey),
+}
+
+#[derive(Args)]
+struct RotateKey {
+    /// The new key (base64 of 32 bytes); generated when left out (SQLite's key file).
+    #[arg(long, env = "CAPSTAN_NEW_SECRET_KEY", hide_env_values = true)]
+    new_key: Option<String>,
+}
+
+#[derive(Args, Default)]
+struct ServeArgs {
+    /// Load this fixture (JSON or YAML) before serving; the tokens it made are printed.
+    #[arg(long)]
+    seed: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -123,8 +190,50 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = actix_rt::System::new().block_on(async move {
-        match cli.command.unwrap_or(Command::Serve) {
-            Command::Serve => serve(settings).await,
+        match cli.command.unwrap_or(Command::Serve(ServeArgs::default())) {
+            Command::Serve(args) => serve(settings, args).await,
+            Command::Reset { keep_tokens } => {
+                open(&settings, Arc::new(SystemClock))
+                    .await?
+                    .reset(keep_tokens)
+                    .await?;
+                eprintln!(
+                    "the database is empty{}",
+                    if keep_tokens {
+                        " but for its tokens"
+                    } else {
+                        ""
+                    }
+                );
+                Ok(())
+            }
+            Command::Snapshot { command } => snapshot(settings, command).await,
+            Command::Seed { file } => {
+                let capstan = open(&settings, Arc::new(SystemClock)).await?;
+                seed(&capstan, &file).await
+            }
+            Command::Export { format } => export(settings, &format).await,
+            Command::Backup { to } => {
+                storage_of(&settings, 2).await?.0.backup(&to).await?;
+                eprintln!(
+                    "backed up to {} (keep the secret key with it)",
+                    to.display()
+                );
+                Ok(())
+            }
+            Command::Restore { from } => {
+                anyhow::ensure!(from.is_file(), "no backup at {}", from.display());
+                storage_of(&settings, 2)
+                    .await?
+                    .0
+                    .restore_backup(&from)
+                    .await?;
+                eprintln!("restored from {}", from.display());
+                Ok(())
+            }
+            Command::Secrets {
+                command: SecretsCommand::RotateKey(args),
+            } => rotate_key(settings, args).await,
             Command::Migrate => migrate(settings).await,
             Command::Token {
                 command: TokenCommand::Create(args),
@@ -154,21 +263,13 @@ fn clock(settings: &Settings) -> (Arc<dyn Clock>, Option<Arc<ManualClock>>) {
 }
 
 async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Capstan> {
-    let key = secret_key::resolve(settings.secret_key, &settings.database)?;
-    let db = storage::open(&settings.database, POOL_SIZE, &key)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot open the database {}",
-                redact_url(&settings.database)
-            )
-        })?;
-    // The webhook signing secrets derive from the secret key, but not with the key itself.
+    let (db, keyring) = storage_of(settings, POOL_SIZE).await?;
+    // The webhook signing secrets derive from a secret key, but not with the key itself.
     let signing = {
         use sha2::{Digest, Sha256};
         let mut h = Sha256::new();
         h.update(b"capstan webhook signing\0");
-        h.update(key);
+        h.update(keyring.oldest());
         let digest: Vec<String> = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
         domain::secret::Secret::new(digest.concat())
     };
@@ -197,11 +298,15 @@ async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Caps
         ))
 }
 
-async fn serve(settings: Settings) -> anyhow::Result<()> {
+async fn serve(settings: Settings, args: ServeArgs) -> anyhow::Result<()> {
     domain::ids::seed_ids(settings.id_seed);
     let (clock, manual) = clock(&settings);
+    let capstan = open(&settings, clock.clone()).await?;
+    if let Some(file) = &args.seed {
+        seed(&capstan, file).await?;
+    }
     // The state's use cases report to its metrics: the workers run those.
-    let app_state = AppState::new(open(&settings, clock.clone()).await?);
+    let app_state = AppState::new(capstan);
     let capstan = app_state.capstan.clone();
     let step = std::time::Duration::from_millis(settings.engine_step_ms);
     let workers = WorkerPool::start(
@@ -282,6 +387,129 @@ async fn stopped() {
     {
         let _ = interrupt.await;
     }
+}
+
+/// Loads a fixture file; prints what it made (its tokens' values) on standard output.
+async fn seed(capstan: &Capstan, file: &std::path::Path) -> anyhow::Result<()> {
+    let text = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let fixture = api::controls::fixture::parse(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {}", file.display(), e.message))?;
+    let seeded = capstan
+        .seed(&fixture)
+        .await
+        .with_context(|| format!("cannot seed {}", file.display()))?;
+    println!("{}", serde_json::to_string(&seeded)?);
+    Ok(())
+}
+
+async fn export(settings: Settings, format: &str) -> anyhow::Result<()> {
+    let fixture = open(&settings, Arc::new(SystemClock))
+        .await?
+        .export()
+        .await?;
+    let text = match format {
+        "yaml" => api::controls::fixture::yaml(&fixture).map_err(|e| anyhow::anyhow!(e.message))?,
+        "json" => serde_json::to_string_pretty(&fixture)?,
+        other => anyhow::bail!("--format must be json or yaml, not '{other}'"),
+    };
+    println!("{text}");
+    Ok(())
+}
+
+async fn snapshot(settings: Settings, command: SnapshotCommand) -> anyhow::Result<()> {
+    let capstan = open(&settings, Arc::new(SystemClock)).await?;
+    match command {
+        SnapshotCommand::Save { name } => {
+            let saved = capstan.save_snapshot(&name).await?;
+            eprintln!("saved {} ({} rows)", saved.name, saved.rows);
+        }
+        SnapshotCommand::Restore { name } => {
+            capstan.restore_snapshot(&name).await?;
+            eprintln!("restored {name}");
+        }
+        SnapshotCommand::List => {
+            for s in capstan.snapshots().await? {
+                let at = s
+                    .created_at
+                    .format(&time::format_description::well_known::Rfc3339)?;
+                println!("{}\t{at}\t{} rows", s.name, s.rows);
+            }
+        }
+        SnapshotCommand::Delete { name } => {
+            capstan.delete_snapshot(&name).await?;
+            eprintln!("deleted {name}");
+        }
+    }
+    Ok(())
+}
+
+/// The store, its secrets sealed and opened with the configured keyring.
+async fn storage_of(
+    settings: &Settings,
+    connections: usize,
+) -> anyhow::Result<(storage::Db, secret_key::Keyring)> {
+    let keyring = secret_key::resolve(
+        settings.secret_key,
+        &settings.secret_key_previous,
+        &settings.database,
+    )?;
+    let db = storage::open(&settings.database, connections, &keyring.primary)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot open the database {}",
+                redact_url(&settings.database)
+            )
+        })?
+        .with_cipher(keyring.cipher());
+    Ok((db, keyring))
+}
+
+/// Seals every secret with a new key in one transaction. With a key file (SQLite), the file
+/// first gets the new key as its first line, the old ones kept below it for reading, so a
+/// server on the database opens values of either key (it reads the file again when it meets
+/// the new one). With `CAPSTAN_SECRET_KEY`, the instances must already open the new key
+/// (docs/operations.md); a generated key is printed on standard output.
+async fn rotate_key(settings: Settings, args: RotateKey) -> anyhow::Result<()> {
+    let generated = args.new_key.is_none();
+    let new_key = match &args.new_key {
+        Some(raw) => settings::parse_key(raw).map_err(|e| anyhow::anyhow!("--new-key {e}"))?,
+        None => storage::Cipher::random_key(),
+    };
+    let (db, keyring) = storage_of(&settings, 2).await?;
+    if let Some(file) = &keyring.file {
+        let mut keys = vec![new_key, keyring.primary];
+        keys.extend(keyring.accepted.iter().filter(|k| **k != new_key));
+        keys.dedup();
+        secret_key::write_keys(file, &keys, false)?;
+    }
+    // The values already sealed with the new key open too.
+    let db = db.with_cipher({
+        let mut accepted = keyring.accepted.clone();
+        accepted.push(new_key);
+        storage::Cipher::with_keys(&keyring.primary, &accepted)
+    });
+    let resealed = db.rotate_key(&new_key).await?;
+    eprintln!(
+        "sealed {resealed} secret values with the key {}",
+        storage::key_id(&new_key)
+    );
+    match &keyring.file {
+        Some(file) => eprintln!(
+            "{} now seals with it and keeps the older keys for reading",
+            file.display()
+        ),
+        None if generated => {
+            use base64::Engine;
+            println!(
+                "{}",
+                base64::engine::general_purpose::STANDARD.encode(new_key)
+            );
+            eprintln!("set CAPSTAN_SECRET_KEY to the key above (and CAPSTAN_SECRET_KEY_PREVIOUS to the old one until every instance has it)");
+        }
+        None => eprintln!("set CAPSTAN_SECRET_KEY to the new key on every instance"),
+    }
+    Ok(())
 }
 
 async fn migrate(settings: Settings) -> anyhow::Result<()> {

@@ -1,19 +1,73 @@
-//! Where the key encrypting secrets at rest comes from: `CAPSTAN_SECRET_KEY`, else (SQLite only) a
-//! key file beside the database, generated on first start with mode 0600.
+//! Where the keys encrypting secrets at rest come from: `CAPSTAN_SECRET_KEY` (with
+//! `CAPSTAN_SECRET_KEY_PREVIOUS` also opening what older keys sealed), else (SQLite only) a key
+//! file beside the database, generated on first start with mode 0600: one base64 key a line,
+//! the first sealing, the others opening what they sealed (a rotation leaves the old key there).
 
 use anyhow::Context;
 use base64::Engine;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use storage::{Cipher, DatabaseUrl};
 
-pub fn resolve(configured: Option<[u8; 32]>, database: &DatabaseUrl) -> anyhow::Result<[u8; 32]> {
-    if let Some(key) = configured {
-        return Ok(key);
+/// The keys of a store: the first seals, all open; and the file they were read from.
+pub struct Keyring {
+    pub primary: [u8; 32],
+    pub accepted: Vec<[u8; 32]>,
+    pub file: Option<PathBuf>,
+}
+
+impl Keyring {
+    /// The key that has been in the ring longest (rotations add keys before it). What must
+    /// outlive rotations derives from it: the git webhooks' signing secrets, which providers
+    /// keep.
+    pub fn oldest(&self) -> [u8; 32] {
+        self.accepted.last().copied().unwrap_or(self.primary)
+    }
+
+    /// A cipher of these keys, which reads the key file again when it meets a value sealed
+    /// by a key it lacks (the file was rotated by `capstan secrets rotate-key`).
+    pub fn cipher(&self) -> Cipher {
+        let cipher = Cipher::with_keys(&self.primary, &self.accepted);
+        match self.file.clone() {
+            Some(file) => cipher.reloading_from(Arc::new(move || read_keys(&file).ok())),
+            None => cipher,
+        }
+    }
+}
+
+pub fn resolve(
+    configured: Option<[u8; 32]>,
+    previous: &[[u8; 32]],
+    database: &DatabaseUrl,
+) -> anyhow::Result<Keyring> {
+    if let Some(primary) = configured {
+        return Ok(Keyring {
+            primary,
+            accepted: previous.to_vec(),
+            file: None,
+        });
     }
     match database {
-        DatabaseUrl::Sqlite(path) if path == ":memory:" => Ok(Cipher::random_key()),
-        DatabaseUrl::Sqlite(path) => key_file(&key_path(Path::new(path))),
+        DatabaseUrl::Sqlite(path) if path == ":memory:" => Ok(Keyring {
+            primary: Cipher::random_key(),
+            accepted: Vec::new(),
+            file: None,
+        }),
+        DatabaseUrl::Sqlite(path) => {
+            let file = key_path(Path::new(path));
+            let keys = key_file(&file)?;
+            let (primary, rest) = keys
+                .split_first()
+                .with_context(|| format!("the key file {} holds no key", file.display()))?;
+            let mut accepted = rest.to_vec();
+            accepted.extend_from_slice(previous);
+            Ok(Keyring {
+                primary: *primary,
+                accepted,
+                file: Some(file),
+            })
+        }
         // Settings refuse PostgreSQL without a key; this is a second line of defence.
         DatabaseUrl::Postgres(_) => anyhow::bail!("CAPSTAN_SECRET_KEY is required with PostgreSQL"),
     }
@@ -25,43 +79,75 @@ pub fn key_path(database: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-fn key_file(path: &Path) -> anyhow::Result<[u8; 32]> {
+fn read_keys(path: &Path) -> anyhow::Result<Vec<[u8; 32]>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the key file {}", path.display()))?;
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|line| {
+            base64::engine::general_purpose::STANDARD
+                .decode(line)
+                .ok()
+                .and_then(|b| <[u8; 32]>::try_from(b).ok())
+                .with_context(|| {
+                    format!(
+                        "the key file {} holds a line that is not a base64 32-byte key",
+                        path.display()
+                    )
+                })
+        })
+        .collect()
+}
+
+fn key_file(path: &Path) -> anyhow::Result<Vec<[u8; 32]>> {
     if path.exists() {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the key file {}", path.display()))?;
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(text.trim())
-            .ok()
-            .filter(|b| b.len() == 32)
-            .with_context(|| {
-                format!(
-                    "the key file {} does not hold a base64 32-byte key",
-                    path.display()
-                )
-            })?;
-        let mut key = [0u8; 32];
-        key.copy_from_slice(&bytes);
-        return Ok(key);
+        return read_keys(path);
     }
     let key = Cipher::random_key();
+    write_keys(path, &[key], true)?;
+    tracing::info!(path = %path.display(), "generated a key for secrets at rest; keep it with the database");
+    Ok(vec![key])
+}
+
+/// Writes the key file, owner-only; replacing one goes through a new file renamed over it, so
+/// a reader sees the old keys or the new ones, never half a file.
+pub fn write_keys(path: &Path, keys: &[[u8; 32]], create_new: bool) -> anyhow::Result<()> {
+    let target = if create_new {
+        path.to_path_buf()
+    } else {
+        path.with_extension("key.partial")
+    };
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
+    options.write(true);
+    if create_new {
+        options.create_new(true);
+    } else {
+        options.create(true).truncate(true);
+    }
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
     let mut file = options
-        .open(path)
-        .with_context(|| format!("cannot create the key file {}", path.display()))?;
-    writeln!(
-        file,
-        "{}",
-        base64::engine::general_purpose::STANDARD.encode(key)
-    )
-    .with_context(|| format!("cannot write the key file {}", path.display()))?;
-    tracing::info!(path = %path.display(), "generated a key for secrets at rest; keep it with the database");
-    Ok(key)
+        .open(&target)
+        .with_context(|| format!("cannot create the key file {}", target.display()))?;
+    for key in keys {
+        writeln!(
+            file,
+            "{}",
+            base64::engine::general_purpose::STANDARD.encode(key)
+        )
+        .with_context(|| format!("cannot write the key file {}", target.display()))?;
+    }
+    file.sync_all()
+        .with_context(|| format!("cannot write the key file {}", target.display()))?;
+    if !create_new {
+        std::fs::rename(&target, path)
+            .with_context(|| format!("cannot replace the key file {}", path.display()))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -74,9 +160,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let db = dir.join("data.db");
         let url = DatabaseUrl::Sqlite(db.to_string_lossy().into_owned());
-        let first = resolve(None, &url).unwrap();
-        let second = resolve(None, &url).unwrap();
-        assert_eq!(first, second);
+        let first = resolve(None, &[], &url).unwrap();
+        let second = resolve(None, &[], &url).unwrap();
+        assert_eq!(first.primary, second.primary);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -86,7 +172,17 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
-        assert_eq!(resolve(Some([1; 32]), &url).unwrap(), [1; 32]);
+        assert_eq!(
+            resolve(Some([1; 32]), &[[2; 32]], &url).unwrap().accepted,
+            [[2; 32]]
+        );
+        // A rotated file: the first line seals, the others open.
+        write_keys(&key_path(&db), &[[3; 32], first.primary], false).unwrap();
+        let rotated = resolve(None, &[], &url).unwrap();
+        assert_eq!(
+            (rotated.primary, rotated.accepted),
+            ([3; 32], vec![first.primary])
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -44,6 +44,15 @@ pub struct RawSettings {
         hide_env_values = true
     )]
     pub secret_key: Option<String>,
+    /// Older keys (base64, comma-separated) that still open what they sealed: set during a
+    /// key rotation (docs/operations.md).
+    #[arg(
+        long,
+        env = "CAPSTAN_SECRET_KEY_PREVIOUS",
+        global = true,
+        hide_env_values = true
+    )]
+    pub secret_key_previous: Option<String>,
     /// Shared secret verifying HS256 Bearer JWTs.
     #[arg(
         long = "jwt-hs256-secret",
@@ -179,6 +188,16 @@ fn positive(
     }
 }
 
+/// A key of 32 bytes, in base64.
+pub fn parse_key(raw: &str) -> Result<[u8; 32], &'static str> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(raw.trim())
+        .map_err(|_| "is not valid base64")?;
+    bytes
+        .try_into()
+        .map_err(|_| "must decode to exactly 32 bytes")
+}
+
 /// An on/off setting.
 fn switch(raw: &str, variable: &'static str, flag: &'static str) -> Result<bool, SettingError> {
     match raw.trim().to_ascii_lowercase().as_str() {
@@ -195,6 +214,7 @@ pub struct Settings {
     pub database: DatabaseUrl,
     pub rate_limit_per_hour: u32,
     pub secret_key: Option<[u8; 32]>,
+    pub secret_key_previous: Vec<[u8; 32]>,
     pub jwt_hs256_secret: Option<String>,
     pub jwt_public_key_file: Option<PathBuf>,
     pub engine_step_ms: u64,
@@ -221,6 +241,7 @@ impl fmt::Debug for Settings {
             .field("database", &redact_url(&self.database))
             .field("rate_limit_per_hour", &self.rate_limit_per_hour)
             .field("secret_key", &self.secret_key.map(|_| "***"))
+            .field("secret_key_previous", &self.secret_key_previous.len())
             .field(
                 "jwt_hs256_secret",
                 &self.jwt_hs256_secret.as_ref().map(|_| "***"),
@@ -306,20 +327,18 @@ impl RawSettings {
         };
         let secret_key = match &self.secret_key {
             None => None,
-            Some(k) => {
-                let bytes = base64::engine::general_purpose::STANDARD
-                    .decode(k.trim())
-                    .map_err(|_| bad("CAPSTAN_SECRET_KEY", "secret-key", "is not valid base64"))?;
-                let key: [u8; 32] = bytes.try_into().map_err(|_| {
-                    bad(
-                        "CAPSTAN_SECRET_KEY",
-                        "secret-key",
-                        "must decode to exactly 32 bytes",
-                    )
-                })?;
-                Some(key)
-            }
+            Some(k) => Some(parse_key(k).map_err(|e| bad("CAPSTAN_SECRET_KEY", "secret-key", e))?),
         };
+        let mut secret_key_previous = Vec::new();
+        for k in self.secret_key_previous.iter().flat_map(|k| k.split(',')) {
+            if k.trim().is_empty() {
+                continue;
+            }
+            secret_key_previous.push(
+                parse_key(k)
+                    .map_err(|e| bad("CAPSTAN_SECRET_KEY_PREVIOUS", "secret-key-previous", e))?,
+            );
+        }
         if self
             .jwt_hs256_secret
             .as_deref()
@@ -522,6 +541,7 @@ impl RawSettings {
             database,
             rate_limit_per_hour,
             secret_key,
+            secret_key_previous,
             jwt_hs256_secret: self.jwt_hs256_secret.clone(),
             jwt_public_key_file: self.jwt_public_key_file.clone(),
             engine_step_ms,
@@ -602,6 +622,10 @@ mod tests {
             (vec!["--controls", "sometimes"], "CAPSTAN_CONTROLS"),
             (vec!["--clock", "sundial"], "CAPSTAN_CLOCK"),
             (vec!["--id-seed", "x"], "CAPSTAN_ID_SEED"),
+            (
+                vec!["--secret-key-previous", "c2hvcnQ="],
+                "CAPSTAN_SECRET_KEY_PREVIOUS",
+            ),
         ] {
             let err = parse(&args).unwrap_err();
             assert_eq!(err.variable, var);

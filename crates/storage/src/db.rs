@@ -325,6 +325,13 @@ impl Db {
         })
     }
 
+    /// Seals and opens secrets with `cipher` (a keyring) instead of the key it was opened
+    /// with.
+    pub fn with_cipher(mut self, cipher: Cipher) -> Self {
+        self.cipher = Arc::new(cipher);
+        self
+    }
+
     /// Where a PostgreSQL connection's leftover work (a rollback after a dropped unit) runs.
     pub(crate) fn drivers(&self) -> Option<tokio::runtime::Handle> {
         self._drivers

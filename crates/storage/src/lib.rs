@@ -14,6 +14,7 @@ mod pg_pools;
 mod queries;
 mod queue;
 mod repos;
+mod rotation;
 mod rows;
 mod rules;
 mod schema;
@@ -23,7 +24,7 @@ mod stages;
 pub mod testing;
 mod token_cache;
 
-pub use cipher::Cipher;
+pub use cipher::{key_id, Cipher, KeySource};
 pub use db::{DatabaseUrl, Db};
 pub use maintenance::TABLES;
 pub use migrate::run_migrations;

@@ -202,12 +202,7 @@ impl Db {
         }
         std::fs::create_dir_all(&dir.path).map_err(io)?;
         let partial = dir.path.join(format!(".{name}.partial"));
-        let _ = std::fs::remove_file(&partial);
-        let vacuum = format!("VACUUM INTO '{}'", quoted_path(&partial));
-        self.read(|mut conn| async move {
-            db_run!(conn, |c| c.batch_execute(&vacuum).await).map_err(store_error)
-        })
-        .await?;
+        self.vacuum_into(&partial).await?;
         // The copy is a database of its own: its note is written there, then it takes its name.
         let noted = (|| {
             let mut c = diesel::SqliteConnection::establish(&partial.to_string_lossy())
@@ -315,31 +310,76 @@ impl Db {
             })
             .await?;
         } else {
-            let file = self.snapshot_dir()?.file(name);
-            if !file.exists() {
-                return Err(StoreError::NotFound);
-            }
-            let attach = format!("ATTACH DATABASE '{}' AS snap", quoted_path(&file));
-            let check = same_migrations("snap.");
-            let copy = copy_back("snap.", false);
-            self.write(|mut conn| async move {
-                db_run!(conn, |c| c.batch_execute(&attach).await).map_err(store_error)?;
-                let copied = db_transaction!(conn, |c| {
-                    let differing: Count = diesel::sql_query(&check).get_result(c).await?;
-                    if differing.n != 0 {
-                        return Ok(false);
-                    }
-                    c.batch_execute(&copy).await?;
-                    Ok::<_, diesel::result::Error>(true)
-                });
-                // Detached whatever happened: the writer goes back to the pool clean.
-                let detached = db_run!(conn, |c| c.batch_execute("DETACH DATABASE snap").await);
-                let copied = copied.map_err(store_error)?;
-                detached.map_err(store_error)?;
-                copied.then_some(()).ok_or_else(other_schema)
-            })
-            .await?;
+            self.copy_from_file(&self.snapshot_dir()?.file(name))
+                .await?;
         }
+        if let Some(tokens) = &self.tokens {
+            tokens.forget_all();
+        }
+        Ok(())
+    }
+
+    /// SQLite: a consistent copy of the database in a new file at `path` (replaced if there),
+    /// made while others go on reading and writing.
+    async fn vacuum_into(&self, path: &Path) -> StoreResult<()> {
+        let _ = std::fs::remove_file(path);
+        let vacuum = format!("VACUUM INTO '{}'", quoted_path(path));
+        self.read(|mut conn| async move {
+            db_run!(conn, |c| c.batch_execute(&vacuum).await).map_err(store_error)
+        })
+        .await
+    }
+
+    /// SQLite: replaces every row with those of the database file at `path`, in one
+    /// transaction, once its migrations are found to be the live ones.
+    async fn copy_from_file(&self, path: &Path) -> StoreResult<()> {
+        if !path.is_file() {
+            return Err(StoreError::NotFound);
+        }
+        let attach = format!("ATTACH DATABASE '{}' AS snap", quoted_path(path));
+        let check = same_migrations("snap.");
+        let copy = copy_back("snap.", false);
+        self.write(|mut conn| async move {
+            db_run!(conn, |c| c.batch_execute(&attach).await).map_err(store_error)?;
+            let copied = db_transaction!(conn, |c| {
+                let differing: Count = diesel::sql_query(&check).get_result(c).await?;
+                if differing.n != 0 {
+                    return Ok(false);
+                }
+                c.batch_execute(&copy).await?;
+                Ok::<_, diesel::result::Error>(true)
+            });
+            // Detached whatever happened: the writer goes back to the pool clean.
+            let detached = db_run!(conn, |c| c.batch_execute("DETACH DATABASE snap").await);
+            let copied = copied.map_err(store_error)?;
+            detached.map_err(store_error)?;
+            copied.then_some(()).ok_or_else(other_schema)
+        })
+        .await
+    }
+
+    /// Writes a consistent copy of the whole database to the file `to` (SQLite; PostgreSQL's
+    /// is `pg_dump`'s work), while the database goes on serving.
+    pub async fn backup(&self, to: &Path) -> StoreResult<()> {
+        if self.is_postgres() {
+            return Err(StoreError::Refused(
+                "a PostgreSQL database is backed up with pg_dump (see docs/operations.md)".into(),
+            ));
+        }
+        let partial = to.with_extension("partial");
+        self.vacuum_into(&partial).await?;
+        std::fs::rename(&partial, to).map_err(io)
+    }
+
+    /// Replaces the whole state with a backup's, in one transaction (SQLite; PostgreSQL's is
+    /// `pg_restore`'s work). A server on the same file sees the restored state at once.
+    pub async fn restore_backup(&self, from: &Path) -> StoreResult<()> {
+        if self.is_postgres() {
+            return Err(StoreError::Refused(
+                "a PostgreSQL database is restored with pg_restore (see docs/operations.md)".into(),
+            ));
+        }
+        self.copy_from_file(from).await?;
         if let Some(tokens) = &self.tokens {
             tokens.forget_all();
         }

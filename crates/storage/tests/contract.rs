@@ -79,6 +79,7 @@ contract!(
     the_audit_log_filters_and_pages_by_time,
     a_reset_empties_every_table_or_keeps_the_tokens,
     a_snapshot_is_restored_exactly,
+    a_rotated_key_reseals_every_secret_and_nothing_else,
 );
 
 fn now() -> time::OffsetDateTime {
@@ -707,6 +708,132 @@ async fn a_snapshot_is_restored_exactly(db: Db) {
     assert_eq!(db.snapshots().await.unwrap().len(), 1);
 }
 
+async fn a_rotated_key_reseals_every_secret_and_nothing_else(db: Db) {
+    let (o, _c, p, e) = hierarchy(&db).await;
+    let token = git_token(&db, o.id, "gh").await;
+    let reg = registry(&db, o.id, "hub").await;
+    let variable = |key: &str, value: &str, is_secret: bool| Variable {
+        id: VariableId::generate(),
+        organization_id: o.id,
+        project_id: p.id,
+        environment_id: Some(e.id),
+        service_id: None,
+        scope: VariableScope::Environment,
+        key: VariableKey::parse(key).unwrap(),
+        value: Some(Secret::new(value)),
+        is_secret,
+        variable_type: VariableType::Value,
+        mount_path: None,
+        description: None,
+        enable_interpolation_in_file: None,
+        aliased_variable_id: None,
+        overridden_variable_id: None,
+        secret_manager_access_id: None,
+        linked_database_id: None,
+        created_at: now(),
+        updated_at: now(),
+    };
+    let secret = variable("S", "pl41n-rotated", true);
+    // A plain value that reads like a sealed one is the client's text: left as it is.
+    let lookalike = variable("P", "enc:v1:AAAA", false);
+    for v in [&secret, &lookalike] {
+        Repo::<Variable>::insert(&mut db.session().await.unwrap(), v)
+            .await
+            .unwrap();
+    }
+    db.claim_idempotency_key("p", "k", "h", now(), now())
+        .await
+        .unwrap();
+    db.save_idempotent_response(
+        "p",
+        "k",
+        &StoredResponse {
+            status: 201,
+            body: "{\"v\":\"pl41n-answer\"}".into(),
+        },
+    )
+    .await
+    .unwrap();
+
+    let new_key = [7u8; 32];
+    let resealed = db.rotate_key(&new_key).await.unwrap();
+    assert_eq!(resealed, 4, "token, registry, secret, answer");
+    let new_id = capstan_storage::key_id(&new_key);
+    for (table, column) in [
+        ("git_tokens", "token"),
+        ("container_registries", "secret_config"),
+        ("idempotency_keys", "response_body"),
+    ] {
+        for stored in testing::raw_column(&db, table, column).await {
+            let stored = stored.unwrap();
+            assert!(
+                stored.starts_with(&format!("enc:v2:{new_id}:")),
+                "{table}.{column}: {stored}"
+            );
+        }
+    }
+    let values: Vec<String> = testing::raw_column(&db, "variables", "value")
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    assert!(values.contains(&"enc:v1:AAAA".to_string()), "{values:?}");
+    assert!(!values.iter().any(|v| v.contains("pl41n")));
+    // The new key alone opens everything; the old one alone opens nothing.
+    let only_new = db
+        .clone()
+        .with_cipher(capstan_storage::Cipher::new(&new_key));
+    let mut read = only_new.session().await.unwrap();
+    assert_eq!(
+        Repo::<Variable>::get(&mut read, secret.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .value,
+        secret.value
+    );
+    assert_eq!(
+        Repo::<GitToken>::get(&mut read, token.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .token,
+        token.token
+    );
+    assert_eq!(
+        Repo::<ContainerRegistry>::get(&mut read, reg.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .secret_config,
+        reg.secret_config
+    );
+    drop(read);
+    let only_old = db
+        .clone()
+        .with_cipher(capstan_storage::Cipher::new(&testing::TEST_KEY));
+    assert!(
+        Repo::<Variable>::get(&mut only_old.session().await.unwrap(), secret.id)
+            .await
+            .is_err()
+    );
+    // What the rotated store writes from now on is sealed with the new key; a second rotation
+    // to the same key has nothing to do.
+    let later = variable("T", "pl41n-later", true);
+    Repo::<Variable>::insert(&mut db.session().await.unwrap(), &later)
+        .await
+        .unwrap();
+    assert_eq!(
+        Repo::<Variable>::get(&mut only_new.session().await.unwrap(), later.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .value,
+        later.value
+    );
+    assert_eq!(db.rotate_key(&new_key).await.unwrap(), 0);
+}
+
 async fn tokens_are_found_by_hash(db: Db) {
     let o = Organization {
         id: OrganizationId::generate(),
@@ -1054,7 +1181,7 @@ async fn secrets_are_encrypted_at_rest(db: Db) {
         for stored in testing::raw_column(&db, table, column).await {
             let stored = stored.unwrap();
             assert!(
-                stored.starts_with("enc:v1:") && !stored.contains(plaintext),
+                stored.starts_with("enc:v2:") && !stored.contains(plaintext),
                 "{table}.{column}: {stored}"
             );
         }
