@@ -43,14 +43,32 @@ impl Drop for TempDir {
 }
 
 pub fn capstan(dir: &TempDir, database: &str, args: &[&str]) -> Output {
-    Command::new(bin())
+    capstan_with(dir, database, args, &[])
+}
+
+/// Sets `env` on `command`; an empty value removes the variable (the key file instead of
+/// `CAPSTAN_SECRET_KEY`, say).
+fn with_env(command: &mut Command, env: &[(&str, &str)]) {
+    for (name, value) in env {
+        if value.is_empty() {
+            command.env_remove(name);
+        } else {
+            command.env(name, value);
+        }
+    }
+}
+
+/// Runs a command of the binary with extra settings.
+pub fn capstan_with(dir: &TempDir, database: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(bin());
+    command
         .args(args)
         .current_dir(&dir.0)
         .env("CAPSTAN_DATABASE_URL", database)
         .env("CAPSTAN_SECRET_KEY", TEST_KEY)
-        .env_remove("CAPSTAN_LISTEN")
-        .output()
-        .unwrap()
+        .env_remove("CAPSTAN_LISTEN");
+    with_env(&mut command, env);
+    command.output().unwrap()
 }
 
 pub fn create_token(dir: &TempDir, database: &str, args: &[&str]) -> String {
@@ -98,19 +116,42 @@ impl Server {
         log: Option<&std::path::Path>,
         env: &[(&str, &str)],
     ) -> Self {
+        Self::launch(dir, database, log, env, &[]).await
+    }
+
+    /// Starts `capstan serve ARGS` with extra settings.
+    pub async fn start_with_args(
+        dir: &TempDir,
+        database: &str,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Self {
+        Self::launch(dir, database, None, env, args).await
+    }
+
+    async fn launch(
+        dir: &TempDir,
+        database: &str,
+        log: Option<&std::path::Path>,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Self {
         let port = free_port();
         let (level, stderr) = match log {
             Some(path) => ("debug", Stdio::from(std::fs::File::create(path).unwrap())),
             None => ("warn", Stdio::inherit()),
         };
-        let child = Command::new(bin())
+        let mut command = Command::new(bin());
+        command
             .arg("serve")
+            .args(args)
             .current_dir(&dir.0)
             .env("CAPSTAN_DATABASE_URL", database)
             .env("CAPSTAN_SECRET_KEY", TEST_KEY)
             .env("CAPSTAN_LISTEN", format!("127.0.0.1:{port}"))
-            .env("CAPSTAN_LOG", level)
-            .envs(env.iter().copied())
+            .env("CAPSTAN_LOG", level);
+        with_env(&mut command, env);
+        let child = command
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()

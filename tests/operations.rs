@@ -1,0 +1,432 @@
+//! Black-box runs of the binary for what test suites and operators do to Capstan as a whole:
+//! a server started from a fixture, seeded ids, faults over real connections, backups and
+//! restores while serving, and key rotations that lose nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod harness;
+
+use harness::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const CONTROLS: &str = "ops-controls-token";
+
+fn controls_on() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("CAPSTAN_CONTROLS", "on"),
+        ("CAPSTAN_CONTROLS_TOKEN", CONTROLS),
+        ("CAPSTAN_ENGINE_STEP_MS", "50"),
+    ]
+}
+
+async fn control(
+    server: &Server,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = reqwest::Client::new()
+        .request(method, format!("{}{path}", server.base))
+        .header("Authorization", format!("Token {CONTROLS}"));
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+fn client(server: &Server, token: &str) -> Client {
+    Client {
+        http: reqwest::Client::new(),
+        base: server.base.clone(),
+        token: token.to_string(),
+    }
+}
+
+const FIXTURE: &str = "organizations:
+  - name: Fixture
+    tokens: [{name: ci, value: cap_blackbox_fixture_token}]
+    clusters: [{name: main, region: eu-west-3, cloud_provider: CLOUDA}]
+    projects:
+      - name: shop
+        environments: [{name: prod}]
+";
+
+/// The ids a fresh server hands out for the same calls, in order.
+async fn ids_of_one_run(dir: &TempDir, seed: &str) -> Vec<String> {
+    let env = [("CAPSTAN_ID_SEED", seed)];
+    let fixture = dir.0.join("world.yaml");
+    std::fs::write(&fixture, FIXTURE).unwrap();
+    let server =
+        Server::start_with_args(dir, "sqlite::memory:", &env, &["--seed", "world.yaml"]).await;
+    let c = client(&server, "cap_blackbox_fixture_token");
+    let org = hierarchy_org(&c).await;
+    let mut ids = vec![org.clone()];
+    let projects = c.get(&format!("/organization/{org}/project")).await;
+    ids.push(projects["results"][0]["id"].as_str().unwrap().to_string());
+    let project = c
+        .create(
+            &format!("/organization/{org}/project"),
+            json!({"name": "more"}),
+        )
+        .await;
+    ids.push(project.clone());
+    ids.push(
+        c.create(
+            &format!("/project/{project}/environment"),
+            json!({"name": "e"}),
+        )
+        .await,
+    );
+    server.stop();
+    ids
+}
+
+#[tokio::test]
+async fn two_runs_with_the_same_id_seed_hand_out_the_same_ids() {
+    let dir = TempDir::new();
+    let first = ids_of_one_run(&dir, "42").await;
+    let second = ids_of_one_run(&dir, "42").await;
+    assert_eq!(first, second);
+    let other = ids_of_one_run(&dir, "43").await;
+    assert!(
+        first.iter().all(|id| !other.contains(id)),
+        "{first:?} {other:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_starts_from_a_fixture_in_memory() {
+    let dir = TempDir::new();
+    std::fs::write(dir.0.join("world.yaml"), FIXTURE).unwrap();
+    let server = Server::start_with_args(
+        &dir,
+        "sqlite::memory:",
+        &controls_on(),
+        &["--seed", "world.yaml"],
+    )
+    .await;
+    let c = client(&server, "cap_blackbox_fixture_token");
+    let org = hierarchy_org(&c).await;
+    let projects = c.get(&format!("/organization/{org}/project")).await;
+    assert_eq!(projects["results"][0]["name"], "shop");
+    // The controls reset it and seed it again, over HTTP only.
+    let (status, _) = control(&server, reqwest::Method::POST, "/_capstan/reset", None).await;
+    assert_eq!(status, 204);
+    let (status, _) = c.call(reqwest::Method::GET, "/organization", None).await;
+    assert_eq!(status, 401);
+    let res = reqwest::Client::new()
+        .post(format!("{}/_capstan/seed", server.base))
+        .header("Authorization", format!("Token {CONTROLS}"))
+        .header("Content-Type", "application/yaml")
+        .body(FIXTURE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 201);
+    assert_eq!(hierarchy_org(&c).await.len(), 36);
+    server.stop();
+}
+
+#[tokio::test]
+async fn a_dropping_fault_closes_the_connection_without_an_answer() {
+    let dir = TempDir::new();
+    let server = Server::start_with(&dir, "sqlite::memory:", None, &controls_on()).await;
+    let (status, rule) = control(
+        &server,
+        reqwest::Method::POST,
+        "/_capstan/faults",
+        Some(json!({"method": "GET", "path": "/readyz", "drop": true, "count": 1})),
+    )
+    .await;
+    assert_eq!(status, 201, "{rule}");
+    let dropped = reqwest::Client::new()
+        .get(format!("{}/readyz", server.base))
+        .send()
+        .await;
+    match dropped {
+        Err(e) => assert!(!e.is_timeout(), "{e}"),
+        Ok(r) => assert!(r.bytes().await.is_err(), "an answer came whole"),
+    }
+    let again = reqwest::Client::new()
+        .get(format!("{}/readyz", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 200, "the rule was spent");
+    assert!(again.headers().get("x-capstan-fault").is_none());
+    server.stop();
+}
+
+/// Every byte of a SQLite database's files.
+fn database_bytes(dir: &TempDir, name: &str) -> Vec<u8> {
+    let mut all = Vec::new();
+    for suffix in ["", "-wal"] {
+        if let Ok(bytes) = std::fs::read(dir.0.join(format!("{name}{suffix}"))) {
+            all.extend(bytes);
+        }
+    }
+    all
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// A container with a registry password and a secret variable; returns (organization, container).
+async fn world_with_secrets(c: &Client) -> (String, String) {
+    let (org, env) = hierarchy(c).await;
+    let registry = c
+        .create(
+            &format!("/organization/{org}/containerRegistry"),
+            json!({"name": "hub", "kind": "DOCKER_HUB", "config": {"username": "bob", "password": "pl41n-registry-pw"}}),
+        )
+        .await;
+    let container = c
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({"name": "web", "registry_id": registry, "image_name": "nginx", "tag": "1"}),
+        )
+        .await;
+    c.create(
+        &format!("/container/{container}/secret"),
+        json!({"key": "PASSWORD", "value": "pl41n-secret-value"}),
+    )
+    .await;
+    (org, container)
+}
+
+/// The service's secrets read (so they decrypt) and a deployment the engine runs to its end.
+async fn secrets_serve(c: &Client, container: &str) {
+    let secrets = c.get(&format!("/container/{container}/secret")).await;
+    assert_eq!(secrets["results"][0]["key"], "PASSWORD");
+    let (status, body) = c
+        .call(
+            reqwest::Method::POST,
+            &format!("/container/{container}/redeploy"),
+            Some(json!({})),
+        )
+        .await;
+    assert!(status == 202 || status == 200, "{status} {body}");
+    let settled = settle(
+        c,
+        &format!("/container/{container}/status"),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(settled["state"], "DEPLOYED", "{settled}");
+}
+
+#[tokio::test]
+async fn sqlite_a_key_rotated_while_serving_loses_nothing() {
+    let dir = TempDir::new();
+    let db = "sqlite://data.db";
+    // The key file beside the database, not CAPSTAN_SECRET_KEY.
+    let keyless = [("CAPSTAN_SECRET_KEY", ""), ("CAPSTAN_ENGINE_STEP_MS", "50")];
+    let server = Server::start_with(&dir, db, None, &keyless).await;
+    let out = capstan_with(
+        &dir,
+        db,
+        &["token", "create", "--organization-name", "Rot"],
+        &keyless,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c = client(&server, String::from_utf8(out.stdout).unwrap().trim());
+    let (_, container) = world_with_secrets(&c).await;
+    secrets_serve(&c, &container).await;
+    let old_key = std::fs::read_to_string(dir.0.join("data.db.key")).unwrap();
+
+    let out = capstan_with(&dir, db, &["secrets", "rotate-key"], &keyless);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "no key is printed when it is kept in the file"
+    );
+    let keys = std::fs::read_to_string(dir.0.join("data.db.key")).unwrap();
+    let lines: Vec<&str> = keys.lines().collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "the new key first, the old kept for reading"
+    );
+    assert_eq!(lines[1], old_key.trim());
+
+    // The server that was serving reads the resealed values, and goes on working.
+    secrets_serve(&c, &container).await;
+    server.stop();
+    let bytes = database_bytes(&dir, "data.db");
+    assert!(!bytes.is_empty());
+    for plain in ["pl41n-registry-pw", "pl41n-secret-value"] {
+        assert!(!contains(&bytes, plain), "{plain} is in the database files");
+    }
+    let server = Server::start_with(&dir, db, None, &keyless).await;
+    let c = client(&server, &c.token);
+    secrets_serve(&c, &container).await;
+    server.stop();
+}
+
+#[tokio::test]
+async fn postgres_a_key_rotated_between_rolling_restarts_loses_nothing() {
+    let Some(url) = storage::testing::postgres_database().await else {
+        return;
+    };
+    let DatabaseUrl::Postgres(raw) = url else {
+        unreachable!()
+    };
+    let dir = TempDir::new();
+    let new_key = "CAcICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg=";
+    let step = ("CAPSTAN_ENGINE_STEP_MS", "50");
+    let server = Server::start_with(&dir, &raw, None, &[step]).await;
+    let c = client(
+        &server,
+        &create_token(&dir, &raw, &["--organization-name", "Rot"]),
+    );
+    let (_, container) = world_with_secrets(&c).await;
+    server.stop();
+    // The instances learn the new key first, still opening the old one...
+    let rolled = [
+        step,
+        ("CAPSTAN_SECRET_KEY", new_key),
+        ("CAPSTAN_SECRET_KEY_PREVIOUS", TEST_KEY),
+    ];
+    let server = Server::start_with(&dir, &raw, None, &rolled).await;
+    let c = client(&server, &c.token);
+    secrets_serve(&c, &container).await;
+    // ...then every value is resealed while they serve...
+    let out = capstan_with(
+        &dir,
+        &raw,
+        &["secrets", "rotate-key", "--new-key", new_key],
+        &rolled,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    secrets_serve(&c, &container).await;
+    server.stop();
+    // ...and the old key can go.
+    let server =
+        Server::start_with(&dir, &raw, None, &[step, ("CAPSTAN_SECRET_KEY", new_key)]).await;
+    let c = client(&server, &c.token);
+    secrets_serve(&c, &container).await;
+    server.stop();
+}
+
+#[tokio::test]
+async fn sqlite_a_backup_taken_while_serving_restores_while_serving() {
+    let dir = TempDir::new();
+    let db = "sqlite://data.db";
+    let server = Server::start_with(&dir, db, None, &[("CAPSTAN_ENGINE_STEP_MS", "50")]).await;
+    let c = client(
+        &server,
+        &create_token(&dir, db, &["--organization-name", "Backed"]),
+    );
+    let (org, container) = world_with_secrets(&c).await;
+    let before = c.get(&format!("/container/{container}")).await;
+
+    let out = capstan(&dir, db, &["backup", "--to", "backup.db"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (status, _) = c
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/container/{container}"),
+            None,
+        )
+        .await;
+    assert!(status == 202 || status == 204);
+    let later = c
+        .create(
+            &format!("/organization/{org}/project"),
+            json!({"name": "later"}),
+        )
+        .await;
+
+    let out = capstan(&dir, db, &["restore", "--from", "backup.db"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The serving server answers from the restored state at once.
+    assert_eq!(c.get(&format!("/container/{container}")).await, before);
+    let (status, _) = c
+        .call(reqwest::Method::GET, &format!("/project/{later}"), None)
+        .await;
+    assert_eq!(status, 404);
+    secrets_serve(&c, &container).await;
+    let out = capstan(&dir, db, &["restore", "--from", "missing.db"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no backup at missing.db"));
+    server.stop();
+}
+
+#[tokio::test]
+async fn postgres_a_database_restored_from_pg_dump_serves() {
+    let Some(url) = storage::testing::postgres_database().await else {
+        return;
+    };
+    let DatabaseUrl::Postgres(raw) = url else {
+        unreachable!()
+    };
+    let dir = TempDir::new();
+    let step = [("CAPSTAN_ENGINE_STEP_MS", "50")];
+    let server = Server::start_with(&dir, &raw, None, &step).await;
+    let c = client(
+        &server,
+        &create_token(&dir, &raw, &["--organization-name", "Dumped"]),
+    );
+    let (_, container) = world_with_secrets(&c).await;
+    let before = c.get(&format!("/container/{container}")).await;
+    let dump = dir.0.join("capstan.dump");
+    let out = std::process::Command::new("pg_dump")
+        .args(["--format=custom", "--file"])
+        .arg(&dump)
+        .arg(&raw)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.stop();
+
+    let Some(DatabaseUrl::Postgres(restored)) = storage::testing::postgres_database().await else {
+        unreachable!()
+    };
+    let out = std::process::Command::new("pg_restore")
+        .args(["--no-owner", "--dbname"])
+        .arg(&restored)
+        .arg(&dump)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server = Server::start_with(&dir, &restored, None, &step).await;
+    let c = client(&server, &c.token);
+    assert_eq!(c.get(&format!("/container/{container}")).await, before);
+    secrets_serve(&c, &container).await;
+    server.stop();
+}
+
+use storage::DatabaseUrl;
