@@ -206,12 +206,62 @@ async fn deployments(backend: &str, client: &Client, env: &str) {
     );
 }
 
+/// How long `capstan serve` on `sqlite::memory:` takes from its start to its first ready
+/// `/readyz` (what a test's fixture waits for), empty and from a small fixture: the median and
+/// the slowest of `runs` starts.
+async fn startup(runs: usize) {
+    let dir = TempDir::new();
+    std::fs::write(
+        dir.0.join("world.yaml"),
+        "organizations:\n  - name: Bench\n    tokens: [{name: ci, value: cap_bench_fixture_token}]\n    clusters: [{name: c, region: eu-west-3, cloud_provider: CLOUDA}]\n    projects: [{name: p, environments: [{name: e}]}]\n",
+    )
+    .unwrap();
+    let http = reqwest::Client::new();
+    for (label, args) in [("empty", vec![]), ("fixture", vec!["--seed", "world.yaml"])] {
+        let mut took = Vec::new();
+        for _ in 0..runs {
+            let port = harness::free_port();
+            let started = Instant::now();
+            let mut child = Command::new(harness::bin())
+                .arg("serve")
+                .args(&args)
+                .current_dir(&dir.0)
+                .env("CAPSTAN_DATABASE_URL", "sqlite::memory:")
+                .env("CAPSTAN_LISTEN", format!("127.0.0.1:{port}"))
+                .env("CAPSTAN_LOG", "warn")
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let url = format!("http://127.0.0.1:{port}/readyz");
+            loop {
+                if let Ok(r) = http.get(&url).send().await {
+                    if r.status().is_success() {
+                        break;
+                    }
+                }
+                assert!(started.elapsed() < Duration::from_secs(30), "never ready");
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            took.push(started.elapsed());
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        took.sort();
+        println!(
+            "start-up  sqlite::memory: {label:<8} ready in {:>6.1} ms median, {:>6.1} ms slowest of {runs}",
+            took[took.len() / 2].as_secs_f64() * 1000.0,
+            took[took.len() - 1].as_secs_f64() * 1000.0,
+        );
+    }
+}
+
 #[tokio::main]
 async fn main() {
     // `cargo test --benches` runs benchmarks with `--bench` absent: build only, measure nothing.
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
+    startup(10).await;
     if Command::new("wrk").arg("--version").output().is_err() {
         println!("wrk is not installed: apt-get install wrk");
         std::process::exit(1);

@@ -188,6 +188,24 @@ fn positive(
     }
 }
 
+/// Settings from command-line style arguments (`["--database-url", "sqlite::memory:"]`), the
+/// environment's `CAPSTAN_*` filling what they leave out, as the command reads them.
+pub fn from_args<I, T>(args: I) -> Result<Settings, String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    #[derive(clap::Parser)]
+    struct Command {
+        #[command(flatten)]
+        settings: RawSettings,
+    }
+    let args = std::iter::once(std::ffi::OsString::from("capstan"))
+        .chain(args.into_iter().map(Into::into));
+    let parsed = <Command as clap::Parser>::try_parse_from(args).map_err(|e| e.to_string())?;
+    parsed.settings.check().map_err(|e| e.to_string())
+}
+
 /// A key of 32 bytes, in base64.
 pub fn parse_key(raw: &str) -> Result<[u8; 32], &'static str> {
     let bytes = base64::engine::general_purpose::STANDARD

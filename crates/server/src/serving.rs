@@ -1,0 +1,239 @@
+//! Serving: the application composed from the settings (store, use cases, engine, HTTP), for
+//! the `capstan` command and for processes that run a server inside them (`capstan-testing`).
+
+use crate::resolver;
+use crate::secret_key;
+use crate::settings::{redact_url, Settings};
+use anyhow::Context;
+use api::controls::Controls;
+use api::limits::RateLimiter;
+use api::AppState;
+use domain::clock::{Clock, ManualClock, SystemClock};
+use domain::services::{GitIntegration, Outbound};
+use domain::Capstan;
+use engine::{PoolSettings, SimulatedEngine, WorkerPool};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// What stops a server: the signals a command hears, or its owner (a server in a test
+/// process), whose future ends when it should stop.
+pub enum Lifetime {
+    Signals,
+    Until(Pin<Box<dyn Future<Output = ()> + Send>>),
+}
+
+/// Connections per server process.
+pub const POOL_SIZE: usize = 16;
+/// Requests of different environments this process runs at once.
+const ENGINE_WORKERS: usize = 4;
+/// How long a git provider has to answer.
+const GIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a webhook status is reused for a service: enough to absorb a burst of polls,
+/// short enough that a change on the provider shows at once to a person looking.
+const GIT_STATUS_CACHE_SECONDS: i64 = 1;
+/// How many webhook deliveries one sender sends at once.
+const WEBHOOK_BATCH: i64 = 16;
+
+/// The application's clock: the system's, or one the controls move (`CAPSTAN_CLOCK=manual`).
+pub fn clock(settings: &Settings) -> (Arc<dyn Clock>, Option<Arc<ManualClock>>) {
+    if settings.manual_clock {
+        let manual = Arc::new(ManualClock::default());
+        (manual.clone(), Some(manual))
+    } else {
+        (Arc::new(SystemClock), None)
+    }
+}
+
+pub async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Capstan> {
+    let (db, keyring) = storage_of(settings, POOL_SIZE).await?;
+    // The webhook signing secrets derive from a secret key, but not with the key itself.
+    let signing = {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(b"capstan webhook signing\0");
+        h.update(keyring.oldest());
+        let digest: Vec<String> = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        domain::secret::Secret::new(digest.concat())
+    };
+    let hosting = git::HttpGitHosting::new(GIT_TIMEOUT).map_err(anyhow::Error::msg)?;
+    let git = GitIntegration::new(
+        Arc::new(hosting),
+        &settings.public_url,
+        signing,
+        time::Duration::seconds(GIT_STATUS_CACHE_SECONDS),
+    );
+    let sender =
+        delivery::HttpSender::new(settings.webhooks.timeout, settings.webhooks.allow_private)
+            .map_err(anyhow::Error::msg)?;
+    Ok(Capstan::new(Arc::new(db), clock)
+        .with_git(git)
+        .with_outbound(Outbound {
+            sender: Arc::new(sender),
+            retry: settings.webhooks.retry,
+            batch: WEBHOOK_BATCH,
+            timeout: settings.webhooks.timeout,
+        })
+        .with_public_url(&settings.public_url)
+        .with_domain_check(
+            Arc::new(resolver::SystemResolver::new()),
+            settings.custom_domain_target.clone(),
+        ))
+}
+
+/// Serves until `lifetime` ends, on `listener` when given (else on the settings' address),
+/// after loading the fixture `seed_file` if any.
+pub async fn serve(
+    settings: Settings,
+    seed_file: Option<&std::path::Path>,
+    listener: Option<std::net::TcpListener>,
+    lifetime: Lifetime,
+) -> anyhow::Result<()> {
+    domain::ids::seed_ids(settings.id_seed);
+    let (clock, manual) = clock(&settings);
+    let capstan = open(&settings, clock.clone()).await?;
+    if let Some(file) = seed_file {
+        seed(&capstan, file).await?;
+    }
+    // The state's use cases report to its metrics: the workers run those.
+    let app_state = AppState::new(capstan);
+    let capstan = app_state.capstan.clone();
+    let step = std::time::Duration::from_millis(settings.engine_step_ms);
+    let workers = WorkerPool::start(
+        capstan.clone(),
+        Arc::new(SimulatedEngine::new(step)),
+        PoolSettings {
+            workers: ENGINE_WORKERS,
+            step,
+        },
+    );
+    // Several instances share a PostgreSQL database, so they share the quota there; an embedded
+    // SQLite database has one instance, which keeps it in memory.
+    let limiter = match settings.database {
+        storage::DatabaseUrl::Postgres(_) => {
+            RateLimiter::shared(settings.rate_limit_per_hour, capstan.clone())
+        }
+        storage::DatabaseUrl::Sqlite(_) => RateLimiter::local(settings.rate_limit_per_hour),
+    };
+    let mut app_state = app_state
+        .with_clock(clock)
+        .with_limiter(limiter)
+        .with_request_timeout(settings.request_timeout)
+        .with_cors_origins(settings.cors_origins.clone());
+    if let Some(verifier) = settings.jwt.clone() {
+        app_state = app_state.with_jwt(verifier);
+    }
+    if let Some(token) = &settings.controls_token {
+        let mut controls = Controls::new(token.clone());
+        if let Some(manual) = manual {
+            controls = controls.with_clock(manual);
+        }
+        app_state = app_state.with_controls(controls);
+        tracing::warn!("the stand-in's controls are on under /_capstan/: anyone with their token can empty this server");
+    }
+    // Open event streams never end on their own: they are told when the server stops.
+    let (stop_streams, stopping) = tokio::sync::watch::channel(false);
+    let app_state = app_state.with_stopping(stopping);
+    let state = actix_web::web::Data::new(app_state);
+    let server = actix_web::HttpServer::new(move || api::app(state.clone())).shutdown_timeout(20);
+    let (server, listen) = match listener {
+        Some(l) => {
+            let at = l.local_addr()?;
+            (server.listen(l)?, at)
+        }
+        None => (
+            server
+                .bind(settings.listen)
+                .with_context(|| format!("cannot listen on {}", settings.listen))?,
+            settings.listen,
+        ),
+    };
+    let server = match lifetime {
+        Lifetime::Signals => {
+            let server = server.run();
+            tokio::spawn(async move {
+                stopped().await;
+                let _ = stop_streams.send(true);
+            });
+            server
+        }
+        Lifetime::Until(end) => {
+            let server = server.disable_signals().run();
+            let handle = server.handle();
+            tokio::spawn(async move {
+                end.await;
+                let _ = stop_streams.send(true);
+                handle.stop(true).await;
+            });
+            server
+        }
+    };
+    tracing::info!(
+        listen = %listen,
+        database = %redact_url(&settings.database),
+        "capstan is serving"
+    );
+    // actix stops on SIGTERM/SIGINT (or when told), letting requests in flight finish.
+    let served = server.await.context("server failed");
+    // Then the deployment workers: they stop claiming and finish what they hold.
+    workers.shutdown().await;
+    served?;
+    tracing::info!("capstan stopped");
+    Ok(())
+}
+
+/// SIGTERM or SIGINT (actix hears them too, and stops gracefully).
+pub async fn stopped() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(t) => t,
+                Err(_) => return std::future::pending().await,
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}
+
+/// Loads a fixture file; prints what it made (its tokens' values) on standard output.
+pub async fn seed(capstan: &Capstan, file: &std::path::Path) -> anyhow::Result<()> {
+    let text = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let fixture = api::controls::fixture::parse(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {}", file.display(), e.message))?;
+    let seeded = capstan
+        .seed(&fixture)
+        .await
+        .with_context(|| format!("cannot seed {}", file.display()))?;
+    println!("{}", serde_json::to_string(&seeded)?);
+    Ok(())
+}
+
+/// The store, its secrets sealed and opened with the configured keyring.
+pub async fn storage_of(
+    settings: &Settings,
+    connections: usize,
+) -> anyhow::Result<(storage::Db, secret_key::Keyring)> {
+    let keyring = secret_key::resolve(
+        settings.secret_key,
+        &settings.secret_key_previous,
+        &settings.database,
+    )?;
+    let db = storage::open(&settings.database, connections, &keyring.primary)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot open the database {}",
+                redact_url(&settings.database)
+            )
+        })?
+        .with_cipher(keyring.cipher());
+    Ok((db, keyring))
+}
