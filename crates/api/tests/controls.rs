@@ -73,6 +73,7 @@ controls_suite!(
     snapshots_are_listed_removed_and_checked,
     a_seeded_world_serves_and_its_export_reproduces_it,
     a_bad_fixture_is_refused_naming_the_record,
+    every_documented_control_is_served_at_the_root_only,
 );
 
 mod off {
@@ -94,6 +95,41 @@ async fn control<S: App>(
     body: Option<Value>,
 ) -> common::Resp {
     t.call(Some(CONTROLS_TOKEN), method, path, body).await
+}
+
+async fn every_documented_control_is_served_at_the_root_only<S: App>(t: T<S>) {
+    let doc = t
+        .call(None, Method::GET, "/openapi.json", None)
+        .await
+        .expect(200)
+        .body;
+    let mut controls = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        let Some(rest) = path.strip_prefix("/_capstan/") else {
+            continue;
+        };
+        for (method, operation) in item.as_object().unwrap() {
+            assert_eq!(operation["tags"], json!(["controls"]), "{method} {path}");
+            let method: Method = method.to_uppercase().parse().unwrap();
+            let filled = format!(
+                "/_capstan/{}",
+                rest.replace("{id}", &uuid::Uuid::new_v4().to_string())
+                    .replace("{name}", "absent")
+            );
+            let served = control(&t, method.clone(), &filled, None).await;
+            let message = served.body["message"].as_str().unwrap_or_default();
+            assert!(
+                served.status != 405 && !message.starts_with("no route"),
+                "{method} {filled}: {}",
+                served.text
+            );
+            control(&t, method.clone(), &format!("/v1{filled}"), None)
+                .await
+                .expect_error(404, "no route");
+            controls += 1;
+        }
+    }
+    assert!(controls >= 14, "{controls} controls documented");
 }
 
 async fn controls_are_not_found_when_off<S: App>(t: T<S>) {
@@ -200,18 +236,7 @@ async fn a_reset_empties_everything_or_keeps_the_tokens<S: App>(t: T<S>) {
 async fn a_reset_during_a_running_deployment_leaves_nothing_running<S: App>(t: T<S>) {
     let (_, _, env) = t.hierarchy().await;
     let c = t.container(&env, "web").await;
-    control(
-        &t,
-        Method::POST,
-        "/_capstan/engine/hold",
-        Some(json!({"service_id": c, "state": "DEPLOYING"})),
-    )
-    .await
-    .expect(204);
-    t.post(&format!("/container/{c}/deploy"), json!({}))
-        .await
-        .expect(202);
-    wait_for_state(&t, &c, "DEPLOYING").await;
+    held_at_deploying(&t, &c, "deploy").await;
     assert_eq!(t.capstan.queue_depth().await.unwrap().running, 1);
 
     control(
@@ -237,6 +262,23 @@ async fn a_reset_during_a_running_deployment_leaves_nothing_running<S: App>(t: T
         .expect(202);
     let settled = t.settle(&format!("/container/{c}/status")).await;
     assert_eq!(settled["state"], "DEPLOYED", "{settled}");
+}
+
+/// Holds the container's next deployment at DEPLOYING, asks for `action`, and waits for it
+/// to be held there.
+async fn held_at_deploying<S: App>(t: &T<S>, c: &str, action: &str) {
+    control(
+        t,
+        Method::POST,
+        "/_capstan/engine/hold",
+        Some(json!({"service_id": c, "state": "DEPLOYING"})),
+    )
+    .await
+    .expect(204);
+    t.post(&format!("/container/{c}/{action}"), json!({}))
+        .await
+        .expect(202);
+    wait_for_state(t, c, "DEPLOYING").await;
 }
 
 async fn wait_for_state<S: App>(t: &T<S>, service: &str, state: &str) {
@@ -816,18 +858,7 @@ async fn fault_rules_are_listed_removed_and_checked<S: App>(t: T<S>) {
 async fn a_held_deployment_resumes_on_release<S: App>(t: T<S>) {
     let (_, _, env) = t.hierarchy().await;
     let c = t.container(&env, "web").await;
-    control(
-        &t,
-        Method::POST,
-        "/_capstan/engine/hold",
-        Some(json!({"service_id": c, "state": "DEPLOYING"})),
-    )
-    .await
-    .expect(204);
-    t.post(&format!("/container/{c}/deploy"), json!({}))
-        .await
-        .expect(202);
-    wait_for_state(&t, &c, "DEPLOYING").await;
+    held_at_deploying(&t, &c, "deploy").await;
     // Many steps' time later, it is still there.
     actix_rt::time::sleep(common::STEP * 20).await;
     let status = t.get(&format!("/container/{c}/status")).await.expect(200);
@@ -852,18 +883,7 @@ async fn a_held_deployment_resumes_on_release<S: App>(t: T<S>) {
     .expect_error(404, "hold not found");
 
     // A held deployment can still be canceled.
-    control(
-        &t,
-        Method::POST,
-        "/_capstan/engine/hold",
-        Some(json!({"service_id": c, "state": "DEPLOYING"})),
-    )
-    .await
-    .expect(204);
-    t.post(&format!("/container/{c}/redeploy"), json!({}))
-        .await
-        .expect(202);
-    wait_for_state(&t, &c, "DEPLOYING").await;
+    held_at_deploying(&t, &c, "redeploy").await;
     t.post(&format!("/environment/{env}/cancelDeployment"), json!({}))
         .await
         .expect(202);

@@ -54,8 +54,12 @@ async fn document_and_routes_agree<S: App>(t: T<S>) {
     assert!(documented.len() > 50);
 
     // Every documented operation is served, at the root and (for the API) under /v1: the router
-    // neither misses the path nor refuses the method.
-    for (method, path) in &documented {
+    // neither misses the path nor refuses the method. The stand-in's controls are off here
+    // (they answer as unknown paths do); tests/controls.rs calls each of them with them on.
+    for (method, path) in documented
+        .iter()
+        .filter(|(_, p)| !p.starts_with("/_capstan/"))
+    {
         let method: Method = method.parse().unwrap();
         let mut targets = vec![fill(path)];
         if !["/healthz", "/readyz", "/openapi.json", "/docs", "/metrics"].contains(&path.as_str()) {

@@ -3,7 +3,7 @@
 use crate::db::{db_transaction, store_error, Db};
 use async_trait::async_trait;
 use diesel_async::SimpleAsyncConnection;
-use domain::error::StoreResult;
+use domain::error::{StoreError, StoreResult};
 use domain::model::{Snapshot, SnapshotName};
 use domain::ports::Maintenance;
 
@@ -68,28 +68,62 @@ fn sqlite_reset(keep_tokens: bool) -> String {
     sql
 }
 
-/// PostgreSQL: one TRUNCATE of every table (its locks taken at once, in one order), which
-/// also leaves no dead rows behind.
+/// PostgreSQL: one TRUNCATE of every table, which also leaves no dead rows behind; the
+/// sequencer's lock first, so the two never wait on each other's tables.
 fn postgres_reset(keep_tokens: bool) -> String {
     let tables: Vec<&str> = emptied(keep_tokens).collect();
-    let mut sql = format!("TRUNCATE {};", tables.join(", "));
+    let mut sql = format!(
+        "{}; TRUNCATE {};",
+        crate::session::EVENT_LOG_LOCK,
+        tables.join(", ")
+    );
     if keep_tokens {
         sql.push_str(TOKENLESS);
     }
     sql
 }
 
+/// How many times a unit that takes every table is tried before its failure is reported.
+const ATTEMPTS: u32 = 5;
+
+impl Db {
+    /// Runs `unit` again when it lost a deadlock: a unit that takes every table at once (a
+    /// TRUNCATE of all of them) can meet units that hold some of them in another order, and
+    /// PostgreSQL then aborts one side.
+    pub(crate) async fn retried<F, Fut>(&self, mut unit: F) -> StoreResult<()>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = StoreResult<()>>,
+    {
+        let mut attempt = 1;
+        loop {
+            match unit().await {
+                Err(StoreError::Unavailable(why))
+                    if attempt < ATTEMPTS && why.contains("deadlock") =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(attempt)))
+                        .await;
+                }
+                done => return done,
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Maintenance for Db {
     async fn reset(&self, keep_tokens: bool) -> StoreResult<()> {
-        let postgres = self.is_postgres();
-        self.write(move |mut conn| async move {
-            let sql = if postgres {
-                postgres_reset(keep_tokens)
-            } else {
-                sqlite_reset(keep_tokens)
-            };
-            db_transaction!(conn, |c| c.batch_execute(&sql).await).map_err(store_error)
+        let sql = if self.is_postgres() {
+            postgres_reset(keep_tokens)
+        } else {
+            sqlite_reset(keep_tokens)
+        };
+        self.retried(|| {
+            let sql = sql.clone();
+            self.write(move |mut conn| async move {
+                db_transaction!(conn, |c| c.batch_execute(&sql).await).map_err(store_error)
+            })
         })
         .await?;
         // Tokens were deleted (or, kept, still answer the same): none is answered from memory.

@@ -21,6 +21,9 @@ use domain::ports::{Reference, Scope, Store, Tx};
 use futures_util::FutureExt;
 use std::sync::Arc;
 
+/// Takes the sequencer's advisory lock (any fixed number is its key) until the transaction ends.
+pub(crate) const EVENT_LOG_LOCK: &str = "SELECT pg_advisory_xact_lock(7320411)";
+
 type PgTransactions = <AsyncPgConnection as AsyncConnection>::TransactionManager;
 type SqliteTransactions = <SqliteConn as AsyncConnection>::TransactionManager;
 
@@ -147,13 +150,10 @@ impl Session {
             Scope::Referenced(Reference::GitToken(id)) => referenced!(git_tokens, id),
             Scope::Referenced(Reference::Cluster(id)) => referenced!(clusters, id),
             Scope::Referenced(Reference::Webhook(id)) => referenced!(organization_webhooks, id),
-            Scope::EventLog => {
-                // Any fixed number: the key of the sequencer's advisory lock.
-                diesel::sql_query("SELECT pg_advisory_xact_lock(7320411)")
-                    .execute(c)
-                    .await
-                    .map(|_| Vec::new())
-            }
+            Scope::EventLog => diesel::sql_query(EVENT_LOG_LOCK)
+                .execute(c)
+                .await
+                .map(|_| Vec::new()),
         }
         .map_err(store_error)?;
         Ok(())

@@ -133,7 +133,11 @@ fn snapshot(meta: Meta) -> StoreResult<Snapshot> {
 /// Empties the live tables and copies `from`'s rows (`snap.`, a schema) back, children last.
 fn copy_back(from: &str, postgres: bool) -> String {
     let mut sql = if postgres {
-        format!("TRUNCATE {};", TABLES.join(", "))
+        format!(
+            "{}; TRUNCATE {};",
+            crate::session::EVENT_LOG_LOCK,
+            TABLES.join(", ")
+        )
     } else {
         // Rows of a table that refer to each other (variables) are checked at commit.
         let mut s = String::from("PRAGMA defer_foreign_keys = ON;");
@@ -295,18 +299,21 @@ impl Db {
             let prefix = format!("{schema}.");
             let check = same_migrations(&prefix);
             let copy = copy_back(&prefix, true);
-            self.write(|mut conn| async move {
-                db_transaction!(conn, |c| {
-                    let differing: Count = diesel::sql_query(&check).get_result(c).await?;
-                    if differing.n != 0 {
-                        return Ok(false);
-                    }
-                    c.batch_execute(&copy).await?;
-                    Ok::<_, diesel::result::Error>(true)
+            self.retried(|| {
+                let (check, copy) = (check.clone(), copy.clone());
+                self.write(|mut conn| async move {
+                    db_transaction!(conn, |c| {
+                        let differing: Count = diesel::sql_query(&check).get_result(c).await?;
+                        if differing.n != 0 {
+                            return Ok(false);
+                        }
+                        c.batch_execute(&copy).await?;
+                        Ok::<_, diesel::result::Error>(true)
+                    })
+                    .map_err(store_error)?
+                    .then_some(())
+                    .ok_or_else(other_schema)
                 })
-                .map_err(store_error)?
-                .then_some(())
-                .ok_or_else(other_schema)
             })
             .await?;
         } else {
