@@ -129,20 +129,21 @@ async fn a_server_starts_from_a_fixture_in_memory() {
     server.stop();
 }
 
-#[tokio::test]
+/// Over a real connection, from a server inside this process (`capstan-testing`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropping_fault_closes_the_connection_without_an_answer() {
-    let dir = TempDir::new();
-    let server = Server::start_with(&dir, "sqlite::memory:", None, &controls_on()).await;
-    let (status, rule) = control(
-        &server,
-        reqwest::Method::POST,
-        "/_capstan/faults",
-        Some(json!({"method": "GET", "path": "/readyz", "drop": true, "count": 1})),
-    )
-    .await;
+    let server = capstan_testing::Capstan::start().await.unwrap();
+    let (status, rule) = server
+        .control(
+            reqwest::Method::POST,
+            "/_capstan/faults",
+            Some(json!({"method": "GET", "path": "/readyz", "drop": true, "count": 1})),
+        )
+        .await
+        .unwrap();
     assert_eq!(status, 201, "{rule}");
     let dropped = reqwest::Client::new()
-        .get(format!("{}/readyz", server.base))
+        .get(format!("{}/readyz", server.base_url()))
         .send()
         .await;
     match dropped {
@@ -150,13 +151,12 @@ async fn a_dropping_fault_closes_the_connection_without_an_answer() {
         Ok(r) => assert!(r.bytes().await.is_err(), "an answer came whole"),
     }
     let again = reqwest::Client::new()
-        .get(format!("{}/readyz", server.base))
+        .get(format!("{}/readyz", server.base_url()))
         .send()
         .await
         .unwrap();
     assert_eq!(again.status().as_u16(), 200, "the rule was spent");
     assert!(again.headers().get("x-capstan-fault").is_none());
-    server.stop();
 }
 
 /// Every byte of a SQLite database's files.

@@ -74,6 +74,7 @@ controls_suite!(
     a_seeded_world_serves_and_its_export_reproduces_it,
     a_bad_fixture_is_refused_naming_the_record,
     every_documented_control_is_served_at_the_root_only,
+    a_deployment_rule_acts_when_the_clock_is_moved_past_its_hour,
 );
 
 mod off {
@@ -95,6 +96,53 @@ async fn control<S: App>(
     body: Option<Value>,
 ) -> common::Resp {
     t.call(Some(CONTROLS_TOKEN), method, path, body).await
+}
+
+async fn a_deployment_rule_acts_when_the_clock_is_moved_past_its_hour<S: App>(t: T<S>) {
+    // A Monday at noon; the rule stops the environment at 19:00 on weekdays.
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/clock",
+        Some(json!({"now": "2031-06-02T12:00:00Z"})),
+    )
+    .await
+    .expect(200);
+    let (_, _, env) = t.hierarchy().await;
+    let c = t.container(&env, "web").await;
+    t.post(&format!("/container/{c}/deploy"), json!({}))
+        .await
+        .expect(202);
+    t.settle(&format!("/container/{c}/status")).await;
+    t.put(
+        &format!("/environment/{env}/deploymentRule/{env}"),
+        json!({"auto_stop": true, "timezone": "UTC", "start_time": "08:00", "stop_time": "19:00",
+               "weekdays": ["MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY"]}),
+    )
+    .await
+    .expect(200);
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/clock",
+        Some(json!({"advance_seconds": 7 * 3600 + 1})),
+    )
+    .await
+    .expect(200);
+    // The server's own scheduler sees the hour pass.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let status = t.get(&format!("/container/{c}/status")).await.expect(200);
+        if status.body["state"] == "STOPPED" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never stopped: {}",
+            status.text
+        );
+        actix_rt::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 async fn every_documented_control_is_served_at_the_root_only<S: App>(t: T<S>) {
