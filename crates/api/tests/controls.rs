@@ -75,6 +75,8 @@ controls_suite!(
     a_bad_fixture_is_refused_naming_the_record,
     every_documented_control_is_served_at_the_root_only,
     a_deployment_rule_acts_when_the_clock_is_moved_past_its_hour,
+    a_deployment_can_be_held_before_its_first_step,
+    a_fixture_may_use_the_api_s_own_words,
 );
 
 mod off {
@@ -662,6 +664,72 @@ async fn a_seeded_world_serves_and_its_export_reproduces_it<S: App>(t: T<S>) {
     assert!(yaml.text.contains("name: Seeded"), "{}", yaml.text);
 }
 
+/// The API's own words for what a fixture calls otherwise: `api_tokens` and `token`,
+/// `registries`, a service's `type`, and `secrets` lists beside `variables`.
+async fn a_fixture_may_use_the_api_s_own_words<S: App>(t: T<S>) {
+    let fixture = json!({"organizations": [{
+        "name": "Worded",
+        "api_tokens": [{"name": "ci", "token": "cap_worded_fixture_token"}],
+        "registries": [{"name": "hub", "kind": "DOCKER_HUB"}],
+        "clusters": [{"name": "main", "region": "eu-west-3", "cloud_provider": "CLOUDA"}],
+        "projects": [{"name": "shop", "environments": [{
+            "name": "prod",
+            "secrets": [{"key": "ENV_SECRET", "value": "hunter2-worded-env"}],
+            "services": [{
+                "type": "CONTAINER", "name": "web", "registry": "hub", "image_name": "nginx", "tag": "1",
+                "secrets": [{"key": "API_KEY", "value": "hunter2-worded"}]
+            }]
+        }]}]
+    }]});
+    let req = actix_web::test::TestRequest::post()
+        .uri("/_capstan/seed")
+        .insert_header(("Authorization", format!("Token {CONTROLS_TOKEN}")))
+        .set_json(&fixture)
+        .to_request();
+    let seeded = t.send(req).await.expect(201);
+    assert_eq!(
+        seeded.body["organizations"][0]["tokens"][0]["value"],
+        "cap_worded_fixture_token"
+    );
+    let token = "cap_worded_fixture_token";
+    let org = seeded.body["organizations"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let t = &t;
+    let get = |path: String| async move {
+        t.call(Some(token), Method::GET, &path, None)
+            .await
+            .expect(200)
+            .body
+    };
+    let project = get(format!("/organization/{org}/project")).await["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let env = get(format!("/project/{project}/environment")).await["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let web = get(format!("/environment/{env}/container")).await["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let secrets = get(format!("/container/{web}/secret")).await;
+    let mut keys: Vec<&str> = secrets["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["key"].as_str().unwrap())
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["API_KEY", "ENV_SECRET"], "{secrets}");
+    let exported = control(t, Method::GET, "/_capstan/export", None)
+        .await
+        .expect(200);
+    assert!(!exported.text.contains("hunter2-worded"));
+}
+
 async fn a_bad_fixture_is_refused_naming_the_record<S: App>(t: T<S>) {
     for (fixture, prefix) in [
         (
@@ -939,6 +1007,41 @@ async fn a_held_deployment_resumes_on_release<S: App>(t: T<S>) {
     assert_eq!(settled["state"], "CANCELED", "{settled}");
 }
 
+async fn a_deployment_can_be_held_before_its_first_step<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let c = t.container(&env, "web").await;
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/engine/hold",
+        Some(json!({"service_id": c, "state": "DEPLOYMENT_QUEUED"})),
+    )
+    .await
+    .expect(204);
+    t.post(&format!("/container/{c}/deploy"), json!({}))
+        .await
+        .expect(202);
+    // Taken by a worker, which waits before its first step.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while t.capstan.queue_depth().await.unwrap().running == 0 {
+        assert!(std::time::Instant::now() < deadline, "never taken");
+        actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    actix_rt::time::sleep(common::STEP * 20).await;
+    let status = t.get(&format!("/container/{c}/status")).await.expect(200);
+    assert_eq!(status.body["state"], "DEPLOYMENT_QUEUED", "{}", status.text);
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/engine/release",
+        Some(json!({"service_id": c})),
+    )
+    .await
+    .expect(204);
+    let settled = t.settle(&format!("/container/{c}/status")).await;
+    assert_eq!(settled["state"], "DEPLOYED", "{settled}");
+}
+
 async fn a_failed_step_fails_the_next_deployment_once<S: App>(t: T<S>) {
     let (_, _, env) = t.hierarchy().await;
     let c = t.container(&env, "web").await;
@@ -976,7 +1079,7 @@ async fn engine_controls_check_what_they_are_given<S: App>(t: T<S>) {
             "/_capstan/engine/hold",
             json!({"service_id": c, "state": "DEPLOYED"}),
             400,
-            "state: must be one of BUILDING",
+            "state: must be one of DEPLOYMENT_QUEUED",
         ),
         (
             "/_capstan/engine/hold",

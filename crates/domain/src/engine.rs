@@ -37,8 +37,13 @@ struct Asked {
     fail: Option<(StepName, String)>,
 }
 
-/// The states a deployment passes through while the engine works: where it can be held.
+/// The states a deployment passes through once a worker has it: where it can be held (a
+/// queued state: before its first step).
 pub const HOLDABLE: &[ServiceState] = &[
+    ServiceState::DeploymentQueued,
+    ServiceState::RestartQueued,
+    ServiceState::StopQueued,
+    ServiceState::DeleteQueued,
     ServiceState::Building,
     ServiceState::Deploying,
     ServiceState::Executing,

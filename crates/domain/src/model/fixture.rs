@@ -21,10 +21,10 @@ pub struct OrganizationFixture {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", alias = "api_tokens")]
     pub tokens: Vec<TokenFixture>,
     /// Container registries: the body `POST /organization/{id}/containerRegistry` takes.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", alias = "registries")]
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub container_registries: Vec<Map<String, Value>>,
     /// Clusters: the body `POST /organization/{id}/cluster` takes.
@@ -47,7 +47,7 @@ pub struct TokenFixture {
     pub role: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing)]
+    #[serde(default, skip_serializing, alias = "token")]
     pub value: Option<String>,
 }
 
@@ -64,6 +64,9 @@ pub struct ProjectFixture {
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variables: Vec<VariableFixture>,
+    /// Secrets, as `variables` with `secret: true` (exports write them there).
+    #[serde(default, skip_serializing)]
+    pub secrets: Vec<VariableFixture>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub environments: Vec<EnvironmentFixture>,
 }
@@ -80,6 +83,9 @@ pub struct EnvironmentFixture {
     pub cluster: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variables: Vec<VariableFixture>,
+    /// Secrets, as `variables` with `secret: true` (exports write them there).
+    #[serde(default, skip_serializing)]
+    pub secrets: Vec<VariableFixture>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub services: Vec<ServiceFixture>,
 }
@@ -90,9 +96,12 @@ pub struct EnvironmentFixture {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServiceFixture {
+    #[serde(alias = "type", alias = "service_type")]
     pub kind: ServiceKind,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variables: Vec<VariableFixture>,
+    #[serde(default, skip_serializing)]
+    pub secrets: Vec<VariableFixture>,
     #[serde(flatten)]
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub body: Map<String, Value>,

@@ -148,8 +148,13 @@ impl Capstan {
                 .await
                 .map_err(at(&place))?;
             let id = made.project.id;
-            self.seed_variables(&p, VariableParent::Project(id), &project.variables, &place)
-                .await?;
+            self.seed_variables(
+                &p,
+                VariableParent::Project(id),
+                [&project.variables, &project.secrets],
+                &place,
+            )
+            .await?;
             for (j, env) in project.environments.iter().enumerate() {
                 let place = format!("{place}.environments[{j}]");
                 let cluster = match &env.cluster {
@@ -174,7 +179,7 @@ impl Capstan {
                 self.seed_variables(
                     &p,
                     VariableParent::Environment(env_id),
-                    &env.variables,
+                    [&env.variables, &env.secrets],
                     &place,
                 )
                 .await?;
@@ -192,7 +197,7 @@ impl Capstan {
                         .await
                         .map_err(at(&place))?;
                     let parent = VariableParent::Service(made.id, service.kind);
-                    self.seed_variables(&p, parent, &service.variables, &place)
+                    self.seed_variables(&p, parent, [&service.variables, &service.secrets], &place)
                         .await?;
                 }
             }
@@ -242,15 +247,25 @@ impl Capstan {
         })
     }
 
+    /// A parent's `variables` and `secrets` (the latter secret whatever they say).
     async fn seed_variables(
         &self,
         p: &Principal,
         parent: VariableParent,
-        variables: &[VariableFixture],
+        [variables, secrets]: [&Vec<VariableFixture>; 2],
         place: &str,
     ) -> DomainResult<()> {
-        for (i, v) in variables.iter().enumerate() {
-            let place = format!("{place}.variables[{i}]");
+        let listed = variables
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("{place}.variables[{i}]"), v, v.secret))
+            .chain(
+                secrets
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (format!("{place}.secrets[{i}]"), v, true)),
+            );
+        for (place, v, secret) in listed {
             let input = VariableInput {
                 key: v.key.clone(),
                 // A secret written out without its value comes back empty.
@@ -259,7 +274,7 @@ impl Capstan {
                 description: v.description.clone(),
                 enable_interpolation_in_file: None,
             };
-            self.create_variable(p, parent, input, v.secret)
+            self.create_variable(p, parent, input, secret)
                 .await
                 .map_err(at(&place))?;
         }
@@ -356,6 +371,7 @@ impl Capstan {
                         services.push(ServiceFixture {
                             kind: s.kind(),
                             variables: own_variables(self.every(tx, s.id.0).await?),
+                            secrets: Vec::new(),
                             body,
                         });
                     }
@@ -364,6 +380,7 @@ impl Capstan {
                         mode: Some(env.mode),
                         cluster: cluster_names.get(&env.cluster_id).cloned(),
                         variables: own_variables(self.every(tx, env.id.0).await?),
+                        secrets: Vec::new(),
                         services,
                     });
                 }
@@ -371,6 +388,7 @@ impl Capstan {
                     name: project.name.to_string(),
                     description: project.description.clone(),
                     variables: own_variables(self.every(tx, project.id.0).await?),
+                    secrets: Vec::new(),
                     environments,
                 });
             }

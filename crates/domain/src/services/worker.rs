@@ -225,6 +225,11 @@ impl Worker {
             self.record(&r).await?;
             return Ok(());
         };
+        match self.held(&mut r).await? {
+            Held::No => {}
+            Held::Lost => return Ok(()),
+            Held::Canceled => return self.cancel(r).await,
+        }
         let builds = r.deploys() && service.builds_from_git();
         r.state = transition(r.state, Event::Started { builds }).map_err(forbidden)?;
         let phases = plan(r.action, service.kind(), builds);
