@@ -1045,22 +1045,6 @@ const WEBHOOKS: [(&str, &str); 3] = [
     ("CAPSTAN_WEBHOOK_RETRY_BASE_MS", "200"),
 ];
 
-/// A container in `env` (with a registry of its own); its id.
-async fn container_in(client: &Client, org: &str, env: &str, name: &str) -> String {
-    let registry = client
-        .create(
-            &format!("/organization/{org}/containerRegistry"),
-            json!({"name": format!("hub-{name}"), "kind": "DOCKER_HUB", "config": {}}),
-        )
-        .await;
-    client
-        .create(
-            &format!("/environment/{env}/container"),
-            json!({"name": name, "registry_id": registry, "image_name": "nginx", "tag": "1"}),
-        )
-        .await
-}
-
 fn hook(url: &str) -> Value {
     json!({
         "kind": "STANDARD",

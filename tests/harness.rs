@@ -332,3 +332,19 @@ pub async fn databases(client: &Client, env: &str, envs: usize, per_env: usize) 
     }
     services
 }
+
+/// A container in `env` (with a registry of its own); its id.
+pub async fn container_in(client: &Client, org: &str, env: &str, name: &str) -> String {
+    let registry = client
+        .create(
+            &format!("/organization/{org}/containerRegistry"),
+            json!({"name": format!("hub-{name}"), "kind": "DOCKER_HUB", "config": {}}),
+        )
+        .await;
+    client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({"name": name, "registry_id": registry, "image_name": "nginx", "tag": "1"}),
+        )
+        .await
+}

@@ -9,7 +9,7 @@ use harness::*;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-const CONTROLS: &str = "ops-controls-token";
+const CONTROLS: &str = "ops-controls-token-0123";
 
 fn controls_on() -> Vec<(&'static str, &'static str)> {
     vec![
@@ -94,6 +94,96 @@ async fn two_runs_with_the_same_id_seed_hand_out_the_same_ids() {
         first.iter().all(|id| !other.contains(id)),
         "{first:?} {other:?}"
     );
+}
+
+/// Records kept or restored hold ids drawn already: the sequences go on past them.
+#[tokio::test]
+async fn a_seeded_server_reset_with_its_tokens_makes_new_records() {
+    let dir = TempDir::new();
+    std::fs::write(dir.0.join("world.yaml"), FIXTURE).unwrap();
+    let mut env = controls_on();
+    env.push(("CAPSTAN_ID_SEED", "7"));
+    let server =
+        Server::start_with_args(&dir, "sqlite::memory:", &env, &["--seed", "world.yaml"]).await;
+    let c = client(&server, "cap_blackbox_fixture_token");
+    let org = hierarchy_org(&c).await;
+    let post = reqwest::Method::POST;
+    let (status, _) = control(
+        &server,
+        post.clone(),
+        "/_capstan/reset",
+        Some(json!({"keep_tokens": true})),
+    )
+    .await;
+    assert_eq!(status, 204);
+    c.create(
+        &format!("/organization/{org}/project"),
+        json!({"name": "shop"}),
+    )
+    .await;
+    let (status, _) = control(
+        &server,
+        post.clone(),
+        "/_capstan/snapshots",
+        Some(json!({"name": "s"})),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (status, _) = control(&server, post, "/_capstan/snapshots/s/restore", None).await;
+    assert_eq!(status, 204);
+    c.create(
+        &format!("/organization/{org}/project"),
+        json!({"name": "more"}),
+    )
+    .await;
+    server.stop();
+}
+
+/// SIGTERM lets a held deployment go: a stop never waits on a test suite's release.
+#[tokio::test]
+async fn a_server_with_a_held_deployment_stops_on_sigterm() {
+    let dir = TempDir::new();
+    std::fs::write(dir.0.join("world.yaml"), FIXTURE).unwrap();
+    let server = Server::start_with_args(
+        &dir,
+        "sqlite::memory:",
+        &controls_on(),
+        &["--seed", "world.yaml"],
+    )
+    .await;
+    let c = client(&server, "cap_blackbox_fixture_token");
+    let org = hierarchy_org(&c).await;
+    let project = c.get(&format!("/organization/{org}/project")).await["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let env = c.get(&format!("/project/{project}/environment")).await["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let container = container_in(&c, &org, &env, "web").await;
+    let (status, _) = control(
+        &server,
+        reqwest::Method::POST,
+        "/_capstan/engine/hold",
+        Some(json!({"service_id": container, "state": "DEPLOYING"})),
+    )
+    .await;
+    assert_eq!(status, 204);
+    let (status, _) = c
+        .call(
+            reqwest::Method::POST,
+            &format!("/container/{container}/deploy"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let started = std::time::Instant::now();
+    while c.get(&format!("/container/{container}/status")).await["state"] != "DEPLOYING" {
+        assert!(started.elapsed() < Duration::from_secs(20), "never held");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.stop();
 }
 
 #[tokio::test]

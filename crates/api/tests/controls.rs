@@ -954,6 +954,18 @@ async fn fault_rules_are_listed_removed_and_checked<S: App>(t: T<S>) {
             .await
             .expect_error(400, field);
     }
+    // A rule over every path leaves the controls reachable: they are how it is removed.
+    add_fault(&t, json!({"path": "/**", "status": 503})).await;
+    t.get("/organization")
+        .await
+        .expect_error(503, "fault injected");
+    control(&t, Method::GET, "/_capstan/faults", None)
+        .await
+        .expect(200);
+    control(&t, Method::DELETE, "/_capstan/faults", None)
+        .await
+        .expect(204);
+    t.get("/organization").await.expect(200);
     // A reset forgets the rules with everything else.
     add_fault(&t, json!({"path": "/organization", "status": 502})).await;
     control(
@@ -1195,6 +1207,9 @@ async fn the_manual_clock_dates_records<S: App>(t: T<S>) {
         json!({}),
         json!({"advance_seconds": 1, "now": "2030-01-01T00:00:00Z"}),
         json!({"now": "yesterday"}),
+        json!({"advance_seconds": i64::MAX}),
+        json!({"advance_seconds": 400_000_000_000i64}),
+        json!({"now": "9999-06-01T00:00:00Z"}),
     ] {
         control(&t, Method::POST, "/_capstan/clock", Some(body))
             .await
@@ -1223,10 +1238,39 @@ mod rate_limits {
         t.get(&format!("/organization/{org}")).await.expect(200);
     }
 
+    /// The controls are not metered, but guessing their token is.
+    async fn wrong_controls_tokens_are_metered<S: App>(t: T<S>) {
+        for _ in 0..3 {
+            t.call(
+                Some("not-the-controls-token"),
+                Method::POST,
+                "/_capstan/reset",
+                None,
+            )
+            .await
+            .expect_error(401, "the controls take");
+        }
+        t.call(
+            Some("not-the-controls-token"),
+            Method::POST,
+            "/_capstan/reset",
+            None,
+        )
+        .await
+        .expect_error(429, "too many attempts");
+        for _ in 0..5 {
+            control(&t, Method::GET, "/_capstan/faults", None)
+                .await
+                .expect(200);
+        }
+    }
+
     #[actix_rt::test]
     async fn sqlite() {
         let backend = crate::common::sqlite().await.unwrap();
         the_clock_moves_rate_limits(controlled(backend, 3).await).await;
+        let backend = crate::common::sqlite().await.unwrap();
+        wrong_controls_tokens_are_metered(controlled(backend, 3).await).await;
     }
 
     #[actix_rt::test]
@@ -1235,6 +1279,10 @@ mod rate_limits {
             return;
         };
         the_clock_moves_rate_limits(controlled(backend, 3).await).await;
+        let Some(backend) = crate::common::postgres().await else {
+            return;
+        };
+        wrong_controls_tokens_are_metered(controlled(backend, 3).await).await;
     }
 }
 

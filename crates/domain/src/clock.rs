@@ -36,22 +36,41 @@ impl ManualClock {
         clock
     }
 
-    /// From now on the clock reads `at`, and runs on from there.
-    pub fn set(&self, at: OffsetDateTime) {
-        let offset = at - OffsetDateTime::now_utc();
-        *self.offset.lock().unwrap_or_else(|e| e.into_inner()) = offset;
+    /// From now on the clock reads `at`, and runs on from there; false (and the clock
+    /// unmoved) when `at` is within a century of the dates it can tell (years -9999 to 9999),
+    /// where the application's own date arithmetic would run out.
+    pub fn set(&self, at: OffsetDateTime) -> bool {
+        self.shift(|_| Some(at - OffsetDateTime::now_utc()))
     }
 
-    /// Moves the clock by `by`.
-    pub fn advance(&self, by: time::Duration) {
-        *self.offset.lock().unwrap_or_else(|e| e.into_inner()) += by;
+    /// Moves the clock by `by`; false (and the clock unmoved) as for [`ManualClock::set`].
+    pub fn advance(&self, by: time::Duration) -> bool {
+        self.shift(|offset| offset.checked_add(by))
+    }
+
+    fn shift(&self, to: impl FnOnce(time::Duration) -> Option<time::Duration>) -> bool {
+        let mut offset = self.offset.lock().unwrap_or_else(|e| e.into_inner());
+        let century = time::Duration::days(36_525);
+        let roomy = |o: &time::Duration| {
+            let at = OffsetDateTime::now_utc().checked_add(*o);
+            at.and_then(|t| t.checked_add(century)).is_some()
+                && at.and_then(|t| t.checked_sub(century)).is_some()
+        };
+        match to(*offset).filter(roomy) {
+            Some(o) => {
+                *offset = o;
+                true
+            }
+            None => false,
+        }
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> OffsetDateTime {
         let offset = *self.offset.lock().unwrap_or_else(|e| e.into_inner());
-        truncate_to_micros(OffsetDateTime::now_utc() + offset)
+        let now = OffsetDateTime::now_utc();
+        truncate_to_micros(now.checked_add(offset).unwrap_or(now))
     }
 }
 
@@ -69,6 +88,11 @@ mod tests {
         clock.advance(time::Duration::hours(2));
         assert!(clock.now() >= datetime!(2030-01-01 02:00 UTC));
         clock.set(datetime!(2020-06-01 12:00 UTC));
+        assert!(clock.now() < datetime!(2020-06-01 12:01 UTC));
+        // Past the dates it can tell, it stays where it is.
+        assert!(!clock.advance(time::Duration::seconds(i64::MAX)));
+        assert!(!clock.advance(time::Duration::days(365 * 9000)));
+        assert!(!clock.set(datetime!(9999-01-01 00:00 UTC)));
         assert!(clock.now() < datetime!(2020-06-01 12:01 UTC));
     }
 }

@@ -40,11 +40,6 @@ impl IdSource {
         // Still a version-4 UUID to anyone who reads it.
         uuid::Builder::from_random_bytes(bytes).into_uuid()
     }
-
-    /// Starts every kind's sequence again (a reset brings the ids back with the state).
-    pub fn restart(&mut self) {
-        self.drawn.clear();
-    }
 }
 
 /// SplitMix64's finalizer: spreads every bit of its input over the output.
@@ -84,11 +79,6 @@ pub fn seed_ids(seed: Option<u64>) {
             None => IdSource::default(),
         }
     });
-}
-
-/// Starts the seeded sequences again.
-pub fn restart_ids() {
-    with_source(IdSource::restart);
 }
 
 macro_rules! typed_id {
@@ -178,8 +168,6 @@ mod tests {
         assert_ne!(first[0], first[1]);
         assert_ne!(a.next("ServiceId"), a.next("ProjectId"));
         assert_ne!(IdSource::seeded(8).next("ProjectId"), first[0]);
-        a.restart();
-        assert_eq!(a.next("ProjectId"), first[0]);
     }
 
     #[test]

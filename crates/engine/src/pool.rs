@@ -38,6 +38,7 @@ impl PoolSettings {
 pub struct WorkerPool {
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
+    capstan: Capstan,
 }
 
 impl WorkerPool {
@@ -57,13 +58,19 @@ impl WorkerPool {
             stopped.clone(),
             settings.events_poll(),
         ));
-        tasks.spawn(deliver(capstan, stopped, settings.events_poll()));
-        Self { stop, tasks }
+        tasks.spawn(deliver(capstan.clone(), stopped, settings.events_poll()));
+        Self {
+            stop,
+            tasks,
+            capstan,
+        }
     }
 
-    /// Stops claiming, lets every request in flight finish, and returns when all have.
+    /// Stops claiming, lets every request in flight finish, and returns when all have (held
+    /// ones are let go: a stop does not wait on a test suite's release).
     pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
+        self.capstan.release_all();
         while self.tasks.join_next().await.is_some() {}
     }
 }

@@ -96,7 +96,8 @@ enum SecretsCommand {
 
 #[derive(Args)]
 struct RotateKey {
-    /// The new key (base64 of 32 bytes); generated when left out (SQLite's key file).
+    /// The new key (base64 of 32 bytes); required with CAPSTAN_SECRET_KEY, generated when left
+    /// out with a key file.
     #[arg(long, env = "CAPSTAN_NEW_SECRET_KEY", hide_env_values = true)]
     new_key: Option<String>,
 }
@@ -278,14 +279,17 @@ async fn snapshot(settings: Settings, command: SnapshotCommand) -> anyhow::Resul
 /// first gets the new key as its first line, the old ones kept below it for reading, so a
 /// server on the database opens values of either key (it reads the file again when it meets
 /// the new one). With `CAPSTAN_SECRET_KEY`, the instances must already open the new key
-/// (docs/operations.md); a generated key is printed on standard output.
+/// (docs/operations.md), so it is given, never made here.
 async fn rotate_key(settings: Settings, args: RotateKey) -> anyhow::Result<()> {
-    let generated = args.new_key.is_none();
-    let new_key = match &args.new_key {
-        Some(raw) => settings::parse_key(raw).map_err(|e| anyhow::anyhow!("--new-key {e}"))?,
-        None => storage::Cipher::random_key(),
-    };
     let (db, keyring) = storage_of(&settings, 2).await?;
+    let new_key = match (&args.new_key, &keyring.file) {
+        (Some(raw), _) => settings::parse_key(raw).map_err(|e| anyhow::anyhow!("--new-key {e}"))?,
+        (None, Some(_)) => storage::Cipher::random_key(),
+        (None, None) => anyhow::bail!(
+            "with CAPSTAN_SECRET_KEY, give --new-key: the key the instances were restarted with \
+             (docs/operations.md)"
+        ),
+    };
     if let Some(file) = &keyring.file {
         let mut keys = vec![new_key, keyring.primary];
         keys.extend(keyring.accepted.iter().filter(|k| **k != new_key));
@@ -308,15 +312,9 @@ async fn rotate_key(settings: Settings, args: RotateKey) -> anyhow::Result<()> {
             "{} now seals with it and keeps the older keys for reading",
             file.display()
         ),
-        None if generated => {
-            use base64::Engine;
-            println!(
-                "{}",
-                base64::engine::general_purpose::STANDARD.encode(new_key)
-            );
-            eprintln!("set CAPSTAN_SECRET_KEY to the key above (and CAPSTAN_SECRET_KEY_PREVIOUS to the old one until every instance has it)");
+        None => {
+            eprintln!("drop CAPSTAN_SECRET_KEY_PREVIOUS once every instance runs with the new key")
         }
-        None => eprintln!("set CAPSTAN_SECRET_KEY to the new key on every instance"),
     }
     Ok(())
 }

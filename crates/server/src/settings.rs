@@ -488,16 +488,14 @@ impl RawSettings {
         )?;
         let controls_token = if switch(&self.controls, "CAPSTAN_CONTROLS", "controls")? {
             match self.controls_token.as_deref().map(str::trim) {
-                Some(token) if !token.is_empty() && !token.contains(char::is_whitespace) => {
+                Some(token) if token.len() >= 16 && !token.contains(char::is_whitespace) => {
                     Some(token.to_string())
                 }
-                _ => {
-                    return Err(bad(
-                        "CAPSTAN_CONTROLS_TOKEN",
-                        "controls-token",
-                        "the controls are on: give them a token (no spaces)",
-                    ))
-                }
+                _ => return Err(bad(
+                    "CAPSTAN_CONTROLS_TOKEN",
+                    "controls-token",
+                    "the controls are on: give them a token of at least 16 characters, no spaces",
+                )),
             }
         } else {
             None
@@ -637,6 +635,10 @@ mod tests {
                 "CAPSTAN_JWT_PUBLIC_KEY_FILE",
             ),
             (vec!["--controls", "on"], "CAPSTAN_CONTROLS_TOKEN"),
+            (
+                vec!["--controls", "on", "--controls-token", "short"],
+                "CAPSTAN_CONTROLS_TOKEN",
+            ),
             (vec!["--controls", "sometimes"], "CAPSTAN_CONTROLS"),
             (vec!["--clock", "sundial"], "CAPSTAN_CLOCK"),
             (vec!["--id-seed", "x"], "CAPSTAN_ID_SEED"),
@@ -663,8 +665,8 @@ mod tests {
         .unwrap();
         let shown = format!("{s:?}");
         assert!(!shown.contains(&key) && !shown.contains("pw123"), "{shown}");
-        let s = parse(&["--controls", "on", "--controls-token", "ctl-secret-1"]).unwrap();
-        assert_eq!(s.controls_token.as_deref(), Some("ctl-secret-1"));
-        assert!(!format!("{s:?}").contains("ctl-secret-1"));
+        let s = parse(&["--controls", "on", "--controls-token", "ctl-secret-0123456789"]).unwrap();
+        assert_eq!(s.controls_token.as_deref(), Some("ctl-secret-0123456789"));
+        assert!(!format!("{s:?}").contains("ctl-secret-0123456789"));
     }
 }

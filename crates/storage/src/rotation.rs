@@ -52,10 +52,16 @@ impl Db {
                             "SELECT {row} AS handle, {column} AS value FROM {table} \
                              WHERE {column} IS NOT NULL AND {sealed}"
                         );
+                        // Only the value read: one written meanwhile (PostgreSQL's units do not
+                        // wait for this one) is its writer's, sealed with its keyring.
                         let update = if postgres {
-                            format!("UPDATE {table} SET {column} = $1 WHERE {row} = $2")
+                            format!(
+                                "UPDATE {table} SET {column} = $1 WHERE {row} = $2 AND {column} = $3"
+                            )
                         } else {
-                            format!("UPDATE {table} SET {column} = ? WHERE {row} = ?")
+                            format!(
+                                "UPDATE {table} SET {column} = ? WHERE {row} = ? AND {column} = ?"
+                            )
                         };
                         let rows: Vec<SealedValue> = diesel::sql_query(&select).load(c).await?;
                         for r in rows {
@@ -66,12 +72,13 @@ impl Db {
                                 .decrypt(&r.value)
                                 .and_then(|plain| target.encrypt(&plain))
                                 .map_err(|e| diesel::result::Error::QueryBuilderError(e.into()))?;
-                            diesel::sql_query(&update)
+                            let changed = diesel::sql_query(&update)
                                 .bind::<Text, _>(sealed)
                                 .bind::<Text, _>(r.handle)
+                                .bind::<Text, _>(r.value)
                                 .execute(c)
                                 .await?;
-                            resealed += 1;
+                            resealed += changed as u64;
                         }
                     }
                     Ok::<_, diesel::result::Error>(resealed)

@@ -347,6 +347,8 @@ impl Db {
         let check = same_migrations("snap.");
         let copy = copy_back("snap.", false);
         self.write(|mut conn| async move {
+            // A restore dropped half way may have left its file attached to the writer.
+            let _ = db_run!(conn, |c| c.batch_execute("DETACH DATABASE snap").await);
             db_run!(conn, |c| c.batch_execute(&attach).await).map_err(store_error)?;
             let copied = db_transaction!(conn, |c| {
                 let differing: Count = diesel::sql_query(&check).get_result(c).await?;

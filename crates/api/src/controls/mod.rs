@@ -55,10 +55,33 @@ pub struct Operator(pub web::Data<AppState>);
 
 impl FromRequest for Operator {
     type Error = ApiError;
-    type Future = std::future::Ready<Result<Self, ApiError>>;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        std::future::ready(operator(req))
+        let checked = operator(req);
+        let state = req.app_data::<web::Data<AppState>>().cloned();
+        let caller = req
+            .peer_addr()
+            .map(|a| a.ip().to_string())
+            .unwrap_or_else(|| "unknown".into());
+        Box::pin(async move {
+            match (checked, state) {
+                // A wrong token costs its caller's address a request of its quota, so
+                // guessing the token is metered even though the controls are not.
+                (Err(e), Some(state)) if e.status == StatusCode::UNAUTHORIZED => {
+                    let spent = state.limiter.acquire(&format!("controls:{caller}")).await?;
+                    if spent.allowed {
+                        Err(e)
+                    } else {
+                        Err(ApiError::new(
+                            StatusCode::TOO_MANY_REQUESTS,
+                            "too many attempts with a wrong controls token; try again later",
+                        ))
+                    }
+                }
+                (checked, _) => checked,
+            }
+        })
     }
 }
 

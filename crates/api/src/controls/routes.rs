@@ -252,8 +252,20 @@ async fn move_clock(
         ));
     };
     match (input.advance_seconds, input.now) {
-        (Some(seconds), None) => manual.advance(time::Duration::seconds(seconds)),
-        (None, Some(now)) => manual.set(now),
+        (Some(seconds), None) => {
+            if !manual.advance(time::Duration::seconds(seconds)) {
+                return Err(ApiError::bad_request(
+                    "advance_seconds: would take the clock past the dates it can tell",
+                ));
+            }
+        }
+        (None, Some(now)) => {
+            if !manual.set(now) {
+                return Err(ApiError::bad_request(
+                    "now: too near the dates the clock can tell (years -9999 to 9999)",
+                ));
+            }
+        }
         _ => {
             return Err(ApiError::bad_request(
                 "advance_seconds: give either advance_seconds or now",

@@ -12,12 +12,12 @@ use crate::ports::Repo;
 impl Capstan {
     /// Brings everything back to empty, in one transaction (`keep_tokens`: the organizations
     /// that have API tokens stay, with their tokens and members). What was asked of the
-    /// engine is forgotten and seeded id sequences start again. A deployment running now
-    /// loses its claim: its worker stops at its next step, writing nothing.
+    /// engine is forgotten. Seeded id sequences go on (kept or restored records hold ids
+    /// drawn already). A deployment running now loses its claim: its worker stops at its next
+    /// step, writing nothing.
     pub async fn reset(&self, keep_tokens: bool) -> DomainResult<()> {
         self.store.reset(keep_tokens).await?;
         self.engine_controls.clear();
-        crate::ids::restart_ids();
         Ok(())
     }
 
@@ -70,6 +70,11 @@ impl Capstan {
         } else {
             Err(DomainError::NotFound("hold"))
         }
+    }
+
+    /// Lets every held deployment go on (the server is stopping).
+    pub fn release_all(&self) {
+        self.engine_controls.clear();
     }
 
     /// Fails `service`'s next run of `step` with `message`.
