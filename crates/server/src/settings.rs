@@ -665,7 +665,13 @@ mod tests {
         .unwrap();
         let shown = format!("{s:?}");
         assert!(!shown.contains(&key) && !shown.contains("pw123"), "{shown}");
-        let s = parse(&["--controls", "on", "--controls-token", "ctl-secret-0123456789"]).unwrap();
+        let s = parse(&[
+            "--controls",
+            "on",
+            "--controls-token",
+            "ctl-secret-0123456789",
+        ])
+        .unwrap();
         assert_eq!(s.controls_token.as_deref(), Some("ctl-secret-0123456789"));
         assert!(!format!("{s:?}").contains("ctl-secret-0123456789"));
     }
