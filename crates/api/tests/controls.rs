@@ -328,16 +328,13 @@ async fn held_at_deploying<S: App>(t: &T<S>, c: &str, action: &str) {
     t.post(&format!("/container/{c}/{action}"), json!({}))
         .await
         .expect(202);
-    wait_for_state(t, c, "DEPLOYING").await;
+    wait_for_state(t, &format!("/container/{c}/status"), "DEPLOYING").await;
 }
 
-async fn wait_for_state<S: App>(t: &T<S>, service: &str, state: &str) {
+async fn wait_for_state<S: App>(t: &T<S>, status_path: &str, state: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
-        let status = t
-            .get(&format!("/container/{service}/status"))
-            .await
-            .expect(200);
+        let status = t.get(status_path).await.expect(200);
         if status.body["state"] == state {
             return;
         }
@@ -806,7 +803,10 @@ async fn a_fault_rule_applies_only_where_it_matches<S: App>(t: T<S>) {
     let faulted = t.get(&format!("/organization/{org}")).await.expect(418);
     assert_eq!(faulted.body, json!({"custom": true}));
     assert_eq!(fault_of(&faulted), Some(teapot.as_str()));
-    // Another method, a longer path, another prefix: the real answers, unmarked.
+    // The same operation spelled under /v1 is the same operation: faulted too.
+    let spelled = t.get(&format!("/v1/organization/{org}")).await.expect(418);
+    assert_eq!(fault_of(&spelled), Some(teapot.as_str()));
+    // Another method, a longer path: the real answers, unmarked.
     for r in [
         t.post(
             &format!("/organization/{org}/project"),
@@ -817,7 +817,9 @@ async fn a_fault_rule_applies_only_where_it_matches<S: App>(t: T<S>) {
         t.get(&format!("/organization/{org}/project"))
             .await
             .expect(200),
-        t.get(&format!("/v1/organization/{org}")).await.expect(200),
+        t.get(&format!("/v1/organization/{org}/project"))
+            .await
+            .expect(200),
     ] {
         assert_eq!(fault_of(&r), None);
     }
@@ -1101,6 +1103,18 @@ async fn engine_controls_check_what_they_are_given<S: App>(t: T<S>) {
         ),
         (
             "/_capstan/engine/hold",
+            json!({"service_id": c, "state": "BUILDING"}),
+            400,
+            "state: this CONTAINER's deployments never reach BUILDING",
+        ),
+        (
+            "/_capstan/engine/hold",
+            json!({"service_id": c, "state": "EXECUTING"}),
+            400,
+            "state: this CONTAINER's deployments never reach EXECUTING",
+        ),
+        (
+            "/_capstan/engine/hold",
             json!({"state": "DEPLOYING"}),
             400,
             "service_id: is required",
@@ -1130,6 +1144,12 @@ async fn engine_controls_check_what_they_are_given<S: App>(t: T<S>) {
             "message:",
         ),
         (
+            "/_capstan/engine/fail",
+            json!({"service_id": c, "step": "BUILD", "message": "x"}),
+            400,
+            "step: this CONTAINER runs DEPLOYMENT, never BUILD",
+        ),
+        (
             "/_capstan/engine/release",
             json!({"service_id": unknown}),
             404,
@@ -1140,6 +1160,48 @@ async fn engine_controls_check_what_they_are_given<S: App>(t: T<S>) {
             .await
             .expect_error(status, prefix);
     }
+    // What a service built from git reaches, it is held at and failed in.
+    let (_, application) = &common::service_bodies("")[0];
+    let app = t
+        .post(
+            &format!("/environment/{env}/application"),
+            application.clone(),
+        )
+        .await
+        .expect(201)
+        .id();
+    for (path, body) in [
+        (
+            "/_capstan/engine/hold",
+            json!({"service_id": app, "state": "BUILDING"}),
+        ),
+        (
+            "/_capstan/engine/fail",
+            json!({"service_id": app, "step": "BUILD", "message": "no compiler"}),
+        ),
+    ] {
+        control(&t, Method::POST, path, Some(body))
+            .await
+            .expect(204);
+    }
+    t.post(
+        &format!("/application/{app}/deploy"),
+        json!({"git_commit_id": "4f2a9c1"}),
+    )
+    .await
+    .expect(202);
+    let status = format!("/application/{app}/status");
+    wait_for_state(&t, &status, "BUILDING").await;
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/engine/release",
+        Some(json!({"service_id": app})),
+    )
+    .await
+    .expect(204);
+    let failed = t.settle(&status).await;
+    assert_eq!(failed["state"], "BUILD_ERROR", "{failed}");
 }
 
 async fn the_manual_clock_dates_records<S: App>(t: T<S>) {

@@ -16,6 +16,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+/// Below this length the controls' token works but start-up warns that it is easy to guess.
+const SHORT_CONTROLS_TOKEN: usize = 16;
+
 /// What stops a server: the signals a command hears, or its owner (a server in a test
 /// process), whose future ends when it should stop.
 pub enum Lifetime {
@@ -130,6 +133,12 @@ pub async fn serve(
         }
         app_state = app_state.with_controls(controls);
         tracing::warn!("the stand-in's controls are on under /_capstan/: anyone with their token can empty this server");
+        // A test suite's token may be short; it still works, but is worth a word.
+        if token.len() < SHORT_CONTROLS_TOKEN {
+            tracing::warn!(
+                "the controls' token is shorter than {SHORT_CONTROLS_TOKEN} characters: easy to guess"
+            );
+        }
     }
     // Open event streams never end on their own: they are told when the server stops.
     let (stop_streams, stopping) = tokio::sync::watch::channel(false);

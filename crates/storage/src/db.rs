@@ -135,6 +135,55 @@ macro_rules! db_transaction {
 }
 pub(crate) use db_transaction;
 
+/// As `db_transaction!`, for units that read before they write while another process may
+/// write the same SQLite file (a command beside a serving server): SQLite's transaction takes
+/// the write lock at its start (`BEGIN IMMEDIATE`), waiting for it (busy_timeout), where a
+/// deferred one would fail at its first write if another process had written since its read.
+macro_rules! db_write_transaction {
+    ($conn:expr, |$c:ident| $body:expr) => {
+        match &mut $conn {
+            $crate::db::Conn::Pg(obj) => {
+                let conn: &mut diesel_async::AsyncPgConnection = &mut *obj;
+                diesel_async::AsyncConnection::transaction(conn, async |$c| $body).await
+            }
+            $crate::db::Conn::Sqlite(obj) => {
+                $crate::db::immediate_transaction(&mut *obj, async |$c| $body).await
+            }
+        }
+    };
+}
+pub(crate) use db_write_transaction;
+
+/// `$body` in a SQLite `BEGIN IMMEDIATE` transaction, begun and ended through the connection's
+/// transaction manager, so a unit dropped half way leaves a connection the pool knows to be
+/// inside a transaction (and closes), never one handed on with it open.
+pub(crate) async fn immediate_transaction<T, E>(
+    c: &mut SqliteConn,
+    body: impl AsyncFnOnce(&mut SqliteConn) -> Result<T, E>,
+) -> Result<T, E>
+where
+    E: From<DieselError>,
+{
+    type Manager = <SqliteConn as diesel_async::AsyncConnection>::TransactionManager;
+    c.spawn_blocking(|inner| {
+        diesel::connection::AnsiTransactionManager::begin_transaction_sql(inner, "BEGIN IMMEDIATE")
+    })
+    .await?;
+    match body(c).await {
+        Ok(value) => {
+            <Manager as diesel_async::TransactionManager<SqliteConn>>::commit_transaction(c)
+                .await?;
+            Ok(value)
+        }
+        Err(e) => {
+            let _ =
+                <Manager as diesel_async::TransactionManager<SqliteConn>>::rollback_transaction(c)
+                    .await;
+            Err(e)
+        }
+    }
+}
+
 /// One page of `$row`s of `$table` that `$filtered()` selects, in creation order, with the total
 /// count: the body of every list, written once. One row more than the page is asked for: when
 /// it does not come, this page is the last and the total is known without counting (most lists

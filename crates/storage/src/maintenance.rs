@@ -1,6 +1,6 @@
 //! Operations on the whole store: emptying it (a test suite's reset between tests).
 
-use crate::db::{db_transaction, store_error, Db};
+use crate::db::{db_write_transaction, store_error, Db};
 use async_trait::async_trait;
 use diesel_async::SimpleAsyncConnection;
 use domain::error::{StoreError, StoreResult};
@@ -122,7 +122,7 @@ impl Maintenance for Db {
         self.retried(|| {
             let sql = sql.clone();
             self.write(move |mut conn| async move {
-                db_transaction!(conn, |c| c.batch_execute(&sql).await).map_err(store_error)
+                db_write_transaction!(conn, |c| c.batch_execute(&sql).await).map_err(store_error)
             })
         })
         .await?;

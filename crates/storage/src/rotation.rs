@@ -2,7 +2,7 @@
 //! was written under and sealed again with the new key, in one transaction, in memory only.
 
 use crate::cipher::Cipher;
-use crate::db::{db_transaction, store_error, Db};
+use crate::db::{db_write_transaction, store_error, Db};
 use diesel::sql_types::Text;
 use diesel::QueryableByName;
 use diesel_async::RunQueryDsl;
@@ -45,7 +45,7 @@ impl Db {
         let postgres = self.is_postgres();
         let resealed = self
             .write(|mut conn| async move {
-                db_transaction!(conn, |c| {
+                db_write_transaction!(conn, |c| {
                     let mut resealed = 0u64;
                     for (table, column, row, sealed) in SEALED {
                         let select = format!(

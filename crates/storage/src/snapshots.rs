@@ -8,7 +8,7 @@
 //! the snapshot's rows back in one transaction, after checking the snapshot was saved under
 //! the same migrations; and each snapshot holds a `capstan_snapshot` row saying what it is.
 
-use crate::db::{db_run, db_transaction, store_error, Conn, Db};
+use crate::db::{db_run, db_transaction, db_write_transaction, store_error, Conn, Db};
 use crate::maintenance::TABLES;
 use diesel::sql_types::{BigInt, Text};
 use diesel::{Connection, QueryableByName};
@@ -350,7 +350,7 @@ impl Db {
             // A restore dropped half way may have left its file attached to the writer.
             let _ = db_run!(conn, |c| c.batch_execute("DETACH DATABASE snap").await);
             db_run!(conn, |c| c.batch_execute(&attach).await).map_err(store_error)?;
-            let copied = db_transaction!(conn, |c| {
+            let copied = db_write_transaction!(conn, |c| {
                 let differing: Count = diesel::sql_query(&check).get_result(c).await?;
                 if differing.n != 0 {
                     return Ok(false);

@@ -255,17 +255,32 @@ struct Seen {
     organizations: Vec<OrganizationId>,
 }
 
+/// The other spelling of an API path: every operation answers under `/v1` and at the root
+/// alike, so a rule written for one form takes requests made in the other (a client whose
+/// base URL has no `/v1` is faulted by `/v1/organization/*`).
+fn other_spelling(path: &str) -> String {
+    match path.strip_prefix("/v1") {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+            if rest.is_empty() {
+                "/".to_string()
+            } else {
+                rest.to_string()
+            }
+        }
+        _ => format!("/v1{path}"),
+    }
+}
+
 impl Rule {
     fn applies_to(&self, method: &Method, path: &str) -> bool {
+        let options = glob::MatchOptions {
+            case_sensitive: true,
+            require_literal_separator: true,
+            require_literal_leading_dot: false,
+        };
         self.method.as_ref().is_none_or(|m| m == method)
-            && self.path.matches_with(
-                path,
-                glob::MatchOptions {
-                    case_sensitive: true,
-                    require_literal_separator: true,
-                    require_literal_leading_dot: false,
-                },
-            )
+            && (self.path.matches_with(path, options)
+                || self.path.matches_with(&other_spelling(path), options))
     }
 
     fn concerns(&self, request: &Seen) -> bool {
@@ -398,6 +413,30 @@ mod tests {
         assert!(faults
             .take(&seen(Method::GET, "/v1/organization/abc/project"))
             .is_some());
+    }
+
+    #[test]
+    fn a_rule_takes_both_spellings_of_an_api_path() {
+        let faults = Faults::default();
+        faults.add(rule("/v1/organization/*")).unwrap();
+        assert!(faults
+            .take(&seen(Method::GET, "/organization/abc"))
+            .is_some());
+        assert!(faults
+            .take(&seen(Method::GET, "/v1organization/abc"))
+            .is_none());
+        faults.clear();
+        faults.add(rule("/organization/*")).unwrap();
+        assert!(faults
+            .take(&seen(Method::GET, "/v1/organization/abc"))
+            .is_some());
+        assert!(faults
+            .take(&seen(Method::GET, "/organization/abc"))
+            .is_some());
+        assert!(faults.take(&seen(Method::GET, "/project/abc")).is_none());
+        assert_eq!(other_spelling("/v1"), "/");
+        assert_eq!(other_spelling("/v1/x"), "/x");
+        assert_eq!(other_spelling("/v10/x"), "/v1/v10/x");
     }
 
     #[test]

@@ -6,7 +6,9 @@ use super::Capstan;
 use crate::engine::HOLDABLE;
 use crate::error::{DomainError, DomainResult, StoreError};
 use crate::ids::ServiceId;
-use crate::model::{Service, ServiceState, Snapshot, SnapshotName, StepName};
+use crate::model::{
+    plan, DeploymentAction, Service, ServiceKind, ServiceState, Snapshot, SnapshotName, StepName,
+};
 use crate::ports::Repo;
 
 impl Capstan {
@@ -58,7 +60,21 @@ impl Capstan {
                 format!("must be one of {}", allowed.join(", ")),
             ));
         }
-        self.existing(service).await?;
+        let found = self.existing(service).await?;
+        // A hold at a state this service never reaches would never hold: refused, not kept.
+        let reached = match state {
+            ServiceState::Building => found.builds_from_git(),
+            ServiceState::Executing => {
+                matches!(found.kind(), ServiceKind::Job | ServiceKind::Terraform)
+            }
+            _ => true,
+        };
+        if !reached {
+            return Err(DomainError::invalid(
+                "state",
+                format!("this {}'s deployments never reach {state}", found.kind()),
+            ));
+        }
         self.engine_controls.hold(service, state);
         Ok(())
     }
@@ -77,7 +93,8 @@ impl Capstan {
         self.engine_controls.clear();
     }
 
-    /// Fails `service`'s next run of `step` with `message`.
+    /// Fails `service`'s next run of `step` with `message`. A step the service's work never
+    /// runs is refused: the failure would wait for ever, and the suite would wait with it.
     pub async fn fail_step(
         &self,
         service: ServiceId,
@@ -91,7 +108,27 @@ impl Capstan {
                 "must be 1 to 1024 characters",
             ));
         }
-        self.existing(service).await?;
+        let found = self.existing(service).await?;
+        // A deployment runs every step any action of this service runs.
+        let runs: Vec<StepName> = plan(
+            DeploymentAction::Deploy,
+            found.kind(),
+            found.builds_from_git(),
+        )
+        .into_iter()
+        .map(|phase| phase.step)
+        .collect();
+        if !runs.contains(&step) {
+            let names: Vec<&str> = runs.iter().map(|s| s.as_str()).collect();
+            return Err(DomainError::invalid(
+                "step",
+                format!(
+                    "this {} runs {}, never {step}",
+                    found.kind(),
+                    names.join(", ")
+                ),
+            ));
+        }
         self.engine_controls
             .fail(service, step, message.to_string());
         Ok(())
