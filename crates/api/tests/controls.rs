@@ -212,6 +212,11 @@ async fn controls_answer_only_their_own_token<S: App>(t: T<S>) {
     )
     .await
     .expect(401);
+    let bearer = actix_web::test::TestRequest::post()
+        .uri("/_capstan/reset")
+        .insert_header(("Authorization", format!("Bearer {CONTROLS_TOKEN}")))
+        .to_request();
+    t.send(bearer).await.expect(204);
     control(
         &t,
         Method::POST,
@@ -573,6 +578,40 @@ async fn a_seeded_world_serves_and_its_export_reproduces_it<S: App>(t: T<S>) {
     );
     assert_eq!(web["registry"]["name"], "hub");
     let web = web["id"].as_str().unwrap().to_string();
+    // The seed's answer names what it made, with the ids the API shows.
+    let made = &org["projects"][0];
+    assert_eq!(
+        (made["id"].as_str(), &made["name"]),
+        (Some(project.as_str()), &json!("shop"))
+    );
+    let made = &made["environments"][0];
+    assert_eq!(
+        (made["id"].as_str(), &made["name"]),
+        (Some(env.as_str()), &json!("prod"))
+    );
+    assert_eq!(
+        made["services"],
+        json!([
+            {"id": web, "name": "web", "kind": "CONTAINER"},
+            {"id": made["services"][1]["id"], "name": "cron", "kind": "JOB"},
+        ])
+    );
+    let cron = made["services"][1]["id"].as_str().unwrap();
+    call(fixed, format!("/job/{cron}")).await.expect(200);
+    let registries = call(fixed, format!("/organization/{org_id}/containerRegistry"))
+        .await
+        .expect(200);
+    assert_eq!(
+        org["container_registries"],
+        json!([{"id": registries.body["results"][0]["id"], "name": "hub"}])
+    );
+    let clusters = call(fixed, format!("/organization/{org_id}/cluster"))
+        .await
+        .expect(200);
+    assert_eq!(
+        org["clusters"],
+        json!([{"id": clusters.body["results"][0]["id"], "name": "main"}])
+    );
     let vars = call(fixed, format!("/container/{web}/environmentVariable"))
         .await
         .expect(200);
@@ -744,7 +783,7 @@ async fn a_bad_fixture_is_refused_naming_the_record<S: App>(t: T<S>) {
         (
             "organizations:
   - name: A
-    tokens: [{name: t, value: short}]
+    tokens: [{name: t, value: 'two words'}]
 ",
             "organizations[0].tokens[0].value:",
         ),

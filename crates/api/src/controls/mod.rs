@@ -101,7 +101,10 @@ fn operator(req: &HttpRequest) -> Result<Operator, ApiError> {
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("token"))
+        // `Token` as documented; `Bearer` too, as many clients send any token that way.
+        .filter(|(scheme, _)| {
+            scheme.eq_ignore_ascii_case("token") || scheme.eq_ignore_ascii_case("bearer")
+        })
         .map(|(_, token)| token.trim());
     match given {
         Some(token) if controls.admits(token) => Ok(Operator(state)),

@@ -130,6 +130,8 @@ pub struct Seeded {
     pub organizations: Vec<SeededOrganization>,
 }
 
+/// An organization the seed made, with the ids of what it made in it, by name: what a test
+/// suite calls next, without listing to find it.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SeededOrganization {
@@ -137,6 +139,41 @@ pub struct SeededOrganization {
     pub name: String,
     /// Every token of the fixture, with its value (the fixture's, or the one made now).
     pub tokens: Vec<SeededToken>,
+    pub container_registries: Vec<SeededRecord>,
+    pub clusters: Vec<SeededRecord>,
+    pub projects: Vec<SeededProject>,
+}
+
+/// A record the seed made: its id and name.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SeededRecord {
+    pub id: uuid::Uuid,
+    pub name: String,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SeededProject {
+    pub id: crate::ids::ProjectId,
+    pub name: String,
+    pub environments: Vec<SeededEnvironment>,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SeededEnvironment {
+    pub id: crate::ids::EnvironmentId,
+    pub name: String,
+    pub services: Vec<SeededService>,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SeededService {
+    pub id: crate::ids::ServiceId,
+    pub name: String,
+    pub kind: ServiceKind,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -116,6 +116,7 @@ impl Capstan {
             tokens.push(self.seed_token(org.id, t).await.map_err(at(&place))?);
         }
         let mut registries = HashMap::new();
+        let mut made_registries = Vec::new();
         for (i, body) in o.container_registries.iter().enumerate() {
             let place = format!("{place}.container_registries[{i}]");
             let input = from_json(&Value::Object(body.clone())).map_err(at(&place))?;
@@ -124,8 +125,13 @@ impl Capstan {
                 .await
                 .map_err(at(&place))?;
             registries.insert(made.registry.name.to_string(), made.registry.id);
+            made_registries.push(SeededRecord {
+                id: made.registry.id.0,
+                name: made.registry.name.to_string(),
+            });
         }
         let mut clusters = HashMap::new();
+        let mut made_clusters = Vec::new();
         let mut first_cluster = None;
         for (i, body) in o.clusters.iter().enumerate() {
             let place = format!("{place}.clusters[{i}]");
@@ -136,7 +142,12 @@ impl Capstan {
                 .map_err(at(&place))?;
             first_cluster.get_or_insert(made.id);
             clusters.insert(made.name.to_string(), made.id);
+            made_clusters.push(SeededRecord {
+                id: made.id.0,
+                name: made.name.to_string(),
+            });
         }
+        let mut projects = Vec::new();
         for (i, project) in o.projects.iter().enumerate() {
             let place = format!("{place}.projects[{i}]");
             let input = ProjectInput {
@@ -148,6 +159,7 @@ impl Capstan {
                 .await
                 .map_err(at(&place))?;
             let id = made.project.id;
+            let mut environments = Vec::new();
             self.seed_variables(
                 &p,
                 VariableParent::Project(id),
@@ -176,6 +188,7 @@ impl Capstan {
                     .await
                     .map_err(at(&place))?;
                 let env_id = made.environment.id;
+                let mut services = Vec::new();
                 self.seed_variables(
                     &p,
                     VariableParent::Environment(env_id),
@@ -199,13 +212,31 @@ impl Capstan {
                     let parent = VariableParent::Service(made.id, service.kind);
                     self.seed_variables(&p, parent, [&service.variables, &service.secrets], &place)
                         .await?;
+                    services.push(SeededService {
+                        id: made.id,
+                        name: made.name.to_string(),
+                        kind: service.kind,
+                    });
                 }
+                environments.push(SeededEnvironment {
+                    id: env_id,
+                    name: made.environment.name.to_string(),
+                    services,
+                });
             }
+            projects.push(SeededProject {
+                id,
+                name: made.project.name.to_string(),
+                environments,
+            });
         }
         Ok(SeededOrganization {
             id: org.id,
             name: org.name.to_string(),
             tokens,
+            container_registries: made_registries,
+            clusters: made_clusters,
+            projects,
         })
     }
 
@@ -220,11 +251,12 @@ impl Capstan {
         let mut token = self.new_token(org, &t.name, t.description.clone(), role)?;
         if let Some(value) = &t.value {
             let value = value.trim();
-            if value.len() < 8 || value.len() > 255 || !value.bytes().all(|b| b.is_ascii_graphic())
+            // A test suite's fixed credentials: any it likes, if a header can carry them.
+            if value.is_empty() || value.len() > 255 || !value.bytes().all(|b| b.is_ascii_graphic())
             {
                 return Err(DomainError::invalid(
                     "value",
-                    "must be 8 to 255 printable characters without spaces",
+                    "must be 1 to 255 printable characters without spaces",
                 ));
             }
             token.token.token_hash = auth::hash_token(value);
