@@ -352,17 +352,32 @@ async fn sqlite_a_key_rotated_while_serving_loses_nothing() {
     );
     assert_eq!(lines[1], old_key.trim());
 
-    // The server that was serving reads the resealed values, and goes on working.
+    // What the server that was serving seals from now on, even before it has read anything
+    // the rotation resealed, it seals with the new key; it reads the resealed values, and
+    // goes on working.
+    c.create(
+        &format!("/container/{container}/secret"),
+        json!({"key": "LATER", "value": "pl41n-later-value"}),
+    )
+    .await;
     secrets_serve(&c, &container).await;
     server.stop();
     let bytes = database_bytes(&dir, "data.db");
     assert!(!bytes.is_empty());
-    for plain in ["pl41n-registry-pw", "pl41n-secret-value"] {
+    for plain in [
+        "pl41n-registry-pw",
+        "pl41n-secret-value",
+        "pl41n-later-value",
+    ] {
         assert!(!contains(&bytes, plain), "{plain} is in the database files");
     }
+    // The old key can go: nothing is sealed with it any more.
+    std::fs::write(dir.0.join("data.db.key"), format!("{}\n", lines[0])).unwrap();
     let server = Server::start_with(&dir, db, None, &keyless).await;
     let c = client(&server, &c.token);
     secrets_serve(&c, &container).await;
+    let secrets = c.get(&format!("/container/{container}/secret")).await;
+    assert_eq!(secrets["results"].as_array().unwrap().len(), 2, "{secrets}");
     server.stop();
 }
 

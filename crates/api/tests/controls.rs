@@ -525,10 +525,29 @@ organizations:
                 tag: "1.27"
                 variables:
                   - {key: PORT, value: "8080"}
+                  - {key: NGINX_CONF, value: "listen 80;", mount_path: /etc/nginx/site.conf, enable_interpolation_in_file: true}
               - kind: JOB
                 name: cron
                 schedule: {cronjob: {scheduled_at: "0 * * * *"}}
                 source: {image: {image_name: busybox, tag: "1", registry: hub}}
+              - kind: APPLICATION
+                name: api
+                git_repository: {url: "https://github.com/acme/api.git", branch: main}
+                ports: [{internal_port: 8080}]
+              - kind: DATABASE
+                name: db
+                type: POSTGRESQL
+                version: "16"
+                mode: CONTAINER
+              - kind: HELM
+                name: redis
+                source: {helm_repository: {repository: "https://charts.example.com", chart_name: redis, chart_version: "19.0.0"}}
+                arguments: []
+                auto_deploy: false
+                values_override: {}
+              - kind: TERRAFORM
+                name: infra
+                terraform_files_source: {git_repository: {url: "https://gitlab.com/acme/infra"}}
 "#;
 
 async fn seed<S: App>(t: &T<S>, fixture: &str) -> common::Resp {
@@ -590,14 +609,28 @@ async fn a_seeded_world_serves_and_its_export_reproduces_it<S: App>(t: T<S>) {
         (Some(env.as_str()), &json!("prod"))
     );
     assert_eq!(
-        made["services"],
-        json!([
-            {"id": web, "name": "web", "kind": "CONTAINER"},
-            {"id": made["services"][1]["id"], "name": "cron", "kind": "JOB"},
-        ])
+        made["services"][0],
+        json!({"id": web, "name": "web", "kind": "CONTAINER"})
     );
-    let cron = made["services"][1]["id"].as_str().unwrap();
-    call(fixed, format!("/job/{cron}")).await.expect(200);
+    let kinds = [
+        "container",
+        "job",
+        "application",
+        "database",
+        "helm",
+        "terraform",
+    ];
+    assert_eq!(made["services"].as_array().unwrap().len(), kinds.len());
+    for (service, kind) in made["services"].as_array().unwrap().iter().zip(kinds) {
+        assert_eq!(service["kind"], kind.to_uppercase());
+        let shown = call(
+            fixed,
+            format!("/{kind}/{}", service["id"].as_str().unwrap()),
+        )
+        .await
+        .expect(200);
+        assert_eq!(shown.body["name"], service["name"]);
+    }
     let registries = call(fixed, format!("/organization/{org_id}/containerRegistry"))
         .await
         .expect(200);
@@ -642,14 +675,40 @@ async fn a_seeded_world_serves_and_its_export_reproduces_it<S: App>(t: T<S>) {
     .await
     .expect(403);
 
+    // A record a fixture cannot describe (a git token) is left out of the export.
+    let git_token = t
+        .call(
+            Some(fixed),
+            Method::POST,
+            &format!("/organization/{org_id}/gitToken"),
+            Some(json!({"name": "gh", "type": "HOSTA", "token": "ghp_export_secret"})),
+        )
+        .await
+        .expect(201)
+        .id();
+    t.call(
+        Some(fixed),
+        Method::POST,
+        &format!("/environment/{env}/application"),
+        Some(json!({
+            "name": "private",
+            "git_repository": {"url": "https://github.com/acme/private.git", "branch": "main", "git_token_id": git_token},
+            "ports": [{"internal_port": 80}]
+        })),
+    )
+    .await
+    .expect(201);
+
     let first = control(&t, Method::GET, "/_capstan/export", None)
         .await
         .expect(200);
+    assert!(!first.text.contains(&git_token), "{}", first.text);
     let text = first.text.clone();
     for secret in [
         "hunter2-fixture",
         "hunter2-env-secret",
         "cap_fixture_admin_token_1",
+        "ghp_export_secret",
     ] {
         assert!(
             !text.contains(secret),
@@ -676,7 +735,10 @@ async fn a_seeded_world_serves_and_its_export_reproduces_it<S: App>(t: T<S>) {
     assert_eq!(env["services"][0]["registry"], "hub");
     assert_eq!(
         env["services"][0]["variables"],
-        json!([{"key": "PORT", "value": "8080"}])
+        json!([
+            {"key": "PORT", "value": "8080"},
+            {"key": "NGINX_CONF", "value": "listen 80;", "mount_path": "/etc/nginx/site.conf", "enable_interpolation_in_file": true},
+        ])
     );
     assert_eq!(env["services"][1]["source"]["image"]["registry"], "hub");
 
@@ -1083,6 +1145,21 @@ async fn a_deployment_can_be_held_before_its_first_step<S: App>(t: T<S>) {
     actix_rt::time::sleep(common::STEP * 20).await;
     let status = t.get(&format!("/container/{c}/status")).await.expect(200);
     assert_eq!(status.body["state"], "DEPLOYMENT_QUEUED", "{}", status.text);
+    // A deployment that waits its turn behind another is held all the same once taken.
+    let api = t.container(&env, "api").await;
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/engine/hold",
+        Some(json!({"service_id": api, "state": "DEPLOYMENT_QUEUED"})),
+    )
+    .await
+    .expect(204);
+    t.post(&format!("/container/{api}/deploy"), json!({}))
+        .await
+        .expect(202);
+    let status = t.get(&format!("/container/{api}/status")).await.expect(200);
+    assert_eq!(status.body["state"], "WAITING_RUNNING", "{}", status.text);
     control(
         &t,
         Method::POST,
@@ -1092,6 +1169,30 @@ async fn a_deployment_can_be_held_before_its_first_step<S: App>(t: T<S>) {
     .await
     .expect(204);
     let settled = t.settle(&format!("/container/{c}/status")).await;
+    assert_eq!(settled["state"], "DEPLOYED", "{settled}");
+    while t.capstan.queue_depth().await.unwrap().running == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the waiting one never taken"
+        );
+        actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    actix_rt::time::sleep(common::STEP * 20).await;
+    let status = t.get(&format!("/container/{api}/status")).await.expect(200);
+    assert_eq!(
+        status.body["state"], "WAITING_RUNNING",
+        "held: {}",
+        status.text
+    );
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/engine/release",
+        Some(json!({"service_id": api})),
+    )
+    .await
+    .expect(204);
+    let settled = t.settle(&format!("/container/{api}/status")).await;
     assert_eq!(settled["state"], "DEPLOYED", "{settled}");
 }
 
@@ -1337,6 +1438,22 @@ mod rate_limits {
         .await
         .expect(200);
         t.get(&format!("/organization/{org}")).await.expect(200);
+        // Spent again, then the clock set years back: the quota is whole, not years away.
+        for _ in 0..2 {
+            t.get(&format!("/organization/{org}")).await.expect(200);
+        }
+        t.get(&format!("/organization/{org}")).await.expect(429);
+        control(
+            &t,
+            Method::POST,
+            "/_capstan/clock",
+            Some(json!({"now": "2020-01-01T00:00:00Z"})),
+        )
+        .await
+        .expect(200);
+        for _ in 0..3 {
+            t.get(&format!("/organization/{org}")).await.expect(200);
+        }
     }
 
     /// The controls are not metered, but guessing their token is.

@@ -25,6 +25,18 @@ impl IdSource {
         }
     }
 
+    /// Draws from `seed` from now on (none: random). The seed it already has goes on where
+    /// it was: a second server of the same process, started with the same seed, must not
+    /// draw again the ids the first already drew.
+    pub fn reseed(&mut self, seed: Option<u64>) {
+        if self.seed != seed {
+            *self = Self {
+                seed,
+                drawn: Default::default(),
+            };
+        }
+    }
+
     /// The next id of `kind`.
     pub fn next(&mut self, kind: &'static str) -> Uuid {
         let Some(seed) = self.seed else {
@@ -73,12 +85,7 @@ pub fn fresh(kind: &'static str) -> Uuid {
 
 /// Draws every id of this process from `seed` from now on (none: random again).
 pub fn seed_ids(seed: Option<u64>) {
-    with_source(|s| {
-        *s = match seed {
-            Some(seed) => IdSource::seeded(seed),
-            None => IdSource::default(),
-        }
-    });
+    with_source(|s| s.reseed(seed));
 }
 
 macro_rules! typed_id {
@@ -168,6 +175,24 @@ mod tests {
         assert_ne!(first[0], first[1]);
         assert_ne!(a.next("ServiceId"), a.next("ProjectId"));
         assert_ne!(IdSource::seeded(8).next("ProjectId"), first[0]);
+    }
+
+    #[test]
+    fn the_same_seed_again_goes_on_and_another_starts_afresh() {
+        let mut s = IdSource::seeded(7);
+        let first = s.next("ProjectId");
+        s.reseed(Some(7));
+        let second = s.next("ProjectId");
+        assert_ne!(first, second, "never drawn twice");
+        assert_eq!(second, {
+            let mut again = IdSource::seeded(7);
+            again.next("ProjectId");
+            again.next("ProjectId")
+        });
+        s.reseed(Some(8));
+        assert_eq!(s.next("ProjectId"), IdSource::seeded(8).next("ProjectId"));
+        s.reseed(None);
+        assert_ne!(s.next("ProjectId"), s.next("ProjectId"));
     }
 
     #[test]

@@ -66,6 +66,10 @@ impl Gcra {
     /// Takes up to `wanted` cells from `tat` (none for a new key) at `now`: as many as fit in
     /// the window. Nothing fits: the TAT stays as it was.
     pub fn lease(&self, tat_us: Option<i64>, now_us: i64, wanted: u32) -> GcraLease {
+        // Requests never take a TAT past a whole window ahead of now: one that is comes from
+        // a clock moved back (a stand-in's manual clock), and the key starts afresh rather
+        // than waiting out the distance moved.
+        let tat_us = tat_us.filter(|tat| *tat <= now_us.saturating_add(self.window_us()));
         let start = tat_us.unwrap_or(now_us).max(now_us);
         let interval = self.interval_us();
         let room = (self.window_us() - (start - now_us)).div_euclid(interval);
@@ -135,6 +139,26 @@ mod tests {
         }
         assert_eq!(tat, Some(rest.tat_us));
         assert!(!g.step(tat, now).allowed);
+    }
+
+    #[test]
+    fn a_clock_moved_back_past_the_window_starts_the_key_afresh() {
+        let g = Gcra::per_hour(10);
+        let later = 9_000 * SECOND;
+        // Half spent, then a minute back: the TAT is within a window of now, and what was
+        // spent stays spent (a minute's worth more, as the clock says it is earlier).
+        let half = g.lease(None, later, 5);
+        assert_eq!(
+            g.lease(Some(half.tat_us), later - 60 * SECOND, 100).granted,
+            4
+        );
+        let spent = g.lease(None, later, 10);
+        assert!(!g.step(Some(spent.tat_us), later).allowed);
+        // Two hours back: no request could have put the TAT there; the quota is whole.
+        let earlier = later - 2 * 3600 * SECOND;
+        let afresh = g.lease(Some(spent.tat_us), earlier, 100);
+        assert_eq!(afresh.granted, 10);
+        assert_eq!(afresh.tat_us, earlier + g.window_us());
     }
 
     #[test]

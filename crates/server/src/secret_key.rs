@@ -25,14 +25,26 @@ impl Keyring {
         self.accepted.last().copied().unwrap_or(self.primary)
     }
 
-    /// A cipher of these keys, which reads the key file again when it meets a value sealed
-    /// by a key it lacks (the file was rotated by `capstan secrets rotate-key`).
+    /// A cipher of these keys, which reads the key file again once it has changed (rotated
+    /// by `capstan secrets rotate-key` beside this server): before it seals, and when it meets
+    /// a value sealed by a key it lacks.
     pub fn cipher(&self) -> Cipher {
         let cipher = Cipher::with_keys(&self.primary, &self.accepted);
-        match self.file.clone() {
-            Some(file) => cipher.reloading_from(Arc::new(move || read_keys(&file).ok())),
-            None => cipher,
-        }
+        let Some(file) = self.file.clone() else {
+            return cipher;
+        };
+        // The file as it was when last read: looked at (not read) before every seal.
+        let seen = std::sync::Mutex::new(stamp(&file));
+        cipher.reloading_from(Arc::new(move || {
+            let now = stamp(&file);
+            let mut last = seen.lock().unwrap_or_else(|e| e.into_inner());
+            if now.is_some() && *last == now {
+                return None;
+            }
+            let keys = read_keys(&file).ok()?;
+            *last = now;
+            Some(keys)
+        }))
     }
 }
 
@@ -77,6 +89,12 @@ pub fn key_path(database: &Path) -> PathBuf {
     let mut name = database.as_os_str().to_owned();
     name.push(".key");
     PathBuf::from(name)
+}
+
+/// When a file was last written, and its length: a rotation changes both.
+fn stamp(path: &Path) -> Option<(std::time::SystemTime, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
 }
 
 fn read_keys(path: &Path) -> anyhow::Result<Vec<[u8; 32]>> {

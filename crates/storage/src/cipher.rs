@@ -97,8 +97,9 @@ impl Cipher {
         }
     }
 
-    /// Reads the keyring again from `source` (its first key seals) when a value names a key
-    /// this one lacks; keys already known stay known.
+    /// Reads the keyring again from `source` (its first key seals) before sealing and when a
+    /// value names a key this one lacks; keys already known stay known. The source answers
+    /// none when nothing changed since it last answered.
     pub fn reloading_from(mut self, source: KeySource) -> Self {
         self.source = Some(source);
         self
@@ -121,6 +122,9 @@ impl Cipher {
     }
 
     pub fn encrypt(&self, plaintext: &str) -> Result<String, StoreError> {
+        // A key rotated by another process seals from now on (its source tells whether it
+        // changed cheaply), so nothing new is sealed by the key the rotation retires.
+        self.reload();
         let mut nonce = [0u8; NONCE_LEN];
         rand::rng().fill_bytes(&mut nonce);
         let (id, sealed) = self.read(|ring| {
@@ -283,5 +287,21 @@ mod tests {
         assert_eq!(reloading.decrypt(&rotated).unwrap(), "s3cret");
         assert!(reloading.is_current(&reloading.encrypt("x").unwrap()));
         assert_eq!(reloading.primary_id(), key_id(&new));
+    }
+
+    #[test]
+    fn a_rotation_elsewhere_seals_from_the_next_value_on() {
+        let (old, new) = (Cipher::random_key(), Cipher::random_key());
+        let file = Arc::new(std::sync::Mutex::new(Some(vec![old])));
+        let read = file.clone();
+        // The source answers once per change, as the key file's does.
+        let c = Cipher::new(&old).reloading_from(Arc::new(move || read.lock().unwrap().take()));
+        let before = c.encrypt("a").unwrap();
+        assert!(Cipher::new(&old).decrypt(&before).is_ok());
+        *file.lock().unwrap() = Some(vec![new, old]);
+        let after = c.encrypt("b").unwrap();
+        assert_eq!(Cipher::new(&new).decrypt(&after).unwrap(), "b");
+        assert_eq!(c.decrypt(&before).unwrap(), "a", "the old key still opens");
+        assert_eq!(c.primary_id(), key_id(&new));
     }
 }

@@ -1,6 +1,7 @@
 //! Operations on the whole store: emptying it (a test suite's reset between tests).
 
 use crate::db::{db_write_transaction, store_error, Db};
+use crate::token_cache::ForgetOnDrop;
 use async_trait::async_trait;
 use diesel_async::SimpleAsyncConnection;
 use domain::error::{StoreError, StoreResult};
@@ -119,18 +120,15 @@ impl Maintenance for Db {
         } else {
             sqlite_reset(keep_tokens)
         };
+        // Tokens are deleted (or, kept, still answer the same): none is answered from memory.
+        let _forget = ForgetOnDrop(self.tokens.as_deref());
         self.retried(|| {
             let sql = sql.clone();
             self.write(move |mut conn| async move {
                 db_write_transaction!(conn, |c| c.batch_execute(&sql).await).map_err(store_error)
             })
         })
-        .await?;
-        // Tokens were deleted (or, kept, still answer the same): none is answered from memory.
-        if let Some(tokens) = &self.tokens {
-            tokens.forget_all();
-        }
-        Ok(())
+        .await
     }
 
     async fn save_snapshot(

@@ -10,6 +10,7 @@
 
 use crate::db::{db_run, db_transaction, db_write_transaction, store_error, Conn, Db};
 use crate::maintenance::TABLES;
+use crate::token_cache::ForgetOnDrop;
 use diesel::sql_types::{BigInt, Text};
 use diesel::{Connection, QueryableByName};
 use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
@@ -90,6 +91,17 @@ fn io(e: std::io::Error) -> StoreError {
 
 fn quoted_path(path: &Path) -> String {
     path.to_string_lossy().replace('\'', "''")
+}
+
+/// A SQLite URI opening `path` read-only: a snapshot deleted meanwhile is an error, never an
+/// empty file created in its place (which would then answer for the name).
+fn read_only(path: &Path) -> String {
+    let escaped = path
+        .to_string_lossy()
+        .replace('%', "%25")
+        .replace('?', "%3f")
+        .replace('#', "%23");
+    format!("file:{escaped}?mode=ro")
 }
 
 fn schema(name: &SnapshotName) -> String {
@@ -290,6 +302,8 @@ impl Db {
     }
 
     pub(crate) async fn restore(&self, name: &SnapshotName) -> StoreResult<()> {
+        // The restored tokens replace today's: none is answered from memory.
+        let _forget = ForgetOnDrop(self.tokens.as_deref());
         if self.is_postgres() {
             let schema = schema(name);
             let exists = self.schema_exists(name).await?;
@@ -320,9 +334,6 @@ impl Db {
             self.copy_from_file(&self.snapshot_dir()?.file(name))
                 .await?;
         }
-        if let Some(tokens) = &self.tokens {
-            tokens.forget_all();
-        }
         Ok(())
     }
 
@@ -343,7 +354,10 @@ impl Db {
         if !path.is_file() {
             return Err(StoreError::NotFound);
         }
-        let attach = format!("ATTACH DATABASE '{}' AS snap", quoted_path(path));
+        let attach = format!(
+            "ATTACH DATABASE '{}' AS snap",
+            read_only(path).replace('\'', "''")
+        );
         let check = same_migrations("snap.");
         let copy = copy_back("snap.", false);
         self.write(|mut conn| async move {
@@ -388,11 +402,8 @@ impl Db {
                 "a PostgreSQL database is restored with pg_restore (see docs/operations.md)".into(),
             ));
         }
-        self.copy_from_file(from).await?;
-        if let Some(tokens) = &self.tokens {
-            tokens.forget_all();
-        }
-        Ok(())
+        let _forget = ForgetOnDrop(self.tokens.as_deref());
+        self.copy_from_file(from).await
     }
 
     async fn schema_exists(&self, name: &SnapshotName) -> StoreResult<bool> {
@@ -451,14 +462,17 @@ impl Db {
                 if path.extension().is_none_or(|e| e != "db") {
                     continue;
                 }
-                let mut c = diesel::SqliteConnection::establish(&path.to_string_lossy())
-                    .map_err(|e| StoreError::Other(e.to_string()))?;
-                let meta: Meta = diesel::RunQueryDsl::get_result(
+                // Deleted since it was listed, or not a snapshot: not listed.
+                let Ok(mut c) = diesel::SqliteConnection::establish(&read_only(&path)) else {
+                    continue;
+                };
+                let meta: Result<Meta, _> = diesel::RunQueryDsl::get_result(
                     diesel::sql_query("SELECT name, created_at, rows FROM capstan_snapshot"),
                     &mut c,
-                )
-                .map_err(store_error)?;
-                found.push(snapshot(meta)?);
+                );
+                if let Ok(meta) = meta {
+                    found.push(snapshot(meta)?);
+                }
             }
         }
         found.sort_by(|a, b| (a.created_at, &a.name).cmp(&(b.created_at, &b.name)));

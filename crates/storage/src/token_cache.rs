@@ -45,3 +45,16 @@ impl TokenCache {
         }
     }
 }
+
+/// Forgets every token when dropped: a unit that may delete tokens (a reset, a restore) makes
+/// the cache forget them when it ends, whether it finished or its caller gave up half way,
+/// perhaps after its commit.
+pub(crate) struct ForgetOnDrop<'a>(pub(crate) Option<&'a TokenCache>);
+
+impl Drop for ForgetOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(tokens) = self.0 {
+            tokens.forget_all();
+        }
+    }
+}

@@ -135,6 +135,8 @@ async fn list_snapshots(op: Operator) -> ApiResult<HttpResponse> {
 async fn restore_snapshot(op: Operator, req: HttpRequest) -> ApiResult<HttpResponse> {
     let name = req.match_info().get("name").unwrap_or_default();
     op.0.capstan.restore_snapshot(name).await?;
+    // A suite restoring between tests starts each with its quotas whole, as after a reset.
+    op.0.limiter.forget();
     Ok(no_content())
 }
 

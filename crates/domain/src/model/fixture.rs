@@ -94,9 +94,10 @@ pub struct EnvironmentFixture {
 /// container registry is named by `registry` (at the top, or in `source.image`) rather than
 /// by id.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ServiceFixture {
-    #[serde(alias = "type", alias = "service_type")]
+    /// Also read from `service_type`, or from `type` when that names a kind (a database's
+    /// `type` is its engine, and stays in the body).
     pub kind: ServiceKind,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variables: Vec<VariableFixture>,
@@ -105,6 +106,47 @@ pub struct ServiceFixture {
     #[serde(flatten)]
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub body: Map<String, Value>,
+}
+
+impl<'de> Deserialize<'de> for ServiceFixture {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut body = Map::<String, Value>::deserialize(d)?;
+        let named = |v: &Value| {
+            v.as_str()
+                .and_then(|k| k.to_ascii_uppercase().parse::<ServiceKind>().ok())
+        };
+        let kind = match (body.remove("kind"), body.remove("service_type")) {
+            (Some(_), Some(_)) => {
+                return Err(D::Error::custom("give kind or service_type, not both"))
+            }
+            (Some(given), None) | (None, Some(given)) => named(&given).ok_or_else(|| {
+                D::Error::custom(format!("kind: must be one of {}", ServiceKind::allowed()))
+            })?,
+            (None, None) => match body.get("type").and_then(named) {
+                Some(kind) => {
+                    body.remove("type");
+                    kind
+                }
+                None => return Err(D::Error::missing_field("kind")),
+            },
+        };
+        let mut list = |name: &str| -> Result<Vec<VariableFixture>, D::Error> {
+            match body.remove(name) {
+                None | Some(Value::Null) => Ok(Vec::new()),
+                Some(given) => serde_json::from_value(given)
+                    .map_err(|e| D::Error::custom(format!("{name}: {e}"))),
+            }
+        };
+        let variables = list("variables")?;
+        let secrets = list("secrets")?;
+        Ok(Self {
+            kind,
+            variables,
+            secrets,
+            body,
+        })
+    }
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -121,6 +163,9 @@ pub struct VariableFixture {
     pub mount_path: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// For a file (a `mount_path`): whether variables in its content are interpolated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_interpolation_in_file: Option<bool>,
 }
 
 /// What a seed made that its caller cannot know beforehand.
@@ -181,4 +226,54 @@ pub struct SeededService {
 pub struct SeededToken {
     pub name: String,
     pub value: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn service(v: Value) -> Result<ServiceFixture, String> {
+        serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_service_s_kind_is_read_from_its_api_words_and_a_database_keeps_its_type() {
+        let db = service(json!({"kind": "DATABASE", "name": "db", "type": "POSTGRESQL"})).unwrap();
+        assert_eq!(db.kind, ServiceKind::Database);
+        assert_eq!(db.body["type"], "POSTGRESQL");
+        let typed = service(json!({"type": "container", "name": "web"})).unwrap();
+        assert_eq!(typed.kind, ServiceKind::Container);
+        assert!(!typed.body.contains_key("type"));
+        let listed = service(json!({
+            "service_type": "JOB", "name": "cron",
+            "variables": [{"key": "A", "value": "1"}], "secrets": [{"key": "B", "value": "2"}]
+        }))
+        .unwrap();
+        assert_eq!(listed.kind, ServiceKind::Job);
+        assert_eq!((listed.variables.len(), listed.secrets.len()), (1, 1));
+        assert_eq!(listed.body.keys().collect::<Vec<_>>(), ["name"]);
+    }
+
+    #[test]
+    fn a_service_without_a_kind_or_with_two_is_refused() {
+        for (body, says) in [
+            (
+                json!({"name": "db", "type": "POSTGRESQL"}),
+                "missing field `kind`",
+            ),
+            (
+                json!({"kind": "CONTAINER", "service_type": "JOB"}),
+                "not both",
+            ),
+            (json!({"kind": "NAPPER"}), "kind: must be one of"),
+            (
+                json!({"kind": "JOB", "variables": [{"key": "A", "colour": 1}]}),
+                "variables:",
+            ),
+        ] {
+            let refused = service(body).unwrap_err();
+            assert!(refused.contains(says), "{refused}");
+        }
+    }
 }

@@ -60,6 +60,62 @@ fn name_registry(
     Ok(())
 }
 
+/// Records a fixture cannot describe (credentials, labels groups, git tokens): an export
+/// leaves references to them out, so that seeding it into an empty server succeeds.
+const UNDESCRIBED: &[&str] = &[
+    "cloud_provider_credentials",
+    "labels_groups",
+    "git_token_id",
+];
+
+/// Removes every reference to an undescribed record from `object`, at any depth.
+fn drop_undescribed(object: &mut Map<String, Value>) {
+    for key in UNDESCRIBED {
+        object.remove(*key);
+    }
+    for value in object.values_mut() {
+        if let Value::Object(inner) = value {
+            drop_undescribed(inner);
+        }
+    }
+}
+
+/// Rewrites what a service shows where it differs from what its kind's create operation
+/// takes (a helm chart's source, terraform files), so that an export seeds back.
+fn as_creation_body(kind: ServiceKind, body: &mut Map<String, Value>) {
+    let moved = |object: &mut Map<String, Value>, from: &str, to: &str| {
+        if let Some(Value::Object(mut shown)) = object.remove(from) {
+            if let Some(inner) = shown.remove("git_repository") {
+                object.insert(to.into(), inner);
+            }
+        }
+    };
+    match kind {
+        ServiceKind::Helm => {
+            let Some(Value::Object(source)) = body.get_mut("source") else {
+                return;
+            };
+            moved(source, "git", "git_repository");
+            if let Some(Value::Object(mut chart)) = source.remove("repository") {
+                // A chart of one of the organization's repositories is written with its
+                // address: repositories are not part of a fixture.
+                let url = chart
+                    .remove("repository")
+                    .and_then(|r| r.get("url").cloned())
+                    .unwrap_or(Value::Null);
+                chart.insert("repository".into(), url);
+                source.insert("helm_repository".into(), Value::Object(chart));
+            }
+        }
+        ServiceKind::Terraform => {
+            if let Some(Value::Object(files)) = body.get_mut("terraform_files_source") {
+                moved(files, "git", "git_repository");
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Shows the registry a body names by id by its name instead (an export).
 fn show_registry(object: &mut Map<String, Value>, names: &HashMap<ContainerRegistryId, String>) {
     object.remove("registry");
@@ -304,7 +360,7 @@ impl Capstan {
                 value: Some(Secret::new(v.value.clone().unwrap_or_default())),
                 mount_path: v.mount_path.clone(),
                 description: v.description.clone(),
-                enable_interpolation_in_file: None,
+                enable_interpolation_in_file: v.enable_interpolation_in_file,
             };
             self.create_variable(p, parent, input, secret)
                 .await
@@ -377,6 +433,7 @@ impl Capstan {
                     if let Some(d) = c.description {
                         body.insert("description".into(), d.into());
                     }
+                    drop_undescribed(&mut body);
                     body
                 })
                 .collect();
@@ -390,6 +447,8 @@ impl Capstan {
                             Ok(Value::Object(spec)) => spec,
                             _ => Map::new(),
                         };
+                        drop_undescribed(&mut body);
+                        as_creation_body(s.kind(), &mut body);
                         show_registry(&mut body, &names);
                         if let Some(Value::Object(image)) =
                             body.get_mut("source").and_then(|s| s.get_mut("image"))
@@ -446,7 +505,7 @@ fn own_variables(variables: Vec<Variable>) -> Vec<VariableFixture> {
             v.aliased_variable_id.is_none()
                 && v.overridden_variable_id.is_none()
                 && v.linked_database_id.is_none()
-                && v.variable_type == VariableType::Value
+                && matches!(v.variable_type, VariableType::Value | VariableType::File)
         })
         .map(|v| VariableFixture {
             key: v.key.to_string(),
@@ -456,6 +515,7 @@ fn own_variables(variables: Vec<Variable>) -> Vec<VariableFixture> {
             secret: v.is_secret,
             mount_path: v.mount_path,
             description: v.description,
+            enable_interpolation_in_file: v.enable_interpolation_in_file,
         })
         .collect()
 }

@@ -121,11 +121,18 @@ impl Worker {
     }
 
     /// Waits while a test suite holds `r`'s service at `r`'s state, renewing the claim; a
-    /// cancel or a lost claim (a reset) ends the wait.
+    /// cancel or a lost claim (a reset) ends the wait. Before its first step a request is
+    /// held at its action's queued state, whether it was taken at once or after waiting its
+    /// turn (WAITING_RUNNING and the like).
     async fn held(&self, r: &mut DeploymentRequest) -> DomainResult<Held> {
         let controls = &self.capstan.engine_controls;
+        let at = if r.state.is_waiting() {
+            ServiceState::queued(r.action)
+        } else {
+            r.state
+        };
         let mut waited = 0u32;
-        while controls.holds(r.service_id, r.state) {
+        while controls.holds(r.service_id, at) {
             self.engine.pause(HOLD_POLL).await;
             waited += 1;
             if waited % RENEW_EVERY != 0 {
