@@ -232,13 +232,17 @@ pub fn app(
     >,
 > {
     let cors = cors(&state.cors_origins);
+    // Off, the controls are not routed at all: any method on them is an unknown path (404).
+    let controls_on = state.controls.is_some();
     // Listed innermost first: the envelope sees every answer, the limiter every request.
     App::new()
         .app_data(state)
         .configure(|cfg| {
             let mut r = Routes::new(Some(cfg));
             system_routes(&mut r);
-            controls::routes(&mut r);
+            if controls_on {
+                controls::routes(&mut r);
+            }
             r.register();
         })
         .service(web::scope("/v1").configure(api_routes))

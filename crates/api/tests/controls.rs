@@ -185,9 +185,11 @@ async fn every_documented_control_is_served_at_the_root_only<S: App>(t: T<S>) {
 async fn controls_are_not_found_when_off<S: App>(t: T<S>) {
     for (method, path) in [
         (Method::POST, "/_capstan/reset"),
+        (Method::GET, "/_capstan/reset"),
         (Method::GET, "/_capstan/faults"),
         (Method::POST, "/_capstan/engine/hold"),
         (Method::GET, "/_capstan/clock"),
+        (Method::PUT, "/_capstan/clock"),
     ] {
         t.call(Some(&t.token.clone()), method, path, Some(json!({})))
             .await
