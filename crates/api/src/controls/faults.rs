@@ -260,13 +260,8 @@ struct Seen {
 /// base URL has no `/v1` is faulted by `/v1/organization/*`).
 fn other_spelling(path: &str) -> String {
     match path.strip_prefix("/v1") {
-        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
-            if rest.is_empty() {
-                "/".to_string()
-            } else {
-                rest.to_string()
-            }
-        }
+        Some("") => "/".to_string(),
+        Some(rest) if rest.starts_with('/') => rest.to_string(),
         _ => format!("/v1{path}"),
     }
 }
