@@ -1124,11 +1124,10 @@ async fn a_held_deployment_resumes_on_release<S: App>(t: T<S>) {
     assert_eq!(settled["state"], "CANCELED", "{settled}");
 }
 
-async fn a_deployment_can_be_held_before_its_first_step<S: App>(t: T<S>) {
-    let (_, _, env) = t.hierarchy().await;
-    let c = t.container(&env, "web").await;
+/// Holds the container's next deployment at its queued state and asks for it.
+async fn held_queued<S: App>(t: &T<S>, c: &str) {
     control(
-        &t,
+        t,
         Method::POST,
         "/_capstan/engine/hold",
         Some(json!({"service_id": c, "state": "DEPLOYMENT_QUEUED"})),
@@ -1138,32 +1137,28 @@ async fn a_deployment_can_be_held_before_its_first_step<S: App>(t: T<S>) {
     t.post(&format!("/container/{c}/deploy"), json!({}))
         .await
         .expect(202);
-    // Taken by a worker, which waits before its first step.
+}
+
+/// Waits until a worker has taken a request, then long enough for steps it should not run,
+/// and answers the container's state then.
+async fn state_once_taken<S: App>(t: &T<S>, c: &str) -> Value {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while t.capstan.queue_depth().await.unwrap().running == 0 {
         assert!(std::time::Instant::now() < deadline, "never taken");
         actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     actix_rt::time::sleep(common::STEP * 20).await;
-    let status = t.get(&format!("/container/{c}/status")).await.expect(200);
-    assert_eq!(status.body["state"], "DEPLOYMENT_QUEUED", "{}", status.text);
-    // A deployment that waits its turn behind another is held all the same once taken.
-    let api = t.container(&env, "api").await;
-    control(
-        &t,
-        Method::POST,
-        "/_capstan/engine/hold",
-        Some(json!({"service_id": api, "state": "DEPLOYMENT_QUEUED"})),
-    )
-    .await
-    .expect(204);
-    t.post(&format!("/container/{api}/deploy"), json!({}))
+    t.get(&format!("/container/{c}/status"))
         .await
-        .expect(202);
-    let status = t.get(&format!("/container/{api}/status")).await.expect(200);
-    assert_eq!(status.body["state"], "WAITING_RUNNING", "{}", status.text);
+        .expect(200)
+        .body["state"]
+        .clone()
+}
+
+/// Releases the container's hold and waits for its deployment to end DEPLOYED.
+async fn released_and_deployed<S: App>(t: &T<S>, c: &str) {
     control(
-        &t,
+        t,
         Method::POST,
         "/_capstan/engine/release",
         Some(json!({"service_id": c})),
@@ -1172,30 +1167,22 @@ async fn a_deployment_can_be_held_before_its_first_step<S: App>(t: T<S>) {
     .expect(204);
     let settled = t.settle(&format!("/container/{c}/status")).await;
     assert_eq!(settled["state"], "DEPLOYED", "{settled}");
-    while t.capstan.queue_depth().await.unwrap().running == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the waiting one never taken"
-        );
-        actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    actix_rt::time::sleep(common::STEP * 20).await;
+}
+
+async fn a_deployment_can_be_held_before_its_first_step<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let c = t.container(&env, "web").await;
+    held_queued(&t, &c).await;
+    // Taken by a worker, which waits before its first step.
+    assert_eq!(state_once_taken(&t, &c).await, "DEPLOYMENT_QUEUED");
+    // A deployment that waits its turn behind another is held all the same once taken.
+    let api = t.container(&env, "api").await;
+    held_queued(&t, &api).await;
     let status = t.get(&format!("/container/{api}/status")).await.expect(200);
-    assert_eq!(
-        status.body["state"], "WAITING_RUNNING",
-        "held: {}",
-        status.text
-    );
-    control(
-        &t,
-        Method::POST,
-        "/_capstan/engine/release",
-        Some(json!({"service_id": api})),
-    )
-    .await
-    .expect(204);
-    let settled = t.settle(&format!("/container/{api}/status")).await;
-    assert_eq!(settled["state"], "DEPLOYED", "{settled}");
+    assert_eq!(status.body["state"], "WAITING_RUNNING", "{}", status.text);
+    released_and_deployed(&t, &c).await;
+    assert_eq!(state_once_taken(&t, &api).await, "WAITING_RUNNING", "held");
+    released_and_deployed(&t, &api).await;
 }
 
 async fn a_failed_step_fails_the_next_deployment_once<S: App>(t: T<S>) {
