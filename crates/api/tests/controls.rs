@@ -633,20 +633,18 @@ async fn a_seeded_world_serves_and_its_export_reproduces_it<S: App>(t: T<S>) {
         .expect(200);
         assert_eq!(shown.body["name"], service["name"]);
     }
-    let registries = call(fixed, format!("/organization/{org_id}/containerRegistry"))
-        .await
-        .expect(200);
-    assert_eq!(
-        org["container_registries"],
-        json!([{"id": registries.body["results"][0]["id"], "name": "hub"}])
-    );
-    let clusters = call(fixed, format!("/organization/{org_id}/cluster"))
-        .await
-        .expect(200);
-    assert_eq!(
-        org["clusters"],
-        json!([{"id": clusters.body["results"][0]["id"], "name": "main"}])
-    );
+    for (path, member, name) in [
+        ("containerRegistry", "container_registries", "hub"),
+        ("cluster", "clusters", "main"),
+    ] {
+        let listed = call(fixed, format!("/organization/{org_id}/{path}"))
+            .await
+            .expect(200);
+        assert_eq!(
+            org[member],
+            json!([{"id": listed.body["results"][0]["id"], "name": name}])
+        );
+    }
     let vars = call(fixed, format!("/container/{web}/environmentVariable"))
         .await
         .expect(200);
@@ -1445,6 +1443,29 @@ mod rate_limits {
         }
     }
 
+    /// A suite restoring between tests starts each with its quotas whole.
+    async fn a_restore_gives_quotas_back<S: App>(t: T<S>) {
+        let org = t.org.clone();
+        control(
+            &t,
+            Method::POST,
+            "/_capstan/snapshots",
+            Some(json!({"name": "quota"})),
+        )
+        .await
+        .expect(201);
+        for _ in 0..3 {
+            t.get(&format!("/organization/{org}")).await.expect(200);
+        }
+        t.get(&format!("/organization/{org}")).await.expect(429);
+        control(&t, Method::POST, "/_capstan/snapshots/quota/restore", None)
+            .await
+            .expect(204);
+        for _ in 0..3 {
+            t.get(&format!("/organization/{org}")).await.expect(200);
+        }
+    }
+
     /// The controls are not metered, but guessing their token is.
     async fn wrong_controls_tokens_are_metered<S: App>(t: T<S>) {
         for _ in 0..3 {
@@ -1478,6 +1499,8 @@ mod rate_limits {
         the_clock_moves_rate_limits(controlled(backend, 3).await).await;
         let backend = crate::common::sqlite().await.unwrap();
         wrong_controls_tokens_are_metered(controlled(backend, 3).await).await;
+        let backend = crate::common::sqlite().await.unwrap();
+        a_restore_gives_quotas_back(controlled(backend, 3).await).await;
     }
 
     #[actix_rt::test]
@@ -1490,6 +1513,10 @@ mod rate_limits {
             return;
         };
         wrong_controls_tokens_are_metered(controlled(backend, 3).await).await;
+        let Some(backend) = crate::common::postgres().await else {
+            return;
+        };
+        a_restore_gives_quotas_back(controlled(backend, 3).await).await;
     }
 }
 

@@ -197,22 +197,16 @@ impl Faults {
         self.with(Vec::clear);
     }
 
-    /// Whether any rule could apply to `method` and `path` (before anything costly is known).
-    fn may_apply(&self, method: &Method, path: &str) -> Option<bool> {
+    /// Whether any rule could apply to `method` and `paths` (before anything costly is
+    /// known), and whether one of those needs the caller.
+    fn may_apply(&self, method: &Method, paths: &Spellings) -> Option<bool> {
         self.with(|rules| {
-            let candidates: Vec<&Rule> = rules
+            let mut matching = rules
                 .iter()
-                .filter(|r| r.applies_to(method, path))
-                .collect();
-            if candidates.is_empty() {
-                None
-            } else {
-                Some(
-                    candidates
-                        .iter()
-                        .any(|r| r.view.organization_id.is_some() || r.token_hash.is_some()),
-                )
-            }
+                .filter(|r| r.applies_to(method, paths))
+                .peekable();
+            matching.peek()?;
+            Some(matching.any(|r| r.view.organization_id.is_some() || r.token_hash.is_some()))
         })
     }
 
@@ -220,7 +214,7 @@ impl Faults {
     fn take(&self, request: &Seen) -> Option<Fault> {
         self.with(|rules| {
             let at = rules.iter().position(|r| {
-                r.applies_to(&request.method, &request.path)
+                r.applies_to(&request.method, &request.paths)
                     && r.concerns(request)
                     && (r.view.probability >= 1.0 || rand::random::<f64>() < r.view.probability)
             })?;
@@ -250,32 +244,35 @@ impl Faults {
 /// What a rule may look at of a request.
 struct Seen {
     method: Method,
-    path: String,
+    paths: Spellings,
     token_hash: Option<String>,
     organizations: Vec<OrganizationId>,
 }
 
-/// The other spelling of an API path: every operation answers under `/v1` and at the root
-/// alike, so a rule written for one form takes requests made in the other (a client whose
-/// base URL has no `/v1` is faulted by `/v1/organization/*`).
-fn other_spelling(path: &str) -> String {
-    match path.strip_prefix("/v1") {
+/// A request's path as asked, and its other spelling: every operation answers under `/v1`
+/// and at the root alike, so a rule written for one form takes requests made in the other (a
+/// client whose base URL has no `/v1` is faulted by `/v1/organization/*`). Made once per
+/// request, whatever the number of rules.
+type Spellings = [String; 2];
+
+fn spellings(path: &str) -> Spellings {
+    let other = match path.strip_prefix("/v1") {
         Some("") => "/".to_string(),
         Some(rest) if rest.starts_with('/') => rest.to_string(),
         _ => format!("/v1{path}"),
-    }
+    };
+    [path.to_string(), other]
 }
 
 impl Rule {
-    fn applies_to(&self, method: &Method, path: &str) -> bool {
+    fn applies_to(&self, method: &Method, paths: &Spellings) -> bool {
         let options = glob::MatchOptions {
             case_sensitive: true,
             require_literal_separator: true,
             require_literal_leading_dot: false,
         };
         self.method.as_ref().is_none_or(|m| m == method)
-            && (self.path.matches_with(path, options)
-                || self.path.matches_with(&other_spelling(path), options))
+            && paths.iter().any(|p| self.path.matches_with(p, options))
     }
 
     fn concerns(&self, request: &Seen) -> bool {
@@ -284,7 +281,7 @@ impl Rule {
             .as_ref()
             .is_none_or(|h| request.token_hash.as_ref() == Some(h));
         let organization = self.view.organization_id.is_none_or(|o| {
-            request.organizations.contains(&o) || request.path.contains(&o.to_string())
+            request.organizations.contains(&o) || request.paths[0].contains(&o.to_string())
         });
         token && organization
     }
@@ -300,17 +297,17 @@ pub async fn inject(
     let Some(controls) = state.as_ref().and_then(|s| s.controls.as_ref()) else {
         return Ok(next.call(req).await?.map_into_boxed_body());
     };
-    let path = req.path().to_string();
     // The controls stay reachable whatever the rules say: they are how rules are removed.
-    if path.starts_with("/_capstan/") {
+    if req.path().starts_with("/_capstan/") {
         return Ok(next.call(req).await?.map_into_boxed_body());
     }
-    let Some(needs_caller) = controls.faults.may_apply(req.method(), &path) else {
+    let paths = spellings(req.path());
+    let Some(needs_caller) = controls.faults.may_apply(req.method(), &paths) else {
         return Ok(next.call(req).await?.map_into_boxed_body());
     };
     let mut seen = Seen {
         method: req.method().clone(),
-        path,
+        paths,
         token_hash: None,
         organizations: Vec::new(),
     };
@@ -386,7 +383,7 @@ mod tests {
     fn seen(method: Method, path: &str) -> Seen {
         Seen {
             method,
-            path: path.into(),
+            paths: spellings(path),
             token_hash: None,
             organizations: Vec::new(),
         }
@@ -429,9 +426,9 @@ mod tests {
             .take(&seen(Method::GET, "/organization/abc"))
             .is_some());
         assert!(faults.take(&seen(Method::GET, "/project/abc")).is_none());
-        assert_eq!(other_spelling("/v1"), "/");
-        assert_eq!(other_spelling("/v1/x"), "/x");
-        assert_eq!(other_spelling("/v10/x"), "/v1/v10/x");
+        assert_eq!(spellings("/v1")[1], "/");
+        assert_eq!(spellings("/v1/x")[1], "/x");
+        assert_eq!(spellings("/v10/x")[1], "/v1/v10/x");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::engine::HOLDABLE;
 use crate::error::{DomainError, DomainResult, StoreError};
 use crate::ids::ServiceId;
 use crate::model::{
-    plan, DeploymentAction, Service, ServiceKind, ServiceState, Snapshot, SnapshotName, StepName,
+    plan, DeploymentAction, Service, ServiceState, Snapshot, SnapshotName, StepName,
 };
 use crate::ports::Repo;
 
@@ -62,14 +62,13 @@ impl Capstan {
         }
         let found = self.existing(service).await?;
         // A hold at a state this service never reaches would never hold: refused, not kept.
-        let reached = match state {
-            ServiceState::Building => found.builds_from_git(),
-            ServiceState::Executing => {
-                matches!(found.kind(), ServiceKind::Job | ServiceKind::Terraform)
-            }
-            _ => true,
+        // Only these two states belong to a step that some services skip.
+        let entered_by = match state {
+            ServiceState::Building => Some(StepName::Build),
+            ServiceState::Executing => Some(StepName::Executing),
+            _ => None,
         };
-        if !reached {
+        if entered_by.is_some_and(|step| !steps_run(&found).contains(&step)) {
             return Err(DomainError::invalid(
                 "state",
                 format!("this {}'s deployments never reach {state}", found.kind()),
@@ -109,15 +108,7 @@ impl Capstan {
             ));
         }
         let found = self.existing(service).await?;
-        // A deployment runs every step any action of this service runs.
-        let runs: Vec<StepName> = plan(
-            DeploymentAction::Deploy,
-            found.kind(),
-            found.builds_from_git(),
-        )
-        .into_iter()
-        .map(|phase| phase.step)
-        .collect();
+        let runs = steps_run(&found);
         if !runs.contains(&step) {
             let names: Vec<&str> = runs.iter().map(|s| s.as_str()).collect();
             return Err(DomainError::invalid(
@@ -139,6 +130,18 @@ impl Capstan {
             .await?
             .ok_or(DomainError::NotFound("service"))
     }
+}
+
+/// The steps a service's deployments run: a deploy runs every step any action of it does.
+fn steps_run(service: &Service) -> Vec<StepName> {
+    plan(
+        DeploymentAction::Deploy,
+        service.kind(),
+        service.builds_from_git(),
+    )
+    .into_iter()
+    .map(|phase| phase.step)
+    .collect()
 }
 
 fn snapshot_found(done: Result<(), StoreError>) -> DomainResult<()> {
