@@ -91,6 +91,25 @@ impl StageList {
     }
 }
 
+/// Where one deployment is (the public `EnvDeploymentStatus`), running or ended.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct EnvDeploymentStatus {
+    pub deployment_request_id: Uuid,
+    pub environment_id: Uuid,
+    /// The deployment's state as its environment's status shows it while it is the latest.
+    pub status: ServiceState,
+}
+
+impl From<domain::services::EnvironmentStatus> for EnvDeploymentStatus {
+    fn from(s: domain::services::EnvironmentStatus) -> Self {
+        Self {
+            deployment_request_id: s.deployment_request_id.unwrap_or_default(),
+            environment_id: s.id.0,
+            status: s.state,
+        }
+    }
+}
+
 /// Who asked for a queued deployment, and from where.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct QueueAuditing {

@@ -268,15 +268,17 @@ impl FromRequest for Paging {
 }
 
 /// The paging of a deployment history: the public `pageSize` and `startId`, and API.md's
-/// `page` and `page_size` (`page_size` and `pageSize` name the same thing). 20 items by default.
-pub struct HistoryPaging(pub domain::services::HistoryPaging);
+/// `page` and `page_size` (`page_size` and `pageSize` name the same thing). `DEFAULT` items
+/// when no size is given: the public description's 20, or API.md's 100 for the older history
+/// SPEC.md's endpoint 11 pages as a list.
+pub struct HistoryPaging<const DEFAULT: u32 = 20>(pub domain::services::HistoryPaging);
 
-impl FromRequest for HistoryPaging {
+impl<const DEFAULT: u32> FromRequest for HistoryPaging<DEFAULT> {
     type Error = ApiError;
     type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let parsed = history_paging(req.query_string());
+        let parsed = history_paging(req.query_string(), DEFAULT);
         let auth = parsed.is_err().then(|| authentication(req));
         Box::pin(async move {
             if let Some(auth) = auth {
@@ -287,7 +289,10 @@ impl FromRequest for HistoryPaging {
     }
 }
 
-fn history_paging(query: &str) -> Result<domain::services::HistoryPaging, ApiError> {
+fn history_paging(
+    query: &str,
+    default_size: u32,
+) -> Result<domain::services::HistoryPaging, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
         .map_err(|_| ApiError::bad_request("query: malformed query string"))?;
     let get = |key: &str| {
@@ -315,7 +320,7 @@ fn history_paging(query: &str) -> Result<domain::services::HistoryPaging, ApiErr
     let max = domain::pagination::MAX_PAGE_SIZE;
     let page_size = match number("pageSize", 1, max)? {
         Some(n) => n,
-        None => number("page_size", 1, max)?.unwrap_or(20),
+        None => number("page_size", 1, max)?.unwrap_or(default_size),
     };
     let page = number("page", 1, u32::MAX / max)?.unwrap_or(1);
     let start_id = get("startId")

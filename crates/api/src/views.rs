@@ -830,7 +830,8 @@ impl DeploymentHistoryItem {
             _ => None,
         };
         Self {
-            base: base(r.id.0, r.created_at, updated),
+            // The deployment it was part of: the id its action answered.
+            base: base(r.batch_id, r.created_at, updated),
             name: s.name,
             status,
             commit,
@@ -856,10 +857,13 @@ pub struct HistoryPage {
 }
 
 impl HistoryPage {
-    pub fn from_page(page: Page<DeploymentRequest>, kind: ServiceKind) -> Self {
+    pub fn from_page(
+        page: domain::services::HistoryPage<DeploymentRequest>,
+        kind: ServiceKind,
+    ) -> Self {
         Self {
-            page: page.request.page(),
-            page_size: page.request.page_size(),
+            page: page.page,
+            page_size: page.page_size,
             results: page
                 .items
                 .into_iter()

@@ -22,6 +22,9 @@ http_suite_with_memory!(
     project_statuses_and_kind_statuses_are_listed_and_paged,
     a_failed_environment_deletion_is_a_deployment_of_its_own_and_can_be_asked_again,
     a_bulk_deployment_of_an_application_never_deployed_needs_a_commit,
+    one_deployment_has_one_id_from_its_action_to_its_services_queue_cancel_and_histories,
+    the_deployment_status_of_a_request_answers_its_public_shape,
+    the_older_service_history_pages_after_start_id,
 );
 
 async fn container<S: App>(t: &T<S>, env: &str, name: &str) -> String {
@@ -339,10 +342,7 @@ async fn the_environment_status_follows_its_latest_deployment<S: App>(t: T<S>) {
         .await
         .expect(200)
         .body;
-    assert_eq!(
-        by_request["last_deployment_state"], "DEPLOYED",
-        "{by_request}"
-    );
+    assert_eq!(by_request["status"], "DEPLOYED", "{by_request}");
     t.get("/environment/deploymentStatus")
         .await
         .expect_error(400, "deploymentRequestId");
@@ -952,4 +952,256 @@ async fn a_bulk_deployment_of_an_application_never_deployed_needs_a_commit<S: Ap
         t.settle(&format!("/application/{app}/status")).await["state"],
         "DEPLOYED"
     );
+}
+
+/// The `deployment_request_id` of each listed service's status.
+async fn shown_requests<S: App>(t: &T<S>, services: &[&str]) -> Vec<Value> {
+    let mut ids = Vec::new();
+    for s in services {
+        ids.push(
+            t.get(&format!("/container/{s}/status")).await.body["deployment_request_id"].clone(),
+        );
+    }
+    ids
+}
+
+async fn one_deployment_has_one_id_from_its_action_to_its_services_queue_cancel_and_histories<
+    S: App,
+>(
+    t: T<S>,
+) {
+    let (_, _, env) = t.hierarchy().await;
+    let a = container(&t, &env, "a").await;
+    let b = container(&t, &env, "b").await;
+    // b in a later stage: it waits while a runs, so the cancel finds both a running and a
+    // waiting part of the deployment.
+    let later = t
+        .post(
+            &format!("/environment/{env}/deploymentStage"),
+            json!({"name": "later"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    t.put(&format!("/deploymentStage/{later}/service/{b}"), json!({}))
+        .await
+        .expect(200);
+    let asked = t
+        .post(&format!("/environment/{env}/deploy"), json!({}))
+        .await
+        .expect(202)
+        .body;
+    let id = asked["deployment_request_id"].clone();
+    assert!(id.is_string(), "{asked}");
+    assert_eq!(
+        shown_requests(&t, &[&a, &b]).await,
+        [id.clone(), id.clone()]
+    );
+    let statuses = t
+        .get(&format!("/environment/{env}/statuses"))
+        .await
+        .expect(200)
+        .body;
+    for s in statuses["containers"].as_array().unwrap() {
+        assert_eq!(s["deployment_request_id"], id, "{statuses}");
+        assert_eq!(s["execution_id"], id, "{statuses}");
+    }
+    let queue = t
+        .get(&format!("/environment/{env}/deploymentQueue"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(
+        queue["results"][0]["identifier"]["deployment_request_id"],
+        id
+    );
+    let service_queue = t
+        .get(&format!("/service/{b}/deploymentQueue"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(
+        service_queue["results"][0]["identifier"]["deployment_request_id"],
+        id
+    );
+
+    t.post(
+        &format!("/deploymentQueue/{}/cancelDeployment", id.as_str().unwrap()),
+        json!({}),
+    )
+    .await
+    .expect(202);
+    let b_done = t.settle(&format!("/container/{b}/status")).await;
+    assert_eq!(b_done["state"], "CANCELED", "{b_done}");
+    assert_eq!(
+        b_done["deployment_request_id"], id,
+        "the canceled one shows it"
+    );
+    let a_done = t.settle(&format!("/container/{a}/status")).await;
+    assert_eq!(a_done["deployment_request_id"], id);
+    let env_status = t
+        .get(&format!("/environment/{env}/status"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(env_status["deployment_request_id"], id);
+
+    let env_history = t
+        .get(&format!("/environment/{env}/deploymentHistoryV2"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(env_history["results"][0]["identifier"]["execution_id"], id);
+    for s in [&a, &b] {
+        let v2 = t
+            .get(&format!("/container/{s}/deploymentHistoryV2"))
+            .await
+            .expect(200)
+            .body;
+        assert_eq!(v2["results"][0]["identifier"]["execution_id"], id, "{v2}");
+    }
+    let v1 = t
+        .get(&format!("/container/{a}/deploymentHistory"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(v1["results"][0]["id"], id, "{v1}");
+
+    // A bulk action: one id for the services it carries.
+    let bulk = t
+        .post(
+            &format!("/environment/{env}/service/deploy"),
+            json!({"containers": [{"id": a}, {"id": b}]}),
+        )
+        .await
+        .expect(202)
+        .body;
+    let bulk_id = bulk["deployment_request_id"].clone();
+    assert_ne!(bulk_id, id);
+    assert_eq!(
+        shown_requests(&t, &[&a, &b]).await,
+        [bulk_id.clone(), bulk_id.clone()]
+    );
+    t.settle(&format!("/environment/{env}/status")).await;
+    assert_eq!(
+        shown_requests(&t, &[&a, &b]).await,
+        [bulk_id.clone(), bulk_id]
+    );
+}
+
+async fn the_deployment_status_of_a_request_answers_its_public_shape<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let a = container(&t, &env, "a").await;
+    let asked = t
+        .post(&format!("/environment/{env}/deploy"), json!({}))
+        .await
+        .expect(202)
+        .body;
+    let id = asked["deployment_request_id"].as_str().unwrap().to_string();
+    let running = t
+        .get(&format!(
+            "/environment/deploymentStatus?deploymentRequestId={id}"
+        ))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(running["deployment_request_id"], json!(id), "{running}");
+    assert_eq!(running["environment_id"], json!(env));
+    let state = running["status"].as_str().unwrap();
+    assert!(
+        ["DEPLOYMENT_QUEUED", "DEPLOYING", "DEPLOYED"].contains(&state),
+        "{running}"
+    );
+    t.settle(&format!("/environment/{env}/status")).await;
+    let done = t
+        .get(&format!(
+            "/environment/deploymentStatus?deploymentRequestId={id}"
+        ))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(
+        done,
+        json!({"deployment_request_id": id, "environment_id": env, "status": "DEPLOYED"})
+    );
+    // A single service's request is a deployment of its own, asked by either id.
+    let restart = t
+        .post(&format!("/container/{a}/restart-service"), json!({}))
+        .await
+        .expect(202)
+        .body;
+    let restart_id = restart["deployment_request_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    t.settle(&format!("/container/{a}/status")).await;
+    let restarted = t
+        .get(&format!(
+            "/environment/deploymentStatus?deploymentRequestId={restart_id}"
+        ))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(restarted["status"], "RESTARTED", "{restarted}");
+    assert_eq!(restarted["deployment_request_id"], json!(restart_id));
+    t.get(&format!(
+        "/environment/deploymentStatus?deploymentRequestId={}",
+        uuid::Uuid::new_v4()
+    ))
+    .await
+    .expect(404);
+}
+
+async fn the_older_service_history_pages_after_start_id<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let c = container(&t, &env, "web").await;
+    let status = format!("/container/{c}/status");
+    let mut ids = Vec::new();
+    for tag in ["1.1", "1.2", "1.3"] {
+        let asked = t
+            .post(&format!("/container/{c}/deploy"), json!({"image_tag": tag}))
+            .await
+            .expect(202)
+            .body;
+        ids.push(asked["deployment_request_id"].as_str().unwrap().to_string());
+        t.settle(&status).await;
+    }
+    let first = t
+        .get(&format!("/container/{c}/deploymentHistory?pageSize=1"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(first["results"][0]["id"], json!(ids[2]), "{first}");
+    assert_eq!(first["results"][0]["tag"], "1.3");
+    let next = t
+        .get(&format!(
+            "/container/{c}/deploymentHistory?startId={}",
+            ids[2]
+        ))
+        .await
+        .expect(200)
+        .body;
+    let tags: Vec<&str> = next["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["tag"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tags,
+        ["1.2", "1.1"],
+        "the given id is not on the page: {next}"
+    );
+    let last = t
+        .get(&format!(
+            "/container/{c}/deploymentHistory?startId={}&pageSize=1",
+            ids[1]
+        ))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(last["results"][0]["id"], json!(ids[0]), "{last}");
+    t.get(&format!("/container/{c}/deploymentHistory?startId=nope"))
+        .await
+        .expect_error(400, "startId");
 }

@@ -194,11 +194,12 @@ pub trait DeploymentQueue: Send {
         after: Option<uuid::Uuid>,
         limit: i64,
     ) -> StoreResult<Vec<uuid::Uuid>>;
-    /// A service's requests of every action, newest first: at most `limit`, those older than
-    /// request `after` when given.
+    /// A service's requests of the given actions (`None`: every action), newest first: at
+    /// most `limit`, those older than request `after` (its id or its batch's) when given.
     async fn service_requests(
         &mut self,
         service: ServiceId,
+        actions: Option<&[DeploymentAction]>,
         after: Option<DeploymentRequestId>,
         limit: i64,
     ) -> StoreResult<Vec<DeploymentRequest>>;
@@ -223,12 +224,6 @@ pub trait DeploymentQueue: Send {
         &mut self,
         service: ServiceId,
     ) -> StoreResult<Option<(Service, EnvironmentActivity, Vec<DeploymentRequest>)>>;
-    /// The deployments (DEPLOY and REDEPLOY requests) of a service, newest first.
-    async fn deployment_history(
-        &mut self,
-        service: ServiceId,
-        page: PageRequest,
-    ) -> StoreResult<Page<DeploymentRequest>>;
 }
 
 /// What a cancel did: the waiting requests it ended, and how many running ones it asked to

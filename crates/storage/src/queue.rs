@@ -4,7 +4,7 @@
 //! environment, so two processes cannot start two requests of one environment.
 
 use crate::cipher::Cipher;
-use crate::db::{db_run, db_transaction, into_page, store_error, Conn, Db};
+use crate::db::{db_run, db_transaction, store_error, Conn, Db};
 use crate::rows::*;
 use crate::schema::deployment_requests as dr;
 use crate::schema::services;
@@ -18,7 +18,6 @@ use domain::ids::{DeploymentRequestId, EnvironmentId, ServiceId};
 use domain::model::{
     DeploymentAction, DeploymentRequest, EnvironmentActivity, RequestStatus, Service, ServiceState,
 };
-use domain::pagination::{Page, PageRequest};
 use domain::ports::{Canceled, DeploymentQueue, QueueClaims};
 use time::{OffsetDateTime, PrimitiveDateTime};
 use uuid::Uuid;
@@ -362,11 +361,13 @@ impl DeploymentQueue for Session {
     async fn service_requests(
         &mut self,
         service: ServiceId,
+        actions: Option<&[DeploymentAction]>,
         after: Option<DeploymentRequestId>,
         limit: i64,
     ) -> StoreResult<Vec<DeploymentRequest>> {
         let key = service.to_string();
         let after = after.map(|a| a.to_string());
+        let actions: Option<Vec<&str>> = actions.map(|a| a.iter().map(|a| a.as_str()).collect());
         let (conn, cipher) = self.parts()?;
         let rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| {
             let mut q = dr::table
@@ -375,6 +376,9 @@ impl DeploymentQueue for Session {
                 .order((dr::created_at.desc(), dr::id.desc()))
                 .limit(limit)
                 .into_boxed();
+            if let Some(actions) = &actions {
+                q = q.filter(dr::action.eq_any(actions.clone()));
+            }
             if let Some(a) = &after {
                 // `after` names the last request seen, by its id or its batch's (the
                 // `execution_id` a history shows).
@@ -473,41 +477,6 @@ impl DeploymentQueue for Session {
             .collect();
         let (activity, own) = activity(records(requests, cipher)?, &[service]);
         Ok(Some((Service::from_row(row, cipher)?, activity, own)))
-    }
-
-    async fn deployment_history(
-        &mut self,
-        service: ServiceId,
-        page: PageRequest,
-    ) -> StoreResult<Page<DeploymentRequest>> {
-        let key = service.to_string();
-        let deploys = [
-            DeploymentAction::Deploy.as_str(),
-            DeploymentAction::Redeploy.as_str(),
-        ];
-        let (conn, cipher) = self.parts()?;
-        let filtered = || {
-            dr::table
-                .filter(dr::service_id.eq(&key))
-                .filter(dr::action.eq_any(deploys))
-        };
-        let (rows, total) = db_run!(*conn, |c| {
-            let rows: Vec<DeploymentRequestRow> = filtered()
-                .order((dr::created_at.desc(), dr::id.desc()))
-                .limit(page.limit())
-                .offset(page.offset())
-                .select(DeploymentRequestRow::as_select())
-                .load(c)
-                .await
-                .map_err(store_error)?;
-            let total: i64 = filtered()
-                .count()
-                .get_result(c)
-                .await
-                .map_err(store_error)?;
-            Ok::<_, StoreError>((rows, total))
-        })?;
-        into_page(rows, total, page, cipher)
     }
 }
 

@@ -1540,16 +1540,17 @@ async fn activity_and_history_come_from_the_queue(db: Db) {
         "pending ones and the latest ended"
     );
 
+    let deployments = [DeploymentAction::Deploy, DeploymentAction::Redeploy];
     let history = db
         .session()
         .await
         .unwrap()
-        .deployment_history(s.id, PageRequest::all())
+        .service_requests(s.id, Some(&deployments), None, 10)
         .await
         .unwrap();
-    assert_eq!(history.total_count, 2, "restarts are not deployments");
+    assert_eq!(history.len(), 2, "restarts are not deployments");
     assert_eq!(
-        history.items.iter().map(|r| r.id).collect::<Vec<_>>(),
+        history.iter().map(|r| r.id).collect::<Vec<_>>(),
         vec![second.id, first.id],
         "newest first"
     );
@@ -2246,11 +2247,14 @@ async fn batches_and_service_requests_are_paged_newest_first(db: Db) {
         .await
         .unwrap();
     assert_eq!(after, [made[1].batch_id]);
-    let requests = tx.service_requests(service.id, None, 2).await.unwrap();
+    let requests = tx
+        .service_requests(service.id, None, None, 2)
+        .await
+        .unwrap();
     let ids: Vec<_> = requests.iter().map(|r| r.id).collect();
     assert_eq!(ids, [made[2].id, made[1].id]);
     let older = tx
-        .service_requests(service.id, Some(made[1].id), 5)
+        .service_requests(service.id, None, Some(made[1].id), 5)
         .await
         .unwrap();
     assert_eq!(older.iter().map(|r| r.id).collect::<Vec<_>>(), [made[0].id]);
@@ -2262,7 +2266,7 @@ async fn batches_and_service_requests_are_paged_newest_first(db: Db) {
     // A service's requests outlive it (histories), and go with its environment.
     Repo::<Service>::delete(&mut tx, service.id).await.unwrap();
     assert_eq!(
-        tx.service_requests(service.id, None, 10)
+        tx.service_requests(service.id, None, None, 10)
             .await
             .unwrap()
             .len(),
@@ -2270,7 +2274,7 @@ async fn batches_and_service_requests_are_paged_newest_first(db: Db) {
     );
     Repo::<Environment>::delete(&mut tx, env.id).await.unwrap();
     assert!(tx
-        .service_requests(service.id, None, 10)
+        .service_requests(service.id, None, None, 10)
         .await
         .unwrap()
         .is_empty());

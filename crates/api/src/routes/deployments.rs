@@ -174,7 +174,7 @@ pub fn fixed_routes(r: &mut Routes) {
     r.at("/environment/deploymentStatus")
         .get(
             deployment_request_status,
-            Doc::get::<EnvironmentStatus>(
+            Doc::get::<EnvDeploymentStatus>(
                 "The status of one deployment request (its id, or its deployment's)",
             )
             .query(Query::uuid("deploymentRequestId", true)),
@@ -266,7 +266,7 @@ fn kind_routes(r: &mut Routes, kind: ServiceKind) {
         .data(kind)
         .get(
             history,
-            Doc::get::<HistoryPage>(format!("The deployments of a {seg}, newest first")).paged(),
+            history_doc::<HistoryPage>(format!("The deployments of a {seg}, newest first")),
         )
         .add();
     r.at(format!("{base}/deploymentHistoryV2"))
@@ -513,11 +513,11 @@ async fn history(
     kind: Kind,
     Auth(p): Auth,
     req: HttpRequest,
-    Paging(page): Paging,
+    HistoryPaging(paging): HistoryPaging<{ domain::pagination::DEFAULT_PAGE_SIZE }>,
 ) -> ApiResult<HttpResponse> {
     let page = st
         .capstan
-        .deployment_history(&p, **kind, service_id(&req, **kind)?, page)
+        .deployment_history(&p, **kind, service_id(&req, **kind)?, paging)
         .await?;
     Ok(ok(HistoryPage::from_page(page, **kind)))
 }
@@ -703,7 +703,7 @@ async fn deployment_request_status(
         ApiError::bad_request(format!("deploymentRequestId: '{raw}' is not a valid UUID"))
     })?;
     let status = st.capstan.deployment_request_status(&p, id).await?;
-    Ok(ok(status))
+    Ok(ok(EnvDeploymentStatus::from(status)))
 }
 
 async fn environment_history_v2(

@@ -175,6 +175,14 @@ pub struct DeploymentRequest {
     pub origin: Origin,
 }
 
+impl DeploymentRequest {
+    /// The id of the deployment it is part of, as every client-facing answer names it: its
+    /// batch's (its own when asked for alone).
+    pub fn deployment_id(&self) -> DeploymentRequestId {
+        DeploymentRequestId(self.batch_id)
+    }
+}
+
 impl Record for DeploymentRequest {
     type Id = DeploymentRequestId;
     /// Requests are listed per service.

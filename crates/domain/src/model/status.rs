@@ -163,8 +163,13 @@ pub struct ServiceStatus {
     pub service_deployment_status: DeploymentStatus,
     pub is_part_last_deployment: bool,
     pub status_details: StatusDetails,
-    /// The service's latest request.
+    /// The deployment the shown request is part of: the id its action answered (an
+    /// environment's action for every service it carries), the one queues list, cancels take
+    /// and histories name.
     pub deployment_request_id: Option<DeploymentRequestId>,
+    /// The same deployment, as histories name it (`execution_id`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution_id: Option<String>,
     /// Requests waiting or running.
     pub deployment_requests_count: u64,
     #[serde(
@@ -311,7 +316,8 @@ pub fn service_status(
         service_deployment_status: service.deployment_status,
         is_part_last_deployment: shown.is_some_and(|r| Some(r.batch_id) == env.last_batch),
         status_details: details(shown),
-        deployment_request_id: shown.map(|r| r.id),
+        deployment_request_id: shown.map(DeploymentRequest::deployment_id),
+        execution_id: shown.map(|r| r.batch_id.to_string()),
         deployment_requests_count: requests.iter().filter(|r| !r.status.is_finished()).count()
             as u64,
         // Before any request, the service's creation: deployment tools refuse a status

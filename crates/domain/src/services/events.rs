@@ -404,7 +404,8 @@ fn deployment_event_in(
         service_id: Some(r.service_id),
         user_agent: None,
         deployment: Some(DeploymentChange {
-            request_id: r.id,
+            // Clients know a deployment by the id its action answered.
+            request_id: r.deployment_id(),
             service_id: r.service_id,
             service_kind: kind,
             action: r.action,

@@ -7,7 +7,6 @@ use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{DeploymentRequestId, EnvironmentId, ServiceId};
 use crate::model::*;
-use crate::pagination::{Page, PageRequest};
 use crate::ports::{Repo, Unit};
 use std::collections::HashMap;
 use uuid::Uuid;
@@ -135,7 +134,7 @@ impl Capstan {
         self.load_service(tx, p, kind, id, Action::Read).await?;
         let (limit, skip) = paging.window();
         let requests = tx
-            .service_requests(id, paging.start_id.map(DeploymentRequestId), limit)
+            .service_requests(id, None, paging.start_id.map(DeploymentRequestId), limit)
             .await?;
         let items = requests
             .into_iter()
@@ -155,12 +154,26 @@ impl Capstan {
         p: &Principal,
         kind: ServiceKind,
         id: ServiceId,
-        page: PageRequest,
-    ) -> DomainResult<Page<DeploymentRequest>> {
+        paging: HistoryPaging,
+    ) -> DomainResult<HistoryPage<DeploymentRequest>> {
         let mut unit = self.reading().await?;
         let tx = &mut *unit;
         self.load_service(tx, p, kind, id, Action::Read).await?;
-        Ok(tx.deployment_history(id, page).await?)
+        let (limit, skip) = paging.window();
+        let deployments = [DeploymentAction::Deploy, DeploymentAction::Redeploy];
+        let requests = tx
+            .service_requests(
+                id,
+                Some(&deployments),
+                paging.start_id.map(DeploymentRequestId),
+                limit,
+            )
+            .await?;
+        Ok(HistoryPage {
+            page: paging.page,
+            page_size: paging.page_size,
+            items: requests.into_iter().skip(skip).collect(),
+        })
     }
 
     /// What waits or runs in an environment, one entry per deployment, oldest first.
