@@ -27,6 +27,83 @@ http_suite_with_memory!(
     the_older_service_history_pages_after_start_id,
 );
 
+/// An engine slow enough (a second a step) for a request to arrive while one runs.
+mod slow {
+    async fn setup(backend: crate::common::Backend) -> crate::common::T<impl crate::common::App> {
+        crate::common::setup_with_step(backend, |s| s, std::time::Duration::from_secs(1)).await
+    }
+
+    #[actix_rt::test]
+    async fn sqlite() {
+        let backend = crate::common::sqlite().await.unwrap();
+        super::an_environment_deleted_while_its_service_is_deleted_goes_with_it(
+            setup(backend).await,
+        )
+        .await;
+    }
+
+    #[actix_rt::test]
+    async fn postgres() {
+        let Some(backend) = crate::common::postgres().await else {
+            return;
+        };
+        super::an_environment_deleted_while_its_service_is_deleted_goes_with_it(
+            setup(backend).await,
+        )
+        .await;
+    }
+}
+
+/// The environment's deletion joins the deletion of its only service already under way (running
+/// or waiting): accepted, and the environment goes with it.
+async fn an_environment_deleted_while_its_service_is_deleted_goes_with_it<S: App>(t: T<S>) {
+    let (_, project, _) = t.hierarchy().await;
+    for waiting in [false, true] {
+        let env = t
+            .post(
+                &format!("/project/{project}/environment"),
+                json!({"name": format!("env-{waiting}"), "mode": "DEVELOPMENT"}),
+            )
+            .await
+            .expect(201)
+            .id();
+        let c = container(&t, &env, "web").await;
+        t.post(&format!("/container/{c}/deploy"), json!({}))
+            .await
+            .expect(202);
+        t.settle(&format!("/container/{c}/status")).await;
+        if waiting {
+            // Its deletion waits behind a restart.
+            t.post(&format!("/container/{c}/restart-service"), json!({}))
+                .await
+                .expect(202);
+        }
+        t.delete(&format!("/container/{c}")).await.expect(202);
+        if !waiting {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while t.get(&format!("/container/{c}/status")).await.body["state"] != "DELETING" {
+                assert!(std::time::Instant::now() < deadline);
+                actix_rt::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        }
+        t.delete(&format!("/environment/{env}")).await.expect(202);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let got = t.get(&format!("/environment/{env}")).await;
+            if got.status == 404 {
+                break;
+            }
+            assert_eq!(got.status, 200, "{}", got.text);
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the environment stayed (waiting: {waiting})"
+            );
+            actix_rt::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        t.get(&format!("/container/{c}")).await.expect(404);
+    }
+}
+
 async fn container<S: App>(t: &T<S>, env: &str, name: &str) -> String {
     let registry = t.registry().await;
     t.post(

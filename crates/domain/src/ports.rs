@@ -161,6 +161,13 @@ pub trait DeploymentQueue: Send {
     /// status is finished), if `request.claimed_by` still holds it. Returns `None` when it does
     /// not, else whether a client asked to cancel it.
     async fn record(&mut self, request: &DeploymentRequest) -> StoreResult<Option<bool>>;
+    /// Makes requests that wait or run part of their environment's deletion (it joined them):
+    /// the environment goes with the last of them. Only their snapshot is written, so a
+    /// worker's progress on them is untouched.
+    async fn join_environment_deletion(
+        &mut self,
+        requests: &[DeploymentRequest],
+    ) -> StoreResult<()>;
     /// Cancels what waits in an environment (of one batch only, when given), except deletions
     /// and uninstalls, and asks its running request (the same exceptions) to stop at its next
     /// step; returns what that ended and how many it asked to stop.

@@ -227,6 +227,32 @@ impl DeploymentQueue for Session {
         Ok(Some(cancel))
     }
 
+    async fn join_environment_deletion(
+        &mut self,
+        requests: &[DeploymentRequest],
+    ) -> StoreResult<()> {
+        let rows: Vec<DeploymentRequestRow> = requests
+            .iter()
+            .map(|r| {
+                let mut joined = r.clone();
+                joined.snapshot.deletes_environment = true;
+                joined.to_row(&self.cipher)
+            })
+            .collect::<StoreResult<_>>()?;
+        let (conn, _) = self.parts()?;
+        db_transaction!(*conn, |c| {
+            for row in &rows {
+                diesel::update(dr::table.find(&row.id))
+                    .filter(dr::status.eq_any([QUEUED, RUNNING]))
+                    .set(dr::snapshot.eq(&row.snapshot))
+                    .execute(c)
+                    .await?;
+            }
+            Ok::<_, DieselError>(())
+        })
+        .map_err(store_error)
+    }
+
     async fn cancel_pending(
         &mut self,
         environment: EnvironmentId,

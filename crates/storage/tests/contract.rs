@@ -68,6 +68,7 @@ contract!(
     stages_hold_services_and_keep_their_order,
     a_batch_runs_in_stage_order_and_a_failure_cancels_later_stages,
     batches_and_service_requests_are_paged_newest_first,
+    an_environment_deletion_joins_pending_requests_only,
     link_variables_are_found_by_database_and_go_with_it,
     restrictions_are_kept_once_per_service_and_go_with_it,
     custom_domains_are_unique_across_organizations,
@@ -2213,6 +2214,36 @@ async fn a_batch_runs_in_stage_order_and_a_failure_cancels_later_stages(db: Db) 
         .await
         .unwrap();
     assert_eq!(by_own_id.len(), 1, "a request is found by its own id too");
+}
+
+async fn an_environment_deletion_joins_pending_requests_only(db: Db) {
+    let envs = environments(&db, 1).await;
+    let (env, service) = &envs[0];
+    let waiting = request(env, service, DeploymentAction::Delete);
+    let mut ended = request(env, service, DeploymentAction::Delete);
+    ended.status = RequestStatus::Success;
+    let mut tx = db.session().await.unwrap();
+    tx.enqueue(&[waiting.clone(), ended.clone()]).await.unwrap();
+    assert!(!waiting.deletes_environment());
+    tx.join_environment_deletion(&[waiting.clone(), ended.clone()])
+        .await
+        .unwrap();
+    let read = Repo::<DeploymentRequest>::get(&mut tx, waiting.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(read.deletes_environment(), "a waiting request is joined");
+    assert_eq!(
+        read.status,
+        RequestStatus::Queued,
+        "and nothing else changes"
+    );
+    assert_eq!(read.snapshot.name, waiting.snapshot.name);
+    let read = Repo::<DeploymentRequest>::get(&mut tx, ended.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!read.deletes_environment(), "an ended one is not");
 }
 
 /// One instant for a whole batch (its requests share their creation time).

@@ -670,6 +670,14 @@ impl Capstan {
         let tx = &mut *unit;
         let (env, services, requests) = self.environment_for_action(tx, p, environment).await?;
         let busy = |s: &Service| installed(s, &requests);
+        // Deletions of its services already under way: the environment's deletion joins
+        // them rather than asking twice, and goes with the last of them.
+        let joined: Vec<DeploymentRequest> = requests
+            .iter()
+            .filter(|r| r.action == DeploymentAction::Delete && !r.status.is_finished())
+            .filter(|r| !r.deletes_environment())
+            .cloned()
+            .collect();
         let drafts: Vec<Draft> = services
             .iter()
             .filter(|s| busy(s))
@@ -694,6 +702,7 @@ impl Capstan {
                 .await?;
             Deletion::Done
         } else {
+            tx.join_environment_deletion(&joined).await?;
             self.queue(tx, p, environment, &env, drafts, Batch::EnvironmentDeletion)
                 .await?;
             Deletion::Requested(

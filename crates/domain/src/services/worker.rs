@@ -346,9 +346,12 @@ impl Worker {
         tx.lock(Scope::Environment(r.environment_id)).await?;
         // A cancel asked for during the last step ends the request at this boundary, as the
         // state machine has it (CANCELING, CANCELED), and nothing of it is applied.
-        let cancel = Repo::<DeploymentRequest>::get(tx, r.id)
-            .await?
-            .is_some_and(|stored| stored.cancel_requested);
+        let stored = Repo::<DeploymentRequest>::get(tx, r.id).await?;
+        let cancel = stored.as_ref().is_some_and(|s| s.cancel_requested);
+        // The environment's deletion may have joined this deletion while it ran.
+        if stored.is_some_and(|s| s.snapshot.deletes_environment) {
+            r.snapshot.deletes_environment = true;
+        }
         if cancel && r.action.cancellable() {
             Self::canceled(&mut r, now)?;
             let held = self.write(tx, &r).await?.is_some();
