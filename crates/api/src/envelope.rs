@@ -96,10 +96,12 @@ pub async fn envelope(
         };
         if let Some(message) = replacement {
             let mut replaced = error_response(status, &message);
-            // Keep headers such as Allow on a 405 and the rate-limit headers.
+            // Keep headers such as Allow on a 405 and the rate-limit headers, but none that
+            // describe the body replaced.
             for (k, v) in res.headers() {
                 if k != actix_web::http::header::CONTENT_TYPE
                     && k != actix_web::http::header::CONTENT_LENGTH
+                    && k != actix_web::http::header::CONTENT_ENCODING
                 {
                     replaced.headers_mut().insert(k.clone(), v.clone());
                 }
@@ -133,6 +135,34 @@ mod tests {
 
     async fn plain_405() -> actix_web::HttpResponse {
         actix_web::HttpResponse::MethodNotAllowed().finish()
+    }
+
+    /// Whatever encodes the body inside the envelope, the error body it writes is sent as it
+    /// says: a client that accepts gzip reads the JSON.
+    #[actix_rt::test]
+    async fn a_replaced_error_body_keeps_no_encoding_of_the_body_it_replaced() {
+        let app = test::init_service(
+            App::new()
+                .route("/broken", web::get().to(broken))
+                .wrap(actix_web::middleware::Compress::default())
+                .wrap(actix_web::middleware::from_fn(envelope)),
+        )
+        .await;
+        let req = test::TestRequest::get()
+            .uri("/broken")
+            .insert_header(("accept-encoding", "gzip"))
+            .to_request();
+        let res = test::call_service(&app, req).await;
+        assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(
+            res.headers()
+                .get(actix_web::http::header::CONTENT_ENCODING)
+                .is_none(),
+            "{:?}",
+            res.headers()
+        );
+        let body: serde_json::Value = test::read_body_json(res).await;
+        assert_eq!(body["status"], 500);
     }
 
     #[actix_rt::test]

@@ -73,7 +73,9 @@ impl From<DomainError> for ApiError {
             DomainError::Forbidden(_) => StatusCode::FORBIDDEN,
             DomainError::NotFound(_) => StatusCode::NOT_FOUND,
             DomainError::Conflict(_) => StatusCode::CONFLICT,
-            DomainError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            DomainError::Unavailable(_) | DomainError::Upstream(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             DomainError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let cause = match &e {

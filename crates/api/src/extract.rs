@@ -49,7 +49,14 @@ impl FromRequest for Auth {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let auth = authentication(req);
-        Box::pin(async move { auth.await.map(Auth) })
+        // Every authenticated route reads its query through here first: no parameter may
+        // carry a NUL character into a filter or a record.
+        let query = query_without_nul(req.query_string());
+        Box::pin(async move {
+            let p = auth.await?;
+            query?;
+            Ok(Auth(p))
+        })
     }
 }
 
@@ -226,17 +233,68 @@ pub(crate) async fn read_json<T: DeserializeOwned>(
     }
     let value: serde_json::Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("body: malformed JSON: {e}")))?;
+    if let Some(at) = nul_in(&value, "body") {
+        return Err(nul_refused(&at));
+    }
     if value.is_null() && !required {
         return Ok(None);
     }
     Ok(Some(from_json(&value)?))
 }
 
+/// Where a JSON value holds a NUL character (in a string or a member's name), as a path from
+/// `at` (`body.name`, `body.ports[0].name`). No text Capstan keeps may hold one: PostgreSQL
+/// refuses it, and both backends must answer alike.
+fn nul_in(value: &serde_json::Value, at: &str) -> Option<String> {
+    match value {
+        serde_json::Value::String(s) if s.contains('\0') => Some(at.to_string()),
+        serde_json::Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| nul_in(v, &format!("{at}[{i}]"))),
+        serde_json::Value::Object(members) => members.iter().find_map(|(k, v)| {
+            let here = format!("{at}.{k}");
+            if k.contains('\0') {
+                Some(here)
+            } else {
+                nul_in(v, &here)
+            }
+        }),
+        _ => None,
+    }
+}
+
+fn nul_refused(at: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "{}: must not contain a NUL character",
+        at.strip_prefix("body.").unwrap_or(at)
+    ))
+}
+
+/// Refuses a query string any of whose names or values holds a NUL character (`%00`), naming
+/// the parameter.
+pub fn query_without_nul(query: &str) -> Result<(), ApiError> {
+    if !query.contains("%00") && !query.contains('\0') {
+        return Ok(());
+    }
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
+        .map_err(|_| ApiError::bad_request("query: malformed query string"))?;
+    match pairs
+        .iter()
+        .find(|(k, v)| k.contains('\0') || v.contains('\0'))
+    {
+        Some((k, _)) => Err(nul_refused(&k.replace('\0', "\\0"))),
+        None => Ok(()),
+    }
+}
+
 /// A path parameter parsed as an id; a malformed one is a 400 naming the parameter.
 pub fn path_id<T: FromStr>(req: &HttpRequest, name: &str) -> Result<T, ApiError> {
     let raw = req.match_info().get(name).unwrap_or_default();
-    raw.parse()
-        .map_err(|_| ApiError::bad_request(format!("{name}: '{raw}' is not a valid UUID")))
+    domain::ids::parse_uuid(raw)
+        .ok()
+        .and_then(|_| raw.parse().ok())
+        .ok_or_else(|| ApiError::bad_request(format!("{name}: '{raw}' is not a valid UUID")))
 }
 
 /// A service's id; the parameter is named for the kind (`applicationId`, `helmId`, ...), as
@@ -325,7 +383,7 @@ fn history_paging(
     let page = number("page", 1, u32::MAX / max)?.unwrap_or(1);
     let start_id = get("startId")
         .map(|v| {
-            uuid::Uuid::parse_str(v)
+            domain::ids::parse_uuid(v)
                 .map_err(|_| ApiError::bad_request(format!("startId: '{v}' is not a valid UUID")))
         })
         .transpose()?;

@@ -47,6 +47,10 @@ pub struct AppState {
     pub clock: std::sync::Arc<dyn domain::clock::Clock>,
     /// The stand-in's controls under `/_capstan/`; none: they answer 404.
     pub controls: Option<controls::Controls>,
+    /// What the links answers carry start with (the operator's `CAPSTAN_PUBLIC_URL`); none:
+    /// they are relative. Never the request's `Host` or forwarded headers, which the client
+    /// writes.
+    pub links_base: Option<String>,
     /// The OpenAPI document, rendered once.
     openapi_json: String,
 }
@@ -77,12 +81,18 @@ impl AppState {
             stopping: None,
             clock: std::sync::Arc::new(domain::clock::SystemClock),
             controls: None,
+            links_base: None,
             openapi_json: serde_json::to_string(&openapi()).unwrap_or_else(|_| "{}".into()),
         }
     }
 
     pub fn with_limiter(mut self, limiter: limits::RateLimiter) -> Self {
         self.limiter = limiter.with_clock(self.clock.clone());
+        self
+    }
+
+    pub fn with_links_base(mut self, base: &str) -> Self {
+        self.links_base = Some(base.trim_end_matches('/').to_string());
         self
     }
 
@@ -251,9 +261,11 @@ pub fn app(
         .wrap(from_fn(limits::idempotency))
         .wrap(from_fn(limits::rate_limit))
         .wrap(from_fn(controls::faults::inject))
-        .wrap(Compress::default())
         .wrap(cors)
         .wrap(from_fn(envelope::envelope))
+        // Outside the envelope: the body it writes (an error's JSON) is the one encoded, so
+        // the encoding header always matches what is sent.
+        .wrap(Compress::default())
         .wrap(from_fn(metrics::observe))
 }
 

@@ -374,7 +374,15 @@ impl At<'_, '_> {
         Args: FromRequest + 'static,
         F::Output: Responder + 'static,
     {
-        self.resource = self.resource.route(web::method(method.clone()).to(handler));
+        let route = if method == Method::GET {
+            // HEAD is GET without the body (RFC 9110): the server writes the headers only.
+            web::route()
+                .guard(actix_web::guard::Any(actix_web::guard::Get()).or(actix_web::guard::Head()))
+                .to(handler)
+        } else {
+            web::method(method.clone()).to(handler)
+        };
+        self.resource = self.resource.route(route);
         self.methods.push((method, doc));
         self
     }

@@ -255,33 +255,13 @@ async fn the_status_says_where_a_domain_points<S: App>(t: T<S>) {
     let (_, _, env) = t.hierarchy().await;
     let app = create(&t, &env, "application").await;
     let path = format!("/application/{app}/customDomain");
-    for (domain, use_cdn, state, addresses) in [
-        (
-            "www.acme.com",
-            false,
-            "POINTS_AT_TARGET",
-            vec!["203.0.113.10"],
-        ),
-        (
-            "*.apps.acme.com",
-            false,
-            "POINTS_AT_TARGET",
-            vec!["203.0.113.10"],
-        ),
-        (
-            "elsewhere.acme.com",
-            false,
-            "POINTS_ELSEWHERE",
-            vec!["198.51.100.1"],
-        ),
-        (
-            "cdn.acme.com",
-            true,
-            "POINTS_AT_TARGET",
-            vec!["198.51.100.1"],
-        ),
-        ("nowhere.acme.com", false, "NOT_FOUND", vec![]),
-        ("down.acme.com", false, "RESOLVER_ERROR", vec![]),
+    for (domain, use_cdn, state) in [
+        ("www.acme.com", false, "POINTS_AT_TARGET"),
+        ("*.apps.acme.com", false, "POINTS_AT_TARGET"),
+        ("elsewhere.acme.com", false, "POINTS_ELSEWHERE"),
+        ("cdn.acme.com", true, "POINTS_AT_TARGET"),
+        ("nowhere.acme.com", false, "NOT_FOUND"),
+        ("down.acme.com", false, "RESOLVER_ERROR"),
     ] {
         let id = t
             .post(
@@ -294,14 +274,14 @@ async fn the_status_says_where_a_domain_points<S: App>(t: T<S>) {
         let status = t.get(&format!("{path}/{id}/status")).await.expect(200);
         let check = &status.body["dns_check"];
         assert_eq!(check["state"], state, "{domain}: {}", status.text);
-        assert_eq!(check["addresses"], json!(addresses), "{domain}");
         assert_eq!(status.body["status"], "VALIDATION_PENDING");
         assert_eq!(status.body["domain"], domain);
         if state == "RESOLVER_ERROR" {
             assert!(check["message"].as_str().unwrap().contains("timed out"));
         }
-        if state == "POINTS_ELSEWHERE" {
-            assert_eq!(check["target_addresses"], json!(["203.0.113.10"]));
+        // Whether it points where it should, never where: no address reaches the answer.
+        for address in ["203.0.113.10", "198.51.100.1"] {
+            assert!(!status.text.contains(address), "{domain}: {}", status.text);
         }
     }
 }

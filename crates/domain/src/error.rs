@@ -24,6 +24,10 @@ pub enum DomainError {
     /// The store could not be reached or is saturated.
     #[error("service temporarily unavailable")]
     Unavailable(String),
+    /// Something outside Capstan that the action needs (a git provider) failed or refused;
+    /// the reason is the client's to read (it names no secret).
+    #[error("{0}")]
+    Upstream(String),
     /// Anything unexpected; the cause is for the logs, never for the client.
     #[error("internal error")]
     Internal(String),

@@ -88,12 +88,90 @@ pub fn seed_ids(seed: Option<u64>) {
     with_source(|s| s.reseed(seed));
 }
 
+/// A text that is not an id in the one form ids are written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotAnId;
+
+impl fmt::Display for NotAnId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("not a UUID in its hyphenated form (8-4-4-4-12 hexadecimal digits)")
+    }
+}
+
+impl std::error::Error for NotAnId {}
+
+/// An id as the description's `format: uuid` has it: the hyphenated form only. The braced,
+/// `urn:uuid:` and bare forms the uuid crate also reads name the same id in another spelling,
+/// which no client of the API writes and no answer shows.
+pub fn parse_uuid(s: &str) -> Result<Uuid, NotAnId> {
+    if s.len() != 36 {
+        return Err(NotAnId);
+    }
+    Uuid::try_parse(s).map_err(|_| NotAnId)
+}
+
+/// Reads an id strictly (see [`parse_uuid`]) from a string.
+struct StrictVisitor;
+
+impl serde::de::Visitor<'_> for StrictVisitor {
+    type Value = Uuid;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a UUID in its hyphenated form")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Uuid, E> {
+        parse_uuid(v).map_err(|_| E::custom(format!("'{v}' is not a valid UUID")))
+    }
+}
+
+/// `#[serde(with = "strict_uuid")]` for a `Uuid` member of a request body.
+pub mod strict_uuid {
+    use super::*;
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Uuid, D::Error> {
+        d.deserialize_str(StrictVisitor)
+    }
+    pub fn serialize<S: serde::Serializer>(id: &Uuid, s: S) -> Result<S::Ok, S::Error> {
+        id.serialize(s)
+    }
+}
+
+/// A `Uuid` read strictly, for members that hold several or may be absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StrictUuid(pub Uuid);
+
+impl<'de> Deserialize<'de> for StrictUuid {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(StrictVisitor).map(StrictUuid)
+    }
+}
+
+/// `#[serde(deserialize_with = "strict_uuids")]` for a `Vec<Uuid>` member.
+pub fn strict_uuids<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Uuid>, D::Error> {
+    Ok(Vec::<StrictUuid>::deserialize(d)?
+        .into_iter()
+        .map(|u| u.0)
+        .collect())
+}
+
+/// `#[serde(deserialize_with = "strict_uuid_option")]` for an `Option<Uuid>` member (with
+/// `#[serde(default)]`).
+pub fn strict_uuid_option<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Uuid>, D::Error> {
+    Ok(Option::<StrictUuid>::deserialize(d)?.map(|u| u.0))
+}
+
 macro_rules! typed_id {
     ($($name:ident),* $(,)?) => {$(
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
         #[serde(transparent)]
         #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
         pub struct $name(pub Uuid);
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                d.deserialize_str(StrictVisitor).map(Self)
+            }
+        }
 
         impl $name {
             /// A fresh id: random, or the next of this kind's seeded sequence
@@ -113,9 +191,9 @@ macro_rules! typed_id {
         }
 
         impl FromStr for $name {
-            type Err = uuid::Error;
+            type Err = NotAnId;
             fn from_str(s: &str) -> Result<Self, Self::Err> {
-                Uuid::parse_str(s).map(Self)
+                parse_uuid(s).map(Self)
             }
         }
 

@@ -60,21 +60,15 @@ impl PageRequest {
     }
 }
 
-/// `max == u32::MAX` means unbounded: a larger page number is simply past the end.
+/// A whole number from `min` to `max`. A page number past what a page can be (2^32 - 1) is
+/// refused rather than read as another: the client asked for something no page is.
 fn parse_bounded(name: &str, raw: &str, min: u32, max: u32) -> Result<u32, DomainError> {
-    let unbounded = max == u32::MAX;
-    let message = if unbounded {
-        format!("must be an integer of at least {min}")
-    } else {
-        format!("must be an integer between {min} and {max}")
-    };
-    let raw = raw.trim();
-    let digits = !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit());
-    match raw.parse::<u64>() {
+    match raw.trim().parse::<u64>() {
         Ok(v) if v >= u64::from(min) && v <= u64::from(max) => Ok(v as u32),
-        Ok(v) if v > u64::from(max) && unbounded => Ok(u32::MAX),
-        Err(_) if digits && unbounded => Ok(u32::MAX),
-        _ => Err(DomainError::invalid(name, message)),
+        _ => Err(DomainError::invalid(
+            name,
+            format!("must be an integer between {min} and {max}"),
+        )),
     }
 }
 
@@ -142,9 +136,15 @@ mod tests {
         }
         let p = PageRequest::parse(Some("3"), Some("1000")).unwrap();
         assert_eq!(p.offset(), 2000);
-        // A huge page number is past the end, not an error.
-        let far = PageRequest::parse(Some("99999999999999999999999"), None).unwrap();
+        // The largest page number is past the end; one past it is no page at all.
+        let far = PageRequest::parse(Some("4294967295"), None).unwrap();
         assert_eq!(far.page(), u32::MAX);
+        for huge in ["4294967296", "99999999999999999999999"] {
+            match PageRequest::parse(Some(huge), None) {
+                Err(DomainError::Invalid { field, .. }) => assert_eq!(field, "page"),
+                other => panic!("expected invalid page, got {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -78,6 +78,7 @@ pub async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
             timeout: settings.webhooks.timeout,
         })
         .with_public_url(&settings.public_url)
+        .with_max_api_tokens(settings.max_api_tokens)
         .with_domain_check(
             Arc::new(resolver::SystemResolver::new()),
             settings.custom_domain_target.clone(),
@@ -125,6 +126,9 @@ pub async fn serve(
         .with_cors_origins(settings.cors_origins.clone());
     if let Some(verifier) = settings.jwt.clone() {
         app_state = app_state.with_jwt(verifier);
+    }
+    if let Some(base) = &settings.links_base {
+        app_state = app_state.with_links_base(base);
     }
     if let Some(token) = &settings.controls_token {
         let mut controls = Controls::new(token.clone());

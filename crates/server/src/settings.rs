@@ -94,6 +94,14 @@ pub struct RawSettings {
         global = true
     )]
     pub request_timeout_secs: String,
+    /// How many API tokens an organization may hold (each is a rate-limit quota of its own).
+    #[arg(
+        long,
+        env = "CAPSTAN_MAX_API_TOKENS",
+        default_value = "100",
+        global = true
+    )]
+    pub max_api_tokens: String,
     /// The address clients and git providers reach this server at (default: http://LISTEN).
     #[arg(long, env = "CAPSTAN_PUBLIC_URL", global = true)]
     pub public_url: Option<String>,
@@ -231,6 +239,7 @@ pub struct Settings {
     pub listen: SocketAddr,
     pub database: DatabaseUrl,
     pub rate_limit_per_hour: u32,
+    pub max_api_tokens: u64,
     pub secret_key: Option<[u8; 32]>,
     pub secret_key_previous: Vec<[u8; 32]>,
     pub jwt_hs256_secret: Option<String>,
@@ -242,6 +251,8 @@ pub struct Settings {
     pub jwt: Option<JwtVerifier>,
     pub request_timeout: std::time::Duration,
     pub public_url: String,
+    /// `CAPSTAN_PUBLIC_URL` as given: the base of the links answers carry (relative without).
+    pub links_base: Option<String>,
     pub custom_domain_target: Option<String>,
     pub cors_origins: Vec<String>,
     pub webhooks: WebhookSettings,
@@ -258,6 +269,7 @@ impl fmt::Debug for Settings {
             .field("listen", &self.listen)
             .field("database", &redact_url(&self.database))
             .field("rate_limit_per_hour", &self.rate_limit_per_hour)
+            .field("max_api_tokens", &self.max_api_tokens)
             .field("secret_key", &self.secret_key.map(|_| "***"))
             .field("secret_key_previous", &self.secret_key_previous.len())
             .field(
@@ -406,6 +418,22 @@ impl RawSettings {
                 format!("'{}' is not a known engine (known: simulated)", self.engine),
             ));
         }
+        let max_api_tokens = self
+            .max_api_tokens
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| {
+                bad(
+                    "CAPSTAN_MAX_API_TOKENS",
+                    "max-api-tokens",
+                    format!(
+                        "'{}' is not a whole number of at least 1",
+                        self.max_api_tokens
+                    ),
+                )
+            })?;
         let engine_step_ms = self.engine_step_ms.trim().parse::<u64>().map_err(|_| {
             bad(
                 "CAPSTAN_ENGINE_STEP_MS",
@@ -558,6 +586,7 @@ impl RawSettings {
             listen,
             database,
             rate_limit_per_hour,
+            max_api_tokens,
             secret_key,
             secret_key_previous,
             jwt_hs256_secret: self.jwt_hs256_secret.clone(),
@@ -567,6 +596,7 @@ impl RawSettings {
             jwt_audience: self.jwt_audience.clone(),
             jwt,
             request_timeout,
+            links_base: self.public_url.is_some().then(|| public_url.clone()),
             public_url,
             custom_domain_target,
             cors_origins,
@@ -602,6 +632,13 @@ mod tests {
         assert_eq!(s.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(s.database, DatabaseUrl::Sqlite("capstan.db".into()));
         assert_eq!(s.rate_limit_per_hour, 1000);
+        assert_eq!(s.max_api_tokens, 100);
+        assert_eq!(
+            s.links_base, None,
+            "links are relative unless a public URL is given"
+        );
+        let given = parse(&["--public-url", "https://api.example.com/"]).unwrap();
+        assert_eq!(given.links_base.as_deref(), Some("https://api.example.com"));
     }
 
     #[test]
@@ -616,6 +653,7 @@ mod tests {
             (vec!["--secret-key", "c2hvcnQ="], "CAPSTAN_SECRET_KEY"),
             (vec!["--engine", "kubernetes"], "CAPSTAN_ENGINE"),
             (vec!["--engine-step-ms=-5"], "CAPSTAN_ENGINE_STEP_MS"),
+            (vec!["--max-api-tokens", "0"], "CAPSTAN_MAX_API_TOKENS"),
             (
                 vec!["--webhook-allow-private", "maybe"],
                 "CAPSTAN_WEBHOOK_ALLOW_PRIVATE",

@@ -34,6 +34,7 @@ pub enum HelmForceEvent {
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct ApplicationToDeploy {
+    #[serde(with = "domain::ids::strict_uuid")]
     pub application_id: Uuid,
     #[serde(default)]
     pub git_commit_id: Option<String>,
@@ -43,7 +44,7 @@ pub struct ApplicationToDeploy {
 pub struct ServiceToDeploy {
     /// Required (the description leaves it optional for some kinds; a deployment names its
     /// service all the same).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "domain::ids::strict_uuid_option")]
     pub id: Option<Uuid>,
     #[serde(default)]
     pub git_commit_id: Option<String>,
@@ -60,7 +61,7 @@ pub struct DeployAllRequest {
     pub applications: Vec<ApplicationToDeploy>,
     #[serde(default)]
     pub containers: Vec<ServiceToDeploy>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "domain::ids::strict_uuids")]
     pub databases: Vec<Uuid>,
     #[serde(default)]
     pub helms: Vec<ServiceToDeploy>,
@@ -73,17 +74,17 @@ pub struct DeployAllRequest {
 /// The services a bulk action acts on, by kind.
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 pub struct ServiceIdsRequest {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "domain::ids::strict_uuids")]
     pub application_ids: Vec<Uuid>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "domain::ids::strict_uuids")]
     pub container_ids: Vec<Uuid>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "domain::ids::strict_uuids")]
     pub database_ids: Vec<Uuid>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "domain::ids::strict_uuids")]
     pub helm_ids: Vec<Uuid>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "domain::ids::strict_uuids")]
     pub job_ids: Vec<Uuid>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "domain::ids::strict_uuids")]
     pub terraform_ids: Vec<Uuid>,
 }
 
@@ -699,7 +700,7 @@ async fn deployment_request_status(
 ) -> ApiResult<HttpResponse> {
     let raw = query_value(&req, "deploymentRequestId")?
         .ok_or_else(|| ApiError::bad_request("deploymentRequestId: is required"))?;
-    let id = Uuid::parse_str(&raw).map_err(|_| {
+    let id = domain::ids::parse_uuid(&raw).map_err(|_| {
         ApiError::bad_request(format!("deploymentRequestId: '{raw}' is not a valid UUID"))
     })?;
     let status = st.capstan.deployment_request_status(&p, id).await?;

@@ -195,17 +195,25 @@ fn param<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
-fn parsed<T: FromStr>(
+/// An id among the parameters, in the hyphenated form only.
+fn uuid_param<T: From<Uuid>>(
     pairs: &[(String, String)],
     name: &str,
-    what: &str,
 ) -> Result<Option<T>, ApiError> {
     param(pairs, name)
         .map(|raw| {
-            raw.parse()
-                .map_err(|_| ApiError::bad_request(format!("{name}: '{raw}' is not {what}")))
+            domain::ids::parse_uuid(raw)
+                .map(T::from)
+                .map_err(|_| ApiError::bad_request(format!("{name}: '{raw}' is not a valid UUID")))
         })
         .transpose()
+}
+
+/// A stream position: a whole number from 0.
+fn position(raw: &str, name: &str) -> Result<i64, ApiError> {
+    raw.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+        ApiError::bad_request(format!("{name}: '{raw}' is not an event id of this stream"))
+    })
 }
 
 fn enumerated<T: FromStr<Err = String>>(
@@ -242,9 +250,15 @@ fn token(t: OffsetDateTime) -> String {
     t.unix_timestamp_nanos().to_string()
 }
 
-/// The address of the same list with `name` set to `value` (and the other token dropped).
-fn link(req: &HttpRequest, pairs: &[(String, String)], name: &str, value: String) -> String {
-    let info = req.connection_info();
+/// The address of the same list with `name` set to `value` (and the other token dropped):
+/// under the operator's public URL, else relative.
+fn link(
+    base: Option<&str>,
+    req: &HttpRequest,
+    pairs: &[(String, String)],
+    name: &str,
+    value: String,
+) -> String {
     let mut kept: Vec<(&str, &str)> = pairs
         .iter()
         .filter(|(k, _)| k != "continueToken" && k != "stepBackToken")
@@ -252,13 +266,7 @@ fn link(req: &HttpRequest, pairs: &[(String, String)], name: &str, value: String
         .collect();
     kept.push((name, &value));
     let query = serde_urlencoded::to_string(&kept).unwrap_or_default();
-    format!(
-        "{}://{}{}?{}",
-        info.scheme(),
-        info.host(),
-        req.path(),
-        query
-    )
+    format!("{}{}?{query}", base.unwrap_or_default(), req.path())
 }
 
 async fn audit_log(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
@@ -277,7 +285,7 @@ async fn audit_log(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpRes
                 ))
             })?,
     };
-    let target_id: Option<Uuid> = parsed(&q, "targetId", "a valid UUID")?;
+    let target_id: Option<Uuid> = uuid_param(&q, "targetId")?;
     let target_type: Option<TargetType> = enumerated(&q, "targetType")?;
     if target_id.is_some() && target_type.is_none() {
         return Err(ApiError::bad_request(
@@ -293,8 +301,8 @@ async fn audit_log(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpRes
         sub_target_type: enumerated(&q, "subTargetType")?,
         triggered_by: param(&q, "triggeredBy").map(str::to_string),
         origin: enumerated(&q, "origin")?,
-        project_id: parsed(&q, "serviceProjectId", "a valid UUID")?,
-        environment_id: parsed(&q, "serviceEnvironmentId", "a valid UUID")?,
+        project_id: uuid_param(&q, "serviceProjectId")?,
+        environment_id: uuid_param(&q, "serviceEnvironmentId")?,
     };
     let cursor = match (instant(&q, "continueToken")?, instant(&q, "stepBackToken")?) {
         (Some(_), Some(_)) => {
@@ -310,12 +318,15 @@ async fn audit_log(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpRes
         .capstan
         .audit_log(&p, org, &filter, cursor, page_size)
         .await?;
+    let base = st.links_base.as_deref();
     Ok(ok(EventListView {
         links: EventLinks {
             previous: page
                 .previous
-                .map(|t| link(&req, &q, "stepBackToken", token(t))),
-            next: page.next.map(|t| link(&req, &q, "continueToken", token(t))),
+                .map(|t| link(base, &req, &q, "stepBackToken", token(t))),
+            next: page
+                .next
+                .map(|t| link(base, &req, &q, "continueToken", token(t))),
         },
         organization_max_limit_reached: false,
         events: page.events.iter().map(EventView::from).collect(),
@@ -332,8 +343,8 @@ async fn targets_of(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpRe
         target_type: enumerated(&q, "targetType")?,
         triggered_by: param(&q, "triggeredBy").map(str::to_string),
         origin: enumerated(&q, "origin")?,
-        project_id: parsed(&q, "projectId", "a valid UUID")?,
-        environment_id: parsed(&q, "environmentId", "a valid UUID")?,
+        project_id: uuid_param(&q, "projectId")?,
+        environment_id: uuid_param(&q, "environmentId")?,
         ..EventFilter::default()
     };
     let level: Option<TargetLevel> = enumerated(&q, "targetLevelToFetch")?;
@@ -380,19 +391,17 @@ async fn start(
         .map(str::trim)
         .filter(|v| !v.is_empty());
     let given = match header {
-        Some(raw) => Some(raw.parse::<i64>().map_err(|_| {
-            ApiError::bad_request(format!(
-                "Last-Event-ID: '{raw}' is not an event id of this stream"
-            ))
-        })?),
-        None => parsed(q, "last_event_id", "an event id of this stream")?,
+        Some(raw) => Some(position(raw, "Last-Event-ID")?),
+        None => param(q, "last_event_id")
+            .map(|raw| position(raw, "last_event_id"))
+            .transpose()?,
     };
     match given {
         Some(position) => {
             // Checks the organization and the principal's access, as a new subscriber's
             // start does.
             st.capstan.last_event_position(p, org).await?;
-            Ok(position.max(0))
+            Ok(position)
         }
         None => Ok(st.capstan.last_event_position(p, org).await?),
     }
@@ -402,9 +411,9 @@ async fn stream(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpRespon
     let org: OrganizationId = path_id(&req, ORG)?;
     let q = pairs(&req)?;
     let filter = StreamFilter {
-        project_id: parsed(&q, "project_id", "a valid UUID")?,
-        environment_id: parsed(&q, "environment_id", "a valid UUID")?,
-        service_id: parsed(&q, "service_id", "a valid UUID")?,
+        project_id: uuid_param(&q, "project_id")?,
+        environment_id: uuid_param(&q, "environment_id")?,
+        service_id: uuid_param(&q, "service_id")?,
     };
     let after = start(&st, &p, org, &req, &q).await?;
     let capstan = st.capstan.clone();

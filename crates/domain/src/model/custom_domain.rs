@@ -107,15 +107,13 @@ pub enum DnsState {
     NoTarget,
 }
 
-/// The result of checking a custom domain's DNS.
+/// The result of checking a custom domain's DNS: whether it points where it should, never the
+/// addresses it resolves to (a VIEWER reads it, and a name may resolve inside the network
+/// Capstan runs in).
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DnsCheck {
     pub state: DnsState,
-    /// The domain's addresses.
-    pub addresses: Vec<String>,
-    /// The target's addresses.
-    pub target_addresses: Vec<String>,
     pub message: String,
     #[serde(with = "time::serde::rfc3339")]
     pub checked_at: OffsetDateTime,

@@ -22,7 +22,7 @@ use uuid::Uuid;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Deserialize)]
 pub struct PortInput {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::ids::strict_uuid_option")]
     pub id: Option<Uuid>,
     #[serde(default)]
     pub name: Option<String>,
@@ -985,7 +985,7 @@ impl HelmInput {
 /// its URL; a URL gets a stable id derived from it.
 fn chart_repository(value: &str) -> Result<HelmChartRepository, DomainError> {
     let field = "source.helm_repository.repository";
-    if let Ok(id) = Uuid::parse_str(value.trim()) {
+    if let Ok(id) = crate::ids::parse_uuid(value.trim()) {
         return Ok(HelmChartRepository {
             id,
             name: id.to_string(),

@@ -23,10 +23,6 @@ pub const DOMAIN_KINDS: [ServiceKind; 3] = [
     ServiceKind::Helm,
 ];
 
-fn addresses(list: &[IpAddr]) -> Vec<String> {
-    list.iter().map(IpAddr::to_string).collect()
-}
-
 impl Capstan {
     /// Copies the domains of each source service onto its copy (`copies`: source id to copy),
     /// renamed so that they stay unique.
@@ -217,8 +213,6 @@ impl Capstan {
         };
         let mut check = DnsCheck {
             state: DnsState::ResolverError,
-            addresses: Vec::new(),
-            target_addresses: Vec::new(),
             message: String::new(),
             checked_at: self.now(),
         };
@@ -234,7 +228,6 @@ impl Capstan {
                 return check;
             }
         };
-        check.addresses = addresses(&found);
         if d.use_cdn {
             check.state = DnsState::PointsAtTarget;
             check.message = "behind a CDN: the domain resolves".into();
@@ -260,7 +253,6 @@ impl Capstan {
                 }
             },
         };
-        check.target_addresses = addresses(&wanted);
         if found.iter().any(|ip| wanted.contains(ip)) {
             check.state = DnsState::PointsAtTarget;
             check.message = format!("{asked} points at {target}");

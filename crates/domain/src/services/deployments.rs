@@ -538,6 +538,9 @@ impl Capstan {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         let (env, services, requests) = self.environment_for_action(tx, p, environment).await?;
+        if chosen.is_empty() {
+            return Err(DomainError::invalid("body", "lists no service"));
+        }
         let mut engine = Vec::new();
         for c in &chosen {
             let service = services

@@ -91,7 +91,12 @@ pub struct Capstan {
     outbound: Option<Arc<Outbound>>,
     /// Holds and failures a test suite asked of the engine.
     engine_controls: Arc<crate::engine::EngineControls>,
+    /// How many API tokens an organization may hold: each is a rate-limit quota of its own.
+    max_api_tokens: u64,
 }
+
+/// The API tokens an organization may hold unless the operator says otherwise.
+pub const DEFAULT_MAX_API_TOKENS: u64 = 100;
 
 impl Capstan {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
@@ -105,7 +110,14 @@ impl Capstan {
             observer: Arc::new(crate::observe::NoObserver),
             outbound: None,
             engine_controls: Arc::default(),
+            max_api_tokens: DEFAULT_MAX_API_TOKENS,
         }
+    }
+
+    /// Lets an organization hold at most `max` API tokens (created through the API).
+    pub fn with_max_api_tokens(mut self, max: u64) -> Self {
+        self.max_api_tokens = max;
+        self
     }
 
     /// Reads time from `clock`.

@@ -277,6 +277,16 @@ impl Capstan {
                 "must be the id of a role listed by availableRole",
             )
         })?;
+        // Counted under the organization's lock: two creations cannot both take the last place.
+        let held = Repo::<ApiToken>::list(tx, org, PageRequest::new(1, 1)?)
+            .await?
+            .total_count;
+        if held >= self.max_api_tokens {
+            return Err(DomainError::state(format!(
+                "the organization already holds {held} API tokens, the most it may hold \
+                 (CAPSTAN_MAX_API_TOKENS); delete one first"
+            )));
+        }
         let token = self.new_token(org, &input.name, input.description, role)?;
         Repo::<ApiToken>::insert(tx, &token.token).await?;
         self.audit(tx, p, EventType::Create, &token.token).await?;

@@ -43,6 +43,7 @@ pub struct ScopedVariableInput {
     #[serde(default)]
     pub is_secret: bool,
     pub variable_scope: VariableScope,
+    #[serde(with = "crate::ids::strict_uuid")]
     pub variable_parent_id: Uuid,
 }
 
@@ -74,7 +75,7 @@ pub struct AliasInput {
     pub enable_interpolation_in_file: Option<bool>,
     #[serde(default)]
     pub alias_scope: Option<VariableScope>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::ids::strict_uuid_option")]
     pub alias_parent_id: Option<Uuid>,
 }
 
@@ -91,7 +92,7 @@ pub struct OverrideInput {
     /// Where the override goes; required unless the route names it.
     #[serde(default)]
     pub override_scope: Option<VariableScope>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::ids::strict_uuid_option")]
     pub override_parent_id: Option<Uuid>,
 }
 

@@ -224,7 +224,7 @@ fn git_source(service: &Service) -> DomainResult<GitRepository> {
 }
 
 fn unavailable(e: GitError) -> DomainError {
-    DomainError::Unavailable(e.to_string())
+    DomainError::Upstream(e.to_string())
 }
 
 impl Capstan {
