@@ -16,7 +16,9 @@ use std::sync::Arc;
 pub enum Redirects {
     /// The answer is the redirect itself.
     None,
-    /// Followed up to this many times, each target checked as the first was.
+    /// Followed up to this many times, each target checked as the first was, and only on the
+    /// same host and port without leaving https: a redirect elsewhere would carry what the
+    /// caller sent (a token in a header of its own) to a host it did not choose.
     Checked(usize),
 }
 
@@ -44,9 +46,19 @@ impl GuardedClient {
                     if attempt.previous().len() > most {
                         return attempt.error(format!("more than {most} redirects"));
                     }
-                    match policy.check_url(attempt.url().as_str()) {
-                        Ok(_) => attempt.follow(),
-                        Err(refused) => attempt.error(refused),
+                    if let Err(refused) = policy.check_url(attempt.url().as_str()) {
+                        return attempt.error(refused);
+                    }
+                    let here = attempt.url();
+                    let same_place = attempt.previous().last().is_some_and(|from| {
+                        from.host_str() == here.host_str()
+                            && from.port_or_known_default() == here.port_or_known_default()
+                            && !(from.scheme() == "https" && here.scheme() != "https")
+                    });
+                    if same_place {
+                        attempt.follow()
+                    } else {
+                        attempt.error("a redirect to another host is not followed")
                     }
                 })
             }

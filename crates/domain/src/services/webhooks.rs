@@ -224,7 +224,11 @@ fn git_source(service: &Service) -> DomainResult<GitRepository> {
 }
 
 fn unavailable(e: GitError) -> DomainError {
-    DomainError::Unavailable(e.to_string())
+    match e {
+        // Not the provider's failure: the address needs the operator's allow list.
+        GitError::Refused(why) => DomainError::invalid("git_api_url", why),
+        e => DomainError::Unavailable(e.to_string()),
+    }
 }
 
 impl Capstan {
