@@ -764,9 +764,11 @@ async fn a_webhook_synced_on_one_instance_deploys_once_through_either() {
         unreachable!()
     };
     let dir = TempDir::new();
+    // The fake provider listens on loopback: named, as a self-hosted provider would be.
     let settings = [
         ("CAPSTAN_ENGINE_STEP_MS", "20"),
         ("CAPSTAN_PUBLIC_URL", "https://capstan.example/"),
+        ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
     ];
     let log = dir.0.join("one.log");
     let one = Server::start_with(&dir, raw, Some(&log), &settings).await;

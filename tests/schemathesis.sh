@@ -17,6 +17,8 @@ cd "$work"
 export CAPSTAN_DATABASE_URL="sqlite://$work/fuzz.db" CAPSTAN_LOG=warn CAPSTAN_ENGINE_STEP_MS=20 CAPSTAN_RATE_LIMIT_PER_HOUR=100000000
 # The conformance run's webhook receiver listens on 127.0.0.1.
 export CAPSTAN_WEBHOOK_ALLOW_PRIVATE=true CAPSTAN_WEBHOOK_RETRY_BASE_MS=200
+# So does its fake git provider: named, as an operator names a self-hosted one.
+export CAPSTAN_OUTBOUND_ALLOW=127.0.0.1
 # Signed-in users (Bearer JWTs) create organizations; the conformance run mints its own.
 export CAPSTAN_JWT_HS256_SECRET="conformance-only-secret-$$-$RANDOM$RANDOM"
 token=$("$bin" token create --organization-name Fuzz)

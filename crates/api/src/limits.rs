@@ -27,12 +27,44 @@ fn is_unmetered(path: &str) -> bool {
     ) || path.starts_with("/_capstan/")
 }
 
-/// A git provider delivers the pushes of every repository from a few addresses: its deliveries
-/// are metered per service, so one busy repository cannot use up the others' quota.
-fn receiver_key(path: &str) -> Option<String> {
-    let path = path.strip_prefix("/v1").unwrap_or(path);
-    let service = domain::git::receiver_service(path)?;
-    Some(format!("git-webhook:{service}"))
+/// The service a path to the git receiver names (under /v1 too).
+fn receiver_of(path: &str) -> Option<&str> {
+    domain::git::receiver_service(path.strip_prefix("/v1").unwrap_or(path))
+}
+
+/// Requests without valid credentials share their source address's quota.
+fn address_key(req: &ServiceRequest) -> String {
+    format!(
+        "ip:{}",
+        req.peer_addr()
+            .map(|a| a.ip().to_string())
+            .unwrap_or_else(|| "unknown".into())
+    )
+}
+
+/// A git provider delivers the pushes of every repository from a few addresses: a delivery
+/// signed with its service's secret is metered per service, so one busy repository cannot use
+/// up the others' quota. Any other delivery (unsigned, forged, or for no service) is
+/// unauthenticated and metered by its source address: forgeries never spend a service's
+/// quota, and ids made up one after another give no quota of their own. The body is read to
+/// check the signature (no query: the secret derives from the id) and handed on unchanged.
+async fn receiver_key(
+    req: &mut ServiceRequest,
+    state: &AppState,
+    service: &str,
+) -> Result<String, ApiError> {
+    let body = read_body(req, state.body_limit).await?;
+    req.set_payload(actix_web::dev::Payload::from(body.clone()));
+    let Ok(id) = service.parse::<uuid::Uuid>() else {
+        return Ok(address_key(req));
+    };
+    let delivery = crate::routes::webhooks::delivery(req.headers(), &body);
+    let id = domain::ids::ServiceId(id);
+    Ok(if state.capstan.git_delivery_signed(id, &delivery) {
+        format!("git-webhook:{id}")
+    } else {
+        address_key(req)
+    })
 }
 
 fn set_headers(headers: &mut HeaderMap, d: &RateDecision) {
@@ -54,7 +86,7 @@ fn app_state(req: &ServiceRequest) -> Option<web::Data<AppState>> {
 }
 
 pub async fn rate_limit(
-    req: ServiceRequest,
+    mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let Some(state) = app_state(&req) else {
@@ -69,17 +101,23 @@ pub async fn rate_limit(
             reset: state.limiter.now_us().div_euclid(1_000_000),
             retry_after: None,
         })
-    } else if let Some(key) = receiver_key(req.path()) {
-        state.limiter.acquire(&key).await
+    } else if let Some(service) = receiver_of(req.path()).map(str::to_string) {
+        match receiver_key(&mut req, &state, &service).await {
+            Ok(key) => state.limiter.acquire(&key).await,
+            // A body that could not be read: metered as unauthenticated, then refused.
+            Err(unread) => match state.limiter.acquire(&address_key(&req)).await {
+                Ok(d) if d.allowed => {
+                    let mut res = req.into_response(unread.error_response());
+                    set_headers(res.headers_mut(), &d);
+                    return Ok(res.map_into_boxed_body());
+                }
+                other => other,
+            },
+        }
     } else {
         let key = match authentication(req.request()).await {
             Ok(p) => p.rate_key(),
-            Err(_) => format!(
-                "ip:{}",
-                req.peer_addr()
-                    .map(|a| a.ip().to_string())
-                    .unwrap_or_else(|| "unknown".into())
-            ),
+            Err(_) => address_key(&req),
         };
         state.limiter.acquire(&key).await
     };

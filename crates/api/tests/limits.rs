@@ -15,7 +15,7 @@ macro_rules! limited {
             $(
                 #[actix_rt::test]
                 async fn $name() {
-                    let b = crate::common::sqlite().await.unwrap();
+                    let b = crate::common::sqlite().await.unwrap().map(|c| c.with_git(super::git()));
                     let t = crate::common::setup_with(b, |s| s.with_limiter(capstan_api::limits::RateLimiter::local(5))).await;
                     super::$name(t).await;
                 }
@@ -25,7 +25,7 @@ macro_rules! limited {
             $(
                 #[actix_rt::test]
                 async fn $name() {
-                    let b = crate::common::sqlite().await.unwrap();
+                    let b = crate::common::sqlite().await.unwrap().map(|c| c.with_git(super::git()));
                     let c = b.capstan.clone();
                     let t = crate::common::setup_with(b, |s| s.with_limiter(capstan_api::limits::RateLimiter::shared(5, c))).await;
                     super::$name(t).await;
@@ -37,6 +37,7 @@ macro_rules! limited {
                 #[actix_rt::test]
                 async fn $name() {
                     let Some(b) = crate::common::postgres().await else { return };
+                    let b = b.map(|c| c.with_git(super::git()));
                     let c = b.capstan.clone();
                     let t = crate::common::setup_with(b, |s| s.with_limiter(capstan_api::limits::RateLimiter::shared(5, c))).await;
                     super::$name(t).await;
@@ -49,8 +50,24 @@ macro_rules! limited {
 limited!(
     the_sixth_request_of_a_token_is_refused_and_others_are_not,
     bad_credentials_are_metered_per_client_address,
-    git_deliveries_are_metered_per_service_not_per_address,
+    forged_deliveries_are_metered_by_address_and_signed_ones_by_service,
 );
+
+/// The receiver's integration: no provider is called here, deliveries are only verified.
+fn git() -> domain::services::GitIntegration {
+    domain::services::GitIntegration::new(
+        std::sync::Arc::new(
+            git::HttpGitHosting::new(
+                std::time::Duration::from_millis(500),
+                domain::outbound_policy::OutboundPolicy::default(),
+            )
+            .unwrap(),
+        ),
+        "https://capstan.example",
+        domain::secret::Secret::new("limits-signing-key"),
+        time::Duration::ZERO,
+    )
+}
 
 http_suite!(
     a_retried_post_does_its_work_once,
@@ -123,37 +140,84 @@ async fn bad_credentials_are_metered_per_client_address<S: App>(t: T<S>) {
     assert!(missing.headers.contains_key("x-ratelimit-limit"));
 }
 
-async fn git_deliveries_are_metered_per_service_not_per_address<S: App>(t: T<S>) {
-    let deliver = |service: &str| {
+/// Forged deliveries spend their source address's quota (the one bad credentials spend),
+/// never the service's: after many, the provider's correctly signed push still deploys; and
+/// made-up service ids share the address's quota instead of bringing one each.
+async fn forged_deliveries_are_metered_by_address_and_signed_ones_by_service<S: App>(t: T<S>) {
+    use hmac::{Hmac, Mac};
+    // Four requests of the token's five.
+    let env = t.hierarchy().await.2;
+    let app = t
+        .post(
+            &format!("/environment/{env}/application"),
+            json!({"name": "api", "auto_deploy": true,
+                   "git_repository": {"url": "https://github.com/acme/api", "branch": "main"}}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let secret = git().secret_for(app.parse().unwrap());
+    let push = serde_json::to_vec(&json!({"ref": "refs/heads/main", "after": "c0ffee1"})).unwrap();
+    let signed = |key: &str| {
+        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key.as_bytes()).unwrap();
+        mac.update(&push);
+        let hex: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("sha256={hex}")
+    };
+    let deliver = |service: &str, from: &str, signature: String, id: &str| {
         TestRequest::post()
             .uri(&format!("/git/webhook/{service}"))
             .insert_header(("X-GitHub-Event", "push"))
-            .peer_addr("140.82.112.1:4000".parse().unwrap())
-            .set_payload("{}")
+            .insert_header(("X-GitHub-Delivery", id.to_string()))
+            .insert_header(("X-Hub-Signature-256", signature))
+            .peer_addr(format!("{from}:4000").parse().unwrap())
+            .set_payload(push.clone())
             .to_request()
     };
-    let one = "00000000-0000-4000-8000-000000000001";
-    let two = "00000000-0000-4000-8000-000000000002";
-    // Refused for want of a signature, but metered first.
-    for _ in 0..5 {
-        let r = t.send(deliver(one)).await;
-        assert_ne!(r.status, 429, "{}", r.text);
+    let provider = "140.82.112.1";
+    for n in 0..5 {
+        t.send(deliver(&app, provider, signed("forged"), &format!("f-{n}")))
+            .await
+            .expect(401);
     }
-    t.send(deliver(one))
+    t.send(deliver(&app, provider, signed("forged"), "f-5"))
         .await
         .expect_error(429, "rate limit exceeded");
-    // The same provider address, another service: its own quota.
-    let other = t.send(deliver(two)).await;
-    assert_ne!(other.status, 429, "{}", other.text);
-    assert_eq!(header(&other, "x-ratelimit-remaining"), "4");
-    // Nor did the deliveries spend the address's quota for bad credentials.
-    let from_provider = TestRequest::get()
+    // The address's quota is the one bad credentials spend too.
+    let bad_token = TestRequest::get()
         .uri("/organization")
         .insert_header(("Authorization", "Token cap_wrong"))
-        .peer_addr("140.82.112.1:4000".parse().unwrap())
+        .peer_addr(format!("{provider}:4000").parse().unwrap())
         .to_request();
-    let r = t.send(from_provider).await.expect(401);
-    assert_eq!(header(&r, "x-ratelimit-remaining"), "4");
+    t.send(bad_token).await.expect(429);
+    // The service's own push, from the same address, is untouched by all that.
+    let queued = t
+        .send(deliver(&app, provider, signed(secret.expose()), "d-1"))
+        .await
+        .expect(202);
+    assert_eq!(queued.body["result"], "DEPLOYMENT_QUEUED");
+    assert_eq!(header(&queued, "x-ratelimit-remaining"), "4");
+
+    // Made-up service ids, one per delivery: one quota, the address's.
+    let prober = "203.0.113.9";
+    for n in 0..5 {
+        let made_up = uuid::Uuid::new_v4().to_string();
+        t.send(deliver(&made_up, prober, signed("x"), &format!("p-{n}")))
+            .await
+            .expect(401);
+    }
+    let made_up = uuid::Uuid::new_v4().to_string();
+    t.send(deliver(&made_up, prober, signed("x"), "p-5"))
+        .await
+        .expect_error(429, "rate limit exceeded");
+    t.send(deliver("not-an-id", prober, signed("x"), "p-6"))
+        .await
+        .expect(429);
 }
 
 async fn a_retried_post_does_its_work_once<S: App>(t: T<S>) {

@@ -17,6 +17,8 @@ http_suite!(
     lists_of_another_organization_are_forbidden,
     the_catalogs_list_providers_and_registry_kinds,
     helm_repositories_are_kept_and_named_by_helm_services,
+    a_git_token_goes_to_a_new_address_only_when_given_again,
+    a_helm_repository_address_holds_no_credentials,
 );
 
 fn ids(v: &Value, member: &str) -> Vec<String> {
@@ -607,4 +609,115 @@ async fn helm_repositories_are_kept_and_named_by_helm_services<S: App>(t: T<S>) 
     t.delete(&format!("{path}/{repo}")).await.expect(204);
     let kinds = t.get("/availableHelmRepository").await.expect(200);
     assert_eq!(kinds.body["results"].as_array().unwrap().len(), 8);
+}
+
+/// A DEVOPS token can edit a git token without holding its value: moving where the value is
+/// sent (`git_api_url`, `type`) takes the value again.
+async fn a_git_token_goes_to_a_new_address_only_when_given_again<S: App>(t: T<S>) {
+    let path = format!("/organization/{}/gitToken", t.org);
+    let devops = t.token_with_role(domain::auth::Role::Devops).await;
+    let made = t
+        .post(
+            &path,
+            json!({"name": "lab", "type": "HOSTB", "token": "glpat-stored",
+                   "git_api_url": "https://git.acme.example/api/v4"}),
+        )
+        .await
+        .expect(201);
+    let one = format!("{path}/{}", made.id());
+    let edit = |body: Value| {
+        t.call(
+            Some(&devops),
+            actix_web::http::Method::PUT,
+            &one,
+            Some(body),
+        )
+    };
+    for moved in [
+        json!({"name": "lab", "type": "HOSTB", "git_api_url": "https://collector.evil.example/api/v4"}),
+        json!({"name": "lab", "type": "HOSTB"}),
+        json!({"name": "lab", "type": "HOSTA", "git_api_url": "https://git.acme.example/api/v4"}),
+    ] {
+        edit(moved.clone())
+            .await
+            .expect_error(400, "token: is required when type or git_api_url changes");
+    }
+    let kept = t.get(&one).await.expect(200);
+    assert_eq!(kept.body["git_api_url"], "https://git.acme.example/api/v4");
+    assert_eq!(kept.body["type"], "HOSTB");
+    // The same address (a trailing slash is the same place): the stored value stays.
+    let renamed = edit(
+        json!({"name": "lab-2", "type": "HOSTB", "description": "ours",
+                              "git_api_url": "https://git.acme.example/api/v4/"}),
+    )
+    .await
+    .expect(200);
+    assert_eq!(renamed.body["name"], "lab-2");
+    // Given again, it moves.
+    let moved = edit(
+        json!({"name": "lab-2", "type": "HOSTB", "token": "glpat-new",
+                            "git_api_url": "https://git2.acme.example/api/v4"}),
+    )
+    .await
+    .expect(200);
+    assert_eq!(
+        moved.body["git_api_url"],
+        "https://git2.acme.example/api/v4"
+    );
+    assert!(!moved.text.contains("glpat"));
+    // A token at its provider's public API, edited to name that API: not a move.
+    let public = t
+        .post(
+            &path,
+            json!({"name": "gh", "type": "HOSTA", "token": "ghp_stored"}),
+        )
+        .await
+        .expect(201);
+    t.call(
+        Some(&devops),
+        actix_web::http::Method::PUT,
+        &format!("{path}/{}", public.id()),
+        Some(json!({"name": "gh", "type": "HOSTA", "git_api_url": "https://api.github.com"})),
+    )
+    .await
+    .expect(200);
+}
+
+/// Credentials in a helm repository's address would be stored and shown to every member.
+async fn a_helm_repository_address_holds_no_credentials<S: App>(t: T<S>) {
+    let path = format!("/organization/{}/helmRepository", t.org);
+    for (kind, url) in [
+        ("HTTPS", "https://bot:hunter2@charts.acme.example"),
+        ("HTTPS", "https://token@charts.acme.example/stable"),
+        (
+            "OCI_GENERIC_CR",
+            "oci://bot:hunter2@registry.acme.example/charts",
+        ),
+    ] {
+        let refused = t
+            .post(
+                &path,
+                json!({"name": "charts", "kind": kind, "url": url, "skip_tls_verification": false}),
+            )
+            .await
+            .expect_error(400, "url: must not hold credentials");
+        assert!(!refused.text.contains("hunter2"), "{}", refused.text);
+    }
+    let made = t
+        .post(
+            &path,
+            json!({"name": "charts", "kind": "HTTPS", "url": "https://charts.acme.example",
+                   "skip_tls_verification": false, "config": {"username": "bot", "password": "hunter2"}}),
+        )
+        .await
+        .expect(201);
+    t.put(
+        &format!("{path}/{}", made.id()),
+        json!({"name": "charts", "kind": "HTTPS", "url": "https://bot:hunter2@charts.acme.example",
+               "skip_tls_verification": false}),
+    )
+    .await
+    .expect_error(400, "url: must not hold credentials");
+    let shown = t.get(&format!("{path}/{}", made.id())).await.expect(200);
+    assert_eq!(shown.body["url"], "https://charts.acme.example");
 }

@@ -112,8 +112,9 @@ async fn webhooks_are_kept_and_their_secret_never_shown<S: App>(t: T<S>) {
     assert_eq!(one.body, made.body);
     let listed = t.get(&path).await.expect(200);
     assert_eq!(listed.body["results"], json!([made.body]));
-    // An edit without a secret keeps it; an empty one removes it.
-    let mut edit = hook_body("https://hooks.example.com/other");
+    // An edit without a secret keeps it, as long as the secret goes where it went; a new
+    // address takes the secret again (given by someone who has it); an empty one removes it.
+    let mut edit = hook_body("https://hooks.example.com/in");
     edit.as_object_mut().unwrap().remove("target_secret");
     edit["kind"] = json!("SLACK");
     edit["enabled"] = json!(false);
@@ -124,7 +125,20 @@ async fn webhooks_are_kept_and_their_secret_never_shown<S: App>(t: T<S>) {
     assert_eq!(edited.body["target_secret_set"], true);
     assert_eq!(edited.body["kind"], "SLACK");
     assert_eq!(edited.body["enabled"], false);
-    assert_eq!(edited.body["target_url"], "https://hooks.example.com/other");
+    edit["target_url"] = json!("https://collector.evil.example/in");
+    t.put(&format!("{path}/{id}"), edit.clone())
+        .await
+        .expect_error(400, "target_secret: is required when target_url changes");
+    let kept = t.get(&format!("{path}/{id}")).await.expect(200);
+    assert_eq!(kept.body["target_url"], "https://hooks.example.com/in");
+    edit["target_url"] = json!("https://hooks.example.com/other");
+    edit["target_secret"] = json!(SECRET);
+    let moved = t
+        .put(&format!("{path}/{id}"), edit.clone())
+        .await
+        .expect(200);
+    assert_eq!(moved.body["target_secret_set"], true);
+    assert_eq!(moved.body["target_url"], "https://hooks.example.com/other");
     edit["target_secret"] = json!("");
     let cleared = t.put(&format!("{path}/{id}"), edit).await.expect(200);
     assert_eq!(cleared.body["target_secret_set"], false);

@@ -6,6 +6,8 @@ mod common;
 use actix_web::http::Method;
 use actix_web::test::TestRequest;
 use common::{App, T};
+use domain::auth::Role;
+use domain::outbound_policy::OutboundPolicy;
 use domain::services::GitIntegration;
 use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
@@ -15,9 +17,15 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const PUBLIC: &str = "https://capstan.example";
 
+/// The git integration of most tests: its fake provider listens on loopback, named in the
+/// policy as an operator would name a self-hosted provider.
 fn integration(ttl_seconds: i64) -> GitIntegration {
+    integration_under(ttl_seconds, common::loopback_allowed())
+}
+
+fn integration_under(ttl_seconds: i64, policy: OutboundPolicy) -> GitIntegration {
     GitIntegration::new(
-        Arc::new(git::HttpGitHosting::new(std::time::Duration::from_millis(500)).unwrap()),
+        Arc::new(git::HttpGitHosting::new(std::time::Duration::from_millis(500), policy).unwrap()),
         PUBLIC,
         domain::secret::Secret::new("test-signing-key"),
         time::Duration::seconds(ttl_seconds),
@@ -25,30 +33,36 @@ fn integration(ttl_seconds: i64) -> GitIntegration {
 }
 
 macro_rules! with_git {
-    ($ttl:expr; $($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[actix_rt::test]
-                async fn $name() {
-                    let b = crate::common::sqlite().await.unwrap().map(|c| c.with_git(super::integration($ttl)));
-                    super::$name(crate::common::setup(b).await).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[actix_rt::test]
-                async fn $name() {
-                    let Some(b) = crate::common::postgres().await else { return };
-                    let b = b.map(|c| c.with_git(super::integration($ttl)));
-                    super::$name(crate::common::setup(b).await).await;
-                }
-            )*
+    ($group:ident, $integration:expr; $($name:ident),* $(,)?) => {
+        mod $group {
+            mod sqlite {
+                $(
+                    #[actix_rt::test]
+                    async fn $name() {
+                        let b = crate::common::sqlite().await.unwrap().map(|c| c.with_git($integration));
+                        super::super::$name(crate::common::setup(b).await).await;
+                    }
+                )*
+            }
+            mod postgres {
+                $(
+                    #[actix_rt::test]
+                    async fn $name() {
+                        let Some(b) = crate::common::postgres().await else { return };
+                        let b = b.map(|c| c.with_git($integration));
+                        super::super::$name(crate::common::setup(b).await).await;
+                    }
+                )*
+            }
         }
     };
 }
 
-with_git!(0;
+with_git!(default_policy, crate::integration_under(0, domain::outbound_policy::OutboundPolicy::default());
+    a_git_api_url_on_a_refused_address_is_never_called,
+);
+
+with_git!(loopback_named, crate::integration(0);
     status_follows_the_hook_on_the_provider,
     a_signed_push_deploys_and_an_unsigned_one_does_not,
     restrictions_decide_which_pushes_deploy,
@@ -185,6 +199,59 @@ async fn status_follows_the_hook_on_the_provider<S: App>(t: T<S>) {
     t.get("/service/00000000-0000-4000-8000-000000000000/gitWebhookStatus")
         .await
         .expect(404);
+}
+
+/// Any VIEWER can read a status, which calls the token's `git_api_url`: under the default
+/// policy a loopback or metadata address is not called, and a repair says which setting
+/// would allow it.
+async fn a_git_api_url_on_a_refused_address_is_never_called<S: App>(t: T<S>) {
+    let fake = MockServer::start().await;
+    hooks(&fake, json!([])).await;
+    let app = application(&t, &fake).await;
+    let viewer = t.token_with_role(Role::Viewer).await;
+    let status = t
+        .call(
+            Some(&viewer),
+            Method::GET,
+            &format!("/service/{app}/gitWebhookStatus"),
+            None,
+        )
+        .await
+        .expect(200);
+    assert_eq!(status.body["status"], "UNABLE_TO_VERIFY");
+    let repair = t
+        .post(&format!("/service/{app}/gitWebhook/sync"), json!({}))
+        .await
+        .expect_error(400, "git_api_url: ");
+    assert!(
+        repair.text.contains("CAPSTAN_OUTBOUND_ALLOW"),
+        "{}",
+        repair.text
+    );
+    assert!(
+        fake.received_requests().await.unwrap().is_empty(),
+        "the loopback fake was never called"
+    );
+
+    // The token moved to the metadata address (given again, as a move requires).
+    let tokens = format!("/organization/{}/gitToken", t.org);
+    let token = t.get(&tokens).await.expect(200).body["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    t.put(
+        &format!("{tokens}/{token}"),
+        json!({"name": "gh", "type": "HOSTA", "token": "ghp_other",
+               "git_api_url": "http://169.254.169.254/latest/meta-data"}),
+    )
+    .await
+    .expect(200);
+    let repair = t
+        .post(&format!("/service/{app}/gitWebhook/sync"), json!({}))
+        .await
+        .expect_error(400, "git_api_url: ");
+    assert!(repair.text.contains("169.254.169.254"), "{}", repair.text);
+    assert!(!repair.text.contains("ghp_other"));
 }
 
 fn sign(secret: &str, body: &[u8]) -> String {

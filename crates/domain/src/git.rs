@@ -43,6 +43,9 @@ pub enum GitError {
     Unreachable(String),
     #[error("the git provider answered unexpectedly: {0}")]
     Unexpected(String),
+    /// The outbound policy refuses the provider's address (the text names the setting).
+    #[error("the git provider's address is not called: {0}")]
+    Refused(String),
 }
 
 #[async_trait]

@@ -11,6 +11,7 @@ pub mod ids;
 pub mod model;
 pub mod observe;
 pub mod outbound;
+pub mod outbound_policy;
 pub mod pagination;
 pub mod ports;
 pub mod ratelimit;

@@ -4,10 +4,15 @@
 use async_trait::async_trait;
 use domain::git::{GitError, GitHosting, Hook, RepositoryAccess};
 use domain::model::GitProvider;
+use domain::outbound_policy::OutboundPolicy;
 use domain::secret::Secret;
+use outbound::{GuardedClient, Redirects};
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::{json, Value};
 use std::time::Duration;
+
+/// Providers redirect a renamed repository's API paths; more hops than this is a loop.
+const MOST_REDIRECTS: usize = 5;
 
 /// The flags of a HOSTB hook, which stand for its events.
 const HOSTB_EVENTS: [&str; 6] = [
@@ -20,18 +25,19 @@ const HOSTB_EVENTS: [&str; 6] = [
 ];
 
 pub struct HttpGitHosting {
-    client: reqwest::Client,
+    client: GuardedClient,
 }
 
 impl HttpGitHosting {
-    /// Short timeouts: a status must answer even when the provider does not.
-    pub fn new(timeout: Duration) -> Result<Self, String> {
-        let client = reqwest::Client::builder()
+    /// Short timeouts: a status must answer even when the provider does not. A git token's
+    /// `git_api_url` is any user's to write, so the provider is reached only where `policy`
+    /// permits (a self-hosted provider on a private network is named in the allow list).
+    pub fn new(timeout: Duration, policy: OutboundPolicy) -> Result<Self, String> {
+        let builder = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout)
-            .user_agent(concat!("capstan/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+            .user_agent(concat!("capstan/", env!("CARGO_PKG_VERSION")));
+        let client = GuardedClient::new(builder, policy, Redirects::Checked(MOST_REDIRECTS))?;
         Ok(Self { client })
     }
 
@@ -52,25 +58,37 @@ impl HttpGitHosting {
         }
     }
 
-    fn request(&self, method: Method, url: &str, repo: &RepositoryAccess) -> RequestBuilder {
-        let req = self.client.request(method, url);
-        let Some(token) = &repo.token else { return req };
-        match repo.provider {
+    fn request(
+        &self,
+        method: Method,
+        url: &str,
+        repo: &RepositoryAccess,
+    ) -> Result<RequestBuilder, GitError> {
+        let req = self
+            .client
+            .request(method, url)
+            .map_err(|refused| GitError::Refused(refused.to_string()))?;
+        let Some(token) = &repo.token else {
+            return Ok(req);
+        };
+        Ok(match repo.provider {
             GitProvider::HostA => req
                 .bearer_auth(token.expose())
                 .header("Accept", "application/vnd.github+json"),
             GitProvider::HostB => req.header("PRIVATE-TOKEN", token.expose()),
             GitProvider::HostC => req.bearer_auth(token.expose()),
-        }
+        })
     }
 
     async fn send(&self, req: RequestBuilder) -> Result<Value, GitError> {
         let res = req.send().await.map_err(|e| {
-            GitError::Unreachable(if e.is_timeout() {
-                "timed out".into()
+            if let Some(refused) = outbound::refusal(&e) {
+                GitError::Refused(refused.to_string())
+            } else if e.is_timeout() {
+                GitError::Unreachable("timed out".into())
             } else {
-                "connection failed".into()
-            })
+                GitError::Unreachable("connection failed".into())
+            }
         })?;
         let status = res.status();
         let exhausted = res
@@ -198,7 +216,7 @@ impl GitHosting for HttpGitHosting {
             GitProvider::HostC => format!("{url}?pagelen=100"),
             _ => format!("{url}?per_page=100"),
         };
-        let body = self.send(self.request(Method::GET, &url, repo)).await?;
+        let body = self.send(self.request(Method::GET, &url, repo)?).await?;
         parse_hooks(repo.provider, &body)
     }
 
@@ -213,11 +231,11 @@ impl GitHosting for HttpGitHosting {
         let hooks = Self::hooks_url(repo);
         let body = hook_body(repo.provider, url, events, secret);
         let req = match (existing, repo.provider) {
-            (None, _) => self.request(Method::POST, &hooks, repo),
+            (None, _) => self.request(Method::POST, &hooks, repo)?,
             (Some(id), GitProvider::HostA) => {
-                self.request(Method::PATCH, &format!("{hooks}/{id}"), repo)
+                self.request(Method::PATCH, &format!("{hooks}/{id}"), repo)?
             }
-            (Some(id), _) => self.request(Method::PUT, &format!("{hooks}/{id}"), repo),
+            (Some(id), _) => self.request(Method::PUT, &format!("{hooks}/{id}"), repo)?,
         };
         self.send(req.json(&body)).await.map(|_| ())
     }

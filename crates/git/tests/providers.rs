@@ -5,6 +5,7 @@
 use capstan_git::HttpGitHosting;
 use domain::git::{GitError, GitHosting, RepositoryAccess};
 use domain::model::GitProvider;
+use domain::outbound_policy::OutboundPolicy;
 use domain::secret::Secret;
 use serde_json::json;
 use std::time::Duration;
@@ -21,8 +22,18 @@ fn repo(server: &MockServer, provider: GitProvider) -> RepositoryAccess {
     }
 }
 
+/// The fakes listen on loopback, which the policy allows only when named.
 fn client() -> HttpGitHosting {
-    HttpGitHosting::new(Duration::from_millis(500)).unwrap()
+    guarded("127.0.0.1")
+}
+
+/// A client under `CAPSTAN_OUTBOUND_ALLOW=allow`.
+fn guarded(allow: &str) -> HttpGitHosting {
+    HttpGitHosting::new(
+        Duration::from_millis(500),
+        OutboundPolicy::parse(allow).unwrap(),
+    )
+    .unwrap()
 }
 
 const URL: &str = "https://capstan.example/git/webhook/s1";
@@ -173,4 +184,96 @@ async fn each_failure_mode_maps_to_its_error() {
             Err(GitError::Unreachable(_))
         ));
     }
+}
+
+fn refused(got: Result<Vec<domain::git::Hook>, GitError>) -> String {
+    match got {
+        Err(GitError::Refused(why)) => why,
+        other => panic!("not refused by the policy: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_default_policy_refuses_loopback_and_metadata_addresses() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
+        .mount(&server)
+        .await;
+    let by_name = server.uri().replace("127.0.0.1", "localhost");
+    for api_url in [
+        server.uri(),
+        by_name.clone(),
+        "http://169.254.169.254/latest/meta-data".to_string(),
+        "http://[::1]:9".to_string(),
+    ] {
+        let r = RepositoryAccess {
+            api_url: api_url.clone(),
+            ..repo(&server, GitProvider::HostA)
+        };
+        let why = refused(guarded("").list_hooks(&r).await);
+        assert!(why.contains("CAPSTAN_OUTBOUND_ALLOW"), "{api_url}: {why}");
+        assert!(!why.contains("tok-123"));
+        let put = guarded("")
+            .put_hook(&r, None, URL, &["push"], &Secret::new("s"))
+            .await;
+        assert!(matches!(put, Err(GitError::Refused(_))), "{put:?}");
+    }
+    let files = RepositoryAccess {
+        api_url: "file:///etc".into(),
+        ..repo(&server, GitProvider::HostB)
+    };
+    assert!(refused(guarded("").list_hooks(&files).await).contains("http and https"));
+    assert!(server.received_requests().await.unwrap().is_empty());
+
+    // A self-hosted provider the operator names, by name or by network.
+    let named = RepositoryAccess {
+        api_url: by_name,
+        ..repo(&server, GitProvider::HostA)
+    };
+    assert_eq!(guarded("localhost").list_hooks(&named).await, Ok(vec![]));
+    assert_eq!(guarded("127.0.0.0/8").list_hooks(&named).await, Ok(vec![]));
+}
+
+#[tokio::test]
+async fn a_redirect_to_a_refused_address_is_not_followed() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/repos/acme/api/hooks"))
+        .respond_with(
+            ResponseTemplate::new(301)
+                .insert_header("location", "http://169.254.169.254/latest/meta-data/"),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/repos/acme/moved/hooks"))
+        .respond_with(
+            ResponseTemplate::new(301).insert_header("location", "/repos/acme/api2/hooks"),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/repos/acme/api2/hooks"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!([
+            {"id": 3, "config": {"url": URL}, "events": ["push"]}
+        ])))
+        .mount(&server)
+        .await;
+    let why = refused(
+        client()
+            .list_hooks(&repo(&server, GitProvider::HostA))
+            .await,
+    );
+    assert!(
+        why.contains("169.254.169.254") && why.contains("CAPSTAN_OUTBOUND_ALLOW"),
+        "{why}"
+    );
+    // A renamed repository's redirect on the provider itself is followed.
+    let moved = RepositoryAccess {
+        name: "moved".into(),
+        ..repo(&server, GitProvider::HostA)
+    };
+    let hooks = client().list_hooks(&moved).await.unwrap();
+    assert_eq!(hooks[0].id, "3");
 }

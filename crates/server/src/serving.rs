@@ -59,16 +59,22 @@ pub async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         let digest: Vec<String> = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
         domain::secret::Secret::new(digest.concat())
     };
-    let hosting = git::HttpGitHosting::new(GIT_TIMEOUT).map_err(anyhow::Error::msg)?;
+    let hosting = git::HttpGitHosting::new(GIT_TIMEOUT, settings.outbound.clone())
+        .map_err(anyhow::Error::msg)?;
     let git = GitIntegration::new(
         Arc::new(hosting),
         &settings.public_url,
         signing,
         time::Duration::seconds(GIT_STATUS_CACHE_SECONDS),
     );
-    let sender =
-        delivery::HttpSender::new(settings.webhooks.timeout, settings.webhooks.allow_private)
-            .map_err(anyhow::Error::msg)?;
+    // CAPSTAN_WEBHOOK_ALLOW_PRIVATE opens every address to webhooks only: its name says so,
+    // and an installation that set it for a local receiver must not open git calls with it.
+    let webhook_policy = settings.outbound.clone().allowing_every_address(
+        "CAPSTAN_WEBHOOK_ALLOW_PRIVATE",
+        settings.webhooks.allow_private,
+    );
+    let sender = delivery::HttpSender::new(settings.webhooks.timeout, webhook_policy)
+        .map_err(anyhow::Error::msg)?;
     Ok(Capstan::new(Arc::new(db), clock)
         .with_git(git)
         .with_outbound(Outbound {

@@ -4,6 +4,7 @@
 use api::jwt::JwtVerifier;
 use base64::Engine;
 use clap::Args;
+use domain::outbound_policy::OutboundPolicy;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -112,8 +113,14 @@ pub struct RawSettings {
     /// Origins allowed to call from a browser, comma-separated (unset: CORS off).
     #[arg(long, env = "CAPSTAN_CORS_ORIGINS", global = true)]
     pub cors_origins: Option<String>,
-    /// Lets webhooks reach private, loopback and link-local addresses (tests, receivers on
-    /// the same network); off, such targets are refused.
+    /// Addresses, networks and host names (comma-separated) that calls Capstan makes on a
+    /// user's behalf (git provider APIs, webhooks) may reach beyond public addresses: e.g. a
+    /// self-hosted git server on a private network (docs/operations.md, the outbound policy).
+    #[arg(long, env = "CAPSTAN_OUTBOUND_ALLOW", global = true)]
+    pub outbound_allow: Option<String>,
+    /// Lets webhooks (only them) reach every address: private, loopback and link-local
+    /// (tests, receivers on the same network); off, such targets are refused unless
+    /// CAPSTAN_OUTBOUND_ALLOW names them.
     #[arg(
         long,
         env = "CAPSTAN_WEBHOOK_ALLOW_PRIVATE",
@@ -255,6 +262,8 @@ pub struct Settings {
     pub links_base: Option<String>,
     pub custom_domain_target: Option<String>,
     pub cors_origins: Vec<String>,
+    /// What calls on a user's behalf may reach.
+    pub outbound: OutboundPolicy,
     pub webhooks: WebhookSettings,
     /// The controls' token, when they are on.
     pub controls_token: Option<String>,
@@ -284,6 +293,7 @@ impl fmt::Debug for Settings {
             .field("public_url", &self.public_url)
             .field("custom_domain_target", &self.custom_domain_target)
             .field("cors_origins", &self.cors_origins)
+            .field("outbound", &self.outbound)
             .field("webhooks", &self.webhooks)
             .field("controls", &self.controls_token.as_ref().map(|_| "***"))
             .field("manual_clock", &self.manual_clock)
@@ -509,6 +519,8 @@ impl RawSettings {
             }
             cors_origins.push(origin.to_string());
         }
+        let outbound = OutboundPolicy::parse(self.outbound_allow.as_deref().unwrap_or(""))
+            .map_err(|why| bad("CAPSTAN_OUTBOUND_ALLOW", "outbound-allow", why))?;
         let allow_private = switch(
             &self.webhook_allow_private,
             "CAPSTAN_WEBHOOK_ALLOW_PRIVATE",
@@ -600,6 +612,7 @@ impl RawSettings {
             public_url,
             custom_domain_target,
             cors_origins,
+            outbound,
             webhooks,
             controls_token,
             manual_clock,
@@ -680,6 +693,14 @@ mod tests {
                 "CAPSTAN_CONTROLS_TOKEN",
             ),
             (vec!["--controls", "sometimes"], "CAPSTAN_CONTROLS"),
+            (
+                vec!["--outbound-allow", "10.0.0.0/8,10.1.0.0/40"],
+                "CAPSTAN_OUTBOUND_ALLOW",
+            ),
+            (
+                vec!["--outbound-allow", "git.corp.example, http://x"],
+                "CAPSTAN_OUTBOUND_ALLOW",
+            ),
             (vec!["--clock", "sundial"], "CAPSTAN_CLOCK"),
             (vec!["--id-seed", "x"], "CAPSTAN_ID_SEED"),
             (
@@ -691,6 +712,19 @@ mod tests {
             assert_eq!(err.variable, var);
             assert!(!err.to_string().contains('\n'));
         }
+    }
+
+    #[test]
+    fn the_outbound_allow_list_widens_the_policy() {
+        let public = "8.8.8.8".parse().unwrap();
+        let private = "10.1.2.3".parse().unwrap();
+        let s = parse(&[]).unwrap();
+        assert!(s.outbound.permits("x", public) && !s.outbound.permits("x", private));
+        let s = parse(&["--outbound-allow", "10.0.0.0/8, git.corp.example"]).unwrap();
+        assert!(s.outbound.permits("x", private));
+        assert!(s
+            .outbound
+            .permits("git.corp.example", "192.168.0.1".parse().unwrap()));
     }
 
     #[test]

@@ -20,7 +20,7 @@ mod restrictions;
 mod services;
 mod stages;
 mod variables;
-mod webhooks;
+pub(crate) mod webhooks;
 
 use crate::openapi::Routes;
 use actix_web::HttpResponse;

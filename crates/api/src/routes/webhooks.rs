@@ -6,6 +6,7 @@ use crate::error::ApiResult;
 use crate::extract::{path_id, Auth};
 use crate::openapi::{Body, Doc, Routes};
 use crate::AppState;
+use actix_web::http::header::HeaderMap;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::git::WebhookStatus;
 use domain::services::{Delivery, Received};
@@ -77,9 +78,9 @@ async fn sync(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse
     Ok(ok(status))
 }
 
-async fn receive(st: St, req: HttpRequest, body: web::Bytes) -> ApiResult<HttpResponse> {
-    let headers = req
-        .headers()
+/// A delivery as the domain reads it: the headers (lower-case names) and the raw body.
+pub(crate) fn delivery(headers: &HeaderMap, body: &[u8]) -> Delivery {
+    let headers = headers
         .iter()
         .filter_map(|(k, v)| {
             Some((
@@ -88,10 +89,14 @@ async fn receive(st: St, req: HttpRequest, body: web::Bytes) -> ApiResult<HttpRe
             ))
         })
         .collect();
-    let delivery = Delivery {
+    Delivery {
         headers,
         body: body.to_vec(),
-    };
+    }
+}
+
+async fn receive(st: St, req: HttpRequest, body: web::Bytes) -> ApiResult<HttpResponse> {
+    let delivery = delivery(req.headers(), &body);
     let received = st
         .capstan
         .receive_git_delivery(path_id(&req, "serviceId")?, delivery)

@@ -155,9 +155,15 @@ pub async fn setup_with_step(
     }
 }
 
+/// The outbound policy of tests whose fakes listen on this machine: loopback named.
+pub fn loopback_allowed() -> domain::outbound_policy::OutboundPolicy {
+    domain::outbound_policy::OutboundPolicy::parse("127.0.0.1").unwrap()
+}
+
 /// Webhooks sent for real (to receivers on this machine), retried quickly.
 pub fn with_test_webhooks(capstan: Capstan) -> Capstan {
-    let sender = delivery::HttpSender::new(std::time::Duration::from_secs(2), true).unwrap();
+    let sender =
+        delivery::HttpSender::new(std::time::Duration::from_secs(2), loopback_allowed()).unwrap();
     capstan.with_outbound(domain::services::Outbound {
         sender: Arc::new(sender),
         retry: TEST_RETRY,

@@ -35,6 +35,15 @@ pub struct GitTokenDetails {
     pub associated_services_count: u64,
 }
 
+/// Where a token is sent: its API address, or its provider's public one.
+fn api_address(provider: GitProvider, git_api_url: Option<&str>) -> String {
+    git_api_url
+        .unwrap_or_else(|| crate::git::default_api_url(provider))
+        .trim()
+        .trim_end_matches('/')
+        .to_ascii_lowercase()
+}
+
 fn token_value(secret: &Secret) -> DomainResult<Secret> {
     if secret.expose().trim().is_empty() {
         return Err(DomainError::invalid("token", "must not be empty"));
@@ -147,6 +156,20 @@ impl Capstan {
         let tx = &mut *unit;
         tx.lock(Scope::Organization(org)).await?;
         let mut token: GitToken = self.load_in_org(tx, p, org, id, Action::Write).await?;
+        let git_api_url = input
+            .git_api_url
+            .map(|u| validate::http_url("git_api_url", &u).map(|_| u))
+            .transpose()?;
+        // Whoever may edit the token may not have it: sending it to a new address takes it.
+        let moved = input.provider != token.provider
+            || api_address(input.provider, git_api_url.as_deref())
+                != api_address(token.provider, token.git_api_url.as_deref());
+        if moved && input.token.is_none() {
+            return Err(DomainError::invalid(
+                "token",
+                "is required when type or git_api_url changes: the stored token is never sent to a new address",
+            ));
+        }
         token.name = validate::name("name", &input.name)?;
         token.description = validate::description("description", input.description)?;
         token.provider = input.provider;
@@ -154,10 +177,7 @@ impl Capstan {
             token.token = token_value(value)?;
         }
         token.workspace = input.workspace;
-        token.git_api_url = input
-            .git_api_url
-            .map(|u| validate::http_url("git_api_url", &u).map(|_| u))
-            .transpose()?;
+        token.git_api_url = git_api_url;
         token.updated_at = self.now();
         self.update(tx, &token, "organization").await?;
         self.audit(tx, p, EventType::Update, &token).await?;

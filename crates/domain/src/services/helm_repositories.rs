@@ -50,7 +50,19 @@ fn repository_url(kind: HelmRepositoryKind, url: Option<&str>) -> DomainResult<S
             ))
         }
     };
-    let scheme_ok = match url::Url::parse(&url) {
+    let parsed = url::Url::parse(&url);
+    // Credentials in the address would be stored and shown with it; they belong in the
+    // config's secret members, which are sealed and never answered.
+    if parsed
+        .as_ref()
+        .is_ok_and(|u| !u.username().is_empty() || u.password().is_some())
+    {
+        return Err(DomainError::invalid(
+            "url",
+            "must not hold credentials; put them in the repository's config (login, password)",
+        ));
+    }
+    let scheme_ok = match parsed {
         Ok(u) if kind == HelmRepositoryKind::Https => {
             matches!(u.scheme(), "https" | "http") && u.host_str().is_some()
         }
@@ -270,6 +282,16 @@ mod tests {
                 "url: must be an oci://",
             ),
             (HelmRepositoryKind::OciGenericCr, None, "url: is required"),
+            (
+                HelmRepositoryKind::Https,
+                Some("https://user:pass@charts.example.com"),
+                "url: must not hold credentials",
+            ),
+            (
+                HelmRepositoryKind::OciGenericCr,
+                Some("oci://robot@registry.example.com/charts"),
+                "url: must not hold credentials",
+            ),
         ] {
             let err = repository_url(kind, url).unwrap_err().to_string();
             assert!(err.starts_with(message), "{err}");

@@ -90,7 +90,8 @@ impl Capstan {
         Ok(hook)
     }
 
-    /// Replaces a webhook's settings; a request without `target_secret` keeps the secret.
+    /// Replaces a webhook's settings; a request without `target_secret` keeps the secret, as
+    /// long as it does not change `target_url`.
     pub async fn edit_webhook(
         &self,
         p: &Principal,
@@ -104,6 +105,16 @@ impl Capstan {
         tx.lock(Scope::Organization(org)).await?;
         let mut hook: OrganizationWebhook =
             self.load_in_org(tx, p, org, id, Action::Administer).await?;
+        // Sending the stored secret to a new address takes the secret.
+        if input.target_url != hook.target_url
+            && hook.target_secret.is_some()
+            && input.target_secret.is_none()
+        {
+            return Err(crate::DomainError::invalid(
+                "target_secret",
+                "is required when target_url changes: the stored secret is never sent to a new address",
+            ));
+        }
         hook.kind = input.kind;
         hook.target_url = input.target_url;
         if let Some(secret) = input.target_secret {

@@ -224,7 +224,11 @@ fn git_source(service: &Service) -> DomainResult<GitRepository> {
 }
 
 fn unavailable(e: GitError) -> DomainError {
-    DomainError::Upstream(e.to_string())
+    match e {
+        // Not the provider's failure: the address needs the operator's allow list.
+        GitError::Refused(why) => DomainError::invalid("git_api_url", why),
+        e => DomainError::Upstream(e.to_string()),
+    }
 }
 
 impl Capstan {
@@ -328,6 +332,39 @@ impl Capstan {
         Ok(webhook_status(repo.provider, &receiver, hooks))
     }
 
+    /// The service a delivery names and its git source, when the delivery is signed with the
+    /// service's secret; none for an unknown service, one without a git source, or a missing
+    /// or wrong signature.
+    async fn signed_source(
+        &self,
+        id: ServiceId,
+        delivery: &Delivery,
+    ) -> DomainResult<Option<(Service, GitRepository)>> {
+        let git = self.git()?;
+        let service = Repo::<Service>::get(&mut *self.reading().await?, id).await?;
+        let Some(service) = service else {
+            return Ok(None);
+        };
+        let Ok(repo) = git_source(&service) else {
+            return Ok(None);
+        };
+        Ok(delivery
+            .verify(repo.provider, &git.secret_for(id))
+            .then_some((service, repo)))
+    }
+
+    /// Whether a delivery carries the service's signature, in any provider's scheme. The secret
+    /// derives from the id alone, so nothing is read: telling a provider's pushes from
+    /// forgeries (to meter them apart) costs a flood of forgeries no query. Only the holder of
+    /// the signing key can sign for an id, so a made-up id never passes.
+    pub fn git_delivery_signed(&self, id: ServiceId, delivery: &Delivery) -> bool {
+        let Some(git) = &self.git else { return false };
+        let secret = git.secret_for(id);
+        GitProvider::ALL
+            .iter()
+            .any(|provider| delivery.verify(*provider, &secret))
+    }
+
     /// A delivery from the provider: verified (401 when the signature is wrong or missing),
     /// then a push on the service's branch with auto-deploy on queues a deployment of that
     /// commit. The same delivery twice deploys once.
@@ -336,20 +373,12 @@ impl Capstan {
         id: ServiceId,
         delivery: Delivery,
     ) -> DomainResult<Received> {
-        let git = self.git()?;
-        let service = Repo::<Service>::get(&mut *self.reading().await?, id).await?;
         // An unknown service and a bad signature look the same to the sender.
-        let refused =
-            || DomainError::Unauthenticated("the delivery's signature does not verify".into());
-        let Some(service) = service else {
-            return Err(refused());
+        let Some((service, repo)) = self.signed_source(id, &delivery).await? else {
+            return Err(DomainError::Unauthenticated(
+                "the delivery's signature does not verify".into(),
+            ));
         };
-        let Ok(repo) = git_source(&service) else {
-            return Err(refused());
-        };
-        if !delivery.verify(repo.provider, &git.secret_for(id)) {
-            return Err(refused());
-        }
         let (delivery_id, is_push) = delivery.identity(repo.provider);
         if !is_push {
             return Ok(Received::Ignored("not a push event".into()));
