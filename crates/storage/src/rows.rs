@@ -631,6 +631,7 @@ row!(GitTokenRow, git_tokens {
     id: String, organization_id: String, name: String, name_key: String, provider: String,
     token: String, description: Option<String>, workspace: Option<String>,
     git_api_url: Option<String>, created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
+    expired_at: Option<String>,
 });
 
 impl ToRow for GitToken {
@@ -649,6 +650,7 @@ impl ToRow for GitToken {
             git_api_url: t.git_api_url.clone(),
             created_at: ts(t.created_at),
             updated_at: ts(t.updated_at),
+            expired_at: t.expired_at.map(|d| d.to_string()),
         })
     }
 }
@@ -664,6 +666,14 @@ impl FromRow for GitToken {
             token: Secret::new(cipher.decrypt(&r.token)?),
             workspace: r.workspace,
             git_api_url: r.git_api_url,
+            expired_at: r
+                .expired_at
+                .map(|d| {
+                    domain::model::expiry_date("expired_at", &d).map_err(|_| {
+                        StoreError::Other(format!("unreadable expired_at in store: {d:?}"))
+                    })
+                })
+                .transpose()?,
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
         })
