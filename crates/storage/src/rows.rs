@@ -864,6 +864,7 @@ impl ToRow for DeploymentRequest {
 
 impl FromRow for DeploymentRequest {
     fn from_row(r: DeploymentRequestRow, _cipher: &Cipher) -> StoreResult<Self> {
+        let snapshot: DeploymentSnapshot = json_value("snapshot", &r.snapshot)?;
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
@@ -875,6 +876,8 @@ impl FromRow for DeploymentRequest {
                 git_commit_id: r.git_commit_id,
                 image_tag: r.image_tag,
                 chart_version: r.chart_version,
+                // Kept in the snapshot, which histories show.
+                git_commit_author: snapshot.git_commit_author.clone(),
             },
             status: parse("status", &r.status)?,
             reason: r.reason,
@@ -884,7 +887,7 @@ impl FromRow for DeploymentRequest {
             finished_at: r.finished_at.map(utc),
             state: parse("state", &r.state)?,
             batch_id: parse("batch_id", &r.batch_id)?,
-            snapshot: json_value("snapshot", &r.snapshot)?,
+            snapshot,
             steps: json_value("steps", &r.steps)?,
             lease_until: r.lease_until.map(utc),
             cancel_requested: r.cancel_requested,
