@@ -637,7 +637,7 @@ async fn an_organization_shows_its_owner<S: App>(t: T<S>) {
         .body;
     assert_eq!(all["results"][0]["owner"], olga_id);
     let edited = bearer(
-        &t,
+        t,
         &olga,
         Method::PUT,
         &format!("/organization/{org}"),
@@ -648,7 +648,7 @@ async fn an_organization_shows_its_owner<S: App>(t: T<S>) {
     assert_eq!(edited.body["owner"], olga_id);
 
     join(
-        &t,
+        t,
         &org,
         "owner-olga",
         "bob@example.com",
@@ -657,7 +657,7 @@ async fn an_organization_shows_its_owner<S: App>(t: T<S>) {
     )
     .await;
     bearer(
-        &t,
+        t,
         &olga,
         Method::POST,
         &format!("/organization/{org}/transferOwnership"),
