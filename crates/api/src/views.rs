@@ -5,9 +5,9 @@ use domain::auth::Role;
 use domain::model::*;
 use domain::pagination::Page;
 use domain::services::{
-    AssociatedService, ClusterEnvironment, EnvironmentDetails, GitTokenDetails,
-    HelmRepositoryDetails, ImportReport, InvitationDetails, NewApiToken, ProjectDetails,
-    RegistryDetails, ServiceLight, VariableDetails,
+    AssociatedService, ClusterDetails, ClusterEnvironment, EnvironmentDetails, GitTokenDetails,
+    HelmRepositoryDetails, ImportReport, InvitationDetails, NewApiToken, OrganizationDetails,
+    ProjectDetails, RegistryDetails, ServiceLight, VariableDetails,
 };
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -82,15 +82,21 @@ pub struct OrganizationView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub plan: OrganizationPlan,
+    /// The member id of the user who owns it; absent while no user does (an organization
+    /// made with `capstan token create`, until `transferOwnership`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Uuid>,
 }
 
-impl From<Organization> for OrganizationView {
-    fn from(o: Organization) -> Self {
+impl From<OrganizationDetails> for OrganizationView {
+    fn from(d: OrganizationDetails) -> Self {
+        let o = d.organization;
         Self {
             base: base(o.id.0, o.created_at, o.updated_at),
             name: o.name.into(),
             description: o.description,
             plan: o.plan,
+            owner: d.owner,
         }
     }
 }
@@ -199,11 +205,28 @@ pub struct ClusterView {
     pub spec: ClusterSpec,
     pub status: ClusterState,
     pub deployment_status: DeploymentStatus,
+    /// The Kubernetes version it runs (or will, once deployed).
+    pub version: &'static str,
+    /// Millicores and MB its nodes give together at most (see `Cluster::capacity`).
+    pub cpu: i64,
+    pub memory: i64,
+    /// The organization's first cluster: where environments created without one go.
+    pub is_default: bool,
+    /// Whether Capstan can reach it: always, as credentials a cluster names cannot be deleted
+    /// while it names them and the simulated engine needs nothing else.
+    pub has_access: bool,
 }
 
-impl From<Cluster> for ClusterView {
-    fn from(c: Cluster) -> Self {
+impl From<ClusterDetails> for ClusterView {
+    fn from(d: ClusterDetails) -> Self {
+        let c = d.cluster;
+        let (cpu, memory) = c.capacity();
         Self {
+            version: KUBERNETES_VERSION,
+            cpu,
+            memory,
+            is_default: d.is_default,
+            has_access: true,
             base: base(c.id.0, c.created_at, c.updated_at),
             name: c.name.into(),
             description: c.description,
@@ -384,6 +407,10 @@ pub struct GitTokenView {
     /// The token's own API address, else its provider's hosted one.
     pub git_api_url: String,
     pub associated_services_count: u64,
+    /// The day the token expires, when its client said (see docs/records.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = Date)]
+    pub expired_at: Option<String>,
 }
 
 impl From<GitTokenDetails> for GitTokenView {
@@ -399,6 +426,7 @@ impl From<GitTokenDetails> for GitTokenView {
                 .git_api_url
                 .unwrap_or_else(|| t.provider.default_api_url().into()),
             associated_services_count: d.associated_services_count,
+            expired_at: t.expired_at.map(|d| d.to_string()),
         }
     }
 }
@@ -455,7 +483,8 @@ impl From<domain::services::GroupDetails> for GroupView {
 
 /// A service of any kind: the common members, then the kind's own. Applications, containers
 /// and jobs also show the most their workload may ask for (`maximum_*`; applications also under
-/// the public description's own spelling `maximun_gpu`).
+/// the public description's own spelling `maximun_gpu`), databases the most CPU and memory
+/// they may ask for and whether their disk is encrypted.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct ServiceView {
     #[serde(flatten)]
@@ -468,6 +497,8 @@ pub struct ServiceView {
     pub maximum_gpu: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub maximun_gpu: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_encrypted: Option<bool>,
     /// The groups attached (applications, containers, jobs and databases).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub labels_groups: Option<Vec<GroupView>>,
@@ -483,6 +514,11 @@ impl From<Service> for ServiceView {
             s.spec.kind(),
             ServiceKind::Application | ServiceKind::Container | ServiceKind::Job
         );
+        let database = match &s.spec {
+            ServiceSpec::Database(d) => Some(d),
+            _ => None,
+        };
+        let bounded = workload || database.is_some();
         let grouped = domain::services::GROUPED_KINDS.contains(&s.spec.kind());
         let of = |kind: domain::model::GroupKind| {
             grouped.then(|| {
@@ -499,8 +535,9 @@ impl From<Service> for ServiceView {
         Self {
             labels_groups,
             annotations_groups,
-            maximum_cpu: workload.then_some(MAXIMUM_CPU),
-            maximum_memory: workload.then_some(MAXIMUM_MEMORY),
+            maximum_cpu: bounded.then_some(MAXIMUM_CPU),
+            maximum_memory: bounded.then_some(MAXIMUM_MEMORY),
+            disk_encrypted: database.map(DatabaseSpec::disk_encrypted),
             maximum_gpu: workload.then_some(MAXIMUM_GPU),
             maximun_gpu: (s.spec.kind() == ServiceKind::Application).then_some(MAXIMUM_GPU),
             common: ServiceCommon {

@@ -14,6 +14,7 @@ http_suite!(
     a_failed_cluster_deployment_says_why,
     advanced_settings_have_defaults_and_are_checked,
     a_cluster_names_credentials_of_its_provider,
+    every_cluster_answer_shows_version_capacity_default_and_access,
 );
 
 async fn new_cluster<S: App>(t: &T<S>, body: Value) -> String {
@@ -326,4 +327,75 @@ async fn a_cluster_names_credentials_of_its_provider<S: App>(t: T<S>) {
         keys["clusters"],
         json!([{"id": cluster.id(), "name": "main", "cloud_provider": "CLOUDA"}])
     );
+}
+
+/// The list and the answers to create, get and edit have one shape: the Kubernetes version,
+/// what its nodes give at most (16000 millicores and 65536 MB each, up to max_running_nodes),
+/// whether it is the organization's default (its first: where environments go when they
+/// name none) and whether Capstan reaches it.
+async fn every_cluster_answer_shows_version_capacity_default_and_access<S: App>(t: T<S>) {
+    let path = format!("/organization/{}/cluster", t.org);
+    let first = t
+        .post(
+            &path,
+            json!({"name": "first", "region": "eu-west-3", "cloud_provider": "CLOUDA"}),
+        )
+        .await
+        .expect(201);
+    let second = t
+        .post(
+            &path,
+            json!({"name": "second", "region": "eu-west-3", "cloud_provider": "CLOUDA",
+                   "max_running_nodes": 3}),
+        )
+        .await
+        .expect(201);
+    let check = |c: &Value, default: bool, nodes: i64| {
+        assert_eq!(c["version"], "1.31", "{c}");
+        assert_eq!(c["cpu"], 16000 * nodes, "{c}");
+        assert_eq!(c["memory"], 65536 * nodes, "{c}");
+        assert_eq!(c["is_default"], default, "{c}");
+        assert_eq!(c["has_access"], true, "{c}");
+    };
+    check(&first.body, true, 1);
+    check(&second.body, false, 3);
+    let listed = t.get(&path).await.expect(200).body;
+    let results = listed["results"].as_array().unwrap();
+    check(&results[0], true, 1);
+    check(&results[1], false, 3);
+    // An environment naming no cluster goes to the default one.
+    let project = t
+        .post(
+            &format!("/organization/{}/project", t.org),
+            json!({"name": "p"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let env = t
+        .post(
+            &format!("/project/{project}/environment"),
+            json!({"name": "e"}),
+        )
+        .await
+        .expect(201);
+    assert_eq!(env.body["cluster_id"], first.body["id"]);
+    let one = format!("{path}/{}", second.id());
+    check(&t.get(&one).await.expect(200).body, false, 3);
+    let edited = t
+        .put(
+            &one,
+            json!({"name": "second", "region": "eu-west-3", "cloud_provider": "CLOUDA",
+                   "max_running_nodes": 2}),
+        )
+        .await
+        .expect(200);
+    check(&edited.body, false, 2);
+    // Once the first is gone, the next is the default.
+    t.delete(&format!("/environment/{}", env.id())).await;
+    t.gone(&format!("/environment/{}", env.id())).await;
+    t.delete(&format!("{path}/{}", first.id()))
+        .await
+        .expect(204);
+    check(&t.get(&one).await.expect(200).body, true, 2);
 }

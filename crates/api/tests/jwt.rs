@@ -82,6 +82,7 @@ with_hs256!(
     members_act_by_their_role,
     invitations_bring_users_in_with_their_role,
     an_organization_keeps_an_admin_and_its_owner,
+    an_organization_shows_its_owner,
 );
 
 /// A user's organization: created by `owner` (its ADMIN and owner).
@@ -599,4 +600,103 @@ async fn bearer_tokens_without_a_configured_key_are_refused() {
     bearer(&t, &hs256(claims("u")), Method::GET, "/organization", None)
         .await
         .expect_error(401, "Bearer tokens are not accepted");
+}
+
+/// `owner` is the owner's member id (the id the member list shows): the creator, then whoever
+/// ownership goes to; an organization made with a token has none until one is named.
+async fn an_organization_shows_its_owner<S: App>(t: T<S>) {
+    let t = &t;
+    let org = users_org(t, "owner-olga").await;
+    let olga = hs256(claims("owner-olga"));
+    let member_ids = |listed: Value| -> Vec<(String, Value)> {
+        listed["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m["user_id"].as_str().unwrap().to_string(), m["id"].clone()))
+            .collect()
+    };
+    let owner_of = |jwt: String, org: String| async move {
+        bearer(t, &jwt, Method::GET, &format!("/organization/{org}"), None)
+            .await
+            .expect(200)
+            .body["owner"]
+            .clone()
+    };
+    let members_path = format!("/organization/{org}/member");
+    let listed = bearer(t, &olga, Method::GET, &members_path, None)
+        .await
+        .expect(200)
+        .body;
+    let olga_id = member_ids(listed)[0].1.clone();
+    assert!(olga_id.is_string());
+    assert_eq!(owner_of(olga.clone(), org.clone()).await, olga_id);
+    let all = bearer(t, &olga, Method::GET, "/organization", None)
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(all["results"][0]["owner"], olga_id);
+    let edited = bearer(
+        t,
+        &olga,
+        Method::PUT,
+        &format!("/organization/{org}"),
+        Some(json!({"name": "renamed"})),
+    )
+    .await
+    .expect(200);
+    assert_eq!(edited.body["owner"], olga_id);
+
+    join(
+        t,
+        &org,
+        "owner-olga",
+        "bob@example.com",
+        "ADMIN",
+        "user-bob",
+    )
+    .await;
+    bearer(
+        t,
+        &olga,
+        Method::POST,
+        &format!("/organization/{org}/transferOwnership"),
+        Some(json!({"user_id": "user-bob"})),
+    )
+    .await
+    .expect(204);
+    let listed = bearer(t, &olga, Method::GET, &members_path, None)
+        .await
+        .expect(200)
+        .body;
+    let bob_id = member_ids(listed)
+        .into_iter()
+        .find(|(user, _)| user == "user-bob")
+        .unwrap()
+        .1;
+    assert_ne!(bob_id, olga_id);
+    assert_eq!(owner_of(olga.clone(), org.clone()).await, bob_id);
+
+    // The harness's organization was made with a token: no user owns it.
+    let token_org = t.get(&format!("/organization/{}", t.org)).await.expect(200);
+    assert!(token_org.body.get("owner").is_none(), "{}", token_org.text);
+    t.capstan
+        .add_member(
+            t.org.parse().unwrap(),
+            "user-zed",
+            domain::auth::Role::Admin,
+        )
+        .await
+        .unwrap();
+    t.post(
+        &format!("/organization/{}/transferOwnership", t.org),
+        json!({"user_id": "user-zed"}),
+    )
+    .await
+    .expect(204);
+    let owned = t.get(&format!("/organization/{}", t.org)).await.expect(200);
+    assert_eq!(
+        owned.body["owner"],
+        json!(domain::model::member_id("user-zed"))
+    );
 }

@@ -9,7 +9,8 @@ use std::collections::BTreeSet;
 
 http_suite!(
     document_and_routes_agree,
-    the_document_is_served_with_the_specification_members
+    the_document_is_served_with_the_specification_members,
+    the_document_shows_the_members_the_description_names,
 );
 
 fn fill(path: &str) -> String {
@@ -169,4 +170,56 @@ async fn the_document_is_served_with_the_specification_members<S: App>(t: T<S>) 
             && !page.text.contains("https://"),
         "no CDN"
     );
+}
+
+/// The members a schema shows, its parts (`allOf`) and references followed.
+fn properties(doc: &serde_json::Value, schema: &serde_json::Value) -> BTreeSet<String> {
+    let schema = match schema["$ref"].as_str() {
+        Some(r) => &doc["components"]["schemas"][r.rsplit('/').next().unwrap()],
+        None => schema,
+    };
+    let mut out: BTreeSet<String> = schema["properties"]
+        .as_object()
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
+    for key in ["allOf", "oneOf", "anyOf"] {
+        for part in schema[key].as_array().cloned().unwrap_or_default() {
+            out.extend(properties(doc, &part));
+        }
+    }
+    out
+}
+
+async fn the_document_shows_the_members_the_description_names<S: App>(t: T<S>) {
+    let doc = t
+        .call(None, Method::GET, "/openapi.json", None)
+        .await
+        .expect(200)
+        .body;
+    for (schema, members) in [
+        ("EnvironmentView", &["last_updated_by"][..]),
+        ("OrganizationView", &["owner"][..]),
+        (
+            "ClusterView",
+            &["version", "cpu", "memory", "is_default", "has_access"][..],
+        ),
+        ("GitTokenView", &["expired_at"][..]),
+        ("CustomDomainView", &["validation_domain"][..]),
+        (
+            "ServiceView",
+            &["maximum_cpu", "maximum_memory", "disk_encrypted"][..],
+        ),
+        (
+            "GitRepository",
+            &["deployed_commit_contributor", "deployed_commit_tag"][..],
+        ),
+    ] {
+        let shown = properties(&doc, &doc["components"]["schemas"][schema]);
+        for m in members {
+            assert!(
+                shown.contains(*m),
+                "{schema} must show {m}; shows {shown:?}"
+            );
+        }
+    }
 }

@@ -5,6 +5,7 @@
 mod common;
 
 use common::{service_bodies, App, T};
+use domain::auth::Role;
 use serde_json::{json, Value};
 
 http_suite!(
@@ -15,6 +16,9 @@ http_suite!(
     bad_members_are_named,
     a_project_counts_its_environments,
     a_git_token_shows_its_api_address,
+    an_environment_names_who_last_changed_it,
+    a_database_shows_its_maxima_and_disk_encryption,
+    a_git_token_shows_the_expiry_its_client_gave,
 );
 
 /// A probe as sent and as shown (with the nullable members of its type that default to null).
@@ -177,6 +181,11 @@ async fn members_not_sent_get_their_documented_defaults<S: App>(t: T<S>) {
             assert_eq!(s["maximum_memory"], 65536, "{kind}");
             assert_eq!(s["maximum_gpu"], 8, "{kind}");
             assert_eq!(s["auto_preview"], kind == "application", "{kind}");
+        } else if kind == "database" {
+            // A database is held to the same CPU and memory maxima; it has no GPU.
+            assert_eq!(s["maximum_cpu"], 16000, "{kind}");
+            assert_eq!(s["maximum_memory"], 65536, "{kind}");
+            assert!(s.get("maximum_gpu").is_none(), "{kind}: {s}");
         } else {
             assert!(s.get("maximum_cpu").is_none(), "{kind}: {s}");
         }
@@ -470,4 +479,136 @@ async fn a_git_token_shows_its_api_address<S: App>(t: T<S>) {
         assert_eq!(got.body["git_api_url"], shown, "{provider}");
         assert!(!got.text.contains("tok-secret"));
     }
+}
+
+/// The id of the organization's API token named `name`.
+async fn token_id<S: App>(t: &T<S>, name: &str) -> Value {
+    let listed = t
+        .get(&format!("/organization/{}/apiToken", t.org))
+        .await
+        .expect(200);
+    listed.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == name)
+        .unwrap_or_else(|| panic!("no token {name}: {}", listed.text))["id"]
+        .clone()
+}
+
+async fn an_environment_names_who_last_changed_it<S: App>(t: T<S>) {
+    let (_, project, env) = t.hierarchy().await;
+    let admin = token_id(&t, "tests").await;
+    let path = format!("/environment/{env}");
+    assert_eq!(t.get(&path).await.body["last_updated_by"], admin);
+    let devops = t.token_with_role(Role::Devops).await;
+    let devops_id = token_id(&t, "DEVOPS").await;
+    assert_ne!(admin, devops_id);
+    let edited = t
+        .call(
+            Some(&devops),
+            actix_web::http::Method::PUT,
+            &path,
+            Some(json!({"name": "prod-2"})),
+        )
+        .await
+        .expect(200);
+    assert_eq!(edited.body["last_updated_by"], devops_id);
+    assert_eq!(t.get(&path).await.body["last_updated_by"], devops_id);
+    let listed = t
+        .get(&format!("/project/{project}/environment"))
+        .await
+        .expect(200);
+    assert_eq!(listed.body["results"][0]["last_updated_by"], devops_id);
+    // A clone is made, so last changed, by whoever cloned it.
+    let clone = t
+        .post(&format!("{path}/clone"), json!({"name": "copy"}))
+        .await
+        .expect(202);
+    assert_eq!(clone.body["last_updated_by"], admin);
+}
+
+async fn a_database_shows_its_maxima_and_disk_encryption<S: App>(t: T<S>) {
+    let env = t.hierarchy().await.2;
+    for (name, mode, encrypted) in [("pg", "CONTAINER", false), ("rds", "MANAGED", true)] {
+        let made = t
+            .post(
+                &format!("/environment/{env}/database"),
+                json!({"name": name, "type": "POSTGRESQL", "version": "16", "mode": mode}),
+            )
+            .await
+            .expect(201);
+        let got = t.get(&format!("/database/{}", made.id())).await.expect(200);
+        for shown in [&made.body, &got.body] {
+            assert_eq!(shown["maximum_cpu"], 16000, "{mode}");
+            assert_eq!(shown["maximum_memory"], 65536, "{mode}");
+            assert_eq!(shown["disk_encrypted"], encrypted, "{mode}");
+        }
+    }
+    // The maxima are those a database's request is held to.
+    t.post(
+        &format!("/environment/{env}/database"),
+        json!({"name": "big", "type": "POSTGRESQL", "version": "16", "mode": "CONTAINER",
+               "cpu": 16001}),
+    )
+    .await
+    .expect_error(400, "cpu");
+}
+
+async fn a_git_token_shows_the_expiry_its_client_gave<S: App>(t: T<S>) {
+    let path = format!("/organization/{}/gitToken", t.org);
+    let body = |extra: Value| {
+        let mut b = json!({"name": "gh", "type": "HOSTA"});
+        b.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        b
+    };
+    let made = t
+        .post(
+            &path,
+            body(json!({"token": "ghp_one", "expired_at": "2027-03-31"})),
+        )
+        .await
+        .expect(201);
+    assert_eq!(made.body["expired_at"], "2027-03-31");
+    let one = format!("{path}/{}", made.id());
+    assert_eq!(t.get(&one).await.body["expired_at"], "2027-03-31");
+    // An edit without it keeps it while the token stays.
+    let kept = t
+        .put(&one, body(json!({"description": "d"})))
+        .await
+        .expect(200);
+    assert_eq!(kept.body["expired_at"], "2027-03-31");
+    // A date-time gives its day (UTC).
+    let moved = t
+        .put(
+            &one,
+            body(json!({"expired_at": "2028-01-01T23:30:00-02:00"})),
+        )
+        .await
+        .expect(200);
+    assert_eq!(moved.body["expired_at"], "2028-01-02");
+    // A new token value without it: that value's expiry is not known.
+    let renewed = t
+        .put(&one, body(json!({"token": "ghp_two"})))
+        .await
+        .expect(200);
+    assert!(renewed.body.get("expired_at").is_none(), "{}", renewed.text);
+    let listed = t.get(&path).await.expect(200);
+    assert!(listed.body["results"][0].get("expired_at").is_none());
+    t.put(&one, body(json!({"expired_at": "someday"})))
+        .await
+        .expect_error(400, "expired_at");
+    t.post(
+        &path,
+        json!({"name": "gl", "type": "HOSTB", "token": "x", "expired_at": "2027-02-30"}),
+    )
+    .await
+    .expect_error(400, "expired_at");
+    let plain = t
+        .post(&path, json!({"name": "bb", "type": "HOSTC", "token": "x"}))
+        .await
+        .expect(201);
+    assert!(plain.body.get("expired_at").is_none());
 }

@@ -69,6 +69,7 @@ with_git!(loopback_named, crate::integration(0);
     hostb_job_on_a_self_hosted_instance,
     hostc_terraform_service,
     hosta_helm_chart_from_git,
+    pushes_name_the_deployed_commit_s_author_and_tag,
 );
 
 /// A git token aimed at the fake, and an application using it; returns the application's id.
@@ -387,6 +388,82 @@ async fn restrictions_decide_which_pushes_deploy<S: App>(t: T<S>) {
     t.settle(&status).await;
     let shown = t.get(&format!("/application/{app}")).await.body;
     assert_eq!(shown["git_repository"]["deployed_commit_id"], "c0d3");
+}
+
+/// What Capstan knows of the deployed commit comes from pushes: the author of the commit a
+/// branch push deployed, and a tag pushed on that commit; a commit deployed by id alone has
+/// neither (nothing names them).
+async fn pushes_name_the_deployed_commit_s_author_and_tag<S: App>(t: T<S>) {
+    let fake = MockServer::start().await;
+    let app = application(&t, &fake).await;
+    let secret = integration(0).secret_for(app.parse().unwrap());
+    let deliver = |body: Value, delivery: &str| {
+        let body = serde_json::to_vec(&body).unwrap();
+        let req = TestRequest::default()
+            .method(Method::POST)
+            .uri(&format!("/git/webhook/{app}"))
+            .insert_header(("Content-Type", "application/json"))
+            .insert_header(("X-GitHub-Event", "push"))
+            .insert_header(("X-GitHub-Delivery", delivery.to_string()))
+            .insert_header(("X-Hub-Signature-256", sign(secret.expose(), &body)))
+            .set_payload(body)
+            .to_request();
+        t.send(req)
+    };
+    let status = format!("/application/{app}/status");
+    let repository =
+        || async { t.get(&format!("/application/{app}")).await.body["git_repository"].clone() };
+
+    deliver(
+        json!({"ref": "refs/heads/main", "after": "c0ffee1",
+               "head_commit": {"id": "c0ffee1", "author": {"name": "Ada Lovelace"}}}),
+        "d-1",
+    )
+    .await
+    .expect(202);
+    t.settle(&status).await;
+    let repo = repository().await;
+    assert_eq!(repo["deployed_commit_id"], "c0ffee1");
+    assert_eq!(repo["deployed_commit_contributor"], "Ada Lovelace");
+    assert!(repo.get("deployed_commit_tag").is_none(), "{repo}");
+
+    let other = deliver(json!({"ref": "refs/tags/v9", "after": "0ther"}), "d-2")
+        .await
+        .expect(200);
+    assert_eq!(other.body["result"], "IGNORED", "{}", other.text);
+    let tagged = deliver(
+        json!({"ref": "refs/tags/v1.0.1", "after": "7a9", "head_commit": {"id": "c0ffee1"}}),
+        "d-3",
+    )
+    .await
+    .expect(200);
+    assert_eq!(tagged.body["result"], "RECORDED", "{}", tagged.text);
+    let repo = repository().await;
+    assert_eq!(repo["deployed_commit_tag"], "v1.0.1");
+    assert_eq!(repo["deployed_commit_contributor"], "Ada Lovelace");
+    assert_eq!(
+        t.get(&status).await.body["deployment_requests_count"],
+        0,
+        "a tag deploys nothing"
+    );
+
+    // Deployed again, the commit keeps what was known of it; another commit starts afresh.
+    t.post(&format!("/application/{app}/redeploy"), json!({}))
+        .await
+        .expect(202);
+    t.settle(&status).await;
+    assert_eq!(repository().await["deployed_commit_tag"], "v1.0.1");
+    t.post(
+        &format!("/application/{app}/deploy"),
+        json!({"git_commit_id": "d00d"}),
+    )
+    .await
+    .expect(202);
+    t.settle(&status).await;
+    let repo = repository().await;
+    assert_eq!(repo["deployed_commit_id"], "d00d");
+    assert!(repo.get("deployed_commit_contributor").is_none(), "{repo}");
+    assert!(repo.get("deployed_commit_tag").is_none(), "{repo}");
 }
 
 #[actix_rt::test]

@@ -99,6 +99,17 @@ impl std::fmt::Display for Subject {
     }
 }
 
+impl Subject {
+    /// The subject as a record names who last changed it (`last_updated_by`, a UUID): a
+    /// token's id, a user's member id (the one the member list shows).
+    pub fn uuid(&self) -> Uuid {
+        match self {
+            Subject::ApiToken(id) => id.0,
+            Subject::User(user) => crate::model::member_id(user),
+        }
+    }
+}
+
 /// An authenticated caller and its role in each organization it belongs to: one for an API
 /// token, any number for a user.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -394,6 +394,11 @@ pub trait MemberStore: Send {
     ) -> StoreResult<()>;
     /// Makes `user` the organization's only owner.
     async fn set_owner(&mut self, organization: OrganizationId, user: &str) -> StoreResult<()>;
+    /// The owner (a user id) of each of `organizations` that has one.
+    async fn owners(
+        &mut self,
+        organizations: &[OrganizationId],
+    ) -> StoreResult<std::collections::HashMap<OrganizationId, String>>;
     /// Removes `user` from the organization; false when it was not a member.
     async fn remove_member(
         &mut self,

@@ -107,7 +107,8 @@ pub struct RawSettings {
     #[arg(long, env = "CAPSTAN_PUBLIC_URL", global = true)]
     pub public_url: Option<String>,
     /// The host name or address custom domains must point at (their `validation_domain`);
-    /// unset: the status of a domain says there is nothing to compare with.
+    /// unset: the host of the public URL (none when that is an unspecified address such as
+    /// 0.0.0.0: the status of a domain then says there is nothing to compare with).
     #[arg(long, env = "CAPSTAN_CUSTOM_DOMAIN_TARGET", global = true)]
     pub custom_domain_target: Option<String>,
     /// Origins allowed to call from a browser, comma-separated (unset: CORS off).
@@ -498,6 +499,8 @@ impl RawSettings {
                 raw.trim().trim_end_matches('/').to_string()
             }
         };
+        // Unset, custom domains point where this installation is reached.
+        let custom_domain_target = custom_domain_target.or_else(|| public_host(&public_url));
         let mut cors_origins = Vec::new();
         for origin in self.cors_origins.iter().flat_map(|o| o.split(',')) {
             let origin = origin.trim();
@@ -622,10 +625,47 @@ impl RawSettings {
     }
 }
 
+/// The host a public address names, when it names one a client can point a domain at (not
+/// an unspecified address such as 0.0.0.0, which a default listen address may give).
+fn public_host(public_url: &str) -> Option<String> {
+    match url::Url::parse(public_url).ok()?.host()? {
+        url::Host::Domain(name) => Some(name.to_ascii_lowercase()),
+        url::Host::Ipv4(ip) if !ip.is_unspecified() => Some(ip.to_string()),
+        url::Host::Ipv6(ip) if !ip.is_unspecified() => Some(ip.to_string()),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::Parser;
+
+    #[test]
+    fn custom_domains_point_at_the_public_address_unless_told_otherwise() {
+        let target = |args: &[&str]| parse(args).unwrap().custom_domain_target;
+        assert_eq!(target(&[]).as_deref(), Some("127.0.0.1"));
+        assert_eq!(
+            target(&["--public-url", "https://Capstan.Example.com:8443/"]).as_deref(),
+            Some("capstan.example.com")
+        );
+        assert_eq!(
+            target(&[
+                "--public-url",
+                "https://capstan.example.com",
+                "--custom-domain-target",
+                "ingress.example.com"
+            ])
+            .as_deref(),
+            Some("ingress.example.com")
+        );
+        assert_eq!(target(&["--listen", "[::1]:8080"]).as_deref(), Some("::1"));
+        assert_eq!(
+            target(&["--listen", "0.0.0.0:8080"]),
+            None,
+            "no address to name"
+        );
+    }
 
     #[derive(Parser)]
     struct T {

@@ -268,6 +268,24 @@ impl MemberStore for Session {
         Ok(())
     }
 
+    async fn owners(
+        &mut self,
+        organizations: &[OrganizationId],
+    ) -> StoreResult<std::collections::HashMap<OrganizationId, String>> {
+        let ids: Vec<String> = organizations.iter().map(ToString::to_string).collect();
+        let (conn, _) = self.parts()?;
+        let rows: Vec<(String, String)> = db_run!(*conn, |c| om::table
+            .filter(om::organization_id.eq_any(&ids))
+            .filter(om::owner.eq(true))
+            .select((om::organization_id, om::user_id))
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        rows.into_iter()
+            .map(|(org, user)| Ok((parse("organization_id", &org)?, user)))
+            .collect()
+    }
+
     async fn remove_member(
         &mut self,
         organization: OrganizationId,

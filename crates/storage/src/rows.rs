@@ -631,6 +631,7 @@ row!(GitTokenRow, git_tokens {
     id: String, organization_id: String, name: String, name_key: String, provider: String,
     token: String, description: Option<String>, workspace: Option<String>,
     git_api_url: Option<String>, created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
+    expired_at: Option<String>,
 });
 
 impl ToRow for GitToken {
@@ -649,6 +650,7 @@ impl ToRow for GitToken {
             git_api_url: t.git_api_url.clone(),
             created_at: ts(t.created_at),
             updated_at: ts(t.updated_at),
+            expired_at: t.expired_at.map(|d| d.to_string()),
         })
     }
 }
@@ -664,6 +666,14 @@ impl FromRow for GitToken {
             token: Secret::new(cipher.decrypt(&r.token)?),
             workspace: r.workspace,
             git_api_url: r.git_api_url,
+            expired_at: r
+                .expired_at
+                .map(|d| {
+                    domain::model::expiry_date("expired_at", &d).map_err(|_| {
+                        StoreError::Other(format!("unreadable expired_at in store: {d:?}"))
+                    })
+                })
+                .transpose()?,
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
         })
@@ -854,6 +864,7 @@ impl ToRow for DeploymentRequest {
 
 impl FromRow for DeploymentRequest {
     fn from_row(r: DeploymentRequestRow, _cipher: &Cipher) -> StoreResult<Self> {
+        let snapshot: DeploymentSnapshot = json_value("snapshot", &r.snapshot)?;
         Ok(Self {
             id: parse("id", &r.id)?,
             organization_id: parse("organization_id", &r.organization_id)?,
@@ -865,6 +876,8 @@ impl FromRow for DeploymentRequest {
                 git_commit_id: r.git_commit_id,
                 image_tag: r.image_tag,
                 chart_version: r.chart_version,
+                // Kept in the snapshot, which histories show.
+                git_commit_author: snapshot.git_commit_author.clone(),
             },
             status: parse("status", &r.status)?,
             reason: r.reason,
@@ -874,7 +887,7 @@ impl FromRow for DeploymentRequest {
             finished_at: r.finished_at.map(utc),
             state: parse("state", &r.state)?,
             batch_id: parse("batch_id", &r.batch_id)?,
-            snapshot: json_value("snapshot", &r.snapshot)?,
+            snapshot,
             steps: json_value("steps", &r.steps)?,
             lease_until: r.lease_until.map(utc),
             cancel_requested: r.cancel_requested,

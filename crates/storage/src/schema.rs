@@ -120,6 +120,7 @@ diesel::table! {
         git_api_url -> Nullable<Text>,
         created_at -> Timestamp,
         updated_at -> Timestamp,
+        expired_at -> Nullable<Text>,
     }
 }
 

@@ -220,6 +220,8 @@ async fn git_token(db: &Db, org: OrganizationId, name: &str) -> GitToken {
         token: Secret::new("ghp_x"),
         workspace: None,
         git_api_url: None,
+        // Written and read back by the round trip (a column added after the table).
+        expired_at: Some(time::Date::from_calendar_date(2027, time::Month::March, 31).unwrap()),
         created_at: now(),
         updated_at: now(),
     };

@@ -99,7 +99,8 @@ async fn status(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpRespon
     let cluster = st
         .capstan
         .get_cluster(&p, path_id(&req, ORG)?, path_id(&req, CLUSTER)?)
-        .await?;
+        .await?
+        .cluster;
     Ok(ok(ClusterStatusView::from(cluster)))
 }
 
@@ -107,7 +108,8 @@ async fn is_ready(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResp
     let cluster = st
         .capstan
         .get_cluster(&p, path_id(&req, ORG)?, path_id(&req, CLUSTER)?)
-        .await?;
+        .await?
+        .cluster;
     Ok(ok(ReadinessView {
         is_ready: cluster.run.state == domain::model::ClusterState::Deployed,
     }))

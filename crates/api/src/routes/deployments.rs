@@ -134,6 +134,7 @@ impl DeployAllRequest {
                     git_commit_id: s.git_commit_id,
                     image_tag: s.image_tag,
                     chart_version: s.chart_version,
+                    ..Default::default()
                 };
                 out.push(chosen(field, kind, id, input));
             }

@@ -17,7 +17,7 @@ type St = web::Data<AppState>;
 /// What the receiver did with a delivery.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct DeliveryResult {
-    /// DEPLOYMENT_QUEUED or IGNORED.
+    /// DEPLOYMENT_QUEUED, RECORDED (a tag on the deployed commit) or IGNORED.
     pub result: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deployment_request_id: Option<uuid::Uuid>,
@@ -106,6 +106,11 @@ async fn receive(st: St, req: HttpRequest, body: web::Bytes) -> ApiResult<HttpRe
             result: "DEPLOYMENT_QUEUED".into(),
             deployment_request_id: Some(id.0),
             reason: None,
+        }),
+        Received::Recorded(reason) => ok(DeliveryResult {
+            result: "RECORDED".into(),
+            deployment_request_id: None,
+            reason: Some(reason),
         }),
         Received::Ignored(reason) => ok(DeliveryResult {
             result: "IGNORED".into(),

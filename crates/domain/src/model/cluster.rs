@@ -239,7 +239,22 @@ impl Default for ClusterRun {
     }
 }
 
+/// The Kubernetes version the engine runs clusters at: the simulated engine has one for all,
+/// and no newer one to offer (the status's `next_k8s_available_version` is null).
+pub const KUBERNETES_VERSION: &str = "1.31";
+
 impl Cluster {
+    /// What its nodes give together at most, scaled out to `max_running_nodes`: (millicores,
+    /// MB). Each node is sized for the largest workload a service may ask for
+    /// (`MAXIMUM_CPU`, `MAXIMUM_MEMORY`), the installation-wide maxima that services show.
+    pub fn capacity(&self) -> (i64, i64) {
+        let nodes = self.spec.max_running_nodes;
+        (
+            super::MAXIMUM_CPU.saturating_mul(nodes),
+            super::MAXIMUM_MEMORY.saturating_mul(nodes),
+        )
+    }
+
     /// Running there: deployed, and not being stopped.
     pub fn is_deployed(&self) -> bool {
         matches!(

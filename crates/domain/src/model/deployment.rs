@@ -89,6 +89,8 @@ pub struct DeployTarget {
     pub git_commit_id: Option<String>,
     pub image_tag: Option<String>,
     pub chart_version: Option<String>,
+    /// Who wrote the commit, when a push delivery said; kept in the request's snapshot.
+    pub git_commit_author: Option<String>,
 }
 
 /// What a deployment deploys, as its history shows it: the service as configured when the
@@ -107,6 +109,9 @@ pub struct DeploymentSnapshot {
     pub entrypoint: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git_commit_id: Option<String>,
+    /// Who wrote that commit, when the push that asked for it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_commit_author: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chart_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -32,7 +32,7 @@ mod webhook;
 pub use advanced_settings::{Setting, SettingKind, SettingsTable, CLUSTER_SETTINGS};
 pub use cluster::{
     Cluster, ClusterAction, ClusterCredentialsRef, ClusterRun, ClusterSpec, ClusterState,
-    CredentialsRef, GroupRef, KubernetesMode,
+    CredentialsRef, GroupRef, KubernetesMode, KUBERNETES_VERSION,
 };
 pub use credentials::{
     AltCloudCredentialsInput, CloudACredentialsInput, CloudCCredentialsInput, CloudCredentials,
@@ -60,7 +60,7 @@ pub use name::Name;
 pub use organization::{ApiToken, Organization};
 pub use regions::{is_region, regions, Region};
 pub use resources::{
-    ContainerRegistry, Environment, GitToken, HelmRepository, Project, RegistryConfig,
+    expiry_date, ContainerRegistry, Environment, GitToken, HelmRepository, Project, RegistryConfig,
 };
 pub use restriction::{
     push_deploys, DeploymentRestriction, RestrictionInput, RestrictionMode, RestrictionType,

@@ -4,7 +4,7 @@ use super::{EnvironmentMode, GitProvider, Record, RegistryKind};
 use crate::ids::*;
 use crate::secret::Secret;
 use serde::{Deserialize, Serialize};
-use time::OffsetDateTime;
+use time::{Date, OffsetDateTime};
 use uuid::Uuid;
 
 macro_rules! record {
@@ -167,7 +167,23 @@ pub struct GitToken {
     pub token: Secret,
     pub workspace: Option<String>,
     pub git_api_url: Option<String>,
+    /// The day it stops working, when its client said: providers tell no one else, and
+    /// Capstan does not send the token to them to ask.
+    pub expired_at: Option<Date>,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
 }
 record!(GitToken, GitTokenId, OrganizationId, "git token");
+
+/// A git token's expiry as a client gives it: a day (`2026-12-31`, the public `format: date`)
+/// or a date-time (RFC 3339), of which the day in UTC is kept.
+pub fn expiry_date(field: &str, text: &str) -> Result<Date, crate::error::DomainError> {
+    let text = text.trim();
+    let day = time::macros::format_description!("[year]-[month]-[day]");
+    Date::parse(text, &day)
+        .or_else(|_| {
+            OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+                .map(|t| t.to_offset(time::UtcOffset::UTC).date())
+        })
+        .map_err(|_| crate::error::DomainError::invalid(field, "must be a date like 2026-12-31"))
+}

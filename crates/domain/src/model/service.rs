@@ -124,6 +124,7 @@ impl Service {
             name: self.name.to_string(),
             kind: Some(self.kind()),
             git_commit_id: target.git_commit_id.clone(),
+            git_commit_author: target.git_commit_author.clone(),
             ..Default::default()
         };
         let mut image = |name: &str, tag: &str, runtime: Option<&Runtime>| {
@@ -155,23 +156,28 @@ impl Service {
         shown
     }
 
-    /// Records a successful deployment of `target` asked for at `requested_at`: the service is
-    /// UP_TO_DATE unless its configuration changed after the request.
-    pub fn record_deployment(
-        &mut self,
-        target: &super::DeployTarget,
-        requested_at: OffsetDateTime,
-        now: OffsetDateTime,
-    ) {
-        self.deployment_status = if self.updated_at <= requested_at {
+    /// Records the successful end of `request`: the service is UP_TO_DATE unless its
+    /// configuration changed after the request. A commit deployed again keeps what was known
+    /// of it (its author and tag); another commit has the author its push named, and no tag
+    /// until one is pushed on it.
+    pub fn record_deployment(&mut self, request: &super::DeploymentRequest, now: OffsetDateTime) {
+        self.deployment_status = if self.updated_at <= request.created_at {
             DeploymentStatus::UpToDate
         } else {
             DeploymentStatus::OutOfDate
         };
         if let (Some(commit), Some(repo)) = (
-            &target.git_commit_id,
+            &request.target.git_commit_id,
             self.spec.git_repositories_mut().into_iter().next(),
         ) {
+            let again = repo.deployed_commit_id.as_ref() == Some(commit);
+            if !again {
+                repo.deployed_commit_contributor = None;
+                repo.deployed_commit_tag = None;
+            }
+            if let Some(author) = &request.snapshot.git_commit_author {
+                repo.deployed_commit_contributor = Some(author.clone());
+            }
             repo.deployed_commit_id = Some(commit.clone());
             repo.deployed_commit_date = Some(now);
         }

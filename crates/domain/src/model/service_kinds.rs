@@ -482,6 +482,15 @@ pub struct DatabaseSpec {
     pub icon_uri: String,
 }
 
+impl DatabaseSpec {
+    /// Whether its disk is encrypted: a managed database is created with its provider's
+    /// encryption at rest; a container database keeps its data on a volume of the cluster's
+    /// storage class, which the engine does not ask to encrypt.
+    pub fn disk_encrypted(&self) -> bool {
+        self.mode == DatabaseMode::Managed
+    }
+}
+
 impl DatabaseInput {
     pub fn validate(self) -> Result<DatabaseSpec, DomainError> {
         Ok(DatabaseSpec {

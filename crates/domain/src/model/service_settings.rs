@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// The most a service may ask for: CPU in millicores, memory in MiB, GPUs. Shown on
-/// applications, containers and jobs as `maximum_*`, and enforced on their requests.
+/// applications, containers and jobs as `maximum_*` (databases: CPU and memory), and enforced
+/// on their requests.
 pub const MAXIMUM_CPU: i64 = 16_000;
 pub const MAXIMUM_MEMORY: i64 = 65_536;
 pub const MAXIMUM_GPU: i64 = 8;

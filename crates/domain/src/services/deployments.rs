@@ -28,6 +28,9 @@ pub struct DeployInput {
     /// The chart version to deploy (helms from a chart repository); becomes the configured one.
     #[serde(default)]
     pub chart_version: Option<String>,
+    /// Who wrote the commit, when a push delivery said; never taken from a request body.
+    #[serde(skip)]
+    pub git_commit_author: Option<String>,
 }
 
 impl DeployInput {
@@ -42,6 +45,7 @@ impl DeployInput {
             git_commit_id: text("git_commit_id", self.git_commit_id)?,
             image_tag: text("image_tag", self.image_tag)?,
             chart_version: text("chart_version", self.chart_version)?,
+            git_commit_author: self.git_commit_author,
         })
     }
 

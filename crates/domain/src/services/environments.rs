@@ -65,7 +65,7 @@ impl Capstan {
             .ok_or_else(|| DomainError::Internal("environment vanished".into()))
     }
 
-    /// The cluster named by a request, or the organization's first cluster; held until the
+    /// The cluster named by a request, or the organization's default cluster; held until the
     /// unit ends, so it cannot be deleted under the environment that is about to use it.
     pub(super) async fn cluster_for(
         &self,
@@ -76,19 +76,15 @@ impl Capstan {
     ) -> DomainResult<Cluster> {
         let id = match wanted {
             Some(id) => id,
-            None => {
-                self.list::<Cluster>(tx, project.organization_id, PageRequest::new(1, 1)?)
-                    .await?
-                    .items
-                    .pop()
-                    .ok_or_else(|| {
-                        DomainError::invalid(
-                            "cluster",
-                            "the organization has no cluster; create one first",
-                        )
-                    })?
-                    .id
-            }
+            None => self
+                .default_cluster(tx, project.organization_id)
+                .await?
+                .ok_or_else(|| {
+                    DomainError::invalid(
+                        "cluster",
+                        "the organization has no cluster; create one first",
+                    )
+                })?,
         };
         tx.lock(Scope::Referenced(Reference::Cluster(id))).await?;
         let cluster: Cluster = self.load(tx, p, id, Action::Read).await?;
@@ -121,21 +117,11 @@ impl Capstan {
                 input.cluster.or(rule.as_ref().map(|r| r.cluster_id)),
             )
             .await?;
-        let now = self.now();
-        let env = Environment {
-            id: EnvironmentId::generate(),
-            organization_id: project.organization_id,
-            project_id,
-            cluster_id: cluster.id,
-            name,
-            mode: input
-                .mode
-                .or(rule.as_ref().map(|r| r.mode))
-                .unwrap_or(EnvironmentMode::Development),
-            last_updated_by: None,
-            created_at: now,
-            updated_at: now,
-        };
+        let mode = input
+            .mode
+            .or(rule.as_ref().map(|r| r.mode))
+            .unwrap_or(EnvironmentMode::Development);
+        let env = self.new_environment(p, &project, &cluster, name, mode);
         self.insert(tx, &env, "project").await?;
         self.audit(tx, p, EventType::Create, &env).await?;
         self.default_stage(tx, &env).await?;
@@ -196,6 +182,7 @@ impl Capstan {
             env.mode = mode;
         }
         env.updated_at = self.now();
+        env.last_updated_by = Some(p.subject.uuid());
         self.update(tx, &env, "project").await?;
         self.audit(tx, p, EventType::Update, &env).await?;
         let out = self.details(tx, env).await?;
@@ -284,9 +271,8 @@ impl Capstan {
             .mode
             .or(rule.as_ref().map(|r| r.mode))
             .unwrap_or(source.mode);
-        let (env, _) = self
-            .copy_environment(tx, &source, &project, &cluster, name, mode)
-            .await?;
+        let env = self.new_environment(p, &project, &cluster, name, mode);
+        let (env, _) = self.copy_environment(tx, &source, env).await?;
         self.audit(tx, p, EventType::Clone, &env).await?;
         if let Some(rule) = rule {
             self.give_schedule(tx, &env, rule.schedule).await?;
@@ -298,31 +284,40 @@ impl Capstan {
         })
     }
 
-    /// Writes a copy of `source` (its services, variables, secrets, stages and rule, none of its
-    /// deployment state) into `project` on `cluster`; answers it with the copy of each service
-    /// by the source's id. The caller holds both projects.
-    pub(super) async fn copy_environment(
+    /// A new environment of `project` on `cluster`, made now by `p` (its `last_updated_by`).
+    pub(super) fn new_environment(
         &self,
-        tx: &mut Unit,
-        source: &Environment,
+        p: &Principal,
         project: &Project,
         cluster: &Cluster,
         name: Name,
         mode: EnvironmentMode,
-    ) -> DomainResult<(Environment, HashMap<ServiceId, Service>)> {
-        let source_id = source.id;
+    ) -> Environment {
         let now = self.now();
-        let env = Environment {
+        Environment {
             id: EnvironmentId::generate(),
             organization_id: project.organization_id,
             project_id: project.id,
             cluster_id: cluster.id,
             name,
             mode,
-            last_updated_by: None,
+            last_updated_by: Some(p.subject.uuid()),
             created_at: now,
             updated_at: now,
-        };
+        }
+    }
+
+    /// Writes `env` (a new environment) with a copy of `source` (its services, variables,
+    /// secrets, stages and rule, none of its deployment state); answers it with the copy of
+    /// each service by the source's id. The caller holds both projects.
+    pub(super) async fn copy_environment(
+        &self,
+        tx: &mut Unit,
+        source: &Environment,
+        env: Environment,
+    ) -> DomainResult<(Environment, HashMap<ServiceId, Service>)> {
+        let source_id = source.id;
+        let now = env.created_at;
 
         let services = self.services_of(tx, source_id).await?;
         let mut parents: Vec<uuid::Uuid> = vec![source_id.0];

@@ -195,7 +195,8 @@ impl Capstan {
             let made = self
                 .create_cluster(&p, org.id, input)
                 .await
-                .map_err(at(&place))?;
+                .map_err(at(&place))?
+                .cluster;
             first_cluster.get_or_insert(made.id);
             clusters.insert(made.name.to_string(), made.id);
             made_clusters.push(SeededRecord {

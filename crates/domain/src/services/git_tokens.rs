@@ -5,7 +5,7 @@ use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{GitTokenId, OrganizationId};
 use crate::model::EventType;
-use crate::model::{GitProvider, GitToken, Organization};
+use crate::model::{expiry_date, GitProvider, GitToken, Organization};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{Scope, ServiceLink, Unit};
 use crate::secret::Secret;
@@ -27,6 +27,11 @@ pub struct GitTokenInput {
     pub workspace: Option<String>,
     #[serde(default)]
     pub git_api_url: Option<String>,
+    /// When the token expires (a date), as its provider told the client. Not in the public
+    /// request: a client that knows it may send it. On edit, absent keeps the stored day
+    /// unless a new `token` is sent (that value's expiry is not known then).
+    #[serde(default)]
+    pub expired_at: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -103,6 +108,10 @@ impl Capstan {
                 .git_api_url
                 .map(|u| validate::http_url("git_api_url", &u).map(|_| u))
                 .transpose()?,
+            expired_at: input
+                .expired_at
+                .map(|d| expiry_date("expired_at", &d))
+                .transpose()?,
             created_at: now,
             updated_at: now,
         };
@@ -173,6 +182,11 @@ impl Capstan {
         token.name = validate::name("name", &input.name)?;
         token.description = validate::description("description", input.description)?;
         token.provider = input.provider;
+        token.expired_at = match (input.expired_at, &input.token) {
+            (Some(day), _) => Some(expiry_date("expired_at", &day)?),
+            (None, Some(_)) => None,
+            (None, None) => token.expired_at,
+        };
         if let Some(value) = &input.token {
             token.token = token_value(value)?;
         }

@@ -27,6 +27,15 @@ pub struct ClusterInput {
     pub spec: ClusterSpec,
 }
 
+/// A cluster with what its record shows beside its own members.
+#[derive(Debug, Clone)]
+pub struct ClusterDetails {
+    pub cluster: Cluster,
+    /// The organization's default cluster: its first, where an environment created without
+    /// naming one goes.
+    pub is_default: bool,
+}
+
 /// A project with what its record shows beside its own members.
 #[derive(Debug, Clone)]
 pub struct ProjectDetails {
@@ -43,6 +52,43 @@ pub struct ProjectInput {
 }
 
 impl Capstan {
+    /// The organization's default cluster: its first (clusters are listed oldest first).
+    pub(super) async fn default_cluster(
+        &self,
+        tx: &mut Unit,
+        org: OrganizationId,
+    ) -> DomainResult<Option<ClusterId>> {
+        Ok(self
+            .list::<Cluster>(tx, org, PageRequest::new(1, 1)?)
+            .await?
+            .items
+            .first()
+            .map(|c| c.id))
+    }
+
+    async fn cluster_details(
+        &self,
+        tx: &mut Unit,
+        org: OrganizationId,
+        clusters: Vec<Cluster>,
+    ) -> DomainResult<Vec<ClusterDetails>> {
+        let default = self.default_cluster(tx, org).await?;
+        Ok(clusters
+            .into_iter()
+            .map(|cluster| ClusterDetails {
+                is_default: Some(cluster.id) == default,
+                cluster,
+            })
+            .collect())
+    }
+
+    async fn one_cluster(&self, tx: &mut Unit, cluster: Cluster) -> DomainResult<ClusterDetails> {
+        self.cluster_details(tx, cluster.organization_id, vec![cluster])
+            .await?
+            .pop()
+            .ok_or_else(|| DomainError::Internal("cluster vanished".into()))
+    }
+
     /// A cluster's spec, checked: the credentials it names are the organization's, of its
     /// provider (their name is taken from them).
     async fn cluster_spec(
@@ -77,7 +123,7 @@ impl Capstan {
         p: &Principal,
         org: OrganizationId,
         input: ClusterInput,
-    ) -> DomainResult<Cluster> {
+    ) -> DomainResult<ClusterDetails> {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Organization(org)).await?;
@@ -101,8 +147,9 @@ impl Capstan {
         };
         self.insert(tx, &cluster, "organization").await?;
         self.audit(tx, p, EventType::Create, &cluster).await?;
+        let out = self.one_cluster(tx, cluster).await?;
         unit.commit().await?;
-        Ok(cluster)
+        Ok(out)
     }
 
     pub async fn list_clusters(
@@ -110,11 +157,16 @@ impl Capstan {
         p: &Principal,
         org: OrganizationId,
         page: PageRequest,
-    ) -> DomainResult<Page<Cluster>> {
+    ) -> DomainResult<Page<ClusterDetails>> {
         let mut unit = self.reading().await?;
         let tx = &mut *unit;
         self.load::<Organization>(tx, p, org, Action::Read).await?;
-        self.list(tx, org, page).await
+        let page: Page<Cluster> = self.list(tx, org, page).await?;
+        Ok(Page {
+            items: self.cluster_details(tx, org, page.items).await?,
+            request: page.request,
+            total_count: page.total_count,
+        })
     }
 
     pub async fn get_cluster(
@@ -122,10 +174,11 @@ impl Capstan {
         p: &Principal,
         org: OrganizationId,
         id: ClusterId,
-    ) -> DomainResult<Cluster> {
+    ) -> DomainResult<ClusterDetails> {
         let mut unit = self.reading().await?;
         let tx = &mut *unit;
-        self.load_in_org(tx, p, org, id, Action::Read).await
+        let cluster = self.load_in_org(tx, p, org, id, Action::Read).await?;
+        self.one_cluster(tx, cluster).await
     }
 
     pub async fn update_cluster(
@@ -134,7 +187,7 @@ impl Capstan {
         org: OrganizationId,
         id: ClusterId,
         input: ClusterInput,
-    ) -> DomainResult<Cluster> {
+    ) -> DomainResult<ClusterDetails> {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Organization(org)).await?;
@@ -150,8 +203,9 @@ impl Capstan {
         cluster.updated_at = self.now();
         self.update(tx, &cluster, "organization").await?;
         self.audit(tx, p, EventType::Update, &cluster).await?;
+        let out = self.one_cluster(tx, cluster).await?;
         unit.commit().await?;
-        Ok(cluster)
+        Ok(out)
     }
 
     /// Refused (409) while environments run on the cluster.

@@ -251,16 +251,8 @@ impl Capstan {
         let cluster = self
             .cluster_for(tx, p, &project, Some(source.cluster_id))
             .await?;
-        let (preview, copies) = self
-            .copy_environment(
-                tx,
-                source,
-                &project,
-                &cluster,
-                name,
-                EnvironmentMode::Preview,
-            )
-            .await?;
+        let preview = self.new_environment(p, &project, &cluster, name, EnvironmentMode::Preview);
+        let (preview, copies) = self.copy_environment(tx, source, preview).await?;
         self.audit(tx, p, EventType::Clone, &preview).await?;
         let mut retagged = Vec::new();
         for container in containers {

@@ -43,14 +43,14 @@ pub use environments::{CloneInput, EnvironmentDetails, EnvironmentInput, Environ
 pub use events::{AuditCursor, AuditPage, STREAM_BATCH};
 pub use git_tokens::{GitTokenDetails, GitTokenInput};
 pub use helm_repositories::{HelmRepositoryDetails, HelmRepositoryInput};
-pub use hierarchy::{ClusterInput, ProjectDetails, ProjectInput};
+pub use hierarchy::{ClusterDetails, ClusterInput, ProjectDetails, ProjectInput};
 pub use histories::{BatchHistory, HistoryEntry, HistoryPage, HistoryPaging};
 pub use image_deploys::ImageDeployInput;
 pub use listings::{ClusterEnvironment, ServiceLight, ServiceScope};
 pub use members::{InvitationDetails, InviteInput, MemberRef, RoleChange};
 pub use metadata_groups::{GroupDetails, GROUPED_KINDS};
 pub use org_webhooks::Outbound;
-pub use organizations::{ApiTokenInput, NewApiToken, OrganizationUpdate};
+pub use organizations::{ApiTokenInput, NewApiToken, OrganizationDetails, OrganizationUpdate};
 pub use registries::{RegistryDetails, RegistryInput};
 pub use restrictions::RESTRICTED_KINDS;
 pub use service_clone::CloneServiceInput;

@@ -5,10 +5,10 @@ use crate::auth::{self, Action, Principal, Role, Subject};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{ApiTokenId, OrganizationId, RoleId};
 use crate::model::EventType;
-use crate::model::{ApiToken, Organization, OrganizationPlan};
+use crate::model::{member_id, ApiToken, Organization, OrganizationPlan};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::Repo;
-use crate::ports::Scope;
+use crate::ports::{Scope, Unit};
 use crate::validate;
 use serde::Deserialize;
 
@@ -29,6 +29,15 @@ pub struct ApiTokenInput {
     #[serde(default)]
     pub description: Option<String>,
     pub role_id: RoleId,
+}
+
+/// An organization with its owner: the member id of the user who owns it, absent for an
+/// organization no user owns yet (one made with `capstan token create`, until
+/// `transferOwnership` names one).
+#[derive(Debug, Clone)]
+pub struct OrganizationDetails {
+    pub organization: Organization,
+    pub owner: Option<uuid::Uuid>,
 }
 
 /// A token just created: the record and, this once, its value.
@@ -100,7 +109,7 @@ impl Capstan {
         &self,
         p: &Principal,
         input: OrganizationUpdate,
-    ) -> DomainResult<Organization> {
+    ) -> DomainResult<OrganizationDetails> {
         let Subject::User(user) = &p.subject else {
             return Err(DomainError::Forbidden(
                 "API tokens cannot create organizations; a signed-in user (Bearer JWT) or `capstan token create` can".into(),
@@ -121,7 +130,38 @@ impl Capstan {
         tx.set_owner(org.id, user).await?;
         self.audit(&mut *tx, p, EventType::Create, &org).await?;
         tx.commit().await?;
-        Ok(org)
+        Ok(OrganizationDetails {
+            organization: org,
+            owner: Some(member_id(user)),
+        })
+    }
+
+    /// Each organization with its owner.
+    async fn organization_details(
+        &self,
+        tx: &mut Unit,
+        organizations: Vec<Organization>,
+    ) -> DomainResult<Vec<OrganizationDetails>> {
+        let ids: Vec<OrganizationId> = organizations.iter().map(|o| o.id).collect();
+        let owners = tx.owners(&ids).await?;
+        Ok(organizations
+            .into_iter()
+            .map(|organization| OrganizationDetails {
+                owner: owners.get(&organization.id).map(|u| member_id(u)),
+                organization,
+            })
+            .collect())
+    }
+
+    async fn one_organization(
+        &self,
+        tx: &mut Unit,
+        organization: Organization,
+    ) -> DomainResult<OrganizationDetails> {
+        self.organization_details(tx, vec![organization])
+            .await?
+            .pop()
+            .ok_or_else(|| DomainError::Internal("organization vanished".into()))
     }
 
     /// Command line: adds a user (a JWT subject) to an organization with a role.
@@ -193,21 +233,28 @@ impl Capstan {
         &self,
         p: &Principal,
         page: PageRequest,
-    ) -> DomainResult<Page<Organization>> {
-        let mut own =
-            Repo::<Organization>::get_many(&mut *self.reading().await?, &p.organizations()).await?;
+    ) -> DomainResult<Page<OrganizationDetails>> {
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        let mut own = Repo::<Organization>::get_many(tx, &p.organizations()).await?;
         own.sort_by_key(|o| (o.created_at, o.id));
-        Ok(Page::from_vec(own, page))
+        let page = Page::from_vec(own, page);
+        Ok(Page {
+            items: self.organization_details(tx, page.items).await?,
+            request: page.request,
+            total_count: page.total_count,
+        })
     }
 
     pub async fn get_organization(
         &self,
         p: &Principal,
         id: OrganizationId,
-    ) -> DomainResult<Organization> {
+    ) -> DomainResult<OrganizationDetails> {
         let mut unit = self.reading().await?;
         let tx = &mut *unit;
-        self.load(tx, p, id, Action::ReadOrganization).await
+        let org = self.load(tx, p, id, Action::ReadOrganization).await?;
+        self.one_organization(tx, org).await
     }
 
     pub async fn update_organization(
@@ -215,7 +262,7 @@ impl Capstan {
         p: &Principal,
         id: OrganizationId,
         input: OrganizationUpdate,
-    ) -> DomainResult<Organization> {
+    ) -> DomainResult<OrganizationDetails> {
         let mut unit = self.writing().await?;
         let tx = &mut *unit;
         tx.lock(Scope::Organization(id)).await?;
@@ -228,8 +275,9 @@ impl Capstan {
         org.updated_at = self.now();
         Repo::<Organization>::update(tx, &org).await?;
         self.audit(tx, p, EventType::Update, &org).await?;
+        let out = self.one_organization(tx, org).await?;
         unit.commit().await?;
-        Ok(org)
+        Ok(out)
     }
 
     /// Deletes the organization and everything in it.

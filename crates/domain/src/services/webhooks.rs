@@ -9,7 +9,7 @@ use crate::ids::ServiceId;
 use crate::model::{
     push_deploys, DeploymentAction, GitProvider, GitRepository, GitToken, Service, ServiceSpec,
 };
-use crate::ports::{IdempotencyClaim, Repo, Unit};
+use crate::ports::{IdempotencyClaim, Repo, Scope, Unit};
 use crate::secret::Secret;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -88,7 +88,16 @@ pub struct Delivery {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Received {
     Deployed(crate::ids::DeploymentRequestId),
+    /// A tag pushed on the deployed commit, now its `deployed_commit_tag`.
+    Recorded(String),
     Ignored(String),
+}
+
+/// What kind of reference a push moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Moved {
+    Branch,
+    Tag,
 }
 
 impl Delivery {
@@ -126,7 +135,10 @@ impl Delivery {
             ),
             GitProvider::HostB => (
                 self.header("x-gitlab-event-uuid"),
-                self.header("x-gitlab-event") == Some("Push Hook"),
+                matches!(
+                    self.header("x-gitlab-event"),
+                    Some("Push Hook" | "Tag Push Hook")
+                ),
             ),
             // Not X-Hook-UUID: it names the hook, the same for every delivery.
             GitProvider::HostC => (
@@ -165,37 +177,91 @@ impl Delivery {
 
     /// The branch and commit a push moved, from the provider's payload.
     fn pushed(&self, provider: GitProvider) -> Option<(String, String)> {
+        self.moved(provider)
+            .filter(|(kind, ..)| *kind == Moved::Branch)
+            .map(|(_, branch, commit)| (branch, commit))
+    }
+
+    /// The tag a push created or moved and the commit it names.
+    fn tagged(&self, provider: GitProvider) -> Option<(String, String)> {
+        self.moved(provider)
+            .filter(|(kind, ..)| *kind == Moved::Tag)
+            .map(|(_, tag, commit)| (tag, commit))
+    }
+
+    /// The reference a push moved (a branch or a tag), its name and the commit it names now;
+    /// nothing for a deleted reference.
+    fn moved(&self, provider: GitProvider) -> Option<(Moved, String, String)> {
         let v: serde_json::Value = serde_json::from_slice(&self.body).ok()?;
         match provider {
             GitProvider::HostA | GitProvider::HostB => {
-                let branch = v.get("ref")?.as_str()?.strip_prefix("refs/heads/")?;
-                let commit = v
-                    .get("checkout_sha")
-                    .and_then(|c| c.as_str())
-                    .or_else(|| v.get("after").and_then(|c| c.as_str()))?;
-                // A deleted branch "moves" to the zero commit: nothing to deploy.
+                let reference = v.get("ref")?.as_str()?;
+                let (kind, name) = match reference.strip_prefix("refs/heads/") {
+                    Some(branch) => (Moved::Branch, branch),
+                    None => (Moved::Tag, reference.strip_prefix("refs/tags/")?),
+                };
+                // An annotated tag's `after` is the tag object: its commit is the head commit.
+                let commit = text(v.get("checkout_sha"))
+                    .or_else(|| match kind {
+                        Moved::Tag => text(v.pointer("/head_commit/id")),
+                        Moved::Branch => None,
+                    })
+                    .or_else(|| text(v.get("after")))?;
+                // A deleted reference "moves" to the zero commit.
                 if commit.bytes().all(|b| b == b'0') {
                     return None;
                 }
-                Some((branch.to_string(), commit.to_string()))
+                Some((kind, name.to_string(), commit.to_string()))
             }
             GitProvider::HostC => {
-                let change = v
-                    .get("push")?
-                    .get("changes")?
-                    .as_array()?
-                    .first()?
-                    .get("new")?;
-                if change.get("type")?.as_str()? != "branch" {
-                    return None;
-                }
+                let change = v.pointer("/push/changes/0/new")?;
+                let kind = match change.get("type")?.as_str()? {
+                    "branch" => Moved::Branch,
+                    "tag" => Moved::Tag,
+                    _ => return None,
+                };
                 Some((
+                    kind,
                     change.get("name")?.as_str()?.to_string(),
                     change.get("target")?.get("hash")?.as_str()?.to_string(),
                 ))
             }
         }
     }
+
+    /// Who wrote `commit`, as the push describes it: HOSTA its head commit, HOSTB each commit
+    /// it brings, HOSTC the commit its change points at.
+    fn author(&self, provider: GitProvider, commit: &str) -> Option<String> {
+        let v: serde_json::Value = serde_json::from_slice(&self.body).ok()?;
+        let is_commit =
+            |c: &&serde_json::Value| c.get("id").and_then(|i| i.as_str()) == Some(commit);
+        let name = match provider {
+            GitProvider::HostA => v
+                .get("head_commit")
+                .filter(is_commit)?
+                .pointer("/author/name"),
+            GitProvider::HostB => v
+                .get("commits")?
+                .as_array()?
+                .iter()
+                .find(is_commit)?
+                .pointer("/author/name"),
+            GitProvider::HostC => {
+                let author = v.pointer("/push/changes/0/new/target/author")?;
+                author
+                    .pointer("/user/display_name")
+                    .or_else(|| author.get("raw"))
+            }
+        }?
+        .as_str()?;
+        // HOSTC's raw author is `Name <address>`: the name is enough.
+        let name = name.split(" <").next().unwrap_or(name).trim();
+        (!name.is_empty()).then(|| name.to_string())
+    }
+}
+
+fn text(v: Option<&serde_json::Value>) -> Option<&str> {
+    v.and_then(serde_json::Value::as_str)
 }
 
 fn auto_deploy(spec: &ServiceSpec) -> bool {
@@ -383,6 +449,9 @@ impl Capstan {
         if !is_push {
             return Ok(Received::Ignored("not a push event".into()));
         }
+        if let Some((tag, commit)) = delivery.tagged(repo.provider) {
+            return self.record_tag(id, tag, &commit).await;
+        }
         let Some((branch, commit)) = delivery.pushed(repo.provider) else {
             return Ok(Received::Ignored("a push without a branch head".into()));
         };
@@ -428,6 +497,7 @@ impl Capstan {
                 id,
                 DeploymentAction::Deploy,
                 DeployInput {
+                    git_commit_author: delivery.author(repo.provider, &commit),
                     git_commit_id: Some(commit),
                     ..Default::default()
                 },
@@ -454,6 +524,38 @@ impl Capstan {
             .deployment_request_id
             .map(Received::Deployed)
             .ok_or_else(|| DomainError::Internal("the deployment was not queued".into()))
+    }
+}
+
+impl Capstan {
+    /// A tag pushed on the deployed commit becomes its `deployed_commit_tag`; a tag of any
+    /// other commit (one not deployed yet included) is not kept.
+    async fn record_tag(&self, id: ServiceId, tag: String, commit: &str) -> DomainResult<Received> {
+        let mut unit = self.writing().await?;
+        let tx = &mut *unit;
+        tx.lock(Scope::EnvironmentOf(id)).await?;
+        let mut service = Repo::<Service>::get(tx, id)
+            .await?
+            .ok_or(DomainError::NotFound("service"))?;
+        let Some(repo) = service.spec.git_repositories_mut().into_iter().next() else {
+            return Ok(Received::Ignored(
+                "the service has no git repository".into(),
+            ));
+        };
+        if repo.deployed_commit_id.as_deref() != Some(commit) {
+            return Ok(Received::Ignored(format!(
+                "the tag {tag} does not name the deployed commit"
+            )));
+        }
+        if repo.deployed_commit_tag.as_deref() != Some(tag.as_str()) {
+            // Deployment state, as the worker records it: the configuration is unchanged.
+            repo.deployed_commit_tag = Some(tag.clone());
+            Repo::<Service>::update(tx, &service).await?;
+            unit.commit().await?;
+        }
+        Ok(Received::Recorded(format!(
+            "the deployed commit is tagged {tag}"
+        )))
     }
 }
 
@@ -578,6 +680,85 @@ mod tests {
         assert_eq!(
             without_after.pushed(GitProvider::HostB),
             Some(("main".into(), "def".into()))
+        );
+    }
+
+    #[test]
+    fn pushes_name_tags_and_the_authors_of_their_commits() {
+        let hub = delivery(
+            &[],
+            serde_json::json!({"ref": "refs/heads/main", "after": "abc",
+                "head_commit": {"id": "abc", "author": {"name": "Ada"}}}),
+        );
+        assert_eq!(hub.author(GitProvider::HostA, "abc"), Some("Ada".into()));
+        assert_eq!(hub.author(GitProvider::HostA, "other"), None);
+        assert_eq!(hub.tagged(GitProvider::HostA), None);
+        // An annotated tag: `after` is the tag object, the head commit is what it names.
+        let hub_tag = delivery(
+            &[],
+            serde_json::json!({"ref": "refs/tags/v1", "after": "t0", "head_commit": {"id": "abc"}}),
+        );
+        assert_eq!(
+            hub_tag.tagged(GitProvider::HostA),
+            Some(("v1".into(), "abc".into()))
+        );
+        assert_eq!(hub_tag.pushed(GitProvider::HostA), None);
+
+        let lab = delivery(
+            &[("x-gitlab-event", "Tag Push Hook")],
+            serde_json::json!({"ref": "refs/tags/v2", "after": "t1", "checkout_sha": "def"}),
+        );
+        assert!(lab.identity(GitProvider::HostB).1, "a tag push is a push");
+        assert_eq!(
+            lab.tagged(GitProvider::HostB),
+            Some(("v2".into(), "def".into()))
+        );
+        let lab_push = delivery(
+            &[],
+            serde_json::json!({"ref": "refs/heads/main", "checkout_sha": "def", "commits": [
+                {"id": "abc", "author": {"name": "Grace"}},
+                {"id": "def", "author": {"name": "Linus"}}]}),
+        );
+        assert_eq!(
+            lab_push.author(GitProvider::HostB, "def"),
+            Some("Linus".into())
+        );
+        let lab_deleted = delivery(
+            &[],
+            serde_json::json!({"ref": "refs/tags/v2", "after": "0000000", "checkout_sha": null}),
+        );
+        assert_eq!(
+            lab_deleted.tagged(GitProvider::HostB),
+            None,
+            "a deleted tag"
+        );
+
+        let bucket = |kind: &str, author: serde_json::Value| {
+            delivery(
+                &[],
+                serde_json::json!({"push": {"changes": [{"new": {"type": kind, "name": "v3",
+                    "target": {"hash": "123", "author": author}}}]}}),
+            )
+        };
+        assert_eq!(
+            bucket("tag", serde_json::json!({})).tagged(GitProvider::HostC),
+            Some(("v3".into(), "123".into()))
+        );
+        assert_eq!(
+            bucket(
+                "branch",
+                serde_json::json!({"raw": "Ken Thompson <ken@example.com>"})
+            )
+            .author(GitProvider::HostC, "123"),
+            Some("Ken Thompson".into())
+        );
+        assert_eq!(
+            bucket(
+                "branch",
+                serde_json::json!({"raw": "k <k@x>", "user": {"display_name": "Ken"}})
+            )
+            .author(GitProvider::HostC, "123"),
+            Some("Ken".into())
         );
     }
 }

@@ -378,7 +378,7 @@ impl Worker {
             // Read under the lock: an edit made while the deployment ran is kept, and makes
             // the service OUT_OF_DATE.
             if let Some(mut service) = Repo::<Service>::get(tx, r.service_id).await? {
-                service.record_deployment(&r.target, r.created_at, now);
+                service.record_deployment(&r, now);
                 Repo::<Service>::update(tx, &service).await?;
             }
         }

@@ -1,0 +1,1 @@
+ALTER TABLE git_tokens DROP COLUMN expired_at;
