@@ -60,7 +60,11 @@ adjusted_suite!(
     a_failed_webhook_repair_says_why,
     |c| c.with_git(domain::services::GitIntegration::new(
         std::sync::Arc::new(
-            git::HttpGitHosting::new(std::time::Duration::from_millis(500)).unwrap()
+            git::HttpGitHosting::new(
+                std::time::Duration::from_millis(500),
+                crate::common::loopback_allowed()
+            )
+            .unwrap()
         ),
         "https://capstan.example",
         domain::secret::Secret::new("test-signing-key"),
