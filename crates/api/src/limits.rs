@@ -55,7 +55,7 @@ async fn receiver_key(
 ) -> Result<String, ApiError> {
     let body = read_body(req, state.body_limit).await?;
     req.set_payload(actix_web::dev::Payload::from(body.clone()));
-    let Ok(id) = service.parse::<uuid::Uuid>() else {
+    let Ok(id) = domain::ids::parse_uuid(service) else {
         return Ok(address_key(req));
     };
     let delivery = crate::routes::webhooks::delivery(req.headers(), &body);
