@@ -1138,7 +1138,7 @@ impl From<HelmRepositoryDetails> for HelmRepositoryView {
             base: base(r.id.0, r.created_at, r.updated_at),
             name: r.name.into(),
             kind: r.kind,
-            url: r.url,
+            url: r.shown_url(),
             description: r.description,
             skip_tls_verification: r.skip_tls_verification,
             associated_services_count: d.associated_services_count,

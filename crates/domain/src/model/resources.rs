@@ -157,6 +157,22 @@ record!(
     "helm repository"
 );
 
+impl HelmRepository {
+    /// Its address as answers show it: without the credentials a repository stored before
+    /// they were refused in addresses may still hold (they are the config's to carry).
+    pub fn shown_url(&self) -> String {
+        match url::Url::parse(&self.url) {
+            Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+                // Both only fail for URLs that cannot have credentials at all.
+                let _ = u.set_username("");
+                let _ = u.set_password(None);
+                u.to_string()
+            }
+            _ => self.url.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct GitToken {
     pub id: GitTokenId,
@@ -186,4 +202,42 @@ pub fn expiry_date(field: &str, text: &str) -> Result<Date, crate::error::Domain
                 .map(|t| t.to_offset(time::UtcOffset::UTC).date())
         })
         .map_err(|_| crate::error::DomainError::invalid(field, "must be a date like 2026-12-31"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repository(url: &str) -> HelmRepository {
+        let now = OffsetDateTime::UNIX_EPOCH;
+        HelmRepository {
+            id: HelmRepositoryId::generate(),
+            organization_id: OrganizationId::generate(),
+            name: super::super::Name::parse("name", "charts").unwrap(),
+            kind: super::super::HelmRepositoryKind::Https,
+            url: url.into(),
+            description: None,
+            skip_tls_verification: false,
+            config: RegistryConfig::default(),
+            secret_config: Secret::new("{}"),
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    #[test]
+    fn a_helm_repository_never_shows_credentials_its_address_held() {
+        assert_eq!(
+            repository("https://bob:hunter2@charts.example/stable").shown_url(),
+            "https://charts.example/stable"
+        );
+        assert_eq!(
+            repository("https://token@charts.example/").shown_url(),
+            "https://charts.example/"
+        );
+        assert_eq!(
+            repository("oci://charts.example/stable").shown_url(),
+            "oci://charts.example/stable"
+        );
+    }
 }
