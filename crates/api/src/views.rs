@@ -1134,11 +1134,12 @@ pub struct HelmRepositoryView {
 impl From<HelmRepositoryDetails> for HelmRepositoryView {
     fn from(d: HelmRepositoryDetails) -> Self {
         let r = d.repository;
+        let url = r.shown_url();
         Self {
             base: base(r.id.0, r.created_at, r.updated_at),
             name: r.name.into(),
             kind: r.kind,
-            url: r.shown_url(),
+            url,
             description: r.description,
             skip_tls_verification: r.skip_tls_verification,
             associated_services_count: d.associated_services_count,
