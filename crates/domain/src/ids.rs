@@ -237,6 +237,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ids_are_read_in_their_hyphenated_form_only() {
+        let id = "67e55044-10b1-426f-9247-bb680e5fe0c8";
+        assert_eq!(parse_uuid(id).unwrap().to_string(), id);
+        assert!(
+            parse_uuid(&id.to_uppercase()).is_ok(),
+            "hex digits in either case"
+        );
+        for other in [
+            "{67e55044-10b1-426f-9247-bb680e5fe0c8}",
+            "urn:uuid:67e55044-10b1-426f-9247-bb680e5fe0c8",
+            "67e5504410b1426f9247bb680e5fe0c8",
+            "67e55044-10b1-426f-9247-bb680e5fe0c",
+            "",
+        ] {
+            assert_eq!(parse_uuid(other), Err(NotAnId), "{other}");
+            assert!(other.parse::<ProjectId>().is_err(), "{other}");
+            let json = serde_json::Value::String(other.to_string());
+            assert!(serde_json::from_value::<ProjectId>(json.clone()).is_err());
+            assert!(serde_json::from_value::<StrictUuid>(json).is_err());
+        }
+        let read: ProjectId = serde_json::from_value(serde_json::json!(id)).unwrap();
+        assert_eq!(read.to_string(), id);
+    }
+
+    #[test]
     fn a_seed_gives_the_same_ids_per_kind_whatever_else_is_drawn() {
         let mut a = IdSource::seeded(7);
         let mut b = IdSource::seeded(7);
