@@ -7,8 +7,10 @@ set -euo pipefail
 bin="${1:-target/debug/capstan}"
 bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
+source "$repo/.ci/timing.sh"
 # Run through the interpreter: a freshly installed console script may not be on PATH (pyenv shims).
-python3 -c 'import schemathesis' 2>/dev/null || python3 -m pip install --quiet "schemathesis>=4,<5"
+python3 -c 'import schemathesis' 2>/dev/null ||
+  timed "pip install schemathesis" python3 -m pip install --quiet "schemathesis>=4,<5"
 work="$(mktemp -d)"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 cleanup() { [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
@@ -29,12 +31,14 @@ for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&
 reference="$repo/../shared/reference/public-api-subset.yaml"
 public="$repo/../shared/reference/public-api.yaml"
 if [ -f "$reference" ]; then
-  python3 "$repo/tests/reference_conformance.py" "http://127.0.0.1:$port" "$token" "$reference"
+  timed "reference conformance" \
+    python3 "$repo/tests/reference_conformance.py" "http://127.0.0.1:$port" "$token" "$reference"
 fi
 # The deployment operations against the public description, on SQLite here and on PostgreSQL
 # (a throwaway database) when one is reachable.
 if [ -f "$public" ]; then
-  python3 "$repo/tests/public_conformance.py" "http://127.0.0.1:$port" "$token" "$public"
+  timed "public conformance, SQLite" \
+    python3 "$repo/tests/public_conformance.py" "http://127.0.0.1:$port" "$token" "$public"
   pg="${CAPSTAN_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
   db="capstan_test_conformance_$$"
   if command -v psql >/dev/null && psql "$pg" -qc "CREATE DATABASE $db" >/dev/null 2>&1; then
@@ -46,7 +50,9 @@ if [ -f "$public" ]; then
     pg_pid=$!
     for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$pg_port/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
     status=0
-    python3 "$repo/tests/public_conformance.py" "http://127.0.0.1:$pg_port" "$pg_token" "$public" || status=$?
+    timed "public conformance, PostgreSQL" \
+      python3 "$repo/tests/public_conformance.py" "http://127.0.0.1:$pg_port" "$pg_token" "$public" ||
+      status=$?
     kill "$pg_pid" 2>/dev/null; wait "$pg_pid" 2>/dev/null || true
     psql "$pg" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
     unset CAPSTAN_SECRET_KEY
@@ -61,7 +67,7 @@ fi
 # One worker: with two, hypothesis's lambda descriptions call ast.parse from two threads, which
 # CPython 3.11 can fail with "AST constructor recursion depth mismatch" (a crash of the tool,
 # reported as an error on a random operation).
-timeout 900 python3 -m schemathesis.cli run "http://127.0.0.1:$port/openapi.json" \
+timed schemathesis timeout 900 python3 -m schemathesis.cli run "http://127.0.0.1:$port/openapi.json" \
   -H "Authorization: Token $token" \
   --exclude-name "DELETE /organization/{organizationId}" \
   --exclude-name "DELETE /organization/{organizationId}/apiToken/{apiTokenId}" \

@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Bearer JWTs: HS256, RS256 and ES256; exp required, nbf, iss and aud checked; users create
 //! organizations (becoming their ADMIN) and act by their membership role.
 
-mod common;
+use crate::common;
 
 use actix_web::http::Method;
 use actix_web::test::TestRequest;

@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Rate limits, safe retries and the headers every answer carries, on both backends; the
 //! limiter both in this process and in the database (shared by instances, by leases).
 
-mod common;
+use crate::common;
 
 use actix_web::http::Method;
 use actix_web::test::TestRequest;

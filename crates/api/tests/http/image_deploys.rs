@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Organization-wide deployments by image over HTTP, on both backends: only the services running
 //! the image at another tag with auto-deploy on are deployed, with the new tag.
 
-mod common;
+use crate::common;
 
 use common::{service_bodies, App, T};
 use domain::auth::Role;

@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The role table of API.md, operation class by operation class, for each of the four roles:
 //! 403 exactly where the role does not allow the operation, success elsewhere.
 
-mod common;
+use crate::common;
 
 use actix_web::http::Method;
 use common::{App, T};

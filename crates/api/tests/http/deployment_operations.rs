@@ -1,9 +1,8 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The deployment operations deployment tools drive: environment statuses as the public CLI and
 //! Terraform provider poll them, bulk actions, uninstall, the queue and cancel by request id,
 //! histories; on both backends.
 
-mod common;
+use crate::common;
 
 use actix_web::http::Method;
 use actix_web::test::TestRequest;

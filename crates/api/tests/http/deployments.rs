@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Deployments over HTTP: actions answer 202 with the service's status, the simulated engine
 //! walks them to a settled state, statuses and histories follow, on both backends.
 
-mod common;
+use crate::common;
 
 use common::{service_bodies, App, T};
 use serde_json::{json, Value};

@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Service clone over HTTP, on both backends: every kind, into the same or another environment,
 //! with what is copied, renamed, relinked or left behind.
 
-mod common;
+use crate::common;
 
 use common::{service_bodies, App, T};
 use serde_json::{json, Value};

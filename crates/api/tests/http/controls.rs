@@ -1,9 +1,7 @@
 //! The stand-in's controls over HTTP, on both databases: their gate and token, reset, fault
 //! rules, engine holds and failures, and the manual clock.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
+use crate::common;
 
 use actix_web::http::Method;
 use capstan_api::controls::Controls;

@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The advanced settings of services over HTTP, on both backends: every key with its default,
 //! edits checked key by key, kept through an environment clone, and acting on deployment state.
 
-mod common;
+use crate::common;
 
 use common::{service_bodies, App, T};
 use serde_json::{json, Value};

@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! `GET /metrics` on both backends: Prometheus text without credentials, requests by route
 //! template and status, how deployments end, the queue's depth, and rate-limit refusals.
 
-mod common;
+use crate::common;
 
 use actix_web::http::Method;
 use common::{App, T};

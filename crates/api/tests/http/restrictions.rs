@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Deployment restrictions over HTTP, on both backends: CRUD per kind, checks, and copies made
 //! by an environment clone. (That they filter pushes: tests/webhooks.rs.)
 
-mod common;
+use crate::common;
 
 use common::{service_bodies, App, T};
 use serde_json::json;

@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Labels and annotations groups over HTTP, on both backends: CRUD, checks, attachment to
 //! services, what carries them, and the 409 of deleting one in use.
 
-mod common;
+use crate::common;
 
 use common::{service_bodies, App, T};
 use serde_json::{json, Value};

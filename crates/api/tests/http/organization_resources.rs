@@ -1,9 +1,8 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The organization's resources beyond SPEC.md's endpoints, over HTTP on both backends: cloud
 //! credentials of the three providers; lists across the hierarchy; the catalogs; helm
 //! repositories.
 
-mod common;
+use crate::common;
 
 use common::{App, T};
 use serde_json::{json, Value};

@@ -1,8 +1,7 @@
 //! Variables and secrets over HTTP (endpoints 2, 3 and 6 and the variable operations), on SQLite
 //! and PostgreSQL.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use common::{App, T};
 use domain::model::DeploymentStatus;

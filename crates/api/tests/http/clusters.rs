@@ -1,9 +1,8 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Clusters over HTTP on both backends: their configuration, deploy and stop through the
 //! engine (polled as a waiter would, with no state outside the expected ones), readiness,
 //! advanced settings, the credentials they use.
 
-mod common;
+use crate::common;
 
 use common::{App, T};
 use domain::auth::Role;

@@ -1,7 +1,6 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Endpoint 15, webhook repair and the push receiver, against a local GitHub-compatible fake.
 
-mod common;
+use crate::common;
 
 use actix_web::http::Method;
 use actix_web::test::TestRequest;
@@ -58,11 +57,11 @@ macro_rules! with_git {
     };
 }
 
-with_git!(default_policy, crate::integration_under(0, domain::outbound_policy::OutboundPolicy::default());
+with_git!(default_policy, crate::webhooks::integration_under(0, domain::outbound_policy::OutboundPolicy::default());
     a_git_api_url_on_a_refused_address_is_never_called,
 );
 
-with_git!(loopback_named, crate::integration(0);
+with_git!(loopback_named, crate::webhooks::integration(0);
     status_follows_the_hook_on_the_provider,
     a_signed_push_deploys_and_an_unsigned_one_does_not,
     restrictions_decide_which_pushes_deploy,

@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! `?wait=SECONDS` on status reads, on both backends: the answer comes once the deployment has
 //! settled, without the client polling.
 
-mod common;
+use crate::common;
 
 use common::{App, T};
 use serde_json::json;

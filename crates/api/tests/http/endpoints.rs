@@ -1,7 +1,6 @@
 //! The specification's endpoints 1, 4, 5, 12, 13 and 14 over HTTP, on SQLite and PostgreSQL.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use common::{App, T};
 use domain::model::{DeploymentStatus, Service, Variable};

@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Custom domains over HTTP, on both backends: CRUD per kind, uniqueness across organizations,
 //! copies by environment clone, and the DNS check through a resolver that the test answers for.
 
-mod common;
+use crate::common;
 
 use async_trait::async_trait;
 use common::{service_bodies, App, T};

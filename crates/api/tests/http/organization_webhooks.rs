@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Organization webhooks on both backends: their records, and the deliveries a deployment
 //! makes to a local receiver: signed both ways, retried after 500s, logged, filtered.
 
-mod common;
+use crate::common;
 
 use base64::Engine as _;
 use common::{App, T};

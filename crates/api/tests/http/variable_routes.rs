@@ -1,9 +1,8 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Variables and secrets through the routes of their parents (`/{scope}/{id}/environmentVariable/
 //! {variableId}`, `.../secret/{secretId}`, their alias and override) and imports, on SQLite and
 //! PostgreSQL: one implementation under every route, the rules of the variable operations hold.
 
-mod common;
+use crate::common;
 
 use common::{App, T};
 use domain::auth::Role;

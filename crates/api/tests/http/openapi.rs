@@ -1,7 +1,6 @@
 //! The OpenAPI document against the routes the server really has.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use actix_web::http::Method;
 use common::{App, T};

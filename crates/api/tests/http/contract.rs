@@ -1,7 +1,6 @@
 //! The HTTP contract, through the production app factory, on SQLite and PostgreSQL.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use actix_web::http::Method;
 use actix_web::test::TestRequest;

@@ -1,10 +1,9 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Input that must be refused plainly, on both backends: NUL characters, ids in other
 //! spellings, page numbers past any page, negative stream positions, bulk actions on nothing;
 //! HEAD on reads; links built from the operator's address, never the request's headers; the
 //! cap on an organization's API tokens; a git provider's failure told to the client.
 
-mod common;
+use crate::common;
 
 use actix_web::http::Method;
 use actix_web::test::TestRequest;

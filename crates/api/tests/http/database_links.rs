@@ -1,9 +1,8 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Links between databases and applications over HTTP, on both backends: the connection
 //! variables an application gets from each database of its environment, listing and removing a
 //! link, and what environment clone and deletion do to them.
 
-mod common;
+use crate::common;
 
 use common::{service_bodies, App, T};
 use serde_json::{json, Value};

@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Complete records over HTTP: every member the public description requires is answered, kept
 //! as sent, edited, cloned, and given a documented default when not sent; on both backends.
 
-mod common;
+use crate::common;
 
 use common::{service_bodies, App, T};
 use domain::auth::Role;

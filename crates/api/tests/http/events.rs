@@ -1,7 +1,6 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The audit log and the live stream, on both backends.
 
-mod common;
+use crate::common;
 
 use actix_web::body::MessageBody;
 use actix_web::test;

@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Deployment stages over HTTP: every environment has one, every service is in one, stages are
 //! edited and reordered, and an environment's deployment runs them in order; on both backends.
 
-mod common;
+use crate::common;
 
 use common::{App, T};
 use serde_json::{json, Value};

@@ -1,9 +1,8 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Deployment rules over HTTP, on both backends: project rules (CRUD, order, checks), what a
 //! new or cloned environment takes from them, the environment's rule, and the scheduler that
 //! starts and stops an environment at its rule's hours (on a clock the test moves).
 
-mod common;
+use crate::common;
 
 use common::{App, T};
 use domain::clock::ManualClock;
