@@ -14,44 +14,63 @@ use std::collections::HashMap;
 http_suite_with_memory!(
     waiters_polling_as_the_cli_and_the_provider_see_known_states_and_no_step_back,
     the_environment_status_follows_its_latest_deployment,
-    queued_and_running_requests_are_canceled_by_id,
     bulk_actions_act_only_on_the_listed_services,
     an_uninstalled_service_stays_and_deploys_again,
     histories_show_every_action_newest_first_with_paging,
     project_statuses_and_kind_statuses_are_listed_and_paged,
     a_failed_environment_deletion_is_a_deployment_of_its_own_and_can_be_asked_again,
     a_bulk_deployment_of_an_application_never_deployed_needs_a_commit,
-    one_deployment_has_one_id_from_its_action_to_its_services_queue_cancel_and_histories,
     the_deployment_status_of_a_request_answers_its_public_shape,
     the_older_service_history_pages_after_start_id,
 );
 
-/// An engine slow enough (a second a step) for a request to arrive while one runs.
-mod slow {
-    async fn setup(backend: crate::common::Backend) -> crate::common::T<impl crate::common::App> {
-        crate::common::setup_with_step(backend, |s| s, std::time::Duration::from_secs(1)).await
-    }
-
-    #[actix_rt::test]
-    async fn sqlite() {
-        let backend = crate::common::sqlite().await.unwrap();
-        super::an_environment_deleted_while_its_service_is_deleted_goes_with_it(
-            setup(backend).await,
-        )
-        .await;
-    }
-
-    #[actix_rt::test]
-    async fn postgres() {
-        let Some(backend) = crate::common::postgres().await else {
-            return;
-        };
-        super::an_environment_deleted_while_its_service_is_deleted_goes_with_it(
-            setup(backend).await,
-        )
-        .await;
-    }
+/// Tests that act while a request waits or runs, on an engine slow enough (a second a step)
+/// for a request to arrive then however loaded the machine is.
+macro_rules! slow_suite {
+    ($($name:ident),* $(,)?) => {
+        mod slow {
+            async fn setup(
+                backend: crate::common::Backend,
+            ) -> crate::common::T<impl crate::common::App> {
+                let step = std::time::Duration::from_secs(1);
+                crate::common::setup_with_step(backend, |s| s, step).await
+            }
+            mod sqlite {
+                $(
+                    #[actix_rt::test]
+                    async fn $name() {
+                        let backend = crate::common::sqlite().await.unwrap();
+                        super::super::$name(super::setup(backend).await).await;
+                    }
+                )*
+            }
+            mod postgres {
+                $(
+                    #[actix_rt::test]
+                    async fn $name() {
+                        let Some(backend) = crate::common::postgres().await else { return };
+                        super::super::$name(super::setup(backend).await).await;
+                    }
+                )*
+            }
+            mod memory {
+                $(
+                    #[actix_rt::test]
+                    async fn $name() {
+                        let backend = crate::common::sqlite_memory().await.unwrap();
+                        super::super::$name(super::setup(backend).await).await;
+                    }
+                )*
+            }
+        }
+    };
 }
+
+slow_suite!(
+    an_environment_deleted_while_its_service_is_deleted_goes_with_it,
+    queued_and_running_requests_are_canceled_by_id,
+    one_deployment_has_one_id_from_its_action_to_its_services_queue_cancel_and_histories,
+);
 
 /// The environment's deletion joins the deletion of its only service already under way (running
 /// or waiting): accepted, and the environment goes with it.
