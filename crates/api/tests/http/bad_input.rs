@@ -148,6 +148,20 @@ async fn ids_are_read_in_their_hyphenated_form_only<S: App>(t: T<S>) {
     )
     .await
     .expect_error(400, "container_ids");
+    let variable = t
+        .post(
+            &format!("/environment/{env}/environmentVariable"),
+            json!({"key": "K", "value": "v"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    t.put(
+        &format!("/environment/{env}/environmentVariable/{variable}"),
+        json!({"key": "K", "secret_manager_access_id": format!("{{{project}}}")}),
+    )
+    .await
+    .expect_error(400, "secret_manager_access_id");
     // In a query.
     t.get(&format!(
         "/organization/{}/events?targetType=PROJECT&targetId={{{project}}}",

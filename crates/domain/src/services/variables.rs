@@ -59,7 +59,8 @@ pub struct VariableEdit {
     #[serde(default, deserialize_with = "double_option")]
     pub enable_interpolation_in_file: Option<Option<bool>>,
     #[serde(default, deserialize_with = "double_option")]
-    pub secret_manager_access_id: Option<Option<Uuid>>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = Uuid))]
+    pub secret_manager_access_id: Option<Option<crate::ids::StrictUuid>>,
     /// A file variable's path; absent or null: kept.
     #[serde(default)]
     pub mount_path: Option<String>,
@@ -618,7 +619,7 @@ impl Capstan {
             v.enable_interpolation_in_file = interpolate;
         }
         if let Some(access) = edit.secret_manager_access_id {
-            v.secret_manager_access_id = access;
+            v.secret_manager_access_id = access.map(|id| id.0);
         }
         if let Some(path) = edit.mount_path {
             if v.variable_type != VariableType::File {
