@@ -123,15 +123,9 @@ impl serde::de::Visitor<'_> for StrictVisitor {
     }
 }
 
-/// `#[serde(with = "strict_uuid")]` for a `Uuid` member of a request body.
-pub mod strict_uuid {
-    use super::*;
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Uuid, D::Error> {
-        d.deserialize_str(StrictVisitor)
-    }
-    pub fn serialize<S: serde::Serializer>(id: &Uuid, s: S) -> Result<S::Ok, S::Error> {
-        id.serialize(s)
-    }
+/// `#[serde(deserialize_with = "strict_uuid")]` for a `Uuid` member of a request body.
+pub fn strict_uuid<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Uuid, D::Error> {
+    d.deserialize_str(StrictVisitor)
 }
 
 /// A `Uuid` read strictly, for members that hold several or may be absent.

@@ -34,7 +34,7 @@ pub enum HelmForceEvent {
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct ApplicationToDeploy {
-    #[serde(with = "domain::ids::strict_uuid")]
+    #[serde(deserialize_with = "domain::ids::strict_uuid")]
     pub application_id: Uuid,
     #[serde(default)]
     pub git_commit_id: Option<String>,

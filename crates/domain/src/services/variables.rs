@@ -43,7 +43,7 @@ pub struct ScopedVariableInput {
     #[serde(default)]
     pub is_secret: bool,
     pub variable_scope: VariableScope,
-    #[serde(with = "crate::ids::strict_uuid")]
+    #[serde(deserialize_with = "crate::ids::strict_uuid")]
     pub variable_parent_id: Uuid,
 }
 
