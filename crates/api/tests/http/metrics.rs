@@ -60,6 +60,12 @@ async fn metrics_count_requests_deployments_and_the_queue<S: App>(t: T<S>) {
     t.get(&format!("/environment/{}/status", uuid::Uuid::new_v4()))
         .await
         .expect(404);
+    // Held before its first step, the deployment is in the queue whenever the scrape comes.
+    let id: domain::ids::ServiceId = container.parse().unwrap();
+    t.capstan
+        .hold(id, domain::model::ServiceState::DeploymentQueued)
+        .await
+        .unwrap();
     t.post(&format!("/container/{container}/deploy"), json!({}))
         .await
         .expect(202);
@@ -75,9 +81,10 @@ async fn metrics_count_requests_deployments_and_the_queue<S: App>(t: T<S>) {
         )
         .unwrap();
     assert!(waiting >= 1.0, "{running}");
-    t.get(&format!("/container/{container}/status?wait=30"))
-        .await
-        .expect(200);
+    t.capstan.release(id).await.unwrap();
+    t.settle(&format!("/container/{container}/status")).await;
+    // The worker counts an ending once it is committed, so a reader may see it end first.
+    finished_counted(&t).await;
 
     let text = scrape(&t).await;
     // Route templates, never raw paths (bounded label values).
@@ -122,6 +129,23 @@ async fn metrics_count_requests_deployments_and_the_queue<S: App>(t: T<S>) {
         sample(&text, "capstan_deployment_queue_depth{status=\"QUEUED\"}"),
         Some(0.0)
     );
+}
+
+/// Waits until one successful deployment is counted.
+async fn finished_counted<S: App>(t: &T<S>) {
+    let series = "capstan_deployments_finished_total{action=\"DEPLOY\",status=\"SUCCESS\"}";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let text = scrape(t).await;
+        if sample(&text, series).is_some() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never counted: {text}"
+        );
+        actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }
 
 async fn refusals_are_counted<S: App>(t: T<S>) {
