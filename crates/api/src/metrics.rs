@@ -25,6 +25,7 @@ pub struct Metrics {
     deployment_seconds: HistogramVec,
     queue: IntGaugeVec,
     webhook_attempts: IntCounterVec,
+    connections: IntCounter,
 }
 
 /// Registers a metric with the registry.
@@ -97,6 +98,14 @@ impl Metrics {
                  planned) or failed (given up)",
                 &["outcome"],
             )?,
+            connections: registered(
+                &registry,
+                IntCounter::new(
+                    "store_connections_lent_total",
+                    "Times this process used a database connection (a unit of work, a claim): \
+                     the load it puts on the database, near zero when idle",
+                )?,
+            )?,
             registry,
         })
     }
@@ -119,6 +128,10 @@ impl Metrics {
             }
             Err(e) => tracing::warn!(error = %e, "the queue's depth could not be read"),
         }
+        // The store counts; the counter catches up with it (it never goes back).
+        let lent = capstan.connections_lent();
+        self.connections
+            .inc_by(lent.saturating_sub(self.connections.get()));
         let mut out = Vec::new();
         if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
             tracing::error!(error = %e, "metrics could not be encoded");

@@ -1,8 +1,15 @@
+use crate::changes::{Rung, Signal};
 use time::OffsetDateTime;
 
 /// Where "now" comes from, so tests can control time.
 pub trait Clock: Send + Sync {
     fn now(&self) -> OffsetDateTime;
+
+    /// Completes when the clock is moved (not as it runs on), for tasks that sleep until an
+    /// hour; none for a clock that is never moved.
+    fn moved(&self) -> Option<Rung<'_>> {
+        None
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -26,6 +33,8 @@ pub fn truncate_to_micros(t: OffsetDateTime) -> OffsetDateTime {
 pub struct ManualClock {
     /// How far this clock is ahead of the system's (behind, when negative).
     offset: std::sync::Mutex<time::Duration>,
+    /// Rung at each move.
+    moves: Signal,
 }
 
 impl ManualClock {
@@ -59,6 +68,8 @@ impl ManualClock {
         match to(*offset).filter(roomy) {
             Some(o) => {
                 *offset = o;
+                drop(offset);
+                self.moves.ring();
                 true
             }
             None => false,
@@ -71,6 +82,10 @@ impl Clock for ManualClock {
         let offset = *self.offset.lock().unwrap_or_else(|e| e.into_inner());
         let now = OffsetDateTime::now_utc();
         truncate_to_micros(now.checked_add(offset).unwrap_or(now))
+    }
+
+    fn moved(&self) -> Option<Rung<'_>> {
+        Some(self.moves.listen())
     }
 }
 
@@ -94,5 +109,21 @@ mod tests {
         assert!(!clock.advance(time::Duration::days(365 * 9000)));
         assert!(!clock.set(datetime!(9999-01-01 00:00 UTC)));
         assert!(clock.now() < datetime!(2020-06-01 12:01 UTC));
+    }
+
+    #[test]
+    fn a_manual_clock_tells_of_its_moves_and_the_system_clock_of_none() {
+        use futures_util::FutureExt;
+        let clock = ManualClock::at(datetime!(2030-01-01 00:00 UTC));
+        let mut moved = Box::pin(clock.moved().expect("a manual clock tells"));
+        assert!(moved.as_mut().now_or_never().is_none(), "not moved yet");
+        assert!(!clock.advance(time::Duration::seconds(i64::MAX)));
+        assert!(
+            moved.as_mut().now_or_never().is_none(),
+            "a refused move is none"
+        );
+        clock.advance(time::Duration::hours(1));
+        assert!(moved.now_or_never().is_some());
+        assert!(SystemClock.moved().is_none());
     }
 }

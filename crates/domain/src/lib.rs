@@ -2,6 +2,7 @@
 //! framework so that other Rust services can link it cheaply.
 
 pub mod auth;
+pub mod changes;
 pub mod clock;
 pub mod dns;
 pub mod engine;

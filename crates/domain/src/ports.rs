@@ -36,6 +36,8 @@ pub trait RuleQueries: Send {
         now: time::OffsetDateTime,
         limit: i64,
     ) -> StoreResult<Vec<EnvironmentId>>;
+    /// The earliest hour any rule has next, due or not.
+    async fn next_rule_turn(&mut self) -> StoreResult<Option<time::OffsetDateTime>>;
 }
 
 #[async_trait]
@@ -362,6 +364,12 @@ pub trait DeliveryClaims: Send + Sync {
         lease_until: time::OffsetDateTime,
         limit: i64,
     ) -> StoreResult<Vec<WebhookDelivery>>;
+    /// When the first PENDING delivery may be claimed: due and not held by a live claim (a
+    /// time at or before `now` when one may be now).
+    async fn next_delivery_due(
+        &self,
+        now: time::OffsetDateTime,
+    ) -> StoreResult<Option<time::OffsetDateTime>>;
     /// Whether any event waits for its position (a read, so idle sequencers stay off the
     /// writer).
     async fn has_unsequenced_events(&self) -> StoreResult<bool>;
@@ -490,6 +498,9 @@ pub trait Maintenance: Send + Sync {
 pub trait Health: Send + Sync {
     /// Succeeds when the store answers a trivial query.
     async fn ping(&self) -> StoreResult<()>;
+    /// How many times this process has used a database connection (a unit of work, a claim):
+    /// the load it puts on the database.
+    fn connections_lent(&self) -> u64;
 }
 
 /// A unit of work: one connection, and for [`Store::write`] one transaction, through which a use
@@ -598,6 +609,9 @@ pub trait Store:
     /// A unit for a read-check-write use case: one transaction (SQLite: `BEGIN IMMEDIATE`, one
     /// writer at a time; PostgreSQL: READ COMMITTED with the row locks of [`Tx::lock`]).
     async fn write(&self) -> StoreResult<Box<dyn Tx>>;
+    /// Rung once a unit that changed something the background tasks act on commits (on
+    /// PostgreSQL, a unit of another instance too, for what crosses instances).
+    fn changes(&self) -> &crate::changes::Changes;
 }
 
 /// A unit of work as use cases pass it along: borrowed from the `Box<dyn Tx>` that owns it.

@@ -4,5 +4,5 @@
 mod pool;
 mod simulated;
 
-pub use pool::{PoolSettings, WorkerPool};
+pub use pool::{PoolSettings, WorkerPool, FALLBACK};
 pub use simulated::{SimulatedEngine, FAILURE_MARKER};

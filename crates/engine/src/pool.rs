@@ -1,8 +1,10 @@
 //! The background workers: each claims a request, runs it to its end, and claims the next; one
 //! more task ends the requests of workers that died, and one starts and stops environments at
 //! their deployment rule's hours, one sequences the event log and one sends webhook deliveries.
+//! Idle, each waits for the change it acts on (`domain::changes`), not polling the store.
 //! On shutdown they stop claiming and finish what they hold.
 
+use domain::changes::{Change, Rung};
 use domain::engine::Engine;
 use domain::services::{Capstan, Worker};
 use std::sync::Arc;
@@ -25,15 +27,16 @@ impl PoolSettings {
         self.step * 3 + Duration::from_secs(5)
     }
 
+    /// The shortest pause between two looks at the store when a look failed or came early.
     fn poll(&self) -> Duration {
         (self.step / 2).clamp(Duration::from_millis(20), Duration::from_millis(500))
     }
-
-    /// The stream and the webhooks wait on the sequencer: it runs often, whatever the step.
-    fn events_poll(&self) -> Duration {
-        self.poll().min(Duration::from_millis(100))
-    }
 }
+
+/// How long a task waits for a change it is not told of (a notification lost with its
+/// connection, a write by another process on the same SQLite file) before it looks anyway.
+/// All the tasks of an idle server together stay under one transaction a second.
+pub const FALLBACK: Duration = Duration::from_secs(20);
 
 pub struct WorkerPool {
     stop: watch::Sender<bool>,
@@ -48,17 +51,18 @@ impl WorkerPool {
         let mut tasks = JoinSet::new();
         for _ in 0..settings.workers.max(1) {
             let worker = Worker::new(capstan.clone(), engine.clone(), lease);
-            tasks.spawn(run(worker, stopped.clone(), settings.poll()));
+            tasks.spawn(run(
+                capstan.clone(),
+                worker,
+                stopped.clone(),
+                settings.poll(),
+            ));
         }
         let reaper = Worker::new(capstan.clone(), engine, lease);
-        tasks.spawn(reap(reaper, stopped.clone(), settings.poll()));
+        tasks.spawn(reap(reaper, stopped.clone()));
         tasks.spawn(schedule(capstan.clone(), stopped.clone(), settings.poll()));
-        tasks.spawn(sequence(
-            capstan.clone(),
-            stopped.clone(),
-            settings.events_poll(),
-        ));
-        tasks.spawn(deliver(capstan.clone(), stopped, settings.events_poll()));
+        tasks.spawn(sequence(capstan.clone(), stopped.clone()));
+        tasks.spawn(deliver(capstan.clone(), stopped, settings.poll()));
         Self {
             stop,
             tasks,
@@ -86,45 +90,87 @@ async fn pause_or_stop(stopped: &mut watch::Receiver<bool>, pause: Duration) -> 
     }
 }
 
-async fn run(worker: Worker, mut stopped: watch::Receiver<bool>, poll: Duration) {
+/// As [`pause_or_stop`], ending early when `rung` completes (a change to act on).
+async fn wait_or_stop(
+    stopped: &mut watch::Receiver<bool>,
+    rung: Rung<'_>,
+    pause: Duration,
+) -> bool {
+    timed_wait_or_stop(stopped, rung, None, pause).await
+}
+
+/// As [`wait_or_stop`], for tasks that sleep until an hour: ending early too when the clock is
+/// moved (`moved`, a manual clock's).
+async fn timed_wait_or_stop(
+    stopped: &mut watch::Receiver<bool>,
+    rung: Rung<'_>,
+    moved: Option<Rung<'_>>,
+    pause: Duration,
+) -> bool {
+    if *stopped.borrow() {
+        return true;
+    }
+    let moved = async {
+        match moved {
+            Some(m) => m.await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = rung => *stopped.borrow(),
+        _ = moved => *stopped.borrow(),
+        _ = tokio::time::sleep(pause) => *stopped.borrow(),
+        _ = stopped.changed() => true,
+    }
+}
+
+async fn run(capstan: Capstan, worker: Worker, mut stopped: watch::Receiver<bool>, poll: Duration) {
     loop {
         if *stopped.borrow() {
             return;
         }
+        // Made before the claim, so a request queued after the claim found nothing wakes it.
+        let rung = capstan.changes().listen(Change::Queue);
         let next = match worker.run_next().await {
             Ok(false) => worker.run_next_cluster().await,
             ran => ran,
         };
-        let idle = match next {
-            Ok(ran) => !ran,
+        let stop = match next {
+            Ok(true) => false,
+            Ok(false) => wait_or_stop(&mut stopped, rung, FALLBACK).await,
             Err(e) => {
                 tracing::error!(worker = worker.id(), error = %e, cause = ?e, "deployment worker failed");
-                true
+                pause_or_stop(&mut stopped, poll * 4).await
             }
         };
-        if idle && pause_or_stop(&mut stopped, poll).await {
+        if stop {
             return;
         }
     }
 }
 
-async fn reap(worker: Worker, mut stopped: watch::Receiver<bool>, poll: Duration) {
+/// A claim outlives its worker by its lease; nothing tells of a death, so this one task polls,
+/// slowly.
+async fn reap(worker: Worker, mut stopped: watch::Receiver<bool>) {
     loop {
         match worker.recover().await {
             Ok(0) => {}
             Ok(n) => tracing::warn!(count = n, "ended requests whose worker died"),
             Err(e) => tracing::error!(error = %e, "could not look for requests of dead workers"),
         }
-        if pause_or_stop(&mut stopped, poll * 4).await {
+        if pause_or_stop(&mut stopped, FALLBACK).await {
             return;
         }
     }
 }
 
-/// Deployment rules act within a few polls of their hour; several instances may all run this.
+/// Deployment rules act at their hour; several instances may all run this. It sleeps until the
+/// next hour any rule has, or until a rule or the clock changes.
 async fn schedule(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Duration) {
     loop {
-        match capstan.run_due_rules().await {
+        let rung = capstan.changes().listen(Change::Rules);
+        let moved = capstan.clock_moved();
+        let pause = match capstan.run_due_rules().await {
             Ok(pass) => {
                 if pass.taken > 0 {
                     tracing::info!(count = pass.taken, "deployment rules took their hours");
@@ -132,10 +178,15 @@ async fn schedule(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Du
                 for (environment, e) in pass.failed {
                     tracing::error!(%environment, error = %e, cause = ?e, "a deployment rule could not act");
                 }
+                pass.next_turn
+                    .map_or(FALLBACK, |at| capstan.until(at).clamp(poll, FALLBACK))
             }
-            Err(e) => tracing::error!(error = %e, "could not run the deployment rules due"),
-        }
-        if pause_or_stop(&mut stopped, poll * 4).await {
+            Err(e) => {
+                tracing::error!(error = %e, "could not run the deployment rules due");
+                poll * 4
+            }
+        };
+        if timed_wait_or_stop(&mut stopped, rung, moved, pause).await {
             return;
         }
     }
@@ -144,27 +195,46 @@ async fn schedule(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Du
 /// Gives new events their stream positions and routes them to webhooks; several instances may
 /// all run this (the sequencer's lock keeps each event once). Apart from the sender, so a slow
 /// receiver does not hold up the stream.
-async fn sequence(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Duration) {
+async fn sequence(capstan: Capstan, mut stopped: watch::Receiver<bool>) {
     loop {
+        let rung = capstan.changes().listen(Change::Events);
         let sequenced = capstan.sequence_events().await.unwrap_or_else(|e| {
             tracing::error!(error = %e, "could not sequence the event log");
             0
         });
-        if *stopped.borrow() || (sequenced == 0 && pause_or_stop(&mut stopped, poll).await) {
+        if *stopped.borrow() || (sequenced == 0 && wait_or_stop(&mut stopped, rung, FALLBACK).await)
+        {
             return;
         }
     }
 }
 
-/// Sends the webhook deliveries that are due (claimed, so each is sent by one sender at once).
+/// Sends the webhook deliveries that are due (claimed, so each is sent by one sender at once),
+/// then sleeps until the next falls due or new ones are planned.
 async fn deliver(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Duration) {
     let sender = domain::services::worker_id();
     loop {
+        let rung = capstan.changes().listen(Change::Deliveries);
+        let moved = capstan.clock_moved();
         let sent = capstan.deliver_due(&sender).await.unwrap_or_else(|e| {
             tracing::error!(error = %e, "could not send webhook deliveries");
             0
         });
-        if *stopped.borrow() || (sent == 0 && pause_or_stop(&mut stopped, poll).await) {
+        if *stopped.borrow() {
+            return;
+        }
+        if sent > 0 {
+            continue;
+        }
+        let pause = match capstan.next_delivery_due().await {
+            Ok(Some(at)) => capstan.until(at).clamp(poll, FALLBACK),
+            Ok(None) => FALLBACK,
+            Err(e) => {
+                tracing::error!(error = %e, "could not read when webhook deliveries fall due");
+                poll * 4
+            }
+        };
+        if timed_wait_or_stop(&mut stopped, rung, moved, pause).await {
             return;
         }
     }

@@ -45,7 +45,46 @@ both_backends!(
     a_dead_workers_request_stops_the_later_stages_of_its_deployment,
     shutdown_lets_the_request_in_flight_finish,
     a_new_commit_is_out_of_date_until_deployed,
+    an_idle_pool_leaves_the_store_alone,
+    a_queued_deployment_wakes_an_idle_worker,
 );
+
+/// Another instance on the same PostgreSQL database: a worker pool of its own, told of the
+/// first's changes by notification.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_queued_on_one_instance_starts_on_another_at_once() {
+    let Some((db, url)) = storage::testing::postgres().await else {
+        return;
+    };
+    let queuing = world(Arc::new(db)).await;
+    let other = Arc::new(
+        storage::Db::connect(&url, 4, &storage::testing::TEST_KEY)
+            .await
+            .unwrap(),
+    );
+    let working = Capstan::new(other.clone(), Arc::new(SystemClock));
+    let step = Duration::from_millis(20);
+    let pool = WorkerPool::start(
+        working,
+        Arc::new(SimulatedEngine::new(step)),
+        PoolSettings { workers: 2, step },
+    );
+    let a = queuing.database("a").await;
+    // Past the pool's first looks at the store: idle, it waits for a change.
+    quiet(&other).await;
+    let asked = Instant::now();
+    queuing.deploy(a).await;
+    queuing
+        .wait(a, |s| s.state != ServiceState::DeploymentQueued)
+        .await;
+    let took = asked.elapsed();
+    assert!(
+        took < capstan_engine::FALLBACK / 4,
+        "started after {took:?}: not told, it waited for its fallback look"
+    );
+    queuing.wait(a, settled).await;
+    pool.shutdown().await;
+}
 
 struct World {
     capstan: Capstan,
@@ -444,4 +483,60 @@ async fn a_new_commit_is_out_of_date_until_deployed(db: Db) {
         status().await.service_deployment_status,
         DeploymentStatus::UpToDate
     );
+}
+
+/// Waits until `db` has lent no connection for half a second (bounded), and answers the count.
+async fn quiet(db: &storage::Db) -> u64 {
+    use domain::ports::Health;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = db.connections_lent();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = db.connections_lent();
+        if now == seen {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never idle: {now} connections lent"
+        );
+        seen = now;
+    }
+}
+
+async fn an_idle_pool_leaves_the_store_alone(db: Db) {
+    let w = world(db.clone()).await;
+    let a = w.database("a").await;
+    let pool = w.pool(10);
+    w.deploy(a).await;
+    w.wait(a, settled).await;
+    // Once its first looks are done, an idle pool waits: no claim, no sequencing, no delivery
+    // or rule looked for (it polled every few milliseconds before).
+    let before = quiet(&db).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    use domain::ports::Health;
+    assert_eq!(
+        db.connections_lent(),
+        before,
+        "the idle pool used the store"
+    );
+    pool.shutdown().await;
+}
+
+async fn a_queued_deployment_wakes_an_idle_worker(db: Db) {
+    let w = world(db.clone()).await;
+    let a = w.database("a").await;
+    let pool = w.pool(10);
+    quiet(&db).await;
+    let asked = Instant::now();
+    w.deploy(a).await;
+    w.wait(a, |s| s.state != ServiceState::DeploymentQueued)
+        .await;
+    let took = asked.elapsed();
+    assert!(
+        took < capstan_engine::FALLBACK / 4,
+        "started after {took:?}: the worker was not woken"
+    );
+    w.wait(a, settled).await;
+    pool.shutdown().await;
 }

@@ -126,6 +126,7 @@ async fn run(backend: &str, database: &str) {
         );
     }
     let one = &containers[0];
+    idle(backend, &server.base, database).await;
     // The reference is measured before and after the scenarios; the ratios use the mean, so
     // a machine that speeds up or slows down during the run shows in both.
     let before = wrk(&server.base, &client.token, "/healthz", None);
@@ -173,6 +174,50 @@ async fn run(backend: &str, database: &str) {
     }
     deployments(backend, &client, &env).await;
     server.stop();
+}
+
+/// How many transactions a second the server makes while nobody asks anything of it: what it
+/// costs to keep it running. Counted by the server itself (`capstan_store_connections_lent_total`
+/// in /metrics: a unit of work, a claim) and, on PostgreSQL, by the database
+/// (`pg_stat_database`), over `CAPSTAN_BENCH_IDLE_SECS` (default 20) once the set-up is over.
+async fn idle(backend: &str, base: &str, database: &str) {
+    let secs = setting("CAPSTAN_BENCH_IDLE_SECS", 20);
+    let http = reqwest::Client::new();
+    let lent = || async {
+        let text = http
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("capstan_store_connections_lent_total "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .expect("the metric is served")
+    };
+    let url = storage::DatabaseUrl::parse(database).unwrap();
+    // The set-up's last deployments and events settle first.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (lent_before, pg_before) = (lent().await, storage::testing::transactions(&url).await);
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    let (lent_after, pg_after) = (lent().await, storage::testing::transactions(&url).await);
+    let elapsed = started.elapsed().as_secs_f64();
+    // Less the scrape's own read of the queue's depth, and the counting's own transaction.
+    let lent_rate = (lent_after - lent_before - 1.0).max(0.0) / elapsed;
+    let pg = match (pg_before, pg_after) {
+        (Some(b), Some(a)) => format!(
+            ", {:.2} transactions/s in pg_stat_database",
+            (a - b - 2).max(0) as f64 / elapsed
+        ),
+        _ => String::new(),
+    };
+    println!(
+        "{backend:<9} {:<30} {lent_rate:>9.2} connections lent/s{pg}  (over {elapsed:.0} s)",
+        "idle server"
+    );
 }
 
 /// 100 deployments over 10 environments through the queue, with instant engine steps.

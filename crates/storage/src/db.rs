@@ -16,6 +16,7 @@ use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
 use domain::error::StoreError;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -275,6 +276,11 @@ pub struct Db {
     pub(crate) tokens: Option<Arc<TokenCache>>,
     /// Where a SQLite store keeps its snapshots (PostgreSQL keeps them in the database).
     pub(crate) snapshot_dir: Option<Arc<crate::snapshots::SnapshotDir>>,
+    /// Rung by committed units (and, on PostgreSQL, by the other instances' notifications).
+    pub(crate) changes: Arc<domain::changes::Changes>,
+    /// How many times a connection was lent (a unit of work, a claim, a query of its own): the
+    /// load this process puts on the database, which an idle server keeps near zero.
+    pub(crate) lent: Arc<AtomicU64>,
     /// Drives the I/O of the PostgreSQL connections that tasks of multi-threaded runtimes share
     /// (`pg_pools`), and the rollbacks of dropped units.
     _drivers: Option<Arc<Drivers>>,
@@ -365,11 +371,19 @@ impl Db {
             ))),
             DatabaseUrl::Postgres(_) => None,
         };
+        let changes = Arc::new(domain::changes::Changes::default());
+        if let (DatabaseUrl::Postgres(u), Some(d)) = (url, &drivers) {
+            if let Some(rt) = &d.0 {
+                rt.spawn(crate::listener::listen(u.clone(), Arc::downgrade(&changes)));
+            }
+        }
         Ok(Self {
             backend,
             cipher: Arc::new(Cipher::new(secret_key)),
             tokens,
             snapshot_dir,
+            changes,
+            lent: Arc::default(),
             _drivers: drivers,
         })
     }
@@ -424,6 +438,7 @@ impl Db {
     }
 
     pub(crate) async fn read_conn(&self) -> Result<Conn, StoreError> {
+        self.lent.fetch_add(1, Ordering::Relaxed);
         match &self.backend {
             Backend::Postgres(pools) => Ok(Conn::Pg(pools.get()?.get().await.map_err(pool_error)?)),
             Backend::Sqlite { pool, .. } => Ok(Conn::Sqlite(pool.get().await.map_err(pool_error)?)),
@@ -431,6 +446,7 @@ impl Db {
     }
 
     pub(crate) async fn write_conn(&self) -> Result<Conn, StoreError> {
+        self.lent.fetch_add(1, Ordering::Relaxed);
         match &self.backend {
             Backend::Postgres(pools) => Ok(Conn::Pg(pools.get()?.get().await.map_err(pool_error)?)),
             Backend::Sqlite { writer, .. } => {

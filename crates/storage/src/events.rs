@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel::result::Error as DieselError;
 use diesel_async::{AsyncConnection, RunQueryDsl};
+use domain::changes::Change;
 use domain::error::StoreResult;
 use domain::ids::{EventId, OrganizationId};
 use domain::model::{DeliveryState, EventFilter, OrgEvent, WebhookDelivery};
@@ -35,6 +36,7 @@ impl EventLog for Session {
             .execute(c)
             .await)
         .map_err(store_error)?;
+        self.changed(Change::Events);
         Ok(())
     }
 
@@ -69,7 +71,11 @@ impl EventLog for Session {
             }
             Ok::<_, DieselError>(())
         })
-        .map_err(store_error)
+        .map_err(store_error)?;
+        if !keys.is_empty() {
+            self.changed(Change::Sequenced);
+        }
+        Ok(())
     }
 
     async fn events_after(
@@ -195,6 +201,7 @@ impl EventLog for Session {
                 .await)
             .map_err(store_error)?;
         }
+        self.changed(Change::Deliveries);
         Ok(())
     }
 
@@ -225,6 +232,9 @@ impl EventLog for Session {
         Ok(n > 0)
     }
 }
+
+/// How many of the first PENDING deliveries [`DeliveryClaims::next_delivery_due`] looks at.
+const NEXT_DUE_LOOKAHEAD: i64 = 64;
 
 /// The deliveries that are due and free at `$now`, oldest due first.
 macro_rules! due {
@@ -296,6 +306,33 @@ impl DeliveryClaims for Db {
         rows.into_iter()
             .map(|r| WebhookDelivery::from_row(r, &self.cipher))
             .collect()
+    }
+
+    async fn next_delivery_due(&self, now: OffsetDateTime) -> StoreResult<Option<OffsetDateTime>> {
+        // The first few by due time are enough: a delivery held by a live claim is being sent,
+        // and its settling rings the senders again.
+        let rows: Vec<(time::PrimitiveDateTime, Option<time::PrimitiveDateTime>)> = self
+            .read(move |mut conn| async move {
+                db_run!(conn, |c| wd::table
+                    .filter(wd::state.eq(PENDING))
+                    .order((wd::next_attempt_at.asc(), wd::id.asc()))
+                    .select((wd::next_attempt_at, wd::lease_until))
+                    .limit(NEXT_DUE_LOOKAHEAD)
+                    .load(c)
+                    .await)
+                .map_err(store_error)
+            })
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(due, lease)| {
+                let due = utc(due);
+                match lease.map(utc) {
+                    Some(lease) if lease > now && lease > due => lease,
+                    _ => due,
+                }
+            })
+            .min())
     }
 
     async fn has_unsequenced_events(&self) -> StoreResult<bool> {

@@ -7,6 +7,7 @@ mod db;
 mod events;
 mod group_commit;
 mod limits;
+mod listener;
 mod maintenance;
 mod mark_changed;
 mod migrate;

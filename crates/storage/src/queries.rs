@@ -381,4 +381,8 @@ impl Health for Db {
         })
         .await
     }
+
+    fn connections_lent(&self) -> u64 {
+        std::sync::atomic::AtomicU64::load(&self.lent, std::sync::atomic::Ordering::Relaxed)
+    }
 }

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel_async::{AsyncConnection, RunQueryDsl};
+use domain::changes::Change;
 use domain::error::{StoreError, StoreResult};
 use domain::ids::{DeploymentRequestId, EnvironmentId, ServiceId};
 use domain::model::{
@@ -195,7 +196,9 @@ impl DeploymentQueue for Session {
             }
             Ok::<_, DieselError>(())
         })
-        .map_err(store_error)
+        .map_err(store_error)?;
+        self.changed(Change::Queue);
+        Ok(())
     }
 
     async fn record(&mut self, request: &DeploymentRequest) -> StoreResult<Option<bool>> {
@@ -218,6 +221,11 @@ impl DeploymentQueue for Session {
         if n == 0 {
             return Ok(None);
         }
+        if request.status.is_finished() {
+            // The environment's next request may start now.
+            self.changed(Change::Queue);
+        }
+        let (conn, _) = self.parts()?;
         let cancel: bool = db_run!(*conn, |c| dr::table
             .find(&row.id)
             .select(dr::cancel_requested)

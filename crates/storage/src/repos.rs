@@ -8,6 +8,7 @@ use crate::session::Session;
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
+use domain::changes::Change;
 use domain::error::{StoreError, StoreResult};
 use domain::model::*;
 use domain::pagination::{Page, PageRequest};
@@ -16,12 +17,16 @@ use domain::ports::Repo;
 macro_rules! repo {
     // Deleting these deletes API tokens (an organization takes its tokens with it).
     ($record:ty, $row:ty, $table:ident, |$q:ident, $parent:ident| $filter:expr, deletes_tokens) => {
-        repo!(@impl $record, $row, $table, |$q, $parent| $filter, true);
+        repo!(@impl $record, $row, $table, |$q, $parent| $filter, true, None);
+    };
+    // Writing these changes what the background tasks waiting for `$change` act on.
+    ($record:ty, $row:ty, $table:ident, |$q:ident, $parent:ident| $filter:expr, rings $change:ident) => {
+        repo!(@impl $record, $row, $table, |$q, $parent| $filter, false, Some(Change::$change));
     };
     ($record:ty, $row:ty, $table:ident, |$q:ident, $parent:ident| $filter:expr) => {
-        repo!(@impl $record, $row, $table, |$q, $parent| $filter, false);
+        repo!(@impl $record, $row, $table, |$q, $parent| $filter, false, None);
     };
-    (@impl $record:ty, $row:ty, $table:ident, |$q:ident, $parent:ident| $filter:expr, $tokens:literal) => {
+    (@impl $record:ty, $row:ty, $table:ident, |$q:ident, $parent:ident| $filter:expr, $tokens:literal, $rings:expr) => {
         #[async_trait]
         impl Repo<$record> for Session {
             async fn insert(&mut self, item: &$record) -> StoreResult<()> {
@@ -32,6 +37,7 @@ macro_rules! repo {
                     .execute(c)
                     .await)
                 .map_err(store_error)?;
+                self.rings($rings);
                 Ok(())
             }
 
@@ -81,6 +87,7 @@ macro_rules! repo {
                 if n == 0 {
                     return Err(StoreError::NotFound);
                 }
+                self.rings($rings);
                 Ok(())
             }
 
@@ -97,6 +104,7 @@ macro_rules! repo {
                 if $tokens {
                     self.tokens_deleted();
                 }
+                self.rings($rings);
                 Ok(())
             }
 
@@ -140,8 +148,9 @@ repo!(
     cloud_credentials,
     |q, org| q.filter(schema::cloud_credentials::organization_id.eq(org.to_string()))
 );
+// A cluster's deployment is queued on the cluster itself.
 repo!(Cluster, ClusterRow, clusters, |q, org| q
-    .filter(schema::clusters::organization_id.eq(org.to_string())));
+    .filter(schema::clusters::organization_id.eq(org.to_string())), rings Queue);
 repo!(Project, ProjectRow, projects, |q, org| q
     .filter(schema::projects::organization_id.eq(org.to_string())));
 repo!(Environment, EnvironmentRow, environments, |q, project| q
@@ -171,7 +180,8 @@ repo!(
     DeploymentRequest,
     DeploymentRequestRow,
     deployment_requests,
-    |q, service| q.filter(schema::deployment_requests::service_id.eq(service.to_string()))
+    |q, service| q.filter(schema::deployment_requests::service_id.eq(service.to_string())),
+    rings Queue
 );
 repo!(
     MetadataGroup,
@@ -204,13 +214,15 @@ repo!(
     ProjectDeploymentRule,
     ProjectDeploymentRuleRow,
     project_deployment_rules,
-    |q, project| q.filter(schema::project_deployment_rules::project_id.eq(project.to_string()))
+    |q, project| q.filter(schema::project_deployment_rules::project_id.eq(project.to_string())),
+    rings Rules
 );
 repo!(
     EnvironmentDeploymentRule,
     EnvironmentDeploymentRuleRow,
     environment_deployment_rules,
-    |q, environment| q.filter(schema::environment_deployment_rules::id.eq(environment.to_string()))
+    |q, environment| q.filter(schema::environment_deployment_rules::id.eq(environment.to_string())),
+    rings Rules
 );
 repo!(
     OrganizationWebhook,

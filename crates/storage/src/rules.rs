@@ -1,7 +1,7 @@
 //! What the scheduler of deployment rules asks the store.
 
 use crate::db::{db_run, store_error};
-use crate::rows::{parse, ts};
+use crate::rows::{parse, ts, utc};
 use crate::schema::environment_deployment_rules as rules;
 use crate::session::Session;
 use async_trait::async_trait;
@@ -30,5 +30,15 @@ impl RuleQueries for Session {
         .map_err(store_error)?;
         // An id no record could have is left out, not allowed to hold up every other rule.
         Ok(ids.iter().filter_map(|id| parse("id", id).ok()).collect())
+    }
+
+    async fn next_rule_turn(&mut self) -> StoreResult<Option<time::OffsetDateTime>> {
+        let (conn, _) = self.parts()?;
+        let next: Option<time::PrimitiveDateTime> = db_run!(*conn, |c| rules::table
+            .select(diesel::dsl::min(rules::next_turn_at))
+            .first(c)
+            .await)
+        .map_err(store_error)?;
+        Ok(next.map(utc))
     }
 }

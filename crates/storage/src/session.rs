@@ -16,10 +16,14 @@ use diesel_async::pooled_connection::deadpool::Object;
 use diesel_async::{
     AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection, TransactionManager,
 };
+use domain::changes::{Change, ChangeSet, Changes};
 use domain::error::{StoreError, StoreResult};
 use domain::ports::{Reference, Scope, Store, Tx};
 use futures_util::FutureExt;
 use std::sync::Arc;
+
+/// The PostgreSQL channel on which instances tell each other of changes (`domain::changes`).
+pub(crate) const CHANGES_CHANNEL: &str = "capstan_changes";
 
 /// Takes the sequencer's advisory lock (any fixed number is its key) until the transaction ends.
 pub(crate) const EVENT_LOG_LOCK: &str = "SELECT pg_advisory_xact_lock(7320411)";
@@ -53,6 +57,9 @@ pub struct Session {
     deleted_tokens: bool,
     /// A SQLite write unit's commit is acknowledged once the shared log sync covers it.
     group_commit: Option<Arc<GroupCommit>>,
+    /// What the unit changed that background tasks act on, rung on `bells` once committed.
+    changed: ChangeSet,
+    bells: Arc<Changes>,
 }
 
 impl Session {
@@ -68,6 +75,22 @@ impl Session {
         self.open == Open::Write && matches!(self.conn, Some(Conn::Pg(_)))
     }
 
+    /// Records that the unit changed what tasks waiting for `change` act on. Outside a
+    /// transaction the statement has committed already: rung at once, on this instance.
+    pub(crate) fn changed(&mut self, change: Change) {
+        match self.open {
+            Open::Nothing => self.bells.ring(change.into()),
+            _ => self.changed.insert(change),
+        }
+    }
+
+    /// As [`Session::changed`], for a table that may change nothing of the kind.
+    pub(crate) fn rings(&mut self, change: Option<Change>) {
+        if let Some(change) = change {
+            self.changed(change);
+        }
+    }
+
     /// Records that tokens were deleted: forgotten now, or when the unit commits.
     pub(crate) fn tokens_deleted(&mut self) {
         match (&self.tokens, self.open) {
@@ -81,7 +104,19 @@ impl Session {
         // a connection diesel sees in a broken transaction is not reused.
         match (open, Self::conn(&mut self.conn)?) {
             (Open::Nothing, _) => Ok(()),
-            (Open::Write, Conn::Pg(c)) => PgTransactions::commit_transaction(&mut **c).await,
+            (Open::Write, Conn::Pg(c)) => {
+                let crossing = self.changed.crossing();
+                // Delivered to the other instances' listeners when (and only if) this commits.
+                if !crossing.is_empty() {
+                    c.batch_execute(&format!(
+                        "SELECT pg_notify('{CHANGES_CHANNEL}', '{}')",
+                        crossing.names()
+                    ))
+                    .await
+                    .map_err(store_error)?;
+                }
+                PgTransactions::commit_transaction(&mut **c).await
+            }
             (Open::Write, Conn::Sqlite(c)) => {
                 SqliteTransactions::commit_transaction(&mut **c).await
             }
@@ -186,13 +221,16 @@ impl Tx for Session {
             cache.forget_all();
         }
         committed?;
+        let changed = std::mem::take(&mut self.changed);
         // The writer connection goes back first: the next writer commits while this
         // one waits for the disk, and the same fsync covers both.
         drop(self.conn.take());
-        match (open, &self.group_commit) {
-            (Open::Write, Some(group)) => group.durable().await,
-            _ => Ok(()),
+        if let (Open::Write, Some(group)) = (open, &self.group_commit) {
+            group.durable().await?;
         }
+        // Once durable: a task woken now reads what was acknowledged.
+        self.bells.ring(changed);
+        Ok(())
     }
 }
 
@@ -278,6 +316,8 @@ impl Store for Db {
             tokens: self.tokens.clone(),
             deleted_tokens: false,
             group_commit: None,
+            changed: ChangeSet::default(),
+            bells: self.changes.clone(),
         };
         let begun = match Session::conn(&mut session.conn)? {
             Conn::Pg(c) => begin_pipelined(c),
@@ -294,6 +334,10 @@ impl Store for Db {
 
     async fn write(&self) -> StoreResult<Box<dyn Tx>> {
         Ok(Box::new(self.begin().await?))
+    }
+
+    fn changes(&self) -> &Changes {
+        &self.changes
     }
 }
 
@@ -337,6 +381,8 @@ impl Db {
             tokens: self.tokens.clone(),
             deleted_tokens: false,
             group_commit: self.group_commit().cloned(),
+            changed: ChangeSet::default(),
+            bells: self.changes.clone(),
         })
     }
 
@@ -351,6 +397,8 @@ impl Db {
             tokens: self.tokens.clone(),
             deleted_tokens: false,
             group_commit: None,
+            changed: ChangeSet::default(),
+            bells: self.changes.clone(),
         })
     }
 }

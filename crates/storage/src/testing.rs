@@ -61,6 +61,30 @@ pub async fn postgres() -> Option<(Db, DatabaseUrl)> {
     Some((db, url))
 }
 
+/// The transactions PostgreSQL has counted in the database of `url` (`pg_stat_database`,
+/// committed and rolled back; it counts its own reading too), or `None` for SQLite.
+pub async fn transactions(url: &DatabaseUrl) -> Option<i64> {
+    let DatabaseUrl::Postgres(url) = url else {
+        return None;
+    };
+    #[derive(diesel::QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let mut conn = AsyncPgConnection::establish(url).await.ok()?;
+    // Statistics reach the view within a second of a transaction's end (or the server's next
+    // flush of an idle backend's): the window measured is long beside that.
+    let counted: Count = diesel::sql_query(
+        "SELECT (xact_commit + xact_rollback)::bigint AS n FROM pg_stat_database \
+         WHERE datname = current_database()",
+    )
+    .get_result(&mut conn)
+    .await
+    .ok()?;
+    Some(counted.n)
+}
+
 /// Creates an empty database and returns its URL, without migrating it.
 pub async fn postgres_database() -> Option<DatabaseUrl> {
     let admin = postgres_admin_url();

@@ -61,6 +61,7 @@ contract!(
     activity_and_history_come_from_the_queue,
     a_variable_change_makes_a_deployed_service_out_of_date,
     a_unit_dropped_before_commit_leaves_nothing,
+    a_committed_unit_rings_what_it_changed_and_a_dropped_one_nothing,
     a_snapshot_sees_one_state_from_its_first_read,
     a_locked_scope_is_held_until_commit,
     rate_limit_leases_never_overlap,
@@ -2704,6 +2705,15 @@ async fn due_environment_rules_are_found_most_overdue_first(db: Db) {
         session.due_environment_rules(t0, 1).await.unwrap(),
         vec![due[2]]
     );
+    // The scheduler sleeps until the earliest hour, due or not.
+    assert_eq!(
+        session
+            .next_rule_turn()
+            .await
+            .unwrap()
+            .map(|t| t.unix_timestamp()),
+        Some((t0 - time::Duration::minutes(60)).unix_timestamp())
+    );
 }
 
 fn event_in(
@@ -2916,6 +2926,13 @@ async fn deliveries_are_claimed_once_and_settled_by_their_claimant(db: Db) {
         .await
         .unwrap();
     assert!(none.is_empty(), "held, delivered or not due yet: {none:?}");
+    // Nothing can be claimed before the claims lapse (30 s), the one retried later counted at
+    // its hour (60 s); once the claims lapse, the earliest due time is past.
+    let seconds =
+        |t: Option<time::OffsetDateTime>| t.map(|t| (t - at).as_seconds_f64().round() as i64);
+    assert_eq!(seconds(db.next_delivery_due(at).await.unwrap()), Some(30));
+    let lapsed = at + time::Duration::seconds(31);
+    assert!(seconds(db.next_delivery_due(lapsed).await.unwrap()).is_some_and(|s| s <= 0));
     // Once the claims lapse (their sender died), what is still pending is claimed again;
     // the delivered one never is, the one retried later only when due.
     let later = at + time::Duration::seconds(45);
@@ -3086,4 +3103,33 @@ async fn the_audit_log_filters_and_pages_by_time(db: Db) {
         .await
         .unwrap()
         .is_empty());
+}
+
+async fn a_committed_unit_rings_what_it_changed_and_a_dropped_one_nothing(db: Db) {
+    use domain::changes::Change;
+    use futures_util::FutureExt;
+    let o = org(&db).await;
+    let changes = db.changes();
+    let queue = changes.listen(Change::Queue);
+    let events = changes.listen(Change::Events);
+    let mut unit = db.write().await.unwrap();
+    unit.append_event(&event_in(o.id, now(), None))
+        .await
+        .unwrap();
+    drop(unit);
+    let mut unit = db.write().await.unwrap();
+    unit.append_event(&event_in(o.id, now(), None))
+        .await
+        .unwrap();
+    let mut events = std::pin::pin!(events);
+    assert!(
+        events.as_mut().now_or_never().is_none(),
+        "rung by a unit dropped, or before its commit"
+    );
+    unit.commit().await.unwrap();
+    assert!(
+        events.now_or_never().is_some(),
+        "the commit rang for its event"
+    );
+    assert!(queue.now_or_never().is_none(), "nothing was queued");
 }

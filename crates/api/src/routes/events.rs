@@ -10,6 +10,7 @@ use crate::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::auth::Principal;
+use domain::changes::Change;
 use domain::ids::OrganizationId;
 use domain::model::{
     DeploymentChange, EventFilter, EventType, OrgEvent, Origin, StreamFilter, SubTargetType,
@@ -27,9 +28,8 @@ const ORG: &str = "organizationId";
 /// The public default page size of the audit log.
 const DEFAULT_PAGE_SIZE: u32 = 10;
 const MAX_PAGE_SIZE: u32 = 100;
-/// How often a stream looks for new events, and how long it may stay silent before it sends
-/// a comment (so proxies keep the connection).
-const STREAM_POLL: Duration = Duration::from_millis(200);
+/// How long a stream may stay silent before it sends a comment (so proxies keep the
+/// connection). Between, it waits for events to be given positions (`Change::Sequenced`).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The public `OrganizationEventResponse`.
@@ -430,6 +430,8 @@ async fn stream(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpRespon
                 if stopping.as_ref().is_some_and(|s| *s.borrow()) {
                     return None;
                 }
+                // Made before the read, so events sequenced after it wake the stream.
+                let rung = capstan.changes().listen(Change::Sequenced);
                 let found = match capstan.events_after(&p, org, after).await {
                     Ok(found) => found,
                     // The principal lost its access, or the organization is gone: the stream
@@ -447,26 +449,30 @@ async fn stream(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpRespon
                     chunk.extend_from_slice(&message(e));
                 }
                 if !chunk.is_empty() {
+                    drop(rung);
                     said = tokio::time::Instant::now();
                     return Some((Ok(web::Bytes::from(chunk)), (capstan, p, after, said)));
                 }
                 // Silent for a while, whether nothing happened or only what the filter leaves
                 // out: a comment keeps proxies from closing the connection.
                 if said.elapsed() >= KEEP_ALIVE {
+                    drop(rung);
                     said = tokio::time::Instant::now();
                     let ping = web::Bytes::from_static(b": keep-alive\n\n");
                     return Some((Ok(ping), (capstan, p, after, said)));
                 }
                 if found.is_empty() {
-                    match stopping.as_mut() {
-                        Some(s) => {
+                    let stop = async {
+                        match stopping.as_mut() {
                             // A sender gone (the server is going) ends the stream too.
-                            tokio::select! {
-                                _ = tokio::time::sleep(STREAM_POLL) => {}
-                                _ = s.changed() => return None,
-                            }
+                            Some(s) => drop(s.changed().await),
+                            None => std::future::pending().await,
                         }
-                        None => tokio::time::sleep(STREAM_POLL).await,
+                    };
+                    tokio::select! {
+                        _ = rung => {}
+                        _ = tokio::time::sleep(KEEP_ALIVE.saturating_sub(said.elapsed())) => {}
+                        _ = stop => return None,
                     }
                 }
             }

@@ -3,6 +3,7 @@
 //! own token, and no principal is involved.
 
 use super::Capstan;
+use crate::changes::ChangeSet;
 use crate::engine::HOLDABLE;
 use crate::error::{DomainError, DomainResult, StoreError};
 use crate::ids::ServiceId;
@@ -39,7 +40,10 @@ impl Capstan {
     /// end when their lease runs out (their worker is not this one).
     pub async fn restore_snapshot(&self, name: &str) -> DomainResult<()> {
         let name = SnapshotName::parse("name", name)?;
-        snapshot_found(self.store.restore_snapshot(&name).await)
+        snapshot_found(self.store.restore_snapshot(&name).await)?;
+        // The state brought back may hold work of every kind.
+        self.store.changes().ring(ChangeSet::ALL);
+        Ok(())
     }
 
     pub async fn snapshots(&self) -> DomainResult<Vec<Snapshot>> {

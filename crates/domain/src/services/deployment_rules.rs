@@ -24,6 +24,8 @@ const SCHEDULER_BATCH: i64 = 100;
 pub struct RulePass {
     pub taken: usize,
     pub failed: Vec<(EnvironmentId, DomainError)>,
+    /// The earliest hour a rule has next, once the pass is over.
+    pub next_turn: Option<time::OffsetDateTime>,
 }
 
 /// What a new environment takes from the project rule its name matches.
@@ -379,6 +381,7 @@ impl Capstan {
                 Err(e) => pass.failed.push((environment, e)),
             }
         }
+        pass.next_turn = self.reading().await?.next_rule_turn().await?;
         Ok(pass)
     }
 

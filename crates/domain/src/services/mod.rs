@@ -169,8 +169,28 @@ impl Capstan {
         &self.store
     }
 
+    /// What background tasks wait on: rung as the store commits changes.
+    pub fn changes(&self) -> &crate::changes::Changes {
+        self.store.changes()
+    }
+
     fn now(&self) -> OffsetDateTime {
         self.clock.now()
+    }
+
+    /// Completes when the clock is moved (a manual clock's), for tasks that sleep until an hour.
+    pub fn clock_moved(&self) -> Option<crate::changes::Rung<'_>> {
+        self.clock.moved()
+    }
+
+    /// How long from the clock's now until `at` (zero once it is past).
+    pub fn until(&self, at: OffsetDateTime) -> std::time::Duration {
+        (at - self.now()).try_into().unwrap_or_default()
+    }
+
+    /// How many times this process has used a database connection (metrics).
+    pub fn connections_lent(&self) -> u64 {
+        self.store.connections_lent()
     }
 
     /// Whether the store answers (for readiness probes).

@@ -165,6 +165,15 @@ impl Capstan {
         Ok(Repo::<WebhookAttempt>::list(tx, id, page).await?)
     }
 
+    /// When a delivery may next be sent (none: nothing waits, or nothing is ever sent from
+    /// here).
+    pub async fn next_delivery_due(&self) -> DomainResult<Option<time::OffsetDateTime>> {
+        if self.outbound.is_none() {
+            return Ok(None);
+        }
+        Ok(self.store.next_delivery_due(self.now()).await?)
+    }
+
     /// Claims the deliveries due and sends them, all at once; returns how many it attempted.
     /// Another sender's claim is left alone; a sender that dies leaves its claims to lapse,
     /// and they are sent again (receivers drop repeats by `webhook-id`).

@@ -1,0 +1,308 @@
+//! What committed units changed, for the background tasks that act on it. Each task waits for a
+//! change of its kind instead of asking the store again and again: an idle server leaves its
+//! database alone. The store rings [`Changes`] once a unit that changed something commits (and,
+//! on PostgreSQL, when another instance says it did); a task makes its listener *before* it
+//! reads the store, so a change committed after that read is never missed.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+/// A kind of change some task waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Change {
+    /// A deployment request (or a cluster's) may be claimed: one was queued, or one ended and
+    /// the next of its environment may start.
+    Queue,
+    /// Events were written that the sequencer has to give positions.
+    Events,
+    /// Events were given positions: streams have something to send.
+    Sequenced,
+    /// Webhook deliveries were planned.
+    Deliveries,
+    /// A deployment rule changed, or the clock was moved: the scheduler's next hour may too.
+    Rules,
+}
+
+impl Change {
+    pub const ALL: [Change; 5] = [
+        Change::Queue,
+        Change::Events,
+        Change::Sequenced,
+        Change::Deliveries,
+        Change::Rules,
+    ];
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+
+    /// Whether tasks of other instances must hear of it. The instance that wrote a change
+    /// runs every task itself; only the queue (whichever instance has a free worker takes a
+    /// request) and positions (each instance serves its own streams) concern the others.
+    pub fn crosses_instances(self) -> bool {
+        matches!(self, Change::Queue | Change::Sequenced)
+    }
+
+    /// Its name between instances.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Change::Queue => "queue",
+            Change::Events => "events",
+            Change::Sequenced => "sequenced",
+            Change::Deliveries => "deliveries",
+            Change::Rules => "rules",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+}
+
+/// Some kinds of change: what one unit made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChangeSet(u8);
+
+impl ChangeSet {
+    pub const ALL: ChangeSet = ChangeSet(0b1_1111);
+
+    pub fn insert(&mut self, change: Change) {
+        self.0 |= change.bit();
+    }
+
+    pub fn contains(self, change: Change) -> bool {
+        self.0 & change.bit() != 0
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = Change> {
+        Change::ALL.into_iter().filter(move |c| self.contains(*c))
+    }
+
+    /// The part other instances must hear of.
+    pub fn crossing(self) -> ChangeSet {
+        self.iter()
+            .filter(|c| c.crosses_instances())
+            .fold(ChangeSet::default(), |mut set, c| {
+                set.insert(c);
+                set
+            })
+    }
+
+    /// The names, comma-separated (a PostgreSQL notification's payload).
+    pub fn names(self) -> String {
+        self.iter()
+            .map(Change::as_str)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// From [`ChangeSet::names`]; names it does not know are left out.
+    pub fn from_names(names: &str) -> ChangeSet {
+        names
+            .split(',')
+            .filter_map(Change::parse)
+            .fold(ChangeSet::default(), |mut set, c| {
+                set.insert(c);
+                set
+            })
+    }
+}
+
+impl From<Change> for ChangeSet {
+    fn from(change: Change) -> Self {
+        ChangeSet(change.bit())
+    }
+}
+
+/// One bell per kind of change.
+#[derive(Default)]
+pub struct Changes {
+    bells: [Bell; 5],
+}
+
+impl Changes {
+    /// Wakes every task listening for one of `set`.
+    pub fn ring(&self, set: ChangeSet) {
+        for change in set.iter() {
+            self.bells[change as usize].ring();
+        }
+    }
+
+    /// Completes at the first ring of `change` after this call (make it before reading the
+    /// store, await it after).
+    pub fn listen(&self, change: Change) -> Rung<'_> {
+        self.bells[change as usize].listen()
+    }
+}
+
+/// One bell on its own: what a manual clock rings when moved.
+#[derive(Default)]
+pub struct Signal(Bell);
+
+impl std::fmt::Debug for Signal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Signal")
+    }
+}
+
+impl Signal {
+    pub fn ring(&self) {
+        self.0.ring();
+    }
+
+    /// Completes at the first ring after this call.
+    pub fn listen(&self) -> Rung<'_> {
+        self.0.listen()
+    }
+}
+
+#[derive(Default)]
+struct Bell {
+    state: Mutex<BellState>,
+}
+
+#[derive(Default)]
+struct BellState {
+    rung: u64,
+    next_listener: u64,
+    /// The wakers of listeners now waiting, by listener.
+    waiting: Vec<(u64, Waker)>,
+}
+
+impl Bell {
+    fn state(&self) -> MutexGuard<'_, BellState> {
+        // Nothing panics while holding it; a poisoned state is still whole.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn ring(&self) {
+        let woken = {
+            let mut s = self.state();
+            s.rung = s.rung.wrapping_add(1);
+            std::mem::take(&mut s.waiting)
+        };
+        for (_, waker) in woken {
+            waker.wake();
+        }
+    }
+
+    fn listen(&self) -> Rung<'_> {
+        let mut s = self.state();
+        let id = s.next_listener;
+        s.next_listener = s.next_listener.wrapping_add(1);
+        Rung {
+            bell: self,
+            seen: s.rung,
+            id,
+        }
+    }
+}
+
+/// A listener of one bell: a future that completes once it has rung.
+pub struct Rung<'a> {
+    bell: &'a Bell,
+    seen: u64,
+    id: u64,
+}
+
+impl Future for Rung<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut s = self.bell.state();
+        if s.rung != self.seen {
+            return Poll::Ready(());
+        }
+        match s.waiting.iter_mut().find(|(id, _)| *id == self.id) {
+            Some((_, waker)) => waker.clone_from(cx.waker()),
+            None => s.waiting.push((self.id, cx.waker().clone())),
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Rung<'_> {
+    fn drop(&mut self) {
+        // A listener given up (its task woke for another reason) leaves nothing behind.
+        self.bell.state().waiting.retain(|(id, _)| *id != self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_listener_hears_a_ring_made_after_it_was_made_even_before_it_waits() {
+        let changes = Changes::default();
+        let rung = changes.listen(Change::Queue);
+        // Rung between the listener's making and its awaiting (the store read in between).
+        changes.ring(Change::Queue.into());
+        tokio::time::timeout(Duration::from_secs(5), rung)
+            .await
+            .expect("heard");
+    }
+
+    #[tokio::test]
+    async fn a_listener_hears_only_its_own_kind_and_nothing_rung_before_it() {
+        let changes = Changes::default();
+        changes.ring(Change::Queue.into());
+        let queue = changes.listen(Change::Queue);
+        changes.ring(ChangeSet::from(Change::Events));
+        let waited = tokio::time::timeout(Duration::from_millis(50), queue).await;
+        assert!(waited.is_err(), "woken by another kind or an earlier ring");
+    }
+
+    #[tokio::test]
+    async fn every_waiting_listener_is_woken_and_dropped_ones_are_forgotten() {
+        let changes = std::sync::Arc::new(Changes::default());
+        for _ in 0..3 {
+            drop(changes.listen(Change::Sequenced));
+        }
+        assert!(changes.bells[Change::Sequenced as usize]
+            .state()
+            .waiting
+            .is_empty());
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let changes = changes.clone();
+                tokio::spawn(async move { changes.listen(Change::Sequenced).await })
+            })
+            .collect();
+        // Each waits before the ring.
+        while changes.bells[Change::Sequenced as usize]
+            .state()
+            .waiting
+            .len()
+            < 3
+        {
+            tokio::task::yield_now().await;
+        }
+        changes.ring(ChangeSet::ALL);
+        for w in waiters {
+            tokio::time::timeout(Duration::from_secs(5), w)
+                .await
+                .expect("woken")
+                .expect("ran");
+        }
+    }
+
+    #[test]
+    fn a_set_travels_between_instances_by_its_names() {
+        let mut set = ChangeSet::default();
+        set.insert(Change::Queue);
+        set.insert(Change::Events);
+        assert_eq!(set.names(), "queue,events");
+        assert_eq!(ChangeSet::from_names("queue,events,unknown"), set);
+        assert_eq!(set.crossing(), ChangeSet::from(Change::Queue));
+        assert!(ChangeSet::default().is_empty());
+        assert_eq!(ChangeSet::ALL.iter().count(), Change::ALL.len());
+    }
+}
