@@ -1,11 +1,13 @@
 //! `?wait=SECONDS` on status reads: the answer comes once nothing waits or runs, or when the
-//! time is up, with the state then. The store is read again at growing intervals, each read in
-//! a unit of its own, so a waiting client holds no connection and sees what any instance did.
+//! time is up, with the state then. The store is read again when a request ends (any instance's,
+//! `Change::Queue`) and at growing intervals besides (a cancel of waiting requests rings
+//! nothing), each read in a unit of its own, so a waiting client holds no connection.
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::authentication;
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest};
+use domain::changes::{Change, Changes};
 use domain::error::DomainResult;
 use futures_util::future::LocalBoxFuture;
 use std::future::Future;
@@ -65,7 +67,12 @@ impl FromRequest for Wait {
 
 impl Wait {
     /// Reads with `read` until `settled` says so or the wait is over; answers the last read.
-    pub async fn until<T, F, Fut>(self, mut read: F, settled: impl Fn(&T) -> bool) -> ApiResult<T>
+    pub async fn until<T, F, Fut>(
+        self,
+        changes: &Changes,
+        mut read: F,
+        settled: impl Fn(&T) -> bool,
+    ) -> ApiResult<T>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = DomainResult<T>>,
@@ -73,13 +80,18 @@ impl Wait {
         let deadline = Instant::now() + self.0;
         let mut pause = FIRST_PAUSE;
         loop {
+            let ended = changes.listen(Change::Queue);
             let value = read().await?;
             let now = Instant::now();
             if settled(&value) || now >= deadline {
                 return Ok(value);
             }
-            tokio::time::sleep(pause.min(deadline - now)).await;
-            pause = (pause * 2).min(LONGEST_PAUSE);
+            tokio::select! {
+                _ = ended => {}
+                _ = tokio::time::sleep(pause.min(deadline - now)) => {
+                    pause = (pause * 2).min(LONGEST_PAUSE);
+                }
+            }
         }
     }
 }
@@ -96,10 +108,11 @@ mod tests {
             let n = reads.fetch_add(1, Ordering::SeqCst) + 1;
             async move { Ok(n) }
         };
+        let changes = Changes::default();
         // Settles on the third read, long before the time is up.
         let started = Instant::now();
         let got = Wait(Duration::from_secs(30))
-            .until(read, |n| *n >= 3)
+            .until(&changes, read, |n| *n >= 3)
             .await
             .unwrap_or_default();
         assert_eq!(got, 3);
@@ -107,17 +120,55 @@ mod tests {
         // Never settles: the last read when the time is up.
         let before = reads.load(Ordering::SeqCst);
         let got = Wait(Duration::from_millis(300))
-            .until(read, |_| false)
+            .until(&changes, read, |_| false)
             .await
             .unwrap_or_default();
         assert!(got - before >= 4, "read again while waiting: {got}");
         // No wait: one read.
         let before = reads.load(Ordering::SeqCst);
         Wait::default()
-            .until(read, |_| false)
+            .until(&changes, read, |_| false)
             .await
             .unwrap_or_default();
         assert_eq!(reads.load(Ordering::SeqCst), before + 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_reads_again_as_soon_as_a_request_ends() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        let changes = Arc::new(Changes::default());
+        let ended = Arc::new(AtomicBool::new(false));
+        let (first_read, heard) = tokio::sync::oneshot::channel::<()>();
+        let mut first_read = Some(first_read);
+        let ringer = {
+            let (changes, ended) = (changes.clone(), ended.clone());
+            tokio::spawn(async move {
+                let _ = heard.await;
+                ended.store(true, Ordering::SeqCst);
+                changes.ring(Change::Queue.into());
+            })
+        };
+        let read = || {
+            if let Some(tx) = first_read.take() {
+                let _ = tx.send(());
+            }
+            let value = ended.load(Ordering::SeqCst);
+            async move { Ok(value) }
+        };
+        // The clock stands still unless a pause runs out: none does.
+        let started = tokio::time::Instant::now();
+        let got = Wait(Duration::from_secs(60))
+            .until(&changes, read, |v| *v)
+            .await
+            .unwrap_or_default();
+        assert!(got);
+        assert_eq!(
+            started.elapsed(),
+            Duration::ZERO,
+            "woken by a pause, not the end"
+        );
+        ringer.await.unwrap_or_default();
     }
 
     #[test]

@@ -179,7 +179,8 @@ async fn run(backend: &str, database: &str) {
 /// How many transactions a second the server makes while nobody asks anything of it: what it
 /// costs to keep it running. Counted by the server itself (`capstan_store_connections_lent_total`
 /// in /metrics: a unit of work, a claim) and, on PostgreSQL, by the database
-/// (`pg_stat_database`), over `CAPSTAN_BENCH_IDLE_SECS` (default 20) once the set-up is over.
+/// (`pg_stat_database`), over `CAPSTAN_BENCH_IDLE_SECS` (default 20) once the set-up is over
+/// and counted.
 async fn idle(backend: &str, base: &str, database: &str) {
     let secs = setting("CAPSTAN_BENCH_IDLE_SECS", 20);
     let http = reqwest::Client::new();
@@ -198,8 +199,9 @@ async fn idle(backend: &str, base: &str, database: &str) {
             .expect("the metric is served")
     };
     let url = storage::DatabaseUrl::parse(database).unwrap();
-    // The set-up's last deployments and events settle first.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The set-up's last events settle first, and PostgreSQL's count takes in the set-up's
+    // transactions: an idle backend reports its statistics up to 10 s after its last one.
+    tokio::time::sleep(Duration::from_secs(12)).await;
     let (lent_before, pg_before) = (lent().await, storage::testing::transactions(&url).await);
     let started = Instant::now();
     tokio::time::sleep(Duration::from_secs(secs)).await;

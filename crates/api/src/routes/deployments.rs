@@ -503,6 +503,7 @@ async fn service_status(
     let id = service_id(&req, **kind)?;
     let status = wait
         .until(
+            st.capstan.changes(),
             || st.capstan.service_status(&p, **kind, id),
             |s| s.deployment_requests_count == 0,
         )
@@ -634,6 +635,7 @@ async fn environment_status(
     let id = env_id(&req)?;
     let status = wait
         .until(
+            st.capstan.changes(),
             || st.capstan.environment_status(&p, id),
             |s| s.deployment_requests_count == 0,
         )
@@ -650,6 +652,7 @@ async fn environment_statuses(
     let id = env_id(&req)?;
     let statuses = wait
         .until(
+            st.capstan.changes(),
             || st.capstan.environment_statuses(&p, id),
             |s| s.environment.deployment_requests_count == 0,
         )
