@@ -36,7 +36,7 @@ impl PoolSettings {
 /// How long a task waits for a change it is not told of (a notification lost with its
 /// connection, a write by another process on the same SQLite file) before it looks anyway.
 /// All the tasks of an idle server together stay under one transaction a second.
-pub const FALLBACK: Duration = Duration::from_secs(20);
+pub const FALLBACK: Duration = Duration::from_secs(30);
 
 pub struct WorkerPool {
     stop: watch::Sender<bool>,
