@@ -23,8 +23,11 @@ pub(crate) async fn listen(url: String, changes: Weak<Changes>) {
                 let Some(bells) = changes.upgrade() else {
                     return;
                 };
-                // What was committed while nobody listened is looked for now.
-                bells.ring(ChangeSet::ALL);
+                // What was committed while nobody listened is looked for now (at the first
+                // connection, every task is making its first look anyway).
+                if lost_before {
+                    bells.ring(ChangeSet::ALL);
+                }
                 drop(bells);
                 let mut heard = std::pin::pin!(conn.notifications_stream());
                 while let Some(n) = heard.next().await {
