@@ -86,12 +86,7 @@ impl ChangeSet {
 
     /// The part other instances must hear of.
     pub fn crossing(self) -> ChangeSet {
-        self.iter()
-            .filter(|c| c.crosses_instances())
-            .fold(ChangeSet::default(), |mut set, c| {
-                set.insert(c);
-                set
-            })
+        self.iter().filter(|c| c.crosses_instances()).collect()
     }
 
     /// The names, comma-separated (a PostgreSQL notification's payload).
@@ -104,13 +99,17 @@ impl ChangeSet {
 
     /// From [`ChangeSet::names`]; names it does not know are left out.
     pub fn from_names(names: &str) -> ChangeSet {
-        names
-            .split(',')
-            .filter_map(Change::parse)
-            .fold(ChangeSet::default(), |mut set, c| {
-                set.insert(c);
-                set
-            })
+        names.split(',').filter_map(Change::parse).collect()
+    }
+}
+
+impl FromIterator<Change> for ChangeSet {
+    fn from_iter<I: IntoIterator<Item = Change>>(changes: I) -> Self {
+        let mut set = ChangeSet::default();
+        for change in changes {
+            set.insert(change);
+        }
+        set
     }
 }
 

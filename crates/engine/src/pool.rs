@@ -216,24 +216,22 @@ async fn deliver(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Dur
     loop {
         let rung = capstan.changes().listen(Change::Deliveries);
         let moved = capstan.clock_moved();
-        let sent = capstan.deliver_due(&sender).await.unwrap_or_else(|e| {
-            tracing::error!(error = %e, "could not send webhook deliveries");
-            0
-        });
-        if *stopped.borrow() {
-            return;
-        }
-        if sent > 0 {
-            continue;
-        }
-        let pause = match capstan.next_delivery_due().await {
-            Ok(Some(at)) => capstan.until(at).clamp(poll, FALLBACK),
-            Ok(None) => FALLBACK,
+        let pause = match capstan.deliver_due(&sender).await {
+            Ok(pass) if pass.sent > 0 => Duration::ZERO,
+            Ok(pass) => pass
+                .next_due
+                .map_or(FALLBACK, |at| capstan.until(at).clamp(poll, FALLBACK)),
             Err(e) => {
-                tracing::error!(error = %e, "could not read when webhook deliveries fall due");
+                tracing::error!(error = %e, "could not send webhook deliveries");
                 poll * 4
             }
         };
+        if *stopped.borrow() {
+            return;
+        }
+        if pause.is_zero() {
+            continue;
+        }
         if timed_wait_or_stop(&mut stopped, rung, moved, pause).await {
             return;
         }

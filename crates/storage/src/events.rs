@@ -257,17 +257,8 @@ impl DeliveryClaims for Db {
         lease_until: OffsetDateTime,
         limit: i64,
     ) -> StoreResult<Vec<WebhookDelivery>> {
+        // Senders ask `next_delivery_due` first, a read, and claim only when something is due.
         let at = ts(now);
-        // Idle senders poll: a read first keeps them off the writer (SQLite) and out of row
-        // locks (PostgreSQL) when nothing is due.
-        let any: Option<String> = self
-            .read(move |mut conn| async move {
-                db_run!(conn, |c| due!(at).first(c).await.optional()).map_err(store_error)
-            })
-            .await?;
-        if any.is_none() {
-            return Ok(Vec::new());
-        }
         let worker = worker.to_string();
         let lease = ts(lease_until);
         let rows: Vec<DeliveryRow> = self
@@ -310,7 +301,7 @@ impl DeliveryClaims for Db {
 
     async fn next_delivery_due(&self, now: OffsetDateTime) -> StoreResult<Option<OffsetDateTime>> {
         // The first few by due time are enough: a delivery held by a live claim is being sent,
-        // and its settling rings the senders again.
+        // and its sender looks again once it has settled it.
         let rows: Vec<(time::PrimitiveDateTime, Option<time::PrimitiveDateTime>)> = self
             .read(move |mut conn| async move {
                 db_run!(conn, |c| wd::table

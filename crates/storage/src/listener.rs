@@ -17,15 +17,13 @@ pub(crate) async fn listen(url: String, changes: Weak<Changes>) {
     loop {
         match listening(&url).await {
             Ok(mut conn) => {
-                if lost_before {
-                    tracing::info!("listening for other instances' changes again");
-                }
                 let Some(bells) = changes.upgrade() else {
                     return;
                 };
                 // What was committed while nobody listened is looked for now (at the first
                 // connection, every task is making its first look anyway).
                 if lost_before {
+                    tracing::info!("listening for other instances' changes again");
                     bells.ring(ChangeSet::ALL);
                 }
                 drop(bells);

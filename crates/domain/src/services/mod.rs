@@ -49,7 +49,7 @@ pub use image_deploys::ImageDeployInput;
 pub use listings::{ClusterEnvironment, ServiceLight, ServiceScope};
 pub use members::{InvitationDetails, InviteInput, MemberRef, RoleChange};
 pub use metadata_groups::{GroupDetails, GROUPED_KINDS};
-pub use org_webhooks::Outbound;
+pub use org_webhooks::{DeliveryPass, Outbound};
 pub use organizations::{ApiTokenInput, NewApiToken, OrganizationDetails, OrganizationUpdate};
 pub use registries::{RegistryDetails, RegistryInput};
 pub use restrictions::RESTRICTED_KINDS;

@@ -24,6 +24,15 @@ pub struct Outbound {
     pub timeout: std::time::Duration,
 }
 
+/// What one pass of a webhook sender did.
+#[derive(Debug, Default)]
+pub struct DeliveryPass {
+    /// Deliveries attempted.
+    pub sent: usize,
+    /// When none was sent: when the first waiting delivery may be sent (none: none waits).
+    pub next_due: Option<time::OffsetDateTime>,
+}
+
 impl Capstan {
     /// Sends webhook deliveries through `outbound`.
     pub fn with_outbound(mut self, outbound: Outbound) -> Self {
@@ -165,23 +174,22 @@ impl Capstan {
         Ok(Repo::<WebhookAttempt>::list(tx, id, page).await?)
     }
 
-    /// When a delivery may next be sent (none: nothing waits, or nothing is ever sent from
-    /// here).
-    pub async fn next_delivery_due(&self) -> DomainResult<Option<time::OffsetDateTime>> {
-        if self.outbound.is_none() {
-            return Ok(None);
-        }
-        Ok(self.store.next_delivery_due(self.now()).await?)
-    }
-
-    /// Claims the deliveries due and sends them, all at once; returns how many it attempted.
-    /// Another sender's claim is left alone; a sender that dies leaves its claims to lapse,
-    /// and they are sent again (receivers drop repeats by `webhook-id`).
-    pub async fn deliver_due(&self, worker: &str) -> DomainResult<usize> {
+    /// Claims the deliveries due and sends them, all at once; answers how many it attempted,
+    /// or, when none was due, when one next falls due. Another sender's claim is left alone; a
+    /// sender that dies leaves its claims to lapse, and they are sent again (receivers drop
+    /// repeats by `webhook-id`).
+    pub async fn deliver_due(&self, worker: &str) -> DomainResult<DeliveryPass> {
         let Some(outbound) = self.outbound.clone() else {
-            return Ok(0);
+            // Nothing is ever sent from here.
+            return Ok(DeliveryPass::default());
         };
         let now = self.now();
+        // A read first keeps idle senders off the writer (SQLite) and out of row locks
+        // (PostgreSQL), and tells them how long to sleep.
+        let next_due = self.store.next_delivery_due(now).await?;
+        if next_due.is_none_or(|at| at > now) {
+            return Ok(DeliveryPass { sent: 0, next_due });
+        }
         // Long enough for every request of the batch to time out, with room to record it:
         // a claim that ran out mid-send would let another sender send it too.
         let lease = Duration::try_from(outbound.timeout * 2).unwrap_or(Duration::MINUTE)
@@ -191,7 +199,8 @@ impl Capstan {
             .claim_deliveries(worker, now, now + lease, outbound.batch)
             .await?;
         if claimed.is_empty() {
-            return Ok(0);
+            // Another sender was first.
+            return Ok(DeliveryPass { sent: 0, next_due });
         }
         let hooks = {
             let mut unit = self.reading().await?;
@@ -207,7 +216,10 @@ impl Capstan {
         for result in futures_util::future::join_all(attempts).await {
             result?;
         }
-        Ok(count)
+        Ok(DeliveryPass {
+            sent: count,
+            next_due: None,
+        })
     }
 
     /// Sends one delivery and records the attempt and where the delivery is now, in one unit.
