@@ -105,6 +105,12 @@ async fn metrics_count_requests_deployments_and_the_queue<S: App>(t: T<S>) {
         "{text}"
     );
     assert!(!text.contains(&container), "no ids in labels");
+    // The store's load: every unit of this test so far lent a connection, and a read adds one.
+    let lent = |text: &str| sample(text, "capstan_store_connections_lent_total").unwrap_or(0.0);
+    let before = lent(&text);
+    assert!(before > 0.0, "{text}");
+    t.get(&format!("/container/{container}")).await.expect(200);
+    assert!(lent(&scrape(&t).await) > before);
     assert!(sample(
         &text,
         "capstan_http_request_duration_seconds_count{method=\"POST\",route=\"/container/{containerId}/deploy\"}"
