@@ -182,7 +182,7 @@ fn request_hash(req: &ServiceRequest, body: &[u8]) -> String {
     h.update(req.query_string());
     h.update([0]);
     h.update(body);
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    domain::hex::encode(&h.finalize())
 }
 
 /// `Idempotency-Key` on a POST: the first answer (success or client error) is kept for a day

@@ -193,7 +193,7 @@ pub fn generate_token() -> String {
 /// fast hash is enough and keeps each request's lookup cheap (an indexed equality match).
 pub fn hash_token(token: &str) -> String {
     let digest = Sha256::digest(token.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::encode(&digest)
 }
 
 #[cfg(test)]

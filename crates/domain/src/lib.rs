@@ -8,6 +8,7 @@ pub mod dns;
 pub mod engine;
 pub mod error;
 pub mod git;
+pub mod hex;
 pub mod ids;
 pub mod model;
 pub mod observe;

@@ -56,8 +56,7 @@ pub async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         let mut h = Sha256::new();
         h.update(b"capstan webhook signing\0");
         h.update(keyring.oldest());
-        let digest: Vec<String> = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-        domain::secret::Secret::new(digest.concat())
+        domain::secret::Secret::new(domain::hex::encode(&h.finalize()))
     };
     let hosting = git::HttpGitHosting::new(GIT_TIMEOUT, settings.outbound.clone())
         .map_err(anyhow::Error::msg)?;

@@ -39,10 +39,7 @@ impl SealingKey {
 
 /// The id a value sealed with `key` carries.
 pub fn key_id(key: &[u8; 32]) -> String {
-    Sha256::digest(key)[..4]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    domain::hex::encode(&Sha256::digest(key)[..4])
 }
 
 /// The first key seals; every key opens what it sealed.

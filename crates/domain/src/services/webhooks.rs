@@ -53,7 +53,7 @@ impl GitIntegration {
 
     /// The service's signing secret: derived, so nothing more is stored.
     pub fn secret_for(&self, service: ServiceId) -> Secret {
-        Secret::new(hex(&hmac(
+        Secret::new(crate::hex::encode(&hmac(
             self.signing_key.expose().as_bytes(),
             service.to_string().as_bytes(),
         )))
@@ -72,10 +72,6 @@ fn hmac(key: &[u8], message: &[u8]) -> Vec<u8> {
 fn digest(bytes: &[u8]) -> Vec<u8> {
     use sha2::Digest;
     Sha256::digest(bytes).to_vec()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A delivery as it arrived: the headers that matter (lower-case names) and the raw body.
@@ -112,7 +108,7 @@ impl Delivery {
             let Some(given) = self.header(header).and_then(|v| v.strip_prefix("sha256=")) else {
                 return false;
             };
-            let expected = hex(&hmac(secret.expose().as_bytes(), &self.body));
+            let expected = crate::hex::encode(&hmac(secret.expose().as_bytes(), &self.body));
             given.len() == expected.len() && bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
         };
         match provider {
@@ -147,7 +143,7 @@ impl Delivery {
             ),
         };
         let id = id.map_or_else(
-            || format!("sha256:{}", hex(&digest(&self.body))),
+            || format!("sha256:{}", crate::hex::encode(&digest(&self.body))),
             str::to_string,
         );
         (id, push)
@@ -575,7 +571,10 @@ mod tests {
 
     fn signature(secret: &Secret, body: &serde_json::Value) -> String {
         let bytes = serde_json::to_vec(body).unwrap_or_default();
-        format!("sha256={}", hex(&hmac(secret.expose().as_bytes(), &bytes)))
+        format!(
+            "sha256={}",
+            crate::hex::encode(&hmac(secret.expose().as_bytes(), &bytes))
+        )
     }
 
     #[test]
