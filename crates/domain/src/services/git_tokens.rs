@@ -207,12 +207,11 @@ impl Capstan {
         org: OrganizationId,
         id: GitTokenId,
     ) -> DomainResult<()> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let token: GitToken = self.load_in_org(tx, p, org, id, Action::Write).await?;
-        self.audit(tx, p, EventType::Delete, &token).await?;
-        self.delete::<GitToken>(tx, id, "services").await?;
-        Ok(unit.commit().await?)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let token: GitToken = self.load_in_org(tx, p, org, id, Action::Write).await?;
+            self.audit(tx, p, EventType::Delete, &token).await?;
+            self.delete::<GitToken>(tx, id, "services").await
+        })
+        .await
     }
 }

@@ -30,6 +30,7 @@ mod service_clone;
 mod service_kinds;
 mod stages;
 mod statuses;
+mod unit;
 mod variable_import;
 mod variables;
 mod webhooks;
@@ -55,6 +56,7 @@ pub use registries::{RegistryDetails, RegistryInput};
 pub use restrictions::RESTRICTED_KINDS;
 pub use service_clone::CloneServiceInput;
 pub use stages::{StageDetails, StageInput, StagedService};
+pub use unit::UnitWork;
 pub use statuses::{EnvironmentStatus, EnvironmentStatuses};
 pub use variable_import::{ImportInput, ImportReport, ImportedVariable};
 pub use variables::{

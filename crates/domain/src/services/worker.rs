@@ -98,20 +98,20 @@ impl Worker {
 
     /// Records how a cluster's action ended, unless another worker took the cluster over.
     async fn end_cluster(&self, claimed: Cluster, outcome: Result<(), String>) -> DomainResult<()> {
-        let mut unit = self.capstan.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(claimed.organization_id))
-            .await?;
-        let Some(mut cluster) = Repo::<Cluster>::get(tx, claimed.id).await? else {
-            return Ok(());
-        };
-        if cluster.run.claimed_by != claimed.run.claimed_by || !cluster.run.state.busy() {
-            return Ok(());
-        }
-        cluster.finish(outcome, self.capstan.now());
-        Repo::<Cluster>::update(tx, &cluster).await?;
-        unit.commit().await?;
-        Ok(())
+        let held = [Scope::Organization(claimed.organization_id)];
+        self.capstan
+            .in_unit(&held, async |tx| {
+                let Some(mut cluster) = Repo::<Cluster>::get(tx, claimed.id).await? else {
+                    return Ok(());
+                };
+                if cluster.run.claimed_by != claimed.run.claimed_by || !cluster.run.state.busy()
+                {
+                    return Ok(());
+                }
+                cluster.finish(outcome, self.capstan.now());
+                Ok(Repo::<Cluster>::update(tx, &cluster).await?)
+            })
+            .await
     }
 
     /// Until when a claim made now holds. Leases follow the system's clock, not the
@@ -175,9 +175,10 @@ impl Worker {
     /// Writes a request's progress in a unit of its own; `None` when the claim was lost. A
     /// request that ends here is reported to the observer.
     async fn record(&self, r: &DeploymentRequest) -> DomainResult<Option<bool>> {
-        let mut unit = self.capstan.writing().await?;
-        let held = self.write(&mut *unit, r).await?;
-        unit.commit().await?;
+        let held = self
+            .capstan
+            .in_unit(&[], async |tx| self.write(tx, r).await)
+            .await?;
         if held.is_some() && r.status.is_finished() {
             self.ended(r);
         }
