@@ -30,6 +30,7 @@ impl Capstan {
     /// the unit only when `work` succeeds, answering what it answered: no use case can leave
     /// its unit without the commit, nor keep half of what failed (an error drops the unit,
     /// which rolls it back). Scopes found only by a read, or shared, `work` takes itself.
+    /// Public so that the stores' tests can show what it keeps and what it rolls back.
     pub async fn in_unit<T, F>(&self, locks: &[Scope], work: F) -> DomainResult<T>
     where
         for<'t> F: UnitWork<&'t mut Unit, DomainResult<T>, Fut: Send> + Send,
