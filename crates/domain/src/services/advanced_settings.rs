@@ -50,27 +50,26 @@ impl Capstan {
         sent: &Value,
     ) -> DomainResult<Map<String, Value>> {
         let table = table(kind)?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::EnvironmentOf(id)).await?;
-        let mut service = self.load_service(tx, p, kind, id, Action::Write).await?;
-        let edited = table.edit(&service.advanced_settings, sent)?;
-        if edited != service.advanced_settings {
-            let now = self.now();
-            service.advanced_settings = edited;
-            service.updated_at = now;
-            self.update(tx, &service, "environment").await?;
-            tx.mark_out_of_date(VariableParent::Service(id, kind), now)
-                .await?;
-        }
-        self.audit(
-            tx,
-            p,
-            EventType::Update,
-            &super::audit::SettingsOf(&service),
-        )
-        .await?;
-        unit.commit().await?;
-        Ok(table.shown(&service.advanced_settings))
+        self.in_unit(&[Scope::EnvironmentOf(id)], async |tx| {
+            let mut service = self.load_service(tx, p, kind, id, Action::Write).await?;
+            let edited = table.edit(&service.advanced_settings, sent)?;
+            if edited != service.advanced_settings {
+                let now = self.now();
+                service.advanced_settings = edited;
+                service.updated_at = now;
+                self.update(tx, &service, "environment").await?;
+                tx.mark_out_of_date(VariableParent::Service(id, kind), now)
+                    .await?;
+            }
+            self.audit(
+                tx,
+                p,
+                EventType::Update,
+                &super::audit::SettingsOf(&service),
+            )
+            .await?;
+            Ok(table.shown(&service.advanced_settings))
+        })
+        .await
     }
 }

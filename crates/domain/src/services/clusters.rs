@@ -38,23 +38,22 @@ impl Capstan {
         action: ClusterAction,
         dry_run: bool,
     ) -> DomainResult<Cluster> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let mut cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Write).await?;
-        let before = cluster.clone();
-        cluster.queue(action, self.now())?;
-        if dry_run {
-            return Ok(before);
-        }
-        self.update(tx, &cluster, "organization").await?;
-        let what = match action {
-            ClusterAction::Deploy => EventType::DeployQueued,
-            ClusterAction::Stop => EventType::StopQueued,
-        };
-        self.audit(tx, p, what, &cluster).await?;
-        unit.commit().await?;
-        Ok(cluster)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let mut cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Write).await?;
+            let before = cluster.clone();
+            cluster.queue(action, self.now())?;
+            if dry_run {
+                return Ok(before);
+            }
+            self.update(tx, &cluster, "organization").await?;
+            let what = match action {
+                ClusterAction::Deploy => EventType::DeployQueued,
+                ClusterAction::Stop => EventType::StopQueued,
+            };
+            self.audit(tx, p, what, &cluster).await?;
+            Ok(cluster)
+        })
+        .await
     }
 
     /// Every advanced setting of the cluster, with its value.
@@ -80,25 +79,24 @@ impl Capstan {
         id: ClusterId,
         sent: &Value,
     ) -> DomainResult<Map<String, Value>> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let mut cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Write).await?;
-        let edited = CLUSTER_SETTINGS.edit(&cluster.advanced_settings, sent)?;
-        if edited != cluster.advanced_settings {
-            cluster.advanced_settings = edited;
-            cluster.mark_changed();
-            cluster.updated_at = self.now();
-            self.update(tx, &cluster, "organization").await?;
-        }
-        self.audit(
-            tx,
-            p,
-            EventType::Update,
-            &super::audit::ClusterSettingsOf(&cluster),
-        )
-        .await?;
-        unit.commit().await?;
-        Ok(CLUSTER_SETTINGS.shown(&cluster.advanced_settings))
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let mut cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Write).await?;
+            let edited = CLUSTER_SETTINGS.edit(&cluster.advanced_settings, sent)?;
+            if edited != cluster.advanced_settings {
+                cluster.advanced_settings = edited;
+                cluster.mark_changed();
+                cluster.updated_at = self.now();
+                self.update(tx, &cluster, "organization").await?;
+            }
+            self.audit(
+                tx,
+                p,
+                EventType::Update,
+                &super::audit::ClusterSettingsOf(&cluster),
+            )
+            .await?;
+            Ok(CLUSTER_SETTINGS.shown(&cluster.advanced_settings))
+        })
+        .await
     }
 }

@@ -20,24 +20,23 @@ impl Capstan {
         body: &serde_json::Value,
     ) -> DomainResult<CloudCredentials> {
         let draft = CredentialsDraft::parse(provider, body, true)?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        self.load::<Organization>(tx, p, org, Action::Write).await?;
-        let now = self.now();
-        let creds = CloudCredentials {
-            id: CredentialsId::generate(),
-            organization_id: org,
-            name: draft.name,
-            details: draft.details,
-            secret: draft.secret.unwrap_or_else(|| Secret::new("")),
-            created_at: now,
-            updated_at: now,
-        };
-        self.insert(tx, &creds, "organization").await?;
-        self.audit(tx, p, EventType::Create, &creds).await?;
-        unit.commit().await?;
-        Ok(creds)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            self.load::<Organization>(tx, p, org, Action::Write).await?;
+            let now = self.now();
+            let creds = CloudCredentials {
+                id: CredentialsId::generate(),
+                organization_id: org,
+                name: draft.name,
+                details: draft.details,
+                secret: draft.secret.unwrap_or_else(|| Secret::new("")),
+                created_at: now,
+                updated_at: now,
+            };
+            self.insert(tx, &creds, "organization").await?;
+            self.audit(tx, p, EventType::Create, &creds).await?;
+            Ok(creds)
+        })
+        .await
     }
 
     /// The organization's credentials of one provider, or of all three.
@@ -139,25 +138,24 @@ impl Capstan {
         body: &serde_json::Value,
     ) -> DomainResult<CloudCredentials> {
         let draft = CredentialsDraft::parse(provider, body, false)?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let mut creds = self
-            .credentials_of(tx, p, org, provider, id, Action::Write)
-            .await?;
-        let same_kind = discriminant(&creds.details) == discriminant(&draft.details);
-        creds.secret = match draft.secret {
-            Some(secret) => secret,
-            None if same_kind => creds.secret,
-            None => return Err(DomainError::invalid("secret_access_key", "is required")),
-        };
-        creds.name = draft.name;
-        creds.details = draft.details;
-        creds.updated_at = self.now();
-        self.update(tx, &creds, "organization").await?;
-        self.audit(tx, p, EventType::Update, &creds).await?;
-        unit.commit().await?;
-        Ok(creds)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let mut creds = self
+                .credentials_of(tx, p, org, provider, id, Action::Write)
+                .await?;
+            let same_kind = discriminant(&creds.details) == discriminant(&draft.details);
+            creds.secret = match draft.secret {
+                Some(secret) => secret,
+                None if same_kind => creds.secret,
+                None => return Err(DomainError::invalid("secret_access_key", "is required")),
+            };
+            creds.name = draft.name;
+            creds.details = draft.details;
+            creds.updated_at = self.now();
+            self.update(tx, &creds, "organization").await?;
+            self.audit(tx, p, EventType::Update, &creds).await?;
+            Ok(creds)
+        })
+        .await
     }
 
     pub async fn delete_credentials(
@@ -167,14 +165,14 @@ impl Capstan {
         provider: CloudProvider,
         id: CredentialsId,
     ) -> DomainResult<()> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let creds = self
-            .credentials_of(tx, p, org, provider, id, Action::Write)
-            .await?;
-        self.audit(tx, p, EventType::Delete, &creds).await?;
-        self.delete::<CloudCredentials>(tx, id, "clusters").await?;
-        Ok(unit.commit().await?)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let creds = self
+                .credentials_of(tx, p, org, provider, id, Action::Write)
+                .await?;
+            self.audit(tx, p, EventType::Delete, &creds).await?;
+            self.delete::<CloudCredentials>(tx, id, "clusters").await?;
+            Ok(())
+        })
+        .await
     }
 }

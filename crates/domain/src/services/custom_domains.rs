@@ -116,29 +116,28 @@ impl Capstan {
         input: CustomDomainInput,
     ) -> DomainResult<CustomDomain> {
         let domain = host_name("domain", &input.domain)?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::EnvironmentOf(service)).await?;
-        let found = self
-            .owner_of::<CustomDomain>(tx, p, kind, service, Action::Write)
-            .await?;
-        let now = self.now();
-        let d = CustomDomain {
-            id: CustomDomainId::generate(),
-            organization_id: found.organization_id,
-            service_id: service,
-            domain,
-            generate_certificate: input.generate_certificate,
-            use_cdn: input.use_cdn.unwrap_or(false),
-            created_at: now,
-            updated_at: now,
-        };
-        self.write_domain(tx, &d, true).await?;
-        tx.mark_out_of_date(VariableParent::Service(service, kind), now)
-            .await?;
-        self.audit(tx, p, EventType::Create, &d).await?;
-        unit.commit().await?;
-        Ok(d)
+        self.in_unit(&[Scope::EnvironmentOf(service)], async |tx| {
+            let found = self
+                .owner_of::<CustomDomain>(tx, p, kind, service, Action::Write)
+                .await?;
+            let now = self.now();
+            let d = CustomDomain {
+                id: CustomDomainId::generate(),
+                organization_id: found.organization_id,
+                service_id: service,
+                domain,
+                generate_certificate: input.generate_certificate,
+                use_cdn: input.use_cdn.unwrap_or(false),
+                created_at: now,
+                updated_at: now,
+            };
+            self.write_domain(tx, &d, true).await?;
+            tx.mark_out_of_date(VariableParent::Service(service, kind), now)
+                .await?;
+            self.audit(tx, p, EventType::Create, &d).await?;
+            Ok(d)
+        })
+        .await
     }
 
     pub async fn edit_custom_domain(
@@ -150,33 +149,32 @@ impl Capstan {
         input: CustomDomainInput,
     ) -> DomainResult<CustomDomain> {
         let domain = host_name("domain", &input.domain)?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::EnvironmentOf(service)).await?;
-        self.owner_of::<CustomDomain>(tx, p, kind, service, Action::Write)
-            .await?;
-        let before = self
-            .child_of::<CustomDomain>(tx, p, service, id, Action::Write)
-            .await?;
-        let now = self.now();
-        let d = CustomDomain {
-            domain,
-            generate_certificate: input.generate_certificate,
-            use_cdn: input.use_cdn.unwrap_or(before.use_cdn),
-            updated_at: now,
-            ..before.clone()
-        };
-        // Only a change of what is served makes the service out of date.
-        if (&d.domain, d.generate_certificate, d.use_cdn)
-            != (&before.domain, before.generate_certificate, before.use_cdn)
-        {
-            self.write_domain(tx, &d, false).await?;
-            tx.mark_out_of_date(VariableParent::Service(service, kind), now)
+        self.in_unit(&[Scope::EnvironmentOf(service)], async |tx| {
+            self.owner_of::<CustomDomain>(tx, p, kind, service, Action::Write)
                 .await?;
-        }
-        self.audit(tx, p, EventType::Update, &d).await?;
-        unit.commit().await?;
-        Ok(d)
+            let before = self
+                .child_of::<CustomDomain>(tx, p, service, id, Action::Write)
+                .await?;
+            let now = self.now();
+            let d = CustomDomain {
+                domain,
+                generate_certificate: input.generate_certificate,
+                use_cdn: input.use_cdn.unwrap_or(before.use_cdn),
+                updated_at: now,
+                ..before.clone()
+            };
+            // Only a change of what is served makes the service out of date.
+            if (&d.domain, d.generate_certificate, d.use_cdn)
+                != (&before.domain, before.generate_certificate, before.use_cdn)
+            {
+                self.write_domain(tx, &d, false).await?;
+                tx.mark_out_of_date(VariableParent::Service(service, kind), now)
+                    .await?;
+            }
+            self.audit(tx, p, EventType::Update, &d).await?;
+            Ok(d)
+        })
+        .await
     }
 
     /// Removes a domain; a deployed service is then OUT_OF_DATE.

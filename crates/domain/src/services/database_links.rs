@@ -252,32 +252,31 @@ impl Capstan {
         database: ServiceId,
         application: ServiceId,
     ) -> DomainResult<()> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::EnvironmentOf(database)).await?;
-        self.load_service(tx, p, ServiceKind::Database, database, Action::Write)
-            .await?;
-        let linked: Vec<Variable> = tx
-            .database_link_variables(database)
-            .await?
-            .into_iter()
-            .filter(|v| v.service_id == Some(application))
-            .collect();
-        if linked.is_empty() {
-            return Err(DomainError::NotFound("application linked to this database"));
-        }
-        for variable in &linked {
-            self.audit(tx, p, EventType::Delete, variable).await?;
-            self.delete::<Variable>(tx, variable.id, "other variables")
+        self.in_unit(&[Scope::EnvironmentOf(database)], async |tx| {
+            self.load_service(tx, p, ServiceKind::Database, database, Action::Write)
                 .await?;
-        }
-        tx.mark_out_of_date(
-            VariableParent::Service(application, ServiceKind::Application),
-            self.now(),
-        )
-        .await?;
-        unit.commit().await?;
-        Ok(())
+            let linked: Vec<Variable> = tx
+                .database_link_variables(database)
+                .await?
+                .into_iter()
+                .filter(|v| v.service_id == Some(application))
+                .collect();
+            if linked.is_empty() {
+                return Err(DomainError::NotFound("application linked to this database"));
+            }
+            for variable in &linked {
+                self.audit(tx, p, EventType::Delete, variable).await?;
+                self.delete::<Variable>(tx, variable.id, "other variables")
+                    .await?;
+            }
+            tx.mark_out_of_date(
+                VariableParent::Service(application, ServiceKind::Application),
+                self.now(),
+            )
+            .await?;
+            Ok(())
+        })
+        .await
     }
 }
 

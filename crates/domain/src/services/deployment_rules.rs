@@ -167,36 +167,35 @@ impl Capstan {
         input: ProjectRuleInput,
     ) -> DomainResult<ProjectDeploymentRule> {
         let draft = input.validate()?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Project(project_id)).await?;
-        let project: Project = self.load(tx, p, project_id, Action::Write).await?;
-        self.cluster_for(tx, p, &project, Some(draft.cluster_id))
-            .await?;
-        let existing = self.project_rules(tx, project_id).await?;
-        let now = self.now();
-        let rule = ProjectDeploymentRule {
-            id: DeploymentRuleId::generate(),
-            organization_id: project.organization_id,
-            project_id,
-            name: draft.name,
-            description: draft.description,
-            mode: draft.mode,
-            cluster_id: draft.cluster_id,
-            wildcard: draft.wildcard,
-            priority_index: existing
-                .iter()
-                .map(|r| r.priority_index + 1)
-                .max()
-                .unwrap_or(0),
-            schedule: draft.schedule,
-            created_at: now,
-            updated_at: now,
-        };
-        self.insert(tx, &rule, "project").await?;
-        self.audit(tx, p, EventType::Create, &rule).await?;
-        unit.commit().await?;
-        Ok(rule)
+        self.in_unit(&[Scope::Project(project_id)], async |tx| {
+            let project: Project = self.load(tx, p, project_id, Action::Write).await?;
+            self.cluster_for(tx, p, &project, Some(draft.cluster_id))
+                .await?;
+            let existing = self.project_rules(tx, project_id).await?;
+            let now = self.now();
+            let rule = ProjectDeploymentRule {
+                id: DeploymentRuleId::generate(),
+                organization_id: project.organization_id,
+                project_id,
+                name: draft.name,
+                description: draft.description,
+                mode: draft.mode,
+                cluster_id: draft.cluster_id,
+                wildcard: draft.wildcard,
+                priority_index: existing
+                    .iter()
+                    .map(|r| r.priority_index + 1)
+                    .max()
+                    .unwrap_or(0),
+                schedule: draft.schedule,
+                created_at: now,
+                updated_at: now,
+            };
+            self.insert(tx, &rule, "project").await?;
+            self.audit(tx, p, EventType::Create, &rule).await?;
+            Ok(rule)
+        })
+        .await
     }
 
     /// Replaces a rule's members (its priority stays). Environments that took the rule keep
@@ -209,25 +208,24 @@ impl Capstan {
         input: ProjectRuleInput,
     ) -> DomainResult<ProjectDeploymentRule> {
         let draft = input.validate()?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Project(project_id)).await?;
-        let (project, mut rule) = self
-            .project_rule(tx, p, project_id, id, Action::Write)
-            .await?;
-        self.cluster_for(tx, p, &project, Some(draft.cluster_id))
-            .await?;
-        rule.name = draft.name;
-        rule.description = draft.description;
-        rule.mode = draft.mode;
-        rule.cluster_id = draft.cluster_id;
-        rule.wildcard = draft.wildcard;
-        rule.schedule = draft.schedule;
-        rule.updated_at = self.now();
-        self.update(tx, &rule, "project").await?;
-        self.audit(tx, p, EventType::Update, &rule).await?;
-        unit.commit().await?;
-        Ok(rule)
+        self.in_unit(&[Scope::Project(project_id)], async |tx| {
+            let (project, mut rule) = self
+                .project_rule(tx, p, project_id, id, Action::Write)
+                .await?;
+            self.cluster_for(tx, p, &project, Some(draft.cluster_id))
+                .await?;
+            rule.name = draft.name;
+            rule.description = draft.description;
+            rule.mode = draft.mode;
+            rule.cluster_id = draft.cluster_id;
+            rule.wildcard = draft.wildcard;
+            rule.schedule = draft.schedule;
+            rule.updated_at = self.now();
+            self.update(tx, &rule, "project").await?;
+            self.audit(tx, p, EventType::Update, &rule).await?;
+            Ok(rule)
+        })
+        .await
     }
 
     /// Deletes a rule; those after it move up one place.
@@ -237,19 +235,18 @@ impl Capstan {
         project_id: ProjectId,
         id: DeploymentRuleId,
     ) -> DomainResult<()> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Project(project_id)).await?;
-        let (_, rule) = self
-            .project_rule(tx, p, project_id, id, Action::Write)
-            .await?;
-        self.audit(tx, p, EventType::Delete, &rule).await?;
-        self.delete::<ProjectDeploymentRule>(tx, id, "environments")
-            .await?;
-        let rest = self.project_rules(tx, project_id).await?;
-        self.renumber(tx, rest).await?;
-        unit.commit().await?;
-        Ok(())
+        self.in_unit(&[Scope::Project(project_id)], async |tx| {
+            let (_, rule) = self
+                .project_rule(tx, p, project_id, id, Action::Write)
+                .await?;
+            self.audit(tx, p, EventType::Delete, &rule).await?;
+            self.delete::<ProjectDeploymentRule>(tx, id, "environments")
+                .await?;
+            let rest = self.project_rules(tx, project_id).await?;
+            self.renumber(tx, rest).await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Sets the rules' priorities to their places in `ordered`.
@@ -276,39 +273,38 @@ impl Capstan {
         input: RuleOrderInput,
     ) -> DomainResult<Vec<ProjectDeploymentRule>> {
         const FIELD: &str = "project_deployment_rule_ids_in_order";
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Project(project_id)).await?;
-        self.load::<Project>(tx, p, project_id, Action::Write)
-            .await?;
-        let mut rules = self.project_rules(tx, project_id).await?;
-        let ids = input.project_deployment_rule_ids_in_order;
-        let mut ordered = Vec::with_capacity(rules.len());
-        for (i, id) in ids.iter().enumerate() {
-            let at = rules.iter().position(|r| r.id == *id).ok_or_else(|| {
-                DomainError::invalid(
-                    format!("{FIELD}[{i}]"),
-                    "names no deployment rule of the project (or names one twice)",
-                )
-            })?;
-            ordered.push(rules.swap_remove(at));
-        }
-        if !rules.is_empty() {
-            return Err(DomainError::invalid(
-                FIELD,
-                format!(
-                    "must list every deployment rule of the project; {} left out",
-                    rules.len()
-                ),
-            ));
-        }
-        self.renumber(tx, ordered).await?;
-        let out = self.project_rules(tx, project_id).await?;
-        if let Some(first) = out.first() {
-            self.audit(tx, p, EventType::Update, first).await?;
-        }
-        unit.commit().await?;
-        Ok(out)
+        self.in_unit(&[Scope::Project(project_id)], async |tx| {
+            self.load::<Project>(tx, p, project_id, Action::Write)
+                .await?;
+            let mut rules = self.project_rules(tx, project_id).await?;
+            let ids = input.project_deployment_rule_ids_in_order;
+            let mut ordered = Vec::with_capacity(rules.len());
+            for (i, id) in ids.iter().enumerate() {
+                let at = rules.iter().position(|r| r.id == *id).ok_or_else(|| {
+                    DomainError::invalid(
+                        format!("{FIELD}[{i}]"),
+                        "names no deployment rule of the project (or names one twice)",
+                    )
+                })?;
+                ordered.push(rules.swap_remove(at));
+            }
+            if !rules.is_empty() {
+                return Err(DomainError::invalid(
+                    FIELD,
+                    format!(
+                        "must list every deployment rule of the project; {} left out",
+                        rules.len()
+                    ),
+                ));
+            }
+            self.renumber(tx, ordered).await?;
+            let out = self.project_rules(tx, project_id).await?;
+            if let Some(first) = out.first() {
+                self.audit(tx, p, EventType::Update, first).await?;
+            }
+            Ok(out)
+        })
+        .await
     }
 
     /// The rule an environment runs by: the one it was given or set, else office hours that
@@ -346,21 +342,20 @@ impl Capstan {
     ) -> DomainResult<EnvironmentDeploymentRule> {
         let (on_demand_preview, auto_preview) = (input.on_demand_preview, input.auto_preview);
         let schedule = input.schedule()?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Environment(environment)).await?;
-        let env: Environment = self.load(tx, p, environment, Action::Write).await?;
-        if rule_id != environment {
-            return Err(DomainError::NotFound(EnvironmentDeploymentRule::KIND));
-        }
-        let mut rule =
-            EnvironmentDeploymentRule::new(env.id, env.organization_id, schedule, self.now());
-        rule.on_demand_preview = on_demand_preview;
-        rule.auto_preview = auto_preview;
-        let rule = self.store_environment_rule(tx, rule).await?;
-        self.audit(tx, p, EventType::Update, &rule).await?;
-        unit.commit().await?;
-        Ok(rule)
+        self.in_unit(&[Scope::Environment(environment)], async |tx| {
+            let env: Environment = self.load(tx, p, environment, Action::Write).await?;
+            if rule_id != environment {
+                return Err(DomainError::NotFound(EnvironmentDeploymentRule::KIND));
+            }
+            let mut rule =
+                EnvironmentDeploymentRule::new(env.id, env.organization_id, schedule, self.now());
+            rule.on_demand_preview = on_demand_preview;
+            rule.auto_preview = auto_preview;
+            let rule = self.store_environment_rule(tx, rule).await?;
+            self.audit(tx, p, EventType::Update, &rule).await?;
+            Ok(rule)
+        })
+        .await
     }
 
     /// Starts or stops the environments whose rule has an hour due, each in a unit of its own.
@@ -395,48 +390,48 @@ impl Capstan {
         environment: EnvironmentId,
         now: time::OffsetDateTime,
     ) -> DomainResult<bool> {
-        let mut unit = self.writing().await?;
-        let Some((rule, turn)) = self.take_turn(&mut *unit, environment, now).await? else {
-            return Ok(false);
-        };
-        let Some(turn) = turn else {
-            unit.commit().await?;
-            return Ok(true);
-        };
-        let scheduler = Principal {
-            subject: Subject::User("deployment-rule".into()),
-            memberships: vec![(rule.organization_id, Role::Devops)],
-            origin: Origin::Internal,
-            user_agent: None,
-        };
-        let (action, selection) = match turn {
-            Turn::Start => (DeploymentAction::Deploy, Selection::Stopped),
-            Turn::Stop => (DeploymentAction::Stop, Selection::All),
-        };
+        // Set when the action is refused: its unit is then rolled back, so nothing of it is
+        // kept, and the hour is taken in a unit of its own.
+        let mut refused = false;
         let queued = self
-            .environment_action_in(&mut *unit, &scheduler, environment, action, selection)
+            .in_unit(&[], async |tx| {
+                let Some((rule, turn)) = self.take_turn(tx, environment, now).await? else {
+                    return Ok(false);
+                };
+                let Some(turn) = turn else {
+                    return Ok(true);
+                };
+                let scheduler = Principal {
+                    subject: Subject::User("deployment-rule".into()),
+                    memberships: vec![(rule.organization_id, Role::Devops)],
+                    origin: Origin::Internal,
+                    user_agent: None,
+                };
+                let (action, selection) = match turn {
+                    Turn::Start => (DeploymentAction::Deploy, Selection::Stopped),
+                    Turn::Stop => (DeploymentAction::Stop, Selection::All),
+                };
+                let action = self
+                    .environment_action_in(tx, &scheduler, environment, action, selection)
+                    .await;
+                refused = action.is_err();
+                action.map(|_| true)
+            })
             .await;
         let failure = match queued {
-            Ok(_) => {
-                unit.commit().await?;
-                return Ok(true);
-            }
+            Ok(taken) => return Ok(taken),
+            Err(e) if !refused => return Err(e),
             Err(e @ DomainError::Unavailable(_)) => return Err(e),
             Err(
                 DomainError::Conflict(_) | DomainError::Invalid { .. } | DomainError::NotFound(_),
             ) => None,
             Err(e) => Some(e),
         };
-        // Nothing of the refused action is kept: the hour is taken in a unit of its own.
-        drop(unit);
-        let mut unit = self.writing().await?;
         let taken = self
-            .take_turn(&mut *unit, environment, now)
-            .await?
-            .is_some();
-        if taken {
-            unit.commit().await?;
-        }
+            .in_unit(&[], async |tx| {
+                Ok(self.take_turn(tx, environment, now).await?.is_some())
+            })
+            .await?;
         match failure {
             Some(e) => Err(e),
             None => Ok(taken),

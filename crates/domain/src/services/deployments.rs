@@ -296,19 +296,18 @@ impl Capstan {
         action: DeploymentAction,
         input: DeployInput,
     ) -> DomainResult<ServiceStatus> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::EnvironmentOf(id)).await?;
-        let service = self.load_service(tx, p, kind, id, Action::Write).await?;
-        let target = match action {
-            DeploymentAction::Deploy => input.into_target(kind)?,
-            // A redeploy deploys again what is configured, the deployed commit included.
-            DeploymentAction::Redeploy | DeploymentAction::Diff => deployed_commit(&service),
-            _ => DeployTarget::default(),
-        };
-        let status = self.request(tx, p, service, action, target).await?;
-        unit.commit().await?;
-        Ok(status)
+        self.in_unit(&[Scope::EnvironmentOf(id)], async |tx| {
+            let service = self.load_service(tx, p, kind, id, Action::Write).await?;
+            let target = match action {
+                DeploymentAction::Deploy => input.into_target(kind)?,
+                // A redeploy deploys again what is configured, the deployed commit included.
+                DeploymentAction::Redeploy | DeploymentAction::Diff => deployed_commit(&service),
+                _ => DeployTarget::default(),
+            };
+            let status = self.request(tx, p, service, action, target).await?;
+            Ok(status)
+        })
+        .await
     }
 
     /// Removes a service from its cluster and keeps its configuration (DELETE_QUEUED,
@@ -345,25 +344,24 @@ impl Capstan {
         id: ServiceId,
         action: DeploymentAction,
     ) -> DomainResult<Deletion<ServiceStatus>> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::EnvironmentOf(id)).await?;
-        let service = self.load_service(tx, p, kind, id, Action::Write).await?;
-        let (_, requests) = tx.activity_of(service.environment_id, &[id]).await?;
-        let done = if installed(&service, &requests) {
-            let status = self
-                .request(tx, p, service, action, DeployTarget::default())
-                .await?;
-            Deletion::Requested(status)
-        } else {
-            if action == DeploymentAction::Delete {
-                self.audit(tx, p, EventType::Delete, &service).await?;
-                self.delete_service_row(tx, id).await?;
-            }
-            Deletion::Done
-        };
-        unit.commit().await?;
-        Ok(done)
+        self.in_unit(&[Scope::EnvironmentOf(id)], async |tx| {
+            let service = self.load_service(tx, p, kind, id, Action::Write).await?;
+            let (_, requests) = tx.activity_of(service.environment_id, &[id]).await?;
+            let done = if installed(&service, &requests) {
+                let status = self
+                    .request(tx, p, service, action, DeployTarget::default())
+                    .await?;
+                Deletion::Requested(status)
+            } else {
+                if action == DeploymentAction::Delete {
+                    self.audit(tx, p, EventType::Delete, &service).await?;
+                    self.delete_service_row(tx, id).await?;
+                }
+                Deletion::Done
+            };
+            Ok(done)
+        })
+        .await
     }
 
     /// What an environment-level action starts from: the environment's activity, its services
@@ -395,12 +393,13 @@ impl Capstan {
         action: DeploymentAction,
         selection: Selection,
     ) -> DomainResult<EnvironmentStatus> {
-        let mut unit = self.writing().await?;
-        let status = self
-            .environment_action_in(&mut *unit, p, environment, action, selection)
-            .await?;
-        unit.commit().await?;
-        Ok(status)
+        self.in_unit(&[], async |tx| {
+            let status = self
+                .environment_action_in(tx, p, environment, action, selection)
+                .await?;
+            Ok(status)
+        })
+        .await
     }
 
     /// [`Self::environment_action`] within a unit of the caller's.
@@ -539,54 +538,54 @@ impl Capstan {
         environment: EnvironmentId,
         chosen: Vec<Chosen>,
     ) -> DomainResult<EnvironmentStatus> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        let (env, services, requests) = self.environment_for_action(tx, p, environment).await?;
-        if chosen.is_empty() {
-            return Err(DomainError::invalid("body", "lists no service"));
-        }
-        let mut engine = Vec::new();
-        for c in &chosen {
-            let service = services
-                .iter()
-                .find(|s| s.id == c.id && s.kind() == c.kind)
-                .ok_or_else(|| {
-                    DomainError::invalid(
-                        c.field.clone(),
-                        format!("no {} with this id in the environment", c.kind.noun()),
-                    )
-                })?;
-            if requests.iter().any(|r| {
-                r.service_id == service.id
-                    && r.action == DeploymentAction::Delete
-                    && !r.status.is_finished()
-            }) || engine.iter().any(|s: &&Service| s.id == service.id)
-            {
-                continue;
+        self.in_unit(&[], async |tx| {
+            let (env, services, requests) = self.environment_for_action(tx, p, environment).await?;
+            if chosen.is_empty() {
+                return Err(DomainError::invalid("body", "lists no service"));
             }
-            if installed(service, &requests) {
-                engine.push(service);
-            } else {
-                self.audit(tx, p, EventType::Delete, service).await?;
-                self.delete_service_row(tx, service.id).await?;
+            let mut engine = Vec::new();
+            for c in &chosen {
+                let service = services
+                    .iter()
+                    .find(|s| s.id == c.id && s.kind() == c.kind)
+                    .ok_or_else(|| {
+                        DomainError::invalid(
+                            c.field.clone(),
+                            format!("no {} with this id in the environment", c.kind.noun()),
+                        )
+                    })?;
+                if requests.iter().any(|r| {
+                    r.service_id == service.id
+                        && r.action == DeploymentAction::Delete
+                        && !r.status.is_finished()
+                }) || engine.iter().any(|s: &&Service| s.id == service.id)
+                {
+                    continue;
+                }
+                if installed(service, &requests) {
+                    engine.push(service);
+                } else {
+                    self.audit(tx, p, EventType::Delete, service).await?;
+                    self.delete_service_row(tx, service.id).await?;
+                }
             }
-        }
-        let drafts = engine
-            .into_iter()
-            .map(|service| Draft {
-                service,
-                action: DeploymentAction::Delete,
-                target: DeployTarget::default(),
-            })
-            .collect();
-        self.queue(tx, p, environment, &env, drafts, Batch::Many)
-            .await?;
-        let status = self
-            .environment_statuses_of(tx, environment)
-            .await?
-            .environment;
-        unit.commit().await?;
-        Ok(status)
+            let drafts = engine
+                .into_iter()
+                .map(|service| Draft {
+                    service,
+                    action: DeploymentAction::Delete,
+                    target: DeployTarget::default(),
+                })
+                .collect();
+            self.queue(tx, p, environment, &env, drafts, Batch::Many)
+                .await?;
+            let status = self
+                .environment_statuses_of(tx, environment)
+                .await?
+                .environment;
+            Ok(status)
+        })
+        .await
     }
 
     /// Cancels what waits in the environment and stops what runs at its next step (202);
@@ -596,31 +595,30 @@ impl Capstan {
         p: &Principal,
         environment: EnvironmentId,
     ) -> DomainResult<EnvironmentStatus> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Environment(environment)).await?;
-        let env: Environment = self.load(tx, p, environment, Action::Write).await?;
-        let canceled = tx
-            .cancel_pending(
-                environment,
-                None,
-                &format!("canceled by {}", p.subject),
-                self.now(),
-            )
-            .await?;
-        self.emit_canceled(tx, &canceled.ended).await?;
-        if canceled.touched() == 0 {
-            return Err(DomainError::state(
-                "the environment has no deployment to cancel",
-            ));
-        }
-        self.audit(tx, p, EventType::TriggerCancel, &env).await?;
-        let status = self
-            .environment_statuses_of(tx, environment)
-            .await?
-            .environment;
-        unit.commit().await?;
-        Ok(status)
+        self.in_unit(&[Scope::Environment(environment)], async |tx| {
+            let env: Environment = self.load(tx, p, environment, Action::Write).await?;
+            let canceled = tx
+                .cancel_pending(
+                    environment,
+                    None,
+                    &format!("canceled by {}", p.subject),
+                    self.now(),
+                )
+                .await?;
+            self.emit_canceled(tx, &canceled.ended).await?;
+            if canceled.touched() == 0 {
+                return Err(DomainError::state(
+                    "the environment has no deployment to cancel",
+                ));
+            }
+            self.audit(tx, p, EventType::TriggerCancel, &env).await?;
+            let status = self
+                .environment_statuses_of(tx, environment)
+                .await?
+                .environment;
+            Ok(status)
+        })
+        .await
     }
 
     /// Cancels one deployment request, named by its id or by its batch's (the queue's
@@ -634,36 +632,35 @@ impl Capstan {
         p.authorize(first.organization_id, Action::Write)?;
         let environment = first.environment_id;
         let batch = first.batch_id;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Environment(environment)).await?;
-        let canceled = tx
-            .cancel_pending(
-                environment,
-                Some(batch),
-                &format!("canceled by {}", p.subject),
-                self.now(),
-            )
-            .await?;
-        self.emit_canceled(tx, &canceled.ended).await?;
-        if let Some(service) = Repo::<Service>::get(tx, first.service_id).await? {
-            self.audit(tx, p, EventType::TriggerCancel, &service)
+        self.in_unit(&[Scope::Environment(environment)], async |tx| {
+            let canceled = tx
+                .cancel_pending(
+                    environment,
+                    Some(batch),
+                    &format!("canceled by {}", p.subject),
+                    self.now(),
+                )
                 .await?;
-        }
-        if canceled.touched() == 0 {
-            let ended = tx
-                .batch_requests(&[batch])
-                .await?
-                .iter()
-                .all(|r| r.status.is_finished());
-            return Err(DomainError::state(if ended {
-                "the deployment request has already ended"
-            } else {
-                "the deployment request has nothing left that can be canceled (a deletion goes to its end)"
-            }));
-        }
-        unit.commit().await?;
-        Ok(())
+            self.emit_canceled(tx, &canceled.ended).await?;
+            if let Some(service) = Repo::<Service>::get(tx, first.service_id).await? {
+                self.audit(tx, p, EventType::TriggerCancel, &service)
+                    .await?;
+            }
+            if canceled.touched() == 0 {
+                let ended = tx
+                    .batch_requests(&[batch])
+                    .await?
+                    .iter()
+                    .all(|r| r.status.is_finished());
+                return Err(DomainError::state(if ended {
+                    "the deployment request has already ended"
+                } else {
+                    "the deployment request has nothing left that can be canceled (a deletion goes to its end)"
+                }));
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// Deletes an environment: at once when none of its services needs the engine, else by
@@ -673,53 +670,53 @@ impl Capstan {
         p: &Principal,
         environment: EnvironmentId,
     ) -> DomainResult<Deletion<EnvironmentStatus>> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        let (env, services, requests) = self.environment_for_action(tx, p, environment).await?;
-        let busy = |s: &Service| installed(s, &requests);
-        // Deletions of its services already under way: the environment's deletion joins
-        // them rather than asking twice, and goes with the last of them.
-        let joined: Vec<DeploymentRequest> = requests
-            .iter()
-            .filter(|r| r.action == DeploymentAction::Delete && !r.status.is_finished())
-            .filter(|r| !r.deletes_environment())
-            .cloned()
-            .collect();
-        let drafts: Vec<Draft> = services
-            .iter()
-            .filter(|s| busy(s))
-            .filter(|s| {
-                !requests.iter().any(|r| {
-                    r.service_id == s.id
-                        && r.action == DeploymentAction::Delete
-                        && !r.status.is_finished()
+        self.in_unit(&[], async |tx| {
+            let (env, services, requests) = self.environment_for_action(tx, p, environment).await?;
+            let busy = |s: &Service| installed(s, &requests);
+            // Deletions of its services already under way: the environment's deletion joins
+            // them rather than asking twice, and goes with the last of them.
+            let joined: Vec<DeploymentRequest> = requests
+                .iter()
+                .filter(|r| r.action == DeploymentAction::Delete && !r.status.is_finished())
+                .filter(|r| !r.deletes_environment())
+                .cloned()
+                .collect();
+            let drafts: Vec<Draft> = services
+                .iter()
+                .filter(|s| busy(s))
+                .filter(|s| {
+                    !requests.iter().any(|r| {
+                        r.service_id == s.id
+                            && r.action == DeploymentAction::Delete
+                            && !r.status.is_finished()
+                    })
                 })
-            })
-            .map(|service| Draft {
-                service,
-                action: DeploymentAction::Delete,
-                target: DeployTarget::default(),
-            })
-            .collect();
-        let deletion = if drafts.is_empty() && !services.iter().any(busy) {
-            if let Some(record) = Repo::<Environment>::get(tx, environment).await? {
-                self.audit(tx, p, EventType::Delete, &record).await?;
-            }
-            self.delete::<Environment>(tx, environment, "other resources")
-                .await?;
-            Deletion::Done
-        } else {
-            tx.join_environment_deletion(&joined).await?;
-            self.queue(tx, p, environment, &env, drafts, Batch::EnvironmentDeletion)
-                .await?;
-            Deletion::Requested(
-                self.environment_statuses_of(tx, environment)
-                    .await?
-                    .environment,
-            )
-        };
-        unit.commit().await?;
-        Ok(deletion)
+                .map(|service| Draft {
+                    service,
+                    action: DeploymentAction::Delete,
+                    target: DeployTarget::default(),
+                })
+                .collect();
+            let deletion = if drafts.is_empty() && !services.iter().any(busy) {
+                if let Some(record) = Repo::<Environment>::get(tx, environment).await? {
+                    self.audit(tx, p, EventType::Delete, &record).await?;
+                }
+                self.delete::<Environment>(tx, environment, "other resources")
+                    .await?;
+                Deletion::Done
+            } else {
+                tx.join_environment_deletion(&joined).await?;
+                self.queue(tx, p, environment, &env, drafts, Batch::EnvironmentDeletion)
+                    .await?;
+                Deletion::Requested(
+                    self.environment_statuses_of(tx, environment)
+                        .await?
+                        .environment,
+                )
+            };
+            Ok(deletion)
+        })
+        .await
     }
 
     /// Every service of an environment, all kinds.

@@ -102,37 +102,36 @@ impl Capstan {
         project_id: ProjectId,
         input: EnvironmentInput,
     ) -> DomainResult<EnvironmentDetails> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Project(project_id)).await?;
-        let project: Project = self.load(tx, p, project_id, Action::Write).await?;
-        let name = validate::name("name", &input.name)?;
-        // The project's rule for the name fills what the request leaves out.
-        let rule = self.rule_for(tx, project_id, name.as_str()).await?;
-        let cluster = self
-            .cluster_for(
-                tx,
-                p,
-                &project,
-                input.cluster.or(rule.as_ref().map(|r| r.cluster_id)),
-            )
-            .await?;
-        let mode = input
-            .mode
-            .or(rule.as_ref().map(|r| r.mode))
-            .unwrap_or(EnvironmentMode::Development);
-        let env = self.new_environment(p, &project, &cluster, name, mode);
-        self.insert(tx, &env, "project").await?;
-        self.audit(tx, p, EventType::Create, &env).await?;
-        self.default_stage(tx, &env).await?;
-        if let Some(rule) = rule {
-            self.give_schedule(tx, &env, rule.schedule).await?;
-        }
-        unit.commit().await?;
-        Ok(EnvironmentDetails {
-            environment: env,
-            cluster: Some(cluster),
+        self.in_unit(&[Scope::Project(project_id)], async |tx| {
+            let project: Project = self.load(tx, p, project_id, Action::Write).await?;
+            let name = validate::name("name", &input.name)?;
+            // The project's rule for the name fills what the request leaves out.
+            let rule = self.rule_for(tx, project_id, name.as_str()).await?;
+            let cluster = self
+                .cluster_for(
+                    tx,
+                    p,
+                    &project,
+                    input.cluster.or(rule.as_ref().map(|r| r.cluster_id)),
+                )
+                .await?;
+            let mode = input
+                .mode
+                .or(rule.as_ref().map(|r| r.mode))
+                .unwrap_or(EnvironmentMode::Development);
+            let env = self.new_environment(p, &project, &cluster, name, mode);
+            self.insert(tx, &env, "project").await?;
+            self.audit(tx, p, EventType::Create, &env).await?;
+            self.default_stage(tx, &env).await?;
+            if let Some(rule) = rule {
+                self.give_schedule(tx, &env, rule.schedule).await?;
+            }
+            Ok(EnvironmentDetails {
+                environment: env,
+                cluster: Some(cluster),
+            })
         })
+        .await
     }
 
     pub async fn list_environments(
@@ -171,23 +170,22 @@ impl Capstan {
         id: EnvironmentId,
         input: EnvironmentUpdate,
     ) -> DomainResult<EnvironmentDetails> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Environment(id)).await?;
-        let mut env: Environment = self.load(tx, p, id, Action::Write).await?;
-        if let Some(name) = input.name {
-            env.name = validate::name("name", &name)?;
-        }
-        if let Some(mode) = input.mode {
-            env.mode = mode;
-        }
-        env.updated_at = self.now();
-        env.last_updated_by = Some(p.subject.uuid());
-        self.update(tx, &env, "project").await?;
-        self.audit(tx, p, EventType::Update, &env).await?;
-        let out = self.details(tx, env).await?;
-        unit.commit().await?;
-        Ok(out)
+        self.in_unit(&[Scope::Environment(id)], async |tx| {
+            let mut env: Environment = self.load(tx, p, id, Action::Write).await?;
+            if let Some(name) = input.name {
+                env.name = validate::name("name", &name)?;
+            }
+            if let Some(mode) = input.mode {
+                env.mode = mode;
+            }
+            env.updated_at = self.now();
+            env.last_updated_by = Some(p.subject.uuid());
+            self.update(tx, &env, "project").await?;
+            self.audit(tx, p, EventType::Update, &env).await?;
+            let out = self.details(tx, env).await?;
+            Ok(out)
+        })
+        .await
     }
 }
 
@@ -244,44 +242,44 @@ impl Capstan {
             .load(&mut *self.reading().await?, p, source_id, Action::Read)
             .await?;
         let target = input.project_id.unwrap_or(source.project_id);
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        self.lock_projects(tx, [source.project_id, target]).await?;
-        let source: Environment = self.load(tx, p, source_id, Action::Read).await?;
-        let project: Project = self.load(tx, p, target, Action::Write).await?;
-        let name = validate::name("name", &input.name)?;
-        let rule = match input.apply_deployment_rule {
-            Some(true) => self.rule_for(tx, target, name.as_str()).await?,
-            _ => None,
-        };
-        let cluster = self
-            .cluster_for(
-                tx,
-                p,
-                &project,
-                Some(
-                    input
-                        .cluster_id
-                        .or(rule.as_ref().map(|r| r.cluster_id))
-                        .unwrap_or(source.cluster_id),
-                ),
-            )
-            .await?;
-        let mode = input
-            .mode
-            .or(rule.as_ref().map(|r| r.mode))
-            .unwrap_or(source.mode);
-        let env = self.new_environment(p, &project, &cluster, name, mode);
-        let (env, _) = self.copy_environment(tx, &source, env).await?;
-        self.audit(tx, p, EventType::Clone, &env).await?;
-        if let Some(rule) = rule {
-            self.give_schedule(tx, &env, rule.schedule).await?;
-        }
-        unit.commit().await?;
-        Ok(EnvironmentDetails {
-            environment: env,
-            cluster: Some(cluster),
+        self.in_unit(&[], async |tx| {
+            self.lock_projects(tx, [source.project_id, target]).await?;
+            let source: Environment = self.load(tx, p, source_id, Action::Read).await?;
+            let project: Project = self.load(tx, p, target, Action::Write).await?;
+            let name = validate::name("name", &input.name)?;
+            let rule = match input.apply_deployment_rule {
+                Some(true) => self.rule_for(tx, target, name.as_str()).await?,
+                _ => None,
+            };
+            let cluster = self
+                .cluster_for(
+                    tx,
+                    p,
+                    &project,
+                    Some(
+                        input
+                            .cluster_id
+                            .or(rule.as_ref().map(|r| r.cluster_id))
+                            .unwrap_or(source.cluster_id),
+                    ),
+                )
+                .await?;
+            let mode = input
+                .mode
+                .or(rule.as_ref().map(|r| r.mode))
+                .unwrap_or(source.mode);
+            let env = self.new_environment(p, &project, &cluster, name, mode);
+            let (env, _) = self.copy_environment(tx, &source, env).await?;
+            self.audit(tx, p, EventType::Clone, &env).await?;
+            if let Some(rule) = rule {
+                self.give_schedule(tx, &env, rule.schedule).await?;
+            }
+            Ok(EnvironmentDetails {
+                environment: env,
+                cluster: Some(cluster),
+            })
         })
+        .await
     }
 
     /// A new environment of `project` on `cluster`, made now by `p` (its `last_updated_by`).

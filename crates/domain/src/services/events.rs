@@ -116,49 +116,48 @@ impl Capstan {
         if !self.store.has_unsequenced_events().await? {
             return Ok(0);
         }
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::EventLog).await?;
-        let events = tx.unsequenced_events(SEQUENCE_BATCH).await?;
-        if events.is_empty() {
-            return Ok(0);
-        }
-        let ids: Vec<EventId> = events.iter().map(|e| e.id).collect();
-        tx.sequence_events(&ids).await?;
-        let mut hooks: HashMap<OrganizationId, Vec<OrganizationWebhook>> = HashMap::new();
-        let mut deliveries = Vec::new();
-        for event in &events {
-            let Some(heard) = event.deployment.as_ref().and_then(|d| d.webhook_event) else {
-                continue;
-            };
-            if let Entry::Vacant(slot) = hooks.entry(event.organization_id) {
-                slot.insert(
-                    self.every::<OrganizationWebhook>(tx, event.organization_id)
-                        .await?,
-                );
+        self.in_unit(&[Scope::EventLog], async |tx| {
+            let events = tx.unsequenced_events(SEQUENCE_BATCH).await?;
+            if events.is_empty() {
+                return Ok(0);
             }
-            let listening = hooks.get(&event.organization_id).into_iter().flatten();
-            for hook in
-                listening.filter(|h| h.hears(heard, &event.project_name, event.environment_mode))
-            {
-                let id = DeliveryId::generate();
-                deliveries.push(WebhookDelivery {
-                    id,
-                    webhook_id: hook.id,
-                    organization_id: event.organization_id,
-                    event_id: event.id,
-                    matched_event: heard,
-                    payload: payload(hook.kind, id, heard, event),
-                    state: DeliveryState::Pending,
-                    attempts: 0,
-                    next_attempt_at: event.created_at,
-                    created_at: self.now(),
-                });
+            let ids: Vec<EventId> = events.iter().map(|e| e.id).collect();
+            tx.sequence_events(&ids).await?;
+            let mut hooks: HashMap<OrganizationId, Vec<OrganizationWebhook>> = HashMap::new();
+            let mut deliveries = Vec::new();
+            for event in &events {
+                let Some(heard) = event.deployment.as_ref().and_then(|d| d.webhook_event) else {
+                    continue;
+                };
+                if let Entry::Vacant(slot) = hooks.entry(event.organization_id) {
+                    slot.insert(
+                        self.every::<OrganizationWebhook>(tx, event.organization_id)
+                            .await?,
+                    );
+                }
+                let listening = hooks.get(&event.organization_id).into_iter().flatten();
+                for hook in listening
+                    .filter(|h| h.hears(heard, &event.project_name, event.environment_mode))
+                {
+                    let id = DeliveryId::generate();
+                    deliveries.push(WebhookDelivery {
+                        id,
+                        webhook_id: hook.id,
+                        organization_id: event.organization_id,
+                        event_id: event.id,
+                        matched_event: heard,
+                        payload: payload(hook.kind, id, heard, event),
+                        state: DeliveryState::Pending,
+                        attempts: 0,
+                        next_attempt_at: event.created_at,
+                        created_at: self.now(),
+                    });
+                }
             }
-        }
-        tx.insert_deliveries(&deliveries).await?;
-        unit.commit().await?;
-        Ok(events.len())
+            tx.insert_deliveries(&deliveries).await?;
+            Ok(events.len())
+        })
+        .await
     }
 
     /// A page of the organization's audit log (VIEWER may read it).

@@ -160,11 +160,12 @@ impl Capstan {
             created_at: now,
             updated_at: now,
         };
-        let mut tx = self.writing().await?;
-        self.insert(&mut *tx, &org, "installation")
-            .await
-            .map_err(at(place))?;
-        tx.commit().await?;
+        self.in_unit(&[], async |tx| {
+            self.insert(tx, &org, "installation")
+                .await
+                .map_err(at(place))
+        })
+        .await?;
         let p = seeder(org.id);
         let mut tokens = Vec::new();
         for (i, t) in o.tokens.iter().enumerate() {
@@ -319,21 +320,22 @@ impl Capstan {
             token.token.token_hash = auth::hash_token(value);
             token.value = value.to_string();
         }
-        let mut tx = self.writing().await?;
-        match Repo::<ApiToken>::insert(&mut *tx, &token.token).await {
-            Err(crate::error::StoreError::Duplicate) => {
-                return Err(DomainError::invalid(
-                    "value",
-                    "another token has this value",
-                ))
+        self.in_unit(&[], async |tx| {
+            match Repo::<ApiToken>::insert(tx, &token.token).await {
+                Err(crate::error::StoreError::Duplicate) => {
+                    return Err(DomainError::invalid(
+                        "value",
+                        "another token has this value",
+                    ))
+                }
+                inserted => inserted?,
             }
-            inserted => inserted?,
-        }
-        tx.commit().await?;
-        Ok(SeededToken {
-            name: t.name.clone(),
-            value: token.value,
+            Ok(SeededToken {
+                name: t.name.clone(),
+                value: token.value,
+            })
         })
+        .await
     }
 
     /// A parent's `variables` and `secrets` (the latter secret whatever they say).

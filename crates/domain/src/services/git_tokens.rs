@@ -86,42 +86,41 @@ impl Capstan {
         org: OrganizationId,
         input: GitTokenInput,
     ) -> DomainResult<GitTokenDetails> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        self.load::<Organization>(tx, p, org, Action::Write).await?;
-        let value = input
-            .token
-            .as_ref()
-            .ok_or_else(|| DomainError::invalid("token", "is required"))
-            .and_then(token_value)?;
-        let now = self.now();
-        let token = GitToken {
-            id: GitTokenId::generate(),
-            organization_id: org,
-            name: validate::name("name", &input.name)?,
-            description: validate::description("description", input.description)?,
-            provider: input.provider,
-            token: value,
-            workspace: input.workspace,
-            git_api_url: input
-                .git_api_url
-                .map(|u| validate::http_url("git_api_url", &u).map(|_| u))
-                .transpose()?,
-            expired_at: input
-                .expired_at
-                .map(|d| expiry_date("expired_at", &d))
-                .transpose()?,
-            created_at: now,
-            updated_at: now,
-        };
-        self.insert(tx, &token, "organization").await?;
-        self.audit(tx, p, EventType::Create, &token).await?;
-        unit.commit().await?;
-        Ok(GitTokenDetails {
-            token,
-            associated_services_count: 0,
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            self.load::<Organization>(tx, p, org, Action::Write).await?;
+            let value = input
+                .token
+                .as_ref()
+                .ok_or_else(|| DomainError::invalid("token", "is required"))
+                .and_then(token_value)?;
+            let now = self.now();
+            let token = GitToken {
+                id: GitTokenId::generate(),
+                organization_id: org,
+                name: validate::name("name", &input.name)?,
+                description: validate::description("description", input.description)?,
+                provider: input.provider,
+                token: value,
+                workspace: input.workspace,
+                git_api_url: input
+                    .git_api_url
+                    .map(|u| validate::http_url("git_api_url", &u).map(|_| u))
+                    .transpose()?,
+                expired_at: input
+                    .expired_at
+                    .map(|d| expiry_date("expired_at", &d))
+                    .transpose()?,
+                created_at: now,
+                updated_at: now,
+            };
+            self.insert(tx, &token, "organization").await?;
+            self.audit(tx, p, EventType::Create, &token).await?;
+            Ok(GitTokenDetails {
+                token,
+                associated_services_count: 0,
+            })
         })
+        .await
     }
 
     pub async fn list_git_tokens(
@@ -161,43 +160,42 @@ impl Capstan {
         id: GitTokenId,
         input: GitTokenInput,
     ) -> DomainResult<GitTokenDetails> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let mut token: GitToken = self.load_in_org(tx, p, org, id, Action::Write).await?;
-        let git_api_url = input
-            .git_api_url
-            .map(|u| validate::http_url("git_api_url", &u).map(|_| u))
-            .transpose()?;
-        // Whoever may edit the token may not have it: sending it to a new address takes it.
-        let moved = input.provider != token.provider
-            || api_address(input.provider, git_api_url.as_deref())
-                != api_address(token.provider, token.git_api_url.as_deref());
-        if moved && input.token.is_none() {
-            return Err(DomainError::invalid(
-                "token",
-                "is required when type or git_api_url changes: the stored token is never sent to a new address",
-            ));
-        }
-        token.name = validate::name("name", &input.name)?;
-        token.description = validate::description("description", input.description)?;
-        token.provider = input.provider;
-        token.expired_at = match (input.expired_at, &input.token) {
-            (Some(day), _) => Some(expiry_date("expired_at", &day)?),
-            (None, Some(_)) => None,
-            (None, None) => token.expired_at,
-        };
-        if let Some(value) = &input.token {
-            token.token = token_value(value)?;
-        }
-        token.workspace = input.workspace;
-        token.git_api_url = git_api_url;
-        token.updated_at = self.now();
-        self.update(tx, &token, "organization").await?;
-        self.audit(tx, p, EventType::Update, &token).await?;
-        let out = self.one_git_token(tx, token).await?;
-        unit.commit().await?;
-        Ok(out)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let mut token: GitToken = self.load_in_org(tx, p, org, id, Action::Write).await?;
+            let git_api_url = input
+                .git_api_url
+                .map(|u| validate::http_url("git_api_url", &u).map(|_| u))
+                .transpose()?;
+            // Whoever may edit the token may not have it: sending it to a new address takes it.
+            let moved = input.provider != token.provider
+                || api_address(input.provider, git_api_url.as_deref())
+                    != api_address(token.provider, token.git_api_url.as_deref());
+            if moved && input.token.is_none() {
+                return Err(DomainError::invalid(
+                    "token",
+                    "is required when type or git_api_url changes: the stored token is never sent to a new address",
+                ));
+            }
+            token.name = validate::name("name", &input.name)?;
+            token.description = validate::description("description", input.description)?;
+            token.provider = input.provider;
+            token.expired_at = match (input.expired_at, &input.token) {
+                (Some(day), _) => Some(expiry_date("expired_at", &day)?),
+                (None, Some(_)) => None,
+                (None, None) => token.expired_at,
+            };
+            if let Some(value) = &input.token {
+                token.token = token_value(value)?;
+            }
+            token.workspace = input.workspace;
+            token.git_api_url = git_api_url;
+            token.updated_at = self.now();
+            self.update(tx, &token, "organization").await?;
+            self.audit(tx, p, EventType::Update, &token).await?;
+            let out = self.one_git_token(tx, token).await?;
+            Ok(out)
+        })
+        .await
     }
 
     /// Refused (409) while services use the token.
@@ -207,12 +205,11 @@ impl Capstan {
         org: OrganizationId,
         id: GitTokenId,
     ) -> DomainResult<()> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let token: GitToken = self.load_in_org(tx, p, org, id, Action::Write).await?;
-        self.audit(tx, p, EventType::Delete, &token).await?;
-        self.delete::<GitToken>(tx, id, "services").await?;
-        Ok(unit.commit().await?)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let token: GitToken = self.load_in_org(tx, p, org, id, Action::Write).await?;
+            self.audit(tx, p, EventType::Delete, &token).await?;
+            self.delete::<GitToken>(tx, id, "services").await
+        })
+        .await
     }
 }

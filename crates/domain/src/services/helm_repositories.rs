@@ -121,31 +121,30 @@ impl Capstan {
     ) -> DomainResult<HelmRepositoryDetails> {
         let url = repository_url(input.kind, input.url.as_deref())?;
         let (config, secret_config) = split_config(input.config.unwrap_or_default())?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        self.load::<Organization>(tx, p, org, Action::Write).await?;
-        let now = self.now();
-        let repository = HelmRepository {
-            id: HelmRepositoryId::generate(),
-            organization_id: org,
-            name: validate::name("name", &input.name)?,
-            kind: input.kind,
-            url,
-            description: validate::description("description", input.description)?,
-            skip_tls_verification: input.skip_tls_verification.unwrap_or(false),
-            config,
-            secret_config,
-            created_at: now,
-            updated_at: now,
-        };
-        self.insert(tx, &repository, "organization").await?;
-        self.audit(tx, p, EventType::Create, &repository).await?;
-        unit.commit().await?;
-        Ok(HelmRepositoryDetails {
-            repository,
-            associated_services_count: 0,
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            self.load::<Organization>(tx, p, org, Action::Write).await?;
+            let now = self.now();
+            let repository = HelmRepository {
+                id: HelmRepositoryId::generate(),
+                organization_id: org,
+                name: validate::name("name", &input.name)?,
+                kind: input.kind,
+                url,
+                description: validate::description("description", input.description)?,
+                skip_tls_verification: input.skip_tls_verification.unwrap_or(false),
+                config,
+                secret_config,
+                created_at: now,
+                updated_at: now,
+            };
+            self.insert(tx, &repository, "organization").await?;
+            self.audit(tx, p, EventType::Create, &repository).await?;
+            Ok(HelmRepositoryDetails {
+                repository,
+                associated_services_count: 0,
+            })
         })
+        .await
     }
 
     pub async fn list_helm_repositories(
@@ -189,30 +188,29 @@ impl Capstan {
     ) -> DomainResult<HelmRepositoryDetails> {
         let url = repository_url(input.kind, input.url.as_deref())?;
         let (config, secret_config) = split_config(input.config.unwrap_or_default())?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let mut repository: HelmRepository =
-            self.load_in_org(tx, p, org, id, Action::Write).await?;
-        repository.secret_config = if input.kind == repository.kind {
-            merge_secrets(&repository.secret_config, &secret_config)?
-        } else {
-            secret_config
-        };
-        repository.name = validate::name("name", &input.name)?;
-        repository.kind = input.kind;
-        repository.url = url;
-        repository.description = validate::description("description", input.description)?;
-        repository.skip_tls_verification = input
-            .skip_tls_verification
-            .unwrap_or(repository.skip_tls_verification);
-        repository.config = config;
-        repository.updated_at = self.now();
-        self.update(tx, &repository, "organization").await?;
-        self.audit(tx, p, EventType::Update, &repository).await?;
-        let out = self.one_helm_repository(tx, repository).await?;
-        unit.commit().await?;
-        Ok(out)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let mut repository: HelmRepository =
+                self.load_in_org(tx, p, org, id, Action::Write).await?;
+            repository.secret_config = if input.kind == repository.kind {
+                merge_secrets(&repository.secret_config, &secret_config)?
+            } else {
+                secret_config
+            };
+            repository.name = validate::name("name", &input.name)?;
+            repository.kind = input.kind;
+            repository.url = url;
+            repository.description = validate::description("description", input.description)?;
+            repository.skip_tls_verification = input
+                .skip_tls_verification
+                .unwrap_or(repository.skip_tls_verification);
+            repository.config = config;
+            repository.updated_at = self.now();
+            self.update(tx, &repository, "organization").await?;
+            self.audit(tx, p, EventType::Update, &repository).await?;
+            let out = self.one_helm_repository(tx, repository).await?;
+            Ok(out)
+        })
+        .await
     }
 
     /// Refused (409) while helm services take their chart from it.
@@ -222,14 +220,15 @@ impl Capstan {
         org: OrganizationId,
         id: HelmRepositoryId,
     ) -> DomainResult<()> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let repository: HelmRepository = self.load_in_org(tx, p, org, id, Action::Write).await?;
-        self.audit(tx, p, EventType::Delete, &repository).await?;
-        self.delete::<HelmRepository>(tx, id, "helm services")
-            .await?;
-        Ok(unit.commit().await?)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let repository: HelmRepository =
+                self.load_in_org(tx, p, org, id, Action::Write).await?;
+            self.audit(tx, p, EventType::Delete, &repository).await?;
+            self.delete::<HelmRepository>(tx, id, "helm services")
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     pub async fn helm_repository_services(

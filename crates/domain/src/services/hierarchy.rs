@@ -124,32 +124,31 @@ impl Capstan {
         org: OrganizationId,
         input: ClusterInput,
     ) -> DomainResult<ClusterDetails> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        self.load::<Organization>(tx, p, org, Action::Write).await?;
-        let spec = self
-            .cluster_spec(tx, p, org, input.cloud_provider, input.spec)
-            .await?;
-        let now = self.now();
-        let cluster = Cluster {
-            id: ClusterId::generate(),
-            organization_id: org,
-            name: validate::name("name", &input.name)?,
-            description: validate::description("description", input.description)?,
-            region: validate::required_text("region", &input.region)?,
-            cloud_provider: input.cloud_provider,
-            spec,
-            advanced_settings: Default::default(),
-            run: ClusterRun::default(),
-            created_at: now,
-            updated_at: now,
-        };
-        self.insert(tx, &cluster, "organization").await?;
-        self.audit(tx, p, EventType::Create, &cluster).await?;
-        let out = self.one_cluster(tx, cluster).await?;
-        unit.commit().await?;
-        Ok(out)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            self.load::<Organization>(tx, p, org, Action::Write).await?;
+            let spec = self
+                .cluster_spec(tx, p, org, input.cloud_provider, input.spec)
+                .await?;
+            let now = self.now();
+            let cluster = Cluster {
+                id: ClusterId::generate(),
+                organization_id: org,
+                name: validate::name("name", &input.name)?,
+                description: validate::description("description", input.description)?,
+                region: validate::required_text("region", &input.region)?,
+                cloud_provider: input.cloud_provider,
+                spec,
+                advanced_settings: Default::default(),
+                run: ClusterRun::default(),
+                created_at: now,
+                updated_at: now,
+            };
+            self.insert(tx, &cluster, "organization").await?;
+            self.audit(tx, p, EventType::Create, &cluster).await?;
+            let out = self.one_cluster(tx, cluster).await?;
+            Ok(out)
+        })
+        .await
     }
 
     pub async fn list_clusters(
@@ -188,24 +187,23 @@ impl Capstan {
         id: ClusterId,
         input: ClusterInput,
     ) -> DomainResult<ClusterDetails> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let mut cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Write).await?;
-        cluster.name = validate::name("name", &input.name)?;
-        cluster.description = validate::description("description", input.description)?;
-        cluster.region = validate::required_text("region", &input.region)?;
-        cluster.spec = self
-            .cluster_spec(tx, p, org, input.cloud_provider, input.spec)
-            .await?;
-        cluster.cloud_provider = input.cloud_provider;
-        cluster.mark_changed();
-        cluster.updated_at = self.now();
-        self.update(tx, &cluster, "organization").await?;
-        self.audit(tx, p, EventType::Update, &cluster).await?;
-        let out = self.one_cluster(tx, cluster).await?;
-        unit.commit().await?;
-        Ok(out)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let mut cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Write).await?;
+            cluster.name = validate::name("name", &input.name)?;
+            cluster.description = validate::description("description", input.description)?;
+            cluster.region = validate::required_text("region", &input.region)?;
+            cluster.spec = self
+                .cluster_spec(tx, p, org, input.cloud_provider, input.spec)
+                .await?;
+            cluster.cloud_provider = input.cloud_provider;
+            cluster.mark_changed();
+            cluster.updated_at = self.now();
+            self.update(tx, &cluster, "organization").await?;
+            self.audit(tx, p, EventType::Update, &cluster).await?;
+            let out = self.one_cluster(tx, cluster).await?;
+            Ok(out)
+        })
+        .await
     }
 
     /// Refused (409) while environments run on the cluster.
@@ -215,14 +213,14 @@ impl Capstan {
         org: OrganizationId,
         id: ClusterId,
     ) -> DomainResult<()> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Write).await?;
-        self.audit(tx, p, EventType::Delete, &cluster).await?;
-        self.delete::<Cluster>(tx, id, "environments or deployment rules")
-            .await?;
-        Ok(unit.commit().await?)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Write).await?;
+            self.audit(tx, p, EventType::Delete, &cluster).await?;
+            self.delete::<Cluster>(tx, id, "environments or deployment rules")
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     pub async fn create_project(
@@ -231,26 +229,25 @@ impl Capstan {
         org: OrganizationId,
         input: ProjectInput,
     ) -> DomainResult<ProjectDetails> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        self.load::<Organization>(tx, p, org, Action::Write).await?;
-        let now = self.now();
-        let project = Project {
-            id: ProjectId::generate(),
-            organization_id: org,
-            name: validate::name("name", &input.name)?,
-            description: validate::description("description", input.description)?,
-            created_at: now,
-            updated_at: now,
-        };
-        self.insert(tx, &project, "organization").await?;
-        self.audit(tx, p, EventType::Create, &project).await?;
-        unit.commit().await?;
-        Ok(ProjectDetails {
-            project,
-            associated_environments_count: 0,
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            self.load::<Organization>(tx, p, org, Action::Write).await?;
+            let now = self.now();
+            let project = Project {
+                id: ProjectId::generate(),
+                organization_id: org,
+                name: validate::name("name", &input.name)?,
+                description: validate::description("description", input.description)?,
+                created_at: now,
+                updated_at: now,
+            };
+            self.insert(tx, &project, "organization").await?;
+            self.audit(tx, p, EventType::Create, &project).await?;
+            Ok(ProjectDetails {
+                project,
+                associated_environments_count: 0,
+            })
         })
+        .await
     }
 
     async fn project_details(
@@ -306,28 +303,27 @@ impl Capstan {
         id: ProjectId,
         input: ProjectInput,
     ) -> DomainResult<ProjectDetails> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Project(id)).await?;
-        let mut project: Project = self.load(tx, p, id, Action::Write).await?;
-        project.name = validate::name("name", &input.name)?;
-        project.description = validate::description("description", input.description)?;
-        project.updated_at = self.now();
-        self.update(tx, &project, "organization").await?;
-        self.audit(tx, p, EventType::Update, &project).await?;
-        let details = self.one_project(tx, project).await?;
-        unit.commit().await?;
-        Ok(details)
+        self.in_unit(&[Scope::Project(id)], async |tx| {
+            let mut project: Project = self.load(tx, p, id, Action::Write).await?;
+            project.name = validate::name("name", &input.name)?;
+            project.description = validate::description("description", input.description)?;
+            project.updated_at = self.now();
+            self.update(tx, &project, "organization").await?;
+            self.audit(tx, p, EventType::Update, &project).await?;
+            let details = self.one_project(tx, project).await?;
+            Ok(details)
+        })
+        .await
     }
 
     /// Deletes the project with its environments and their services.
     pub async fn delete_project(&self, p: &Principal, id: ProjectId) -> DomainResult<()> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Project(id)).await?;
-        let project: Project = self.load(tx, p, id, Action::Write).await?;
-        self.audit(tx, p, EventType::Delete, &project).await?;
-        self.delete::<Project>(tx, id, "environments").await?;
-        Ok(unit.commit().await?)
+        self.in_unit(&[Scope::Project(id)], async |tx| {
+            let project: Project = self.load(tx, p, id, Action::Write).await?;
+            self.audit(tx, p, EventType::Delete, &project).await?;
+            self.delete::<Project>(tx, id, "environments").await?;
+            Ok(())
+        })
+        .await
     }
 }

@@ -91,37 +91,37 @@ impl Capstan {
                 .map(|s| s.project_id)
                 .collect()
         };
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        self.lock_projects(tx, projects.iter().copied()).await?;
-        self.load::<Organization>(tx, p, org, Action::Write).await?;
-        let services = tx.find_services(&filter, PageRequest::all()).await?.items;
-        let mut statuses = Vec::new();
-        for service in services.into_iter().filter(|s| matches(s)) {
-            if !projects.contains(&service.project_id) {
-                continue;
+        self.in_unit(&[], async |tx| {
+            self.lock_projects(tx, projects.iter().copied()).await?;
+            self.load::<Organization>(tx, p, org, Action::Write).await?;
+            let services = tx.find_services(&filter, PageRequest::all()).await?.items;
+            let mut statuses = Vec::new();
+            for service in services.into_iter().filter(|s| matches(s)) {
+                if !projects.contains(&service.project_id) {
+                    continue;
+                }
+                let target = DeployTarget {
+                    image_tag: Some(tag.clone()),
+                    ..Default::default()
+                };
+                match self
+                    .request(tx, p, service, DeploymentAction::Deploy, target)
+                    .await
+                {
+                    Ok(status) => statuses.push(status),
+                    Err(DomainError::Conflict(_)) => {}
+                    Err(other) => return Err(other),
+                }
             }
-            let target = DeployTarget {
-                image_tag: Some(tag.clone()),
-                ..Default::default()
-            };
-            match self
-                .request(tx, p, service, DeploymentAction::Deploy, target)
-                .await
-            {
-                Ok(status) => statuses.push(status),
-                Err(DomainError::Conflict(_)) => {}
-                Err(other) => return Err(other),
+            if statuses.is_empty() {
+                return Err(DomainError::NotFound(match kind {
+                    ServiceKind::Job => "job with auto-deploy running that image at another tag",
+                    _ => "container with auto-deploy running that image at another tag",
+                }));
             }
-        }
-        if statuses.is_empty() {
-            return Err(DomainError::NotFound(match kind {
-                ServiceKind::Job => "job with auto-deploy running that image at another tag",
-                _ => "container with auto-deploy running that image at another tag",
-            }));
-        }
-        unit.commit().await?;
-        Ok(statuses)
+            Ok(statuses)
+        })
+        .await
     }
 
     /// For every environment of the organization (not itself a preview) with containers that
@@ -156,39 +156,39 @@ impl Capstan {
                 .map(|s| s.project_id)
                 .collect()
         };
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        self.lock_projects(tx, projects.iter().copied()).await?;
-        self.load::<Organization>(tx, p, org, Action::Write).await?;
-        let mut sources: BTreeMap<EnvironmentId, Vec<Service>> = BTreeMap::new();
-        for service in tx.find_services(&filter, PageRequest::all()).await?.items {
-            if previewed(&service, &image, &tag) && projects.contains(&service.project_id) {
-                sources
-                    .entry(service.environment_id)
-                    .or_default()
-                    .push(service);
+        self.in_unit(&[], async |tx| {
+            self.lock_projects(tx, projects.iter().copied()).await?;
+            self.load::<Organization>(tx, p, org, Action::Write).await?;
+            let mut sources: BTreeMap<EnvironmentId, Vec<Service>> = BTreeMap::new();
+            for service in tx.find_services(&filter, PageRequest::all()).await?.items {
+                if previewed(&service, &image, &tag) && projects.contains(&service.project_id) {
+                    sources
+                        .entry(service.environment_id)
+                        .or_default()
+                        .push(service);
+                }
             }
-        }
-        let environments = self
-            .by_id::<Environment>(tx, sources.keys().copied())
-            .await?;
-        let mut statuses = Vec::new();
-        for (id, containers) in sources {
-            let Some(source) = environments.get(&id) else {
-                continue;
-            };
-            if source.mode == EnvironmentMode::Preview {
-                continue;
+            let environments = self
+                .by_id::<Environment>(tx, sources.keys().copied())
+                .await?;
+            let mut statuses = Vec::new();
+            for (id, containers) in sources {
+                let Some(source) = environments.get(&id) else {
+                    continue;
+                };
+                if source.mode == EnvironmentMode::Preview {
+                    continue;
+                }
+                statuses.extend(self.preview(tx, p, source, &containers, &tag).await?);
             }
-            statuses.extend(self.preview(tx, p, source, &containers, &tag).await?);
-        }
-        if statuses.is_empty() {
-            return Err(DomainError::NotFound(
-                "container with auto-preview running that image at another tag",
-            ));
-        }
-        unit.commit().await?;
-        Ok(statuses)
+            if statuses.is_empty() {
+                return Err(DomainError::NotFound(
+                    "container with auto-preview running that image at another tag",
+                ));
+            }
+            Ok(statuses)
+        })
+        .await
     }
 
     /// Deploys `containers` of `source` at `tag` in the environment's preview for that tag.

@@ -123,27 +123,28 @@ impl Capstan {
     ) -> DomainResult<Member> {
         let role = Role::from_id(change.role_id)
             .ok_or_else(|| DomainError::invalid("role_id", "is not a role of availableRole"))?;
-        let (mut unit, members) = self.administering(p, org).await?;
-        let tx = &mut *unit;
-        let member = find(&members, &change.user_id)?.clone();
-        if role != Role::Admin {
-            if member.owner {
-                return Err(DomainError::state(
-                    "the owner stays an ADMIN: transfer ownership first",
-                ));
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let members = self.administering(tx, p, org).await?;
+            let member = find(&members, &change.user_id)?.clone();
+            if role != Role::Admin {
+                if member.owner {
+                    return Err(DomainError::state(
+                        "the owner stays an ADMIN: transfer ownership first",
+                    ));
+                }
+                keeps_an_admin(&members, &member)?;
             }
-            keeps_an_admin(&members, &member)?;
-        }
-        tx.put_member(org, &member.user_id, role, self.now())
-            .await?;
-        let change = super::audit::MemberChange {
-            organization: org,
-            user: &member.user_id,
-            sub: SubTargetType::MemberRole,
-        };
-        self.audit(tx, p, EventType::Update, &change).await?;
-        unit.commit().await?;
-        Ok(Member { role, ..member })
+            tx.put_member(org, &member.user_id, role, self.now())
+                .await?;
+            let change = super::audit::MemberChange {
+                organization: org,
+                user: &member.user_id,
+                sub: SubTargetType::MemberRole,
+            };
+            self.audit(tx, p, EventType::Update, &change).await?;
+            Ok(Member { role, ..member })
+        })
+        .await
     }
 
     pub async fn remove_member(
@@ -152,23 +153,25 @@ impl Capstan {
         org: OrganizationId,
         user: MemberRef,
     ) -> DomainResult<()> {
-        let (mut unit, members) = self.administering(p, org).await?;
-        let member = find(&members, &user.user_id)?;
-        if member.owner {
-            return Err(DomainError::state(
-                "the owner cannot be removed: transfer ownership first",
-            ));
-        }
-        keeps_an_admin(&members, member)?;
-        unit.remove_member(org, &member.user_id).await?;
-        let change = super::audit::MemberChange {
-            organization: org,
-            user: &member.user_id,
-            sub: SubTargetType::MemberRole,
-        };
-        self.audit(&mut *unit, p, EventType::Delete, &change)
-            .await?;
-        Ok(unit.commit().await?)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let members = self.administering(tx, p, org).await?;
+            let member = find(&members, &user.user_id)?;
+            if member.owner {
+                return Err(DomainError::state(
+                    "the owner cannot be removed: transfer ownership first",
+                ));
+            }
+            keeps_an_admin(&members, member)?;
+            tx.remove_member(org, &member.user_id).await?;
+            let change = super::audit::MemberChange {
+                organization: org,
+                user: &member.user_id,
+                sub: SubTargetType::MemberRole,
+            };
+            self.audit(tx, p, EventType::Delete, &change).await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Makes a member the owner (and an ADMIN). Where the organization has an owner, only
@@ -179,42 +182,41 @@ impl Capstan {
         org: OrganizationId,
         user: MemberRef,
     ) -> DomainResult<()> {
-        let (mut unit, members) = self.administering(p, org).await?;
-        let target = find(&members, &user.user_id)?.clone();
-        let owner = members.iter().find(|m| m.owner);
-        if let (Some(owner), Subject::User(caller)) = (owner, &p.subject) {
-            if owner.user_id != *caller {
-                return Err(DomainError::Forbidden(
-                    "only the owner transfers the ownership of the organization".into(),
-                ));
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let members = self.administering(tx, p, org).await?;
+            let target = find(&members, &user.user_id)?.clone();
+            let owner = members.iter().find(|m| m.owner);
+            if let (Some(owner), Subject::User(caller)) = (owner, &p.subject) {
+                if owner.user_id != *caller {
+                    return Err(DomainError::Forbidden(
+                        "only the owner transfers the ownership of the organization".into(),
+                    ));
+                }
             }
-        }
-        let tx = &mut *unit;
-        tx.put_member(org, &target.user_id, Role::Admin, self.now())
-            .await?;
-        tx.set_owner(org, &target.user_id).await?;
-        let change = super::audit::MemberChange {
-            organization: org,
-            user: &target.user_id,
-            sub: SubTargetType::TransferOwnership,
-        };
-        self.audit(tx, p, EventType::Update, &change).await?;
-        Ok(unit.commit().await?)
+            tx.put_member(org, &target.user_id, Role::Admin, self.now())
+                .await?;
+            tx.set_owner(org, &target.user_id).await?;
+            let change = super::audit::MemberChange {
+                organization: org,
+                user: &target.user_id,
+                sub: SubTargetType::TransferOwnership,
+            };
+            self.audit(tx, p, EventType::Update, &change).await?;
+            Ok(())
+        })
+        .await
     }
 
-    /// A write unit holding the organization, for an ADMIN, with its members.
+    /// The organization's members, for an ADMIN, in a unit holding the organization.
     async fn administering(
         &self,
+        tx: &mut Unit,
         p: &Principal,
         org: OrganizationId,
-    ) -> DomainResult<(Box<dyn crate::ports::Tx>, Vec<Member>)> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
+    ) -> DomainResult<Vec<Member>> {
         self.load::<Organization>(tx, p, org, Action::Administer)
             .await?;
-        let members = tx.members(org).await?;
-        Ok((unit, members))
+        Ok(tx.members(org).await?)
     }
 
     async fn invitation_details(
@@ -262,42 +264,43 @@ impl Capstan {
     ) -> DomainResult<InvitationDetails> {
         let role = invited_role(&input)?;
         let address = email(&input.email)?;
-        let (mut unit, members) = self.administering(p, org).await?;
-        let tx = &mut *unit;
-        if members
-            .iter()
-            .any(|m| m.email.as_deref().map(str::to_lowercase) == Some(address.to_lowercase()))
-        {
-            return Err(DomainError::state(format!(
-                "{address} is already a member of the organization"
-            )));
-        }
-        let now = self.now();
-        let invitation = Invitation {
-            id: InvitationId::generate(),
-            organization_id: org,
-            email: address.clone(),
-            role,
-            inviter: match &p.subject {
-                Subject::User(user) => user.clone(),
-                Subject::ApiToken(id) => format!("token:{id}"),
-            },
-            created_at: now,
-            updated_at: now,
-            expires_at: now + INVITATION_LIFETIME,
-        };
-        Repo::<Invitation>::insert(tx, &invitation)
-            .await
-            .map_err(|e| match e {
-                crate::error::StoreError::Duplicate => {
-                    DomainError::state(format!("an invitation for {address} is already pending"))
-                }
-                other => other.into(),
-            })?;
-        self.audit(tx, p, EventType::Create, &invitation).await?;
-        let details = self.one_invitation(tx, invitation).await?;
-        unit.commit().await?;
-        Ok(details)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let members = self.administering(tx, p, org).await?;
+            if members
+                .iter()
+                .any(|m| m.email.as_deref().map(str::to_lowercase) == Some(address.to_lowercase()))
+            {
+                return Err(DomainError::state(format!(
+                    "{address} is already a member of the organization"
+                )));
+            }
+            let now = self.now();
+            let invitation = Invitation {
+                id: InvitationId::generate(),
+                organization_id: org,
+                email: address.clone(),
+                role,
+                inviter: match &p.subject {
+                    Subject::User(user) => user.clone(),
+                    Subject::ApiToken(id) => format!("token:{id}"),
+                },
+                created_at: now,
+                updated_at: now,
+                expires_at: now + INVITATION_LIFETIME,
+            };
+            Repo::<Invitation>::insert(tx, &invitation)
+                .await
+                .map_err(|e| match e {
+                    crate::error::StoreError::Duplicate => DomainError::state(format!(
+                        "an invitation for {address} is already pending"
+                    )),
+                    other => other.into(),
+                })?;
+            self.audit(tx, p, EventType::Create, &invitation).await?;
+            let details = self.one_invitation(tx, invitation).await?;
+            Ok(details)
+        })
+        .await
     }
 
     /// Invitations carry the link that joins the organization: only its ADMINs see them.
@@ -336,12 +339,14 @@ impl Capstan {
         org: OrganizationId,
         id: InvitationId,
     ) -> DomainResult<()> {
-        let (mut unit, _) = self.administering(p, org).await?;
-        let tx = &mut *unit;
-        let invitation: Invitation = self.load_in_org(tx, p, org, id, Action::Administer).await?;
-        self.audit(tx, p, EventType::Delete, &invitation).await?;
-        self.delete::<Invitation>(tx, id, "nothing").await?;
-        Ok(unit.commit().await?)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            self.administering(tx, p, org).await?;
+            let invitation: Invitation =
+                self.load_in_org(tx, p, org, id, Action::Administer).await?;
+            self.audit(tx, p, EventType::Delete, &invitation).await?;
+            self.delete::<Invitation>(tx, id, "nothing").await
+        })
+        .await
     }
 
     /// The invited user (a signed-in user, not yet a member: the invitation's id is what
@@ -358,30 +363,29 @@ impl Capstan {
                     .into(),
             ));
         };
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let invitation = Repo::<Invitation>::get(tx, id)
-            .await?
-            .filter(|i| i.organization_id == org)
-            .ok_or(DomainError::NotFound("invitation"))?;
-        if invitation.expired(self.now()) {
-            return Err(DomainError::state(
-                "the invitation has expired: ask for a new one",
-            ));
-        }
-        if tx.members(org).await?.iter().any(|m| m.user_id == *user) {
-            return Err(DomainError::state(
-                "you are already a member of the organization",
-            ));
-        }
-        tx.put_member(org, user, invitation.role, self.now())
-            .await?;
-        tx.set_member_email(org, user, &invitation.email).await?;
-        self.delete::<Invitation>(tx, id, "nothing").await?;
-        self.audit(tx, p, EventType::Accept, &invitation).await?;
-        let details = self.one_invitation(tx, invitation).await?;
-        unit.commit().await?;
-        Ok(details)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let invitation = Repo::<Invitation>::get(tx, id)
+                .await?
+                .filter(|i| i.organization_id == org)
+                .ok_or(DomainError::NotFound("invitation"))?;
+            if invitation.expired(self.now()) {
+                return Err(DomainError::state(
+                    "the invitation has expired: ask for a new one",
+                ));
+            }
+            if tx.members(org).await?.iter().any(|m| m.user_id == *user) {
+                return Err(DomainError::state(
+                    "you are already a member of the organization",
+                ));
+            }
+            tx.put_member(org, user, invitation.role, self.now())
+                .await?;
+            tx.set_member_email(org, user, &invitation.email).await?;
+            self.delete::<Invitation>(tx, id, "nothing").await?;
+            self.audit(tx, p, EventType::Accept, &invitation).await?;
+            let details = self.one_invitation(tx, invitation).await?;
+            Ok(details)
+        })
+        .await
     }
 }

@@ -257,25 +257,24 @@ impl Capstan {
         org: OrganizationId,
         draft: GroupDraft,
     ) -> DomainResult<MetadataGroup> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        self.load::<Organization>(tx, p, org, Action::Write).await?;
-        let now = self.now();
-        let group = MetadataGroup {
-            id: MetadataGroupId::generate(),
-            organization_id: org,
-            kind: draft.kind,
-            name: draft.name,
-            entries: draft.entries,
-            scopes: draft.scopes,
-            created_at: now,
-            updated_at: now,
-        };
-        self.insert(tx, &group, "organization").await?;
-        self.audit(tx, p, EventType::Create, &group).await?;
-        unit.commit().await?;
-        Ok(group)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            self.load::<Organization>(tx, p, org, Action::Write).await?;
+            let now = self.now();
+            let group = MetadataGroup {
+                id: MetadataGroupId::generate(),
+                organization_id: org,
+                kind: draft.kind,
+                name: draft.name,
+                entries: draft.entries,
+                scopes: draft.scopes,
+                created_at: now,
+                updated_at: now,
+            };
+            self.insert(tx, &group, "organization").await?;
+            self.audit(tx, p, EventType::Create, &group).await?;
+            Ok(group)
+        })
+        .await
     }
 
     /// Replaces a group's name and entries; the services carrying it are OUT_OF_DATE when
@@ -287,35 +286,34 @@ impl Capstan {
         id: MetadataGroupId,
         draft: GroupDraft,
     ) -> DomainResult<MetadataGroup> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let mut group = self
-            .group_in(tx, p, org, draft.kind, id, Action::Write)
-            .await?;
-        let now = self.now();
-        // What a deployment puts on the cluster: a new name alone changes nothing there.
-        let changed = group.entries != draft.entries || group.scopes != draft.scopes;
-        group.name = draft.name;
-        group.entries = draft.entries;
-        group.scopes = draft.scopes;
-        group.updated_at = now;
-        self.update(tx, &group, "organization").await?;
-        if changed {
-            let ids = tx.group_service_ids(id).await?;
-            let carriers = self.by_id::<Service>(tx, ids).await?;
-            // Marking services holds their projects, after the organization, as units that
-            // lock several scopes do.
-            self.lock_projects(tx, carriers.values().map(|s| s.project_id))
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let mut group = self
+                .group_in(tx, p, org, draft.kind, id, Action::Write)
                 .await?;
-            for s in carriers.values() {
-                tx.mark_out_of_date(crate::model::VariableParent::Service(s.id, s.kind()), now)
+            let now = self.now();
+            // What a deployment puts on the cluster: a new name alone changes nothing there.
+            let changed = group.entries != draft.entries || group.scopes != draft.scopes;
+            group.name = draft.name;
+            group.entries = draft.entries;
+            group.scopes = draft.scopes;
+            group.updated_at = now;
+            self.update(tx, &group, "organization").await?;
+            if changed {
+                let ids = tx.group_service_ids(id).await?;
+                let carriers = self.by_id::<Service>(tx, ids).await?;
+                // Marking services holds their projects, after the organization, as units that
+                // lock several scopes do.
+                self.lock_projects(tx, carriers.values().map(|s| s.project_id))
                     .await?;
+                for s in carriers.values() {
+                    tx.mark_out_of_date(crate::model::VariableParent::Service(s.id, s.kind()), now)
+                        .await?;
+                }
             }
-        }
-        self.audit(tx, p, EventType::Update, &group).await?;
-        unit.commit().await?;
-        Ok(group)
+            self.audit(tx, p, EventType::Update, &group).await?;
+            Ok(group)
+        })
+        .await
     }
 
     /// Deletes a group no service carries (409 otherwise).
@@ -326,32 +324,31 @@ impl Capstan {
         kind: GroupKind,
         id: MetadataGroupId,
     ) -> DomainResult<()> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let group = self.group_in(tx, p, org, kind, id, Action::Write).await?;
-        let users = tx.group_service_ids(id).await?.len();
-        if users > 0 {
-            return Err(DomainError::state(format!(
-                "the group is attached to {users} service(s); detach it first"
-            )));
-        }
-        // Clusters name their labels groups in their spec; the organization's lock holds them.
-        let clusters = self
-            .every::<Cluster>(tx, org)
-            .await?
-            .into_iter()
-            .filter(|c| c.spec.labels_groups.iter().any(|g| g.id == id))
-            .count();
-        if clusters > 0 {
-            return Err(DomainError::state(format!(
-                "the group is attached to {clusters} cluster(s); detach it first"
-            )));
-        }
-        self.audit(tx, p, EventType::Delete, &group).await?;
-        self.delete::<MetadataGroup>(tx, id, "services").await?;
-        unit.commit().await?;
-        Ok(())
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let group = self.group_in(tx, p, org, kind, id, Action::Write).await?;
+            let users = tx.group_service_ids(id).await?.len();
+            if users > 0 {
+                return Err(DomainError::state(format!(
+                    "the group is attached to {users} service(s); detach it first"
+                )));
+            }
+            // Clusters name their labels groups in their spec; the organization's lock holds them.
+            let clusters = self
+                .every::<Cluster>(tx, org)
+                .await?
+                .into_iter()
+                .filter(|c| c.spec.labels_groups.iter().any(|g| g.id == id))
+                .count();
+            if clusters > 0 {
+                return Err(DomainError::state(format!(
+                    "the group is attached to {clusters} cluster(s); detach it first"
+                )));
+            }
+            self.audit(tx, p, EventType::Delete, &group).await?;
+            self.delete::<MetadataGroup>(tx, id, "services").await?;
+            Ok(())
+        })
+        .await
     }
 
     /// The services a group is attached to, with where they live.

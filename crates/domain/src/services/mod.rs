@@ -30,6 +30,7 @@ mod service_clone;
 mod service_kinds;
 mod stages;
 mod statuses;
+mod unit;
 mod variable_import;
 mod variables;
 mod webhooks;
@@ -56,6 +57,7 @@ pub use restrictions::RESTRICTED_KINDS;
 pub use service_clone::CloneServiceInput;
 pub use stages::{StageDetails, StageInput, StagedService};
 pub use statuses::{EnvironmentStatus, EnvironmentStatuses};
+pub use unit::UnitWork;
 pub use variable_import::{ImportInput, ImportReport, ImportedVariable};
 pub use variables::{
     AliasInput, NamedAt, OverrideInput, ScopedVariableInput, VariableDetails, VariableEdit,
@@ -70,6 +72,8 @@ use crate::error::{Conflict, DomainError, DomainResult, StoreError};
 use crate::model::Record;
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{Repo, Store, Tx, Unit};
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use time::OffsetDateTime;
 
@@ -208,11 +212,6 @@ impl Capstan {
         Ok(self.store.snapshot().await?)
     }
 
-    /// A unit of work for a use case that writes: commit it once everything is written.
-    async fn writing(&self) -> DomainResult<Box<dyn Tx>> {
-        Ok(self.store.write().await?)
-    }
-
     /// Loads a record and checks the principal may perform `action` on it:
     /// unknown id: 404; another organization's or a role that does not allow it: 403.
     /// In a write unit the record stays locked until the unit ends.
@@ -276,25 +275,31 @@ impl Capstan {
     }
 
     /// The records with these ids (repeated or unknown ids allowed), by id, in one query.
-    async fn by_id<T: Record>(
-        &self,
-        tx: &mut Unit,
-        ids: impl IntoIterator<Item = T::Id> + Send,
-    ) -> DomainResult<std::collections::HashMap<T::Id, T>>
+    ///
+    /// Not an `async fn`: the ids are collected before the future is made, so it does not hold
+    /// the caller's iterator, whose borrows would defeat the compiler's proof that the work
+    /// of a unit is `Send` (see [`Capstan::in_unit`]).
+    fn by_id<'a, T: Record>(
+        &'a self,
+        tx: &'a mut Unit,
+        ids: impl IntoIterator<Item = T::Id>,
+    ) -> impl Future<Output = DomainResult<HashMap<T::Id, T>>> + Send + 'a
     where
         dyn Tx: Repo<T>,
     {
         let mut ids: Vec<T::Id> = ids.into_iter().collect();
         ids.sort();
         ids.dedup();
-        if ids.is_empty() {
-            return Ok(std::collections::HashMap::new());
+        async move {
+            if ids.is_empty() {
+                return Ok(HashMap::new());
+            }
+            Ok(Repo::<T>::get_many(tx, &ids)
+                .await?
+                .into_iter()
+                .map(|r| (r.id(), r))
+                .collect())
         }
-        Ok(Repo::<T>::get_many(tx, &ids)
-            .await?
-            .into_iter()
-            .map(|r| (r.id(), r))
-            .collect())
     }
 
     async fn list<T: Record>(

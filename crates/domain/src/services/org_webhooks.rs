@@ -70,33 +70,32 @@ impl Capstan {
         mut input: WebhookInput,
     ) -> DomainResult<OrganizationWebhook> {
         input.check()?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        self.load::<Organization>(tx, p, org, Action::Administer)
-            .await?;
-        let now = self.now();
-        let hook = OrganizationWebhook {
-            id: WebhookId::generate(),
-            organization_id: org,
-            kind: input.kind,
-            target_url: input.target_url,
-            target_secret: input
-                .target_secret
-                .filter(|s| !s.is_empty())
-                .map(Secret::new),
-            description: input.description,
-            enabled: input.enabled.unwrap_or(true),
-            events: input.events,
-            project_names_filter: input.project_names_filter.unwrap_or_default(),
-            environment_types_filter: input.environment_types_filter.unwrap_or_default(),
-            created_at: now,
-            updated_at: now,
-        };
-        Repo::<OrganizationWebhook>::insert(tx, &hook).await?;
-        self.audit(tx, p, EventType::Create, &hook).await?;
-        unit.commit().await?;
-        Ok(hook)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            self.load::<Organization>(tx, p, org, Action::Administer)
+                .await?;
+            let now = self.now();
+            let hook = OrganizationWebhook {
+                id: WebhookId::generate(),
+                organization_id: org,
+                kind: input.kind,
+                target_url: input.target_url,
+                target_secret: input
+                    .target_secret
+                    .filter(|s| !s.is_empty())
+                    .map(Secret::new),
+                description: input.description,
+                enabled: input.enabled.unwrap_or(true),
+                events: input.events,
+                project_names_filter: input.project_names_filter.unwrap_or_default(),
+                environment_types_filter: input.environment_types_filter.unwrap_or_default(),
+                created_at: now,
+                updated_at: now,
+            };
+            Repo::<OrganizationWebhook>::insert(tx, &hook).await?;
+            self.audit(tx, p, EventType::Create, &hook).await?;
+            Ok(hook)
+        })
+        .await
     }
 
     /// Replaces a webhook's settings; a request without `target_secret` keeps the secret, as
@@ -109,36 +108,35 @@ impl Capstan {
         mut input: WebhookInput,
     ) -> DomainResult<OrganizationWebhook> {
         input.check()?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let mut hook: OrganizationWebhook =
-            self.load_in_org(tx, p, org, id, Action::Administer).await?;
-        // Sending the stored secret to a new address takes the secret.
-        if input.target_url != hook.target_url
-            && hook.target_secret.is_some()
-            && input.target_secret.is_none()
-        {
-            return Err(crate::DomainError::invalid(
-                "target_secret",
-                "is required when target_url changes: the stored secret is never sent to a new address",
-            ));
-        }
-        hook.kind = input.kind;
-        hook.target_url = input.target_url;
-        if let Some(secret) = input.target_secret {
-            hook.target_secret = Some(secret).filter(|s| !s.is_empty()).map(Secret::new);
-        }
-        hook.description = input.description;
-        hook.enabled = input.enabled.unwrap_or(hook.enabled);
-        hook.events = input.events;
-        hook.project_names_filter = input.project_names_filter.unwrap_or_default();
-        hook.environment_types_filter = input.environment_types_filter.unwrap_or_default();
-        hook.updated_at = self.now();
-        Repo::<OrganizationWebhook>::update(tx, &hook).await?;
-        self.audit(tx, p, EventType::Update, &hook).await?;
-        unit.commit().await?;
-        Ok(hook)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let mut hook: OrganizationWebhook =
+                self.load_in_org(tx, p, org, id, Action::Administer).await?;
+            // Sending the stored secret to a new address takes the secret.
+            if input.target_url != hook.target_url
+                && hook.target_secret.is_some()
+                && input.target_secret.is_none()
+            {
+                return Err(crate::DomainError::invalid(
+                    "target_secret",
+                    "is required when target_url changes: the stored secret is never sent to a new address",
+                ));
+            }
+            hook.kind = input.kind;
+            hook.target_url = input.target_url;
+            if let Some(secret) = input.target_secret {
+                hook.target_secret = Some(secret).filter(|s| !s.is_empty()).map(Secret::new);
+            }
+            hook.description = input.description;
+            hook.enabled = input.enabled.unwrap_or(hook.enabled);
+            hook.events = input.events;
+            hook.project_names_filter = input.project_names_filter.unwrap_or_default();
+            hook.environment_types_filter = input.environment_types_filter.unwrap_or_default();
+            hook.updated_at = self.now();
+            Repo::<OrganizationWebhook>::update(tx, &hook).await?;
+            self.audit(tx, p, EventType::Update, &hook).await?;
+            Ok(hook)
+        })
+        .await
     }
 
     /// Deletes a webhook with its deliveries and their log.
@@ -148,15 +146,14 @@ impl Capstan {
         org: OrganizationId,
         id: WebhookId,
     ) -> DomainResult<()> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let hook: OrganizationWebhook =
-            self.load_in_org(tx, p, org, id, Action::Administer).await?;
-        self.audit(tx, p, EventType::Delete, &hook).await?;
-        self.delete::<OrganizationWebhook>(tx, id, "").await?;
-        unit.commit().await?;
-        Ok(())
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let hook: OrganizationWebhook =
+                self.load_in_org(tx, p, org, id, Action::Administer).await?;
+            self.audit(tx, p, EventType::Delete, &hook).await?;
+            self.delete::<OrganizationWebhook>(tx, id, "").await?;
+            Ok(())
+        })
+        .await
     }
 
     /// A webhook's delivery log, oldest attempt first.
@@ -233,10 +230,12 @@ impl Capstan {
         let Some(hook) = hook.filter(|h| h.enabled) else {
             // Deleted (its deliveries go with it) or turned off since: nothing is sent.
             delivery.state = DeliveryState::Failed;
-            let mut unit = self.writing().await?;
-            unit.settle_delivery(&delivery, worker).await?;
-            unit.commit().await?;
-            return Ok(());
+            return self
+                .in_unit(&[], async |tx| {
+                    tx.settle_delivery(&delivery, worker).await?;
+                    Ok(())
+                })
+                .await;
         };
         let body = serde_json::to_vec(&delivery.payload)
             .map_err(|e| crate::error::DomainError::Internal(e.to_string()))?;
@@ -278,19 +277,20 @@ impl Capstan {
             duration_ms: i64::try_from(answer.duration.as_millis()).unwrap_or(i64::MAX),
             attempt: delivery.attempts,
         };
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        // Deleted while it was being sent: its log went with it.
-        tx.share(Scope::Referenced(Reference::Webhook(hook.id)))
-            .await?;
-        if Repo::<OrganizationWebhook>::get(tx, hook.id)
-            .await?
-            .is_some()
-        {
-            Repo::<WebhookAttempt>::insert(tx, &attempt).await?;
-            tx.settle_delivery(&delivery, worker).await?;
-        }
-        unit.commit().await?;
+        self.in_unit(&[], async |tx| {
+            // Deleted while it was being sent: its log went with it.
+            tx.share(Scope::Referenced(Reference::Webhook(hook.id)))
+                .await?;
+            if Repo::<OrganizationWebhook>::get(tx, hook.id)
+                .await?
+                .is_some()
+            {
+                Repo::<WebhookAttempt>::insert(tx, &attempt).await?;
+                tx.settle_delivery(&delivery, worker).await?;
+            }
+            Ok(())
+        })
+        .await?;
         self.observer.webhook_attempt(outcome);
         Ok(())
     }

@@ -124,16 +124,17 @@ impl Capstan {
             created_at: now,
             updated_at: now,
         };
-        let mut tx = self.writing().await?;
-        self.insert(&mut *tx, &org, "installation").await?;
-        tx.put_member(org.id, user, Role::Admin, now).await?;
-        tx.set_owner(org.id, user).await?;
-        self.audit(&mut *tx, p, EventType::Create, &org).await?;
-        tx.commit().await?;
-        Ok(OrganizationDetails {
-            organization: org,
-            owner: Some(member_id(user)),
+        self.in_unit(&[], async |tx| {
+            self.insert(tx, &org, "installation").await?;
+            tx.put_member(org.id, user, Role::Admin, now).await?;
+            tx.set_owner(org.id, user).await?;
+            self.audit(tx, p, EventType::Create, &org).await?;
+            Ok(OrganizationDetails {
+                organization: org,
+                owner: Some(member_id(user)),
+            })
         })
+        .await
     }
 
     /// Each organization with its owner.
@@ -177,14 +178,15 @@ impl Capstan {
                 "must be 1 to 255 characters",
             ));
         }
-        let mut tx = self.writing().await?;
-        tx.lock(Scope::Organization(organization_id)).await?;
-        Repo::<Organization>::get(&mut *tx, organization_id)
-            .await?
-            .ok_or(DomainError::NotFound("organization"))?;
-        tx.put_member(organization_id, user.trim(), role, self.now())
-            .await?;
-        Ok(tx.commit().await?)
+        self.in_unit(&[Scope::Organization(organization_id)], async |tx| {
+            Repo::<Organization>::get(tx, organization_id)
+                .await?
+                .ok_or(DomainError::NotFound("organization"))?;
+            tx.put_member(organization_id, user.trim(), role, self.now())
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Command-line bootstrap: a new organization and a first token in it, in one transaction.
@@ -204,11 +206,12 @@ impl Capstan {
             updated_at: now,
         };
         let token = self.new_token(org.id, token_name, None, role)?;
-        let mut tx = self.writing().await?;
-        self.insert(&mut *tx, &org, "installation").await?;
-        Repo::<ApiToken>::insert(&mut *tx, &token.token).await?;
-        tx.commit().await?;
-        Ok((org, token))
+        self.in_unit(&[], async |tx| {
+            self.insert(tx, &org, "installation").await?;
+            Repo::<ApiToken>::insert(tx, &token.token).await?;
+            Ok((org, token))
+        })
+        .await
     }
 
     /// Command-line: a further token in an existing organization.
@@ -219,14 +222,14 @@ impl Capstan {
         token_name: &str,
     ) -> DomainResult<NewApiToken> {
         let token = self.new_token(organization_id, token_name, None, role)?;
-        let mut tx = self.writing().await?;
-        tx.lock(Scope::Organization(organization_id)).await?;
-        Repo::<Organization>::get(&mut *tx, organization_id)
-            .await?
-            .ok_or(DomainError::NotFound("organization"))?;
-        Repo::<ApiToken>::insert(&mut *tx, &token.token).await?;
-        tx.commit().await?;
-        Ok(token)
+        self.in_unit(&[Scope::Organization(organization_id)], async |tx| {
+            Repo::<Organization>::get(tx, organization_id)
+                .await?
+                .ok_or(DomainError::NotFound("organization"))?;
+            Repo::<ApiToken>::insert(tx, &token.token).await?;
+            Ok(token)
+        })
+        .await
     }
 
     pub async fn list_organizations(
@@ -263,38 +266,37 @@ impl Capstan {
         id: OrganizationId,
         input: OrganizationUpdate,
     ) -> DomainResult<OrganizationDetails> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(id)).await?;
-        let mut org: Organization = self.load(tx, p, id, Action::Administer).await?;
-        org.name = validate::name("name", &input.name)?;
-        org.description = validate::description("description", input.description)?;
-        if let Some(plan) = input.plan {
-            org.plan = plan;
-        }
-        org.updated_at = self.now();
-        Repo::<Organization>::update(tx, &org).await?;
-        self.audit(tx, p, EventType::Update, &org).await?;
-        let out = self.one_organization(tx, org).await?;
-        unit.commit().await?;
-        Ok(out)
+        self.in_unit(&[Scope::Organization(id)], async |tx| {
+            let mut org: Organization = self.load(tx, p, id, Action::Administer).await?;
+            org.name = validate::name("name", &input.name)?;
+            org.description = validate::description("description", input.description)?;
+            if let Some(plan) = input.plan {
+                org.plan = plan;
+            }
+            org.updated_at = self.now();
+            Repo::<Organization>::update(tx, &org).await?;
+            self.audit(tx, p, EventType::Update, &org).await?;
+            let out = self.one_organization(tx, org).await?;
+            Ok(out)
+        })
+        .await
     }
 
     /// Deletes the organization and everything in it.
     pub async fn delete_organization(&self, p: &Principal, id: OrganizationId) -> DomainResult<()> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(id)).await?;
-        self.load::<Organization>(tx, p, id, Action::Administer)
-            .await?;
-        // Its events, webhooks and deliveries go with it: held against the sequencer (which
-        // positions events and routes them to webhooks row by row), so the two cannot
-        // deadlock on those rows.
-        tx.lock(Scope::EventLog).await?;
-        self.delete::<Organization>(tx, id, "other resources")
-            .await?;
-        tx.forget_events(id).await?;
-        Ok(unit.commit().await?)
+        self.in_unit(&[Scope::Organization(id)], async |tx| {
+            self.load::<Organization>(tx, p, id, Action::Administer)
+                .await?;
+            // Its events, webhooks and deliveries go with it: held against the sequencer (which
+            // positions events and routes them to webhooks row by row), so the two cannot
+            // deadlock on those rows.
+            tx.lock(Scope::EventLog).await?;
+            self.delete::<Organization>(tx, id, "other resources")
+                .await?;
+            tx.forget_events(id).await?;
+            Ok(())
+        })
+        .await
     }
 
     pub async fn available_roles(
@@ -314,32 +316,31 @@ impl Capstan {
         org: OrganizationId,
         input: ApiTokenInput,
     ) -> DomainResult<NewApiToken> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        self.load::<Organization>(tx, p, org, Action::Administer)
-            .await?;
-        let role = Role::from_id(input.role_id).ok_or_else(|| {
-            DomainError::invalid(
-                "role_id",
-                "must be the id of a role listed by availableRole",
-            )
-        })?;
-        // Counted under the organization's lock: two creations cannot both take the last place.
-        let held = Repo::<ApiToken>::list(tx, org, PageRequest::new(1, 1)?)
-            .await?
-            .total_count;
-        if held >= self.max_api_tokens {
-            return Err(DomainError::state(format!(
-                "the organization already holds {held} API tokens, the most it may hold \
-                 (CAPSTAN_MAX_API_TOKENS); delete one first"
-            )));
-        }
-        let token = self.new_token(org, &input.name, input.description, role)?;
-        Repo::<ApiToken>::insert(tx, &token.token).await?;
-        self.audit(tx, p, EventType::Create, &token.token).await?;
-        unit.commit().await?;
-        Ok(token)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            self.load::<Organization>(tx, p, org, Action::Administer)
+                .await?;
+            let role = Role::from_id(input.role_id).ok_or_else(|| {
+                DomainError::invalid(
+                    "role_id",
+                    "must be the id of a role listed by availableRole",
+                )
+            })?;
+            // Counted under the organization's lock: two creations cannot both take the last place.
+            let held = Repo::<ApiToken>::list(tx, org, PageRequest::new(1, 1)?)
+                .await?
+                .total_count;
+            if held >= self.max_api_tokens {
+                return Err(DomainError::state(format!(
+                    "the organization already holds {held} API tokens, the most it may hold \
+                     (CAPSTAN_MAX_API_TOKENS); delete one first"
+                )));
+            }
+            let token = self.new_token(org, &input.name, input.description, role)?;
+            Repo::<ApiToken>::insert(tx, &token.token).await?;
+            self.audit(tx, p, EventType::Create, &token.token).await?;
+            Ok(token)
+        })
+        .await
     }
 
     pub async fn list_api_tokens(
@@ -363,17 +364,17 @@ impl Capstan {
         org: OrganizationId,
         id: ApiTokenId,
     ) -> DomainResult<()> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        self.load::<Organization>(tx, p, org, Action::Administer)
-            .await?;
-        let token: ApiToken = self.load(tx, p, id, Action::Administer).await?;
-        if token.organization_id != org {
-            return Err(DomainError::NotFound("API token"));
-        }
-        self.audit(tx, p, EventType::Delete, &token).await?;
-        self.delete::<ApiToken>(tx, id, "nothing").await?;
-        Ok(unit.commit().await?)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            self.load::<Organization>(tx, p, org, Action::Administer)
+                .await?;
+            let token: ApiToken = self.load(tx, p, id, Action::Administer).await?;
+            if token.organization_id != org {
+                return Err(DomainError::NotFound("API token"));
+            }
+            self.audit(tx, p, EventType::Delete, &token).await?;
+            self.delete::<ApiToken>(tx, id, "nothing").await?;
+            Ok(())
+        })
+        .await
     }
 }

@@ -136,34 +136,33 @@ impl Capstan {
         org: OrganizationId,
         input: RegistryInput,
     ) -> DomainResult<RegistryDetails> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        self.load::<Organization>(tx, p, org, Action::Write).await?;
-        let (url, cluster) = self.registry_fields(tx, p, org, &input).await?;
-        let (config, secret_config) = split_config(input.config.unwrap_or_default())?;
-        let now = self.now();
-        let registry = ContainerRegistry {
-            id: ContainerRegistryId::generate(),
-            organization_id: org,
-            name: validate::name("name", &input.name)?,
-            kind: input.kind,
-            url,
-            description: validate::description("description", input.description)?,
-            cluster_id: cluster.as_ref().map(|c| c.id),
-            config,
-            secret_config,
-            created_at: now,
-            updated_at: now,
-        };
-        self.insert(tx, &registry, "organization").await?;
-        self.audit(tx, p, EventType::Create, &registry).await?;
-        unit.commit().await?;
-        Ok(RegistryDetails {
-            registry,
-            cluster,
-            associated_services_count: 0,
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            self.load::<Organization>(tx, p, org, Action::Write).await?;
+            let (url, cluster) = self.registry_fields(tx, p, org, &input).await?;
+            let (config, secret_config) = split_config(input.config.unwrap_or_default())?;
+            let now = self.now();
+            let registry = ContainerRegistry {
+                id: ContainerRegistryId::generate(),
+                organization_id: org,
+                name: validate::name("name", &input.name)?,
+                kind: input.kind,
+                url,
+                description: validate::description("description", input.description)?,
+                cluster_id: cluster.as_ref().map(|c| c.id),
+                config,
+                secret_config,
+                created_at: now,
+                updated_at: now,
+            };
+            self.insert(tx, &registry, "organization").await?;
+            self.audit(tx, p, EventType::Create, &registry).await?;
+            Ok(RegistryDetails {
+                registry,
+                cluster,
+                associated_services_count: 0,
+            })
         })
+        .await
     }
 
     pub async fn list_registries(
@@ -204,43 +203,43 @@ impl Capstan {
         id: ContainerRegistryId,
         input: RegistryInput,
     ) -> DomainResult<RegistryDetails> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let mut registry: ContainerRegistry =
-            self.load_in_org(tx, p, org, id, Action::Write).await?;
-        let (url, cluster) = self.registry_fields(tx, p, org, &input).await?;
-        let (config, secret_config) = split_config(input.config.unwrap_or_default())?;
-        registry.name = validate::name("name", &input.name)?;
-        // Secret members not sent again are kept, unless the kind changes (they would not apply).
-        let secret_config = if input.kind == registry.kind {
-            merge_secrets(&registry.secret_config, &secret_config)?
-        } else {
-            secret_config
-        };
-        registry.kind = input.kind;
-        registry.url = url;
-        registry.description = validate::description("description", input.description)?;
-        registry.cluster_id = cluster.as_ref().map(|c| c.id);
-        registry.config = config;
-        registry.secret_config = secret_config;
-        registry.updated_at = self.now();
-        self.update(tx, &registry, "organization").await?;
-        // The containers and jobs pulling from it show it as it is now.
-        let filter = ServiceFilter {
-            registry: Some(registry.id),
-            ..Default::default()
-        };
-        for mut service in tx.find_services(&filter, PageRequest::all()).await?.items {
-            service
-                .spec
-                .set_registry_summary(Some(RegistrySummary::of(&registry)));
-            self.update(tx, &service, "environment").await?;
-        }
-        self.audit(tx, p, EventType::Update, &registry).await?;
-        let out = self.one_registry(tx, registry).await?;
-        unit.commit().await?;
-        Ok(out)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let mut registry: ContainerRegistry =
+                self.load_in_org(tx, p, org, id, Action::Write).await?;
+            let (url, cluster) = self.registry_fields(tx, p, org, &input).await?;
+            let (config, secret_config) = split_config(input.config.unwrap_or_default())?;
+            registry.name = validate::name("name", &input.name)?;
+            // Secret members not sent again are kept, unless the kind changes (they would not
+            // apply).
+            let secret_config = if input.kind == registry.kind {
+                merge_secrets(&registry.secret_config, &secret_config)?
+            } else {
+                secret_config
+            };
+            registry.kind = input.kind;
+            registry.url = url;
+            registry.description = validate::description("description", input.description)?;
+            registry.cluster_id = cluster.as_ref().map(|c| c.id);
+            registry.config = config;
+            registry.secret_config = secret_config;
+            registry.updated_at = self.now();
+            self.update(tx, &registry, "organization").await?;
+            // The containers and jobs pulling from it show it as it is now.
+            let filter = ServiceFilter {
+                registry: Some(registry.id),
+                ..Default::default()
+            };
+            for mut service in tx.find_services(&filter, PageRequest::all()).await?.items {
+                service
+                    .spec
+                    .set_registry_summary(Some(RegistrySummary::of(&registry)));
+                self.update(tx, &service, "environment").await?;
+            }
+            self.audit(tx, p, EventType::Update, &registry).await?;
+            let out = self.one_registry(tx, registry).await?;
+            Ok(out)
+        })
+        .await
     }
 
     /// Refused (409) while services pull from the registry.
@@ -250,13 +249,14 @@ impl Capstan {
         org: OrganizationId,
         id: ContainerRegistryId,
     ) -> DomainResult<()> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(org)).await?;
-        let registry: ContainerRegistry = self.load_in_org(tx, p, org, id, Action::Write).await?;
-        self.audit(tx, p, EventType::Delete, &registry).await?;
-        self.delete::<ContainerRegistry>(tx, id, "services").await?;
-        Ok(unit.commit().await?)
+        self.in_unit(&[Scope::Organization(org)], async |tx| {
+            let registry: ContainerRegistry =
+                self.load_in_org(tx, p, org, id, Action::Write).await?;
+            self.audit(tx, p, EventType::Delete, &registry).await?;
+            self.delete::<ContainerRegistry>(tx, id, "services").await?;
+            Ok(())
+        })
+        .await
     }
 }
 

@@ -75,29 +75,28 @@ impl Capstan {
         input: RestrictionInput,
     ) -> DomainResult<DeploymentRestriction> {
         let (mode, restriction_type, value) = input.validate()?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::EnvironmentOf(service)).await?;
-        let found = self
-            .owner_of::<DeploymentRestriction>(tx, p, kind, service, Action::Write)
-            .await?;
-        let now = self.now();
-        let r = DeploymentRestriction {
-            id: DeploymentRestrictionId::generate(),
-            organization_id: found.organization_id,
-            service_id: service,
-            mode,
-            restriction_type,
-            value,
-            created_at: now,
-            updated_at: now,
-        };
-        Repo::<DeploymentRestriction>::insert(tx, &r)
-            .await
-            .map_err(taken)?;
-        self.audit(tx, p, EventType::Create, &r).await?;
-        unit.commit().await?;
-        Ok(r)
+        self.in_unit(&[Scope::EnvironmentOf(service)], async |tx| {
+            let found = self
+                .owner_of::<DeploymentRestriction>(tx, p, kind, service, Action::Write)
+                .await?;
+            let now = self.now();
+            let r = DeploymentRestriction {
+                id: DeploymentRestrictionId::generate(),
+                organization_id: found.organization_id,
+                service_id: service,
+                mode,
+                restriction_type,
+                value,
+                created_at: now,
+                updated_at: now,
+            };
+            Repo::<DeploymentRestriction>::insert(tx, &r)
+                .await
+                .map_err(taken)?;
+            self.audit(tx, p, EventType::Create, &r).await?;
+            Ok(r)
+        })
+        .await
     }
 
     pub async fn edit_restriction(
@@ -109,24 +108,23 @@ impl Capstan {
         input: RestrictionInput,
     ) -> DomainResult<DeploymentRestriction> {
         let (mode, restriction_type, value) = input.validate()?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::EnvironmentOf(service)).await?;
-        self.owner_of::<DeploymentRestriction>(tx, p, kind, service, Action::Write)
-            .await?;
-        let mut r = self
-            .child_of::<DeploymentRestriction>(tx, p, service, id, Action::Write)
-            .await?;
-        r.mode = mode;
-        r.restriction_type = restriction_type;
-        r.value = value;
-        r.updated_at = self.now();
-        Repo::<DeploymentRestriction>::update(tx, &r)
-            .await
-            .map_err(taken)?;
-        self.audit(tx, p, EventType::Update, &r).await?;
-        unit.commit().await?;
-        Ok(r)
+        self.in_unit(&[Scope::EnvironmentOf(service)], async |tx| {
+            self.owner_of::<DeploymentRestriction>(tx, p, kind, service, Action::Write)
+                .await?;
+            let mut r = self
+                .child_of::<DeploymentRestriction>(tx, p, service, id, Action::Write)
+                .await?;
+            r.mode = mode;
+            r.restriction_type = restriction_type;
+            r.value = value;
+            r.updated_at = self.now();
+            Repo::<DeploymentRestriction>::update(tx, &r)
+                .await
+                .map_err(taken)?;
+            self.audit(tx, p, EventType::Update, &r).await?;
+            Ok(r)
+        })
+        .await
     }
 
     pub async fn delete_restriction(

@@ -114,23 +114,22 @@ impl Capstan {
     where
         dyn Tx: Repo<T>,
     {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::EnvironmentOf(service)).await?;
-        self.owner_of::<T>(tx, p, kind, service, Action::Write)
-            .await?;
-        let child = self
-            .child_of::<T>(tx, p, service, id, Action::Write)
-            .await?;
-        self.audit(tx, p, crate::model::EventType::Delete, &child)
-            .await?;
-        self.delete::<T>(tx, id, "nothing").await?;
-        if T::DEPLOYED {
-            tx.mark_out_of_date(VariableParent::Service(service, kind), self.now())
+        self.in_unit(&[Scope::EnvironmentOf(service)], async |tx| {
+            self.owner_of::<T>(tx, p, kind, service, Action::Write)
                 .await?;
-        }
-        unit.commit().await?;
-        Ok(())
+            let child = self
+                .child_of::<T>(tx, p, service, id, Action::Write)
+                .await?;
+            self.audit(tx, p, crate::model::EventType::Delete, &child)
+                .await?;
+            self.delete::<T>(tx, id, "nothing").await?;
+            if T::DEPLOYED {
+                tx.mark_out_of_date(VariableParent::Service(service, kind), self.now())
+                    .await?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// Every `T` record of the service, oldest first.

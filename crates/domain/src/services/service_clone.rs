@@ -46,55 +46,55 @@ impl Capstan {
                 .await?;
             (source.project_id, target.project_id)
         };
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        self.lock_projects(tx, [source_project, target_project])
-            .await?;
-        let source = self.load_service(tx, p, kind, id, Action::Read).await?;
-        let target: Environment = self
-            .load(tx, p, input.environment_id, Action::Write)
-            .await?;
-        if target.organization_id != source.organization_id {
-            return Err(DomainError::Forbidden(
-                "the environment belongs to another organization".into(),
-            ));
-        }
-        if tx
-            .environment_activity(target.id)
-            .await?
-            .deleting(target.id.0)
-        {
-            return Err(DomainError::state("the environment is being deleted"));
-        }
-        let now = self.now();
-        let mut spec = source.spec.clone();
-        for repo in spec.git_repositories_mut() {
-            repo.clear_deployment_state();
-        }
-        let copy = Service {
-            id: ServiceId::generate(),
-            project_id: target.project_id,
-            environment_id: target.id,
-            name,
-            spec,
-            deployment_status: DeploymentStatus::NeverDeployed,
-            created_at: now,
-            updated_at: now,
-            ..source.clone()
-        };
-        self.insert(tx, &copy, "environment").await?;
-        self.stage_new_service(tx, &target, copy.id).await?;
-        self.copy_service_variables(tx, &source, &copy, &target)
-            .await?;
-        self.link_new_service(tx, &copy).await?;
-        let copies = HashMap::from([(source.id, copy.clone())]);
-        self.copy_restrictions(tx, &copies).await?;
-        self.copy_domains(tx, &copies).await?;
-        self.copy_groups(tx, &copies).await?;
-        self.audit(tx, p, EventType::Clone, &copy).await?;
-        let copy = self.decorate_one(tx, copy).await?;
-        unit.commit().await?;
-        Ok(copy)
+        self.in_unit(&[], async |tx| {
+            self.lock_projects(tx, [source_project, target_project])
+                .await?;
+            let source = self.load_service(tx, p, kind, id, Action::Read).await?;
+            let target: Environment = self
+                .load(tx, p, input.environment_id, Action::Write)
+                .await?;
+            if target.organization_id != source.organization_id {
+                return Err(DomainError::Forbidden(
+                    "the environment belongs to another organization".into(),
+                ));
+            }
+            if tx
+                .environment_activity(target.id)
+                .await?
+                .deleting(target.id.0)
+            {
+                return Err(DomainError::state("the environment is being deleted"));
+            }
+            let now = self.now();
+            let mut spec = source.spec.clone();
+            for repo in spec.git_repositories_mut() {
+                repo.clear_deployment_state();
+            }
+            let copy = Service {
+                id: ServiceId::generate(),
+                project_id: target.project_id,
+                environment_id: target.id,
+                name,
+                spec,
+                deployment_status: DeploymentStatus::NeverDeployed,
+                created_at: now,
+                updated_at: now,
+                ..source.clone()
+            };
+            self.insert(tx, &copy, "environment").await?;
+            self.stage_new_service(tx, &target, copy.id).await?;
+            self.copy_service_variables(tx, &source, &copy, &target)
+                .await?;
+            self.link_new_service(tx, &copy).await?;
+            let copies = HashMap::from([(source.id, copy.clone())]);
+            self.copy_restrictions(tx, &copies).await?;
+            self.copy_domains(tx, &copies).await?;
+            self.copy_groups(tx, &copies).await?;
+            self.audit(tx, p, EventType::Clone, &copy).await?;
+            let copy = self.decorate_one(tx, copy).await?;
+            Ok(copy)
+        })
+        .await
     }
 
     /// The service's own variables onto its copy (not the database links: the copy gets the

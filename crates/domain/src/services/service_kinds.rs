@@ -163,44 +163,43 @@ impl Capstan {
         kind: ServiceKind,
         body: &serde_json::Value,
     ) -> DomainResult<Service> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Environment(environment_id)).await?;
-        let env: Environment = self.load(tx, p, environment_id, Action::Write).await?;
-        if tx
-            .environment_activity(environment_id)
-            .await?
-            .deleting(environment_id.0)
-        {
-            // It would go with the environment at the end of the deletion.
-            return Err(DomainError::state("the environment is being deleted"));
-        }
-        let mut draft = ServiceDraft::parse(kind, body, None)?;
-        self.check_references(tx, p, env.organization_id, &mut draft.spec)
-            .await?;
-        let now = self.now();
-        let service = Service {
-            id: ServiceId::generate(),
-            organization_id: env.organization_id,
-            project_id: env.project_id,
-            environment_id,
-            name: draft.name,
-            description: draft.description,
-            spec: draft.spec,
-            deployment_status: DeploymentStatus::NeverDeployed,
-            advanced_settings: Default::default(),
-            groups: Vec::new(),
-            created_at: now,
-            updated_at: now,
-        };
-        self.insert(tx, &service, "environment").await?;
-        self.attach_named_groups(tx, &service, body).await?;
-        self.stage_new_service(tx, &env, service.id).await?;
-        self.link_new_service(tx, &service).await?;
-        self.audit(tx, p, EventType::Create, &service).await?;
-        let service = self.decorate_one(tx, service).await?;
-        unit.commit().await?;
-        Ok(service)
+        self.in_unit(&[Scope::Environment(environment_id)], async |tx| {
+            let env: Environment = self.load(tx, p, environment_id, Action::Write).await?;
+            if tx
+                .environment_activity(environment_id)
+                .await?
+                .deleting(environment_id.0)
+            {
+                // It would go with the environment at the end of the deletion.
+                return Err(DomainError::state("the environment is being deleted"));
+            }
+            let mut draft = ServiceDraft::parse(kind, body, None)?;
+            self.check_references(tx, p, env.organization_id, &mut draft.spec)
+                .await?;
+            let now = self.now();
+            let service = Service {
+                id: ServiceId::generate(),
+                organization_id: env.organization_id,
+                project_id: env.project_id,
+                environment_id,
+                name: draft.name,
+                description: draft.description,
+                spec: draft.spec,
+                deployment_status: DeploymentStatus::NeverDeployed,
+                advanced_settings: Default::default(),
+                groups: Vec::new(),
+                created_at: now,
+                updated_at: now,
+            };
+            self.insert(tx, &service, "environment").await?;
+            self.attach_named_groups(tx, &service, body).await?;
+            self.stage_new_service(tx, &env, service.id).await?;
+            self.link_new_service(tx, &service).await?;
+            self.audit(tx, p, EventType::Create, &service).await?;
+            let service = self.decorate_one(tx, service).await?;
+            Ok(service)
+        })
+        .await
     }
 
     pub async fn list_services(
@@ -247,24 +246,23 @@ impl Capstan {
         id: ServiceId,
         body: &serde_json::Value,
     ) -> DomainResult<Service> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::EnvironmentOf(id)).await?;
-        let mut service = self.load_service(tx, p, kind, id, Action::Write).await?;
-        self.attach_named_groups(tx, &service, body).await?;
-        let body = ServiceDraft::edit_body(&service, body);
-        let mut draft = ServiceDraft::parse(kind, &body, Some(&service.spec))?;
-        self.check_references(tx, p, service.organization_id, &mut draft.spec)
-            .await?;
-        service.name = draft.name;
-        service.description = draft.description;
-        service.spec = draft.spec;
-        service.mark_changed();
-        service.updated_at = self.now();
-        self.update(tx, &service, "environment").await?;
-        self.audit(tx, p, EventType::Update, &service).await?;
-        let service = self.decorate_one(tx, service).await?;
-        unit.commit().await?;
-        Ok(service)
+        self.in_unit(&[Scope::EnvironmentOf(id)], async |tx| {
+            let mut service = self.load_service(tx, p, kind, id, Action::Write).await?;
+            self.attach_named_groups(tx, &service, body).await?;
+            let body = ServiceDraft::edit_body(&service, body);
+            let mut draft = ServiceDraft::parse(kind, &body, Some(&service.spec))?;
+            self.check_references(tx, p, service.organization_id, &mut draft.spec)
+                .await?;
+            service.name = draft.name;
+            service.description = draft.description;
+            service.spec = draft.spec;
+            service.mark_changed();
+            service.updated_at = self.now();
+            self.update(tx, &service, "environment").await?;
+            self.audit(tx, p, EventType::Update, &service).await?;
+            let service = self.decorate_one(tx, service).await?;
+            Ok(service)
+        })
+        .await
     }
 }

@@ -157,27 +157,26 @@ impl Capstan {
         environment: EnvironmentId,
         input: StageInput,
     ) -> DomainResult<StageDetails> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Environment(environment)).await?;
-        let env: Environment = self.load(tx, p, environment, Action::Write).await?;
-        let name = validate::name("name", &input.name)?;
-        let description = description(input.description)?;
-        let last = tx
-            .stages_of(environment)
-            .await?
-            .iter()
-            .map(|s| s.deployment_order)
-            .max()
-            .unwrap_or(0);
-        let stage = DeploymentStage::new(&env, name, description, last + 1, self.now());
-        self.insert(tx, &stage, "environment").await?;
-        self.audit(tx, p, EventType::Create, &stage).await?;
-        unit.commit().await?;
-        Ok(StageDetails {
-            stage,
-            services: Vec::new(),
+        self.in_unit(&[Scope::Environment(environment)], async |tx| {
+            let env: Environment = self.load(tx, p, environment, Action::Write).await?;
+            let name = validate::name("name", &input.name)?;
+            let description = description(input.description)?;
+            let last = tx
+                .stages_of(environment)
+                .await?
+                .iter()
+                .map(|s| s.deployment_order)
+                .max()
+                .unwrap_or(0);
+            let stage = DeploymentStage::new(&env, name, description, last + 1, self.now());
+            self.insert(tx, &stage, "environment").await?;
+            self.audit(tx, p, EventType::Create, &stage).await?;
+            Ok(StageDetails {
+                stage,
+                services: Vec::new(),
+            })
         })
+        .await
     }
 
     pub async fn list_stages(
@@ -210,44 +209,44 @@ impl Capstan {
         input: StageInput,
     ) -> DomainResult<StageDetails> {
         let environment = self.stage_environment(p, id).await?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        let mut stage = self.lock_stage(tx, p, id, environment).await?;
-        stage.name = validate::name("name", &input.name)?;
-        stage.description = description(input.description)?;
-        stage.updated_at = self.now();
-        self.update(tx, &stage, "environment").await?;
-        self.audit(tx, p, EventType::Update, &stage).await?;
-        let details = self.stage_details(tx, stage).await?;
-        unit.commit().await?;
-        Ok(details)
+        self.in_unit(&[], async |tx| {
+            let mut stage = self.lock_stage(tx, p, id, environment).await?;
+            stage.name = validate::name("name", &input.name)?;
+            stage.description = description(input.description)?;
+            stage.updated_at = self.now();
+            self.update(tx, &stage, "environment").await?;
+            self.audit(tx, p, EventType::Update, &stage).await?;
+            let details = self.stage_details(tx, stage).await?;
+            Ok(details)
+        })
+        .await
     }
 
     /// Deletes an empty stage; one that still holds services is refused (409) with a message
     /// that says so.
     pub async fn delete_stage(&self, p: &Principal, id: DeploymentStageId) -> DomainResult<()> {
         let environment = self.stage_environment(p, id).await?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        let stage = self.lock_stage(tx, p, id, environment).await?;
-        let held = tx
-            .stage_members(stage.environment_id)
-            .await?
-            .iter()
-            .filter(|m| m.stage_id == id)
-            .count();
-        if held > 0 {
-            return Err(DomainError::state(format!(
-                "the deployment stage '{}' still holds {held} service{}; move {} to another stage first",
-                stage.name,
-                if held == 1 { "" } else { "s" },
-                if held == 1 { "it" } else { "them" },
-            )));
-        }
-        self.audit(tx, p, EventType::Delete, &stage).await?;
-        self.delete::<DeploymentStage>(tx, id, "services").await?;
-        unit.commit().await?;
-        Ok(())
+        self.in_unit(&[], async |tx| {
+            let stage = self.lock_stage(tx, p, id, environment).await?;
+            let held = tx
+                .stage_members(stage.environment_id)
+                .await?
+                .iter()
+                .filter(|m| m.stage_id == id)
+                .count();
+            if held > 0 {
+                return Err(DomainError::state(format!(
+                    "the deployment stage '{}' still holds {held} service{}; move {} to another stage first",
+                    stage.name,
+                    if held == 1 { "" } else { "s" },
+                    if held == 1 { "it" } else { "them" },
+                )));
+            }
+            self.audit(tx, p, EventType::Delete, &stage).await?;
+            self.delete::<DeploymentStage>(tx, id, "services").await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Moves a stage just before or after another of its environment; answers every stage.
@@ -259,24 +258,24 @@ impl Capstan {
         placement: Placement,
     ) -> DomainResult<Vec<StageDetails>> {
         let environment = self.stage_environment(p, id).await?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        let stage = self.lock_stage(tx, p, id, environment).await?;
-        let other: DeploymentStage = self.load(tx, p, anchor, Action::Write).await?;
-        if other.environment_id != stage.environment_id {
-            return Err(DomainError::invalid(
-                "stageId",
-                "must name a deployment stage of the same environment",
-            ));
-        }
-        let stages = tx.stages_of(stage.environment_id).await?;
-        let orders = reorder(&stages, id, anchor, placement)
-            .ok_or(DomainError::NotFound(DeploymentStage::KIND))?;
-        tx.set_stage_orders(&orders, self.now()).await?;
-        self.audit(tx, p, EventType::Update, &stage).await?;
-        let all = self.stages_with_services(tx, stage.environment_id).await?;
-        unit.commit().await?;
-        Ok(all)
+        self.in_unit(&[], async |tx| {
+            let stage = self.lock_stage(tx, p, id, environment).await?;
+            let other: DeploymentStage = self.load(tx, p, anchor, Action::Write).await?;
+            if other.environment_id != stage.environment_id {
+                return Err(DomainError::invalid(
+                    "stageId",
+                    "must name a deployment stage of the same environment",
+                ));
+            }
+            let stages = tx.stages_of(stage.environment_id).await?;
+            let orders = reorder(&stages, id, anchor, placement)
+                .ok_or(DomainError::NotFound(DeploymentStage::KIND))?;
+            tx.set_stage_orders(&orders, self.now()).await?;
+            self.audit(tx, p, EventType::Update, &stage).await?;
+            let all = self.stages_with_services(tx, stage.environment_id).await?;
+            Ok(all)
+        })
+        .await
     }
 
     /// Puts a service in a stage of its environment (or marks it skipped there); answers every
@@ -289,31 +288,31 @@ impl Capstan {
         is_skipped: bool,
     ) -> DomainResult<Vec<StageDetails>> {
         let environment = self.stage_environment(p, id).await?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        let stage = self.lock_stage(tx, p, id, environment).await?;
-        let found: Service = self.load(tx, p, service, Action::Write).await?;
-        if found.environment_id != stage.environment_id {
-            return Err(DomainError::invalid(
-                "serviceId",
-                "must name a service of the stage's environment",
-            ));
-        }
-        let now = self.now();
-        let member = match tx.stage_member(service).await? {
-            Some(m) => StageMember {
-                stage_id: stage.id,
-                is_skipped,
-                updated_at: now,
-                ..m
-            },
-            None => StageMember::new(service, &stage, is_skipped, now),
-        };
-        tx.put_stage_member(&member).await?;
-        self.audit(tx, p, EventType::Update, &stage).await?;
-        let all = self.stages_with_services(tx, stage.environment_id).await?;
-        unit.commit().await?;
-        Ok(all)
+        self.in_unit(&[], async |tx| {
+            let stage = self.lock_stage(tx, p, id, environment).await?;
+            let found: Service = self.load(tx, p, service, Action::Write).await?;
+            if found.environment_id != stage.environment_id {
+                return Err(DomainError::invalid(
+                    "serviceId",
+                    "must name a service of the stage's environment",
+                ));
+            }
+            let now = self.now();
+            let member = match tx.stage_member(service).await? {
+                Some(m) => StageMember {
+                    stage_id: stage.id,
+                    is_skipped,
+                    updated_at: now,
+                    ..m
+                },
+                None => StageMember::new(service, &stage, is_skipped, now),
+            };
+            tx.put_stage_member(&member).await?;
+            self.audit(tx, p, EventType::Update, &stage).await?;
+            let all = self.stages_with_services(tx, stage.environment_id).await?;
+            Ok(all)
+        })
+        .await
     }
 
     /// The stage a service is in.

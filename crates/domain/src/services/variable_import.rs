@@ -56,98 +56,102 @@ impl Capstan {
         let known: Service = self
             .load(&mut *self.reading().await?, p, service, Action::Write)
             .await?;
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Project(known.project_id)).await?;
-        tx.lock(Scope::Environment(known.environment_id)).await?;
-        let s: Service = self.load(tx, p, service, Action::Write).await?;
-        if kind.is_some_and(|k| k != s.kind()) {
-            return Err(DomainError::NotFound(kind.unwrap_or(s.kind()).noun()));
-        }
-        let own_scope = VariableScope::of_service(s.kind()).ok_or_else(|| {
-            DomainError::invalid("service_id", "database services take no variables")
-        })?;
-        let mut parents = HashMap::new();
-        for (scope, parent) in [
-            (
-                VariableScope::Project,
-                VariableParent::Project(s.project_id),
-            ),
-            (
-                VariableScope::Environment,
-                VariableParent::Environment(s.environment_id),
-            ),
-            (own_scope, VariableParent::Service(s.id, s.kind())),
-        ] {
-            parents.insert(
-                scope,
-                self.resolve_parent(tx, p, parent, Action::Write).await?,
-            );
-        }
-        let chain: Vec<Uuid> = parents.values().map(|p: &Parent| p.parent.id()).collect();
-        // At most a page of the largest size is read: a key beyond it is still refused by the
-        // store's unique index when inserted (409), never written twice.
-        let existing: HashMap<(Uuid, String), Variable> = tx
-            .list_variables(&chain, None, PageRequest::all())
-            .await?
-            .items
-            .into_iter()
-            .map(|v| ((v.parent().id(), v.key.to_string()), v))
-            .collect();
-        let total = input.vars.len();
-        let mut seen = HashSet::new();
-        let mut imported = Vec::with_capacity(total);
-        for (i, var) in input.vars.into_iter().enumerate() {
-            let parent = parents.get(&var.scope).ok_or_else(|| {
-                DomainError::invalid(
-                    format!("vars[{i}].scope"),
-                    format!("must be PROJECT, ENVIRONMENT or {own_scope}"),
-                )
-            })?;
-            let key = VariableKey::parse(&var.name).map_err(|e| match e {
-                DomainError::Invalid { message, .. } => {
-                    DomainError::invalid(format!("vars[{i}].name"), message)
+        self.in_unit(
+            &[
+                Scope::Project(known.project_id),
+                Scope::Environment(known.environment_id),
+            ],
+            async |tx| {
+                let s: Service = self.load(tx, p, service, Action::Write).await?;
+                if kind.is_some_and(|k| k != s.kind()) {
+                    return Err(DomainError::NotFound(kind.unwrap_or(s.kind()).noun()));
                 }
-                other => other,
-            })?;
-            let at = (parent.parent.id(), key.to_string());
-            if !seen.insert(at.clone()) {
-                return Err(DomainError::invalid(
-                    format!("vars[{i}].name"),
-                    format!("{key} is imported twice at scope {}", var.scope),
-                ));
-            }
-            let written = match existing.get(&at) {
-                None => {
-                    let input = VariableInput {
-                        key: var.name,
-                        value: Some(var.value),
-                        mount_path: None,
-                        description: None,
-                        enable_interpolation_in_file: None,
+                let own_scope = VariableScope::of_service(s.kind()).ok_or_else(|| {
+                    DomainError::invalid("service_id", "database services take no variables")
+                })?;
+                let mut parents = HashMap::new();
+                for (scope, parent) in [
+                    (
+                        VariableScope::Project,
+                        VariableParent::Project(s.project_id),
+                    ),
+                    (
+                        VariableScope::Environment,
+                        VariableParent::Environment(s.environment_id),
+                    ),
+                    (own_scope, VariableParent::Service(s.id, s.kind())),
+                ] {
+                    parents.insert(
+                        scope,
+                        self.resolve_parent(tx, p, parent, Action::Write).await?,
+                    );
+                }
+                let chain: Vec<Uuid> = parents.values().map(|p: &Parent| p.parent.id()).collect();
+                // At most a page of the largest size is read: a key beyond it is still refused by
+                // the store's unique index when inserted (409), never written twice.
+                let existing: HashMap<(Uuid, String), Variable> = tx
+                    .list_variables(&chain, None, PageRequest::all())
+                    .await?
+                    .items
+                    .into_iter()
+                    .map(|v| ((v.parent().id(), v.key.to_string()), v))
+                    .collect();
+                let total = input.vars.len();
+                let mut seen = HashSet::new();
+                let mut imported = Vec::with_capacity(total);
+                for (i, var) in input.vars.into_iter().enumerate() {
+                    let parent = parents.get(&var.scope).ok_or_else(|| {
+                        DomainError::invalid(
+                            format!("vars[{i}].scope"),
+                            format!("must be PROJECT, ENVIRONMENT or {own_scope}"),
+                        )
+                    })?;
+                    let key = VariableKey::parse(&var.name).map_err(|e| match e {
+                        DomainError::Invalid { message, .. } => {
+                            DomainError::invalid(format!("vars[{i}].name"), message)
+                        }
+                        other => other,
+                    })?;
+                    let at = (parent.parent.id(), key.to_string());
+                    if !seen.insert(at.clone()) {
+                        return Err(DomainError::invalid(
+                            format!("vars[{i}].name"),
+                            format!("{key} is imported twice at scope {}", var.scope),
+                        ));
+                    }
+                    let written = match existing.get(&at) {
+                        None => {
+                            let input = VariableInput {
+                                key: var.name,
+                                value: Some(var.value),
+                                mount_path: None,
+                                description: None,
+                                enable_interpolation_in_file: None,
+                            };
+                            self.create_under(tx, parent, input, var.is_secret)
+                                .await?
+                                .variable
+                        }
+                        Some(_) if !input.overwrite => {
+                            return Err(DomainError::Conflict(Conflict::KeyTaken {
+                                key: key.to_string(),
+                                at: format!(
+                                    "in this {} (send overwrite: true to replace its value)",
+                                    var.scope.as_str().to_lowercase()
+                                ),
+                            }))
+                        }
+                        Some(old) => self.overwrite(tx, old, var.value, var.is_secret, i).await?,
                     };
-                    self.create_under(tx, parent, input, var.is_secret)
-                        .await?
-                        .variable
+                    imported.push(written);
                 }
-                Some(_) if !input.overwrite => {
-                    return Err(DomainError::Conflict(Conflict::KeyTaken {
-                        key: key.to_string(),
-                        at: format!(
-                            "in this {} (send overwrite: true to replace its value)",
-                            var.scope.as_str().to_lowercase()
-                        ),
-                    }))
+                if let Some(first) = imported.first() {
+                    self.audit(tx, p, EventType::Import, first).await?;
                 }
-                Some(old) => self.overwrite(tx, old, var.value, var.is_secret, i).await?,
-            };
-            imported.push(written);
-        }
-        if let Some(first) = imported.first() {
-            self.audit(tx, p, EventType::Import, first).await?;
-        }
-        unit.commit().await?;
-        Ok(ImportReport { total, imported })
+                Ok(ImportReport { total, imported })
+            },
+        )
+        .await
     }
 
     async fn overwrite(

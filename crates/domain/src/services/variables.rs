@@ -8,7 +8,7 @@ use crate::ids::*;
 use crate::model::*;
 use crate::pagination::{Page, PageRequest};
 use crate::ports::Repo;
-use crate::ports::{Scope, Tx, Unit};
+use crate::ports::{Scope, Unit};
 use crate::secret::Secret;
 use crate::validate;
 use serde::{Deserialize, Deserializer};
@@ -241,16 +241,12 @@ fn created(parent: &Parent, variable: Variable, target: Option<Variable>) -> Var
 }
 
 impl Capstan {
-    /// A write unit holding the scope of the variable `id`. Its parent never changes, so a
-    /// read before the unit finds the scope; the variable itself is read in the unit, under
-    /// the lock.
-    async fn writing_variable(&self, id: VariableId) -> DomainResult<Box<dyn Tx>> {
+    /// The scope a write unit holds for the variable `id` (none for an unknown variable).
+    /// Its parent never changes, so a read before the unit finds the scope; the variable
+    /// itself is read in the unit, under the lock.
+    async fn variable_scope(&self, id: VariableId) -> DomainResult<Option<Scope>> {
         let known = Repo::<Variable>::get(&mut *self.reading().await?, id).await?;
-        let mut unit = self.writing().await?;
-        if let Some(v) = known {
-            unit.lock(scope_of(v.parent())).await?;
-        }
-        Ok(unit)
+        Ok(known.map(|v| scope_of(v.parent())))
     }
 
     pub(super) async fn resolve_parent(
@@ -477,15 +473,15 @@ impl Capstan {
         input: VariableInput,
         is_secret: bool,
     ) -> DomainResult<VariableDetails> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        hold_for_creation(tx, scope_of(parent)).await?;
-        let parent = self.resolve_parent(tx, p, parent, Action::Write).await?;
-        let created = self.create_under(tx, &parent, input, is_secret).await?;
-        self.audit(tx, p, EventType::Create, &created.variable)
-            .await?;
-        unit.commit().await?;
-        Ok(created)
+        self.in_unit(&[], async |tx| {
+            hold_for_creation(tx, scope_of(parent)).await?;
+            let parent = self.resolve_parent(tx, p, parent, Action::Write).await?;
+            let created = self.create_under(tx, &parent, input, is_secret).await?;
+            self.audit(tx, p, EventType::Create, &created.variable)
+                .await?;
+            Ok(created)
+        })
+        .await
     }
 
     /// `POST /variable`.
@@ -495,28 +491,28 @@ impl Capstan {
         scope: ScopedVariableInput,
         input: VariableInput,
     ) -> DomainResult<VariableDetails> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        if let Some(held) = scope_named(scope.variable_scope, scope.variable_parent_id) {
-            hold_for_creation(tx, held).await?;
-        }
-        let parent = self
-            .scoped_parent(
-                tx,
-                p,
-                scope.variable_scope,
-                scope.variable_parent_id,
-                Action::Write,
-                "variable_scope",
-            )
-            .await?;
-        let created = self
-            .create_under(tx, &parent, input, scope.is_secret)
-            .await?;
-        self.audit(tx, p, EventType::Create, &created.variable)
-            .await?;
-        unit.commit().await?;
-        Ok(created)
+        self.in_unit(&[], async |tx| {
+            if let Some(held) = scope_named(scope.variable_scope, scope.variable_parent_id) {
+                hold_for_creation(tx, held).await?;
+            }
+            let parent = self
+                .scoped_parent(
+                    tx,
+                    p,
+                    scope.variable_scope,
+                    scope.variable_parent_id,
+                    Action::Write,
+                    "variable_scope",
+                )
+                .await?;
+            let created = self
+                .create_under(tx, &parent, input, scope.is_secret)
+                .await?;
+            self.audit(tx, p, EventType::Create, &created.variable)
+                .await?;
+            Ok(created)
+        })
+        .await
     }
 
     /// The variables (or secrets) visible at a parent: its own and those of its ancestors.
@@ -583,68 +579,69 @@ impl Capstan {
         edit: VariableEdit,
         at: Option<NamedAt>,
     ) -> DomainResult<VariableDetails> {
-        let mut unit = self.writing_variable(id).await?;
-        let tx = &mut *unit;
-        let mut v: Variable = self.load(tx, p, id, Action::Write).await?;
-        if let Some(at) = at {
-            at.owns(&v)?;
-        }
-        if v.variable_type == VariableType::BuiltIn {
-            return Err(DomainError::invalid(
-                "variable_type",
-                "BUILT_IN variables cannot be edited",
-            ));
-        }
-        let key = VariableKey::parse(&edit.key)?;
-        if v.variable_type == VariableType::Override && key != v.key {
-            return Err(DomainError::invalid(
-                "key",
-                "the key of an override cannot be changed",
-            ));
-        }
-        if let Some(value) = edit.value {
-            if v.variable_type == VariableType::Alias {
+        let held = self.variable_scope(id).await?;
+        self.in_unit(held.as_slice(), async |tx| {
+            let mut v: Variable = self.load(tx, p, id, Action::Write).await?;
+            if let Some(at) = at {
+                at.owns(&v)?;
+            }
+            if v.variable_type == VariableType::BuiltIn {
                 return Err(DomainError::invalid(
-                    "value",
-                    "the value of an alias cannot be changed",
+                    "variable_type",
+                    "BUILT_IN variables cannot be edited",
                 ));
             }
-            v.value = Some(value);
-        }
-        v.key = key;
-        if let Some(description) = edit.description {
-            v.description = validate::description("description", description)?;
-        }
-        if let Some(interpolate) = edit.enable_interpolation_in_file {
-            v.enable_interpolation_in_file = interpolate;
-        }
-        if let Some(access) = edit.secret_manager_access_id {
-            v.secret_manager_access_id = access.map(|id| id.0);
-        }
-        if let Some(path) = edit.mount_path {
-            if v.variable_type != VariableType::File {
+            let key = VariableKey::parse(&edit.key)?;
+            if v.variable_type == VariableType::Override && key != v.key {
                 return Err(DomainError::invalid(
-                    "mount_path",
-                    "only a file variable (created with a mount_path) has one",
+                    "key",
+                    "the key of an override cannot be changed",
                 ));
             }
-            v.mount_path = mount_path(Some(path))?;
-        }
-        v.updated_at = self.now();
-        Repo::<Variable>::update(tx, &v)
-            .await
-            .map_err(|e| match e {
-                StoreError::Duplicate => DomainError::Conflict(Conflict::KeyTaken {
-                    key: v.key.to_string(),
-                    at: "there".into(),
-                }),
-                other => other.into(),
-            })?;
-        tx.mark_out_of_date(v.parent(), self.now()).await?;
-        self.audit(tx, p, EventType::Update, &v).await?;
-        let edited = self.one_variable(tx, v).await?;
-        unit.commit().await?;
-        Ok(edited)
+            if let Some(value) = edit.value {
+                if v.variable_type == VariableType::Alias {
+                    return Err(DomainError::invalid(
+                        "value",
+                        "the value of an alias cannot be changed",
+                    ));
+                }
+                v.value = Some(value);
+            }
+            v.key = key;
+            if let Some(description) = edit.description {
+                v.description = validate::description("description", description)?;
+            }
+            if let Some(interpolate) = edit.enable_interpolation_in_file {
+                v.enable_interpolation_in_file = interpolate;
+            }
+            if let Some(access) = edit.secret_manager_access_id {
+                v.secret_manager_access_id = access.map(|id| id.0);
+            }
+            if let Some(path) = edit.mount_path {
+                if v.variable_type != VariableType::File {
+                    return Err(DomainError::invalid(
+                        "mount_path",
+                        "only a file variable (created with a mount_path) has one",
+                    ));
+                }
+                v.mount_path = mount_path(Some(path))?;
+            }
+            v.updated_at = self.now();
+            Repo::<Variable>::update(tx, &v)
+                .await
+                .map_err(|e| match e {
+                    StoreError::Duplicate => DomainError::Conflict(Conflict::KeyTaken {
+                        key: v.key.to_string(),
+                        at: "there".into(),
+                    }),
+                    other => other.into(),
+                })?;
+            tx.mark_out_of_date(v.parent(), self.now()).await?;
+            self.audit(tx, p, EventType::Update, &v).await?;
+            let edited = self.one_variable(tx, v).await?;
+            Ok(edited)
+        })
+        .await
     }
 
     /// Deletes a variable with its aliases and overrides.
@@ -654,23 +651,24 @@ impl Capstan {
         id: VariableId,
         at: Option<NamedAt>,
     ) -> DomainResult<()> {
-        let mut unit = self.writing_variable(id).await?;
-        let tx = &mut *unit;
-        let v: Variable = self.load(tx, p, id, Action::Write).await?;
-        if let Some(at) = at {
-            at.owns(&v)?;
-        }
-        if v.variable_type == VariableType::BuiltIn {
-            return Err(DomainError::invalid(
-                "variable_type",
-                "BUILT_IN variables cannot be deleted (remove the database's link instead)",
-            ));
-        }
-        self.audit(tx, p, EventType::Delete, &v).await?;
-        self.delete::<Variable>(tx, id, "other variables").await?;
-        tx.mark_out_of_date(v.parent(), self.now()).await?;
-        unit.commit().await?;
-        Ok(())
+        let held = self.variable_scope(id).await?;
+        self.in_unit(held.as_slice(), async |tx| {
+            let v: Variable = self.load(tx, p, id, Action::Write).await?;
+            if let Some(at) = at {
+                at.owns(&v)?;
+            }
+            if v.variable_type == VariableType::BuiltIn {
+                return Err(DomainError::invalid(
+                    "variable_type",
+                    "BUILT_IN variables cannot be deleted (remove the database's link instead)",
+                ));
+            }
+            self.audit(tx, p, EventType::Delete, &v).await?;
+            self.delete::<Variable>(tx, id, "other variables").await?;
+            tx.mark_out_of_date(v.parent(), self.now()).await?;
+            Ok(())
+        })
+        .await
     }
 
     async fn referencable(
@@ -713,45 +711,46 @@ impl Capstan {
         at: Option<NamedAt>,
     ) -> DomainResult<VariableDetails> {
         // The target's scope covers every parent an alias of it may have (its own or below).
-        let mut unit = self.writing_variable(id).await?;
-        let tx = &mut *unit;
-        let (target, target_parent) = self.referencable(tx, p, id, "alias", at).await?;
-        let parent = match (at, input.alias_scope, input.alias_parent_id) {
-            (Some(at), _, _) => self.resolve_parent(tx, p, at.parent, Action::Write).await?,
-            (None, Some(scope), Some(pid)) => {
-                self.scoped_parent(tx, p, scope, pid, Action::Write, "alias_scope")
-                    .await?
-            }
-            (None, None, None) => {
-                self.resolve_parent(tx, p, target.parent(), Action::Write)
-                    .await?
-            }
-            _ => {
+        let held = self.variable_scope(id).await?;
+        self.in_unit(held.as_slice(), async |tx| {
+            let (target, target_parent) = self.referencable(tx, p, id, "alias", at).await?;
+            let parent = match (at, input.alias_scope, input.alias_parent_id) {
+                (Some(at), _, _) => self.resolve_parent(tx, p, at.parent, Action::Write).await?,
+                (None, Some(scope), Some(pid)) => {
+                    self.scoped_parent(tx, p, scope, pid, Action::Write, "alias_scope")
+                        .await?
+                }
+                (None, None, None) => {
+                    self.resolve_parent(tx, p, target.parent(), Action::Write)
+                        .await?
+                }
+                _ => {
+                    return Err(DomainError::invalid(
+                        "alias_parent_id",
+                        "alias_scope and alias_parent_id go together",
+                    ))
+                }
+            };
+            if !target_parent.reaches(&parent) {
                 return Err(DomainError::invalid(
                     "alias_parent_id",
-                    "alias_scope and alias_parent_id go together",
-                ))
+                    "an alias must be at the scope of its variable or below",
+                ));
             }
-        };
-        if !target_parent.reaches(&parent) {
-            return Err(DomainError::invalid(
-                "alias_parent_id",
-                "an alias must be at the scope of its variable or below",
-            ));
-        }
-        let mut v = self.new_variable(
-            &parent,
-            VariableKey::parse(&input.key)?,
-            target.is_secret,
-            VariableType::Alias,
-        );
-        v.description = validate::description("description", input.description)?;
-        v.enable_interpolation_in_file = input.enable_interpolation_in_file;
-        v.aliased_variable_id = Some(target.id);
-        self.insert_variable(tx, &v).await?;
-        self.audit(tx, p, EventType::Create, &v).await?;
-        unit.commit().await?;
-        Ok(created(&parent, v, Some(target)))
+            let mut v = self.new_variable(
+                &parent,
+                VariableKey::parse(&input.key)?,
+                target.is_secret,
+                VariableType::Alias,
+            );
+            v.description = validate::description("description", input.description)?;
+            v.enable_interpolation_in_file = input.enable_interpolation_in_file;
+            v.aliased_variable_id = Some(target.id);
+            self.insert_variable(tx, &v).await?;
+            self.audit(tx, p, EventType::Create, &v).await?;
+            Ok(created(&parent, v, Some(target)))
+        })
+        .await
     }
 
     /// A value for an existing key at a lower scope.
@@ -762,40 +761,44 @@ impl Capstan {
         input: OverrideInput,
         at: Option<NamedAt>,
     ) -> DomainResult<VariableDetails> {
-        let mut unit = self.writing_variable(id).await?;
-        let tx = &mut *unit;
-        if at.is_none() && input.value.is_none() {
-            // `POST /variable/{id}/override` takes its value (a route's override may leave it out).
-            return Err(DomainError::invalid("value", "is required"));
-        }
-        let (target, target_parent) = self.referencable(tx, p, id, "override", at).await?;
-        let parent = match (at, input.override_scope, input.override_parent_id) {
-            (Some(at), _, _) => self.resolve_parent(tx, p, at.parent, Action::Write).await?,
-            (None, Some(scope), Some(pid)) => {
-                self.scoped_parent(tx, p, scope, pid, Action::Write, "override_scope")
-                    .await?
+        let held = self.variable_scope(id).await?;
+        self.in_unit(held.as_slice(), async |tx| {
+            if at.is_none() && input.value.is_none() {
+                // `POST /variable/{id}/override` takes its value (a route's override may leave it
+                // out).
+                return Err(DomainError::invalid("value", "is required"));
             }
-            (None, None, _) => return Err(DomainError::invalid("override_scope", "is required")),
-            (None, _, None) => {
-                return Err(DomainError::invalid("override_parent_id", "is required"))
+            let (target, target_parent) = self.referencable(tx, p, id, "override", at).await?;
+            let parent = match (at, input.override_scope, input.override_parent_id) {
+                (Some(at), _, _) => self.resolve_parent(tx, p, at.parent, Action::Write).await?,
+                (None, Some(scope), Some(pid)) => {
+                    self.scoped_parent(tx, p, scope, pid, Action::Write, "override_scope")
+                        .await?
+                }
+                (None, None, _) => {
+                    return Err(DomainError::invalid("override_scope", "is required"))
+                }
+                (None, _, None) => {
+                    return Err(DomainError::invalid("override_parent_id", "is required"))
+                }
+            };
+            if !target_parent.reaches(&parent) || target_parent.parent == parent.parent {
+                return Err(DomainError::invalid(
+                    "override_scope",
+                    "an override must be at a lower scope than its variable",
+                ));
             }
-        };
-        if !target_parent.reaches(&parent) || target_parent.parent == parent.parent {
-            return Err(DomainError::invalid(
-                "override_scope",
-                "an override must be at a lower scope than its variable",
-            ));
-        }
-        let key = target.key.clone();
-        let mut v = self.new_variable(&parent, key, target.is_secret, VariableType::Override);
-        v.value = Some(input.value.unwrap_or_else(|| Secret::new("")));
-        v.mount_path = target.mount_path.clone();
-        v.description = validate::description("description", input.description)?;
-        v.enable_interpolation_in_file = input.enable_interpolation_in_file;
-        v.overridden_variable_id = Some(target.id);
-        self.insert_variable(tx, &v).await?;
-        self.audit(tx, p, EventType::Create, &v).await?;
-        unit.commit().await?;
-        Ok(created(&parent, v, Some(target)))
+            let key = target.key.clone();
+            let mut v = self.new_variable(&parent, key, target.is_secret, VariableType::Override);
+            v.value = Some(input.value.unwrap_or_else(|| Secret::new("")));
+            v.mount_path = target.mount_path.clone();
+            v.description = validate::description("description", input.description)?;
+            v.enable_interpolation_in_file = input.enable_interpolation_in_file;
+            v.overridden_variable_id = Some(target.id);
+            self.insert_variable(tx, &v).await?;
+            self.audit(tx, p, EventType::Create, &v).await?;
+            Ok(created(&parent, v, Some(target)))
+        })
+        .await
     }
 }

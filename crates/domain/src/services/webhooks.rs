@@ -527,31 +527,30 @@ impl Capstan {
     /// A tag pushed on the deployed commit becomes its `deployed_commit_tag`; a tag of any
     /// other commit (one not deployed yet included) is not kept.
     async fn record_tag(&self, id: ServiceId, tag: String, commit: &str) -> DomainResult<Received> {
-        let mut unit = self.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::EnvironmentOf(id)).await?;
-        let mut service = Repo::<Service>::get(tx, id)
-            .await?
-            .ok_or(DomainError::NotFound("service"))?;
-        let Some(repo) = service.spec.git_repositories_mut().into_iter().next() else {
-            return Ok(Received::Ignored(
-                "the service has no git repository".into(),
-            ));
-        };
-        if repo.deployed_commit_id.as_deref() != Some(commit) {
-            return Ok(Received::Ignored(format!(
-                "the tag {tag} does not name the deployed commit"
-            )));
-        }
-        if repo.deployed_commit_tag.as_deref() != Some(tag.as_str()) {
-            // Deployment state, as the worker records it: the configuration is unchanged.
-            repo.deployed_commit_tag = Some(tag.clone());
-            Repo::<Service>::update(tx, &service).await?;
-            unit.commit().await?;
-        }
-        Ok(Received::Recorded(format!(
-            "the deployed commit is tagged {tag}"
-        )))
+        self.in_unit(&[Scope::EnvironmentOf(id)], async |tx| {
+            let mut service = Repo::<Service>::get(tx, id)
+                .await?
+                .ok_or(DomainError::NotFound("service"))?;
+            let Some(repo) = service.spec.git_repositories_mut().into_iter().next() else {
+                return Ok(Received::Ignored(
+                    "the service has no git repository".into(),
+                ));
+            };
+            if repo.deployed_commit_id.as_deref() != Some(commit) {
+                return Ok(Received::Ignored(format!(
+                    "the tag {tag} does not name the deployed commit"
+                )));
+            }
+            if repo.deployed_commit_tag.as_deref() != Some(tag.as_str()) {
+                // Deployment state, as the worker records it: the configuration is unchanged.
+                repo.deployed_commit_tag = Some(tag.clone());
+                Repo::<Service>::update(tx, &service).await?;
+            }
+            Ok(Received::Recorded(format!(
+                "the deployed commit is tagged {tag}"
+            )))
+        })
+        .await
     }
 }
 

@@ -98,20 +98,19 @@ impl Worker {
 
     /// Records how a cluster's action ended, unless another worker took the cluster over.
     async fn end_cluster(&self, claimed: Cluster, outcome: Result<(), String>) -> DomainResult<()> {
-        let mut unit = self.capstan.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Organization(claimed.organization_id))
-            .await?;
-        let Some(mut cluster) = Repo::<Cluster>::get(tx, claimed.id).await? else {
-            return Ok(());
-        };
-        if cluster.run.claimed_by != claimed.run.claimed_by || !cluster.run.state.busy() {
-            return Ok(());
-        }
-        cluster.finish(outcome, self.capstan.now());
-        Repo::<Cluster>::update(tx, &cluster).await?;
-        unit.commit().await?;
-        Ok(())
+        let held = [Scope::Organization(claimed.organization_id)];
+        self.capstan
+            .in_unit(&held, async |tx| {
+                let Some(mut cluster) = Repo::<Cluster>::get(tx, claimed.id).await? else {
+                    return Ok(());
+                };
+                if cluster.run.claimed_by != claimed.run.claimed_by || !cluster.run.state.busy() {
+                    return Ok(());
+                }
+                cluster.finish(outcome, self.capstan.now());
+                Ok(Repo::<Cluster>::update(tx, &cluster).await?)
+            })
+            .await
     }
 
     /// Until when a claim made now holds. Leases follow the system's clock, not the
@@ -139,9 +138,10 @@ impl Worker {
                 continue;
             }
             r.lease_until = Some(self.lease_until());
-            let mut unit = self.capstan.writing().await?;
-            let held = unit.record(r).await?;
-            unit.commit().await?;
+            let held = self
+                .capstan
+                .in_unit(&[], async |tx| Ok(tx.record(r).await?))
+                .await?;
             match held {
                 None => return Ok(Held::Lost),
                 Some(true) if r.action.cancellable() => return Ok(Held::Canceled),
@@ -175,9 +175,10 @@ impl Worker {
     /// Writes a request's progress in a unit of its own; `None` when the claim was lost. A
     /// request that ends here is reported to the observer.
     async fn record(&self, r: &DeploymentRequest) -> DomainResult<Option<bool>> {
-        let mut unit = self.capstan.writing().await?;
-        let held = self.write(&mut *unit, r).await?;
-        unit.commit().await?;
+        let held = self
+            .capstan
+            .in_unit(&[], async |tx| self.write(tx, r).await)
+            .await?;
         if held.is_some() && r.status.is_finished() {
             self.ended(r);
         }
@@ -298,24 +299,28 @@ impl Worker {
     /// Records a request's failure and cancels the later stages of its deployment, in one unit.
     async fn record_failure(&self, r: &DeploymentRequest) -> DomainResult<()> {
         let now = r.finished_at.unwrap_or_else(|| self.capstan.now());
-        let mut unit = self.capstan.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Environment(r.environment_id)).await?;
-        if self.write(tx, r).await?.is_none() {
-            return Ok(());
+        let held = self
+            .capstan
+            .in_unit(&[Scope::Environment(r.environment_id)], async |tx| {
+                if self.write(tx, r).await?.is_none() {
+                    return Ok(false);
+                }
+                if r.batch_id != r.id.0 {
+                    let why = format!(
+                        "not run: the deployment of {} in an earlier stage failed",
+                        r.snapshot.name
+                    );
+                    let ended = tx
+                        .cancel_later_stages(r.batch_id, r.position, &why, now)
+                        .await?;
+                    self.capstan.emit_canceled(tx, &ended).await?;
+                }
+                Ok(true)
+            })
+            .await?;
+        if held {
+            self.ended(r);
         }
-        if r.batch_id != r.id.0 {
-            let why = format!(
-                "not run: the deployment of {} in an earlier stage failed",
-                r.snapshot.name
-            );
-            let ended = tx
-                .cancel_later_stages(r.batch_id, r.position, &why, now)
-                .await?;
-            self.capstan.emit_canceled(tx, &ended).await?;
-        }
-        unit.commit().await?;
-        self.ended(r);
         Ok(())
     }
 
@@ -341,61 +346,60 @@ impl Worker {
     /// environment whose deletion this was goes with its last service, all or nothing.
     async fn succeed(&self, mut r: DeploymentRequest, last: Phase) -> DomainResult<()> {
         let now = self.capstan.now();
-        let mut unit = self.capstan.writing().await?;
-        let tx = &mut *unit;
-        tx.lock(Scope::Environment(r.environment_id)).await?;
-        // A cancel asked for during the last step ends the request at this boundary, as the
-        // state machine has it (CANCELING, CANCELED), and nothing of it is applied.
-        let stored = Repo::<DeploymentRequest>::get(tx, r.id).await?;
-        let cancel = stored.as_ref().is_some_and(|s| s.cancel_requested);
-        // The environment's deletion may have joined this deletion while it ran.
-        if stored.is_some_and(|s| s.snapshot.deletes_environment) {
-            r.snapshot.deletes_environment = true;
+        let ended = self
+            .capstan
+            .in_unit(&[Scope::Environment(r.environment_id)], async |tx| {
+                // A cancel asked for during the last step ends the request at this boundary, as the
+                // state machine has it (CANCELING, CANCELED), and nothing of it is applied.
+                let stored = Repo::<DeploymentRequest>::get(tx, r.id).await?;
+                let cancel = stored.as_ref().is_some_and(|s| s.cancel_requested);
+                // The environment's deletion may have joined this deletion while it ran.
+                if stored.is_some_and(|s| s.snapshot.deletes_environment) {
+                    r.snapshot.deletes_environment = true;
+                }
+                if cancel && r.action.cancellable() {
+                    Self::canceled(&mut r, now)?;
+                    return Ok(self.write(tx, &r).await?.is_some());
+                }
+                r.end_step(StepStatus::Success, now);
+                r.state = transition(r.state, last.then).map_err(forbidden)?;
+                r.finish(RequestStatus::Success, None, now);
+                if self.write(tx, &r).await?.is_none() {
+                    // Another worker took it over: what it does is what counts.
+                    return Ok(false);
+                }
+                if r.action == DeploymentAction::Uninstall {
+                    if let Some(mut service) = Repo::<Service>::get(tx, r.service_id).await? {
+                        service.record_uninstall(now);
+                        Repo::<Service>::update(tx, &service).await?;
+                    }
+                }
+                if r.deploys() {
+                    // Read under the lock: an edit made while the deployment ran is kept, and makes
+                    // the service OUT_OF_DATE.
+                    if let Some(mut service) = Repo::<Service>::get(tx, r.service_id).await? {
+                        service.record_deployment(&r, now);
+                        Repo::<Service>::update(tx, &service).await?;
+                    }
+                }
+                if r.action == DeploymentAction::Delete {
+                    // Already gone: another worker's end of the same deletion.
+                    match self.capstan.delete_service_row(tx, r.service_id).await {
+                        Ok(()) | Err(crate::error::DomainError::NotFound(_)) => {}
+                        Err(e) => return Err(e),
+                    }
+                    if r.deletes_environment() {
+                        self.capstan
+                            .finish_environment_deletion(tx, r.environment_id, r.batch_id)
+                            .await?;
+                    }
+                }
+                Ok(true)
+            })
+            .await?;
+        if ended {
+            self.ended(&r);
         }
-        if cancel && r.action.cancellable() {
-            Self::canceled(&mut r, now)?;
-            let held = self.write(tx, &r).await?.is_some();
-            unit.commit().await?;
-            if held {
-                self.ended(&r);
-            }
-            return Ok(());
-        }
-        r.end_step(StepStatus::Success, now);
-        r.state = transition(r.state, last.then).map_err(forbidden)?;
-        r.finish(RequestStatus::Success, None, now);
-        if self.write(tx, &r).await?.is_none() {
-            // Another worker took it over: what it does is what counts.
-            return Ok(());
-        }
-        if r.action == DeploymentAction::Uninstall {
-            if let Some(mut service) = Repo::<Service>::get(tx, r.service_id).await? {
-                service.record_uninstall(now);
-                Repo::<Service>::update(tx, &service).await?;
-            }
-        }
-        if r.deploys() {
-            // Read under the lock: an edit made while the deployment ran is kept, and makes
-            // the service OUT_OF_DATE.
-            if let Some(mut service) = Repo::<Service>::get(tx, r.service_id).await? {
-                service.record_deployment(&r, now);
-                Repo::<Service>::update(tx, &service).await?;
-            }
-        }
-        if r.action == DeploymentAction::Delete {
-            // Already gone: another worker's end of the same deletion.
-            match self.capstan.delete_service_row(tx, r.service_id).await {
-                Ok(()) | Err(crate::error::DomainError::NotFound(_)) => {}
-                Err(e) => return Err(e),
-            }
-            if r.deletes_environment() {
-                self.capstan
-                    .finish_environment_deletion(tx, r.environment_id, r.batch_id)
-                    .await?;
-            }
-        }
-        unit.commit().await?;
-        self.ended(&r);
         Ok(())
     }
 }
