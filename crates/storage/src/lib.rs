@@ -22,6 +22,7 @@ mod schema;
 mod session;
 mod snapshots;
 mod stages;
+mod stored_specs;
 pub mod testing;
 mod token_cache;
 

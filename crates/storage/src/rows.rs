@@ -701,10 +701,7 @@ impl ToRow for Service {
             name: s.name.to_string(),
             name_key: s.name.key(),
             description: s.description.clone(),
-            spec: s
-                .spec
-                .to_stored()
-                .map_err(|e| StoreError::Other(format!("{e:?}")))?,
+            spec: crate::stored_specs::write(&s.spec)?,
             registry_id: s.spec.registry_id().map(|r| r.to_string()),
             git_token_id: s.spec.git_token_id().map(|t| t.to_string()),
             created_at: ts(s.created_at),
@@ -726,8 +723,7 @@ impl FromRow for Service {
             environment_id: parse("environment_id", &r.environment_id)?,
             name: Name::stored(r.name),
             description: r.description,
-            spec: ServiceSpec::from_stored(kind, &r.spec)
-                .map_err(|e| StoreError::Other(format!("{e:?}")))?,
+            spec: crate::stored_specs::read(kind, &r.spec)?,
             deployment_status: parse("deployment_status", &r.deployment_status)?,
             advanced_settings: json_value("advanced_settings", &r.advanced_settings)?,
             groups: Vec::new(),

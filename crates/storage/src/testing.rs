@@ -34,6 +34,19 @@ pub async fn sqlite_memory() -> Db {
         .expect("open in-memory sqlite test database")
 }
 
+/// A migrated copy of the SQLite database file `fixture` (removed when the guard drops): what
+/// a server opening that file would see.
+pub async fn sqlite_copy_of(fixture: &std::path::Path) -> (Db, DatabaseUrl, TempFile) {
+    let path = std::env::temp_dir().join(format!("capstan-test-{}.db", uuid::Uuid::new_v4()));
+    let guard = TempFile(path.clone());
+    std::fs::copy(fixture, &path).expect("copy the sqlite fixture");
+    let url = DatabaseUrl::Sqlite(path.to_string_lossy().into_owned());
+    let db = crate::open(&url, 4, &TEST_KEY)
+        .await
+        .expect("open the copied sqlite fixture");
+    (db, url, guard)
+}
+
 /// Removes a SQLite test database and its WAL files.
 pub struct TempFile(pub PathBuf);
 
@@ -58,6 +71,25 @@ pub async fn postgres() -> Option<(Db, DatabaseUrl)> {
     let db = crate::open(&url, 4, &TEST_KEY)
         .await
         .expect("open postgres test database");
+    Some((db, url))
+}
+
+/// A fresh PostgreSQL database holding `dump` (plain SQL, without psql meta-commands), then
+/// migrated; `None` (outside CI) when no server answers.
+pub async fn postgres_loaded(dump: &str) -> Option<(Db, DatabaseUrl)> {
+    use diesel_async::SimpleAsyncConnection;
+    let url = postgres_database().await?;
+    let DatabaseUrl::Postgres(raw) = &url else {
+        panic!("postgres_database made a URL of another backend")
+    };
+    let mut conn = AsyncPgConnection::establish(raw)
+        .await
+        .expect("connect to the new test database");
+    conn.batch_execute(dump).await.expect("load the dump");
+    drop(conn);
+    let db = crate::open(&url, 4, &TEST_KEY)
+        .await
+        .expect("open the loaded postgres database");
     Some((db, url))
 }
 

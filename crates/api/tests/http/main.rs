@@ -22,6 +22,7 @@ mod endpoints;
 mod events;
 mod image_deploys;
 mod jwt;
+mod landed_records;
 mod limits;
 mod metadata_groups;
 mod metrics;

@@ -20,11 +20,11 @@ pub struct GitRepositoryInput {
     pub provider: Option<GitProvider>,
 }
 
-/// A git repository as stored and shown: owner and name are derived from the URL, the
+/// A git repository as validated and shown: owner and name are derived from the URL, the
 /// `deployed_commit_*` members are written by deployments, `has_access` and `git_token_name`
 /// are resolved from the organization's git tokens each time the record is read.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GitRepository {
     pub provider: GitProvider,
     pub owner: String,

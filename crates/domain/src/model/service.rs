@@ -1,7 +1,6 @@
 //! Services: one record type for the six kinds; only the kind-specific payload differs.
 
 use super::service_kinds::*;
-use super::service_settings::default_icon;
 use super::{DeploymentStatus, GitRepository, Record, ServiceKind};
 use crate::error::DomainError;
 use crate::ids::*;
@@ -280,28 +279,6 @@ impl ServiceSpec {
             .into_iter()
             .find_map(|r| r.git_token_id)
     }
-
-    /// The stored form (JSON text), read back with [`ServiceSpec::from_stored`].
-    pub fn to_stored(&self) -> Result<String, DomainError> {
-        serde_json::to_string(self).map_err(|e| DomainError::Internal(e.to_string()))
-    }
-
-    pub fn from_stored(kind: ServiceKind, json: &str) -> Result<Self, DomainError> {
-        fn read<T: DeserializeOwned>(json: &str) -> Result<T, DomainError> {
-            serde_json::from_str(json)
-                .map_err(|e| DomainError::Internal(format!("stored spec: {e}")))
-        }
-        let mut spec = match kind {
-            ServiceKind::Application => ServiceSpec::Application(read(json)?),
-            ServiceKind::Container => ServiceSpec::Container(read(json)?),
-            ServiceKind::Database => ServiceSpec::Database(read(json)?),
-            ServiceKind::Job => ServiceSpec::Job(read(json)?),
-            ServiceKind::Helm => ServiceSpec::Helm(read(json)?),
-            ServiceKind::Terraform => ServiceSpec::Terraform(read(json)?),
-        };
-        spec.fill_stored_defaults();
-        Ok(spec)
-    }
 }
 
 /// A validated create or edit request for a service of any kind.
@@ -447,21 +424,6 @@ impl ServiceSpec {
         }
     }
 
-    /// Records stored before a member existed read back with its default.
-    fn fill_stored_defaults(&mut self) {
-        if self.icon_uri().is_empty() {
-            let icon = default_icon(self.kind());
-            match self {
-                ServiceSpec::Application(a) => a.runtime.workload.icon_uri = icon,
-                ServiceSpec::Container(c) => c.runtime.workload.icon_uri = icon,
-                ServiceSpec::Database(d) => d.icon_uri = icon,
-                ServiceSpec::Job(j) => j.workload.icon_uri = icon,
-                ServiceSpec::Helm(h) => h.icon_uri = icon,
-                ServiceSpec::Terraform(t) => t.icon_uri = icon,
-            }
-        }
-    }
-
     fn carry_over(&mut self, previous: &ServiceSpec) {
         let old: Vec<GitRepository> = previous.git_repositories().into_iter().cloned().collect();
         for (new, old) in self.git_repositories_mut().into_iter().zip(old.iter()) {
@@ -513,118 +475,6 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "description: invalid type: floating point, expected a string"
-        );
-    }
-
-    #[test]
-    fn stored_form_round_trips_for_every_kind() {
-        let reg = uuid::Uuid::new_v4();
-        let bodies = [
-            (
-                ServiceKind::Application,
-                json!({"name": "a", "git_repository": {"url": "https://github.com/o/r"}}),
-            ),
-            (
-                ServiceKind::Container,
-                json!({"name": "c", "registry_id": reg, "image_name": "nginx", "tag": "1.27",
-                "entrypoint": "/bin/sh", "arguments": ["-c", "run"], "cpu": 250,
-                "ports": [{"internal_port": 80, "publicly_accessible": true}]}),
-            ),
-            (
-                ServiceKind::Database,
-                json!({"name": "d", "type": "POSTGRESQL", "version": "16", "mode": "CONTAINER"}),
-            ),
-            (
-                ServiceKind::Job,
-                json!({"name": "j", "schedule": {"cronjob": {"scheduled_at": "*/5 * * * *"}},
-                "source": {"image": {"image_name": "busybox", "tag": "1", "registry_id": reg}}}),
-            ),
-            (
-                ServiceKind::Helm,
-                json!({"name": "h", "source": {"helm_repository": {"repository": "https://charts.example.com", "chart_name": "redis", "chart_version": "1.0.0"}},
-                "arguments": [], "auto_deploy": false, "values_override": {"set": [["a", "b"]]}}),
-            ),
-            (
-                ServiceKind::Terraform,
-                json!({"name": "t", "terraform_files_source": {"git_repository": {"url": "https://gitlab.com/o/infra"}}}),
-            ),
-        ];
-        for (kind, body) in bodies {
-            let draft = ServiceDraft::parse(kind, &body, None).unwrap();
-            assert_eq!(draft.spec.kind(), kind);
-            let stored = draft.spec.to_stored().unwrap();
-            assert_eq!(ServiceSpec::from_stored(kind, &stored).unwrap(), draft.spec);
-        }
-    }
-
-    #[test]
-    fn records_stored_before_their_members_existed_read_back_with_defaults() {
-        let repo = json!({"provider": "HOSTB", "owner": "o", "name": "infra",
-            "url": "https://gitlab.com/o/infra", "branch": "main", "root_path": "/",
-            "git_token_id": null});
-        let old = json!({"terraform_files_source": {"git_repository": repo}, "auto_deploy": true,
-            "timeout_sec": 1800, "engine": "TERRAFORM",
-            "terraform_variables_source": {"tf_var_file_paths": [], "tf_vars": []}});
-        let spec = ServiceSpec::from_stored(ServiceKind::Terraform, &old.to_string()).unwrap();
-        let ServiceSpec::Terraform(t) = &spec else {
-            panic!("{spec:?}")
-        };
-        assert_eq!(t.terraform_files_source.git.git_repository.name, "infra");
-        assert_eq!(t.icon_uri, "app://capstan/terraform");
-        assert_eq!(t.backend, TerraformBackend::Kubernetes {});
-        let shown = serde_json::to_value(&spec).unwrap();
-        assert_eq!(
-            shown["terraform_files_source"]["git"]["git_repository"]["url"],
-            "https://gitlab.com/o/infra"
-        );
-        // Every kind as stored before this session's members existed.
-        let reg = uuid::Uuid::new_v4();
-        let old_job = json!({"job_type": "CRON", "schedule": {"cronjob": {"scheduled_at": "0 * * * *",
-            "timezone": "Etc/UTC", "arguments": []}},
-            "source": {"image": {"image_name": "busybox", "tag": "1", "registry_id": reg}},
-            "auto_deploy": false, "max_nb_restart": 0, "max_duration_seconds": 300, "cpu": 500,
-            "memory": 512});
-        let job = ServiceSpec::from_stored(ServiceKind::Job, &old_job.to_string()).unwrap();
-        let shown = serde_json::to_value(&job).unwrap();
-        assert_eq!(shown["icon_uri"], "app://capstan/job");
-        assert_eq!(
-            (&shown["gpu"], &shown["auto_preview"]),
-            (&json!(0), &json!(false))
-        );
-        let runtime = json!({"ports": [], "arguments": [], "auto_deploy": false, "cpu": 500,
-            "memory": 512, "min_running_instances": 1, "max_running_instances": 1});
-        let mut old_container = runtime.clone();
-        for (k, v) in [
-            ("registry_id", json!(reg)),
-            ("image_name", json!("nginx")),
-            ("tag", json!("1")),
-        ] {
-            old_container[k] = v;
-        }
-        let container =
-            ServiceSpec::from_stored(ServiceKind::Container, &old_container.to_string()).unwrap();
-        assert_eq!(container.icon_uri(), "app://capstan/container");
-        assert_eq!(container.registry_summary(), None, "filled on read");
-        let mut old_app = runtime;
-        old_app["git_repository"] = json!({"provider": "HOSTA", "owner": "o", "name": "r",
-            "url": "https://github.com/o/r", "branch": "main", "root_path": "/", "git_token_id": null});
-        old_app["build_mode"] = json!("DOCKER");
-        let app = ServiceSpec::from_stored(ServiceKind::Application, &old_app.to_string()).unwrap();
-        assert_eq!(app.icon_uri(), "app://capstan/application");
-        let old_helm = json!({"auto_preview": false, "auto_deploy": false, "arguments": [],
-            "allow_cluster_wide_resources": false, "timeout_sec": 600, "ports": [],
-            "values_override": {"set": [], "set_string": [], "set_json": [], "file": null},
-            "source": {"repository": {"chart_name": "redis", "chart_version": "1",
-                "repository": {"id": reg, "name": "x", "url": "https://charts.example.com"}}}});
-        let helm = ServiceSpec::from_stored(ServiceKind::Helm, &old_helm.to_string()).unwrap();
-        assert_eq!(helm.icon_uri(), "app://capstan/helm");
-        assert_eq!(helm.helm_repository_id(), None, "an address given inline");
-        let old_db = json!({"type": "REDIS", "version": "7", "mode": "CONTAINER",
-            "accessibility": "PRIVATE", "cpu": 250, "memory": 256, "storage": 10});
-        let db = ServiceSpec::from_stored(ServiceKind::Database, &old_db.to_string()).unwrap();
-        assert_eq!(
-            serde_json::to_value(&db).unwrap()["icon_uri"],
-            "app://capstan/database"
         );
     }
 

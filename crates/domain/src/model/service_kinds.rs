@@ -1,5 +1,8 @@
 //! The kind-specific payload of each service kind: the request form (`*Input`, lenient, with
-//! defaults) and the validated, stored and shown form (`*Spec`).
+//! defaults) and the validated form (`*Spec`), serialized as the API shows it. The store keeps
+//! a form of its own (the storage crate's `stored_specs`), so the API's members may be renamed
+//! without touching stored records. `#[serde(default)]` on a `*Spec` member only keeps it
+//! optional in the OpenAPI description.
 
 use super::service_settings::{
     bounded, icon_uri, volumes, Volume, Workload, WorkloadInput, MAXIMUM_CPU, MAXIMUM_GPU,
@@ -54,7 +57,7 @@ pub struct ServiceSelector {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Port {
     pub id: Uuid,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -190,68 +193,6 @@ fn instances(min: Option<i64>, max: Option<i64>) -> Result<(i64, i64), DomainErr
     Ok((min, max))
 }
 
-/// The stored form of a spec with a [`Runtime`]: the runtime's members beside the kind's own,
-/// as `#[serde(flatten)]` writes them, read back without `flatten` (which buffers every member
-/// of every record before it reads one; lists read many).
-macro_rules! stored_with_runtime {
-    ($stored:ident => $spec:ident { $($(#[$attr:meta])* $field:ident: $ty:ty),* $(,)? }) => {
-        #[derive(Deserialize)]
-        struct $stored {
-            $($(#[$attr])* $field: $ty,)*
-            ports: Vec<Port>,
-            arguments: Vec<String>,
-            #[serde(default)]
-            entrypoint: Option<String>,
-            auto_deploy: bool,
-            cpu: i64,
-            memory: i64,
-            min_running_instances: i64,
-            max_running_instances: i64,
-            #[serde(default)]
-            storage: Vec<Volume>,
-            #[serde(default)]
-            gpu: i64,
-            #[serde(default)]
-            ephemeral_storage_in_gib: Option<i64>,
-            #[serde(default)]
-            cpu_architecture: super::CpuArchitecture,
-            #[serde(default)]
-            auto_preview: bool,
-            #[serde(default)]
-            healthchecks: super::Healthchecks,
-            #[serde(default)]
-            icon_uri: String,
-        }
-
-        impl From<$stored> for $spec {
-            fn from(s: $stored) -> Self {
-                Self {
-                    $($field: s.$field,)*
-                    runtime: Runtime {
-                        ports: s.ports,
-                        arguments: s.arguments,
-                        entrypoint: s.entrypoint,
-                        auto_deploy: s.auto_deploy,
-                        cpu: s.cpu,
-                        memory: s.memory,
-                        min_running_instances: s.min_running_instances,
-                        max_running_instances: s.max_running_instances,
-                        storage: s.storage,
-                        workload: Workload {
-                            gpu: s.gpu,
-                            ephemeral_storage_in_gib: s.ephemeral_storage_in_gib,
-                            cpu_architecture: s.cpu_architecture,
-                            auto_preview: s.auto_preview,
-                            healthchecks: s.healthchecks,
-                            icon_uri: s.icon_uri,
-                        },
-                    },
-                }
-            }
-        }
-    };
-}
-
 // ---------- application ----------
 
 /// How a long-running service (application or container) runs; shared by both kinds. Read from
@@ -281,7 +222,7 @@ pub struct RuntimeInput {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Runtime {
     pub ports: Vec<Port>,
     pub arguments: Vec<String>,
@@ -332,8 +273,7 @@ pub struct ApplicationInput {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(from = "StoredApplicationSpec")]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ApplicationSpec {
     pub git_repository: GitRepository,
     pub build_mode: BuildMode,
@@ -344,15 +284,6 @@ pub struct ApplicationSpec {
     #[serde(flatten)]
     pub runtime: Runtime,
 }
-
-stored_with_runtime!(StoredApplicationSpec => ApplicationSpec {
-    git_repository: GitRepository,
-    build_mode: BuildMode,
-    #[serde(default)]
-    dockerfile_path: Option<String>,
-    #[serde(default)]
-    docker_target_build_stage: Option<String>,
-});
 
 impl ApplicationInput {
     pub fn validate(
@@ -388,8 +319,7 @@ pub struct ContainerInput {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(from = "StoredContainerSpec")]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ContainerSpec {
     pub registry_id: ContainerRegistryId,
     /// The registry as it is now: kept with the record, refreshed when the registry changes.
@@ -400,14 +330,6 @@ pub struct ContainerSpec {
     #[serde(flatten)]
     pub runtime: Runtime,
 }
-
-stored_with_runtime!(StoredContainerSpec => ContainerSpec {
-    registry_id: ContainerRegistryId,
-    #[serde(default)]
-    registry: Option<RegistrySummary>,
-    image_name: String,
-    tag: String,
-});
 
 /// The registry an image is pulled from, as a container or job shows it.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -468,7 +390,7 @@ pub struct DatabaseInput {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DatabaseSpec {
     #[serde(rename = "type")]
     pub db_type: DatabaseType,
@@ -566,7 +488,7 @@ pub struct DockerSourceInput {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DockerSource {
     pub git_repository: GitRepository,
     pub dockerfile_path: String,
@@ -582,7 +504,7 @@ pub struct JobSourceInput {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<ImageSource>,
@@ -611,7 +533,7 @@ pub struct JobInput {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobSpec {
     pub job_type: JobType,
     pub schedule: JobSchedule,
@@ -719,13 +641,13 @@ pub struct HelmSourceInput {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HelmGitSource {
     pub git_repository: GitRepository,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HelmChartRepository {
     pub id: Uuid,
     pub name: String,
@@ -737,7 +659,7 @@ pub struct HelmChartRepository {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HelmRepositorySource {
     pub chart_name: String,
     pub chart_version: String,
@@ -746,7 +668,7 @@ pub struct HelmRepositorySource {
 
 /// Shown as `{git: {git_repository}}` or `{repository: {chart_name, chart_version, repository}}`.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HelmSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<HelmGitSource>,
@@ -768,7 +690,7 @@ pub struct RawValues {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GitValues {
     pub git_repository: GitRepository,
     pub paths: Vec<String>,
@@ -782,7 +704,7 @@ pub struct GitValuesInput {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ValuesFile {
     #[serde(default)]
     pub raw: Option<RawValues>,
@@ -813,7 +735,7 @@ pub struct ValuesOverrideInput {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ValuesOverride {
     pub set: Vec<Vec<String>>,
     pub set_string: Vec<Vec<String>>,
@@ -909,7 +831,7 @@ pub struct HelmInput {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HelmSpec {
     #[serde(default)]
     pub icon_uri: String,
@@ -1021,36 +943,17 @@ pub struct TerraformFilesSourceInput {
     pub git_repository: GitRepositoryInput,
 }
 
-/// Shown as `{git: {git_repository}}`; read back from that or from the `{git_repository}` form
-/// stored before.
+/// Shown as `{git: {git_repository}}`.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(from = "StoredFilesSource")]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TerraformFilesSource {
     pub git: TerraformGitSource,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TerraformGitSource {
     pub git_repository: GitRepository,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum StoredFilesSource {
-    Git { git: TerraformGitSource },
-    Flat { git_repository: GitRepository },
-}
-
-impl From<StoredFilesSource> for TerraformFilesSource {
-    fn from(s: StoredFilesSource) -> Self {
-        let git = match s {
-            StoredFilesSource::Git { git } => git,
-            StoredFilesSource::Flat { git_repository } => TerraformGitSource { git_repository },
-        };
-        Self { git }
-    }
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -1081,7 +984,7 @@ pub struct TerraformProviderVersion {
 
 /// What the runner of terraform commands gets: CPU in millicores, RAM in MiB, GPUs, disk in GiB.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TerraformJobResources {
     pub cpu_milli: i64,
     pub ram_mib: i64,
@@ -1133,20 +1036,20 @@ pub struct TerraformInput {
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TerraformSpec {
     pub terraform_files_source: TerraformFilesSource,
     pub auto_deploy: bool,
-    #[serde(default = "default_auto_deploy_config")]
+    #[serde(default)]
     pub auto_deploy_config: TerraformAutoDeployConfig,
     pub timeout_sec: i64,
     pub engine: TerraformEngine,
     pub terraform_variables_source: serde_json::Value,
-    #[serde(default = "default_backend")]
+    #[serde(default)]
     pub backend: TerraformBackend,
-    #[serde(default = "default_provider_version")]
+    #[serde(default)]
     pub provider_version: TerraformProviderVersion,
-    #[serde(default = "default_job_resources")]
+    #[serde(default)]
     pub job_resources: TerraformJobResources,
     #[serde(default)]
     pub use_cluster_credentials: bool,
@@ -1154,13 +1057,6 @@ pub struct TerraformSpec {
     pub action_extra_arguments: BTreeMap<String, Vec<String>>,
     #[serde(default)]
     pub icon_uri: String,
-}
-
-fn default_auto_deploy_config() -> TerraformAutoDeployConfig {
-    TerraformAutoDeployConfig {
-        auto_deploy: false,
-        terraform_action: TerraformAction::Default,
-    }
 }
 
 fn default_backend() -> TerraformBackend {

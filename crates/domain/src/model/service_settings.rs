@@ -284,7 +284,7 @@ pub fn volumes(sent: Option<Vec<Volume>>) -> Result<Vec<Volume>, DomainError> {
 
 /// What applications, containers and jobs share beyond CPU and memory.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Workload {
     #[serde(default)]
     pub gpu: i64,
@@ -296,7 +296,6 @@ pub struct Workload {
     pub auto_preview: bool,
     #[serde(default)]
     pub healthchecks: Healthchecks,
-    /// Empty in records stored before icons were kept: read back as the kind's default.
     #[serde(default)]
     pub icon_uri: String,
 }

@@ -38,6 +38,25 @@ pub async fn sqlite_memory() -> Option<Backend> {
     })
 }
 
+/// A copy of the SQLite database file `fixture`, migrated as a server starting on it would.
+pub async fn sqlite_copy_of(fixture: &std::path::Path) -> Backend {
+    let (db, _url, guard) = storage::testing::sqlite_copy_of(fixture).await;
+    Backend {
+        capstan: Capstan::new(Arc::new(db), Arc::new(SystemClock)),
+        _guard: Some(guard),
+    }
+}
+
+/// A fresh PostgreSQL database loaded with `dump` (plain SQL), migrated as a server starting
+/// on it would.
+pub async fn postgres_loaded(dump: &str) -> Option<Backend> {
+    let (db, _url) = storage::testing::postgres_loaded(dump).await?;
+    Some(Backend {
+        capstan: Capstan::new(Arc::new(db), Arc::new(SystemClock)),
+        _guard: None,
+    })
+}
+
 impl Backend {
     /// The same store, with the use cases adjusted (e.g. given a git integration).
     pub fn map(mut self, f: impl FnOnce(Capstan) -> Capstan) -> Self {
