@@ -23,6 +23,8 @@ mod session;
 mod snapshots;
 mod stages;
 pub mod testing;
+#[cfg(test)]
+mod text_columns_test;
 mod token_cache;
 
 pub use cipher::{key_id, Cipher, KeySource};
