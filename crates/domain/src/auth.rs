@@ -12,11 +12,37 @@ use uuid::Uuid;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[cfg_attr(
+    feature = "diesel",
+    derive(diesel::expression::AsExpression, diesel::deserialize::FromSqlRow),
+    diesel(sql_type = diesel::sql_types::Text)
+)]
 pub enum Role {
     Admin,
     Devops,
     Viewer,
     BillingManager,
+}
+
+#[cfg(feature = "diesel")]
+text_column!(Role);
+
+/// Its name.
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name in any case (see [`Role::from_name`]).
+impl std::str::FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Role::from_name(s).ok_or_else(|| {
+            let names: Vec<&str> = Role::ALL.iter().map(|r| r.name()).collect();
+            format!("must be one of {}", names.join(", "))
+        })
+    }
 }
 
 impl Role {

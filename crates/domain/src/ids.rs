@@ -128,9 +128,31 @@ pub fn strict_uuid<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Uuid, D::Er
     d.deserialize_str(StrictVisitor)
 }
 
-/// A `Uuid` read strictly, for members that hold several or may be absent.
+/// A `Uuid` read strictly, for members that hold several or may be absent, and for the
+/// store's columns of plain UUIDs (no id type names them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "diesel",
+    derive(diesel::expression::AsExpression, diesel::deserialize::FromSqlRow),
+    diesel(sql_type = diesel::sql_types::Text)
+)]
 pub struct StrictUuid(pub Uuid);
+
+#[cfg(feature = "diesel")]
+text_column!(StrictUuid);
+
+impl fmt::Display for StrictUuid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl FromStr for StrictUuid {
+    type Err = NotAnId;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse_uuid(s).map(Self)
+    }
+}
 
 impl<'de> Deserialize<'de> for StrictUuid {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -159,7 +181,15 @@ macro_rules! typed_id {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
         #[serde(transparent)]
         #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+        #[cfg_attr(
+            feature = "diesel",
+            derive(diesel::expression::AsExpression, diesel::deserialize::FromSqlRow),
+            diesel(sql_type = diesel::sql_types::Text)
+        )]
         pub struct $name(pub Uuid);
+
+        #[cfg(feature = "diesel")]
+        text_column!($name);
 
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -1,6 +1,11 @@
 //! Capstan's domain: what the API manages and the rules it keeps, free of any web or database
 //! framework so that other Rust services can link it cheaply.
 
+// First: the macro it declares is used by the modules that follow.
+#[cfg(feature = "diesel")]
+#[macro_use]
+mod sql_text;
+
 pub mod auth;
 pub mod changes;
 pub mod clock;

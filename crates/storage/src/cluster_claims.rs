@@ -9,23 +9,18 @@ use diesel::prelude::*;
 use diesel::result::Error as DieselError;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use domain::error::StoreResult;
+use domain::ids::ClusterId;
 use domain::model::{Cluster, ClusterState};
 use time::OffsetDateTime;
 
-const QUEUED: [&str; 2] = [
-    ClusterState::DeploymentQueued.as_str(),
-    ClusterState::StopQueued.as_str(),
-];
-const RUNNING: [&str; 2] = [
-    ClusterState::Deploying.as_str(),
-    ClusterState::Stopping.as_str(),
-];
+const QUEUED: [ClusterState; 2] = [ClusterState::DeploymentQueued, ClusterState::StopQueued];
+const RUNNING: [ClusterState; 2] = [ClusterState::Deploying, ClusterState::Stopping];
 
-fn running_state(queued: &str) -> &'static str {
-    if queued == ClusterState::StopQueued.as_str() {
-        ClusterState::Stopping.as_str()
+fn running_state(queued: ClusterState) -> ClusterState {
+    if queued == ClusterState::StopQueued {
+        ClusterState::Stopping
     } else {
-        ClusterState::Deploying.as_str()
+        ClusterState::Deploying
     }
 }
 
@@ -44,7 +39,7 @@ pub(crate) async fn claim_cluster(
     lease_until: OffsetDateTime,
 ) -> StoreResult<Option<Cluster>> {
     // Idle workers poll: a read first keeps them off the writer when nothing is queued.
-    let ready: Option<(String, String)> = db
+    let ready: Option<(ClusterId, ClusterState)> = db
         .read(move |mut conn| async move {
             db_run!(conn, |c| queued!().first(c).await.optional()).map_err(store_error)
         })
@@ -59,22 +54,24 @@ pub(crate) async fn claim_cluster(
         macro_rules! claim {
             ($c:ident, $candidate:expr) => {
                 $c.transaction(async |c| {
-                    let Some((id, state)) =
-                        $candidate.first::<(String, String)>(c).await.optional()?
+                    let Some((id, state)) = $candidate
+                        .first::<(ClusterId, ClusterState)>(c)
+                        .await
+                        .optional()?
                     else {
                         return Ok::<_, DieselError>(None);
                     };
-                    diesel::update(cl::table.find(&id))
-                        .filter(cl::state.eq(&state))
+                    diesel::update(cl::table.find(id))
+                        .filter(cl::state.eq(state))
                         .set((
-                            cl::state.eq(running_state(&state)),
+                            cl::state.eq(running_state(state)),
                             cl::claimed_by.eq(&worker),
                             cl::lease_until.eq(lease),
                         ))
                         .execute(c)
                         .await?;
                     cl::table
-                        .find(&id)
+                        .find(id)
                         .select(ClusterRow::as_select())
                         .first(c)
                         .await

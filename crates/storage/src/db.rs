@@ -504,6 +504,19 @@ pub(crate) fn store_error(e: DieselError) -> StoreError {
         DieselError::DatabaseError(_, info) if info.message().contains("deadlock detected") => {
             StoreError::Unavailable(info.message().to_string())
         }
+        // Diesel's message names the field only; what the stored text was is in its causes.
+        DieselError::DeserializationError(e) => StoreError::Other(with_causes(&*e)),
         other => StoreError::Other(other.to_string()),
     }
+}
+
+/// An error's message followed by its causes'.
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
+    }
+    text
 }

@@ -54,7 +54,6 @@ impl EventLog for Session {
     }
 
     async fn sequence_events(&mut self, events: &[EventId]) -> StoreResult<()> {
-        let keys: Vec<String> = events.iter().map(|e| e.to_string()).collect();
         let (conn, _) = self.parts()?;
         db_transaction!(*conn, |c| {
             let last: Option<i64> = ev::table
@@ -62,9 +61,9 @@ impl EventLog for Session {
                 .first(c)
                 .await?;
             let mut next = last.unwrap_or(0);
-            for key in &keys {
+            for id in events {
                 next += 1;
-                diesel::update(ev::table.find(key).filter(ev::position.is_null()))
+                diesel::update(ev::table.find(id).filter(ev::position.is_null()))
                     .set(ev::position.eq(next))
                     .execute(c)
                     .await?;
@@ -72,7 +71,7 @@ impl EventLog for Session {
             Ok::<_, DieselError>(())
         })
         .map_err(store_error)?;
-        if !keys.is_empty() {
+        if !events.is_empty() {
             self.changed(Change::Sequenced);
         }
         Ok(())
@@ -84,10 +83,9 @@ impl EventLog for Session {
         after: i64,
         limit: i64,
     ) -> StoreResult<Vec<OrgEvent>> {
-        let org = organization.to_string();
         let (conn, cipher) = self.parts()?;
         let rows: Vec<EventRow> = db_run!(*conn, |c| ev::table
-            .filter(ev::organization_id.eq(&org))
+            .filter(ev::organization_id.eq(organization))
             .filter(ev::position.gt(after))
             .order(ev::position.asc())
             .limit(limit)
@@ -99,10 +97,9 @@ impl EventLog for Session {
     }
 
     async fn last_position(&mut self, organization: OrganizationId) -> StoreResult<i64> {
-        let org = organization.to_string();
         let (conn, _) = self.parts()?;
         let last: Option<i64> = db_run!(*conn, |c| ev::table
-            .filter(ev::organization_id.eq(&org))
+            .filter(ev::organization_id.eq(organization))
             .select(diesel::dsl::max(ev::position))
             .first(c)
             .await)
@@ -118,11 +115,10 @@ impl EventLog for Session {
         newer: bool,
         limit: i64,
     ) -> StoreResult<Vec<OrgEvent>> {
-        let org = organization.to_string();
         let (conn, cipher) = self.parts()?;
         let rows: Vec<EventRow> = db_run!(*conn, |c| {
             let mut q = ev::table
-                .filter(ev::organization_id.eq(&org))
+                .filter(ev::organization_id.eq(organization))
                 .filter(ev::event_type.is_not_null())
                 .into_boxed();
             if let Some(t) = filter.from {
@@ -132,28 +128,28 @@ impl EventLog for Session {
                 q = q.filter(ev::created_at.le(ts(t)));
             }
             if let Some(t) = filter.event_type {
-                q = q.filter(ev::event_type.eq(t.as_str()));
+                q = q.filter(ev::event_type.eq(t));
             }
             if let Some(t) = filter.target_type {
-                q = q.filter(ev::target_type.eq(t.as_str()));
+                q = q.filter(ev::target_type.eq(t));
             }
             if let Some(t) = filter.target_id {
-                q = q.filter(ev::target_id.eq(t.to_string()));
+                q = q.filter(ev::target_id.eq(domain::ids::StrictUuid(t)));
             }
             if let Some(t) = filter.sub_target_type {
-                q = q.filter(ev::sub_target_type.eq(t.as_str()));
+                q = q.filter(ev::sub_target_type.eq(t));
             }
             if let Some(t) = &filter.triggered_by {
                 q = q.filter(ev::triggered_by.eq(t.clone()));
             }
             if let Some(t) = filter.origin {
-                q = q.filter(ev::origin.eq(t.as_str()));
+                q = q.filter(ev::origin.eq(t));
             }
             if let Some(t) = filter.project_id {
-                q = q.filter(ev::project_id.eq(t.to_string()));
+                q = q.filter(ev::project_id.eq(t));
             }
             if let Some(t) = filter.environment_id {
-                q = q.filter(ev::environment_id.eq(t.to_string()));
+                q = q.filter(ev::environment_id.eq(t));
             }
             q = match (bound, newer) {
                 (Some(t), false) => q.filter(ev::created_at.lt(ts(t))),
@@ -172,10 +168,9 @@ impl EventLog for Session {
     }
 
     async fn forget_events(&mut self, organization: OrganizationId) -> StoreResult<()> {
-        let org = organization.to_string();
         let (conn, _) = self.parts()?;
         db_run!(*conn, |c| diesel::delete(
-            ev::table.filter(ev::organization_id.eq(&org))
+            ev::table.filter(ev::organization_id.eq(organization))
         )
         .execute(c)
         .await)
@@ -210,14 +205,14 @@ impl EventLog for Session {
         delivery: &WebhookDelivery,
         worker: &str,
     ) -> StoreResult<bool> {
-        let id = delivery.id.to_string();
+        let id = delivery.id;
         let worker = worker.to_string();
-        let state = delivery.state.as_str();
+        let state = delivery.state;
         let next = ts(delivery.next_attempt_at);
         let attempts = delivery.attempts;
         let (conn, _) = self.parts()?;
         let n = db_run!(*conn, |c| diesel::update(
-            wd::table.find(&id).filter(wd::claimed_by.eq(&worker))
+            wd::table.find(id).filter(wd::claimed_by.eq(&worker))
         )
         .set((
             wd::state.eq(state),

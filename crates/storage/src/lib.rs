@@ -24,6 +24,8 @@ mod snapshots;
 mod stages;
 mod stored_specs;
 pub mod testing;
+#[cfg(test)]
+mod text_columns_test;
 mod token_cache;
 
 pub use cipher::{key_id, Cipher, KeySource};

@@ -2,7 +2,6 @@
 //! process shares.
 
 use crate::db::{db_run, db_transaction, store_error, Conn, Db};
-use crate::rows::parse;
 use crate::rows::{ts, utc};
 use crate::schema::{idempotency_keys as ik, organization_members as om, rate_limits as rl};
 use crate::session::Session;
@@ -160,21 +159,13 @@ impl MemberStore for Session {
     async fn memberships(&mut self, user: &str) -> StoreResult<Vec<(OrganizationId, Role)>> {
         let user = user.to_string();
         let (conn, _) = self.parts()?;
-        let rows: Vec<(String, String)> = db_run!(*conn, |c| om::table
+        db_run!(*conn, |c| om::table
             .filter(om::user_id.eq(&user))
             .order((om::created_at.asc(), om::organization_id.asc()))
             .select((om::organization_id, om::role))
             .load(c)
             .await)
-        .map_err(store_error)?;
-        rows.into_iter()
-            .map(|(org, role)| {
-                let role = Role::from_name(&role).ok_or_else(|| {
-                    domain::error::StoreError::Other(format!("unreadable role in store: {role:?}"))
-                })?;
-                Ok((parse("organization_id", &org)?, role))
-            })
-            .collect()
+        .map_err(store_error)
     }
 
     async fn put_member(
@@ -184,18 +175,18 @@ impl MemberStore for Session {
         role: Role,
         now: OffsetDateTime,
     ) -> StoreResult<()> {
-        let (org, user) = (organization.to_string(), user.to_string());
+        let user = user.to_string();
         let (conn, _) = self.parts()?;
         db_run!(*conn, |c| diesel::insert_into(om::table)
             .values((
-                om::organization_id.eq(&org),
+                om::organization_id.eq(organization),
                 om::user_id.eq(&user),
-                om::role.eq(role.name()),
+                om::role.eq(role),
                 om::created_at.eq(ts(now)),
             ))
             .on_conflict((om::organization_id, om::user_id))
             .do_update()
-            .set(om::role.eq(role.name()))
+            .set(om::role.eq(role))
             .execute(c)
             .await)
         .map_err(store_error)?;
@@ -203,32 +194,26 @@ impl MemberStore for Session {
     }
 
     async fn members(&mut self, organization: OrganizationId) -> StoreResult<Vec<Member>> {
-        let org = organization.to_string();
         let (conn, _) = self.parts()?;
-        type MemberRow = (String, String, PrimitiveDateTime, Option<String>, bool);
+        type MemberRow = (String, Role, PrimitiveDateTime, Option<String>, bool);
         let rows: Vec<MemberRow> = db_run!(*conn, |c| om::table
-            .filter(om::organization_id.eq(&org))
+            .filter(om::organization_id.eq(organization))
             .order((om::created_at.asc(), om::user_id.asc()))
             .select((om::user_id, om::role, om::created_at, om::email, om::owner))
             .load(c)
             .await)
         .map_err(store_error)?;
-        rows.into_iter()
-            .map(|(user_id, role, created_at, email, owner)| {
-                Ok(Member {
-                    organization_id: organization,
-                    role: Role::from_name(&role).ok_or_else(|| {
-                        domain::error::StoreError::Other(format!(
-                            "unreadable role in store: {role:?}"
-                        ))
-                    })?,
-                    user_id,
-                    email,
-                    owner,
-                    created_at: utc(created_at),
-                })
+        Ok(rows
+            .into_iter()
+            .map(|(user_id, role, created_at, email, owner)| Member {
+                organization_id: organization,
+                role,
+                user_id,
+                email,
+                owner,
+                created_at: utc(created_at),
             })
-            .collect()
+            .collect())
     }
 
     async fn set_member_email(
@@ -237,15 +222,11 @@ impl MemberStore for Session {
         user: &str,
         email: &str,
     ) -> StoreResult<()> {
-        let (org, user, email) = (
-            organization.to_string(),
-            user.to_string(),
-            email.to_string(),
-        );
+        let (user, email) = (user.to_string(), email.to_string());
         let (conn, _) = self.parts()?;
         db_run!(*conn, |c| diesel::update(
             om::table
-                .filter(om::organization_id.eq(&org))
+                .filter(om::organization_id.eq(organization))
                 .filter(om::user_id.eq(&user))
         )
         .set(om::email.eq(Some(&email)))
@@ -256,10 +237,10 @@ impl MemberStore for Session {
     }
 
     async fn set_owner(&mut self, organization: OrganizationId, user: &str) -> StoreResult<()> {
-        let (org, user) = (organization.to_string(), user.to_string());
+        let user = user.to_string();
         let (conn, _) = self.parts()?;
         db_run!(*conn, |c| diesel::update(
-            om::table.filter(om::organization_id.eq(&org))
+            om::table.filter(om::organization_id.eq(organization))
         )
         .set(om::owner.eq(om::user_id.eq(&user)))
         .execute(c)
@@ -272,18 +253,15 @@ impl MemberStore for Session {
         &mut self,
         organizations: &[OrganizationId],
     ) -> StoreResult<std::collections::HashMap<OrganizationId, String>> {
-        let ids: Vec<String> = organizations.iter().map(ToString::to_string).collect();
         let (conn, _) = self.parts()?;
-        let rows: Vec<(String, String)> = db_run!(*conn, |c| om::table
-            .filter(om::organization_id.eq_any(&ids))
+        let rows: Vec<(OrganizationId, String)> = db_run!(*conn, |c| om::table
+            .filter(om::organization_id.eq_any(organizations))
             .filter(om::owner.eq(true))
             .select((om::organization_id, om::user_id))
             .load(c)
             .await)
         .map_err(store_error)?;
-        rows.into_iter()
-            .map(|(org, user)| Ok((parse("organization_id", &org)?, user)))
-            .collect()
+        Ok(rows.into_iter().collect())
     }
 
     async fn remove_member(
@@ -291,11 +269,11 @@ impl MemberStore for Session {
         organization: OrganizationId,
         user: &str,
     ) -> StoreResult<bool> {
-        let (org, user) = (organization.to_string(), user.to_string());
+        let user = user.to_string();
         let (conn, _) = self.parts()?;
         let n = db_run!(*conn, |c| diesel::delete(
             om::table
-                .filter(om::organization_id.eq(&org))
+                .filter(om::organization_id.eq(organization))
                 .filter(om::user_id.eq(&user))
         )
         .execute(c)

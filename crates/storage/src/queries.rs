@@ -18,7 +18,6 @@ use domain::ports::{
     Health, ServiceFilter, ServiceLink, ServiceQueries, TokenStore, VariableQueries,
 };
 use std::collections::HashMap;
-use std::str::FromStr;
 
 #[async_trait]
 impl TokenStore for Db {
@@ -45,12 +44,9 @@ impl TokenStore for Db {
     }
 }
 
-fn count_map<K: FromStr + std::hash::Hash + Eq>(
-    rows: Vec<(Option<String>, i64)>,
-) -> StoreResult<HashMap<K, u64>> {
+fn count_map<K: std::hash::Hash + Eq>(rows: Vec<(Option<K>, i64)>) -> HashMap<K, u64> {
     rows.into_iter()
-        .filter_map(|(k, n)| k.map(|k| (k, n)))
-        .map(|(k, n)| Ok((parse::<K>("id", &k)?, n.max(0) as u64)))
+        .filter_map(|(k, n)| k.map(|k| (k, n.max(0) as u64)))
         .collect()
 }
 
@@ -63,20 +59,16 @@ impl ServiceQueries for Session {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let keys: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
         let (conn, _) = self.parts()?;
-        let rows: Vec<(String, String)> = db_run!(*conn, |c| service_metadata_groups::table
-            .filter(service_metadata_groups::service_id.eq_any(&keys))
+        db_run!(*conn, |c| service_metadata_groups::table
+            .filter(service_metadata_groups::service_id.eq_any(ids))
             .select((
                 service_metadata_groups::service_id,
                 service_metadata_groups::group_id
             ))
             .load(c)
             .await)
-        .map_err(store_error)?;
-        rows.iter()
-            .map(|(s, g)| Ok((parse("service_id", s)?, parse("group_id", g)?)))
-            .collect()
+        .map_err(store_error)
     }
 
     async fn set_service_groups(
@@ -84,23 +76,20 @@ impl ServiceQueries for Session {
         service: ServiceId,
         groups: &[MetadataGroupId],
     ) -> StoreResult<()> {
-        let service = service.to_string();
         let (conn, _) = self.parts()?;
         db_run!(*conn, |c| diesel::delete(
-            service_metadata_groups::table
-                .filter(service_metadata_groups::service_id.eq(service.clone()))
+            service_metadata_groups::table.filter(service_metadata_groups::service_id.eq(service))
         )
         .execute(c)
         .await)
         .map_err(store_error)?;
         for group in groups {
-            let group = group.to_string();
             db_run!(*conn, |c| diesel::insert_into(
                 service_metadata_groups::table
             )
             .values((
-                service_metadata_groups::service_id.eq(service.clone()),
-                service_metadata_groups::group_id.eq(group.clone()),
+                service_metadata_groups::service_id.eq(service),
+                service_metadata_groups::group_id.eq(group),
             ))
             .execute(c)
             .await)
@@ -110,16 +99,14 @@ impl ServiceQueries for Session {
     }
 
     async fn group_service_ids(&mut self, group: MetadataGroupId) -> StoreResult<Vec<ServiceId>> {
-        let group = group.to_string();
         let (conn, _) = self.parts()?;
-        let rows: Vec<String> = db_run!(*conn, |c| service_metadata_groups::table
-            .filter(service_metadata_groups::group_id.eq(group.clone()))
+        db_run!(*conn, |c| service_metadata_groups::table
+            .filter(service_metadata_groups::group_id.eq(group))
             .select(service_metadata_groups::service_id)
             .order(service_metadata_groups::service_id)
             .load(c)
             .await)
-        .map_err(store_error)?;
-        rows.iter().map(|s| parse("service_id", s)).collect()
+        .map_err(store_error)
     }
 
     async fn custom_domain_named(&mut self, domain: &str) -> StoreResult<Option<CustomDomain>> {
@@ -142,19 +129,17 @@ impl ServiceQueries for Session {
         out_of_date_only: bool,
         page: PageRequest,
     ) -> StoreResult<Page<Service>> {
-        let env = environment.to_string();
-        let kind = kind.as_str();
         let (conn, cipher) = self.parts()?;
         // Not boxed: diesel finds a typed query's prepared statement by its type, a boxed one
         // by SQL text it writes out again on every run; this is the list clients read most.
         let of_kind = || {
             services::table
-                .filter(services::environment_id.eq(env.clone()))
+                .filter(services::environment_id.eq(environment))
                 .filter(services::kind.eq(kind))
         };
         let (rows, total): (Vec<ServiceRow>, i64) = db_run!(*conn, |c| {
             if out_of_date_only {
-                let out_of_date = DeploymentStatus::OutOfDate.as_str();
+                let out_of_date = DeploymentStatus::OutOfDate;
                 let filtered = || of_kind().filter(services::deployment_status.eq(out_of_date));
                 page_rows!(c, page, services, ServiceRow, filtered)
             } else {
@@ -172,7 +157,7 @@ impl ServiceQueries for Session {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let keys: Vec<String> = ids.iter().map(|r| r.to_string()).collect();
+        let keys: Vec<StrictUuid> = ids.iter().copied().map(StrictUuid).collect();
         let (conn, _) = self.parts()?;
         macro_rules! count_by {
             ($column:expr) => {
@@ -180,7 +165,7 @@ impl ServiceQueries for Session {
                     .filter($column.eq_any(&keys))
                     .group_by($column)
                     .select(($column, diesel::dsl::count_star()))
-                    .load::<(Option<String>, i64)>(c)
+                    .load::<(Option<StrictUuid>, i64)>(c)
                     .await)
             };
         }
@@ -195,11 +180,12 @@ impl ServiceQueries for Session {
                     service_metadata_groups::group_id.nullable(),
                     diesel::dsl::count_star()
                 ))
-                .load::<(Option<String>, i64)>(c)
+                .load::<(Option<StrictUuid>, i64)>(c)
                 .await),
         }
         .map_err(store_error)?;
-        count_map(rows)
+        let rows = rows.into_iter().map(|(k, n)| (k.map(|k| k.0), n));
+        Ok(count_map(rows.collect()))
     }
 
     async fn count_environments_by_project(
@@ -209,16 +195,17 @@ impl ServiceQueries for Session {
         if projects.is_empty() {
             return Ok(HashMap::new());
         }
-        let keys: Vec<String> = projects.iter().map(|p| p.to_string()).collect();
         let (conn, _) = self.parts()?;
-        let rows: Vec<(String, i64)> = db_run!(*conn, |c| environments::table
-            .filter(environments::project_id.eq_any(&keys))
+        let rows: Vec<(ProjectId, i64)> = db_run!(*conn, |c| environments::table
+            .filter(environments::project_id.eq_any(projects))
             .group_by(environments::project_id)
             .select((environments::project_id, diesel::dsl::count_star()))
             .load(c)
             .await)
         .map_err(store_error)?;
-        count_map(rows.into_iter().map(|(k, n)| (Some(k), n)).collect())
+        Ok(count_map(
+            rows.into_iter().map(|(k, n)| (Some(k), n)).collect(),
+        ))
     }
 
     async fn find_services(
@@ -226,51 +213,38 @@ impl ServiceQueries for Session {
         filter: &ServiceFilter,
         page: PageRequest,
     ) -> StoreResult<Page<Service>> {
-        let key = |id: Option<String>| id;
-        let (org, project, env) = (
-            key(filter.organization.map(|o| o.to_string())),
-            key(filter.project.map(|p| p.to_string())),
-            key(filter.environment.map(|e| e.to_string())),
-        );
-        let (cluster, registry, token) = (
-            key(filter.cluster.map(|c| c.to_string())),
-            key(filter.registry.map(|r| r.to_string())),
-            key(filter.git_token.map(|t| t.to_string())),
-        );
-        let helm_repository = key(filter.helm_repository.map(|r| r.to_string()));
-        let kind = filter.kind.map(|k| k.as_str());
         let (conn, cipher) = self.parts()?;
         let (rows, total): (Vec<ServiceRow>, i64) = db_run!(*conn, |c| {
             let filtered = || {
                 let mut q = services::table.into_boxed();
-                if let Some(v) = &org {
-                    q = q.filter(services::organization_id.eq(v.clone()));
+                if let Some(v) = filter.organization {
+                    q = q.filter(services::organization_id.eq(v));
                 }
-                if let Some(v) = &project {
-                    q = q.filter(services::project_id.eq(v.clone()));
+                if let Some(v) = filter.project {
+                    q = q.filter(services::project_id.eq(v));
                 }
-                if let Some(v) = &env {
-                    q = q.filter(services::environment_id.eq(v.clone()));
+                if let Some(v) = filter.environment {
+                    q = q.filter(services::environment_id.eq(v));
                 }
-                if let Some(v) = &cluster {
+                if let Some(v) = filter.cluster {
                     q = q.filter(
                         services::environment_id.eq_any(
                             environments::table
-                                .filter(environments::cluster_id.eq(v.clone()))
+                                .filter(environments::cluster_id.eq(v))
                                 .select(environments::id),
                         ),
                     );
                 }
-                if let Some(v) = &registry {
-                    q = q.filter(services::registry_id.eq(v.clone()));
+                if let Some(v) = filter.registry {
+                    q = q.filter(services::registry_id.eq(v));
                 }
-                if let Some(v) = &token {
-                    q = q.filter(services::git_token_id.eq(v.clone()));
+                if let Some(v) = filter.git_token {
+                    q = q.filter(services::git_token_id.eq(v));
                 }
-                if let Some(v) = &helm_repository {
-                    q = q.filter(services::helm_repository_id.eq(v.clone()));
+                if let Some(v) = filter.helm_repository {
+                    q = q.filter(services::helm_repository_id.eq(v));
                 }
-                if let Some(v) = kind {
+                if let Some(v) = filter.kind {
                     q = q.filter(services::kind.eq(v));
                 }
                 q
@@ -286,16 +260,14 @@ impl ServiceQueries for Session {
         cluster: Option<ClusterId>,
         page: PageRequest,
     ) -> StoreResult<Page<Environment>> {
-        let org = organization.to_string();
-        let cluster = cluster.map(|c| c.to_string());
         let (conn, cipher) = self.parts()?;
         let (rows, total): (Vec<EnvironmentRow>, i64) = db_run!(*conn, |c| {
             let filtered = || {
                 let mut q = environments::table
-                    .filter(environments::organization_id.eq(org.clone()))
+                    .filter(environments::organization_id.eq(organization))
                     .into_boxed();
-                if let Some(v) = &cluster {
-                    q = q.filter(environments::cluster_id.eq(v.clone()));
+                if let Some(v) = cluster {
+                    q = q.filter(environments::cluster_id.eq(v));
                 }
                 q
             };
@@ -313,7 +285,7 @@ impl VariableQueries for Session {
         secret: Option<bool>,
         page: PageRequest,
     ) -> StoreResult<Page<Variable>> {
-        let parents: Vec<String> = parents.iter().map(|p| p.to_string()).collect();
+        let parents: Vec<StrictUuid> = parents.iter().copied().map(StrictUuid).collect();
         let (conn, cipher) = self.parts()?;
         let (rows, total): (Vec<VariableRow>, i64) = db_run!(*conn, |c| {
             let filtered = || {
@@ -331,10 +303,9 @@ impl VariableQueries for Session {
     }
 
     async fn database_link_variables(&mut self, database: ServiceId) -> StoreResult<Vec<Variable>> {
-        let database = database.to_string();
         let (conn, cipher) = self.parts()?;
         let rows: Vec<VariableRow> = db_run!(*conn, |c| variables::table
-            .filter(variables::linked_database_id.eq(database.clone()))
+            .filter(variables::linked_database_id.eq(database))
             .order((variables::created_at, variables::id))
             .select(VariableRow::as_select())
             .load(c)

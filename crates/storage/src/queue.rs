@@ -15,7 +15,7 @@ use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use domain::changes::Change;
 use domain::error::{StoreError, StoreResult};
-use domain::ids::{DeploymentRequestId, EnvironmentId, ServiceId};
+use domain::ids::{DeploymentRequestId, EnvironmentId, ServiceId, StrictUuid};
 use domain::model::{
     DeploymentAction, DeploymentRequest, EnvironmentActivity, RequestStatus, Service, ServiceState,
 };
@@ -268,20 +268,19 @@ impl DeploymentQueue for Session {
         reason: &str,
         now: OffsetDateTime,
     ) -> StoreResult<Canceled> {
-        let env = environment.to_string();
-        let batch = batch.map(|b| b.to_string());
+        let batch = batch.map(StrictUuid);
         let reason = reason.to_string();
         let at = ts(now);
         let (conn, _) = self.parts()?;
         let (ended, flagged) = db_transaction!(*conn, |c| {
             let mut waiting = dr::table
-                .filter(dr::environment_id.eq(&env))
+                .filter(dr::environment_id.eq(environment))
                 .filter(dr::status.eq(QUEUED))
                 .filter(dr::action.ne_all(REMOVALS))
                 .select(dr::id)
                 .into_boxed();
             let mut started = diesel::update(dr::table)
-                .filter(dr::environment_id.eq(&env))
+                .filter(dr::environment_id.eq(environment))
                 .filter(dr::status.eq(RUNNING))
                 .filter(dr::action.ne_all(REMOVALS))
                 .filter(dr::cancel_requested.eq(false))
@@ -291,7 +290,7 @@ impl DeploymentQueue for Session {
                 started = started.filter(dr::batch_id.eq(b));
             }
             // Read, then ended by id: the caller holds the environment, so what waits stays.
-            let ended: Vec<String> = waiting.load(c).await?;
+            let ended: Vec<DeploymentRequestId> = waiting.load(c).await?;
             end_canceled!(c, &ended, &reason, at);
             let flagged = started
                 .set(dr::cancel_requested.eq(true))
@@ -300,10 +299,7 @@ impl DeploymentQueue for Session {
             Ok::<_, DieselError>((ended, flagged as u64))
         })
         .map_err(store_error)?;
-        Ok(Canceled {
-            ended: ids_of(&ended)?,
-            flagged,
-        })
+        Ok(Canceled { ended, flagged })
     }
 
     async fn cancel_later_stages(
@@ -313,13 +309,13 @@ impl DeploymentQueue for Session {
         reason: &str,
         now: OffsetDateTime,
     ) -> StoreResult<Vec<DeploymentRequestId>> {
-        let batch = batch.to_string();
+        let batch = StrictUuid(batch);
         let reason = reason.to_string();
         let at = ts(now);
         let (conn, _) = self.parts()?;
-        let ended = db_transaction!(*conn, |c| {
-            let ended: Vec<String> = dr::table
-                .filter(dr::batch_id.eq(&batch))
+        db_transaction!(*conn, |c| {
+            let ended: Vec<DeploymentRequestId> = dr::table
+                .filter(dr::batch_id.eq(batch))
                 .filter(dr::status.eq(QUEUED))
                 .filter(dr::position.gt(position))
                 // Removals go to their end, whatever else fails.
@@ -330,15 +326,14 @@ impl DeploymentQueue for Session {
             end_canceled!(c, &ended, &reason, at);
             Ok::<_, DieselError>(ended)
         })
-        .map_err(store_error)?;
-        ids_of(&ended)
+        .map_err(store_error)
     }
 
     async fn batch_requests(&mut self, batches: &[Uuid]) -> StoreResult<Vec<DeploymentRequest>> {
         if batches.is_empty() {
             return Ok(Vec::new());
         }
-        let keys: Vec<String> = batches.iter().map(|b| b.to_string()).collect();
+        let keys: Vec<StrictUuid> = batches.iter().copied().map(StrictUuid).collect();
         let (conn, cipher) = self.parts()?;
         let rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| dr::table
             .filter(dr::batch_id.eq_any(&keys).or(dr::id.eq_any(&keys)))
@@ -356,40 +351,34 @@ impl DeploymentQueue for Session {
         after: Option<Uuid>,
         limit: i64,
     ) -> StoreResult<Vec<Uuid>> {
-        let env = environment.to_string();
-        let after = after.map(|a| a.to_string());
+        let after = after.map(StrictUuid);
         let (conn, _) = self.parts()?;
-        let rows: Vec<(String, PrimitiveDateTime)> = db_run!(*conn, |c| {
+        let rows: Vec<(StrictUuid, PrimitiveDateTime)> = db_run!(*conn, |c| {
             // Every request of a batch was asked for at once: one created_at per batch.
             let mut q = dr::table
-                .filter(dr::environment_id.eq(&env))
+                .filter(dr::environment_id.eq(environment))
                 .group_by((dr::batch_id, dr::created_at))
                 .select((dr::batch_id, dr::created_at))
                 .order((dr::created_at.desc(), dr::batch_id.desc()))
                 .limit(limit)
                 .into_boxed();
-            if let Some(a) = &after {
+            if let Some(a) = after {
                 let start = later
-                    .filter(later.field(dr::batch_id).eq(a.clone()))
+                    .filter(later.field(dr::batch_id).eq(a))
                     .select(later.field(dr::created_at))
                     .limit(1)
                     .single_value();
                 q = q.filter(
                     dr::created_at
                         .nullable()
-                        .lt(start.clone())
-                        .or(dr::created_at
-                            .nullable()
-                            .eq(start)
-                            .and(dr::batch_id.lt(a.clone()))),
+                        .lt(start)
+                        .or(dr::created_at.nullable().eq(start).and(dr::batch_id.lt(a))),
                 );
             }
             q.load(c).await
         })
         .map_err(store_error)?;
-        rows.into_iter()
-            .map(|(b, _)| parse("batch_id", &b))
-            .collect()
+        Ok(rows.into_iter().map(|(b, _)| b.0).collect())
     }
 
     async fn service_requests(
@@ -399,42 +388,36 @@ impl DeploymentQueue for Session {
         after: Option<DeploymentRequestId>,
         limit: i64,
     ) -> StoreResult<Vec<DeploymentRequest>> {
-        let key = service.to_string();
-        let after = after.map(|a| a.to_string());
-        let actions: Option<Vec<&str>> = actions.map(|a| a.iter().map(|a| a.as_str()).collect());
         let (conn, cipher) = self.parts()?;
         let rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| {
             let mut q = dr::table
-                .filter(dr::service_id.eq(&key))
+                .filter(dr::service_id.eq(service))
                 .select(DeploymentRequestRow::as_select())
                 .order((dr::created_at.desc(), dr::id.desc()))
                 .limit(limit)
                 .into_boxed();
-            if let Some(actions) = &actions {
-                q = q.filter(dr::action.eq_any(actions.clone()));
+            if let Some(actions) = actions {
+                q = q.filter(dr::action.eq_any(actions));
             }
-            if let Some(a) = &after {
+            if let Some(a) = after {
                 // `after` names the last request seen, by its id or its batch's (the
                 // `execution_id` a history shows).
                 let start = later
-                    .filter(later.field(dr::service_id).eq(key.clone()))
+                    .filter(later.field(dr::service_id).eq(service))
                     .filter(
                         later
                             .field(dr::id)
-                            .eq(a.clone())
-                            .or(later.field(dr::batch_id).eq(a.clone())),
+                            .eq(a)
+                            .or(later.field(dr::batch_id).eq(a)),
                     )
                     .select(later.field(dr::created_at))
                     .limit(1)
                     .single_value();
                 q = q.filter(
-                    dr::created_at
+                    dr::created_at.nullable().lt(start).or(dr::created_at
                         .nullable()
-                        .lt(start.clone())
-                        .or(dr::created_at
-                            .nullable()
-                            .eq(start)
-                            .and(dr::id.lt(a.clone()).and(dr::batch_id.ne(a.clone())))),
+                        .eq(start)
+                        .and(dr::id.lt(a).and(dr::batch_id.ne(a)))),
                 );
             }
             q.load(c).await
@@ -451,17 +434,15 @@ impl DeploymentQueue for Session {
         environment: EnvironmentId,
         services: &[ServiceId],
     ) -> StoreResult<(EnvironmentActivity, Vec<DeploymentRequest>)> {
-        let env = environment.to_string();
-        let keys: Vec<String> = services.iter().map(|s| s.to_string()).collect();
         let (conn, cipher) = self.parts()?;
         let rows: Vec<DeploymentRequestRow> = db_run!(*conn, |c| {
-            let of_environment = of_environment!(&env);
+            let of_environment = of_environment!(environment);
             let query = dr::table
                 .select(DeploymentRequestRow::as_select())
                 .into_boxed();
             // The text depends only on whether there are none, one or several services, so
             // both backends keep each form prepared.
-            match keys.as_slice() {
+            match services {
                 [] => query.filter(of_environment),
                 [one] => query.filter(
                     of_environment.or(dr::service_id.eq(one).and(latest_ended_of_its_kind())),
@@ -482,7 +463,6 @@ impl DeploymentQueue for Session {
         &mut self,
         service: ServiceId,
     ) -> StoreResult<Option<(Service, EnvironmentActivity, Vec<DeploymentRequest>)>> {
-        let key = service.to_string();
         let (conn, cipher) = self.parts()?;
         let rows: Vec<(ServiceRow, Option<DeploymentRequestRow>)> = db_run!(*conn, |c| {
             // Joined on the service's row: its environment's requests and its own.
@@ -492,7 +472,7 @@ impl DeploymentQueue for Session {
                 .and(latest_ended_of_its_kind());
             services::table
                 .left_join(dr::table.on(of_environment.or(of_service)))
-                .filter(services::id.eq(&key))
+                .filter(services::id.eq(service))
                 .select((
                     ServiceRow::as_select(),
                     Option::<DeploymentRequestRow>::as_select(),
@@ -524,7 +504,7 @@ impl QueueClaims for Db {
     ) -> StoreResult<Option<DeploymentRequest>> {
         // Idle workers poll; a read first keeps them off the writer connection (SQLite) and out of
         // row locks (PostgreSQL) when nothing can start.
-        let ready: Option<String> = self
+        let ready: Option<DeploymentRequestId> = self
             .read(move |mut conn| async move {
                 db_run!(conn, |c| candidate!().first(c).await.optional()).map_err(store_error)
             })
@@ -540,8 +520,9 @@ impl QueueClaims for Db {
                 macro_rules! claim {
                     ($c:ident, $candidate:expr) => {
                         $c.transaction(async |c| {
-                            let id: Option<String> = $candidate.first(c).await.optional()?;
-                            if let Some(id) = &id {
+                            let id: Option<DeploymentRequestId> =
+                                $candidate.first(c).await.optional()?;
+                            if let Some(id) = id {
                                 diesel::update(dr::table.find(id))
                                     .set((
                                         dr::status.eq(RUNNING),
@@ -558,7 +539,7 @@ impl QueueClaims for Db {
                         .map_err(claim_error)
                     };
                 }
-                let id: Result<Option<String>, StoreError> = match conn {
+                let id: Result<Option<DeploymentRequestId>, StoreError> = match conn {
                     Conn::Pg(mut obj) => {
                         let c: &mut diesel_async::AsyncPgConnection = &mut obj;
                         claim!(c, candidate!().for_update().skip_locked())
@@ -575,7 +556,6 @@ impl QueueClaims for Db {
             })
             .await?;
         let Some(id) = claimed else { return Ok(None) };
-        let id: DeploymentRequestId = parse("id", &id)?;
         domain::ports::Repo::<DeploymentRequest>::get(&mut self.session().await?, id).await
     }
 
@@ -657,9 +637,4 @@ impl QueueClaims for Db {
             running: of(RUNNING),
         })
     }
-}
-
-/// Request ids as stored, parsed.
-fn ids_of(keys: &[String]) -> StoreResult<Vec<DeploymentRequestId>> {
-    keys.iter().map(|k| parse("id", k)).collect()
 }

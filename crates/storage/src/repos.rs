@@ -43,9 +43,8 @@ macro_rules! repo {
 
             async fn get(&mut self, id: <$record as Record>::Id) -> StoreResult<Option<$record>> {
                 let (conn, cipher) = self.parts()?;
-                let key = id.to_string();
                 let row: Option<$row> = db_run!(*conn, |c| schema::$table::table
-                    .find(&key)
+                    .find(id)
                     .select(<$row>::as_select())
                     .first(c)
                     .await
@@ -62,9 +61,8 @@ macro_rules! repo {
                     return Ok(Vec::new());
                 }
                 let (conn, cipher) = self.parts()?;
-                let keys: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
                 let rows: Vec<$row> = db_run!(*conn, |c| schema::$table::table
-                    .filter(schema::$table::id.eq_any(&keys))
+                    .filter(schema::$table::id.eq_any(ids))
                     .select(<$row>::as_select())
                     .load(c)
                     .await)
@@ -93,8 +91,7 @@ macro_rules! repo {
 
             async fn delete(&mut self, id: <$record as Record>::Id) -> StoreResult<()> {
                 let (conn, _) = self.parts()?;
-                let key = id.to_string();
-                let n = db_run!(*conn, |c| diesel::delete(schema::$table::table.find(&key))
+                let n = db_run!(*conn, |c| diesel::delete(schema::$table::table.find(id))
                     .execute(c)
                     .await)
                 .map_err(store_error)?;
@@ -139,100 +136,97 @@ repo!(
     ApiToken,
     ApiTokenRow,
     api_tokens,
-    |q, org| q.filter(schema::api_tokens::organization_id.eq(org.to_string())),
+    |q, org| q.filter(schema::api_tokens::organization_id.eq(org)),
     deletes_tokens
 );
 repo!(
     CloudCredentials,
     CredentialsRow,
     cloud_credentials,
-    |q, org| q.filter(schema::cloud_credentials::organization_id.eq(org.to_string()))
+    |q, org| q.filter(schema::cloud_credentials::organization_id.eq(org))
 );
 // A cluster's deployment is queued on the cluster itself.
 repo!(Cluster, ClusterRow, clusters, |q, org| q
-    .filter(schema::clusters::organization_id.eq(org.to_string())), rings Queue);
+    .filter(schema::clusters::organization_id.eq(org)), rings Queue);
 repo!(Project, ProjectRow, projects, |q, org| q
-    .filter(schema::projects::organization_id.eq(org.to_string())));
+    .filter(schema::projects::organization_id.eq(org)));
 repo!(Environment, EnvironmentRow, environments, |q, project| q
-    .filter(
-        schema::environments::project_id.eq(project.to_string())
-    ));
+    .filter(schema::environments::project_id.eq(project)));
 repo!(
     ContainerRegistry,
     RegistryRow,
     container_registries,
-    |q, org| q.filter(schema::container_registries::organization_id.eq(org.to_string()))
+    |q, org| q.filter(schema::container_registries::organization_id.eq(org))
 );
 repo!(
     HelmRepository,
     HelmRepositoryRow,
     helm_repositories,
-    |q, org| q.filter(schema::helm_repositories::organization_id.eq(org.to_string()))
+    |q, org| q.filter(schema::helm_repositories::organization_id.eq(org))
 );
-repo!(GitToken, GitTokenRow, git_tokens, |q, org| q.filter(
-    schema::git_tokens::organization_id.eq(org.to_string())
-));
+repo!(GitToken, GitTokenRow, git_tokens, |q, org| q
+    .filter(schema::git_tokens::organization_id.eq(org)));
 repo!(Service, ServiceRow, services, |q, env| q
-    .filter(schema::services::environment_id.eq(env.to_string())));
-repo!(Variable, VariableRow, variables, |q, parent| q
-    .filter(schema::variables::parent_id.eq(parent.to_string())));
+    .filter(schema::services::environment_id.eq(env)));
+repo!(Variable, VariableRow, variables, |q, parent| q.filter(
+    schema::variables::parent_id.eq(domain::ids::StrictUuid(parent))
+));
 repo!(
     DeploymentRequest,
     DeploymentRequestRow,
     deployment_requests,
-    |q, service| q.filter(schema::deployment_requests::service_id.eq(service.to_string())),
+    |q, service| q.filter(schema::deployment_requests::service_id.eq(service)),
     rings Queue
 );
 repo!(
     MetadataGroup,
     MetadataGroupRow,
     metadata_groups,
-    |q, org| q.filter(schema::metadata_groups::organization_id.eq(org.to_string()))
+    |q, org| q.filter(schema::metadata_groups::organization_id.eq(org))
 );
 repo!(
     CustomDomain,
     CustomDomainRow,
     custom_domains,
-    |q, service| q.filter(schema::custom_domains::service_id.eq(service.to_string()))
+    |q, service| q.filter(schema::custom_domains::service_id.eq(service))
 );
 repo!(
     DeploymentRestriction,
     DeploymentRestrictionRow,
     deployment_restrictions,
-    |q, service| q.filter(schema::deployment_restrictions::service_id.eq(service.to_string()))
+    |q, service| q.filter(schema::deployment_restrictions::service_id.eq(service))
 );
-repo!(Invitation, InvitationRow, invitations, |q, org| q.filter(
-    schema::invitations::organization_id.eq(org.to_string())
-));
+repo!(Invitation, InvitationRow, invitations, |q, org| q
+    .filter(schema::invitations::organization_id.eq(org)));
 repo!(
     DeploymentStage,
     DeploymentStageRow,
     deployment_stages,
-    |q, env| q.filter(schema::deployment_stages::environment_id.eq(env.to_string()))
+    |q, env| q.filter(schema::deployment_stages::environment_id.eq(env))
 );
 repo!(
     ProjectDeploymentRule,
     ProjectDeploymentRuleRow,
     project_deployment_rules,
-    |q, project| q.filter(schema::project_deployment_rules::project_id.eq(project.to_string())),
+    |q, project| q.filter(schema::project_deployment_rules::project_id.eq(project)),
     rings Rules
 );
 repo!(
     EnvironmentDeploymentRule,
     EnvironmentDeploymentRuleRow,
     environment_deployment_rules,
-    |q, environment| q.filter(schema::environment_deployment_rules::id.eq(environment.to_string())),
+    |q, environment| q.filter(schema::environment_deployment_rules::id.eq(environment)),
     rings Rules
 );
 repo!(
     OrganizationWebhook,
     OrganizationWebhookRow,
     organization_webhooks,
-    |q, org| q.filter(schema::organization_webhooks::organization_id.eq(org.to_string()))
+    |q, org| q.filter(schema::organization_webhooks::organization_id.eq(org))
 );
 repo!(
     WebhookAttempt,
     WebhookAttemptRow,
     webhook_attempts,
-    |q, webhook| q.filter(schema::webhook_attempts::webhook_id.eq(webhook.to_string()))
+    |q, webhook| q.filter(schema::webhook_attempts::webhook_id.eq(webhook))
 );

@@ -1,14 +1,17 @@
 //! Row types of the portable schema and their conversions to and from domain records.
+//!
+//! Ids and closed values are held as the domain's own types (its `diesel` feature), which
+//! their text columns read and write as the same text the API shows: nothing here parses them.
 
 use crate::cipher::Cipher;
 use crate::schema::*;
 use diesel::prelude::*;
 use domain::auth::Role;
 use domain::error::{StoreError, StoreResult};
+use domain::ids::*;
 use domain::model::Name;
 use domain::model::*;
 use domain::secret::Secret;
-use std::str::FromStr;
 use time::{OffsetDateTime, PrimitiveDateTime, UtcOffset};
 
 pub fn ts(t: OffsetDateTime) -> PrimitiveDateTime {
@@ -20,13 +23,6 @@ pub fn utc(t: PrimitiveDateTime) -> OffsetDateTime {
     t.assume_utc()
 }
 
-/// Parses a stored value (id or enum); a failure means the row was written by something else.
-pub fn parse<T: FromStr>(column: &str, value: &str) -> StoreResult<T> {
-    value
-        .parse()
-        .map_err(|_| StoreError::Other(format!("unreadable {column} in store: {value:?}")))
-}
-
 /// A JSON column's text.
 fn json_text<T: serde::Serialize>(value: &T) -> StoreResult<String> {
     serde_json::to_string(value).map_err(|e| StoreError::Other(format!("unwritable JSON: {e}")))
@@ -36,10 +32,6 @@ fn json_text<T: serde::Serialize>(value: &T) -> StoreResult<String> {
 fn json_value<T: serde::de::DeserializeOwned>(column: &str, text: &str) -> StoreResult<T> {
     serde_json::from_str(text)
         .map_err(|e| StoreError::Other(format!("unreadable {column} in store: {e}")))
-}
-
-fn opt_parse<T: FromStr>(column: &str, value: Option<&str>) -> StoreResult<Option<T>> {
-    value.map(|v| parse(column, v)).transpose()
 }
 
 /// A record's row, with its secret members encrypted.
@@ -62,20 +54,27 @@ macro_rules! row {
     };
 }
 
-row!(OrganizationRow, organizations {
-    id: String, name: String, description: Option<String>, plan: String,
-    created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
-});
+row!(
+    OrganizationRow,
+    organizations {
+        id: OrganizationId,
+        name: String,
+        description: Option<String>,
+        plan: OrganizationPlan,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+    }
+);
 
 impl ToRow for Organization {
     type Row = OrganizationRow;
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<OrganizationRow> {
         let o = self;
         Ok(OrganizationRow {
-            id: o.id.to_string(),
+            id: o.id,
             name: o.name.to_string(),
             description: o.description.clone(),
-            plan: o.plan.as_str().into(),
+            plan: o.plan,
             created_at: ts(o.created_at),
             updated_at: ts(o.updated_at),
         })
@@ -85,32 +84,41 @@ impl ToRow for Organization {
 impl FromRow for Organization {
     fn from_row(r: OrganizationRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
+            id: r.id,
             name: Name::stored(r.name),
             description: r.description,
-            plan: parse("plan", &r.plan)?,
+            plan: r.plan,
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
         })
     }
 }
 
-row!(ApiTokenRow, api_tokens {
-    id: String, organization_id: String, name: String, description: Option<String>, role: String,
-    token_hash: String, created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
-    last_used_at: Option<PrimitiveDateTime>,
-});
+row!(
+    ApiTokenRow,
+    api_tokens {
+        id: ApiTokenId,
+        organization_id: OrganizationId,
+        name: String,
+        description: Option<String>,
+        role: Role,
+        token_hash: String,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+        last_used_at: Option<PrimitiveDateTime>,
+    }
+);
 
 impl ToRow for ApiToken {
     type Row = ApiTokenRow;
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<ApiTokenRow> {
         let t = self;
         Ok(ApiTokenRow {
-            id: t.id.to_string(),
-            organization_id: t.organization_id.to_string(),
+            id: t.id,
+            organization_id: t.organization_id,
             name: t.name.to_string(),
             description: t.description.clone(),
-            role: t.role.name().into(),
+            role: t.role,
             token_hash: t.token_hash.clone(),
             created_at: ts(t.created_at),
             updated_at: ts(t.updated_at),
@@ -122,12 +130,11 @@ impl ToRow for ApiToken {
 impl FromRow for ApiToken {
     fn from_row(r: ApiTokenRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
+            id: r.id,
+            organization_id: r.organization_id,
             name: Name::stored(r.name),
             description: r.description,
-            role: Role::from_name(&r.role)
-                .ok_or_else(|| StoreError::Other(format!("unreadable role {:?}", r.role)))?,
+            role: r.role,
             token_hash: r.token_hash,
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
@@ -139,8 +146,8 @@ impl FromRow for ApiToken {
 row!(
     CredentialsRow,
     cloud_credentials {
-        id: String,
-        organization_id: String,
+        id: CredentialsId,
+        organization_id: OrganizationId,
         name: String,
         name_key: String,
         access_key_id: String,
@@ -168,8 +175,8 @@ impl ToRow for CloudCredentials {
             } => subscription_id.clone(),
         };
         Ok(CredentialsRow {
-            id: c.id.to_string(),
-            organization_id: c.organization_id.to_string(),
+            id: c.id,
+            organization_id: c.organization_id,
             name: c.name.to_string(),
             name_key: c.name.key(),
             access_key_id,
@@ -193,8 +200,8 @@ impl FromRow for CloudCredentials {
                 .map_err(|e| StoreError::Other(format!("stored credentials: {e}")))?
         };
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
+            id: r.id,
+            organization_id: r.organization_id,
             name: Name::stored(r.name),
             details,
             secret: Secret::new(cipher.decrypt(&r.secret_access_key)?),
@@ -207,9 +214,9 @@ impl FromRow for CloudCredentials {
 row!(
     MetadataGroupRow,
     metadata_groups {
-        id: String,
-        organization_id: String,
-        kind: String,
+        id: MetadataGroupId,
+        organization_id: OrganizationId,
+        kind: GroupKind,
         name: String,
         name_key: String,
         entries: String,
@@ -223,9 +230,9 @@ impl ToRow for MetadataGroup {
     type Row = MetadataGroupRow;
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<MetadataGroupRow> {
         Ok(MetadataGroupRow {
-            id: self.id.to_string(),
-            organization_id: self.organization_id.to_string(),
-            kind: self.kind.as_str().into(),
+            id: self.id,
+            organization_id: self.organization_id,
+            kind: self.kind,
             name: self.name.to_string(),
             name_key: self.name.key(),
             entries: json_text(&self.entries)?,
@@ -239,9 +246,9 @@ impl ToRow for MetadataGroup {
 impl FromRow for MetadataGroup {
     fn from_row(r: MetadataGroupRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
-            kind: parse("kind", &r.kind)?,
+            id: r.id,
+            organization_id: r.organization_id,
+            kind: r.kind,
             name: Name::stored(r.name),
             entries: json_value("entries", &r.entries)?,
             scopes: json_value("scopes", &r.scopes)?,
@@ -254,9 +261,9 @@ impl FromRow for MetadataGroup {
 row!(
     CustomDomainRow,
     custom_domains {
-        id: String,
-        organization_id: String,
-        service_id: String,
+        id: CustomDomainId,
+        organization_id: OrganizationId,
+        service_id: ServiceId,
         domain: String,
         generate_certificate: bool,
         use_cdn: bool,
@@ -269,9 +276,9 @@ impl ToRow for CustomDomain {
     type Row = CustomDomainRow;
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<CustomDomainRow> {
         Ok(CustomDomainRow {
-            id: self.id.to_string(),
-            organization_id: self.organization_id.to_string(),
-            service_id: self.service_id.to_string(),
+            id: self.id,
+            organization_id: self.organization_id,
+            service_id: self.service_id,
             domain: self.domain.clone(),
             generate_certificate: self.generate_certificate,
             use_cdn: self.use_cdn,
@@ -284,9 +291,9 @@ impl ToRow for CustomDomain {
 impl FromRow for CustomDomain {
     fn from_row(r: CustomDomainRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
-            service_id: parse("service_id", &r.service_id)?,
+            id: r.id,
+            organization_id: r.organization_id,
+            service_id: r.service_id,
             domain: r.domain,
             generate_certificate: r.generate_certificate,
             use_cdn: r.use_cdn,
@@ -299,11 +306,11 @@ impl FromRow for CustomDomain {
 row!(
     DeploymentRestrictionRow,
     deployment_restrictions {
-        id: String,
-        organization_id: String,
-        service_id: String,
-        mode: String,
-        restriction_type: String,
+        id: DeploymentRestrictionId,
+        organization_id: OrganizationId,
+        service_id: ServiceId,
+        mode: RestrictionMode,
+        restriction_type: RestrictionType,
         value: String,
         created_at: PrimitiveDateTime,
         updated_at: PrimitiveDateTime,
@@ -314,11 +321,11 @@ impl ToRow for DeploymentRestriction {
     type Row = DeploymentRestrictionRow;
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<DeploymentRestrictionRow> {
         Ok(DeploymentRestrictionRow {
-            id: self.id.to_string(),
-            organization_id: self.organization_id.to_string(),
-            service_id: self.service_id.to_string(),
-            mode: self.mode.as_str().into(),
-            restriction_type: self.restriction_type.as_str().into(),
+            id: self.id,
+            organization_id: self.organization_id,
+            service_id: self.service_id,
+            mode: self.mode,
+            restriction_type: self.restriction_type,
             value: self.value.clone(),
             created_at: ts(self.created_at),
             updated_at: ts(self.updated_at),
@@ -329,11 +336,11 @@ impl ToRow for DeploymentRestriction {
 impl FromRow for DeploymentRestriction {
     fn from_row(r: DeploymentRestrictionRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
-            service_id: parse("service_id", &r.service_id)?,
-            mode: parse("mode", &r.mode)?,
-            restriction_type: parse("restriction_type", &r.restriction_type)?,
+            id: r.id,
+            organization_id: r.organization_id,
+            service_id: r.service_id,
+            mode: r.mode,
+            restriction_type: r.restriction_type,
             value: r.value,
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
@@ -344,11 +351,11 @@ impl FromRow for DeploymentRestriction {
 row!(
     InvitationRow,
     invitations {
-        id: String,
-        organization_id: String,
+        id: InvitationId,
+        organization_id: OrganizationId,
         email: String,
         email_key: String,
-        role: String,
+        role: Role,
         inviter: String,
         created_at: PrimitiveDateTime,
         updated_at: PrimitiveDateTime,
@@ -360,11 +367,11 @@ impl ToRow for Invitation {
     type Row = InvitationRow;
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<InvitationRow> {
         Ok(InvitationRow {
-            id: self.id.to_string(),
-            organization_id: self.organization_id.to_string(),
+            id: self.id,
+            organization_id: self.organization_id,
             email: self.email.clone(),
             email_key: self.email_key(),
-            role: self.role.name().to_string(),
+            role: self.role,
             inviter: self.inviter.clone(),
             created_at: ts(self.created_at),
             updated_at: ts(self.updated_at),
@@ -376,12 +383,10 @@ impl ToRow for Invitation {
 impl FromRow for Invitation {
     fn from_row(r: InvitationRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
+            id: r.id,
+            organization_id: r.organization_id,
             email: r.email,
-            role: domain::auth::Role::from_name(&r.role).ok_or_else(|| {
-                StoreError::Other(format!("unreadable role in store: {}", r.role))
-            })?,
+            role: r.role,
             inviter: r.inviter,
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
@@ -390,15 +395,30 @@ impl FromRow for Invitation {
     }
 }
 
-row!(ClusterRow, clusters {
-    id: String, organization_id: String, name: String, name_key: String,
-    description: Option<String>, region: String, cloud_provider: String,
-    created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime, spec: String,
-    advanced_settings: String, state: String, deployment_status: String,
-    state_reason: Option<String>, queued_at: Option<PrimitiveDateTime>,
-    last_deployment_date: Option<PrimitiveDateTime>, last_execution_id: Option<String>,
-    claimed_by: Option<String>, lease_until: Option<PrimitiveDateTime>,
-});
+row!(
+    ClusterRow,
+    clusters {
+        id: ClusterId,
+        organization_id: OrganizationId,
+        name: String,
+        name_key: String,
+        description: Option<String>,
+        region: String,
+        cloud_provider: CloudProvider,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+        spec: String,
+        advanced_settings: String,
+        state: ClusterState,
+        deployment_status: DeploymentStatus,
+        state_reason: Option<String>,
+        queued_at: Option<PrimitiveDateTime>,
+        last_deployment_date: Option<PrimitiveDateTime>,
+        last_execution_id: Option<String>,
+        claimed_by: Option<String>,
+        lease_until: Option<PrimitiveDateTime>,
+    }
+);
 
 impl ToRow for Cluster {
     type Row = ClusterRow;
@@ -406,19 +426,19 @@ impl ToRow for Cluster {
         let c = self;
         let json = |v: serde_json::Result<String>| v.map_err(|e| StoreError::Other(e.to_string()));
         Ok(ClusterRow {
-            id: c.id.to_string(),
-            organization_id: c.organization_id.to_string(),
+            id: c.id,
+            organization_id: c.organization_id,
             name: c.name.to_string(),
             name_key: c.name.key(),
             description: c.description.clone(),
             region: c.region.clone(),
-            cloud_provider: c.cloud_provider.as_str().into(),
+            cloud_provider: c.cloud_provider,
             created_at: ts(c.created_at),
             updated_at: ts(c.updated_at),
             spec: json(serde_json::to_string(&c.spec))?,
             advanced_settings: json(serde_json::to_string(&c.advanced_settings))?,
-            state: c.run.state.as_str().into(),
-            deployment_status: c.run.deployment_status.as_str().into(),
+            state: c.run.state,
+            deployment_status: c.run.deployment_status,
             state_reason: c.run.reason.clone(),
             queued_at: c.run.queued_at.map(ts),
             last_deployment_date: c.run.last_deployment_date.map(ts),
@@ -433,17 +453,17 @@ impl FromRow for Cluster {
     fn from_row(r: ClusterRow, _cipher: &Cipher) -> StoreResult<Self> {
         let unreadable = |e: serde_json::Error| StoreError::Other(format!("stored cluster: {e}"));
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
+            id: r.id,
+            organization_id: r.organization_id,
             name: Name::stored(r.name),
             description: r.description,
             region: r.region,
-            cloud_provider: parse("cloud_provider", &r.cloud_provider)?,
+            cloud_provider: r.cloud_provider,
             spec: serde_json::from_str(&r.spec).map_err(unreadable)?,
             advanced_settings: serde_json::from_str(&r.advanced_settings).map_err(unreadable)?,
             run: ClusterRun {
-                state: parse("state", &r.state)?,
-                deployment_status: parse("deployment_status", &r.deployment_status)?,
+                state: r.state,
+                deployment_status: r.deployment_status,
                 reason: r.state_reason,
                 queued_at: r.queued_at.map(utc),
                 last_deployment_date: r.last_deployment_date.map(utc),
@@ -457,18 +477,26 @@ impl FromRow for Cluster {
     }
 }
 
-row!(ProjectRow, projects {
-    id: String, organization_id: String, name: String, name_key: String,
-    description: Option<String>, created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
-});
+row!(
+    ProjectRow,
+    projects {
+        id: ProjectId,
+        organization_id: OrganizationId,
+        name: String,
+        name_key: String,
+        description: Option<String>,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+    }
+);
 
 impl ToRow for Project {
     type Row = ProjectRow;
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<ProjectRow> {
         let p = self;
         Ok(ProjectRow {
-            id: p.id.to_string(),
-            organization_id: p.organization_id.to_string(),
+            id: p.id,
+            organization_id: p.organization_id,
             name: p.name.to_string(),
             name_key: p.name.key(),
             description: p.description.clone(),
@@ -481,8 +509,8 @@ impl ToRow for Project {
 impl FromRow for Project {
     fn from_row(r: ProjectRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
+            id: r.id,
+            organization_id: r.organization_id,
             name: Name::stored(r.name),
             description: r.description,
             created_at: utc(r.created_at),
@@ -491,25 +519,35 @@ impl FromRow for Project {
     }
 }
 
-row!(EnvironmentRow, environments {
-    id: String, organization_id: String, project_id: String, cluster_id: String, name: String,
-    name_key: String, mode: String, last_updated_by: Option<String>,
-    created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
-});
+row!(
+    EnvironmentRow,
+    environments {
+        id: EnvironmentId,
+        organization_id: OrganizationId,
+        project_id: ProjectId,
+        cluster_id: ClusterId,
+        name: String,
+        name_key: String,
+        mode: EnvironmentMode,
+        last_updated_by: Option<StrictUuid>,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+    }
+);
 
 impl ToRow for Environment {
     type Row = EnvironmentRow;
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<EnvironmentRow> {
         let e = self;
         Ok(EnvironmentRow {
-            id: e.id.to_string(),
-            organization_id: e.organization_id.to_string(),
-            project_id: e.project_id.to_string(),
-            cluster_id: e.cluster_id.to_string(),
+            id: e.id,
+            organization_id: e.organization_id,
+            project_id: e.project_id,
+            cluster_id: e.cluster_id,
             name: e.name.to_string(),
             name_key: e.name.key(),
-            mode: e.mode.as_str().into(),
-            last_updated_by: e.last_updated_by.map(|u| u.to_string()),
+            mode: e.mode,
+            last_updated_by: e.last_updated_by.map(StrictUuid),
             created_at: ts(e.created_at),
             updated_at: ts(e.updated_at),
         })
@@ -519,38 +557,50 @@ impl ToRow for Environment {
 impl FromRow for Environment {
     fn from_row(r: EnvironmentRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
-            project_id: parse("project_id", &r.project_id)?,
-            cluster_id: parse("cluster_id", &r.cluster_id)?,
+            id: r.id,
+            organization_id: r.organization_id,
+            project_id: r.project_id,
+            cluster_id: r.cluster_id,
             name: Name::stored(r.name),
-            mode: parse("mode", &r.mode)?,
-            last_updated_by: opt_parse("last_updated_by", r.last_updated_by.as_deref())?,
+            mode: r.mode,
+            last_updated_by: r.last_updated_by.map(|u| u.0),
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
         })
     }
 }
 
-row!(RegistryRow, container_registries {
-    id: String, organization_id: String, name: String, name_key: String, kind: String, url: String,
-    description: Option<String>, cluster_id: Option<String>, config: String, secret_config: String,
-    created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
-});
+row!(
+    RegistryRow,
+    container_registries {
+        id: ContainerRegistryId,
+        organization_id: OrganizationId,
+        name: String,
+        name_key: String,
+        kind: RegistryKind,
+        url: String,
+        description: Option<String>,
+        cluster_id: Option<ClusterId>,
+        config: String,
+        secret_config: String,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+    }
+);
 
 impl ToRow for ContainerRegistry {
     type Row = RegistryRow;
     fn to_row(&self, cipher: &Cipher) -> StoreResult<RegistryRow> {
         let r = self;
         Ok(RegistryRow {
-            id: r.id.to_string(),
-            organization_id: r.organization_id.to_string(),
+            id: r.id,
+            organization_id: r.organization_id,
             name: r.name.to_string(),
             name_key: r.name.key(),
-            kind: r.kind.as_str().into(),
+            kind: r.kind,
             url: r.url.clone(),
             description: r.description.clone(),
-            cluster_id: r.cluster_id.map(|c| c.to_string()),
+            cluster_id: r.cluster_id,
             config: serde_json::to_string(&r.config)
                 .map_err(|e| StoreError::Other(e.to_string()))?,
             secret_config: cipher.encrypt(r.secret_config.expose())?,
@@ -563,13 +613,13 @@ impl ToRow for ContainerRegistry {
 impl FromRow for ContainerRegistry {
     fn from_row(r: RegistryRow, cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
+            id: r.id,
+            organization_id: r.organization_id,
             name: Name::stored(r.name),
-            kind: parse("kind", &r.kind)?,
+            kind: r.kind,
             url: r.url,
             description: r.description,
-            cluster_id: opt_parse("cluster_id", r.cluster_id.as_deref())?,
+            cluster_id: r.cluster_id,
             config: serde_json::from_str(&r.config)
                 .map_err(|e| StoreError::Other(format!("unreadable registry config: {e}")))?,
             secret_config: Secret::new(cipher.decrypt(&r.secret_config)?),
@@ -579,22 +629,34 @@ impl FromRow for ContainerRegistry {
     }
 }
 
-row!(HelmRepositoryRow, helm_repositories {
-    id: String, organization_id: String, name: String, name_key: String, kind: String, url: String,
-    description: Option<String>, skip_tls_verification: bool, config: String,
-    secret_config: String, created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
-});
+row!(
+    HelmRepositoryRow,
+    helm_repositories {
+        id: HelmRepositoryId,
+        organization_id: OrganizationId,
+        name: String,
+        name_key: String,
+        kind: HelmRepositoryKind,
+        url: String,
+        description: Option<String>,
+        skip_tls_verification: bool,
+        config: String,
+        secret_config: String,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+    }
+);
 
 impl ToRow for HelmRepository {
     type Row = HelmRepositoryRow;
     fn to_row(&self, cipher: &Cipher) -> StoreResult<HelmRepositoryRow> {
         let r = self;
         Ok(HelmRepositoryRow {
-            id: r.id.to_string(),
-            organization_id: r.organization_id.to_string(),
+            id: r.id,
+            organization_id: r.organization_id,
             name: r.name.to_string(),
             name_key: r.name.key(),
-            kind: r.kind.as_str().into(),
+            kind: r.kind,
             url: r.url.clone(),
             description: r.description.clone(),
             skip_tls_verification: r.skip_tls_verification,
@@ -610,10 +672,10 @@ impl ToRow for HelmRepository {
 impl FromRow for HelmRepository {
     fn from_row(r: HelmRepositoryRow, cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
+            id: r.id,
+            organization_id: r.organization_id,
             name: Name::stored(r.name),
-            kind: parse("kind", &r.kind)?,
+            kind: r.kind,
             url: r.url,
             description: r.description,
             skip_tls_verification: r.skip_tls_verification,
@@ -627,23 +689,34 @@ impl FromRow for HelmRepository {
     }
 }
 
-row!(GitTokenRow, git_tokens {
-    id: String, organization_id: String, name: String, name_key: String, provider: String,
-    token: String, description: Option<String>, workspace: Option<String>,
-    git_api_url: Option<String>, created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
-    expired_at: Option<String>,
-});
+row!(
+    GitTokenRow,
+    git_tokens {
+        id: GitTokenId,
+        organization_id: OrganizationId,
+        name: String,
+        name_key: String,
+        provider: GitProvider,
+        token: String,
+        description: Option<String>,
+        workspace: Option<String>,
+        git_api_url: Option<String>,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+        expired_at: Option<String>,
+    }
+);
 
 impl ToRow for GitToken {
     type Row = GitTokenRow;
     fn to_row(&self, cipher: &Cipher) -> StoreResult<GitTokenRow> {
         let t = self;
         Ok(GitTokenRow {
-            id: t.id.to_string(),
-            organization_id: t.organization_id.to_string(),
+            id: t.id,
+            organization_id: t.organization_id,
             name: t.name.to_string(),
             name_key: t.name.key(),
-            provider: t.provider.as_str().into(),
+            provider: t.provider,
             token: cipher.encrypt(t.token.expose())?,
             description: t.description.clone(),
             workspace: t.workspace.clone(),
@@ -658,11 +731,11 @@ impl ToRow for GitToken {
 impl FromRow for GitToken {
     fn from_row(r: GitTokenRow, cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
+            id: r.id,
+            organization_id: r.organization_id,
             name: Name::stored(r.name),
             description: r.description,
-            provider: parse("provider", &r.provider)?,
+            provider: r.provider,
             token: Secret::new(cipher.decrypt(&r.token)?),
             workspace: r.workspace,
             git_api_url: r.git_api_url,
@@ -680,34 +753,48 @@ impl FromRow for GitToken {
     }
 }
 
-row!(ServiceRow, services {
-    id: String, organization_id: String, project_id: String, environment_id: String, kind: String,
-    name: String, name_key: String, description: Option<String>, spec: String,
-    registry_id: Option<String>, git_token_id: Option<String>,
-    created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime, deployment_status: String,
-    helm_repository_id: Option<String>, advanced_settings: String,
-});
+row!(
+    ServiceRow,
+    services {
+        id: ServiceId,
+        organization_id: OrganizationId,
+        project_id: ProjectId,
+        environment_id: EnvironmentId,
+        kind: ServiceKind,
+        name: String,
+        name_key: String,
+        description: Option<String>,
+        spec: String,
+        registry_id: Option<ContainerRegistryId>,
+        git_token_id: Option<GitTokenId>,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+        deployment_status: DeploymentStatus,
+        helm_repository_id: Option<HelmRepositoryId>,
+        advanced_settings: String,
+    }
+);
 
 impl ToRow for Service {
     type Row = ServiceRow;
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<ServiceRow> {
         let s = self;
         Ok(ServiceRow {
-            id: s.id.to_string(),
-            organization_id: s.organization_id.to_string(),
-            project_id: s.project_id.to_string(),
-            environment_id: s.environment_id.to_string(),
-            kind: s.kind().as_str().into(),
+            id: s.id,
+            organization_id: s.organization_id,
+            project_id: s.project_id,
+            environment_id: s.environment_id,
+            kind: s.kind(),
             name: s.name.to_string(),
             name_key: s.name.key(),
             description: s.description.clone(),
             spec: crate::stored_specs::write(&s.spec)?,
-            registry_id: s.spec.registry_id().map(|r| r.to_string()),
-            git_token_id: s.spec.git_token_id().map(|t| t.to_string()),
+            registry_id: s.spec.registry_id(),
+            git_token_id: s.spec.git_token_id(),
             created_at: ts(s.created_at),
             updated_at: ts(s.updated_at),
-            deployment_status: s.deployment_status.as_str().into(),
-            helm_repository_id: s.spec.helm_repository_id().map(|r| r.to_string()),
+            deployment_status: s.deployment_status,
+            helm_repository_id: s.spec.helm_repository_id(),
             advanced_settings: json_text(&s.advanced_settings)?,
         })
     }
@@ -715,16 +802,15 @@ impl ToRow for Service {
 
 impl FromRow for Service {
     fn from_row(r: ServiceRow, _cipher: &Cipher) -> StoreResult<Self> {
-        let kind: ServiceKind = parse("kind", &r.kind)?;
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
-            project_id: parse("project_id", &r.project_id)?,
-            environment_id: parse("environment_id", &r.environment_id)?,
+            id: r.id,
+            organization_id: r.organization_id,
+            project_id: r.project_id,
+            environment_id: r.environment_id,
             name: Name::stored(r.name),
             description: r.description,
-            spec: crate::stored_specs::read(kind, &r.spec)?,
-            deployment_status: parse("deployment_status", &r.deployment_status)?,
+            spec: crate::stored_specs::read(r.kind, &r.spec)?,
+            deployment_status: r.deployment_status,
             advanced_settings: json_value("advanced_settings", &r.advanced_settings)?,
             groups: Vec::new(),
             created_at: utc(r.created_at),
@@ -733,15 +819,31 @@ impl FromRow for Service {
     }
 }
 
-row!(VariableRow, variables {
-    id: String, organization_id: String, project_id: String, environment_id: Option<String>,
-    service_id: Option<String>, parent_id: String, scope: String, key: String, value: Option<String>,
-    is_secret: bool, variable_type: String, mount_path: Option<String>, description: Option<String>,
-    enable_interpolation_in_file: Option<bool>, aliased_variable_id: Option<String>,
-    overridden_variable_id: Option<String>, secret_manager_access_id: Option<String>,
-    created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
-    linked_database_id: Option<String>,
-});
+row!(
+    VariableRow,
+    variables {
+        id: VariableId,
+        organization_id: OrganizationId,
+        project_id: ProjectId,
+        environment_id: Option<EnvironmentId>,
+        service_id: Option<ServiceId>,
+        parent_id: StrictUuid,
+        scope: VariableScope,
+        key: String,
+        value: Option<String>,
+        is_secret: bool,
+        variable_type: VariableType,
+        mount_path: Option<String>,
+        description: Option<String>,
+        enable_interpolation_in_file: Option<bool>,
+        aliased_variable_id: Option<VariableId>,
+        overridden_variable_id: Option<VariableId>,
+        secret_manager_access_id: Option<StrictUuid>,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+        linked_database_id: Option<ServiceId>,
+    }
+);
 
 impl ToRow for Variable {
     type Row = VariableRow;
@@ -753,26 +855,26 @@ impl ToRow for Variable {
             (None, _) => None,
         };
         Ok(VariableRow {
-            id: v.id.to_string(),
-            organization_id: v.organization_id.to_string(),
-            project_id: v.project_id.to_string(),
-            environment_id: v.environment_id.map(|e| e.to_string()),
-            service_id: v.service_id.map(|s| s.to_string()),
-            parent_id: v.parent_id().to_string(),
-            scope: v.scope.as_str().into(),
+            id: v.id,
+            organization_id: v.organization_id,
+            project_id: v.project_id,
+            environment_id: v.environment_id,
+            service_id: v.service_id,
+            parent_id: StrictUuid(v.parent_id()),
+            scope: v.scope,
             key: v.key.to_string(),
             value,
             is_secret: v.is_secret,
-            variable_type: v.variable_type.as_str().into(),
+            variable_type: v.variable_type,
             mount_path: v.mount_path.clone(),
             description: v.description.clone(),
             enable_interpolation_in_file: v.enable_interpolation_in_file,
-            aliased_variable_id: v.aliased_variable_id.map(|a| a.to_string()),
-            overridden_variable_id: v.overridden_variable_id.map(|o| o.to_string()),
-            secret_manager_access_id: v.secret_manager_access_id.map(|s| s.to_string()),
+            aliased_variable_id: v.aliased_variable_id,
+            overridden_variable_id: v.overridden_variable_id,
+            secret_manager_access_id: v.secret_manager_access_id.map(StrictUuid),
             created_at: ts(v.created_at),
             updated_at: ts(v.updated_at),
-            linked_database_id: v.linked_database_id.map(|d| d.to_string()),
+            linked_database_id: v.linked_database_id,
         })
     }
 }
@@ -785,75 +887,86 @@ impl FromRow for Variable {
             (None, _) => None,
         };
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
-            project_id: parse("project_id", &r.project_id)?,
-            environment_id: opt_parse("environment_id", r.environment_id.as_deref())?,
-            service_id: opt_parse("service_id", r.service_id.as_deref())?,
-            scope: parse("scope", &r.scope)?,
+            id: r.id,
+            organization_id: r.organization_id,
+            project_id: r.project_id,
+            environment_id: r.environment_id,
+            service_id: r.service_id,
+            scope: r.scope,
             key: VariableKey::stored(r.key),
             value,
             is_secret: r.is_secret,
-            variable_type: parse("variable_type", &r.variable_type)?,
+            variable_type: r.variable_type,
             mount_path: r.mount_path,
             description: r.description,
             enable_interpolation_in_file: r.enable_interpolation_in_file,
-            aliased_variable_id: opt_parse(
-                "aliased_variable_id",
-                r.aliased_variable_id.as_deref(),
-            )?,
-            overridden_variable_id: opt_parse(
-                "overridden_variable_id",
-                r.overridden_variable_id.as_deref(),
-            )?,
-            secret_manager_access_id: opt_parse(
-                "secret_manager_access_id",
-                r.secret_manager_access_id.as_deref(),
-            )?,
-            linked_database_id: opt_parse("linked_database_id", r.linked_database_id.as_deref())?,
+            aliased_variable_id: r.aliased_variable_id,
+            overridden_variable_id: r.overridden_variable_id,
+            secret_manager_access_id: r.secret_manager_access_id.map(|u| u.0),
+            linked_database_id: r.linked_database_id,
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
         })
     }
 }
 
-row!(DeploymentRequestRow, deployment_requests {
-    id: String, organization_id: String, environment_id: String, service_id: String, action: String,
-    requested_by: String, git_commit_id: Option<String>, image_tag: Option<String>,
-    chart_version: Option<String>, status: String, reason: Option<String>, claimed_by: Option<String>,
-    created_at: PrimitiveDateTime, started_at: Option<PrimitiveDateTime>, finished_at: Option<PrimitiveDateTime>,
-    state: String, batch_id: String, snapshot: String, steps: String,
-    lease_until: Option<PrimitiveDateTime>, cancel_requested: bool, position: i32, origin: String,
-});
+row!(
+    DeploymentRequestRow,
+    deployment_requests {
+        id: DeploymentRequestId,
+        organization_id: OrganizationId,
+        environment_id: EnvironmentId,
+        service_id: ServiceId,
+        action: DeploymentAction,
+        requested_by: String,
+        git_commit_id: Option<String>,
+        image_tag: Option<String>,
+        chart_version: Option<String>,
+        status: RequestStatus,
+        reason: Option<String>,
+        claimed_by: Option<String>,
+        created_at: PrimitiveDateTime,
+        started_at: Option<PrimitiveDateTime>,
+        finished_at: Option<PrimitiveDateTime>,
+        state: ServiceState,
+        batch_id: StrictUuid,
+        snapshot: String,
+        steps: String,
+        lease_until: Option<PrimitiveDateTime>,
+        cancel_requested: bool,
+        position: i32,
+        origin: Origin,
+    }
+);
 
 impl ToRow for DeploymentRequest {
     type Row = DeploymentRequestRow;
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<DeploymentRequestRow> {
         let r = self;
         Ok(DeploymentRequestRow {
-            id: r.id.to_string(),
-            organization_id: r.organization_id.to_string(),
-            environment_id: r.environment_id.to_string(),
-            service_id: r.service_id.to_string(),
-            action: r.action.as_str().into(),
+            id: r.id,
+            organization_id: r.organization_id,
+            environment_id: r.environment_id,
+            service_id: r.service_id,
+            action: r.action,
             requested_by: r.requested_by.clone(),
             git_commit_id: r.target.git_commit_id.clone(),
             image_tag: r.target.image_tag.clone(),
             chart_version: r.target.chart_version.clone(),
-            status: r.status.as_str().into(),
+            status: r.status,
             reason: r.reason.clone(),
             claimed_by: r.claimed_by.clone(),
             created_at: ts(r.created_at),
             started_at: r.started_at.map(ts),
             finished_at: r.finished_at.map(ts),
-            state: r.state.as_str().into(),
-            batch_id: r.batch_id.to_string(),
+            state: r.state,
+            batch_id: StrictUuid(r.batch_id),
             snapshot: json_text(&r.snapshot)?,
             steps: json_text(&r.steps)?,
             lease_until: r.lease_until.map(ts),
             cancel_requested: r.cancel_requested,
             position: r.position,
-            origin: r.origin.as_str().into(),
+            origin: r.origin,
         })
     }
 }
@@ -862,11 +975,11 @@ impl FromRow for DeploymentRequest {
     fn from_row(r: DeploymentRequestRow, _cipher: &Cipher) -> StoreResult<Self> {
         let snapshot: DeploymentSnapshot = json_value("snapshot", &r.snapshot)?;
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
-            environment_id: parse("environment_id", &r.environment_id)?,
-            service_id: parse("service_id", &r.service_id)?,
-            action: parse("action", &r.action)?,
+            id: r.id,
+            organization_id: r.organization_id,
+            environment_id: r.environment_id,
+            service_id: r.service_id,
+            action: r.action,
             requested_by: r.requested_by,
             target: DeployTarget {
                 git_commit_id: r.git_commit_id,
@@ -875,37 +988,46 @@ impl FromRow for DeploymentRequest {
                 // Kept in the snapshot, which histories show.
                 git_commit_author: snapshot.git_commit_author.clone(),
             },
-            status: parse("status", &r.status)?,
+            status: r.status,
             reason: r.reason,
             claimed_by: r.claimed_by,
             created_at: utc(r.created_at),
             started_at: r.started_at.map(utc),
             finished_at: r.finished_at.map(utc),
-            state: parse("state", &r.state)?,
-            batch_id: parse("batch_id", &r.batch_id)?,
+            state: r.state,
+            batch_id: r.batch_id.0,
             snapshot,
             steps: json_value("steps", &r.steps)?,
             lease_until: r.lease_until.map(utc),
             cancel_requested: r.cancel_requested,
             position: r.position,
-            origin: parse("origin", &r.origin)?,
+            origin: r.origin,
         })
     }
 }
 
-row!(DeploymentStageRow, deployment_stages {
-    id: String, organization_id: String, environment_id: String, name: String, name_key: String,
-    description: Option<String>, deployment_order: i32,
-    created_at: PrimitiveDateTime, updated_at: PrimitiveDateTime,
-});
+row!(
+    DeploymentStageRow,
+    deployment_stages {
+        id: DeploymentStageId,
+        organization_id: OrganizationId,
+        environment_id: EnvironmentId,
+        name: String,
+        name_key: String,
+        description: Option<String>,
+        deployment_order: i32,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+    }
+);
 
 impl ToRow for DeploymentStage {
     type Row = DeploymentStageRow;
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<DeploymentStageRow> {
         Ok(DeploymentStageRow {
-            id: self.id.to_string(),
-            organization_id: self.organization_id.to_string(),
-            environment_id: self.environment_id.to_string(),
+            id: self.id,
+            organization_id: self.organization_id,
+            environment_id: self.environment_id,
             name: self.name.to_string(),
             name_key: self.name.key(),
             description: self.description.clone(),
@@ -919,9 +1041,9 @@ impl ToRow for DeploymentStage {
 impl FromRow for DeploymentStage {
     fn from_row(r: DeploymentStageRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
-            environment_id: parse("environment_id", &r.environment_id)?,
+            id: r.id,
+            organization_id: r.organization_id,
+            environment_id: r.environment_id,
             name: Name::stored(r.name),
             description: r.description,
             deployment_order: r.deployment_order,
@@ -934,10 +1056,10 @@ impl FromRow for DeploymentStage {
 row!(
     StageMemberRow,
     deployment_stage_services {
-        service_id: String,
-        id: String,
-        stage_id: String,
-        environment_id: String,
+        service_id: ServiceId,
+        id: StrictUuid,
+        stage_id: DeploymentStageId,
+        environment_id: EnvironmentId,
         is_skipped: bool,
         created_at: PrimitiveDateTime,
         updated_at: PrimitiveDateTime,
@@ -948,10 +1070,10 @@ impl ToRow for StageMember {
     type Row = StageMemberRow;
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<StageMemberRow> {
         Ok(StageMemberRow {
-            service_id: self.service_id.to_string(),
-            id: self.id.to_string(),
-            stage_id: self.stage_id.to_string(),
-            environment_id: self.environment_id.to_string(),
+            service_id: self.service_id,
+            id: StrictUuid(self.id),
+            stage_id: self.stage_id,
+            environment_id: self.environment_id,
             is_skipped: self.is_skipped,
             created_at: ts(self.created_at),
             updated_at: ts(self.updated_at),
@@ -962,10 +1084,10 @@ impl ToRow for StageMember {
 impl FromRow for StageMember {
     fn from_row(r: StageMemberRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
-            service_id: parse("service_id", &r.service_id)?,
-            stage_id: parse("stage_id", &r.stage_id)?,
-            environment_id: parse("environment_id", &r.environment_id)?,
+            id: r.id.0,
+            service_id: r.service_id,
+            stage_id: r.stage_id,
+            environment_id: r.environment_id,
             is_skipped: r.is_skipped,
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
@@ -1006,14 +1128,14 @@ fn schedule_of(
 row!(
     ProjectDeploymentRuleRow,
     project_deployment_rules {
-        id: String,
-        organization_id: String,
-        project_id: String,
+        id: DeploymentRuleId,
+        organization_id: OrganizationId,
+        project_id: ProjectId,
         name: String,
         name_key: String,
         description: Option<String>,
-        mode: String,
-        cluster_id: String,
+        mode: EnvironmentMode,
+        cluster_id: ClusterId,
         wildcard: String,
         priority_index: i32,
         auto_stop: bool,
@@ -1031,14 +1153,14 @@ impl ToRow for ProjectDeploymentRule {
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<ProjectDeploymentRuleRow> {
         let s = &self.schedule;
         Ok(ProjectDeploymentRuleRow {
-            id: self.id.to_string(),
-            organization_id: self.organization_id.to_string(),
-            project_id: self.project_id.to_string(),
+            id: self.id,
+            organization_id: self.organization_id,
+            project_id: self.project_id,
             name: self.name.to_string(),
             name_key: self.name.key(),
             description: self.description.clone(),
-            mode: self.mode.as_str().into(),
-            cluster_id: self.cluster_id.to_string(),
+            mode: self.mode,
+            cluster_id: self.cluster_id,
             wildcard: self.wildcard.clone(),
             priority_index: self.priority_index,
             auto_stop: s.auto_stop,
@@ -1055,13 +1177,13 @@ impl ToRow for ProjectDeploymentRule {
 impl FromRow for ProjectDeploymentRule {
     fn from_row(r: ProjectDeploymentRuleRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
-            project_id: parse("project_id", &r.project_id)?,
+            id: r.id,
+            organization_id: r.organization_id,
+            project_id: r.project_id,
             name: Name::stored(r.name),
             description: r.description,
-            mode: parse("mode", &r.mode)?,
-            cluster_id: parse("cluster_id", &r.cluster_id)?,
+            mode: r.mode,
+            cluster_id: r.cluster_id,
             wildcard: r.wildcard,
             priority_index: r.priority_index,
             schedule: schedule_of(
@@ -1080,8 +1202,8 @@ impl FromRow for ProjectDeploymentRule {
 row!(
     EnvironmentDeploymentRuleRow,
     environment_deployment_rules {
-        id: String,
-        organization_id: String,
+        id: EnvironmentId,
+        organization_id: OrganizationId,
         on_demand_preview: bool,
         auto_preview: bool,
         auto_stop: bool,
@@ -1100,8 +1222,8 @@ impl ToRow for EnvironmentDeploymentRule {
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<EnvironmentDeploymentRuleRow> {
         let s = &self.schedule;
         Ok(EnvironmentDeploymentRuleRow {
-            id: self.environment_id.to_string(),
-            organization_id: self.organization_id.to_string(),
+            id: self.environment_id,
+            organization_id: self.organization_id,
             on_demand_preview: self.on_demand_preview,
             auto_preview: self.auto_preview,
             auto_stop: s.auto_stop,
@@ -1119,8 +1241,8 @@ impl ToRow for EnvironmentDeploymentRule {
 impl FromRow for EnvironmentDeploymentRule {
     fn from_row(r: EnvironmentDeploymentRuleRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            environment_id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
+            environment_id: r.id,
+            organization_id: r.organization_id,
             on_demand_preview: r.on_demand_preview,
             auto_preview: r.auto_preview,
             schedule: schedule_of(
@@ -1140,9 +1262,9 @@ impl FromRow for EnvironmentDeploymentRule {
 row!(
     OrganizationWebhookRow,
     organization_webhooks {
-        id: String,
-        organization_id: String,
-        kind: String,
+        id: WebhookId,
+        organization_id: OrganizationId,
+        kind: OrganizationWebhookKind,
         target_url: String,
         target_secret: Option<String>,
         description: Option<String>,
@@ -1159,9 +1281,9 @@ impl ToRow for OrganizationWebhook {
     type Row = OrganizationWebhookRow;
     fn to_row(&self, cipher: &Cipher) -> StoreResult<OrganizationWebhookRow> {
         Ok(OrganizationWebhookRow {
-            id: self.id.to_string(),
-            organization_id: self.organization_id.to_string(),
-            kind: self.kind.as_str().into(),
+            id: self.id,
+            organization_id: self.organization_id,
+            kind: self.kind,
             target_url: self.target_url.clone(),
             target_secret: self
                 .target_secret
@@ -1182,9 +1304,9 @@ impl ToRow for OrganizationWebhook {
 impl FromRow for OrganizationWebhook {
     fn from_row(r: OrganizationWebhookRow, cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
-            kind: parse("kind", &r.kind)?,
+            id: r.id,
+            organization_id: r.organization_id,
+            kind: r.kind,
             target_url: r.target_url,
             target_secret: r
                 .target_secret
@@ -1207,13 +1329,13 @@ impl FromRow for OrganizationWebhook {
 row!(
     WebhookAttemptRow,
     webhook_attempts {
-        id: String,
-        delivery_id: String,
-        webhook_id: String,
-        organization_id: String,
+        id: AttemptId,
+        delivery_id: DeliveryId,
+        webhook_id: WebhookId,
+        organization_id: OrganizationId,
         created_at: PrimitiveDateTime,
-        kind: String,
-        matched_event: String,
+        kind: OrganizationWebhookKind,
+        matched_event: OrganizationWebhookEvent,
         target_url: String,
         request: String,
         status_code: i32,
@@ -1228,13 +1350,13 @@ impl ToRow for WebhookAttempt {
     type Row = WebhookAttemptRow;
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<WebhookAttemptRow> {
         Ok(WebhookAttemptRow {
-            id: self.id.to_string(),
-            delivery_id: self.delivery_id.to_string(),
-            webhook_id: self.webhook_id.to_string(),
-            organization_id: self.organization_id.to_string(),
+            id: self.id,
+            delivery_id: self.delivery_id,
+            webhook_id: self.webhook_id,
+            organization_id: self.organization_id,
             created_at: ts(self.created_at),
-            kind: self.kind.as_str().into(),
-            matched_event: self.matched_event.as_str().into(),
+            kind: self.kind,
+            matched_event: self.matched_event,
             target_url: self.target_url.clone(),
             request: json_text(&self.request)?,
             status_code: self.status_code,
@@ -1249,13 +1371,13 @@ impl ToRow for WebhookAttempt {
 impl FromRow for WebhookAttempt {
     fn from_row(r: WebhookAttemptRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
-            delivery_id: parse("delivery_id", &r.delivery_id)?,
-            webhook_id: parse("webhook_id", &r.webhook_id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
+            id: r.id,
+            delivery_id: r.delivery_id,
+            webhook_id: r.webhook_id,
+            organization_id: r.organization_id,
             created_at: utc(r.created_at),
-            kind: parse("kind", &r.kind)?,
-            matched_event: parse("matched_event", &r.matched_event)?,
+            kind: r.kind,
+            matched_event: r.matched_event,
             target_url: r.target_url,
             request: json_value("request", &r.request)?,
             status_code: r.status_code,
@@ -1270,18 +1392,18 @@ impl FromRow for WebhookAttempt {
 row!(
     EventRow,
     events {
-        id: String,
-        organization_id: String,
+        id: EventId,
+        organization_id: OrganizationId,
         position: Option<i64>,
         created_at: PrimitiveDateTime,
-        event_type: Option<String>,
-        target_type: String,
-        target_id: Option<String>,
-        sub_target_type: Option<String>,
-        origin: String,
+        event_type: Option<EventType>,
+        target_type: TargetType,
+        target_id: Option<StrictUuid>,
+        sub_target_type: Option<SubTargetType>,
+        origin: Origin,
         triggered_by: String,
-        project_id: Option<String>,
-        environment_id: Option<String>,
+        project_id: Option<ProjectId>,
+        environment_id: Option<EnvironmentId>,
         body: String,
     }
 );
@@ -1290,18 +1412,18 @@ impl ToRow for OrgEvent {
     type Row = EventRow;
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<EventRow> {
         Ok(EventRow {
-            id: self.id.to_string(),
-            organization_id: self.organization_id.to_string(),
+            id: self.id,
+            organization_id: self.organization_id,
             position: self.position,
             created_at: ts(self.created_at),
-            event_type: self.event_type.map(|t| t.as_str().into()),
-            target_type: self.target_type.as_str().into(),
-            target_id: self.target_id.map(|t| t.to_string()),
-            sub_target_type: self.sub_target_type.map(|t| t.as_str().into()),
-            origin: self.origin.as_str().into(),
+            event_type: self.event_type,
+            target_type: self.target_type,
+            target_id: self.target_id.map(StrictUuid),
+            sub_target_type: self.sub_target_type,
+            origin: self.origin,
             triggered_by: self.triggered_by.clone(),
-            project_id: self.project_id.map(|p| p.to_string()),
-            environment_id: self.environment_id.map(|e| e.to_string()),
+            project_id: self.project_id,
+            environment_id: self.environment_id,
             body: json_text(self)?,
         })
     }
@@ -1319,13 +1441,13 @@ impl FromRow for OrgEvent {
 row!(
     DeliveryRow,
     webhook_deliveries {
-        id: String,
-        webhook_id: String,
-        organization_id: String,
-        event_id: String,
-        matched_event: String,
+        id: DeliveryId,
+        webhook_id: WebhookId,
+        organization_id: OrganizationId,
+        event_id: EventId,
+        matched_event: OrganizationWebhookEvent,
         payload: String,
-        state: String,
+        state: DeliveryState,
         attempts: i32,
         next_attempt_at: PrimitiveDateTime,
         claimed_by: Option<String>,
@@ -1338,13 +1460,13 @@ impl ToRow for WebhookDelivery {
     type Row = DeliveryRow;
     fn to_row(&self, _cipher: &Cipher) -> StoreResult<DeliveryRow> {
         Ok(DeliveryRow {
-            id: self.id.to_string(),
-            webhook_id: self.webhook_id.to_string(),
-            organization_id: self.organization_id.to_string(),
-            event_id: self.event_id.to_string(),
-            matched_event: self.matched_event.as_str().into(),
+            id: self.id,
+            webhook_id: self.webhook_id,
+            organization_id: self.organization_id,
+            event_id: self.event_id,
+            matched_event: self.matched_event,
             payload: json_text(&self.payload)?,
-            state: self.state.as_str().into(),
+            state: self.state,
             attempts: self.attempts,
             next_attempt_at: ts(self.next_attempt_at),
             claimed_by: None,
@@ -1357,13 +1479,13 @@ impl ToRow for WebhookDelivery {
 impl FromRow for WebhookDelivery {
     fn from_row(r: DeliveryRow, _cipher: &Cipher) -> StoreResult<Self> {
         Ok(Self {
-            id: parse("id", &r.id)?,
-            webhook_id: parse("webhook_id", &r.webhook_id)?,
-            organization_id: parse("organization_id", &r.organization_id)?,
-            event_id: parse("event_id", &r.event_id)?,
-            matched_event: parse("matched_event", &r.matched_event)?,
+            id: r.id,
+            webhook_id: r.webhook_id,
+            organization_id: r.organization_id,
+            event_id: r.event_id,
+            matched_event: r.matched_event,
             payload: json_value("payload", &r.payload)?,
-            state: parse("state", &r.state)?,
+            state: r.state,
             attempts: r.attempts,
             next_attempt_at: utc(r.next_attempt_at),
             created_at: utc(r.created_at),

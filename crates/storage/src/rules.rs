@@ -1,7 +1,7 @@
 //! What the scheduler of deployment rules asks the store.
 
 use crate::db::{db_run, store_error};
-use crate::rows::{parse, ts, utc};
+use crate::rows::{ts, utc};
 use crate::schema::environment_deployment_rules as rules;
 use crate::session::Session;
 use async_trait::async_trait;
@@ -29,7 +29,7 @@ impl RuleQueries for Session {
             .await)
         .map_err(store_error)?;
         // An id no record could have is left out, not allowed to hold up every other rule.
-        Ok(ids.iter().filter_map(|id| parse("id", id).ok()).collect())
+        Ok(ids.iter().filter_map(|id| id.parse().ok()).collect())
     }
 
     async fn next_rule_turn(&mut self) -> StoreResult<Option<time::OffsetDateTime>> {

@@ -147,13 +147,13 @@ impl Session {
         }
         macro_rules! row {
             ($table:ident, $id:expr) => {
-                locked!($table::table.find($id.to_string()).select($table::id))
+                locked!($table::table.find($id).select($table::id))
             };
         }
         macro_rules! referenced {
             ($table:ident, $id:expr) => {
                 $table::table
-                    .find($id.to_string())
+                    .find($id)
                     .select($table::id)
                     .for_key_share()
                     .load::<String>(c)
@@ -165,7 +165,7 @@ impl Session {
             Scope::Project(id) => {
                 row!(projects, id).map_err(store_error)?;
                 locked!(environments::table
-                    .filter(environments::project_id.eq(id.to_string()))
+                    .filter(environments::project_id.eq(id))
                     .order(environments::id.asc())
                     .select(environments::id))
             }
@@ -174,7 +174,7 @@ impl Session {
                 .filter(
                     environments::id.eq_any(
                         services::table
-                            .find(service.to_string())
+                            .find(service)
                             .select(services::environment_id),
                     ),
                 )

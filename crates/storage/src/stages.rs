@@ -17,10 +17,9 @@ use time::OffsetDateTime;
 #[async_trait]
 impl StageQueries for Session {
     async fn stages_of(&mut self, environment: EnvironmentId) -> StoreResult<Vec<DeploymentStage>> {
-        let env = environment.to_string();
         let (conn, cipher) = self.parts()?;
         let rows: Vec<DeploymentStageRow> = db_run!(*conn, |c| stages::table
-            .filter(stages::environment_id.eq(&env))
+            .filter(stages::environment_id.eq(environment))
             .order((
                 stages::deployment_order.asc(),
                 stages::created_at.asc(),
@@ -36,10 +35,9 @@ impl StageQueries for Session {
     }
 
     async fn stage_members(&mut self, environment: EnvironmentId) -> StoreResult<Vec<StageMember>> {
-        let env = environment.to_string();
         let (conn, cipher) = self.parts()?;
         let rows: Vec<StageMemberRow> = db_run!(*conn, |c| members::table
-            .filter(members::environment_id.eq(&env))
+            .filter(members::environment_id.eq(environment))
             .order((members::created_at.asc(), members::service_id.asc()))
             .select(StageMemberRow::as_select())
             .load(c)
@@ -51,10 +49,9 @@ impl StageQueries for Session {
     }
 
     async fn stage_member(&mut self, service: ServiceId) -> StoreResult<Option<StageMember>> {
-        let key = service.to_string();
         let (conn, cipher) = self.parts()?;
         let row: Option<StageMemberRow> = db_run!(*conn, |c| members::table
-            .find(&key)
+            .find(service)
             .select(StageMemberRow::as_select())
             .first(c)
             .await
@@ -86,12 +83,10 @@ impl StageQueries for Session {
         orders: &[(DeploymentStageId, i32)],
         now: OffsetDateTime,
     ) -> StoreResult<()> {
-        let orders: Vec<(String, i32)> =
-            orders.iter().map(|(id, o)| (id.to_string(), *o)).collect();
         let at = ts(now);
         let (conn, _) = self.parts()?;
         db_transaction!(*conn, |c| {
-            for (id, order) in &orders {
+            for (id, order) in orders {
                 diesel::update(stages::table.find(id))
                     .set((
                         stages::deployment_order.eq(*order),

@@ -43,6 +43,7 @@ macro_rules! contract {
 
 contract!(
     records_round_trip,
+    ids_and_enums_are_stored_as_their_text,
     names_are_unique_case_insensitively_per_parent,
     lists_are_paged_in_creation_order,
     deleting_a_parent_removes_its_children,
@@ -302,6 +303,34 @@ async fn records_round_trip(db: Db) {
             .await
             .unwrap()
             .is_none()
+    );
+}
+
+/// Rows hold the domain's types; the columns still hold the text they always did: ids
+/// hyphenated in lowercase, enums by their wire names.
+async fn ids_and_enums_are_stored_as_their_text(db: Db) {
+    let (o, c, p, e) = hierarchy(&db).await;
+    let text = |s: &str| vec![Some(s.to_string())];
+    for (table, column, expected) in [
+        ("organizations", "id", o.id.to_string()),
+        ("organizations", "plan", "FREE".into()),
+        ("clusters", "cloud_provider", "CLOUDA".into()),
+        ("clusters", "state", c.run.state.as_str().into()),
+        ("environments", "id", e.id.to_string()),
+        ("environments", "organization_id", o.id.to_string()),
+        ("environments", "project_id", p.id.to_string()),
+        ("environments", "cluster_id", c.id.to_string()),
+        ("environments", "mode", "STAGING".into()),
+    ] {
+        assert_eq!(
+            testing::raw_column(&db, table, column).await,
+            text(&expected),
+            "{table}.{column}"
+        );
+    }
+    assert_eq!(
+        testing::raw_column(&db, "environments", "last_updated_by").await,
+        vec![None]
     );
 }
 

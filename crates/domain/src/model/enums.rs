@@ -5,9 +5,17 @@ macro_rules! string_enum {
     ($(#[$meta:meta])* $name:ident { $($variant:ident => $wire:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        #[cfg_attr(
+            feature = "diesel",
+            derive(diesel::expression::AsExpression, diesel::deserialize::FromSqlRow),
+            diesel(sql_type = diesel::sql_types::Text)
+        )]
         pub enum $name {
             $(#[serde(rename = $wire)] $variant),+
         }
+
+        #[cfg(feature = "diesel")]
+        text_column!($name);
 
         impl $name {
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
