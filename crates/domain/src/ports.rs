@@ -81,6 +81,12 @@ pub trait ServiceQueries: Send {
         &mut self,
         services: &[ServiceId],
     ) -> StoreResult<Vec<(ServiceId, MetadataGroupId)>>;
+    /// One service with the ids of the groups attached to it, in one statement: a read of one
+    /// service costs one round trip, not two.
+    async fn service_with_group_ids(
+        &mut self,
+        service: ServiceId,
+    ) -> StoreResult<Option<(Service, Vec<MetadataGroupId>)>>;
     /// Attaches exactly `groups` to the service (those attached before and not named go).
     async fn set_service_groups(
         &mut self,

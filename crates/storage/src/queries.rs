@@ -78,6 +78,32 @@ impl ServiceQueries for Session {
         .map_err(store_error)
     }
 
+    async fn service_with_group_ids(
+        &mut self,
+        service: ServiceId,
+    ) -> StoreResult<Option<(Service, Vec<MetadataGroupId>)>> {
+        use service_metadata_groups::dsl::{group_id, service_id};
+        let (conn, cipher) = self.parts()?;
+        // A row per attached group (the service's columns repeated), or one with no group.
+        let rows: Vec<(crate::rows::ServiceRow, Option<MetadataGroupId>)> =
+            db_run!(*conn, |c| services::table
+                .left_join(service_metadata_groups::table.on(service_id.eq(services::id)))
+                .filter(services::id.eq(service))
+                .select((crate::rows::ServiceRow::as_select(), group_id.nullable()))
+                .load(c)
+                .await)
+            .map_err(store_error)?;
+        let mut rows = rows.into_iter();
+        let Some((row, first)) = rows.next() else {
+            return Ok(None);
+        };
+        let groups = first
+            .into_iter()
+            .chain(rows.filter_map(|(_, g)| g))
+            .collect();
+        Ok(Some((Service::from_row(row, cipher)?, groups)))
+    }
+
     async fn set_service_groups(
         &mut self,
         service: ServiceId,

@@ -2593,10 +2593,37 @@ async fn groups_are_attached_and_held_by_their_services(db: Db) {
         Repo::<MetadataGroup>::insert(&mut session, &group("A")).await,
         Err(StoreError::Duplicate)
     ));
+    let read = |groups: Option<(Service, Vec<MetadataGroupId>)>| {
+        groups.map(|(s, mut g)| {
+            g.sort();
+            (s.id, g)
+        })
+    };
+    assert_eq!(
+        read(session.service_with_group_ids(app.id).await.unwrap()),
+        Some((app.id, vec![])),
+        "a service with no group reads back alone"
+    );
     session
         .set_service_groups(app.id, &[a.id, b.id])
         .await
         .unwrap();
+    let mut both = vec![a.id, b.id];
+    both.sort();
+    assert_eq!(
+        read(session.service_with_group_ids(app.id).await.unwrap()),
+        Some((app.id, both)),
+        "every attached group, the service once"
+    );
+    assert_eq!(
+        read(
+            session
+                .service_with_group_ids(ServiceId::generate())
+                .await
+                .unwrap()
+        ),
+        None
+    );
     session.set_service_groups(app.id, &[b.id]).await.unwrap();
     assert_eq!(
         session.service_group_ids(&[app.id]).await.unwrap(),

@@ -153,6 +153,16 @@ impl Capstan {
             return Ok(());
         }
         let pairs = tx.service_group_ids(&ids).await?;
+        self.attach_groups(tx, services, &pairs).await
+    }
+
+    /// Attaches to each service the groups `pairs` (service, group) name.
+    pub(super) async fn attach_groups(
+        &self,
+        tx: &mut Unit,
+        services: &mut [Service],
+        pairs: &[(ServiceId, MetadataGroupId)],
+    ) -> DomainResult<()> {
         let groups = self
             .by_id::<MetadataGroup>(tx, pairs.iter().map(|(_, g)| *g))
             .await?;

@@ -66,6 +66,15 @@ impl Capstan {
         mut services: Vec<Service>,
     ) -> DomainResult<Vec<Service>> {
         self.with_groups(tx, &mut services).await?;
+        self.decorate_grouped(tx, services).await
+    }
+
+    /// [`Capstan::decorate`] for services whose groups are attached already.
+    async fn decorate_grouped(
+        &self,
+        tx: &mut Unit,
+        mut services: Vec<Service>,
+    ) -> DomainResult<Vec<Service>> {
         let tokens = self
             .by_id::<GitToken>(
                 tx,
@@ -233,8 +242,26 @@ impl Capstan {
     ) -> DomainResult<Service> {
         let mut unit = self.reading().await?;
         let tx = &mut *unit;
-        let service = self.load_service(tx, p, kind, id, Action::Read).await?;
-        self.decorate_one(tx, service).await
+        // As `load_service` answers, with the group ids read in the same statement.
+        let (service, groups) =
+            tx.service_with_group_ids(id)
+                .await?
+                .ok_or(DomainError::NotFound(
+                    <Service as crate::model::Record>::KIND,
+                ))?;
+        p.authorize(service.organization_id, Action::Read)?;
+        if service.kind() != kind {
+            return Err(DomainError::NotFound(kind.noun()));
+        }
+        let mut services = vec![service];
+        if crate::services::GROUPED_KINDS.contains(&kind) {
+            let pairs: Vec<_> = groups.into_iter().map(|g| (id, g)).collect();
+            self.attach_groups(tx, &mut services, &pairs).await?;
+        }
+        self.decorate_grouped(tx, services)
+            .await?
+            .pop()
+            .ok_or_else(|| DomainError::Internal("service vanished".into()))
     }
 
     /// Replaces the service's configuration with the request's (see [`ServiceDraft::edit_body`]
