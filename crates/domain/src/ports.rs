@@ -344,6 +344,14 @@ pub trait EventLog: Send {
         newer: bool,
         limit: i64,
     ) -> StoreResult<Vec<OrgEvent>>;
+    /// The services among `ids` that exist, each with its environment and project, by name:
+    /// one read, whatever the services' specs hold.
+    async fn services_named(&mut self, ids: &[ServiceId]) -> StoreResult<Vec<ServiceNamed>>;
+    /// As [`EventLog::services_named`], for environments.
+    async fn environments_named(
+        &mut self,
+        ids: &[EnvironmentId],
+    ) -> StoreResult<Vec<EnvironmentNamed>>;
     /// Removes an organization's events (with their deliveries), when it is deleted.
     async fn forget_events(&mut self, organization: OrganizationId) -> StoreResult<()>;
     /// Adds deliveries (routed from sequenced events).

@@ -119,6 +119,32 @@ macro_rules! db_run {
 }
 pub(crate) use db_run;
 
+/// Loads `$query` with `$f` bound to `$column` in `$ids`, on either backend, as a statement
+/// each backend keeps prepared whatever the number of ids: one id as `=`; several as
+/// PostgreSQL's `= ANY($1)`, and on SQLite as one JSON array read by `json_each` (an `IN (?, ?,
+/// ...)` list is parsed anew on every execution: a tenth of a page's time).
+macro_rules! load_by_ids {
+    ($conn:expr, $ids:expr, $column:expr, |$f:ident| $query:expr) => {
+        match (&mut $conn, $ids) {
+            (conn, [one]) => {
+                let $f = $column.eq(one);
+                $crate::db::db_run!(*conn, |c| $query.load(c).await)
+            }
+            ($crate::db::Conn::Pg(obj), many) => {
+                let c: &mut diesel_async::AsyncPgConnection = &mut *obj;
+                let $f = $column.eq_any(many);
+                $query.load(c).await
+            }
+            ($crate::db::Conn::Sqlite(obj), many) => {
+                let c: &mut $crate::db::SqliteConn = &mut *obj;
+                let $f = $crate::in_list::in_json_list($column, many);
+                $query.load(c).await
+            }
+        }
+    };
+}
+pub(crate) use load_by_ids;
+
 /// Runs `$body` in a transaction on either backend; any error rolls it back.
 macro_rules! db_transaction {
     ($conn:expr, |$c:ident| $body:expr) => {

@@ -1,10 +1,11 @@
 //! The event log and the webhook deliveries: what the sequencer, the audit log, the stream and
 //! the senders ask the store.
 
-use crate::db::{db_run, db_transaction, store_error, Conn, Db};
+use crate::db::{db_run, db_transaction, load_by_ids, store_error, Conn, Db};
 use crate::rows::*;
 use crate::schema::events as ev;
 use crate::schema::webhook_deliveries as wd;
+use crate::schema::{environments, projects, services};
 use crate::session::Session;
 use async_trait::async_trait;
 use diesel::prelude::*;
@@ -12,8 +13,11 @@ use diesel::result::Error as DieselError;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use domain::changes::Change;
 use domain::error::StoreResult;
-use domain::ids::{EventId, OrganizationId};
-use domain::model::{DeliveryState, EventFilter, OrgEvent, WebhookDelivery};
+use domain::ids::{EnvironmentId, EventId, OrganizationId, ProjectId, ServiceId};
+use domain::model::{
+    DeliveryState, EnvironmentMode, EnvironmentNamed, EventFilter, OrgEvent, ProjectNamed,
+    ServiceKind, ServiceNamed, WebhookDelivery,
+};
 use domain::ports::{DeliveryClaims, EventLog};
 use time::OffsetDateTime;
 
@@ -24,6 +28,23 @@ fn events_of(rows: Vec<EventRow>, cipher: &crate::cipher::Cipher) -> StoreResult
     rows.into_iter()
         .map(|r| OrgEvent::from_row(r, cipher))
         .collect()
+}
+
+type EnvironmentNameRow = (EnvironmentId, String, EnvironmentMode, (ProjectId, String));
+type ServiceNameRow = (ServiceId, String, ServiceKind, EnvironmentNameRow);
+
+fn environment_named(
+    (id, name, mode, (project, project_name)): EnvironmentNameRow,
+) -> EnvironmentNamed {
+    EnvironmentNamed {
+        id,
+        name,
+        mode,
+        project: ProjectNamed {
+            id: project,
+            name: project_name,
+        },
+    }
 }
 
 #[async_trait]
@@ -165,6 +186,63 @@ impl EventLog for Session {
         })
         .map_err(store_error)?;
         events_of(rows, cipher)
+    }
+
+    async fn services_named(&mut self, ids: &[ServiceId]) -> StoreResult<Vec<ServiceNamed>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (conn, _) = self.parts()?;
+        let rows: Vec<ServiceNameRow> = load_by_ids!(*conn, ids, services::id, |by_id| {
+            services::table
+                .inner_join(environments::table.on(environments::id.eq(services::environment_id)))
+                .inner_join(projects::table.on(projects::id.eq(environments::project_id)))
+                .filter(by_id)
+                .select((
+                    services::id,
+                    services::name,
+                    services::kind,
+                    (
+                        environments::id,
+                        environments::name,
+                        environments::mode,
+                        (projects::id, projects::name),
+                    ),
+                ))
+        })
+        .map_err(store_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, name, kind, environment)| ServiceNamed {
+                id,
+                name,
+                kind,
+                environment: environment_named(environment),
+            })
+            .collect())
+    }
+
+    async fn environments_named(
+        &mut self,
+        ids: &[EnvironmentId],
+    ) -> StoreResult<Vec<EnvironmentNamed>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (conn, _) = self.parts()?;
+        let rows: Vec<EnvironmentNameRow> = load_by_ids!(*conn, ids, environments::id, |by_id| {
+            environments::table
+                .inner_join(projects::table.on(projects::id.eq(environments::project_id)))
+                .filter(by_id)
+                .select((
+                    environments::id,
+                    environments::name,
+                    environments::mode,
+                    (projects::id, projects::name),
+                ))
+        })
+        .map_err(store_error)?;
+        Ok(rows.into_iter().map(environment_named).collect())
     }
 
     async fn forget_events(&mut self, organization: OrganizationId) -> StoreResult<()> {

@@ -6,6 +6,7 @@ mod cluster_claims;
 mod db;
 mod events;
 mod group_commit;
+mod in_list;
 mod limits;
 mod listener;
 mod maintenance;

@@ -1,6 +1,6 @@
 //! Queries beyond the generic repository: token lookup, service counts, health.
 
-use crate::db::{db_run, into_page, page_rows, store_error, Db};
+use crate::db::{db_run, into_page, load_by_ids, page_rows, store_error, Db};
 use crate::mark_changed::MarkChanged;
 use crate::rows::*;
 use crate::schema::{
@@ -61,20 +61,11 @@ impl ServiceQueries for Session {
         }
         use service_metadata_groups::dsl::{group_id, service_id};
         let (conn, _) = self.parts()?;
-        match ids {
-            // One service (every GET of one): a statement SQLite keeps prepared, where an `IN`
-            // over a list is parsed anew on every execution (a tenth of such a GET's time).
-            [one] => db_run!(*conn, |c| service_metadata_groups::table
-                .filter(service_id.eq(one))
+        load_by_ids!(*conn, ids, service_id, |by_service| {
+            service_metadata_groups::table
+                .filter(by_service)
                 .select((service_id, group_id))
-                .load(c)
-                .await),
-            _ => db_run!(*conn, |c| service_metadata_groups::table
-                .filter(service_id.eq_any(ids))
-                .select((service_id, group_id))
-                .load(c)
-                .await),
-        }
+        })
         .map_err(store_error)
     }
 

@@ -1,7 +1,7 @@
 //! The generic repository port, implemented once per table by one macro; each query body is
 //! written once and runs on both backends.
 
-use crate::db::{db_run, into_page, page_rows, store_error};
+use crate::db::{db_run, into_page, load_by_ids, page_rows, store_error};
 use crate::rows::*;
 use crate::schema;
 use crate::session::Session;
@@ -61,11 +61,11 @@ macro_rules! repo {
                     return Ok(Vec::new());
                 }
                 let (conn, cipher) = self.parts()?;
-                let rows: Vec<$row> = db_run!(*conn, |c| schema::$table::table
-                    .filter(schema::$table::id.eq_any(ids))
-                    .select(<$row>::as_select())
-                    .load(c)
-                    .await)
+                let rows: Vec<$row> = load_by_ids!(*conn, ids, schema::$table::id, |by_id| {
+                    schema::$table::table
+                        .filter(by_id)
+                        .select(<$row>::as_select())
+                })
                 .map_err(store_error)?;
                 rows.into_iter()
                     .map(|r| <$record>::from_row(r, cipher))

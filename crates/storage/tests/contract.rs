@@ -10,9 +10,9 @@ use domain::ids::*;
 use domain::model::*;
 use domain::pagination::PageRequest;
 use domain::ports::{
-    Canceled, DeliveryClaims, DeploymentQueue, Health, IdempotencyClaim, IdempotencyStore,
-    Maintenance, QueueClaims, RateLimitStore, Repo, RuleQueries, Scope, ServiceLink,
-    ServiceQueries, StageQueries, Store, StoredResponse, TokenStore, VariableQueries,
+    Canceled, DeliveryClaims, DeploymentQueue, EventLog, Health, IdempotencyClaim,
+    IdempotencyStore, Maintenance, QueueClaims, RateLimitStore, Repo, RuleQueries, Scope,
+    ServiceLink, ServiceQueries, StageQueries, Store, StoredResponse, TokenStore, VariableQueries,
 };
 use domain::ratelimit::Gcra;
 use domain::secret::Secret;
@@ -80,6 +80,7 @@ contract!(
     events_get_positions_in_the_order_they_are_sequenced,
     deliveries_are_claimed_once_and_settled_by_their_claimant,
     the_audit_log_filters_and_pages_by_time,
+    services_and_environments_are_named_with_their_parents,
     a_reset_empties_every_table_or_keeps_the_tokens,
     a_snapshot_is_restored_exactly,
     a_rotated_key_reseals_every_secret_and_nothing_else,
@@ -3188,4 +3189,52 @@ async fn a_committed_unit_rings_what_it_changed_and_a_dropped_one_nothing(db: Db
         "the commit rang for its event"
     );
     assert!(queue.now_or_never().is_none(), "nothing was queued");
+}
+
+async fn services_and_environments_are_named_with_their_parents(db: Db) {
+    let (o, _c, p, e) = hierarchy(&db).await;
+    let r = registry(&db, o.id, "hub").await;
+    let web = service_in(&e, ServiceKind::Container, "web", container_body(r.id));
+    let api = service_in(&e, ServiceKind::Container, "api", container_body(r.id));
+    let mut s = db.session().await.unwrap();
+    Repo::<Service>::insert(&mut s, &web).await.unwrap();
+    Repo::<Service>::insert(&mut s, &api).await.unwrap();
+    let environment = EnvironmentNamed {
+        id: e.id,
+        name: "prod".into(),
+        mode: e.mode,
+        project: ProjectNamed {
+            id: p.id,
+            name: "shop".into(),
+        },
+    };
+    // One id (a statement kept prepared) and several (a list), an unknown one left out.
+    let one = s.services_named(&[web.id]).await.unwrap();
+    assert_eq!(
+        one,
+        vec![ServiceNamed {
+            id: web.id,
+            name: "web".into(),
+            kind: ServiceKind::Container,
+            environment: environment.clone(),
+        }]
+    );
+    let mut both = s
+        .services_named(&[web.id, api.id, ServiceId::generate()])
+        .await
+        .unwrap();
+    both.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(
+        both.iter()
+            .map(|n| (n.id, n.name.as_str()))
+            .collect::<Vec<_>>(),
+        vec![(api.id, "api"), (web.id, "web")]
+    );
+    assert!(s.services_named(&[]).await.unwrap().is_empty());
+    assert_eq!(
+        s.environments_named(&[e.id, EnvironmentId::generate()])
+            .await
+            .unwrap(),
+        vec![environment]
+    );
 }

@@ -109,6 +109,13 @@ async fn every_write_is_audited_with_who_what_and_where<S: App>(t: T<S>) {
         .find(|e| e["event_type"] == "CREATE" && e["sub_target_type"] == "SECRET")
         .unwrap();
     assert_eq!(made["target_id"], container);
+    // A part of a service is named by its service, environment and project.
+    assert_eq!(made["target_type"], "CONTAINER", "{made}");
+    assert_eq!(made["target_name"], "web", "{made}");
+    assert_eq!(made["environment_id"], env, "{made}");
+    assert_eq!(made["environment_name"], "prod", "{made}");
+    assert_eq!(made["project_id"], project, "{made}");
+    assert_eq!(made["project_name"], "shop", "{made}");
     assert!(
         made["change"].as_str().unwrap().contains("DB_PASSWORD"),
         "{made}"

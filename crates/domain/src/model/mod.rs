@@ -11,6 +11,7 @@ mod deployment_rule;
 mod event;
 mod fixture;
 mod git_repository;
+mod lineage;
 mod members;
 mod metadata_group;
 mod name;
@@ -51,6 +52,7 @@ pub use enums::*;
 pub use event::*;
 pub use fixture::*;
 pub use git_repository::{GitRepository, GitRepositoryInput};
+pub use lineage::{EnvironmentNamed, ProjectNamed, ServiceNamed};
 pub use members::{member_id, Invitation, Member, INVITATION_LIFETIME};
 pub use metadata_group::{
     AnnotationInput, AnnotationScope, AnnotationsGroupInput, GroupDraft, GroupEntry, GroupKind,

@@ -8,7 +8,15 @@ use crate::error::DomainResult;
 use crate::ids::*;
 use crate::model::*;
 use crate::ports::Unit;
+use std::collections::HashMap;
 use uuid::Uuid;
+
+/// `ids` once each, sorted.
+fn distinct<T: Ord>(mut ids: Vec<T>) -> Vec<T> {
+    ids.sort();
+    ids.dedup();
+    ids
+}
 
 /// What an audit event is about.
 pub(crate) struct Target {
@@ -378,33 +386,54 @@ impl Capstan {
         changes: Vec<(EventType, Target)>,
     ) -> DomainResult<()> {
         let mut changes = changes;
-        let services = self
-            .by_id::<Service>(
-                tx,
-                changes
-                    .iter()
-                    .filter(|(_, t)| t.name.is_none())
-                    .filter_map(|(_, t)| t.service),
-            )
-            .await?;
+        let named: Vec<ServiceId> = changes
+            .iter()
+            .filter(|(_, t)| t.name.is_none())
+            .filter_map(|(_, t)| t.service)
+            .collect();
+        let services: HashMap<ServiceId, ServiceNamed> = tx
+            .services_named(&distinct(named))
+            .await?
+            .into_iter()
+            .map(|s| (s.id, s))
+            .collect();
         for (_, t) in changes.iter_mut() {
             if let Some(s) = t.service.and_then(|id| services.get(&id)) {
-                t.kind = TargetType::of_service(s.kind());
-                t.environment = t.environment.or(Some(s.environment_id));
-                t.project = t.project.or(Some(s.project_id));
+                t.kind = TargetType::of_service(s.kind);
+                t.environment = t.environment.or(Some(s.environment.id));
+                t.project = t.project.or(Some(s.environment.project.id));
             }
         }
-        let environments = self
-            .by_id::<Environment>(tx, changes.iter().filter_map(|(_, t)| t.environment))
-            .await?;
+        // A service's environment came with it; the others are read (with their projects).
+        let mut environments: HashMap<EnvironmentId, EnvironmentNamed> = services
+            .values()
+            .map(|s| (s.environment.id, s.environment.clone()))
+            .collect();
+        let unread: Vec<EnvironmentId> = changes
+            .iter()
+            .filter_map(|(_, t)| t.environment)
+            .filter(|id| !environments.contains_key(id))
+            .collect();
+        for e in tx.environments_named(&distinct(unread)).await? {
+            environments.insert(e.id, e);
+        }
         for (_, t) in changes.iter_mut() {
             if let Some(e) = t.environment.and_then(|id| environments.get(&id)) {
-                t.project = t.project.or(Some(e.project_id));
+                t.project = t.project.or(Some(e.project.id));
             }
         }
-        let projects = self
-            .by_id::<Project>(tx, changes.iter().filter_map(|(_, t)| t.project))
-            .await?;
+        let mut projects: HashMap<ProjectId, String> = environments
+            .values()
+            .map(|e| (e.project.id, e.project.name.clone()))
+            .collect();
+        let unread: Vec<ProjectId> = changes
+            .iter()
+            .filter_map(|(_, t)| t.project)
+            .filter(|id| !projects.contains_key(id))
+            .collect();
+        for (id, project) in self.by_id::<Project>(tx, unread).await? {
+            projects.insert(id, project.name.to_string());
+        }
         let organizations = self
             .by_id::<Organization>(
                 tx,
@@ -422,10 +451,10 @@ impl Capstan {
             let organization = organizations.get(&OrganizationId(target.id));
             let name = target.name.clone().unwrap_or_else(|| {
                 match target.kind {
-                    TargetType::Project => project.map(|p| p.name.to_string()),
-                    TargetType::Environment => environment.map(|e| e.name.to_string()),
+                    TargetType::Project => project.cloned(),
+                    TargetType::Environment => environment.map(|e| e.name.clone()),
                     TargetType::Organization => organization.map(|o| o.name.to_string()),
-                    _ => service.map(|s| s.name.to_string()),
+                    _ => service.map(|s| s.name.clone()),
                 }
                 .unwrap_or_default()
             });
@@ -453,9 +482,9 @@ impl Capstan {
                 origin: p.origin,
                 triggered_by: p.subject.to_string(),
                 project_id: target.project,
-                project_name: project.map(|p| p.name.to_string()).unwrap_or_default(),
+                project_name: project.cloned().unwrap_or_default(),
                 environment_id: target.environment,
-                environment_name: environment.map(|e| e.name.to_string()).unwrap_or_default(),
+                environment_name: environment.map(|e| e.name.clone()).unwrap_or_default(),
                 environment_mode: environment.map(|e| e.mode),
                 service_id: target.service,
                 user_agent: p.user_agent.clone(),
