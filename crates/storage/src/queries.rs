@@ -1,6 +1,6 @@
 //! Queries beyond the generic repository: token lookup, service counts, health.
 
-use crate::db::{db_run, into_page, load_by_ids, page_rows, store_error, Db};
+use crate::db::{db_run, into_page, load_by_ids, page_rows, store_error, Db, LoadRows};
 use crate::mark_changed::MarkChanged;
 use crate::rows::*;
 use crate::schema::{
@@ -77,12 +77,14 @@ impl ServiceQueries for Session {
         let (conn, cipher) = self.parts()?;
         // A row per attached group (the service's columns repeated), or one with no group.
         let rows: Vec<(crate::rows::ServiceRow, Option<MetadataGroupId>)> =
-            db_run!(*conn, |c| services::table
-                .left_join(service_metadata_groups::table.on(service_id.eq(services::id)))
-                .filter(services::id.eq(service))
-                .select((crate::rows::ServiceRow::as_select(), group_id.nullable()))
-                .load(c)
-                .await)
+            db_run!(*conn, |c| LoadRows::load_rows(
+                c,
+                services::table
+                    .left_join(service_metadata_groups::table.on(service_id.eq(services::id)))
+                    .filter(services::id.eq(service))
+                    .select((crate::rows::ServiceRow::as_select(), group_id.nullable()))
+            )
+            .await)
             .map_err(store_error)?;
         let mut rows = rows.into_iter();
         let Some((row, first)) = rows.next() else {

@@ -4,7 +4,7 @@
 //! environment, so two processes cannot start two requests of one environment.
 
 use crate::cipher::Cipher;
-use crate::db::{db_run, db_transaction, store_error, Conn, Db};
+use crate::db::{db_run, db_transaction, store_error, Conn, Db, LoadRows};
 use crate::rows::*;
 use crate::schema::deployment_requests as dr;
 use crate::schema::services;
@@ -470,15 +470,14 @@ impl DeploymentQueue for Session {
             let of_service = dr::service_id
                 .eq(services::id)
                 .and(latest_ended_of_its_kind());
-            services::table
+            let query = services::table
                 .left_join(dr::table.on(of_environment.or(of_service)))
                 .filter(services::id.eq(service))
                 .select((
                     ServiceRow::as_select(),
                     Option::<DeploymentRequestRow>::as_select(),
-                ))
-                .load(c)
-                .await
+                ));
+            LoadRows::load_rows(c, query).await
         })
         .map_err(store_error)?;
         let mut rows = rows.into_iter();

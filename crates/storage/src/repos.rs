@@ -1,7 +1,7 @@
 //! The generic repository port, implemented once per table by one macro; each query body is
 //! written once and runs on both backends.
 
-use crate::db::{db_run, into_page, load_by_ids, page_rows, store_error};
+use crate::db::{db_run, into_page, load_by_ids, page_rows, store_error, LoadRows};
 use crate::rows::*;
 use crate::schema;
 use crate::session::Session;
@@ -43,13 +43,16 @@ macro_rules! repo {
 
             async fn get(&mut self, id: <$record as Record>::Id) -> StoreResult<Option<$record>> {
                 let (conn, cipher) = self.parts()?;
-                let row: Option<$row> = db_run!(*conn, |c| schema::$table::table
-                    .find(id)
-                    .select(<$row>::as_select())
-                    .first(c)
-                    .await
-                    .optional())
+                let rows: Vec<$row> = db_run!(*conn, |c| LoadRows::load_rows(
+                    c,
+                    schema::$table::table
+                        .find(id)
+                        .select(<$row>::as_select())
+                        .limit(1)
+                )
+                .await)
                 .map_err(store_error)?;
+                let row = rows.into_iter().next();
                 row.map(|r| <$record>::from_row(r, cipher)).transpose()
             }
 
