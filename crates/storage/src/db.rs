@@ -274,6 +274,18 @@ where
     }
 }
 
+/// The rows of a left join from one row: that row, and the joined values of every row (none
+/// when the only row joined nothing). `None` when there is no row.
+pub(crate) fn left_joined<R, J>(rows: Vec<(R, Option<J>)>) -> Option<(R, Vec<J>)> {
+    let mut rows = rows.into_iter();
+    let (row, first) = rows.next()?;
+    let joined = first
+        .into_iter()
+        .chain(rows.filter_map(|(_, j)| j))
+        .collect();
+    Some((row, joined))
+}
+
 /// Decodes a page of rows into records.
 pub(crate) fn into_page<T: crate::rows::FromRow>(
     rows: Vec<T::Row>,

@@ -31,6 +31,17 @@ fn events_of(rows: Vec<EventRow>, cipher: &crate::cipher::Cipher) -> StoreResult
 }
 
 type EnvironmentNameRow = (EnvironmentId, String, EnvironmentMode, (ProjectId, String));
+
+/// An environment's name with its project's: the columns of an [`EnvironmentNameRow`].
+#[diesel::dsl::auto_type]
+fn environment_names() -> _ {
+    (
+        environments::id,
+        environments::name,
+        environments::mode,
+        (projects::id, projects::name),
+    )
+}
 type ServiceNameRow = (ServiceId, String, ServiceKind, EnvironmentNameRow);
 
 fn environment_named(
@@ -202,12 +213,7 @@ impl EventLog for Session {
                     services::id,
                     services::name,
                     services::kind,
-                    (
-                        environments::id,
-                        environments::name,
-                        environments::mode,
-                        (projects::id, projects::name),
-                    ),
+                    environment_names(),
                 ))
         })
         .map_err(store_error)?;
@@ -234,12 +240,7 @@ impl EventLog for Session {
             environments::table
                 .inner_join(projects::table.on(projects::id.eq(environments::project_id)))
                 .filter(by_id)
-                .select((
-                    environments::id,
-                    environments::name,
-                    environments::mode,
-                    (projects::id, projects::name),
-                ))
+                .select(environment_names())
         })
         .map_err(store_error)?;
         Ok(rows.into_iter().map(environment_named).collect())

@@ -1,6 +1,8 @@
 //! Queries beyond the generic repository: token lookup, service counts, health.
 
-use crate::db::{db_run, into_page, load_by_ids, page_rows, store_error, Db, LoadRows};
+use crate::db::{
+    db_run, into_page, left_joined, load_by_ids, page_rows, store_error, Db, LoadRows,
+};
 use crate::mark_changed::MarkChanged;
 use crate::rows::*;
 use crate::schema::{
@@ -86,14 +88,9 @@ impl ServiceQueries for Session {
             )
             .await)
             .map_err(store_error)?;
-        let mut rows = rows.into_iter();
-        let Some((row, first)) = rows.next() else {
+        let Some((row, groups)) = left_joined(rows) else {
             return Ok(None);
         };
-        let groups = first
-            .into_iter()
-            .chain(rows.filter_map(|(_, g)| g))
-            .collect();
         Ok(Some((Service::from_row(row, cipher)?, groups)))
     }
 

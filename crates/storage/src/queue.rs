@@ -4,7 +4,7 @@
 //! environment, so two processes cannot start two requests of one environment.
 
 use crate::cipher::Cipher;
-use crate::db::{db_run, db_transaction, store_error, Conn, Db, LoadRows};
+use crate::db::{db_run, db_transaction, left_joined, store_error, Conn, Db, LoadRows};
 use crate::rows::*;
 use crate::schema::deployment_requests as dr;
 use crate::schema::services;
@@ -480,14 +480,9 @@ impl DeploymentQueue for Session {
             LoadRows::load_rows(c, query).await
         })
         .map_err(store_error)?;
-        let mut rows = rows.into_iter();
-        let Some((row, first)) = rows.next() else {
+        let Some((row, requests)) = left_joined(rows) else {
             return Ok(None);
         };
-        let requests = first
-            .into_iter()
-            .chain(rows.filter_map(|(_, r)| r))
-            .collect();
         let (activity, own) = activity(records(requests, cipher)?, &[service]);
         Ok(Some((Service::from_row(row, cipher)?, activity, own)))
     }

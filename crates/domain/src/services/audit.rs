@@ -11,8 +11,12 @@ use crate::ports::Unit;
 use std::collections::HashMap;
 use uuid::Uuid;
 
-/// `ids` once each, sorted.
-fn distinct<T: Ord>(mut ids: Vec<T>) -> Vec<T> {
+/// The ids among `ids` not in `known`, once each.
+fn unread<K: Ord + std::hash::Hash, V>(
+    ids: impl Iterator<Item = K>,
+    known: &HashMap<K, V>,
+) -> Vec<K> {
+    let mut ids: Vec<K> = ids.filter(|id| !known.contains_key(id)).collect();
     ids.sort();
     ids.dedup();
     ids
@@ -386,13 +390,15 @@ impl Capstan {
         changes: Vec<(EventType, Target)>,
     ) -> DomainResult<()> {
         let mut changes = changes;
-        let named: Vec<ServiceId> = changes
-            .iter()
-            .filter(|(_, t)| t.name.is_none())
-            .filter_map(|(_, t)| t.service)
-            .collect();
+        let named = unread(
+            changes
+                .iter()
+                .filter(|(_, t)| t.name.is_none())
+                .filter_map(|(_, t)| t.service),
+            &HashMap::<ServiceId, ()>::new(),
+        );
         let services: HashMap<ServiceId, ServiceNamed> = tx
-            .services_named(&distinct(named))
+            .services_named(&named)
             .await?
             .into_iter()
             .map(|s| (s.id, s))
@@ -409,12 +415,11 @@ impl Capstan {
             .values()
             .map(|s| (s.environment.id, s.environment.clone()))
             .collect();
-        let unread: Vec<EnvironmentId> = changes
-            .iter()
-            .filter_map(|(_, t)| t.environment)
-            .filter(|id| !environments.contains_key(id))
-            .collect();
-        for e in tx.environments_named(&distinct(unread)).await? {
+        let others = unread(
+            changes.iter().filter_map(|(_, t)| t.environment),
+            &environments,
+        );
+        for e in tx.environments_named(&others).await? {
             environments.insert(e.id, e);
         }
         for (_, t) in changes.iter_mut() {
@@ -426,12 +431,8 @@ impl Capstan {
             .values()
             .map(|e| (e.project.id, e.project.name.clone()))
             .collect();
-        let unread: Vec<ProjectId> = changes
-            .iter()
-            .filter_map(|(_, t)| t.project)
-            .filter(|id| !projects.contains_key(id))
-            .collect();
-        for (id, project) in self.by_id::<Project>(tx, unread).await? {
+        let others = unread(changes.iter().filter_map(|(_, t)| t.project), &projects);
+        for (id, project) in self.by_id::<Project>(tx, others).await? {
             projects.insert(id, project.name.to_string());
         }
         let organizations = self

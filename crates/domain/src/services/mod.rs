@@ -225,11 +225,7 @@ impl Capstan {
     where
         dyn Tx: Repo<T>,
     {
-        let item = Repo::<T>::get(tx, id)
-            .await?
-            .ok_or(DomainError::NotFound(T::KIND))?;
-        p.authorize(item.organization_id(), action)?;
-        Ok(item)
+        admitted(p, Repo::<T>::get(tx, id).await?, action)
     }
 
     /// Checks the principal may perform `action` on `parent`, whose children `page` holds:
@@ -429,4 +425,12 @@ fn name_conflict<T: Record>(e: StoreError, name: &str, parent: &'static str) -> 
         StoreError::NotFound => DomainError::NotFound(T::KIND),
         other => other.into(),
     }
+}
+
+/// A record read by id as every path to one answers it: unknown, 404; another organization's, or
+/// a role that does not allow `action`, 403.
+fn admitted<T: Record>(p: &Principal, found: Option<T>, action: Action) -> DomainResult<T> {
+    let item = found.ok_or(DomainError::NotFound(T::KIND))?;
+    p.authorize(item.organization_id(), action)?;
+    Ok(item)
 }

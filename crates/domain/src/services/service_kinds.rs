@@ -1,6 +1,6 @@
 //! Services of every kind: one generic path; only the payload differs by kind.
 
-use super::Capstan;
+use super::{admitted, Capstan};
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{EnvironmentId, OrganizationId, ServiceId};
@@ -133,10 +133,7 @@ impl Capstan {
         tx: &mut Unit,
         service: Service,
     ) -> DomainResult<Service> {
-        self.decorate(tx, vec![service])
-            .await?
-            .pop()
-            .ok_or_else(|| DomainError::Internal("service vanished".into()))
+        only(self.decorate(tx, vec![service]).await?)
     }
 
     pub(super) async fn load_service(
@@ -248,10 +245,7 @@ impl Capstan {
         let mut services = vec![admit(p, kind, found, Action::Read)?];
         let pairs: Vec<_> = groups.into_iter().flatten().map(|g| (id, g)).collect();
         self.attach_groups(tx, &mut services, &pairs).await?;
-        self.decorate_grouped(tx, services)
-            .await?
-            .pop()
-            .ok_or_else(|| DomainError::Internal("service vanished".into()))
+        only(self.decorate_grouped(tx, services).await?)
     }
 
     /// Replaces the service's configuration with the request's (see [`ServiceDraft::edit_body`]
@@ -284,21 +278,24 @@ impl Capstan {
     }
 }
 
-/// A service read by id as every path to one answers it: unknown, 404; another organization's
-/// or a role that does not allow `action`, 403; of another kind than the path names, 404
-/// naming that kind.
+/// A service read by id as [`admitted`] answers it, and 404 naming `kind` when it is of another
+/// kind than the path names.
 fn admit(
     p: &Principal,
     kind: ServiceKind,
     found: Option<Service>,
     action: Action,
 ) -> DomainResult<Service> {
-    let service = found.ok_or(DomainError::NotFound(
-        <Service as crate::model::Record>::KIND,
-    ))?;
-    p.authorize(service.organization_id, action)?;
+    let service = admitted(p, found, action)?;
     if service.kind() != kind {
         return Err(DomainError::NotFound(kind.noun()));
     }
     Ok(service)
+}
+
+/// The one service a decoration of one gave back.
+fn only(mut services: Vec<Service>) -> DomainResult<Service> {
+    services
+        .pop()
+        .ok_or_else(|| DomainError::Internal("service vanished".into()))
 }
