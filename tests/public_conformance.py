@@ -507,6 +507,12 @@ later = call('POST', f'/container/{ids["container"]}/deploy', {'image_tag': ''})
 call('POST', f'/deploymentQueue/{later["deployment_request_id"]}/cancelDeployment', {})
 settle(f'/environment/{env}/statuses')
 call('GET', f'/environment/{env}/deploymentHistoryV2')
+# What the deployments above wrote, in both shapes; every kind's steps left lines.
+env_logs = call('GET', f'/environment/{env}/logs')
+if not isinstance(env_logs, list) or not env_logs:
+    print('FAIL the environment\'s deployment log is empty'); failures.append('environment logs')
+call('GET', f'/environment/{env}/logs?version=2')
+call('GET', f'/environment/{env}/log')
 # The deployments above reached the receiver, signed, and the delivery log and the audit log
 # tell of them.
 for _ in range(400):

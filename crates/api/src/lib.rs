@@ -7,6 +7,7 @@ pub mod error;
 pub mod extract;
 pub mod jwt;
 pub mod limits;
+mod log_views;
 pub mod metrics;
 pub mod openapi;
 mod rate_limiter;

@@ -62,6 +62,16 @@ impl Body {
         }
     }
 
+    /// `[T]`.
+    pub fn array_of<T: ToSchema>() -> Self {
+        let item = Self::of::<T>();
+        Self {
+            schema: ArrayBuilder::new().items(item.schema).into(),
+            components: item.components,
+            media: JSON,
+        }
+    }
+
     /// Every member of each part (OpenAPI `allOf`).
     pub fn all_of(parts: Vec<Body>) -> Self {
         let mut all = utoipa::openapi::schema::AllOfBuilder::new();
@@ -144,6 +154,15 @@ impl Query {
         }
     }
 
+    pub fn string(name: &'static str) -> Self {
+        Self {
+            name,
+            required: false,
+            schema: ObjectBuilder::new().schema_type(Type::String).into(),
+            components: Vec::new(),
+        }
+    }
+
     pub fn boolean(name: &'static str) -> Self {
         Self {
             name,
@@ -204,6 +223,10 @@ impl Doc {
     /// 200 with a `T`.
     pub fn get<T: ToSchema>(summary: impl Into<Cow<'static, str>>) -> Self {
         Self::new(summary, 200, Some(Body::of::<T>()))
+    }
+    /// 200 with an array of `T`.
+    pub fn array<T: ToSchema>(summary: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(summary, 200, Some(Body::array_of::<T>()))
     }
     /// 200 with a page of `T`, taking `page` and `page_size`.
     pub fn list<T: ToSchema>(summary: impl Into<Cow<'static, str>>) -> Self {

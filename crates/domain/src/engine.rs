@@ -2,25 +2,148 @@
 //! adapter (the simulated engine by default); the worker in `services::worker` drives it.
 
 use crate::ids::ServiceId;
-use crate::model::{Cluster, ClusterAction, DeploymentRequest, Service, ServiceState, StepName};
+use crate::model::{
+    Cluster, ClusterAction, DeploymentLogLine, DeploymentRequest, LogLevel, Masker, Service,
+    ServiceState, StepName, WorkloadInputs,
+};
 use async_trait::async_trait;
+use std::sync::Mutex;
+use tokio::sync::watch;
+
+/// What one step is given: the request and its service, what the workload runs with, where the
+/// step writes its log, and the signal that the request was canceled.
+pub struct StepWork<'a> {
+    pub step: StepName,
+    pub request: &'a DeploymentRequest,
+    pub service: &'a Service,
+    pub inputs: &'a WorkloadInputs,
+    pub log: &'a StepLog,
+    pub cancel: &'a Cancel,
+}
 
 #[async_trait]
 pub trait Engine: Send + Sync {
-    /// Performs one step of `request` on `service`. `Err` carries the reason the step failed,
-    /// as the client will read it.
-    async fn run_step(
-        &self,
-        step: StepName,
-        request: &DeploymentRequest,
-        service: &Service,
-    ) -> Result<(), String>;
+    /// Performs one step. It takes as long as it takes: the worker renews its claim on the
+    /// request meanwhile. Once `work.cancel` fires the step should stop what it started and
+    /// return; whatever it returns then, the request ends canceled. `Err` carries the reason the
+    /// step failed, as the client will read it.
+    async fn run_step(&self, work: StepWork<'_>) -> Result<(), String>;
 
     /// Deploys or stops a cluster. `Err` carries the reason it failed.
     async fn run_cluster(&self, action: ClusterAction, cluster: &Cluster) -> Result<(), String>;
 
-    /// Waits `wait` (the pace at which a held deployment looks whether it may go on).
+    /// Waits `wait` (the pace at which a held deployment looks whether it may go on, and a
+    /// running step's claim is renewed).
     async fn pause(&self, wait: std::time::Duration);
+}
+
+/// Tells a running step that its request was canceled.
+#[derive(Debug)]
+pub struct CancelHandle(watch::Sender<bool>);
+
+/// What a step watches for its request's cancel.
+#[derive(Debug, Clone)]
+pub struct Cancel(watch::Receiver<bool>);
+
+impl Cancel {
+    pub fn pair() -> (CancelHandle, Cancel) {
+        let (tx, rx) = watch::channel(false);
+        (CancelHandle(tx), Cancel(rx))
+    }
+
+    pub fn is_canceled(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Completes once the request is canceled; never, if it is not.
+    pub async fn canceled(&self) {
+        let mut rx = self.0.clone();
+        if rx.wait_for(|c| *c).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl CancelHandle {
+    pub fn cancel(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+/// A request's log as its steps write it: each line masked (no secret value of the service
+/// survives it) and kept in order until the worker stores it.
+#[derive(Debug)]
+pub struct StepLog {
+    request: DeploymentRequest,
+    masker: Masker,
+    pending: Mutex<Pending>,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    step: Option<StepName>,
+    next_position: i64,
+    lines: Vec<DeploymentLogLine>,
+}
+
+impl StepLog {
+    pub fn new(request: &DeploymentRequest, masker: Masker) -> Self {
+        Self {
+            request: request.clone(),
+            masker,
+            pending: Mutex::default(),
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Pending) -> R) -> R {
+        f(&mut self.pending.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The step the lines that follow belong to.
+    pub fn enter(&self, step: StepName) {
+        self.with(|p| p.step = Some(step));
+    }
+
+    pub fn write(&self, level: LogLevel, message: &str) {
+        let message = self.masker.mask(message);
+        let r = &self.request;
+        self.with(|p| {
+            let line = DeploymentLogLine {
+                request_id: r.id,
+                environment_id: r.environment_id,
+                service_id: r.service_id,
+                position: p.next_position,
+                at: time::OffsetDateTime::now_utc(),
+                step: p.step.unwrap_or(StepName::Deployment),
+                level,
+                message,
+            };
+            p.next_position += 1;
+            p.lines.push(line);
+        });
+    }
+
+    pub fn info(&self, message: &str) {
+        self.write(LogLevel::Info, message);
+    }
+
+    pub fn warn(&self, message: &str) {
+        self.write(LogLevel::Warning, message);
+    }
+
+    pub fn error(&self, message: &str) {
+        self.write(LogLevel::Error, message);
+    }
+
+    /// `text` as a log line would keep it (a failure's reason, shown beside the log).
+    pub fn mask(&self, text: &str) -> String {
+        self.masker.mask(text)
+    }
+
+    /// The lines written since the last call, for the store.
+    pub fn take(&self) -> Vec<DeploymentLogLine> {
+        self.with(|p| std::mem::take(&mut p.lines))
+    }
 }
 
 /// What a test suite asked of the engine, per service: hold its deployments at a state until

@@ -315,6 +315,20 @@ pub struct QueueDepth {
     pub running: u64,
 }
 
+/// The logs of deployment requests, as workers write them and clients read them.
+#[async_trait]
+pub trait DeploymentLogs: Send {
+    /// Adds lines (already masked) to their requests' logs.
+    async fn append_logs(&mut self, lines: &[DeploymentLogLine]) -> StoreResult<()>;
+    /// The newest `limit` lines of the environment's requests, oldest first (in the order
+    /// their requests wrote them).
+    async fn environment_logs(
+        &mut self,
+        environment: EnvironmentId,
+        limit: i64,
+    ) -> StoreResult<Vec<DeploymentLogLine>>;
+}
+
 /// The event log, as use cases write it and readers page through it.
 #[async_trait]
 pub trait EventLog: Send {
@@ -544,6 +558,7 @@ pub trait Tx:
     + Repo<OrganizationWebhook>
     + Repo<WebhookAttempt>
     + EventLog
+    + DeploymentLogs
     + RuleQueries
     + StageQueries
     + VariableQueries

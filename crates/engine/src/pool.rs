@@ -6,7 +6,7 @@
 
 use domain::changes::{Change, Rung};
 use domain::engine::Engine;
-use domain::services::{Capstan, Worker};
+use domain::services::{Capstan, Worker, LEASE};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -16,17 +16,11 @@ use tokio::task::JoinSet;
 pub struct PoolSettings {
     /// How many requests this process runs at once (of different environments).
     pub workers: usize,
-    /// How long a step takes; the lease and polling follow from it.
+    /// How long a simulated step takes; the pause after a failed look follows from it.
     pub step: Duration,
 }
 
 impl PoolSettings {
-    /// A claim must outlive the longest step with room to spare, and no more: a dead worker's
-    /// request is ended once its lease runs out.
-    pub fn lease(&self) -> Duration {
-        self.step * 3 + Duration::from_secs(5)
-    }
-
     /// The shortest pause between two looks at the store when a look failed or came early.
     fn poll(&self) -> Duration {
         (self.step / 2).clamp(Duration::from_millis(20), Duration::from_millis(500))
@@ -47,7 +41,7 @@ pub struct WorkerPool {
 impl WorkerPool {
     pub fn start(capstan: Capstan, engine: Arc<dyn Engine>, settings: PoolSettings) -> Self {
         let (stop, stopped) = watch::channel(false);
-        let lease = time::Duration::try_from(settings.lease()).unwrap_or(time::Duration::MINUTE);
+        let lease = time::Duration::try_from(LEASE).unwrap_or(time::Duration::MINUTE);
         let mut tasks = JoinSet::new();
         for _ in 0..settings.workers.max(1) {
             let worker = Worker::new(capstan.clone(), engine.clone(), lease);
@@ -150,7 +144,7 @@ async fn run(capstan: Capstan, worker: Worker, mut stopped: watch::Receiver<bool
 }
 
 /// A claim outlives its worker by its lease; nothing tells of a death, so this one task polls,
-/// slowly.
+/// slowly: once a lease, so a dead worker's request ends within two.
 async fn reap(worker: Worker, mut stopped: watch::Receiver<bool>) {
     loop {
         match worker.recover().await {
@@ -158,7 +152,7 @@ async fn reap(worker: Worker, mut stopped: watch::Receiver<bool>) {
             Ok(n) => tracing::warn!(count = n, "ended requests whose worker died"),
             Err(e) => tracing::error!(error = %e, "could not look for requests of dead workers"),
         }
-        if pause_or_stop(&mut stopped, FALLBACK).await {
+        if pause_or_stop(&mut stopped, LEASE.min(FALLBACK)).await {
             return;
         }
     }

@@ -4,7 +4,7 @@
 //! the service's description; see docs/deployments.md.
 
 use async_trait::async_trait;
-use domain::engine::Engine;
+use domain::engine::{Engine, StepWork};
 use domain::model::{
     Cluster, ClusterAction, DeploymentAction, DeploymentRequest, Service, StepName,
 };
@@ -50,13 +50,15 @@ fn failure_asked(step: StepName, request: &DeploymentRequest, service: &Service)
 
 #[async_trait]
 impl Engine for SimulatedEngine {
-    async fn run_step(
-        &self,
-        step: StepName,
-        request: &DeploymentRequest,
-        service: &Service,
-    ) -> Result<(), String> {
+    /// Ignores a cancel: a simulated step always runs its time, and the request ends
+    /// canceled after it, as it did before steps could be stopped.
+    async fn run_step(&self, work: StepWork<'_>) -> Result<(), String> {
+        let (step, request, service) = (work.step, work.request, work.service);
         tokio::time::sleep(self.step).await;
+        work.log.info(&format!(
+            "simulated {} of {} ({})",
+            step, service.name, request.action
+        ));
         if failure_asked(step, request, service) {
             let what = failure_word(step, request.action);
             return Err(format!(

@@ -47,7 +47,43 @@ both_backends!(
     a_new_commit_is_out_of_date_until_deployed,
     an_idle_pool_leaves_the_store_alone,
     a_queued_deployment_wakes_an_idle_worker,
+    a_long_step_keeps_its_claim_and_a_cancel_stops_it_at_once,
 );
+
+/// An engine whose deployment step runs until it is canceled (or 30 s), logging as it goes.
+struct Endless {
+    canceled_after: std::sync::Mutex<Option<Duration>>,
+}
+
+#[async_trait::async_trait]
+impl domain::engine::Engine for Endless {
+    async fn run_step(&self, work: domain::engine::StepWork<'_>) -> Result<(), String> {
+        let started = Instant::now();
+        work.log.info("started");
+        let secret = work
+            .inputs
+            .environment
+            .iter()
+            .find(|e| e.secret)
+            .map(|e| e.value.expose().to_string())
+            .unwrap_or_default();
+        work.log.info(&format!("signing in with {secret}"));
+        tokio::select! {
+            _ = work.cancel.canceled() => {
+                *self.canceled_after.lock().unwrap() = Some(started.elapsed());
+                work.log.warn("stopped: canceled");
+                Ok(())
+            }
+            _ = tokio::time::sleep(Duration::from_secs(30)) => Ok(()),
+        }
+    }
+    async fn run_cluster(&self, _: ClusterAction, _: &Cluster) -> Result<(), String> {
+        Ok(())
+    }
+    async fn pause(&self, wait: Duration) {
+        tokio::time::sleep(wait).await;
+    }
+}
 
 /// Another instance on the same PostgreSQL database: a worker pool of its own, told of the
 /// first's changes by notification.
@@ -539,4 +575,68 @@ async fn a_queued_deployment_wakes_an_idle_worker(db: Db) {
     );
     w.wait(a, settled).await;
     pool.shutdown().await;
+}
+
+async fn a_long_step_keeps_its_claim_and_a_cancel_stops_it_at_once(db: Db) {
+    let store = db.clone();
+    let w = world(db).await;
+    let a = w.database("a").await;
+    w.capstan
+        .create_variable(
+            &w.p,
+            VariableParent::Environment(w.env),
+            serde_json::from_value(json!({"key": "PASSWORD", "value": "hunter2-of-a"})).unwrap(),
+            true,
+        )
+        .await
+        .unwrap();
+    let engine = Arc::new(Endless {
+        canceled_after: Default::default(),
+    });
+    // A lease far shorter than the step: only its renewal keeps the request this worker's.
+    let lease = time::Duration::milliseconds(600);
+    let worker = domain::services::Worker::new(w.capstan.clone(), engine.clone(), lease);
+    let rival = domain::services::Worker::new(w.capstan.clone(), engine.clone(), lease);
+    w.deploy(a).await;
+    let running = tokio::spawn(async move { worker.run_next().await.unwrap() });
+    w.wait(a, |s| s.state == ServiceState::Deploying).await;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(rival.recover().await.unwrap(), 0, "the claim was renewed");
+    }
+    assert_eq!(w.status(a).await.state, ServiceState::Deploying);
+    let asked = Instant::now();
+    w.capstan
+        .cancel_environment_deployment(&w.p, w.env)
+        .await
+        .unwrap();
+    assert!(running.await.unwrap(), "the worker ran a request");
+    let after = engine
+        .canceled_after
+        .lock()
+        .unwrap()
+        .expect("the step saw the cancel");
+    assert!(
+        after >= Duration::from_secs(2),
+        "the step ran past its lease: {after:?}"
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "stopped within a renewal, not at the step's end: {:?}",
+        asked.elapsed()
+    );
+    let done = w.status(a).await;
+    assert_eq!(done.state, ServiceState::Canceled, "{done:?}");
+    let mut unit = store.read().await.unwrap();
+    let lines = unit.environment_logs(w.env, 100).await.unwrap();
+    let messages: Vec<&str> = lines.iter().map(|l| l.message.as_str()).collect();
+    assert_eq!(
+        messages,
+        ["started", "signing in with ********", "stopped: canceled"],
+        "every line kept, in order, the secret masked"
+    );
+    assert!(lines
+        .iter()
+        .all(|l| l.step == StepName::Deployment && l.service_id == a));
+    assert_eq!(lines[2].level, LogLevel::Warning);
 }

@@ -4,6 +4,7 @@
 mod cipher;
 mod cluster_claims;
 mod db;
+mod deployment_logs;
 mod events;
 mod group_commit;
 mod in_list;

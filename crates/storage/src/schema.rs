@@ -216,6 +216,19 @@ diesel::table! {
 }
 
 diesel::table! {
+    deployment_logs (request_id, position) {
+        request_id -> Text,
+        position -> BigInt,
+        environment_id -> Text,
+        service_id -> Text,
+        created_at -> Timestamp,
+        step -> Text,
+        level -> Text,
+        message -> Text,
+    }
+}
+
+diesel::table! {
     deployment_stages (id) {
         id -> Text,
         organization_id -> Text,

@@ -43,6 +43,7 @@ macro_rules! contract {
 
 contract!(
     records_round_trip,
+    deployment_logs_are_read_by_environment_in_order_and_go_with_it,
     ids_and_enums_are_stored_as_their_text,
     names_are_unique_case_insensitively_per_parent,
     lists_are_paged_in_creation_order,
@@ -3236,5 +3237,83 @@ async fn services_and_environments_are_named_with_their_parents(db: Db) {
             .await
             .unwrap(),
         vec![environment]
+    );
+}
+
+fn log_line(r: &DeploymentRequest, position: i64, at: time::OffsetDateTime) -> DeploymentLogLine {
+    DeploymentLogLine {
+        request_id: r.id,
+        environment_id: r.environment_id,
+        service_id: r.service_id,
+        position,
+        at,
+        step: StepName::Deployment,
+        level: if position == 0 {
+            LogLevel::Info
+        } else {
+            LogLevel::Error
+        },
+        message: format!("line {position} of {}", r.id),
+    }
+}
+
+async fn deployment_logs_are_read_by_environment_in_order_and_go_with_it(db: Db) {
+    let envs = environments(&db, 2).await;
+    let (env, s) = &envs[0];
+    let (other_env, other_s) = &envs[1];
+    let first = request_for(&db, env, s).await;
+    let second = request_for(&db, env, s).await;
+    let elsewhere = request_for(&db, other_env, other_s).await;
+    let t = now();
+    // Written out of order, in two units: the read orders them by time, then position.
+    let later = [
+        log_line(&second, 0, t + time::Duration::seconds(2)),
+        log_line(&second, 1, t + time::Duration::seconds(2)),
+    ];
+    let earlier = [
+        log_line(&first, 0, t),
+        log_line(&first, 1, t + time::Duration::seconds(1)),
+        log_line(&elsewhere, 0, t),
+    ];
+    for lines in [&later[..], &earlier[..]] {
+        let mut tx = db.write().await.unwrap();
+        tx.append_logs(lines).await.unwrap();
+        tx.commit().await.unwrap();
+    }
+    let mut unit = db.read().await.unwrap();
+    let all = unit.environment_logs(env.id, 1000).await.unwrap();
+    let mut expected = vec![earlier[0].clone(), earlier[1].clone()];
+    expected.extend(later.iter().cloned());
+    assert_eq!(all, expected, "the environment's lines, oldest first");
+    let newest = unit.environment_logs(env.id, 3).await.unwrap();
+    assert_eq!(
+        newest,
+        expected[1..].to_vec(),
+        "the newest three, oldest first"
+    );
+    assert_eq!(
+        unit.environment_logs(other_env.id, 1000).await.unwrap(),
+        vec![earlier[2].clone()]
+    );
+    drop(unit);
+    // A line is written once: the same place in a request's log is refused.
+    let mut tx = db.write().await.unwrap();
+    assert!(tx.append_logs(&earlier[..1]).await.is_err());
+    drop(tx);
+    Repo::<Environment>::delete(&mut db.session().await.unwrap(), env.id)
+        .await
+        .unwrap();
+    let mut unit = db.read().await.unwrap();
+    assert!(unit
+        .environment_logs(env.id, 1000)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        unit.environment_logs(other_env.id, 1000)
+            .await
+            .unwrap()
+            .len(),
+        1
     );
 }

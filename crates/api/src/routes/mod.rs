@@ -6,6 +6,7 @@ mod clusters;
 mod credentials;
 mod custom_domains;
 mod database_links;
+mod deployment_logs;
 mod deployment_rules;
 mod deployments;
 mod events;
@@ -73,6 +74,7 @@ pub fn api_routes(r: &mut Routes) {
     credentials::routes(r);
     custom_domains::routes(r);
     database_links::routes(r);
+    deployment_logs::routes(r);
     deployment_rules::routes(r);
     organization::routes(r);
     organization_webhooks::routes(r);

@@ -65,6 +65,7 @@ controls_suite!(
     fault_rules_are_listed_removed_and_checked,
     a_held_deployment_resumes_on_release,
     a_failed_step_fails_the_next_deployment_once,
+    a_deployment_log_names_its_steps_and_masks_the_services_secrets,
     engine_controls_check_what_they_are_given,
     the_manual_clock_dates_records,
     a_restored_snapshot_answers_exactly_as_before,
@@ -1207,6 +1208,91 @@ async fn a_failed_step_fails_the_next_deployment_once<S: App>(t: T<S>) {
         .expect(202);
     let settled = t.settle(&format!("/container/{c}/status")).await;
     assert_eq!(settled["state"], "DEPLOYED", "only once: {settled}");
+}
+
+async fn a_deployment_log_names_its_steps_and_masks_the_services_secrets<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let c = t.container(&env, "web").await;
+    let secret = "s3cr3t-value-of-web";
+    t.post(
+        &format!("/container/{c}/secret"),
+        json!({"key": "DB_PASSWORD", "value": secret}),
+    )
+    .await
+    .expect(201);
+    t.post(&format!("/container/{c}/deploy"), json!({}))
+        .await
+        .expect(202);
+    assert_eq!(
+        t.settle(&format!("/container/{c}/status")).await["state"],
+        "DEPLOYED"
+    );
+    control(
+        &t,
+        Method::POST,
+        "/_capstan/engine/fail",
+        Some(json!({
+            "service_id": c,
+            "step": "DEPLOYMENT",
+            "message": format!("connecting with {secret}: OOM-killed"),
+        })),
+    )
+    .await
+    .expect(204);
+    t.post(&format!("/container/{c}/deploy"), json!({}))
+        .await
+        .expect(202);
+    assert_eq!(
+        t.settle(&format!("/container/{c}/status")).await["state"],
+        "DEPLOYMENT_ERROR"
+    );
+    let history = t
+        .get(&format!("/container/{c}/deploymentHistory"))
+        .await
+        .expect(200);
+    assert_eq!(
+        history.body["results"][0]["reason"], "connecting with ********: OOM-killed",
+        "the reason is masked as the log is"
+    );
+
+    let logs = t.get(&format!("/environment/{env}/logs")).await.expect(200);
+    assert!(!logs.text.contains(secret), "{}", logs.text);
+    let lines = logs.body.as_array().unwrap();
+    let first = &lines[0];
+    assert_eq!(first["type"], "info", "{first}");
+    assert_eq!(first["details"]["transmitter"]["id"], json!(c));
+    assert_eq!(first["details"]["transmitter"]["name"], "web");
+    assert_eq!(first["details"]["transmitter"]["type"], "Container");
+    assert_eq!(first["details"]["stage"]["step"], "DEPLOYMENT");
+    assert!(first["error"].is_null());
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "error", "{last}");
+    assert_eq!(
+        last["message"]["safe_message"],
+        "connecting with ********: OOM-killed"
+    );
+    assert_eq!(last["error"]["tag"], "DEPLOYMENT_ERROR");
+    assert!(
+        last["error"]["hint_message"]
+            .as_str()
+            .is_some_and(|h| h.contains("memory")),
+        "{last}"
+    );
+    assert_ne!(
+        first["details"]["execution_id"], last["details"]["execution_id"],
+        "two deployments, each its own"
+    );
+
+    let v1 = t.get(&format!("/environment/{env}/log")).await.expect(200);
+    let results = v1.body["results"].as_array().unwrap();
+    assert_eq!(results.len(), lines.len());
+    assert_eq!(results.last().unwrap()["state"], "DEPLOYMENT_ERROR");
+    assert_eq!(results.last().unwrap()["scope"]["name"], "web");
+    assert!(!v1.text.contains(secret));
+    let elsewhere = uuid::Uuid::new_v4();
+    t.get(&format!("/environment/{elsewhere}/logs"))
+        .await
+        .expect(404);
 }
 
 async fn engine_controls_check_what_they_are_given<S: App>(t: T<S>) {

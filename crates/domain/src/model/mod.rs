@@ -7,6 +7,7 @@ mod cluster;
 mod credentials;
 mod custom_domain;
 mod deployment;
+mod deployment_log;
 mod deployment_rule;
 mod event;
 mod fixture;
@@ -29,6 +30,7 @@ mod state;
 mod status;
 mod variable;
 mod webhook;
+mod workload_inputs;
 
 pub use advanced_settings::{Setting, SettingKind, SettingsTable, CLUSTER_SETTINGS};
 pub use cluster::{
@@ -44,6 +46,7 @@ pub use deployment::{
     plan, queue_up, DeployTarget, DeploymentRequest, DeploymentSnapshot, Origin, Phase,
     RequestStatus, Step, StepName, StepStatus,
 };
+pub use deployment_log::{DeploymentLogLine, LogLevel};
 pub use deployment_rule::{
     EnvironmentDeploymentRule, EnvironmentRuleInput, ProjectDeploymentRule, ProjectRuleDraft,
     ProjectRuleInput, RuleOrderInput, Schedule, ScheduleInput, Turn, Weekday,
@@ -79,6 +82,7 @@ pub use state::{transition, DeploymentAction, Event, Forbidden, ServiceState};
 pub use status::*;
 pub use variable::*;
 pub use webhook::*;
+pub use workload_inputs::{EnvValue, FileValue, Masker, RegistryAccess, WorkloadInputs, MASK};
 
 use crate::ids::OrganizationId;
 use std::fmt::Display;

@@ -134,6 +134,24 @@ record!(
     "container registry"
 );
 
+impl ContainerRegistry {
+    /// How an engine signs in to it: the username of its config, the password of its secret
+    /// config (absent for a public registry).
+    pub fn access(&self) -> super::RegistryAccess {
+        let secret: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(self.secret_config.expose()).unwrap_or_default();
+        super::RegistryAccess {
+            url: self.url.clone(),
+            kind: self.kind,
+            username: self.config.username.clone(),
+            password: secret
+                .get("password")
+                .and_then(|p| p.as_str())
+                .map(Secret::new),
+        }
+    }
+}
+
 /// A helm chart repository of an organization; `config` as a container registry's.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HelmRepository {

@@ -8,6 +8,7 @@ mod controls;
 mod credentials;
 mod custom_domains;
 mod database_links;
+mod deployment_logs;
 mod deployment_rules;
 mod deployments;
 mod environments;
@@ -38,6 +39,7 @@ mod worker;
 
 pub use catalog::AssociatedService;
 pub use custom_domains::DOMAIN_KINDS;
+pub use deployment_logs::{hint, EnvironmentLog, NamedLogLine, LOG_LINES};
 pub use deployment_rules::RulePass;
 pub use deployments::{refusal, Chosen, Deletion, DeployInput, Selection};
 pub use environments::{CloneInput, EnvironmentDetails, EnvironmentInput, EnvironmentUpdate};
@@ -64,7 +66,7 @@ pub use variables::{
     VariableInput,
 };
 pub use webhooks::{Delivery, GitIntegration, Received};
-pub use worker::{worker_id, Worker, WORKER_LOST};
+pub use worker::{worker_id, Worker, LEASE, WORKER_LOST};
 
 use crate::auth::{Action, Principal};
 use crate::clock::Clock;

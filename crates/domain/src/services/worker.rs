@@ -3,9 +3,10 @@
 
 use super::Capstan;
 use crate::clock::{Clock, SystemClock};
-use crate::engine::Engine;
+use crate::engine::{Cancel, Engine, StepLog, StepWork};
 use crate::error::{DomainError, DomainResult};
 use crate::model::*;
+use crate::pagination::MAX_PAGE_SIZE;
 use crate::ports::{Repo, Scope, Unit};
 use std::sync::Arc;
 use time::Duration;
@@ -25,6 +26,19 @@ const HOLD_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 /// A held deployment renews its claim every this many looks (a second): well inside any
 /// lease, and soon enough to see a cancel.
 const RENEW_EVERY: u32 = 10;
+
+/// How long a claim holds without renewal. Steps take as long as they take: the claim is
+/// renewed while they run (every third of it, storing the step's log and looking for a cancel
+/// as it does), so this only bounds how long a dead worker's request waits.
+pub const LEASE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How a running step ended.
+enum Ran {
+    Done(Result<(), String>),
+    Canceled,
+    /// The claim went (a reset, or another worker took over).
+    Lost,
+}
 
 /// How a hold ended.
 enum Held {
@@ -113,6 +127,11 @@ impl Worker {
             .await
     }
 
+    /// How often a running step's claim is renewed: three times a lease.
+    fn renewal(&self) -> std::time::Duration {
+        std::time::Duration::try_from(self.lease / 3).unwrap_or(std::time::Duration::from_secs(1))
+    }
+
     /// Until when a claim made now holds. Leases follow the system's clock, not the
     /// application's: a clock a test suite moves must not end (or stretch) work in progress.
     fn lease_until(&self) -> time::OffsetDateTime {
@@ -163,9 +182,18 @@ impl Worker {
 
     /// Writes a request's progress in `tx`, with the event it makes; `None` when the claim
     /// was lost (and nothing is written).
-    async fn write(&self, tx: &mut Unit, r: &DeploymentRequest) -> DomainResult<Option<bool>> {
+    async fn write(
+        &self,
+        tx: &mut Unit,
+        r: &DeploymentRequest,
+        log: &StepLog,
+    ) -> DomainResult<Option<bool>> {
         let held = tx.record(r).await?;
         if held.is_some() {
+            let lines = log.take();
+            if !lines.is_empty() {
+                tx.append_logs(&lines).await?;
+            }
             let event = self.capstan.deployment_event(tx, r).await?;
             self.capstan.emit(tx, event).await?;
         }
@@ -174,10 +202,10 @@ impl Worker {
 
     /// Writes a request's progress in a unit of its own; `None` when the claim was lost. A
     /// request that ends here is reported to the observer.
-    async fn record(&self, r: &DeploymentRequest) -> DomainResult<Option<bool>> {
+    async fn record(&self, r: &DeploymentRequest, log: &StepLog) -> DomainResult<Option<bool>> {
         let held = self
             .capstan
-            .in_unit(&[], async |tx| self.write(tx, r).await)
+            .in_unit(&[], async |tx| self.write(tx, r, log).await)
             .await?;
         if held.is_some() && r.status.is_finished() {
             self.ended(r);
@@ -200,6 +228,11 @@ impl Worker {
         let count = orphans.len();
         let now = self.capstan.now();
         for mut r in orphans {
+            let log = StepLog::new(&r, Masker::default());
+            if let Some(step) = r.steps.last().filter(|s| s.status.is_none()) {
+                log.enter(step.name);
+            }
+            log.error(WORKER_LOST);
             let mut state = r.state;
             if state.is_waiting() {
                 state = transition(state, Event::Started { builds: false }).map_err(forbidden)?;
@@ -211,32 +244,33 @@ impl Worker {
                     .and_then(|s| transition(s, Event::Canceled))
                     .map_err(forbidden)?;
                 r.finish(RequestStatus::Canceled, Some(WORKER_LOST.into()), now);
-                self.record(&r).await?;
+                self.record(&r, &log).await?;
             } else {
                 r.state = transition(state, Event::Failed).map_err(forbidden)?;
                 r.finish(RequestStatus::Error, Some(WORKER_LOST.into()), now);
-                self.record_failure(&r).await?;
+                self.record_failure(&r, &log).await?;
             }
         }
         Ok(count)
     }
 
     async fn run(&self, mut r: DeploymentRequest) -> DomainResult<()> {
-        let service =
-            Repo::<Service>::get(&mut *self.capstan.reading().await?, r.service_id).await?;
+        let (service, inputs) = self.workload(&r).await?;
+        let masker = Masker::new(inputs.secret_values());
+        let log = StepLog::new(&r, masker);
         let Some(service) = service else {
             r.finish(
                 RequestStatus::Error,
                 Some("the service no longer exists".into()),
                 self.capstan.now(),
             );
-            self.record(&r).await?;
+            self.record(&r, &log).await?;
             return Ok(());
         };
         match self.held(&mut r).await? {
             Held::No => {}
             Held::Lost => return Ok(()),
-            Held::Canceled => return self.cancel(r).await,
+            Held::Canceled => return self.cancel(r, &log).await,
         }
         let builds = r.deploys() && service.builds_from_git();
         r.state = transition(r.state, Event::Started { builds }).map_err(forbidden)?;
@@ -249,33 +283,39 @@ impl Worker {
                 started_at: now,
                 finished_at: None,
             });
+            log.enter(phase.step);
             r.lease_until = Some(self.lease_until());
-            match self.record(&r).await? {
+            match self.record(&r, &log).await? {
                 // Another worker took it over: its lease ran out.
                 None => return Ok(()),
                 Some(true) if r.action.cancellable() => {
-                    return self.cancel(r).await;
+                    return self.cancel(r, &log).await;
                 }
                 Some(_) => {}
             }
             match self.held(&mut r).await? {
                 Held::No => {}
                 Held::Lost => return Ok(()),
-                Held::Canceled => return self.cancel(r).await,
+                Held::Canceled => return self.cancel(r, &log).await,
             }
             let asked = self
                 .capstan
                 .engine_controls
                 .failure(r.service_id, phase.step);
             if let Some(reason) = asked {
-                return self.fail(r, reason).await;
+                return self.fail(r, reason, &log).await;
             }
-            // No unit is held while the engine works.
-            if let Err(reason) = self.engine.run_step(phase.step, &r, &service).await {
-                return self.fail(r, reason).await;
+            let ran = self
+                .run_renewing(phase.step, &r, &service, &inputs, &log)
+                .await?;
+            match ran {
+                Ran::Done(Ok(())) => {}
+                Ran::Done(Err(reason)) => return self.fail(r, reason, &log).await,
+                Ran::Canceled => return self.cancel(r, &log).await,
+                Ran::Lost => return Ok(()),
             }
             if i + 1 == phases.len() {
-                return self.succeed(r, *phase).await;
+                return self.succeed(r, *phase, &log).await;
             }
             r.end_step(StepStatus::Success, self.capstan.now());
             r.state = transition(r.state, phase.then).map_err(forbidden)?;
@@ -286,23 +326,123 @@ impl Worker {
         )))
     }
 
+    /// The request's service and what its workload runs with (its secret values are what
+    /// the log masks, whatever the engine). No unit is held past this read.
+    async fn workload(
+        &self,
+        r: &DeploymentRequest,
+    ) -> DomainResult<(Option<Service>, WorkloadInputs)> {
+        let mut unit = self.capstan.reading().await?;
+        let tx = &mut *unit;
+        let service = Repo::<Service>::get(tx, r.service_id).await?;
+        let Some(s) = service.as_ref() else {
+            return Ok((service, WorkloadInputs::default()));
+        };
+        let chain = [s.project_id.0, s.environment_id.0, s.id.0];
+        let mut visible = Vec::new();
+        for number in 1.. {
+            let page = crate::pagination::PageRequest::new(number, MAX_PAGE_SIZE)?;
+            let found = tx.list_variables(&chain, None, page).await?.items;
+            let last = found.len() < MAX_PAGE_SIZE as usize;
+            visible.extend(found);
+            if last {
+                break;
+            }
+        }
+        let mut inputs = WorkloadInputs::resolve(&visible);
+        if let Some(registry) = s.spec.registry_id() {
+            if let Some(found) = Repo::<ContainerRegistry>::get(tx, registry).await? {
+                inputs.registry = Some(found.access());
+            }
+        }
+        Ok((service, inputs))
+    }
+
+    /// Runs one step while renewing the claim on its request, storing the log the step writes
+    /// and looking for a cancel as it goes; a cancel or a lost claim is passed to the step.
+    async fn run_renewing(
+        &self,
+        step: StepName,
+        r: &DeploymentRequest,
+        service: &Service,
+        inputs: &WorkloadInputs,
+        log: &StepLog,
+    ) -> DomainResult<Ran> {
+        use futures_util::future::{select, Either};
+        use std::sync::atomic::{AtomicU8, Ordering};
+        const RUNNING: u8 = 0;
+        const CANCELED: u8 = 1;
+        const LOST: u8 = 2;
+        let (handle, cancel) = Cancel::pair();
+        let ended = AtomicU8::new(RUNNING);
+        let work = StepWork {
+            step,
+            request: r,
+            service,
+            inputs,
+            log,
+            cancel: &cancel,
+        };
+        let running = self.engine.run_step(work);
+        let mut beat = r.clone();
+        let renew = async {
+            loop {
+                self.engine.pause(self.renewal()).await;
+                beat.lease_until = Some(self.lease_until());
+                // A failed renewal is tried again at the next beat; a claim that ran out
+                // meanwhile shows as lost then.
+                let held = self
+                    .capstan
+                    .in_unit(&[], async |tx| self.write(tx, &beat, log).await)
+                    .await;
+                let next = match held {
+                    Ok(None) => LOST,
+                    Ok(Some(true)) if beat.action.cancellable() => CANCELED,
+                    _ => continue,
+                };
+                if ended.load(Ordering::Relaxed) == RUNNING {
+                    ended.store(next, Ordering::Relaxed);
+                    handle.cancel();
+                }
+            }
+        };
+        futures_util::pin_mut!(running, renew);
+        let outcome = match select(running, renew).await {
+            Either::Left((outcome, _)) => outcome,
+            Either::Right(((), running)) => running.await,
+        };
+        Ok(match ended.load(Ordering::Relaxed) {
+            CANCELED => Ran::Canceled,
+            LOST => Ran::Lost,
+            _ => Ran::Done(outcome),
+        })
+    }
+
     /// Ends a request in the error state of its step; the later stages of its batch will not
     /// run (their requests end canceled), in the same unit.
-    async fn fail(&self, mut r: DeploymentRequest, reason: String) -> DomainResult<()> {
+    /// The reason is masked as the log is: an engine's reason may quote the workload's output.
+    async fn fail(
+        &self,
+        mut r: DeploymentRequest,
+        reason: String,
+        log: &StepLog,
+    ) -> DomainResult<()> {
+        let reason = log.mask(&reason);
+        log.error(&reason);
         let now = self.capstan.now();
         r.end_step(StepStatus::Error, now);
         r.state = transition(r.state, Event::Failed).map_err(forbidden)?;
         r.finish(RequestStatus::Error, Some(reason), now);
-        self.record_failure(&r).await
+        self.record_failure(&r, log).await
     }
 
     /// Records a request's failure and cancels the later stages of its deployment, in one unit.
-    async fn record_failure(&self, r: &DeploymentRequest) -> DomainResult<()> {
+    async fn record_failure(&self, r: &DeploymentRequest, log: &StepLog) -> DomainResult<()> {
         let now = r.finished_at.unwrap_or_else(|| self.capstan.now());
         let held = self
             .capstan
             .in_unit(&[Scope::Environment(r.environment_id)], async |tx| {
-                if self.write(tx, r).await?.is_none() {
+                if self.write(tx, r, log).await?.is_none() {
                     return Ok(false);
                 }
                 if r.batch_id != r.id.0 {
@@ -335,16 +475,21 @@ impl Worker {
         Ok(())
     }
 
-    async fn cancel(&self, mut r: DeploymentRequest) -> DomainResult<()> {
+    async fn cancel(&self, mut r: DeploymentRequest, log: &StepLog) -> DomainResult<()> {
         Self::canceled(&mut r, self.capstan.now())?;
-        self.record(&r).await?;
+        self.record(&r, log).await?;
         Ok(())
     }
 
     /// Ends a request and applies what it did, in one unit holding its environment: the
     /// request ends, the service records its deployment (or goes, for a deletion) and an
     /// environment whose deletion this was goes with its last service, all or nothing.
-    async fn succeed(&self, mut r: DeploymentRequest, last: Phase) -> DomainResult<()> {
+    async fn succeed(
+        &self,
+        mut r: DeploymentRequest,
+        last: Phase,
+        log: &StepLog,
+    ) -> DomainResult<()> {
         let now = self.capstan.now();
         let ended = self
             .capstan
@@ -359,12 +504,12 @@ impl Worker {
                 }
                 if cancel && r.action.cancellable() {
                     Self::canceled(&mut r, now)?;
-                    return Ok(self.write(tx, &r).await?.is_some());
+                    return Ok(self.write(tx, &r, log).await?.is_some());
                 }
                 r.end_step(StepStatus::Success, now);
                 r.state = transition(r.state, last.then).map_err(forbidden)?;
                 r.finish(RequestStatus::Success, None, now);
-                if self.write(tx, &r).await?.is_none() {
+                if self.write(tx, &r, log).await?.is_none() {
                     // Another worker took it over: what it does is what counts.
                     return Ok(false);
                 }
