@@ -424,7 +424,7 @@ async fn a_crash_mid_deployment_leaves_nothing_stuck(database: &str) {
     let server =
         Server::start_with(&dir, database, None, &[("CAPSTAN_ENGINE_STEP_MS", "50")]).await;
     client.base = server.base.clone();
-    // The dead process's lease (3 steps + 5 s) must run out first.
+    // The dead process's lease (10 s) must run out first; the reaper looks once a lease.
     let app_status = settle(
         &client,
         &format!("/application/{app}/status"),

@@ -31,6 +31,7 @@ pub const TABLES: &[&str] = &[
     "project_deployment_rules",
     "webhook_deliveries",
     "deployment_requests",
+    "deployment_logs",
     "deployment_stages",
     "environment_deployment_rules",
     "services",
