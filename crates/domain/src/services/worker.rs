@@ -188,14 +188,26 @@ impl Worker {
         r: &DeploymentRequest,
         log: &StepLog,
     ) -> DomainResult<Option<bool>> {
-        let held = tx.record(r).await?;
+        let held = self.renew(tx, r, log).await?;
         if held.is_some() {
-            let lines = log.take();
-            if !lines.is_empty() {
-                tx.append_logs(&lines).await?;
-            }
             let event = self.capstan.deployment_event(tx, r).await?;
             self.capstan.emit(tx, event).await?;
+        }
+        Ok(held)
+    }
+
+    /// Renews a running request's claim and stores its new log lines, in `tx`: nothing a
+    /// client is told of changed, so no event is made. `None` when the claim was lost.
+    async fn renew(
+        &self,
+        tx: &mut Unit,
+        r: &DeploymentRequest,
+        log: &StepLog,
+    ) -> DomainResult<Option<bool>> {
+        let held = tx.record(r).await?;
+        let lines = log.take();
+        if held.is_some() && !lines.is_empty() {
+            tx.append_logs(&lines).await?;
         }
         Ok(held)
     }
@@ -393,7 +405,7 @@ impl Worker {
                 // meanwhile shows as lost then.
                 let held = self
                     .capstan
-                    .in_unit(&[], async |tx| self.write(tx, &beat, log).await)
+                    .in_unit(&[], async |tx| self.renew(tx, &beat, log).await)
                     .await;
                 let next = match held {
                     Ok(None) => LOST,
