@@ -66,6 +66,7 @@ pub fn capstan_with(dir: &TempDir, database: &str, args: &[&str], env: &[(&str, 
         .current_dir(&dir.0)
         .env("CAPSTAN_DATABASE_URL", database)
         .env("CAPSTAN_SECRET_KEY", TEST_KEY)
+        .env("CAPSTAN_ENGINE", "simulated")
         .env_remove("CAPSTAN_LISTEN");
     with_env(&mut command, env);
     command.output().unwrap()
@@ -149,7 +150,9 @@ impl Server {
             .env("CAPSTAN_DATABASE_URL", database)
             .env("CAPSTAN_SECRET_KEY", TEST_KEY)
             .env("CAPSTAN_LISTEN", format!("127.0.0.1:{port}"))
-            .env("CAPSTAN_LOG", level);
+            .env("CAPSTAN_LOG", level)
+            // The simulated engine unless a test asks for Docker: a daemon may answer here.
+            .env("CAPSTAN_ENGINE", "simulated");
         with_env(&mut command, env);
         let child = command
             .stdout(Stdio::null())

@@ -16,7 +16,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 cleanup() { [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 cd "$work"
-export CAPSTAN_DATABASE_URL="sqlite://$work/fuzz.db" CAPSTAN_LOG=warn CAPSTAN_ENGINE_STEP_MS=20 CAPSTAN_RATE_LIMIT_PER_HOUR=100000000
+export CAPSTAN_DATABASE_URL="sqlite://$work/fuzz.db" CAPSTAN_LOG=warn CAPSTAN_ENGINE=simulated CAPSTAN_ENGINE_STEP_MS=20 CAPSTAN_RATE_LIMIT_PER_HOUR=100000000
 # The conformance run's webhook receiver listens on 127.0.0.1.
 export CAPSTAN_WEBHOOK_ALLOW_PRIVATE=true CAPSTAN_WEBHOOK_RETRY_BASE_MS=200
 # So does its fake git provider: named, as an operator names a self-hosted one.

@@ -43,6 +43,7 @@ async function serve(database, extra = {}) {
       CAPSTAN_CONTROLS_TOKEN: "test-controls-token",
       CAPSTAN_DATABASE_URL: database,
       CAPSTAN_LISTEN: `127.0.0.1:${port}`,
+      CAPSTAN_ENGINE: "simulated",
       CAPSTAN_ENGINE_STEP_MS: "50",
       CAPSTAN_LOG: "warn",
       ...extra,

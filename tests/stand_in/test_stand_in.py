@@ -39,6 +39,7 @@ class Server:
             CAPSTAN_CONTROLS_TOKEN=CONTROLS_TOKEN,
             CAPSTAN_DATABASE_URL="sqlite::memory:",
             CAPSTAN_LISTEN=f"127.0.0.1:{port}",
+            CAPSTAN_ENGINE="simulated",
             CAPSTAN_ENGINE_STEP_MS="50",
             CAPSTAN_LOG="warn",
         )

@@ -3,11 +3,13 @@
 
 use crate::resolver;
 use crate::secret_key;
+use crate::settings::EngineChoice;
 use crate::settings::{redact_url, Settings};
 use anyhow::Context;
 use api::controls::Controls;
 use api::limits::RateLimiter;
 use api::AppState;
+use docker::DockerEngine;
 use domain::clock::{Clock, ManualClock, SystemClock};
 use domain::services::{GitIntegration, Outbound};
 use domain::Capstan;
@@ -92,6 +94,40 @@ pub async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
 
 /// Serves until `lifetime` ends, on `listener` when given (else on the settings' address),
 /// after loading the fixture `seed_file` if any.
+/// The engine the settings ask for; the start-up log says which and why. An engine asked for
+/// by name that cannot start stops the start-up.
+async fn engine(settings: &Settings) -> anyhow::Result<Arc<dyn domain::engine::Engine>> {
+    let step = std::time::Duration::from_millis(settings.engine_step_ms);
+    let simulated = || Arc::new(SimulatedEngine::new(step)) as Arc<dyn domain::engine::Engine>;
+    let address = settings.docker_publish_address.to_string();
+    match settings.engine {
+        EngineChoice::Simulated => {
+            tracing::info!(
+                engine = "simulated",
+                "deployments run on the simulated engine (CAPSTAN_ENGINE=simulated)"
+            );
+            Ok(simulated())
+        }
+        EngineChoice::Docker => {
+            let docker = DockerEngine::connect(address)
+                .await
+                .map_err(|e| anyhow::anyhow!("CAPSTAN_ENGINE=docker, but {e}"))?;
+            tracing::info!(engine = "docker", daemon = %docker.describe().await, "deployments run on Docker (CAPSTAN_ENGINE=docker)");
+            Ok(Arc::new(docker))
+        }
+        EngineChoice::Auto => match DockerEngine::connect(address).await {
+            Ok(docker) => {
+                tracing::info!(engine = "docker", daemon = %docker.describe().await, "deployments run on Docker: a daemon answered (CAPSTAN_ENGINE=auto)");
+                Ok(Arc::new(docker))
+            }
+            Err(why) => {
+                tracing::info!(engine = "simulated", reason = %why, "deployments run on the simulated engine: no Docker daemon answered (CAPSTAN_ENGINE=auto)");
+                Ok(simulated())
+            }
+        },
+    }
+}
+
 pub async fn serve(
     settings: Settings,
     seed_file: Option<&std::path::Path>,
@@ -110,7 +146,7 @@ pub async fn serve(
     let step = std::time::Duration::from_millis(settings.engine_step_ms);
     let workers = WorkerPool::start(
         capstan.clone(),
-        Arc::new(SimulatedEngine::new(step)),
+        engine(&settings).await?,
         PoolSettings {
             workers: ENGINE_WORKERS,
             step,

@@ -65,14 +65,18 @@ pub struct RawSettings {
     /// PEM public key verifying RS256/ES256 Bearer JWTs.
     #[arg(long, env = "CAPSTAN_JWT_PUBLIC_KEY_FILE", global = true)]
     pub jwt_public_key_file: Option<PathBuf>,
-    /// Deployment engine.
+    /// Deployment engine: docker, simulated, or auto (docker when a daemon answers at
+    /// start-up, simulated otherwise).
+    #[arg(long, env = "CAPSTAN_ENGINE", default_value = "auto", global = true)]
+    pub engine: String,
+    /// The host address the Docker engine publishes workloads' ports on.
     #[arg(
         long,
-        env = "CAPSTAN_ENGINE",
-        default_value = "simulated",
+        env = "CAPSTAN_DOCKER_PUBLISH_ADDRESS",
+        default_value = "127.0.0.1",
         global = true
     )]
-    pub engine: String,
+    pub docker_publish_address: String,
     /// Duration of each step of the simulated engine, in milliseconds.
     #[arg(
         long,
@@ -242,6 +246,15 @@ fn switch(raw: &str, variable: &'static str, flag: &'static str) -> Result<bool,
 }
 
 /// Checked settings.
+/// Which engine runs deployments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineChoice {
+    /// Docker when a daemon answers at start-up, the simulated engine otherwise.
+    Auto,
+    Docker,
+    Simulated,
+}
+
 #[derive(Clone)]
 pub struct Settings {
     pub listen: SocketAddr,
@@ -253,6 +266,8 @@ pub struct Settings {
     pub jwt_hs256_secret: Option<String>,
     pub jwt_public_key_file: Option<PathBuf>,
     pub engine_step_ms: u64,
+    pub engine: EngineChoice,
+    pub docker_publish_address: std::net::IpAddr,
     pub jwt_issuer: Option<String>,
     pub jwt_audience: Option<String>,
     /// How Bearer JWTs are verified, from the settings above; none: refused.
@@ -288,6 +303,8 @@ impl fmt::Debug for Settings {
             )
             .field("jwt_public_key_file", &self.jwt_public_key_file)
             .field("engine_step_ms", &self.engine_step_ms)
+            .field("engine", &self.engine)
+            .field("docker_publish_address", &self.docker_publish_address)
             .field("jwt_issuer", &self.jwt_issuer)
             .field("jwt_audience", &self.jwt_audience)
             .field("request_timeout", &self.request_timeout)
@@ -422,13 +439,32 @@ impl RawSettings {
             v.with_issuer(self.jwt_issuer.as_deref())
                 .with_audience(self.jwt_audience.as_deref())
         });
-        if self.engine.trim() != "simulated" {
-            return Err(bad(
-                "CAPSTAN_ENGINE",
-                "engine",
-                format!("'{}' is not a known engine (known: simulated)", self.engine),
-            ));
-        }
+        let engine = match self.engine.trim() {
+            "auto" => EngineChoice::Auto,
+            "docker" => EngineChoice::Docker,
+            "simulated" => EngineChoice::Simulated,
+            other => {
+                return Err(bad(
+                    "CAPSTAN_ENGINE",
+                    "engine",
+                    format!("'{other}' is not a known engine (known: auto, docker, simulated)"),
+                ))
+            }
+        };
+        let docker_publish_address = self
+            .docker_publish_address
+            .trim()
+            .parse::<std::net::IpAddr>()
+            .map_err(|_| {
+                bad(
+                    "CAPSTAN_DOCKER_PUBLISH_ADDRESS",
+                    "docker-publish-address",
+                    format!(
+                        "'{}' is not an IP address (such as 127.0.0.1 or 0.0.0.0)",
+                        self.docker_publish_address
+                    ),
+                )
+            })?;
         let max_api_tokens = self
             .max_api_tokens
             .trim()
@@ -607,6 +643,8 @@ impl RawSettings {
             jwt_hs256_secret: self.jwt_hs256_secret.clone(),
             jwt_public_key_file: self.jwt_public_key_file.clone(),
             engine_step_ms,
+            engine,
+            docker_publish_address,
             jwt_issuer: self.jwt_issuer.clone(),
             jwt_audience: self.jwt_audience.clone(),
             jwt,

@@ -175,6 +175,9 @@ impl Builder {
             "on".into(),
             "--controls-token".into(),
             controls_token.clone(),
+            // The stand-in runs nothing: its engine is the simulated one, Docker or not.
+            "--engine".into(),
+            "simulated".into(),
             "--engine-step-ms".into(),
             self.engine_step_ms.to_string(),
             "--clock".into(),

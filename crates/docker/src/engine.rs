@@ -1,0 +1,608 @@
+//! The Docker engine: each step of a request done on the daemon, its progress in the step's log.
+
+use crate::plan::{self, ContainerPlan, LABEL_ROLE, LABEL_SERVICE};
+use crate::probe;
+use async_trait::async_trait;
+use bollard::auth::DockerCredentials;
+use bollard::models::{ContainerStateStatusEnum, ContainerSummary, HealthStatusEnum};
+use bollard::query_parameters::{
+    CreateContainerOptions, CreateImageOptions, ListContainersOptions, LogsOptions,
+    RemoveContainerOptions, RestartContainerOptions, StopContainerOptions,
+    UploadToContainerOptions,
+};
+use bollard::Docker;
+use domain::engine::{Cancel, Engine, StepLog, StepWork};
+use domain::model::{
+    Cluster, ClusterAction, DeploymentAction, JobSpec, RegistryAccess, Service, ServiceSpec,
+    StepName,
+};
+use futures_util::StreamExt;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// How long a new workload has to run (and pass its readiness probe) before it counts as
+/// deployed, when its probe gives no longer time.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a workload without a probe must stay up to count as started.
+const STAYS_UP: Duration = Duration::from_secs(2);
+/// How often a starting workload is looked at.
+const LOOK: Duration = Duration::from_millis(250);
+/// The output lines a failure quotes.
+const LAST_LINES: usize = 20;
+
+#[derive(Debug, Clone, Copy)]
+enum Act {
+    Restart,
+    Stop,
+}
+
+impl Act {
+    fn verb(self) -> &'static str {
+        match self {
+            Act::Restart => "restart",
+            Act::Stop => "stop",
+        }
+    }
+}
+
+pub struct DockerEngine {
+    docker: Docker,
+    publish_address: String,
+    /// Whether the daemon runs on this host (its socket, or a loopback address).
+    local: bool,
+}
+
+/// Docker's answer to a failed call, as a step's reason.
+fn said(what: &str, e: bollard::errors::Error) -> String {
+    format!("{what}: {e}")
+}
+
+impl DockerEngine {
+    /// Connects to the daemon at `DOCKER_HOST` (or the default socket) and agrees on an API
+    /// version with it; `Err` says why it could not.
+    pub async fn connect(publish_address: String) -> Result<Self, String> {
+        let docker = Docker::connect_with_defaults().map_err(|e| said("no Docker daemon", e))?;
+        let docker = docker
+            .negotiate_version()
+            .await
+            .map_err(|e| said("the Docker daemon did not answer", e))?;
+        docker
+            .ping()
+            .await
+            .map_err(|e| said("the Docker daemon did not answer", e))?;
+        let host = std::env::var("DOCKER_HOST").unwrap_or_default();
+        let local = host.is_empty()
+            || host.starts_with("unix://")
+            || host.contains("://127.0.0.1")
+            || host.contains("://localhost");
+        Ok(Self {
+            docker,
+            publish_address,
+            local,
+        })
+    }
+
+    /// The daemon's version and API version, for the start-up log.
+    pub async fn describe(&self) -> String {
+        match self.docker.version().await {
+            Ok(v) => format!(
+                "Docker {} (API {})",
+                v.version.unwrap_or_default(),
+                self.docker.client_version()
+            ),
+            Err(e) => format!("Docker (version unknown: {e})"),
+        }
+    }
+
+    /// Containers Capstan made for `service`, running or not; `role` narrows to replicas
+    /// (`service`) or job executions (`job`).
+    async fn owned(
+        &self,
+        service: &Service,
+        role: Option<&str>,
+    ) -> Result<Vec<ContainerSummary>, String> {
+        let mut labels = vec![format!("{LABEL_SERVICE}={}", service.id.0)];
+        labels.extend(role.map(|r| format!("{LABEL_ROLE}={r}")));
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(HashMap::from([("label".to_string(), labels)])),
+            ..Default::default()
+        };
+        self.docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| said("could not list the service's containers", e))
+    }
+
+    async fn remove(&self, id: &str) -> Result<(), String> {
+        let options = RemoveContainerOptions {
+            force: true,
+            v: true,
+            ..Default::default()
+        };
+        match self.docker.remove_container(id, Some(options)).await {
+            Ok(()) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(()),
+            Err(e) => Err(said("could not remove a container", e)),
+        }
+    }
+
+    /// The image on the host, pulled from its registry when it is not there yet.
+    async fn ensure_image(
+        &self,
+        image: &str,
+        registry: Option<&RegistryAccess>,
+        log: &StepLog,
+        cancel: &Cancel,
+    ) -> Result<(), String> {
+        if self.docker.inspect_image(image).await.is_ok() {
+            log.info(&format!("image {image} is on the Docker host"));
+            return Ok(());
+        }
+        log.info(&format!("pulling image {image}"));
+        let credentials = registry
+            .filter(|r| r.username.is_some() || r.password.is_some())
+            .map(|r| DockerCredentials {
+                username: r.username.clone(),
+                password: r.password.as_ref().map(|p| p.expose().to_string()),
+                serveraddress: Some(r.url.clone()),
+                ..Default::default()
+            });
+        let options = CreateImageOptions {
+            from_image: Some(image.to_string()),
+            ..Default::default()
+        };
+        let mut pull = self.docker.create_image(Some(options), None, credentials);
+        let mut last = String::new();
+        loop {
+            let next = tokio::select! {
+                next = pull.next() => next,
+                () = cancel.canceled() => return Err("canceled while pulling the image".into()),
+            };
+            match next {
+                None => break,
+                Some(Ok(info)) => {
+                    let status = info.status.unwrap_or_default();
+                    // Progress lines repeat per layer; each kind of news is logged once.
+                    if !status.is_empty() && status != last && info.progress_detail.is_none() {
+                        log.info(&status);
+                        last = status;
+                    }
+                }
+                Some(Err(e)) => return Err(said(&format!("could not pull image {image}"), e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates a container from its plan, copies its files in and starts it.
+    async fn start(&self, plan: &ContainerPlan) -> Result<String, String> {
+        let options = CreateContainerOptions {
+            name: Some(plan.name.clone()),
+            ..Default::default()
+        };
+        let created = self
+            .docker
+            .create_container(Some(options), plan.body())
+            .await
+            .map_err(|e| said(&format!("could not create container {}", plan.name), e))?;
+        if !plan.files.is_empty() {
+            let archive = crate::files::archive(&plan.files)?;
+            let options = UploadToContainerOptions {
+                path: "/".into(),
+                ..Default::default()
+            };
+            self.docker
+                .upload_to_container(
+                    &created.id,
+                    Some(options),
+                    bollard::body_full(archive.into()),
+                )
+                .await
+                .map_err(|e| said("could not write the file variables", e))?;
+        }
+        self.docker
+            .start_container(&created.id, None)
+            .await
+            .map_err(|e| said(&format!("could not start container {}", plan.name), e))?;
+        Ok(created.id)
+    }
+
+    /// The last lines a container wrote, for a failure's reason.
+    async fn last_lines(&self, id: &str, count: usize) -> Vec<String> {
+        let options = LogsOptions {
+            stdout: true,
+            stderr: true,
+            tail: count.to_string(),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        let mut logs = self.docker.logs(id, Some(options));
+        while let Some(Ok(chunk)) = logs.next().await {
+            let text = chunk.to_string();
+            out.extend(text.lines().map(str::to_string));
+        }
+        out
+    }
+
+    /// Why a container that should run does not, if it does not: exited, OOM-killed,
+    /// restarting, unhealthy. `None` while it runs.
+    async fn trouble(&self, id: &str) -> Result<Option<String>, String> {
+        let seen = self
+            .docker
+            .inspect_container(id, None)
+            .await
+            .map_err(|e| said("could not look at a container", e))?;
+        let state = seen.state.unwrap_or_default();
+        let restarts = seen.restart_count.unwrap_or(0);
+        let why = if state.oom_killed == Some(true) {
+            Some("it was OOM-killed (out of memory)".to_string())
+        } else if matches!(
+            state.status,
+            Some(ContainerStateStatusEnum::EXITED | ContainerStateStatusEnum::DEAD)
+        ) || restarts > 0
+            || state.restarting == Some(true)
+        {
+            Some(format!(
+                "it exited with code {}{}",
+                state.exit_code.unwrap_or_default(),
+                if restarts > 0 {
+                    format!(" and was restarting ({restarts} restarts)")
+                } else {
+                    String::new()
+                }
+            ))
+        } else if state.health.and_then(|h| h.status) == Some(HealthStatusEnum::UNHEALTHY) {
+            Some("it is unhealthy".to_string())
+        } else {
+            None
+        };
+        match why {
+            None => Ok(None),
+            Some(why) => {
+                let lines = self.last_lines(id, LAST_LINES).await;
+                let output = if lines.is_empty() {
+                    "it wrote nothing".to_string()
+                } else {
+                    format!("its last lines:\n{}", lines.join("\n"))
+                };
+                Ok(Some(format!("{why}; {output}")))
+            }
+        }
+    }
+
+    /// The host ports a service's containers publish, by (replica, internal port): the ones
+    /// they were created with (kept while they are stopped), or the ones Docker gave them.
+    async fn host_ports(
+        &self,
+        containers: &[ContainerSummary],
+    ) -> Result<HashMap<(usize, u16), u16>, String> {
+        let mut out = HashMap::new();
+        for c in containers {
+            let replica = c
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(plan::LABEL_REPLICA))
+                .and_then(|r| r.parse::<usize>().ok());
+            let (Some(replica), Some(id)) = (replica, &c.id) else {
+                continue;
+            };
+            let seen = self
+                .docker
+                .inspect_container(id, None)
+                .await
+                .map_err(|e| said("could not look at a container", e))?;
+            let asked = seen.host_config.and_then(|h| h.port_bindings);
+            let given = seen.network_settings.and_then(|n| n.ports);
+            for map in [asked, given].into_iter().flatten() {
+                for (port, bindings) in map {
+                    let internal = port.split('/').next().and_then(|p| p.parse::<u16>().ok());
+                    let host = bindings
+                        .iter()
+                        .flatten()
+                        .find_map(|b| b.host_port.as_deref()?.parse::<u16>().ok());
+                    if let (Some(internal), Some(host)) = (internal, host) {
+                        out.entry((replica, internal)).or_insert(host);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// A free port on the publish address, when this host is the Docker host's (a local
+    /// daemon): created with it, a container keeps it while stopped. `None` lets Docker choose.
+    fn free_port(&self) -> Option<u16> {
+        if !self.local {
+            return None;
+        }
+        let listener = std::net::TcpListener::bind((self.probe_address(), 0)).ok()?;
+        listener.local_addr().ok().map(|a| a.port())
+    }
+
+    /// Where the host reaches a published port.
+    fn probe_address(&self) -> &str {
+        match self.publish_address.as_str() {
+            "0.0.0.0" | "" => "127.0.0.1",
+            other => other,
+        }
+    }
+
+    /// Waits until every new replica runs (and passes its readiness probe, run from the host
+    /// through the published port); fails as soon as one cannot.
+    async fn wait_ready(
+        &self,
+        ids: &[String],
+        service: &Service,
+        log: &StepLog,
+        cancel: &Cancel,
+    ) -> Result<(), String> {
+        let probe = plan::readiness(service);
+        let timeout = probe.map_or(READY_TIMEOUT, |p| {
+            let secs = p.initial_delay_seconds + p.period_seconds * p.failure_threshold;
+            Duration::from_secs(u64::try_from(secs).unwrap_or(0)).max(READY_TIMEOUT)
+        });
+        let started = Instant::now();
+        loop {
+            for id in ids {
+                if let Some(why) = self.trouble(id).await? {
+                    return Err(format!("the new container did not start: {why}"));
+                }
+            }
+            let ready = match probe {
+                None => started.elapsed() >= STAYS_UP,
+                Some(p) => {
+                    let mut all = true;
+                    for id in ids {
+                        all &= probe::passes(&self.docker, id, p, self.probe_address()).await;
+                    }
+                    all
+                }
+            };
+            if ready {
+                log.info("the new containers run and are ready");
+                return Ok(());
+            }
+            if started.elapsed() > timeout {
+                return Err(format!(
+                    "the new container was not ready after {} s: it is unhealthy (its readiness probe never passed)",
+                    timeout.as_secs()
+                ));
+            }
+            tokio::select! {
+                () = tokio::time::sleep(LOOK) => {}
+                () = cancel.canceled() => return Err("canceled while the new containers started".into()),
+            }
+        }
+    }
+
+    async fn deploy_service(&self, work: &StepWork<'_>) -> Result<(), String> {
+        let (service, log) = (work.service, work.log);
+        let old = self.owned(service, Some("service")).await?;
+        let previous = self.host_ports(&old).await?;
+        let mut plans = plan::service_replicas(
+            work.request,
+            service,
+            work.inputs,
+            &self.publish_address,
+            &previous,
+        )?;
+        for port in plans.iter_mut().flat_map(|p| p.ports.iter_mut()) {
+            if port.host.is_none() {
+                port.host = self.free_port();
+            }
+        }
+        let Some(first) = plans.first() else {
+            return Ok(());
+        };
+        self.ensure_image(
+            &first.image,
+            work.inputs.registry.as_ref(),
+            log,
+            work.cancel,
+        )
+        .await?;
+        for c in &old {
+            if let Some(id) = &c.id {
+                self.remove(id).await?;
+            }
+        }
+        if !old.is_empty() {
+            log.info(&format!("removed {} previous container(s)", old.len()));
+        }
+        let mut ids = Vec::new();
+        for p in &plans {
+            match self.start(p).await {
+                Ok(id) => ids.push(id),
+                Err(e) => {
+                    self.remove_all(&ids).await;
+                    return Err(e);
+                }
+            }
+            log.info(&format!("started container {}", p.name));
+        }
+        if let Err(e) = self.wait_ready(&ids, service, log, work.cancel).await {
+            // A workload that did not start is not left crash-looping.
+            self.remove_all(&ids).await;
+            return Err(e);
+        }
+        let running = self.owned(service, Some("service")).await?;
+        for (replica, port) in self.host_ports(&running).await? {
+            log.info(&format!(
+                "replica {} port {} is published at {}:{}",
+                replica.0, replica.1, self.publish_address, port
+            ));
+        }
+        Ok(())
+    }
+
+    async fn remove_all(&self, ids: &[String]) {
+        for id in ids {
+            if let Err(e) = self.remove(id).await {
+                tracing::warn!(container = %id, error = %e, "could not remove a container");
+            }
+        }
+    }
+
+    /// Restarts or stops every container of the service.
+    async fn each_owned(&self, service: &Service, log: &StepLog, act: Act) -> Result<(), String> {
+        let owned = self.owned(service, None).await?;
+        for c in &owned {
+            let Some(id) = &c.id else { continue };
+            let done = match act {
+                Act::Restart => {
+                    self.docker
+                        .restart_container(id, None::<RestartContainerOptions>)
+                        .await
+                }
+                Act::Stop => {
+                    self.docker
+                        .stop_container(id, None::<StopContainerOptions>)
+                        .await
+                }
+            };
+            done.map_err(|e| said(&format!("could not {} a container", act.verb()), e))?;
+        }
+        log.info(&format!("{}: {} container(s)", act.verb(), owned.len()));
+        Ok(())
+    }
+
+    async fn run_job(&self, work: &StepWork<'_>, job: &JobSpec) -> Result<(), String> {
+        let log = work.log;
+        let limit =
+            Duration::from_secs(u64::try_from(job.max_duration_seconds.max(1)).unwrap_or(300));
+        let mut last_failure = String::new();
+        for attempt in 0..=job.max_nb_restart.max(0) {
+            let plan = plan::job_execution(
+                work.request,
+                work.service,
+                job,
+                work.inputs,
+                &self.publish_address,
+                attempt,
+            )?;
+            let id = self.start(&plan).await?;
+            log.info(&format!("job execution {} started", attempt + 1));
+            let mut waiting = self.docker.wait_container(&id, None);
+            let ended = tokio::select! {
+                ended = waiting.next() => Some(ended),
+                () = tokio::time::sleep(limit) => None,
+                () = work.cancel.canceled() => {
+                    self.remove_all(std::slice::from_ref(&id)).await;
+                    return Err("canceled while the job ran".into());
+                }
+            };
+            for line in self.last_lines(&id, 1000).await {
+                log.info(&line);
+            }
+            let code = match ended {
+                None => {
+                    self.remove_all(std::slice::from_ref(&id)).await;
+                    return Err(format!(
+                        "the job ran past its max_duration_seconds ({} s) and was stopped",
+                        limit.as_secs()
+                    ));
+                }
+                Some(Some(Ok(done))) => done.status_code,
+                // A non-zero exit comes back as an error carrying the code.
+                Some(Some(Err(bollard::errors::Error::DockerContainerWaitError {
+                    code, ..
+                }))) => code,
+                Some(Some(Err(e))) => {
+                    self.remove_all(std::slice::from_ref(&id)).await;
+                    return Err(said("lost the job's execution", e));
+                }
+                Some(None) => -1,
+            };
+            let lines = self.last_lines(&id, LAST_LINES).await;
+            self.remove_all(std::slice::from_ref(&id)).await;
+            if code == 0 {
+                log.info("the job succeeded (exit code 0)");
+                return Ok(());
+            }
+            last_failure = format!(
+                "the job exited with code {code}; its last lines:\n{}",
+                lines.join("\n")
+            );
+            log.warn(&format!(
+                "job execution {} exited with code {code}",
+                attempt + 1
+            ));
+        }
+        Err(last_failure)
+    }
+}
+
+#[async_trait]
+impl Engine for DockerEngine {
+    async fn run_step(&self, work: StepWork<'_>) -> Result<(), String> {
+        use DeploymentAction as A;
+        let (service, log) = (work.service, work.log);
+        let action = work.request.action;
+        match (&service.spec, action, work.step) {
+            (ServiceSpec::Container(_), A::Deploy | A::Redeploy, _) => {
+                self.deploy_service(&work).await
+            }
+            (ServiceSpec::Job(job), A::Deploy | A::Redeploy, StepName::Executing) => {
+                self.run_job(&work, job).await
+            }
+            (ServiceSpec::Job(job), A::Deploy | A::Redeploy, _) => {
+                let plan = plan::job_execution(
+                    work.request,
+                    service,
+                    job,
+                    work.inputs,
+                    &self.publish_address,
+                    0,
+                )?;
+                self.ensure_image(&plan.image, work.inputs.registry.as_ref(), log, work.cancel)
+                    .await
+            }
+            (ServiceSpec::Container(_) | ServiceSpec::Job(_), A::Restart, _) => {
+                self.each_owned(service, log, Act::Restart).await?;
+                let ids: Vec<String> = self
+                    .owned(service, Some("service"))
+                    .await?
+                    .into_iter()
+                    .filter_map(|c| c.id)
+                    .collect();
+                self.wait_ready(&ids, service, log, work.cancel).await
+            }
+            (_, A::Stop, _) => self.each_owned(service, log, Act::Stop).await,
+            (_, A::Delete | A::Uninstall, _) => {
+                let ids: Vec<String> = self
+                    .owned(service, None)
+                    .await?
+                    .into_iter()
+                    .filter_map(|c| c.id)
+                    .collect();
+                for id in &ids {
+                    self.remove(id).await?;
+                }
+                log.info(&format!("removed {} container(s)", ids.len()));
+                Ok(())
+            }
+            (ServiceSpec::Container(_) | ServiceSpec::Job(_), A::Diff, _) => Ok(()),
+            (spec, _, _) => Err(plan::refused(spec)),
+        }
+    }
+
+    /// A cluster is this daemon: deploying it checks that it answers.
+    async fn run_cluster(&self, action: ClusterAction, _cluster: &Cluster) -> Result<(), String> {
+        match action {
+            ClusterAction::Deploy => self
+                .docker
+                .ping()
+                .await
+                .map(|_| ())
+                .map_err(|e| said("the Docker daemon did not answer", e)),
+            ClusterAction::Stop => Ok(()),
+        }
+    }
+
+    async fn pause(&self, wait: Duration) {
+        tokio::time::sleep(wait).await;
+    }
+}

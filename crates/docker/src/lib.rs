@@ -1,0 +1,10 @@
+//! The Docker engine: the adapter of the domain's engine port that runs containers and jobs on
+//! a Docker daemon (the one at `DOCKER_HOST`, or the default socket), through `bollard`.
+
+mod engine;
+mod files;
+mod plan;
+mod probe;
+
+pub use engine::DockerEngine;
+pub use plan::{image_reference, LABEL_SERVICE};

@@ -1,0 +1,520 @@
+//! What a service becomes on Docker, decided without a daemon: the image to run, the command,
+//! the environment, the files, the ports, the limits and the labels of each replica. The engine
+//! turns a [`ContainerPlan`] into Docker's create body; tests read it directly.
+
+use bollard::models::RestartPolicyNameEnum;
+use bollard::models::{ContainerCreateBody, HostConfig, PortBinding, RestartPolicy};
+use domain::model::{
+    DeploymentRequest, JobSpec, Probe, RegistryAccess, RegistryKind, Runtime, Service, ServiceSpec,
+    WorkloadInputs,
+};
+use std::collections::HashMap;
+
+/// Labels every object Capstan makes carries: how it finds its own.
+pub const LABEL_SERVICE: &str = "capstan.service";
+pub const LABEL_ENVIRONMENT: &str = "capstan.environment";
+pub const LABEL_PROJECT: &str = "capstan.project";
+pub const LABEL_ORGANIZATION: &str = "capstan.organization";
+pub const LABEL_REQUEST: &str = "capstan.deployment-request";
+pub const LABEL_REPLICA: &str = "capstan.replica";
+/// What the object is: a long-running `service` replica or a `job` execution.
+pub const LABEL_ROLE: &str = "capstan.role";
+
+/// One file variable, written into the container before it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedFile {
+    pub path: String,
+    pub content: Vec<u8>,
+}
+
+/// A port the container listens on, published on the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedPort {
+    pub internal: u16,
+    /// The host port it had before (kept across redeploys); none lets Docker choose.
+    pub host: Option<u16>,
+}
+
+/// One container to create.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerPlan {
+    pub name: String,
+    pub image: String,
+    pub entrypoint: Option<Vec<String>>,
+    pub cmd: Option<Vec<String>>,
+    /// `KEY=value`, in key order.
+    pub env: Vec<String>,
+    pub labels: HashMap<String, String>,
+    pub ports: Vec<PlannedPort>,
+    pub files: Vec<PlannedFile>,
+    pub nano_cpus: i64,
+    pub memory_bytes: i64,
+    /// Docker restarts a long-running service that exits; a job's execution is not restarted.
+    pub restarts: bool,
+    pub publish_address: String,
+}
+
+/// The image reference Docker pulls and runs: the registry's host before the name, except for
+/// Docker Hub (and a name that already names its registry).
+pub fn image_reference(registry: Option<&RegistryAccess>, name: &str, tag: &str) -> String {
+    let host = registry
+        .filter(|r| r.kind != RegistryKind::DockerHub)
+        .map(|r| {
+            r.url
+                .trim_start_matches("https://")
+                .trim_start_matches("http://")
+                .trim_end_matches('/')
+                .to_string()
+        })
+        .filter(|h| !h.is_empty() && !name.starts_with(&format!("{h}/")));
+    let name = match host {
+        Some(h) => format!("{h}/{name}"),
+        None => name.to_string(),
+    };
+    if tag.is_empty() {
+        name
+    } else {
+        format!("{name}:{tag}")
+    }
+}
+
+/// The name of a service's replica: stable, so a redeploy finds and replaces it.
+pub fn replica_name(service: &Service, replica: usize) -> String {
+    format!("capstan-{}-{replica}", service.id.0.simple())
+}
+
+fn labels(r: &DeploymentRequest, service: &Service, role: &str) -> HashMap<String, String> {
+    HashMap::from([
+        (
+            LABEL_ORGANIZATION.into(),
+            service.organization_id.0.to_string(),
+        ),
+        (LABEL_PROJECT.into(), service.project_id.0.to_string()),
+        (
+            LABEL_ENVIRONMENT.into(),
+            service.environment_id.0.to_string(),
+        ),
+        (LABEL_SERVICE.into(), service.id.0.to_string()),
+        (LABEL_REQUEST.into(), r.id.0.to_string()),
+        (LABEL_ROLE.into(), role.into()),
+    ])
+}
+
+fn env(inputs: &WorkloadInputs) -> Vec<String> {
+    inputs
+        .environment
+        .iter()
+        .map(|e| format!("{}={}", e.key, e.value.expose()))
+        .collect()
+}
+
+fn files(inputs: &WorkloadInputs) -> Vec<PlannedFile> {
+    inputs
+        .files
+        .iter()
+        .map(|f| PlannedFile {
+            path: f.mount_path.clone(),
+            content: f.content.expose().as_bytes().to_vec(),
+        })
+        .collect()
+}
+
+fn command(
+    entrypoint: Option<&str>,
+    arguments: &[String],
+) -> (Option<Vec<String>>, Option<Vec<String>>) {
+    let entrypoint = entrypoint
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| vec![e.to_string()]);
+    let cmd = (!arguments.is_empty()).then(|| arguments.to_vec());
+    (entrypoint, cmd)
+}
+
+/// Millicores as Docker's billionths of a CPU; MiB as bytes.
+fn limits(cpu: i64, memory: i64) -> (i64, i64) {
+    (cpu.max(1) * 1_000_000, memory.max(6) * 1024 * 1024)
+}
+
+/// The replicas of a container service, each keeping the host ports `previous` gives it.
+pub fn service_replicas(
+    r: &DeploymentRequest,
+    service: &Service,
+    inputs: &WorkloadInputs,
+    publish_address: &str,
+    previous: &HashMap<(usize, u16), u16>,
+) -> Result<Vec<ContainerPlan>, String> {
+    let (image, runtime): (String, &Runtime) = match &service.spec {
+        ServiceSpec::Container(c) => (
+            image_reference(inputs.registry.as_ref(), &c.image_name, &c.tag),
+            &c.runtime,
+        ),
+        other => return Err(refused(other)),
+    };
+    let (entrypoint, cmd) = command(runtime.entrypoint.as_deref(), &runtime.arguments);
+    let (nano_cpus, memory_bytes) = limits(runtime.cpu, runtime.memory);
+    let replicas = usize::try_from(runtime.min_running_instances.max(1)).unwrap_or(1);
+    let mut plans = Vec::with_capacity(replicas);
+    for replica in 0..replicas {
+        let mut labels = labels(r, service, "service");
+        labels.insert(LABEL_REPLICA.into(), replica.to_string());
+        let ports = runtime
+            .ports
+            .iter()
+            .filter_map(|p| u16::try_from(p.internal_port).ok())
+            .map(|internal| PlannedPort {
+                internal,
+                host: previous.get(&(replica, internal)).copied(),
+            })
+            .collect();
+        plans.push(ContainerPlan {
+            name: replica_name(service, replica),
+            image: image.clone(),
+            entrypoint: entrypoint.clone(),
+            cmd: cmd.clone(),
+            env: env(inputs),
+            labels,
+            ports,
+            files: files(inputs),
+            nano_cpus,
+            memory_bytes,
+            restarts: true,
+            publish_address: publish_address.to_string(),
+        });
+    }
+    Ok(plans)
+}
+
+/// One execution of a job.
+pub fn job_execution(
+    r: &DeploymentRequest,
+    service: &Service,
+    job: &JobSpec,
+    inputs: &WorkloadInputs,
+    publish_address: &str,
+    attempt: i64,
+) -> Result<ContainerPlan, String> {
+    let Some(source) = &job.source.image else {
+        return Err(
+            "the Docker engine runs jobs from an image; building a job from git comes with \
+             applications built from git (not yet supported)"
+                .into(),
+        );
+    };
+    let image = image_reference(inputs.registry.as_ref(), &source.image_name, &source.tag);
+    let schedule = &job.schedule;
+    let (entrypoint, arguments) = match (&schedule.cronjob, &schedule.on_start) {
+        (Some(cron), _) => (cron.entrypoint.as_deref(), cron.arguments.as_slice()),
+        (None, Some(start)) => (start.entrypoint.as_deref(), start.arguments.as_slice()),
+        (None, None) => (None, &[][..]),
+    };
+    let (entrypoint, cmd) = command(entrypoint, arguments);
+    let (nano_cpus, memory_bytes) = limits(job.cpu, job.memory);
+    let mut labels = labels(r, service, "job");
+    labels.insert(LABEL_REPLICA.into(), attempt.to_string());
+    Ok(ContainerPlan {
+        name: format!(
+            "capstan-{}-run-{}-{attempt}",
+            service.id.0.simple(),
+            r.id.0.simple()
+        ),
+        image,
+        entrypoint,
+        cmd,
+        env: env(inputs),
+        labels,
+        ports: job
+            .port
+            .and_then(|p| u16::try_from(p).ok())
+            .map(|internal| PlannedPort {
+                internal,
+                host: None,
+            })
+            .into_iter()
+            .collect(),
+        files: files(inputs),
+        nano_cpus,
+        memory_bytes,
+        restarts: false,
+        publish_address: publish_address.to_string(),
+    })
+}
+
+/// Why the Docker engine does not run a kind yet.
+pub fn refused(spec: &ServiceSpec) -> String {
+    let (kind, missing) = match spec {
+        ServiceSpec::Application(_) => ("APPLICATION", "building images from git"),
+        ServiceSpec::Database(_) => ("DATABASE", "databases in containers"),
+        ServiceSpec::Helm(_) => ("HELM", "helm charts (they need Kubernetes)"),
+        ServiceSpec::Terraform(_) => ("TERRAFORM", "running terraform"),
+        ServiceSpec::Container(_) | ServiceSpec::Job(_) => ("this", "nothing"),
+    };
+    format!("the Docker engine does not run {kind} services yet: {missing} is not supported")
+}
+
+/// The readiness probe Capstan runs itself from the host, through the published port.
+pub fn readiness(service: &Service) -> Option<&Probe> {
+    match &service.spec {
+        ServiceSpec::Container(c) => c.runtime.workload.healthchecks.readiness_probe.as_ref(),
+        _ => None,
+    }
+}
+
+impl ContainerPlan {
+    /// Docker's create body. Never privileged, no added capability, no new privileges, no
+    /// host path mounted: the files are copied in before the start.
+    pub fn body(&self) -> ContainerCreateBody {
+        let port_bindings = self
+            .ports
+            .iter()
+            .map(|p| {
+                (
+                    format!("{}/tcp", p.internal),
+                    Some(vec![PortBinding {
+                        host_ip: Some(self.publish_address.clone()),
+                        host_port: Some(p.host.map(|h| h.to_string()).unwrap_or_default()),
+                    }]),
+                )
+            })
+            .collect();
+        ContainerCreateBody {
+            image: Some(self.image.clone()),
+            entrypoint: self.entrypoint.clone(),
+            cmd: self.cmd.clone(),
+            env: Some(self.env.clone()),
+            labels: Some(self.labels.clone()),
+            exposed_ports: Some(
+                self.ports
+                    .iter()
+                    .map(|p| format!("{}/tcp", p.internal))
+                    .collect(),
+            ),
+            host_config: Some(HostConfig {
+                nano_cpus: Some(self.nano_cpus),
+                memory: Some(self.memory_bytes),
+                port_bindings: Some(port_bindings),
+                privileged: Some(false),
+                security_opt: Some(vec!["no-new-privileges:true".into()]),
+                restart_policy: Some(RestartPolicy {
+                    name: Some(if self.restarts {
+                        RestartPolicyNameEnum::UNLESS_STOPPED
+                    } else {
+                        RestartPolicyNameEnum::NO
+                    }),
+                    maximum_retry_count: None,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use domain::ids::*;
+    use domain::model::*;
+    use domain::secret::Secret;
+    use serde_json::json;
+    use time::OffsetDateTime;
+
+    fn container(body: serde_json::Value) -> Service {
+        let runtime: RuntimeInput = serde_json::from_value(body.clone()).unwrap();
+        let workload: WorkloadInput = serde_json::from_value(body.clone()).unwrap();
+        let input: ContainerInput = serde_json::from_value(body).unwrap();
+        let now = OffsetDateTime::now_utc();
+        Service {
+            id: ServiceId::generate(),
+            organization_id: OrganizationId::generate(),
+            project_id: ProjectId::generate(),
+            environment_id: EnvironmentId::generate(),
+            name: Name::parse("name", "web").unwrap(),
+            description: None,
+            spec: ServiceSpec::Container(input.validate(runtime, workload).unwrap()),
+            deployment_status: DeploymentStatus::NeverDeployed,
+            advanced_settings: Default::default(),
+            groups: Vec::new(),
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    fn request(service: &Service) -> DeploymentRequest {
+        let id = DeploymentRequestId::generate();
+        DeploymentRequest {
+            id,
+            organization_id: service.organization_id,
+            environment_id: service.environment_id,
+            service_id: service.id,
+            action: DeploymentAction::Deploy,
+            requested_by: "t".into(),
+            target: DeployTarget::default(),
+            status: RequestStatus::Running,
+            state: ServiceState::Deploying,
+            batch_id: id.0,
+            snapshot: Default::default(),
+            steps: vec![],
+            reason: None,
+            claimed_by: None,
+            lease_until: None,
+            cancel_requested: false,
+            created_at: OffsetDateTime::now_utc(),
+            started_at: None,
+            finished_at: None,
+            position: 0,
+            origin: Origin::Api,
+        }
+    }
+
+    fn inputs() -> WorkloadInputs {
+        WorkloadInputs {
+            environment: vec![
+                EnvValue {
+                    key: "A".into(),
+                    value: Secret::new("1"),
+                    secret: false,
+                },
+                EnvValue {
+                    key: "TOKEN".into(),
+                    value: Secret::new("s3cret"),
+                    secret: true,
+                },
+            ],
+            files: vec![FileValue {
+                key: "CONFIG".into(),
+                mount_path: "/etc/app.conf".into(),
+                content: Secret::new("x=1"),
+                secret: false,
+            }],
+            registry: Some(RegistryAccess {
+                url: "https://registry.example.com/".into(),
+                kind: RegistryKind::GenericCr,
+                username: None,
+                password: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_container_becomes_its_replicas_with_everything_it_was_given() {
+        let s = container(json!({
+            "registry_id": uuid::Uuid::new_v4(), "image_name": "team/web", "tag": "1.2",
+            "name": "web", "entrypoint": "/bin/serve", "arguments": ["--port", "8080"],
+            "cpu": 250, "memory": 128, "min_running_instances": 2, "max_running_instances": 2,
+            "ports": [{"internal_port": 8080, "publicly_accessible": true}, {"internal_port": 9090}],
+        }));
+        let r = request(&s);
+        let previous = HashMap::from([((0, 8080), 41000)]);
+        let plans = service_replicas(&r, &s, &inputs(), "127.0.0.1", &previous).unwrap();
+        assert_eq!(plans.len(), 2, "min_running_instances replicas");
+        let first = &plans[0];
+        assert_eq!(first.image, "registry.example.com/team/web:1.2");
+        assert_eq!(first.entrypoint, Some(vec!["/bin/serve".to_string()]));
+        assert_eq!(
+            first.cmd,
+            Some(vec!["--port".to_string(), "8080".to_string()])
+        );
+        assert_eq!(first.env, ["A=1", "TOKEN=s3cret"]);
+        assert_eq!(first.files[0].path, "/etc/app.conf");
+        assert_eq!(first.nano_cpus, 250_000_000, "a quarter of a CPU");
+        assert_eq!(first.memory_bytes, 128 * 1024 * 1024);
+        assert_eq!(
+            first.ports,
+            [
+                PlannedPort {
+                    internal: 8080,
+                    host: Some(41000)
+                },
+                PlannedPort {
+                    internal: 9090,
+                    host: None
+                },
+            ],
+            "the host port it had is kept"
+        );
+        assert_eq!(plans[1].ports[0].host, None, "the other replica had none");
+        assert_ne!(first.name, plans[1].name);
+        assert_eq!(first.labels[LABEL_SERVICE], s.id.0.to_string());
+        assert_eq!(
+            first.labels[LABEL_ENVIRONMENT],
+            s.environment_id.0.to_string()
+        );
+        assert_eq!(first.labels[LABEL_PROJECT], s.project_id.0.to_string());
+        assert_eq!(
+            first.labels[LABEL_ORGANIZATION],
+            s.organization_id.0.to_string()
+        );
+        assert_eq!(first.labels[LABEL_REQUEST], r.id.0.to_string());
+        assert_eq!(first.labels[LABEL_REPLICA], "0");
+
+        let body = first.body();
+        let host = body.host_config.unwrap();
+        assert_eq!(host.privileged, Some(false));
+        assert_eq!(host.cap_add, None, "no added capability");
+        assert_eq!(host.binds, None, "no host path");
+        assert_eq!(host.mounts, None, "no host path");
+        assert_eq!(
+            host.security_opt,
+            Some(vec!["no-new-privileges:true".into()])
+        );
+        let binding = &host.port_bindings.unwrap()["8080/tcp"].clone().unwrap()[0];
+        assert_eq!(binding.host_ip.as_deref(), Some("127.0.0.1"));
+        assert_eq!(binding.host_port.as_deref(), Some("41000"));
+    }
+
+    #[test]
+    fn image_references_name_their_registry_except_docker_hub() {
+        let hub = RegistryAccess {
+            url: "https://docker.io".into(),
+            kind: RegistryKind::DockerHub,
+            username: None,
+            password: None,
+        };
+        assert_eq!(
+            image_reference(Some(&hub), "library/redis", "7"),
+            "library/redis:7"
+        );
+        assert_eq!(image_reference(None, "busybox", ""), "busybox");
+        let own = RegistryAccess {
+            url: "https://r.example.com".into(),
+            kind: RegistryKind::GenericCr,
+            ..hub
+        };
+        assert_eq!(
+            image_reference(Some(&own), "r.example.com/app", "1"),
+            "r.example.com/app:1"
+        );
+        assert_eq!(
+            image_reference(Some(&own), "app", "1"),
+            "r.example.com/app:1"
+        );
+    }
+
+    #[test]
+    fn kinds_the_engine_cannot_run_yet_are_refused_naming_what_is_missing() {
+        let s = container(json!({
+            "registry_id": uuid::Uuid::new_v4(), "image_name": "x", "tag": "1", "name": "x",
+        }));
+        let mut app = s.clone();
+        app.spec = ServiceSpec::Database(
+            serde_json::from_value::<DatabaseInput>(
+                json!({"name": "db", "type": "REDIS", "version": "7", "mode": "CONTAINER"}),
+            )
+            .unwrap()
+            .validate()
+            .unwrap(),
+        );
+        let why = service_replicas(
+            &request(&app),
+            &app,
+            &inputs(),
+            "127.0.0.1",
+            &HashMap::new(),
+        )
+        .unwrap_err();
+        assert!(
+            why.contains("DATABASE") && why.contains("not supported"),
+            "{why}"
+        );
+    }
+}

@@ -1,0 +1,56 @@
+//! Readiness probes run by Capstan itself from the host, through the port the workload
+//! publishes: no tool has to be in the image for TCP and HTTP probes.
+
+use bollard::models::ContainerInspectResponse;
+use bollard::Docker;
+use domain::model::Probe;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The host port a container publishes for `internal`.
+fn published(seen: &ContainerInspectResponse, internal: i64) -> Option<u16> {
+    let ports = seen.network_settings.as_ref()?.ports.as_ref()?;
+    let bindings = ports.get(&format!("{internal}/tcp"))?.as_ref()?;
+    bindings
+        .iter()
+        .find_map(|b| b.host_port.as_deref()?.parse::<u16>().ok())
+}
+
+/// Whether the probe passes now. An exec probe is Docker's own health check (its state is
+/// read by the caller); it passes here.
+pub async fn passes(docker: &Docker, id: &str, probe: &Probe, address: &str) -> bool {
+    let t = &probe.probe_type;
+    let port = t
+        .tcp
+        .as_ref()
+        .map(|p| p.port)
+        .or(t.http.as_ref().map(|p| p.port));
+    let Some(port) = port else {
+        return true;
+    };
+    let Ok(seen) = docker.inspect_container(id, None).await else {
+        return false;
+    };
+    let Some(host_port) = published(&seen, port) else {
+        return false;
+    };
+    let timeout = Duration::from_secs(u64::try_from(probe.timeout_seconds.max(1)).unwrap_or(5));
+    let check = async {
+        let mut stream = TcpStream::connect((address, host_port)).await.ok()?;
+        let Some(http) = &t.http else {
+            return Some(true);
+        };
+        let request = format!(
+            "GET {} HTTP/1.0\r\nHost: localhost\r\nUser-Agent: capstan-probe\r\n\r\n",
+            http.path
+        );
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut head = [0u8; 32];
+        let read = stream.read(&mut head).await.ok()?;
+        let line = String::from_utf8_lossy(&head[..read]);
+        let status: u16 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some((200..400).contains(&status))
+    };
+    matches!(tokio::time::timeout(timeout, check).await, Ok(Some(true)))
+}

@@ -1,0 +1,353 @@
+//! The built binary with the Docker engine, on SQLite and PostgreSQL: real containers and jobs
+//! from a local image, reached only through 127.0.0.1 (their published ports). Needs a Docker
+//! daemon and `busybox` on the host (CI installs both); without them the tests fail under CI
+//! and say why elsewhere.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod harness;
+
+use harness::*;
+use serde_json::{json, Value};
+use std::process::Command;
+use std::time::Duration;
+
+const IMAGE: &str = "capstan-test/busybox";
+const TAG: &str = "1";
+const SECRET: &str = "hunter2-s3cret-of-web";
+
+/// Runs the docker CLI; its standard output.
+fn docker(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .map_err(|e| format!("docker: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// Whether a daemon answers, and the test image is on it (made from the host's static busybox
+/// with `docker import`: no registry is reachable here).
+fn docker_ready() -> bool {
+    if let Err(why) = docker(&["version", "--format", "{{.Server.APIVersion}}"]) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs the Docker engine's tests, and no Docker daemon answers: {why}"
+        );
+        eprintln!("SKIPPED: no Docker daemon answers ({why})");
+        return false;
+    }
+    let image = format!("{IMAGE}:{TAG}");
+    if docker(&["image", "inspect", &image]).is_ok() {
+        return true;
+    }
+    let dir = TempDir::new();
+    let bin = dir.0.join("rootfs/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy("/bin/busybox", bin.join("busybox")).expect("busybox-static is installed");
+    for tool in [
+        "sh", "httpd", "env", "cat", "echo", "mkdir", "sleep", "wget",
+    ] {
+        std::os::unix::fs::symlink("busybox", bin.join(tool)).unwrap();
+    }
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "tar -C {} -c . | docker import - {image}",
+            dir.0.join("rootfs").display()
+        ))
+        .status()
+        .unwrap();
+    assert!(status.success(), "could not import the test image");
+    true
+}
+
+async fn post(client: &Client, path: &str, body: Value) -> Value {
+    let (status, answer) = client.call(reqwest::Method::POST, path, Some(body)).await;
+    assert!(
+        (200..300).contains(&status),
+        "POST {path}: {status} {answer}"
+    );
+    answer
+}
+
+/// The containers Capstan runs for a service, by Docker's own account.
+fn containers_of(service: &str) -> Vec<String> {
+    docker(&[
+        "ps",
+        "-a",
+        "--filter",
+        &format!("label=capstan.service={service}"),
+        "--format",
+        "{{.ID}} {{.State}}",
+    ])
+    .unwrap()
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+fn host_port(service: &str) -> u16 {
+    let id = containers_of(service)[0]
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let mapping = docker(&["port", &id, "8080/tcp"]).unwrap();
+    let first = mapping.lines().next().unwrap();
+    assert!(
+        first.starts_with("127.0.0.1:"),
+        "published on loopback: {first}"
+    );
+    first.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+async fn fetch(port: u16, path: &str) -> String {
+    let url = format!("http://127.0.0.1:{port}{path}");
+    reqwest::get(&url).await.unwrap().text().await.unwrap()
+}
+
+async fn state(client: &Client, kind: &str, id: &str) -> Value {
+    settle(
+        client,
+        &format!("/{kind}/{id}/status"),
+        Duration::from_secs(120),
+    )
+    .await
+}
+
+async fn a_container_and_a_job_run_on_docker(database: &str) {
+    let dir = TempDir::new();
+    let server = Server::start_with(&dir, database, None, &[("CAPSTAN_ENGINE", "docker")]).await;
+    let (client, env) = environment(&dir, database, &server).await;
+    let org = hierarchy_org(&client).await;
+    let project = client.get(&format!("/environment/{env}")).await["project"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let registry = client
+        .create(
+            &format!("/organization/{org}/containerRegistry"),
+            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
+        )
+        .await;
+    let script =
+        "mkdir -p /www && env > /www/env.txt && cat /etc/app/config.toml > /www/config.txt \
+                  && echo web-started-and-serving && exec httpd -f -p 8080 -h /www";
+    let web = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({
+                "name": "web", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                "entrypoint": "sh", "arguments": ["-c", script],
+                "cpu": 250, "memory": 64,
+                "ports": [{"internal_port": 8080, "publicly_accessible": true}],
+                "healthchecks": {"readiness_probe": {"type": {"http": {"port": 8080, "path": "/env.txt"}},
+                    "initial_delay_seconds": 0, "period_seconds": 1, "timeout_seconds": 1,
+                    "success_threshold": 1, "failure_threshold": 30}},
+            }),
+        )
+        .await;
+    post(
+        &client,
+        &format!("/project/{project}/environmentVariable"),
+        json!({"key": "FROM_PROJECT", "value": "p-value"}),
+    )
+    .await;
+    post(
+        &client,
+        &format!("/environment/{env}/environmentVariable"),
+        json!({"key": "FROM_ENVIRONMENT", "value": "e-value"}),
+    )
+    .await;
+    post(
+        &client,
+        &format!("/container/{web}/secret"),
+        json!({"key": "TOKEN", "value": SECRET}),
+    )
+    .await;
+    post(
+        &client,
+        &format!("/container/{web}/environmentVariable"),
+        json!({"key": "CONFIG", "value": "answer = 42", "mount_path": "/etc/app/config.toml"}),
+    )
+    .await;
+
+    post(&client, &format!("/container/{web}/deploy"), json!({})).await;
+    let deployed = state(&client, "container", &web).await;
+    assert_eq!(deployed["state"], "DEPLOYED", "{deployed}");
+    assert_eq!(containers_of(&web).len(), 1);
+    let port = host_port(&web);
+    let seen = fetch(port, "/env.txt").await;
+    for expected in [
+        "FROM_PROJECT=p-value",
+        "FROM_ENVIRONMENT=e-value",
+        &format!("TOKEN={SECRET}"),
+    ] {
+        assert!(seen.contains(expected), "{expected} in {seen}");
+    }
+    assert_eq!(fetch(port, "/config.txt").await.trim(), "answer = 42");
+    let id = containers_of(&web)[0]
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let limits = docker(&[
+        "inspect",
+        "--format",
+        "{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}} {{.HostConfig.Privileged}}",
+        &id,
+    ])
+    .unwrap();
+    assert_eq!(limits, format!("250000000 {} false", 64 * 1024 * 1024));
+
+    // A redeploy replaces the container: one, at the same host port.
+    post(&client, &format!("/container/{web}/redeploy"), json!({})).await;
+    assert_eq!(state(&client, "container", &web).await["state"], "DEPLOYED");
+    assert_eq!(containers_of(&web).len(), 1, "no duplicate, no orphan");
+    assert_ne!(
+        containers_of(&web)[0].split(' ').next().unwrap(),
+        id,
+        "a new container"
+    );
+    assert_eq!(host_port(&web), port, "the service keeps its host port");
+    post(
+        &client,
+        &format!("/container/{web}/restart-service"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        state(&client, "container", &web).await["state"],
+        "RESTARTED"
+    );
+    assert!(fetch(port, "/env.txt").await.contains("FROM_PROJECT"));
+    post(&client, &format!("/container/{web}/stop"), json!({})).await;
+    assert_eq!(state(&client, "container", &web).await["state"], "STOPPED");
+    assert!(
+        containers_of(&web).iter().all(|c| c.ends_with("exited")),
+        "{:?}",
+        containers_of(&web)
+    );
+    post(&client, &format!("/container/{web}/deploy"), json!({})).await;
+    assert_eq!(state(&client, "container", &web).await["state"], "DEPLOYED");
+    assert_eq!(
+        host_port(&web),
+        port,
+        "a stopped service keeps its host port too"
+    );
+
+    // One that exits at start ends in error, with its reason.
+    let crash = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({"name": "crash", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                   "entrypoint": "sh", "arguments": ["-c", "echo crashing-now; exit 3"]}),
+        )
+        .await;
+    post(&client, &format!("/container/{crash}/deploy"), json!({})).await;
+    assert_eq!(
+        state(&client, "container", &crash).await["state"],
+        "DEPLOYMENT_ERROR"
+    );
+    let history = client
+        .get(&format!("/container/{crash}/deploymentHistory"))
+        .await;
+    let reason = history["results"][0]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        reason.contains("exited with code 3") && reason.contains("crashing-now"),
+        "{reason}"
+    );
+    assert!(
+        containers_of(&crash).is_empty(),
+        "a failed workload is not left crash-looping"
+    );
+
+    // Jobs: one succeeds, one fails; their output is in the deployment log.
+    let job = |name: &str, script: &str| {
+        json!({"name": name, "source": {"image": {"registry_id": registry, "image_name": IMAGE, "tag": TAG}},
+               "schedule": {"on_start": {"entrypoint": "sh", "arguments": ["-c", script]}},
+               "max_nb_restart": 0, "max_duration_seconds": 30})
+    };
+    let good = client
+        .create(
+            &format!("/environment/{env}/job"),
+            job("good", "echo job-did-its-work"),
+        )
+        .await;
+    let bad = client
+        .create(
+            &format!("/environment/{env}/job"),
+            job("bad", "echo job-gives-up; exit 4"),
+        )
+        .await;
+    post(&client, &format!("/job/{good}/deploy"), json!({})).await;
+    assert_eq!(state(&client, "job", &good).await["state"], "DEPLOYED");
+    post(&client, &format!("/job/{bad}/deploy"), json!({})).await;
+    assert_eq!(
+        state(&client, "job", &bad).await["state"],
+        "DEPLOYMENT_ERROR"
+    );
+    let history = client.get(&format!("/job/{bad}/deploymentHistory")).await;
+    let reason = history["results"][0]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(reason.contains("exited with code 4"), "{reason}");
+
+    let logs = client.get(&format!("/environment/{env}/logs")).await;
+    let text = logs.to_string();
+    assert!(
+        text.contains("job-did-its-work"),
+        "a job's output is in the log"
+    );
+    assert!(text.contains("started container"), "{text}");
+    assert!(
+        !text.contains(SECRET),
+        "no secret value in the deployment log"
+    );
+
+    // Deleting removes what runs.
+    let (status, _) = client
+        .call(reqwest::Method::DELETE, &format!("/container/{web}"), None)
+        .await;
+    assert!(status == 202 || status == 204, "{status}");
+    let started = std::time::Instant::now();
+    while !containers_of(&web).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the container stays"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_container_and_a_job_run_on_docker() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = TempDir::new();
+    let path = dir.0.join("docker.db");
+    a_container_and_a_job_run_on_docker(&format!("sqlite://{}", path.display())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_container_and_a_job_run_on_docker() {
+    if !docker_ready() {
+        return;
+    }
+    let Some(url) = storage::testing::postgres_database().await else {
+        return;
+    };
+    let storage::DatabaseUrl::Postgres(url) = url else {
+        unreachable!()
+    };
+    a_container_and_a_job_run_on_docker(&url).await;
+}
