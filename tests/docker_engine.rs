@@ -109,13 +109,38 @@ async fn fetch(port: u16, path: &str) -> String {
     reqwest::get(&url).await.unwrap().text().await.unwrap()
 }
 
-async fn state(client: &Client, kind: &str, id: &str) -> Value {
-    settle(
-        client,
-        &format!("/{kind}/{id}/status"),
-        Duration::from_secs(120),
-    )
-    .await
+/// The container's first link, once its engine has reported where it runs.
+async fn link_of(client: &Client, id: &str) -> String {
+    let started = std::time::Instant::now();
+    loop {
+        let links = client.get(&format!("/container/{id}/link")).await;
+        if let Some(url) = links["results"][0]["url"].as_str() {
+            assert_eq!(links["results"][0]["is_default"], true, "{links}");
+            assert_eq!(links["results"][0]["internal_port"], 8080, "{links}");
+            return url.to_string();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no link: {links}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The service's status once settled; a state other than `want` fails with the reason its
+/// last request gave.
+async fn settled_in(client: &Client, kind: &str, id: &str, want: &str) {
+    let path = format!("/{kind}/{id}/status");
+    let status = settle(client, &path, Duration::from_secs(120)).await;
+    if status["state"] != want {
+        let history = client
+            .get(&format!("/{kind}/{id}/deploymentHistoryV2"))
+            .await;
+        panic!(
+            "{kind} {id} is {} where {want} was expected: {history}",
+            status["state"]
+        );
+    }
 }
 
 async fn a_container_and_a_job_run_on_docker(database: &str) {
@@ -176,8 +201,7 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
     .await;
 
     post(&client, &format!("/container/{web}/deploy"), json!({})).await;
-    let deployed = state(&client, "container", &web).await;
-    assert_eq!(deployed["state"], "DEPLOYED", "{deployed}");
+    settled_in(&client, "container", &web, "DEPLOYED").await;
     assert_eq!(containers_of(&web).len(), 1);
     let port = host_port(&web);
     let seen = fetch(port, "/env.txt").await;
@@ -189,6 +213,19 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
         assert!(seen.contains(expected), "{expected} in {seen}");
     }
     assert_eq!(fetch(port, "/config.txt").await.trim(), "answer = 42");
+    // Its link answers: what Docker runs is observed and kept, for every instance to read.
+    let url = link_of(&client, &web).await;
+    assert_eq!(url, format!("http://127.0.0.1:{port}"));
+    assert!(reqwest::get(format!("{url}/env.txt"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+        .contains("FROM_ENVIRONMENT=e-value"));
+    let everything = client.get(&format!("/environment/{env}/link")).await;
+    assert_eq!(everything["results"][0]["url"], json!(url), "{everything}");
+    assert_eq!(everything["results"][0]["service_type"], "CONTAINER");
     let id = containers_of(&web)[0]
         .split(' ')
         .next()
@@ -205,7 +242,7 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
 
     // A redeploy replaces the container: one, at the same host port.
     post(&client, &format!("/container/{web}/redeploy"), json!({})).await;
-    assert_eq!(state(&client, "container", &web).await["state"], "DEPLOYED");
+    settled_in(&client, "container", &web, "DEPLOYED").await;
     assert_eq!(containers_of(&web).len(), 1, "no duplicate, no orphan");
     assert_ne!(
         containers_of(&web)[0].split(' ').next().unwrap(),
@@ -219,20 +256,17 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
         json!({}),
     )
     .await;
-    assert_eq!(
-        state(&client, "container", &web).await["state"],
-        "RESTARTED"
-    );
+    settled_in(&client, "container", &web, "RESTARTED").await;
     assert!(fetch(port, "/env.txt").await.contains("FROM_PROJECT"));
     post(&client, &format!("/container/{web}/stop"), json!({})).await;
-    assert_eq!(state(&client, "container", &web).await["state"], "STOPPED");
+    settled_in(&client, "container", &web, "STOPPED").await;
     assert!(
         containers_of(&web).iter().all(|c| c.ends_with("exited")),
         "{:?}",
         containers_of(&web)
     );
     post(&client, &format!("/container/{web}/deploy"), json!({})).await;
-    assert_eq!(state(&client, "container", &web).await["state"], "DEPLOYED");
+    settled_in(&client, "container", &web, "DEPLOYED").await;
     assert_eq!(
         host_port(&web),
         port,
@@ -248,10 +282,7 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
         )
         .await;
     post(&client, &format!("/container/{crash}/deploy"), json!({})).await;
-    assert_eq!(
-        state(&client, "container", &crash).await["state"],
-        "DEPLOYMENT_ERROR"
-    );
+    settled_in(&client, "container", &crash, "DEPLOYMENT_ERROR").await;
     let history = client
         .get(&format!("/container/{crash}/deploymentHistory"))
         .await;
@@ -287,12 +318,9 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
         )
         .await;
     post(&client, &format!("/job/{good}/deploy"), json!({})).await;
-    assert_eq!(state(&client, "job", &good).await["state"], "DEPLOYED");
+    settled_in(&client, "job", &good, "DEPLOYED").await;
     post(&client, &format!("/job/{bad}/deploy"), json!({})).await;
-    assert_eq!(
-        state(&client, "job", &bad).await["state"],
-        "DEPLOYMENT_ERROR"
-    );
+    settled_in(&client, "job", &bad, "DEPLOYMENT_ERROR").await;
     let history = client.get(&format!("/job/{bad}/deploymentHistory")).await;
     let reason = history["results"][0]["reason"]
         .as_str()
@@ -350,4 +378,122 @@ async fn postgres_a_container_and_a_job_run_on_docker() {
         unreachable!()
     };
     a_container_and_a_job_run_on_docker(&url).await;
+}
+
+/// kill -9 of Capstan with a workload running: it runs on, is found again, and a redeploy
+/// replaces it (one set of containers); a container Capstan's labels name for a service that
+/// does not exist is removed at start-up.
+async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: &str) {
+    let dir = TempDir::new();
+    let docker_engine = [("CAPSTAN_ENGINE", "docker")];
+    let server = Server::start_with(&dir, database, None, &docker_engine).await;
+    let (mut client, env) = environment(&dir, database, &server).await;
+    let org = hierarchy_org(&client).await;
+    let registry = client
+        .create(
+            &format!("/organization/{org}/containerRegistry"),
+            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
+        )
+        .await;
+    let web = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({
+                "name": "web", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                "entrypoint": "sh",
+                "arguments": ["-c", "mkdir -p /www && echo alive > /www/index.html && exec httpd -f -p 8080 -h /www"],
+                "ports": [{"internal_port": 8080, "publicly_accessible": true}],
+            }),
+        )
+        .await;
+    post(&client, &format!("/container/{web}/deploy"), json!({})).await;
+    settled_in(&client, "container", &web, "DEPLOYED").await;
+    let url = link_of(&client, &web).await;
+    server.crash();
+
+    assert_eq!(
+        reqwest::get(&url)
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+            .trim(),
+        "alive",
+        "the workload outlives Capstan"
+    );
+    let orphan = uuid::Uuid::new_v4();
+    let stray = docker(&[
+        "run",
+        "-d",
+        "--label",
+        &format!("capstan.service={orphan}"),
+        "--label",
+        &format!("capstan.organization={org}"),
+        "--label",
+        &format!("capstan.environment={}", uuid::Uuid::new_v4()),
+        &format!("{IMAGE}:{TAG}"),
+        "sleep",
+        "300",
+    ])
+    .unwrap();
+
+    let server = Server::start_with(&dir, database, None, &docker_engine).await;
+    client.base = server.base.clone();
+    assert_eq!(
+        link_of(&client, &web).await,
+        url,
+        "found again where it runs"
+    );
+    let started = std::time::Instant::now();
+    while !containers_of(&orphan.to_string()).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the stray container {stray} stays"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    post(&client, &format!("/container/{web}/redeploy"), json!({})).await;
+    settled_in(&client, "container", &web, "DEPLOYED").await;
+    assert_eq!(containers_of(&web).len(), 1, "one set of containers");
+    let (status, _) = client
+        .call(reqwest::Method::DELETE, &format!("/container/{web}"), None)
+        .await;
+    assert!(status == 202 || status == 204, "{status}");
+    let started = std::time::Instant::now();
+    while !containers_of(&web).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the container stays"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_killed_capstan_adopts_what_runs_and_removes_what_is_gone() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = TempDir::new();
+    let path = dir.0.join("adopt.db");
+    a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(&format!(
+        "sqlite://{}",
+        path.display()
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_killed_capstan_adopts_what_runs_and_removes_what_is_gone() {
+    if !docker_ready() {
+        return;
+    }
+    let Some(url) = storage::testing::postgres_database().await else {
+        return;
+    };
+    let storage::DatabaseUrl::Postgres(url) = url else {
+        unreachable!()
+    };
+    a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(&url).await;
 }

@@ -513,6 +513,10 @@ if not isinstance(env_logs, list) or not env_logs:
     print('FAIL the environment\'s deployment log is empty'); failures.append('environment logs')
 call('GET', f'/environment/{env}/logs?version=2')
 call('GET', f'/environment/{env}/log')
+# Links: empty on the simulated engine (nothing runs), in the public Link shape all the same.
+for kind in ('application', 'container', 'helm'):
+    call('GET', f'/{kind}/{ids[kind]}/link')
+call('GET', f'/environment/{env}/link')
 # The deployments above reached the receiver, signed, and the delivery log and the audit log
 # tell of them.
 for _ in range(400):

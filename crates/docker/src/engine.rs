@@ -4,7 +4,9 @@ use crate::plan::{self, ContainerPlan, LABEL_ROLE, LABEL_SERVICE};
 use crate::probe;
 use async_trait::async_trait;
 use bollard::auth::DockerCredentials;
-use bollard::models::{ContainerStateStatusEnum, ContainerSummary, HealthStatusEnum};
+use bollard::models::{
+    ContainerStateStatusEnum, ContainerSummary, ContainerUpdateBody, HealthStatusEnum,
+};
 use bollard::query_parameters::{
     CreateContainerOptions, CreateImageOptions, ListContainersOptions, LogsOptions,
     RemoveContainerOptions, RestartContainerOptions, StopContainerOptions,
@@ -12,9 +14,10 @@ use bollard::query_parameters::{
 };
 use bollard::Docker;
 use domain::engine::{Cancel, Engine, StepLog, StepWork};
+use domain::ids::{OrganizationId, ServiceId};
 use domain::model::{
-    Cluster, ClusterAction, DeploymentAction, JobSpec, RegistryAccess, Service, ServiceSpec,
-    StepName,
+    Cluster, ClusterAction, DeploymentAction, JobSpec, RegistryAccess, RunningState, Service,
+    ServiceSpec, StepName,
 };
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -228,31 +231,29 @@ impl DockerEngine {
     }
 
     /// Why a container that should run does not, if it does not: exited, OOM-killed,
-    /// restarting, unhealthy. `None` while it runs.
-    async fn trouble(&self, id: &str) -> Result<Option<String>, String> {
+    /// restarted by Docker since the wait began (`restarts_before`), unhealthy. `None` while
+    /// it runs.
+    async fn trouble(&self, id: &str, restarts_before: i64) -> Result<Option<String>, String> {
         let seen = self
             .docker
             .inspect_container(id, None)
             .await
             .map_err(|e| said("could not look at a container", e))?;
         let state = seen.state.unwrap_or_default();
-        let restarts = seen.restart_count.unwrap_or(0);
+        let restarted = seen.restart_count.unwrap_or(0) - restarts_before;
         let why = if state.oom_killed == Some(true) {
             Some("it was OOM-killed (out of memory)".to_string())
         } else if matches!(
             state.status,
             Some(ContainerStateStatusEnum::EXITED | ContainerStateStatusEnum::DEAD)
-        ) || restarts > 0
-            || state.restarting == Some(true)
-        {
+        ) {
             Some(format!(
-                "it exited with code {}{}",
-                state.exit_code.unwrap_or_default(),
-                if restarts > 0 {
-                    format!(" and was restarting ({restarts} restarts)")
-                } else {
-                    String::new()
-                }
+                "it exited with code {}",
+                state.exit_code.unwrap_or_default()
+            ))
+        } else if restarted > 0 || state.restarting == Some(true) {
+            Some(format!(
+                "it exited and was restarting ({restarted} restarts)"
             ))
         } else if state.health.and_then(|h| h.status) == Some(HealthStatusEnum::UNHEALTHY) {
             Some("it is unhealthy".to_string())
@@ -344,10 +345,15 @@ impl DockerEngine {
             let secs = p.initial_delay_seconds + p.period_seconds * p.failure_threshold;
             Duration::from_secs(u64::try_from(secs).unwrap_or(0)).max(READY_TIMEOUT)
         });
+        let mut restarts_before = Vec::with_capacity(ids.len());
+        for id in ids {
+            let seen = self.docker.inspect_container(id, None).await;
+            restarts_before.push(seen.ok().and_then(|s| s.restart_count).unwrap_or(0));
+        }
         let started = Instant::now();
         loop {
-            for id in ids {
-                if let Some(why) = self.trouble(id).await? {
+            for (id, before) in ids.iter().zip(&restarts_before) {
+                if let Some(why) = self.trouble(id, *before).await? {
                     return Err(format!("the new container did not start: {why}"));
                 }
             }
@@ -424,9 +430,20 @@ impl DockerEngine {
             log.info(&format!("started container {}", p.name));
         }
         if let Err(e) = self.wait_ready(&ids, service, log, work.cancel).await {
-            // A workload that did not start is not left crash-looping.
             self.remove_all(&ids).await;
             return Err(e);
+        }
+        if plans.iter().any(|p| p.restarts) {
+            for id in &ids {
+                let update = ContainerUpdateBody {
+                    restart_policy: Some(plan::restart_policy()),
+                    ..Default::default()
+                };
+                self.docker
+                    .update_container(id, update)
+                    .await
+                    .map_err(|e| said("could not set the restart policy", e))?;
+            }
         }
         let running = self.owned(service, Some("service")).await?;
         for (replica, port) in self.host_ports(&running).await? {
@@ -604,5 +621,67 @@ impl Engine for DockerEngine {
 
     async fn pause(&self, wait: Duration) {
         tokio::time::sleep(wait).await;
+    }
+
+    async fn workloads(&self) -> Result<Vec<(OrganizationId, ServiceId)>, String> {
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec![LABEL_SERVICE.to_string()],
+            )])),
+            ..Default::default()
+        };
+        let found = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| said("could not list Capstan's containers", e))?;
+        let mut services: Vec<(OrganizationId, ServiceId)> = found
+            .iter()
+            .filter_map(|c| {
+                let labels = c.labels.as_ref()?;
+                let org = labels.get(plan::LABEL_ORGANIZATION)?.parse().ok()?;
+                let service = labels.get(LABEL_SERVICE)?.parse().ok()?;
+                Some((OrganizationId(org), ServiceId(service)))
+            })
+            .collect();
+        services.sort();
+        services.dedup();
+        Ok(services)
+    }
+
+    async fn remove_workloads(&self, service: ServiceId) -> Result<(), String> {
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec![format!("{LABEL_SERVICE}={}", service.0)],
+            )])),
+            ..Default::default()
+        };
+        let found = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| said("could not list a service's containers", e))?;
+        for id in found.into_iter().filter_map(|c| c.id) {
+            self.remove(&id).await?;
+        }
+        Ok(())
+    }
+
+    /// Docker's event stream, read by a task of its own while the stream is listened to.
+    fn observe(&self) -> Option<futures_util::stream::BoxStream<'static, RunningState>> {
+        let (reports, received) = tokio::sync::mpsc::channel(64);
+        tokio::spawn(crate::observe::watch(
+            self.docker.clone(),
+            self.probe_address().to_string(),
+            reports,
+        ));
+        let stream = futures_util::stream::unfold(received, |mut received| async move {
+            received.recv().await.map(|state| (state, received))
+        });
+        Some(stream.boxed())
     }
 }

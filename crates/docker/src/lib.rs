@@ -3,6 +3,7 @@
 
 mod engine;
 mod files;
+mod observe;
 mod plan;
 mod probe;
 

@@ -49,7 +49,8 @@ pub struct ContainerPlan {
     pub files: Vec<PlannedFile>,
     pub nano_cpus: i64,
     pub memory_bytes: i64,
-    /// Docker restarts a long-running service that exits; a job's execution is not restarted.
+    /// Docker restarts a long-running service that exits, once it was deployed; a job's
+    /// execution is not restarted.
     pub restarts: bool,
     pub publish_address: String,
 }
@@ -259,6 +260,15 @@ pub fn readiness(service: &Service) -> Option<&Probe> {
     }
 }
 
+/// What a deployed service's replicas are given once they run and are ready: Docker restarts
+/// one that exits, until it is stopped.
+pub fn restart_policy() -> RestartPolicy {
+    RestartPolicy {
+        name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
+        maximum_retry_count: None,
+    }
+}
+
 impl ContainerPlan {
     /// Docker's create body. Never privileged, no added capability, no new privileges, no
     /// host path mounted: the files are copied in before the start.
@@ -294,12 +304,10 @@ impl ContainerPlan {
                 port_bindings: Some(port_bindings),
                 privileged: Some(false),
                 security_opt: Some(vec!["no-new-privileges:true".into()]),
+                // Not restarted until it is deployed: a start that fails shows its own exit,
+                // and is not left crash-looping (see `restart_policy`).
                 restart_policy: Some(RestartPolicy {
-                    name: Some(if self.restarts {
-                        RestartPolicyNameEnum::UNLESS_STOPPED
-                    } else {
-                        RestartPolicyNameEnum::NO
-                    }),
+                    name: Some(RestartPolicyNameEnum::NO),
                     maximum_retry_count: None,
                 }),
                 ..Default::default()

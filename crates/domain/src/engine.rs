@@ -1,10 +1,10 @@
 //! The engine port: what carries out the steps of a deployment request. The server wires an
 //! adapter (the simulated engine by default); the worker in `services::worker` drives it.
 
-use crate::ids::ServiceId;
+use crate::ids::{OrganizationId, ServiceId};
 use crate::model::{
-    Cluster, ClusterAction, DeploymentLogLine, DeploymentRequest, LogLevel, Masker, Service,
-    ServiceState, StepName, WorkloadInputs,
+    Cluster, ClusterAction, DeploymentLogLine, DeploymentRequest, LogLevel, Masker, RunningState,
+    Service, ServiceState, StepName, WorkloadInputs,
 };
 use async_trait::async_trait;
 use std::sync::Mutex;
@@ -35,6 +35,25 @@ pub trait Engine: Send + Sync {
     /// Waits `wait` (the pace at which a held deployment looks whether it may go on, and a
     /// running step's claim is renewed).
     async fn pause(&self, wait: std::time::Duration);
+
+    /// What runs, as it changes: a report of every workload it knows at once, then one each
+    /// time a workload's state changes, until the stream ends (the engine lost its source; the
+    /// caller asks again). `None`: this engine runs nothing to observe.
+    fn observe(&self) -> Option<futures_util::stream::BoxStream<'static, RunningState>> {
+        None
+    }
+
+    /// The services it finds workloads of, with their organizations (by its own marks on
+    /// them), for reconciliation.
+    async fn workloads(&self) -> Result<Vec<(OrganizationId, ServiceId)>, String> {
+        Ok(Vec::new())
+    }
+
+    /// Removes every workload it runs of a service that no longer exists.
+    async fn remove_workloads(&self, service: ServiceId) -> Result<(), String> {
+        let _ = service;
+        Ok(())
+    }
 }
 
 /// Tells a running step that its request was canceled.
@@ -87,11 +106,18 @@ struct Pending {
 }
 
 impl StepLog {
+    /// Lines are numbered from the time the log was opened (milliseconds, shifted past room for
+    /// a million lines), so a worker that ends a dead one's request writes after its lines.
     pub fn new(request: &DeploymentRequest, masker: Masker) -> Self {
+        let millis = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
+        let first = i64::try_from(millis).unwrap_or(0) << 20;
         Self {
             request: request.clone(),
             masker,
-            pending: Mutex::default(),
+            pending: Mutex::new(Pending {
+                next_position: first,
+                ..Pending::default()
+            }),
         }
     }
 

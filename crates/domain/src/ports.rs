@@ -315,6 +315,15 @@ pub struct QueueDepth {
     pub running: u64,
 }
 
+/// What engines saw run, per service.
+#[async_trait]
+pub trait RunningStates: Send {
+    /// Keeps what the engine saw of a service, in place of what it saw before.
+    async fn put_running_state(&mut self, state: &RunningState) -> StoreResult<()>;
+    /// What was seen of each of `services` that has been seen.
+    async fn running_states(&mut self, services: &[ServiceId]) -> StoreResult<Vec<RunningState>>;
+}
+
 /// The logs of deployment requests, as workers write them and clients read them.
 #[async_trait]
 pub trait DeploymentLogs: Send {
@@ -559,6 +568,7 @@ pub trait Tx:
     + Repo<WebhookAttempt>
     + EventLog
     + DeploymentLogs
+    + RunningStates
     + RuleQueries
     + StageQueries
     + VariableQueries

@@ -52,6 +52,8 @@ impl WorkerPool {
                 settings.poll(),
             ));
         }
+        tasks.spawn(observe(capstan.clone(), engine.clone(), stopped.clone()));
+        tasks.spawn(reconcile(capstan.clone(), engine.clone(), stopped.clone()));
         let reaper = Worker::new(capstan.clone(), engine, lease);
         tasks.spawn(reap(reaper, stopped.clone()));
         tasks.spawn(schedule(capstan.clone(), stopped.clone(), settings.poll()));
@@ -153,6 +155,52 @@ async fn reap(worker: Worker, mut stopped: watch::Receiver<bool>) {
             Err(e) => tracing::error!(error = %e, "could not look for requests of dead workers"),
         }
         if pause_or_stop(&mut stopped, LEASE.min(FALLBACK)).await {
+            return;
+        }
+    }
+}
+
+/// Keeps what the engine sees run, as it reports it; asks again after a pause when its
+/// reports end (the daemon restarted, say). Idle, it waits on the engine's events, not the store.
+async fn observe(capstan: Capstan, engine: Arc<dyn Engine>, mut stopped: watch::Receiver<bool>) {
+    use futures_util::StreamExt;
+    loop {
+        let Some(mut reports) = engine.observe() else {
+            return;
+        };
+        loop {
+            let next = tokio::select! {
+                next = reports.next() => next,
+                _ = stopped.changed() => return,
+            };
+            let Some(report) = next else { break };
+            if let Err(e) = capstan.record_running(&report).await {
+                tracing::error!(service = %report.service_id, error = %e, "could not keep a service's running state");
+            }
+        }
+        tracing::warn!("the engine's reports of what runs ended; asking again");
+        if pause_or_stop(&mut stopped, Duration::from_secs(5)).await {
+            return;
+        }
+    }
+}
+
+/// How often what the engine runs is compared with what exists (and at start-up).
+const RECONCILE: Duration = Duration::from_secs(60);
+
+/// Removes the workloads of services that no longer exist, at start-up and once a minute: an
+/// engine with nothing to show costs no transaction.
+async fn reconcile(capstan: Capstan, engine: Arc<dyn Engine>, mut stopped: watch::Receiver<bool>) {
+    loop {
+        match capstan.reconcile(engine.as_ref()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                count = n,
+                "removed the workloads of services that no longer exist"
+            ),
+            Err(e) => tracing::warn!(error = %e, "could not compare what runs with what exists"),
+        }
+        if pause_or_stop(&mut stopped, RECONCILE).await {
             return;
         }
     }

@@ -363,6 +363,17 @@ async fn a_dead_workers_request_ends_in_its_error_state_and_the_queue_goes_on(db
         Some(false)
     );
     assert_eq!(w.status(a).await.state, ServiceState::Deploying);
+    // It had written a line of its log before it died.
+    let log = domain::engine::StepLog::new(&claimed, Masker::default());
+    log.enter(StepName::Deployment);
+    log.info("pulling the image");
+    store
+        .read()
+        .await
+        .unwrap()
+        .append_logs(&log.take())
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
 
     let pool = w.pool(20);
@@ -376,6 +387,19 @@ async fn a_dead_workers_request_ends_in_its_error_state_and_the_queue_goes_on(db
             .unwrap();
     assert_eq!(ended.reason.as_deref(), Some(WORKER_LOST));
     assert_eq!(ended.steps[0].status, Some(StepStatus::Error));
+    let lines = store
+        .read()
+        .await
+        .unwrap()
+        .environment_logs(w.env, 100)
+        .await
+        .unwrap();
+    let messages: Vec<&str> = lines.iter().map(|l| l.message.as_str()).collect();
+    assert_eq!(
+        messages,
+        ["pulling the image", WORKER_LOST],
+        "the line of why it ended follows the dead worker's own"
+    );
     assert_eq!(
         w.wait(b, settled).await.state,
         ServiceState::Deployed,

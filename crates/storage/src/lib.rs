@@ -20,6 +20,7 @@ mod repos;
 mod rotation;
 mod rows;
 mod rules;
+mod running_states;
 mod schema;
 mod session;
 mod snapshots;

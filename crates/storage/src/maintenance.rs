@@ -41,6 +41,7 @@ pub const TABLES: &[&str] = &[
     "deployment_stage_services",
     "service_metadata_groups",
     "variables",
+    "running_states",
 ];
 
 /// What a reset that keeps tokens keeps: who can call, and where they belong.

@@ -229,6 +229,17 @@ diesel::table! {
 }
 
 diesel::table! {
+    running_states (service_id) {
+        service_id -> Text,
+        environment_id -> Text,
+        state -> Text,
+        replicas -> Text,
+        endpoints -> Text,
+        observed_at -> Timestamp,
+    }
+}
+
+diesel::table! {
     deployment_stages (id) {
         id -> Text,
         organization_id -> Text,

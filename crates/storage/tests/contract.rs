@@ -43,6 +43,7 @@ macro_rules! contract {
 
 contract!(
     records_round_trip,
+    running_states_are_replaced_per_service_and_go_with_it,
     deployment_logs_are_read_by_environment_in_order_and_go_with_it,
     ids_and_enums_are_stored_as_their_text,
     names_are_unique_case_insensitively_per_parent,
@@ -3315,5 +3316,76 @@ async fn deployment_logs_are_read_by_environment_in_order_and_go_with_it(db: Db)
             .unwrap()
             .len(),
         1
+    );
+}
+
+fn running(env: &Environment, s: &Service, state: RunState, port: u16) -> RunningState {
+    RunningState {
+        service_id: s.id,
+        environment_id: env.id,
+        state,
+        replicas: vec![Replica {
+            name: "capstan-x-0".into(),
+            image: "busybox:1".into(),
+            state,
+            restart_count: 2,
+            started_at: Some(time::OffsetDateTime::UNIX_EPOCH),
+            finished_at: None,
+            exit_code: Some(3),
+            reason: Some("CrashLoop".into()),
+            message: Some("exited with code 3".into()),
+            healthy: Some(false),
+        }],
+        endpoints: vec![Endpoint {
+            internal_port: 8080,
+            host: "127.0.0.1".into(),
+            port,
+        }],
+        observed_at: time::OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(5),
+    }
+}
+
+async fn running_states_are_replaced_per_service_and_go_with_it(db: Db) {
+    let envs = environments(&db, 2).await;
+    let (env, s) = &envs[0];
+    let (other_env, other) = &envs[1];
+    let mut tx = db.write().await.unwrap();
+    assert!(
+        tx.running_states(&[s.id]).await.unwrap().is_empty(),
+        "not seen yet"
+    );
+    tx.put_running_state(&running(env, s, RunState::Error, 41000))
+        .await
+        .unwrap();
+    let replaced = running(env, s, RunState::Running, 41001);
+    tx.put_running_state(&replaced).await.unwrap();
+    let elsewhere = running(other_env, other, RunState::Stopped, 41002);
+    tx.put_running_state(&elsewhere).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut unit = db.read().await.unwrap();
+    assert_eq!(
+        unit.running_states(&[s.id]).await.unwrap(),
+        vec![replaced.clone()]
+    );
+    let mut both = unit.running_states(&[s.id, other.id]).await.unwrap();
+    both.sort_by_key(|r| r.endpoints[0].port);
+    assert_eq!(both, vec![replaced, elsewhere.clone()]);
+    assert!(unit
+        .running_states(&[ServiceId::generate()])
+        .await
+        .unwrap()
+        .is_empty());
+    drop(unit);
+    Repo::<Service>::delete(&mut db.session().await.unwrap(), s.id)
+        .await
+        .unwrap();
+    let mut unit = db.read().await.unwrap();
+    assert!(
+        unit.running_states(&[s.id]).await.unwrap().is_empty(),
+        "gone with its service"
+    );
+    assert_eq!(
+        unit.running_states(&[other.id]).await.unwrap(),
+        vec![elsewhere]
     );
 }

@@ -11,6 +11,7 @@ mod deployment_rules;
 mod deployments;
 mod events;
 mod image_deploys;
+mod links;
 mod listings;
 mod members;
 mod metadata_groups;
@@ -84,6 +85,7 @@ pub fn api_routes(r: &mut Routes) {
     deployments::routes(r);
     events::routes(r);
     image_deploys::routes(r);
+    links::routes(r);
     listings::routes(r);
     members::routes(r);
     metadata_groups::routes(r);

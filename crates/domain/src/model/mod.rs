@@ -20,6 +20,7 @@ mod organization;
 mod regions;
 mod resources;
 mod restriction;
+mod running_state;
 mod service;
 mod service_kinds;
 mod service_settings;
@@ -70,6 +71,7 @@ pub use resources::{
 pub use restriction::{
     push_deploys, DeploymentRestriction, RestrictionInput, RestrictionMode, RestrictionType,
 };
+pub use running_state::{Endpoint, Replica, RunState, RunningState};
 pub use service::*;
 pub use service_kinds::*;
 pub use service_settings::*;

@@ -195,6 +195,16 @@ impl ServiceSpec {
         }
     }
 
+    /// The ports it declares (applications, containers, helm charts).
+    pub fn ports(&self) -> &[Port] {
+        match self {
+            ServiceSpec::Application(a) => &a.runtime.ports,
+            ServiceSpec::Container(c) => &c.runtime.ports,
+            ServiceSpec::Helm(h) => &h.ports,
+            _ => &[],
+        }
+    }
+
     /// The registry the service pulls its image from, if any.
     pub fn registry_id(&self) -> Option<ContainerRegistryId> {
         match self {

@@ -1,0 +1,218 @@
+//! What runs, from Docker's own account: every workload Capstan made (by its labels) reported
+//! once, then again each time Docker's event stream says one of its containers changed. Idle,
+//! nothing is asked of the daemon or the store.
+
+use crate::plan::{LABEL_ENVIRONMENT, LABEL_ROLE, LABEL_SERVICE};
+use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum, HealthStatusEnum};
+use bollard::query_parameters::{EventsOptions, ListContainersOptions};
+use bollard::Docker;
+use domain::ids::{EnvironmentId, ServiceId};
+use domain::model::{Endpoint, Replica, RunState, RunningState};
+use futures_util::StreamExt;
+use std::collections::{BTreeSet, HashMap};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+use tokio::sync::mpsc;
+
+/// Docker's time, or none for its "never" (year 1).
+fn when(text: Option<&str>) -> Option<OffsetDateTime> {
+    OffsetDateTime::parse(text?, &Rfc3339)
+        .ok()
+        .filter(|t| t.year() > 1)
+}
+
+/// A container as a replica of its service: its state in the public API's words.
+pub fn replica_of(seen: &ContainerInspectResponse) -> Replica {
+    let state = seen.state.clone().unwrap_or_default();
+    let labels = seen
+        .config
+        .as_ref()
+        .and_then(|c| c.labels.clone())
+        .unwrap_or_default();
+    let job = labels.get(LABEL_ROLE).map(String::as_str) == Some("job");
+    let exit_code = state.exit_code;
+    let health = state.health.as_ref().and_then(|h| h.status);
+    let (run, reason) = match state.status {
+        _ if state.oom_killed == Some(true) => (RunState::Error, Some("OOMKilled")),
+        Some(ContainerStateStatusEnum::RESTARTING) => (RunState::Error, Some("CrashLoop")),
+        Some(ContainerStateStatusEnum::DEAD) => (RunState::Error, Some("Error")),
+        Some(ContainerStateStatusEnum::CREATED) => (RunState::Starting, None),
+        Some(ContainerStateStatusEnum::REMOVING) => (RunState::Stopping, None),
+        Some(ContainerStateStatusEnum::RUNNING) => match health {
+            Some(HealthStatusEnum::UNHEALTHY) => (RunState::Warning, Some("Unhealthy")),
+            Some(HealthStatusEnum::STARTING) => (RunState::Starting, None),
+            _ => (RunState::Running, None),
+        },
+        Some(ContainerStateStatusEnum::EXITED) if job => {
+            if exit_code == Some(0) {
+                (RunState::Completed, Some("Completed"))
+            } else {
+                (RunState::Error, Some("Error"))
+            }
+        }
+        // A service's replica is restarted by Docker when it exits on its own: one that stays
+        // exited was stopped (by Capstan, or by hand).
+        _ => (RunState::Stopped, None),
+    };
+    let message = match (run, exit_code) {
+        (RunState::Error | RunState::Completed, Some(code)) => {
+            Some(format!("exited with code {code}"))
+        }
+        _ => state.error.clone().filter(|e| !e.is_empty()),
+    };
+    Replica {
+        name: seen
+            .name
+            .clone()
+            .unwrap_or_default()
+            .trim_start_matches('/')
+            .to_string(),
+        image: seen
+            .config
+            .as_ref()
+            .and_then(|c| c.image.clone())
+            .unwrap_or_default(),
+        state: run,
+        restart_count: seen.restart_count.unwrap_or(0),
+        started_at: when(state.started_at.as_deref()),
+        finished_at: when(state.finished_at.as_deref()),
+        exit_code: exit_code.filter(|_| state.status != Some(ContainerStateStatusEnum::RUNNING)),
+        reason: reason.map(str::to_string),
+        message,
+        healthy: match health {
+            Some(HealthStatusEnum::HEALTHY) => Some(true),
+            Some(HealthStatusEnum::UNHEALTHY) => Some(false),
+            _ => None,
+        },
+    }
+}
+
+/// Where the host reaches the ports a running container publishes.
+fn endpoints_of(seen: &ContainerInspectResponse, host: &str) -> Vec<Endpoint> {
+    let ports = seen
+        .network_settings
+        .as_ref()
+        .and_then(|n| n.ports.clone())
+        .unwrap_or_default();
+    let mut out: Vec<Endpoint> = ports
+        .into_iter()
+        .filter_map(|(port, bindings)| {
+            let internal = port.split('/').next()?.parse::<u16>().ok()?;
+            let published = bindings?
+                .iter()
+                .find_map(|b| b.host_port.as_deref()?.parse::<u16>().ok())?;
+            Some(Endpoint {
+                internal_port: internal,
+                host: host.to_string(),
+                port: published,
+            })
+        })
+        .collect();
+    out.sort_by_key(|e| e.internal_port);
+    out
+}
+
+/// Reads what runs of one service now.
+pub async fn report(
+    docker: &Docker,
+    service: ServiceId,
+    environment: EnvironmentId,
+    host: &str,
+) -> Result<RunningState, bollard::errors::Error> {
+    let options = ListContainersOptions {
+        all: true,
+        filters: Some(HashMap::from([(
+            "label".to_string(),
+            vec![format!("{LABEL_SERVICE}={}", service.0)],
+        )])),
+        ..Default::default()
+    };
+    let mut replicas = Vec::new();
+    let mut endpoints: Vec<Endpoint> = Vec::new();
+    for c in docker.list_containers(Some(options)).await? {
+        let Some(id) = c.id else { continue };
+        let Ok(seen) = docker.inspect_container(&id, None).await else {
+            continue;
+        };
+        for e in endpoints_of(&seen, host) {
+            if !endpoints
+                .iter()
+                .any(|known| known.internal_port == e.internal_port)
+            {
+                endpoints.push(e);
+            }
+        }
+        replicas.push(replica_of(&seen));
+    }
+    replicas.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(RunningState {
+        service_id: service,
+        environment_id: environment,
+        state: RunningState::of(&replicas),
+        replicas,
+        endpoints,
+        observed_at: OffsetDateTime::now_utc(),
+    })
+}
+
+/// The service and environment a container's labels name.
+fn owner(labels: &HashMap<String, String>) -> Option<(ServiceId, EnvironmentId)> {
+    let service = labels.get(LABEL_SERVICE)?.parse().ok()?;
+    let environment = labels.get(LABEL_ENVIRONMENT)?.parse().ok()?;
+    Some((ServiceId(service), EnvironmentId(environment)))
+}
+
+/// Sends a report of every service with containers, then one per change, until the daemon's
+/// event stream ends or nobody listens.
+pub async fn watch(docker: Docker, host: String, reports: mpsc::Sender<RunningState>) {
+    // Subscribed before the first look, so a change in between is not missed.
+    let options = EventsOptions {
+        filters: Some(HashMap::from([
+            ("type".to_string(), vec!["container".to_string()]),
+            ("label".to_string(), vec![LABEL_SERVICE.to_string()]),
+        ])),
+        ..Default::default()
+    };
+    let mut events = docker.events(Some(options));
+    let listed = ListContainersOptions {
+        all: true,
+        filters: Some(HashMap::from([(
+            "label".to_string(),
+            vec![LABEL_SERVICE.to_string()],
+        )])),
+        ..Default::default()
+    };
+    let owners: BTreeSet<(ServiceId, EnvironmentId)> =
+        match docker.list_containers(Some(listed)).await {
+            Ok(found) => found
+                .iter()
+                .filter_map(|c| owner(c.labels.as_ref()?))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list Capstan's containers");
+                return;
+            }
+        };
+    for (service, environment) in owners {
+        if let Ok(state) = report(&docker, service, environment, &host).await {
+            if reports.send(state).await.is_err() {
+                return;
+            }
+        }
+    }
+    while let Some(event) = events.next().await {
+        let Ok(event) = event else { return };
+        let attributes = event.actor.and_then(|a| a.attributes).unwrap_or_default();
+        let Some((service, environment)) = owner(&attributes) else {
+            continue;
+        };
+        match report(&docker, service, environment, &host).await {
+            Ok(state) => {
+                if reports.send(state).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => tracing::warn!(%service, error = %e, "could not read a service's containers"),
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! What runs of a service, as its engine last saw it: each replica's state, restarts and last
+//! exit, and where its ports are published. Engines report it as it changes; every instance reads
+//! it from the store.
+
+use crate::ids::{EnvironmentId, ServiceId};
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+string_enum!(
+    /// The running state of a workload, as the public live API names it.
+    RunState {
+        Starting => "STARTING",
+        Running => "RUNNING",
+        Warning => "WARNING",
+        Error => "ERROR",
+        Stopping => "STOPPING",
+        Stopped => "STOPPED",
+        Completed => "COMPLETED",
+    }
+);
+
+/// One replica (a container; a pod in the public API's words).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replica {
+    pub name: String,
+    pub image: String,
+    pub state: RunState,
+    pub restart_count: i64,
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub started_at: Option<OffsetDateTime>,
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub finished_at: Option<OffsetDateTime>,
+    /// Its last exit's code, once it exited.
+    #[serde(default)]
+    pub exit_code: Option<i64>,
+    /// A word for why it is in its state: `OOMKilled`, `Error`, `Completed`, `CrashLoop`,
+    /// `Unhealthy`.
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+    /// Its health check's verdict, when it has one.
+    #[serde(default)]
+    pub healthy: Option<bool>,
+}
+
+/// Where the host reaches one of the service's ports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub internal_port: u16,
+    pub host: String,
+    pub port: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningState {
+    pub service_id: ServiceId,
+    pub environment_id: EnvironmentId,
+    pub state: RunState,
+    pub replicas: Vec<Replica>,
+    pub endpoints: Vec<Endpoint>,
+    pub observed_at: OffsetDateTime,
+}
+
+impl RunningState {
+    /// The service's state from its replicas': the worst of them wins (an error, then a
+    /// warning, then one starting); none at all is stopped; all ended well is completed.
+    pub fn of(replicas: &[Replica]) -> RunState {
+        let any = |s: RunState| replicas.iter().any(|r| r.state == s);
+        let all = |s: RunState| replicas.iter().all(|r| r.state == s);
+        if replicas.is_empty() {
+            RunState::Stopped
+        } else if any(RunState::Error) {
+            RunState::Error
+        } else if any(RunState::Warning) {
+            RunState::Warning
+        } else if all(RunState::Completed) {
+            RunState::Completed
+        } else if all(RunState::Stopped) {
+            RunState::Stopped
+        } else if any(RunState::Starting) {
+            RunState::Starting
+        } else if any(RunState::Stopping) {
+            RunState::Stopping
+        } else {
+            RunState::Running
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replica(state: RunState) -> Replica {
+        Replica {
+            name: "r".into(),
+            image: "i".into(),
+            state,
+            restart_count: 0,
+            started_at: None,
+            finished_at: None,
+            exit_code: None,
+            reason: None,
+            message: None,
+            healthy: None,
+        }
+    }
+
+    #[test]
+    fn the_worst_replica_gives_the_services_state() {
+        use RunState::*;
+        let of = |states: &[RunState]| {
+            RunningState::of(&states.iter().map(|s| replica(*s)).collect::<Vec<_>>())
+        };
+        assert_eq!(of(&[]), Stopped);
+        assert_eq!(of(&[Running, Running]), Running);
+        assert_eq!(of(&[Running, Error]), Error);
+        assert_eq!(of(&[Warning, Running]), Warning);
+        assert_eq!(of(&[Starting, Running]), Starting);
+        assert_eq!(of(&[Completed, Completed]), Completed);
+        assert_eq!(of(&[Stopped, Stopped]), Stopped);
+        assert_eq!(of(&[Stopped, Running]), Running);
+    }
+}

@@ -1,0 +1,165 @@
+//! What runs: engines' reports of their workloads kept for every instance to read, and the
+//! links where a service's public ports answer.
+
+use super::Capstan;
+use crate::auth::{Action, Principal};
+use crate::error::DomainResult;
+use crate::ids::*;
+use crate::model::*;
+use crate::pagination::{PageRequest, MAX_PAGE_SIZE};
+use crate::ports::Repo;
+use std::collections::HashSet;
+
+/// Where one public port of a service answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicLink {
+    pub service_id: ServiceId,
+    pub kind: ServiceKind,
+    pub url: String,
+    pub internal_port: i64,
+    pub external_port: i64,
+    pub is_default: bool,
+}
+
+/// The links of a service's publicly accessible ports that its engine published.
+fn links_of(service: &Service, seen: Option<&RunningState>) -> Vec<PublicLink> {
+    let Some(seen) = seen else {
+        return Vec::new();
+    };
+    service
+        .spec
+        .ports()
+        .iter()
+        .filter(|p| p.publicly_accessible)
+        .filter_map(|p| {
+            let e = seen
+                .endpoints
+                .iter()
+                .find(|e| i64::from(e.internal_port) == p.internal_port)?;
+            Some(PublicLink {
+                service_id: service.id,
+                kind: service.kind(),
+                url: format!("http://{}:{}", e.host, e.port),
+                internal_port: p.internal_port,
+                external_port: i64::from(e.port),
+                is_default: p.is_default,
+            })
+        })
+        .collect()
+}
+
+impl Capstan {
+    /// Keeps what an engine saw run of a service (its observer's report); a report of a
+    /// service deleted meanwhile is dropped.
+    pub async fn record_running(&self, state: &RunningState) -> DomainResult<()> {
+        self.in_unit(&[], async |tx| {
+            if Repo::<Service>::get(tx, state.service_id).await?.is_none() {
+                return Ok(());
+            }
+            Ok(tx.put_running_state(state).await?)
+        })
+        .await
+    }
+
+    /// What its engine last saw run of a service; none before it was seen.
+    pub async fn running_state(
+        &self,
+        p: &Principal,
+        kind: ServiceKind,
+        id: ServiceId,
+    ) -> DomainResult<Option<RunningState>> {
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.load_service(tx, p, kind, id, Action::Read).await?;
+        Ok(tx.running_states(&[id]).await?.pop())
+    }
+
+    /// `GET /{application,container,helm}/{id}/link`.
+    pub async fn service_links(
+        &self,
+        p: &Principal,
+        kind: ServiceKind,
+        id: ServiceId,
+    ) -> DomainResult<Vec<PublicLink>> {
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        let service = self.load_service(tx, p, kind, id, Action::Read).await?;
+        let seen = tx.running_states(&[id]).await?;
+        Ok(links_of(&service, seen.first()))
+    }
+
+    /// `GET /environment/{id}/link`: every service's links.
+    pub async fn environment_links(
+        &self,
+        p: &Principal,
+        environment: EnvironmentId,
+    ) -> DomainResult<Vec<PublicLink>> {
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        self.load::<Environment>(tx, p, environment, Action::Read)
+            .await?;
+        let mut services = Vec::new();
+        for number in 1.. {
+            let page = PageRequest::new(number, MAX_PAGE_SIZE)?;
+            let found = Repo::<Service>::list(tx, environment, page).await?.items;
+            let last = found.len() < MAX_PAGE_SIZE as usize;
+            services.extend(found);
+            if last {
+                break;
+            }
+        }
+        let ids: Vec<ServiceId> = services.iter().map(|s| s.id).collect();
+        let seen = tx.running_states(&ids).await?;
+        Ok(services
+            .iter()
+            .flat_map(|s| links_of(s, seen.iter().find(|r| r.service_id == s.id)))
+            .collect())
+    }
+}
+
+impl Capstan {
+    /// Compares what the engine runs with what exists: workloads of services that are gone
+    /// (deleted while Capstan was down, or left by a deletion cut short) are removed. Only
+    /// workloads of this installation's organizations are considered: another Capstan may use
+    /// the same Docker host. Returns how many services' workloads went.
+    pub async fn reconcile(&self, engine: &dyn crate::engine::Engine) -> DomainResult<usize> {
+        let found = engine
+            .workloads()
+            .await
+            .map_err(crate::error::DomainError::Internal)?;
+        if found.is_empty() {
+            return Ok(0);
+        }
+        let gone: Vec<ServiceId> = {
+            let mut unit = self.reading().await?;
+            let tx = &mut *unit;
+            let orgs: Vec<OrganizationId> = found.iter().map(|(o, _)| *o).collect();
+            let ours: HashSet<OrganizationId> = self
+                .by_id::<Organization>(tx, orgs)
+                .await?
+                .into_keys()
+                .collect();
+            let candidates: Vec<ServiceId> = found
+                .iter()
+                .filter(|(o, _)| ours.contains(o))
+                .map(|(_, s)| *s)
+                .collect();
+            let existing: HashSet<ServiceId> = self
+                .by_id::<Service>(tx, candidates.iter().copied())
+                .await?
+                .into_keys()
+                .collect();
+            candidates
+                .into_iter()
+                .filter(|s| !existing.contains(s))
+                .collect()
+        };
+        for service in &gone {
+            engine
+                .remove_workloads(*service)
+                .await
+                .map_err(crate::error::DomainError::Internal)?;
+        }
+        Ok(gone.len())
+    }
+}
