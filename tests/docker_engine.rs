@@ -497,3 +497,41 @@ async fn postgres_a_killed_capstan_adopts_what_runs_and_removes_what_is_gone() {
     };
     a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(&url).await;
 }
+
+/// `CAPSTAN_ENGINE=docker` with no daemon stops start-up with one line; `auto` falls back to
+/// the simulated engine and says why. Neither needs a daemon.
+#[tokio::test]
+async fn without_a_daemon_docker_stops_start_up_and_auto_falls_back() {
+    let dir = TempDir::new();
+    let nowhere = "unix:///nonexistent/capstan-test/docker.sock";
+    let out = Command::new(bin())
+        .arg("serve")
+        .current_dir(&dir.0)
+        .env("CAPSTAN_DATABASE_URL", "sqlite::memory:")
+        .env("CAPSTAN_SECRET_KEY", TEST_KEY)
+        .env("CAPSTAN_LISTEN", format!("127.0.0.1:{}", free_port()))
+        .env("CAPSTAN_LOG", "warn")
+        .env("CAPSTAN_ENGINE", "docker")
+        .env("DOCKER_HOST", nowhere)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("CAPSTAN_ENGINE=docker"), "{stderr}");
+
+    let log = dir.0.join("auto.log");
+    let server = Server::start_with(
+        &dir,
+        "sqlite::memory:",
+        Some(&log),
+        &[("CAPSTAN_ENGINE", "auto"), ("DOCKER_HOST", nowhere)],
+    )
+    .await;
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        said.contains("deployments run on the simulated engine: no Docker daemon answered"),
+        "the start-up log says which engine and why: {said}"
+    );
+    drop(server);
+}

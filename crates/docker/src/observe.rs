@@ -216,3 +216,82 @@ pub async fn watch(docker: Docker, host: String, reports: mpsc::Sender<RunningSt
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bollard::models::{ContainerConfig, ContainerState, Health};
+
+    fn container(role: &str, state: ContainerState, restarts: i64) -> ContainerInspectResponse {
+        ContainerInspectResponse {
+            name: Some("/capstan-x-0".into()),
+            restart_count: Some(restarts),
+            state: Some(state),
+            config: Some(ContainerConfig {
+                image: Some("busybox:1".into()),
+                labels: Some(HashMap::from([(LABEL_ROLE.to_string(), role.to_string())])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn status(status: ContainerStateStatusEnum, exit_code: i64) -> ContainerState {
+        ContainerState {
+            status: Some(status),
+            exit_code: Some(exit_code),
+            started_at: Some("2026-11-27T10:00:00.5Z".into()),
+            finished_at: Some("0001-01-01T00:00:00Z".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn containers_become_replicas_in_the_live_apis_words() {
+        use ContainerStateStatusEnum as S;
+        let running = replica_of(&container("service", status(S::RUNNING, 0), 2));
+        assert_eq!(running.state, RunState::Running);
+        assert_eq!(running.restart_count, 2);
+        assert_eq!(running.name, "capstan-x-0");
+        assert_eq!(running.image, "busybox:1");
+        assert_eq!(running.exit_code, None, "a running replica has no exit");
+        assert!(running.started_at.is_some());
+        assert_eq!(running.finished_at, None, "Docker's year 1 is never");
+
+        let looping = replica_of(&container("service", status(S::RESTARTING, 3), 5));
+        assert_eq!(looping.state, RunState::Error);
+        assert_eq!(looping.reason.as_deref(), Some("CrashLoop"));
+        assert_eq!(looping.message.as_deref(), Some("exited with code 3"));
+
+        let mut oom = status(S::EXITED, 137);
+        oom.oom_killed = Some(true);
+        let killed = replica_of(&container("service", oom, 0));
+        assert_eq!(
+            (killed.state, killed.reason.as_deref()),
+            (RunState::Error, Some("OOMKilled"))
+        );
+
+        let stopped = replica_of(&container("service", status(S::EXITED, 137), 0));
+        assert_eq!(
+            stopped.state,
+            RunState::Stopped,
+            "stopped, by Capstan or by hand"
+        );
+
+        let mut sick = status(S::RUNNING, 0);
+        sick.health = Some(Health {
+            status: Some(HealthStatusEnum::UNHEALTHY),
+            ..Default::default()
+        });
+        let unhealthy = replica_of(&container("service", sick, 0));
+        assert_eq!(
+            (unhealthy.state, unhealthy.healthy),
+            (RunState::Warning, Some(false))
+        );
+
+        let done = replica_of(&container("job", status(S::EXITED, 0), 0));
+        assert_eq!(done.state, RunState::Completed);
+        let failed = replica_of(&container("job", status(S::EXITED, 4), 0));
+        assert_eq!((failed.state, failed.exit_code), (RunState::Error, Some(4)));
+    }
+}
