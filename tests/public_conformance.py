@@ -517,6 +517,7 @@ call('GET', f'/environment/{env}/log')
 for kind in ('application', 'container', 'helm'):
     call('GET', f'/{kind}/{ids[kind]}/link')
 call('GET', f'/environment/{env}/link')
+call('GET', f'/environment/{env}/statusesWithStages')
 # The deployments above reached the receiver, signed, and the delivery log and the audit log
 # tell of them.
 for _ in range(400):

@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod openapi;
 mod rate_limiter;
 mod routes;
+mod stage_views;
 pub mod views;
 pub mod waiting;
 

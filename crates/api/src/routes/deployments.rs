@@ -393,6 +393,15 @@ fn environment_routes(r: &mut Routes) {
             .query(wait_query()),
         )
         .add();
+    r.at("/environment/{environmentId}/statusesWithStages")
+        .get(
+            environment_statuses_with_stages,
+            Doc::get::<crate::stage_views::StatusesWithStages>(
+                "The status of an environment and of each of its services, stage by stage in \
+                 deployment order",
+            ),
+        )
+        .add();
     r.at("/environment/{environmentId}/deploymentQueue")
         .get(
             environment_queue,
@@ -641,6 +650,18 @@ async fn environment_status(
         )
         .await?;
     Ok(ok(status))
+}
+
+async fn environment_statuses_with_stages(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+) -> ApiResult<HttpResponse> {
+    let staged = st
+        .capstan
+        .environment_statuses_with_stages(&p, env_id(&req)?)
+        .await?;
+    Ok(ok(crate::stage_views::StatusesWithStages::of(staged)))
 }
 
 async fn environment_statuses(

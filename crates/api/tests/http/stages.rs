@@ -14,6 +14,7 @@ http_suite_with_memory!(
     a_failure_stops_the_later_stages,
     a_clone_copies_the_stages,
     stages_of_another_organization_are_forbidden,
+    statuses_come_stage_by_stage_in_deployment_order,
 );
 
 async fn container<S: App>(t: &T<S>, env: &str, name: &str, description: &str) -> String {
@@ -504,4 +505,55 @@ async fn stages_of_another_organization_are_forbidden<S: App>(t: T<S>) {
             .await
             .expect(403);
     }
+}
+
+async fn statuses_come_stage_by_stage_in_deployment_order<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let web = container(&t, &env, "web", "").await;
+    let api = container(&t, &env, "api", "").await;
+    let data = t
+        .post(
+            &format!("/environment/{env}/deploymentStage"),
+            json!({"name": "data", "description": "first"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let default = stages(&t, &env).await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    t.put(
+        &format!("/deploymentStage/{data}/moveBefore/{default}"),
+        json!({}),
+    )
+    .await
+    .expect(200);
+    t.put(&format!("/deploymentStage/{data}/service/{api}"), json!({}))
+        .await
+        .expect(200);
+    let staged = t
+        .get(&format!("/environment/{env}/statusesWithStages"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(staged["environment"]["id"], json!(env));
+    let stages = staged["stages"].as_array().unwrap();
+    let names: Vec<&str> = stages
+        .iter()
+        .map(|s| s["stage"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["data", "DEFAULT"], "in deployment order");
+    assert_eq!(stages[0]["stage"]["description"], "first");
+    assert_eq!(stages[0]["containers"][0]["id"], json!(api));
+    assert_eq!(stages[0]["containers"].as_array().unwrap().len(), 1);
+    assert_eq!(stages[1]["containers"][0]["id"], json!(web));
+    assert_eq!(stages[1]["containers"][0]["state"], "READY");
+    assert!(stages[1]["applications"].as_array().unwrap().is_empty());
+    t.get(&format!(
+        "/environment/{}/statusesWithStages",
+        uuid::Uuid::new_v4()
+    ))
+    .await
+    .expect(404);
 }

@@ -60,7 +60,7 @@ pub use restrictions::RESTRICTED_KINDS;
 pub use running::PublicLink;
 pub use service_clone::CloneServiceInput;
 pub use stages::{StageDetails, StageInput, StagedService};
-pub use statuses::{EnvironmentStatus, EnvironmentStatuses};
+pub use statuses::{EnvironmentStatus, EnvironmentStatuses, StagedStatuses};
 pub use unit::UnitWork;
 pub use variable_import::{ImportInput, ImportReport, ImportedVariable};
 pub use variables::{

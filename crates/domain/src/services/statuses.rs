@@ -63,6 +63,14 @@ pub struct EnvironmentStatuses {
     pub terraforms: Vec<ServiceStatus>,
 }
 
+/// An environment's statuses, its stages in deployment order, and the stage of each service.
+#[derive(Debug, Clone)]
+pub struct StagedStatuses {
+    pub statuses: EnvironmentStatuses,
+    pub stages: Vec<DeploymentStage>,
+    pub members: Vec<StageMember>,
+}
+
 /// The requests of one service among those of many.
 pub(super) fn of(requests: &[DeploymentRequest], service: ServiceId) -> Vec<DeploymentRequest> {
     requests
@@ -224,6 +232,27 @@ impl Capstan {
         self.load::<Environment>(tx, p, environment, Action::Read)
             .await?;
         self.environment_statuses_of(tx, environment).await
+    }
+
+    /// The environment's statuses with its stages, in deployment order, and where each service
+    /// is (`statusesWithStages`); one snapshot.
+    pub async fn environment_statuses_with_stages(
+        &self,
+        p: &Principal,
+        environment: EnvironmentId,
+    ) -> DomainResult<StagedStatuses> {
+        let mut unit = self.snapshot().await?;
+        let tx = &mut *unit;
+        self.load::<Environment>(tx, p, environment, Action::Read)
+            .await?;
+        let statuses = self.environment_statuses_of(tx, environment).await?;
+        let stages = tx.stages_of(environment).await?;
+        let members = tx.stage_members(environment).await?;
+        Ok(StagedStatuses {
+            statuses,
+            stages,
+            members,
+        })
     }
 
     /// The status of each environment of a project, a page of them in creation order.
