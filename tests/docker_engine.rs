@@ -371,11 +371,9 @@ async fn postgres_a_container_and_a_job_run_on_docker() {
     if !docker_ready() {
         return;
     }
-    let Some(url) = storage::testing::postgres_database().await else {
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
         return;
-    };
-    let storage::DatabaseUrl::Postgres(url) = url else {
-        unreachable!()
     };
     a_container_and_a_job_run_on_docker(&url).await;
 }
@@ -489,11 +487,9 @@ async fn postgres_a_killed_capstan_adopts_what_runs_and_removes_what_is_gone() {
     if !docker_ready() {
         return;
     }
-    let Some(url) = storage::testing::postgres_database().await else {
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
         return;
-    };
-    let storage::DatabaseUrl::Postgres(url) = url else {
-        unreachable!()
     };
     a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(&url).await;
 }

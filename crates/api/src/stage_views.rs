@@ -3,6 +3,7 @@
 use domain::model::ServiceStatus;
 use domain::services::{EnvironmentStatus, StagedStatuses};
 use serde::Serialize;
+use std::collections::HashMap;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -38,18 +39,13 @@ impl StatusesWithStages {
             stages,
             members,
         } = staged;
-        let stage_of = |s: &ServiceStatus| {
-            members
-                .iter()
-                .find(|m| m.service_id == s.id)
-                .map(|m| m.stage_id)
-        };
+        let stage_of: HashMap<_, _> = members.iter().map(|m| (m.service_id, m.stage_id)).collect();
         let stages = stages
             .into_iter()
             .map(|stage| {
                 let here = |kind: &[ServiceStatus]| -> Vec<ServiceStatus> {
                     kind.iter()
-                        .filter(|s| stage_of(s) == Some(stage.id))
+                        .filter(|s| stage_of.get(&s.id) == Some(&stage.id))
                         .cloned()
                         .collect()
                 };

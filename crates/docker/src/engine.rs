@@ -8,9 +8,8 @@ use bollard::models::{
     ContainerStateStatusEnum, ContainerSummary, ContainerUpdateBody, HealthStatusEnum,
 };
 use bollard::query_parameters::{
-    CreateContainerOptions, CreateImageOptions, ListContainersOptions, LogsOptions,
-    RemoveContainerOptions, RestartContainerOptions, StopContainerOptions,
-    UploadToContainerOptions,
+    CreateContainerOptions, CreateImageOptions, LogsOptions, RemoveContainerOptions,
+    RestartContainerOptions, StopContainerOptions, UploadToContainerOptions,
 };
 use bollard::Docker;
 use domain::engine::{Cancel, Engine, StepLog, StepWork};
@@ -101,16 +100,12 @@ impl DockerEngine {
     /// (`service`) or job executions (`job`).
     async fn owned(
         &self,
-        service: &Service,
+        service: ServiceId,
         role: Option<&str>,
     ) -> Result<Vec<ContainerSummary>, String> {
-        let mut labels = vec![format!("{LABEL_SERVICE}={}", service.id.0)];
+        let mut labels = vec![plan::of_service(service)];
         labels.extend(role.map(|r| format!("{LABEL_ROLE}={r}")));
-        let options = ListContainersOptions {
-            all: true,
-            filters: Some(HashMap::from([("label".to_string(), labels)])),
-            ..Default::default()
-        };
+        let options = plan::labelled(labels);
         self.docker
             .list_containers(Some(options))
             .await
@@ -130,6 +125,20 @@ impl DockerEngine {
             }) => Ok(()),
             Err(e) => Err(said("could not remove a container", e)),
         }
+    }
+
+    /// Removes every container of a service; how many there were.
+    async fn remove_owned(&self, service: ServiceId) -> Result<usize, String> {
+        let ids: Vec<String> = self
+            .owned(service, None)
+            .await?
+            .into_iter()
+            .filter_map(|c| c.id)
+            .collect();
+        for id in &ids {
+            self.remove(id).await?;
+        }
+        Ok(ids.len())
     }
 
     /// The image on the host, pulled from its registry when it is not there yet.
@@ -386,7 +395,7 @@ impl DockerEngine {
 
     async fn deploy_service(&self, work: &StepWork<'_>) -> Result<(), String> {
         let (service, log) = (work.service, work.log);
-        let old = self.owned(service, Some("service")).await?;
+        let old = self.owned(service.id, Some("service")).await?;
         let previous = self.host_ports(&old).await?;
         let mut plans = plan::service_replicas(
             work.request,
@@ -445,7 +454,7 @@ impl DockerEngine {
                     .map_err(|e| said("could not set the restart policy", e))?;
             }
         }
-        let running = self.owned(service, Some("service")).await?;
+        let running = self.owned(service.id, Some("service")).await?;
         for (replica, port) in self.host_ports(&running).await? {
             log.info(&format!(
                 "replica {} port {} is published at {}:{}",
@@ -465,7 +474,7 @@ impl DockerEngine {
 
     /// Restarts or stops every container of the service.
     async fn each_owned(&self, service: &Service, log: &StepLog, act: Act) -> Result<(), String> {
-        let owned = self.owned(service, None).await?;
+        let owned = self.owned(service.id, None).await?;
         for c in &owned {
             let Some(id) = &c.id else { continue };
             let done = match act {
@@ -580,7 +589,7 @@ impl Engine for DockerEngine {
             (ServiceSpec::Container(_) | ServiceSpec::Job(_), A::Restart, _) => {
                 self.each_owned(service, log, Act::Restart).await?;
                 let ids: Vec<String> = self
-                    .owned(service, Some("service"))
+                    .owned(service.id, Some("service"))
                     .await?
                     .into_iter()
                     .filter_map(|c| c.id)
@@ -589,16 +598,8 @@ impl Engine for DockerEngine {
             }
             (_, A::Stop, _) => self.each_owned(service, log, Act::Stop).await,
             (_, A::Delete | A::Uninstall, _) => {
-                let ids: Vec<String> = self
-                    .owned(service, None)
-                    .await?
-                    .into_iter()
-                    .filter_map(|c| c.id)
-                    .collect();
-                for id in &ids {
-                    self.remove(id).await?;
-                }
-                log.info(&format!("removed {} container(s)", ids.len()));
+                let removed = self.remove_owned(service.id).await?;
+                log.info(&format!("removed {removed} container(s)"));
                 Ok(())
             }
             (ServiceSpec::Container(_) | ServiceSpec::Job(_), A::Diff, _) => Ok(()),
@@ -624,17 +625,9 @@ impl Engine for DockerEngine {
     }
 
     async fn workloads(&self) -> Result<Vec<(OrganizationId, ServiceId)>, String> {
-        let options = ListContainersOptions {
-            all: true,
-            filters: Some(HashMap::from([(
-                "label".to_string(),
-                vec![LABEL_SERVICE.to_string()],
-            )])),
-            ..Default::default()
-        };
         let found = self
             .docker
-            .list_containers(Some(options))
+            .list_containers(Some(plan::labelled(vec![LABEL_SERVICE.to_string()])))
             .await
             .map_err(|e| said("could not list Capstan's containers", e))?;
         let mut services: Vec<(OrganizationId, ServiceId)> = found
@@ -652,23 +645,7 @@ impl Engine for DockerEngine {
     }
 
     async fn remove_workloads(&self, service: ServiceId) -> Result<(), String> {
-        let options = ListContainersOptions {
-            all: true,
-            filters: Some(HashMap::from([(
-                "label".to_string(),
-                vec![format!("{LABEL_SERVICE}={}", service.0)],
-            )])),
-            ..Default::default()
-        };
-        let found = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(|e| said("could not list a service's containers", e))?;
-        for id in found.into_iter().filter_map(|c| c.id) {
-            self.remove(&id).await?;
-        }
-        Ok(())
+        self.remove_owned(service).await.map(|_| ())
     }
 
     /// Docker's event stream, read by a task of its own while the stream is listened to.

@@ -2,9 +2,9 @@
 //! once, then again each time Docker's event stream says one of its containers changed. Idle,
 //! nothing is asked of the daemon or the store.
 
-use crate::plan::{LABEL_ENVIRONMENT, LABEL_ROLE, LABEL_SERVICE};
+use crate::plan::{labelled, of_service, LABEL_ENVIRONMENT, LABEL_ROLE, LABEL_SERVICE};
 use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum, HealthStatusEnum};
-use bollard::query_parameters::{EventsOptions, ListContainersOptions};
+use bollard::query_parameters::EventsOptions;
 use bollard::Docker;
 use domain::ids::{EnvironmentId, ServiceId};
 use domain::model::{Endpoint, Replica, RunState, RunningState};
@@ -119,14 +119,7 @@ pub async fn report(
     environment: EnvironmentId,
     host: &str,
 ) -> Result<RunningState, bollard::errors::Error> {
-    let options = ListContainersOptions {
-        all: true,
-        filters: Some(HashMap::from([(
-            "label".to_string(),
-            vec![format!("{LABEL_SERVICE}={}", service.0)],
-        )])),
-        ..Default::default()
-    };
+    let options = labelled(vec![of_service(service)]);
     let mut replicas = Vec::new();
     let mut endpoints: Vec<Endpoint> = Vec::new();
     for c in docker.list_containers(Some(options)).await? {
@@ -174,14 +167,7 @@ pub async fn watch(docker: Docker, host: String, reports: mpsc::Sender<RunningSt
         ..Default::default()
     };
     let mut events = docker.events(Some(options));
-    let listed = ListContainersOptions {
-        all: true,
-        filters: Some(HashMap::from([(
-            "label".to_string(),
-            vec![LABEL_SERVICE.to_string()],
-        )])),
-        ..Default::default()
-    };
+    let listed = labelled(vec![LABEL_SERVICE.to_string()]);
     let owners: BTreeSet<(ServiceId, EnvironmentId)> =
         match docker.list_containers(Some(listed)).await {
             Ok(found) => found

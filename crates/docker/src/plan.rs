@@ -4,6 +4,8 @@
 
 use bollard::models::RestartPolicyNameEnum;
 use bollard::models::{ContainerCreateBody, HostConfig, PortBinding, RestartPolicy};
+use bollard::query_parameters::ListContainersOptions;
+use domain::ids::ServiceId;
 use domain::model::{
     DeploymentRequest, JobSpec, Probe, RegistryAccess, RegistryKind, Runtime, Service, ServiceSpec,
     WorkloadInputs,
@@ -19,6 +21,21 @@ pub const LABEL_REQUEST: &str = "capstan.deployment-request";
 pub const LABEL_REPLICA: &str = "capstan.replica";
 /// What the object is: a long-running `service` replica or a `job` execution.
 pub const LABEL_ROLE: &str = "capstan.role";
+
+/// Docker's filter for the containers (running or not) whose labels match each of `labels`
+/// (`key`, or `key=value`).
+pub fn labelled(labels: Vec<String>) -> ListContainersOptions {
+    ListContainersOptions {
+        all: true,
+        filters: Some(HashMap::from([("label".to_string(), labels)])),
+        ..Default::default()
+    }
+}
+
+/// The label filter of a service's containers.
+pub fn of_service(service: ServiceId) -> String {
+    format!("{LABEL_SERVICE}={}", service.0)
+}
 
 /// One file variable, written into the container before it starts.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,6 +16,7 @@ http_suite!(
     environments_deploy_stop_and_delete_through_the_engine,
     simulated_failures_end_in_the_matching_error_state,
     configuration_changes_make_a_deployed_service_out_of_date,
+    links_are_empty_until_an_engine_publishes_ports,
 );
 
 async fn service<S: App>(t: &T<S>, env: &str, kind: &str) -> String {
@@ -468,4 +469,38 @@ async fn configuration_changes_make_a_deployed_service_out_of_date<S: App>(t: T<
         t.settle(&status).await["service_deployment_status"],
         "UP_TO_DATE"
     );
+}
+
+/// The simulated engine publishes nothing: a deployed service has no link, in the public
+/// shape; an unknown service or environment, or one of another kind, is not found.
+async fn links_are_empty_until_an_engine_publishes_ports<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let c = t.container(&env, "web").await;
+    t.post(&format!("/container/{c}/deploy"), json!({}))
+        .await
+        .expect(202);
+    assert_eq!(
+        t.settle(&format!("/container/{c}/status")).await["state"],
+        "DEPLOYED"
+    );
+    let links = t
+        .get(&format!("/container/{c}/link"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(links, json!({"results": []}));
+    let all = t
+        .get(&format!("/environment/{env}/link"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(all, json!({"results": []}));
+    t.get(&format!("/application/{c}/link")).await.expect(404);
+    let unknown = uuid::Uuid::new_v4();
+    t.get(&format!("/container/{unknown}/link"))
+        .await
+        .expect(404);
+    t.get(&format!("/environment/{unknown}/link"))
+        .await
+        .expect(404);
 }
