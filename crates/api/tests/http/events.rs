@@ -32,6 +32,13 @@ async fn audit<S: App>(t: &T<S>, path: &str, enough: impl Fn(&[Value]) -> bool) 
     }
 }
 
+/// An event's timestamp, as the instant it names.
+fn instant(e: &Value) -> time::OffsetDateTime {
+    let text = e["timestamp"].as_str().unwrap();
+    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| panic!("{text} is not RFC 3339"))
+}
+
 fn find<'a>(events: &'a [Value], event_type: &str, target_type: &str) -> &'a Value {
     events
         .iter()
@@ -82,10 +89,9 @@ async fn every_write_is_audited_with_who_what_and_where<S: App>(t: T<S>) {
         );
         assert!(e["timestamp"].is_string() && e["id"].is_string(), "{e}");
     }
-    let stamps: Vec<&str> = all
-        .iter()
-        .map(|e| e["timestamp"].as_str().unwrap())
-        .collect();
+    // Compared as instants: RFC 3339 drops trailing zeros of the fraction, so
+    // "…00.1Z" and "…00.15Z" do not sort as text.
+    let stamps: Vec<time::OffsetDateTime> = all.iter().map(instant).collect();
     let mut sorted = stamps.clone();
     sorted.sort_by(|a, b| b.cmp(a));
     assert_eq!(stamps, sorted, "newest first");
@@ -233,14 +239,7 @@ async fn the_audit_log_pages_by_time_and_filters<S: App>(t: T<S>) {
         .expect(200);
     assert_eq!(names(&one.body), ["p2"]);
     // A time range, in the public API's nanoseconds.
-    let stamp = |e: &Value| {
-        time::OffsetDateTime::parse(
-            e["timestamp"].as_str().unwrap(),
-            &time::format_description::well_known::Rfc3339,
-        )
-        .unwrap()
-        .unix_timestamp_nanos()
-    };
+    let stamp = |e: &Value| instant(e).unix_timestamp_nanos();
     let all = events(
         &t.get(&format!("{base}?pageSize=100&targetType=PROJECT"))
             .await
