@@ -15,8 +15,8 @@ use bollard::Docker;
 use domain::engine::{Cancel, Engine, StepLog, StepWork};
 use domain::ids::{OrganizationId, ServiceId};
 use domain::model::{
-    Cluster, ClusterAction, DeploymentAction, JobSpec, RegistryAccess, RunningState, Service,
-    ServiceSpec, StepName,
+    Cluster, ClusterAction, DeploymentAction, JobSpec, OutputLine, RegistryAccess, RunningState,
+    Service, ServiceSpec, StepName,
 };
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -658,6 +658,15 @@ impl Engine for DockerEngine {
         ));
         let stream = futures_util::stream::unfold(received, |mut received| async move {
             received.recv().await.map(|state| (state, received))
+        });
+        Some(stream.boxed())
+    }
+
+    fn output(&self) -> Option<futures_util::stream::BoxStream<'static, OutputLine>> {
+        let (lines, received) = tokio::sync::mpsc::channel(1024);
+        tokio::spawn(crate::output::watch(self.docker.clone(), lines));
+        let stream = futures_util::stream::unfold(received, |mut received| async move {
+            received.recv().await.map(|line| (line, received))
         });
         Some(stream.boxed())
     }

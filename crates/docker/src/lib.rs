@@ -4,6 +4,7 @@
 mod engine;
 mod files;
 mod observe;
+mod output;
 mod plan;
 mod probe;
 

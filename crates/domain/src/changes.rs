@@ -23,15 +23,21 @@ pub enum Change {
     Deliveries,
     /// A deployment rule changed, or the clock was moved: the scheduler's next hour may too.
     Rules,
+    /// An engine reported what runs of a service: live status readers have news.
+    Running,
+    /// Log lines were kept (a deployment's or a service's output): live log readers have news.
+    Logs,
 }
 
 impl Change {
-    pub const ALL: [Change; 5] = [
+    pub const ALL: [Change; 7] = [
         Change::Queue,
         Change::Events,
         Change::Sequenced,
         Change::Deliveries,
         Change::Rules,
+        Change::Running,
+        Change::Logs,
     ];
 
     fn bit(self) -> u8 {
@@ -40,9 +46,13 @@ impl Change {
 
     /// Whether tasks of other instances must hear of it. The instance that wrote a change
     /// runs every task itself; only the queue (whichever instance has a free worker takes a
-    /// request) and positions (each instance serves its own streams) concern the others.
+    /// request), positions, running states and log lines (each instance serves its own
+    /// streams and live sockets) concern the others.
     pub fn crosses_instances(self) -> bool {
-        matches!(self, Change::Queue | Change::Sequenced)
+        matches!(
+            self,
+            Change::Queue | Change::Sequenced | Change::Running | Change::Logs
+        )
     }
 
     /// Its name between instances.
@@ -53,6 +63,8 @@ impl Change {
             Change::Sequenced => "sequenced",
             Change::Deliveries => "deliveries",
             Change::Rules => "rules",
+            Change::Running => "running",
+            Change::Logs => "logs",
         }
     }
 
@@ -66,7 +78,7 @@ impl Change {
 pub struct ChangeSet(u8);
 
 impl ChangeSet {
-    pub const ALL: ChangeSet = ChangeSet(0b1_1111);
+    pub const ALL: ChangeSet = ChangeSet(0b111_1111);
 
     pub fn insert(&mut self, change: Change) {
         self.0 |= change.bit();
@@ -122,7 +134,7 @@ impl From<Change> for ChangeSet {
 /// One bell per kind of change.
 #[derive(Default)]
 pub struct Changes {
-    bells: [Bell; 5],
+    bells: [Bell; Change::ALL.len()],
 }
 
 impl Changes {

@@ -3,8 +3,8 @@
 
 use crate::ids::{OrganizationId, ServiceId};
 use crate::model::{
-    Cluster, ClusterAction, DeploymentLogLine, DeploymentRequest, LogLevel, Masker, RunningState,
-    Service, ServiceState, StepName, WorkloadInputs,
+    Cluster, ClusterAction, DeploymentLogLine, DeploymentRequest, LogLevel, Masker, OutputLine,
+    RunningState, Service, ServiceState, StepName, WorkloadInputs,
 };
 use async_trait::async_trait;
 use std::sync::Mutex;
@@ -40,6 +40,13 @@ pub trait Engine: Send + Sync {
     /// time a workload's state changes, until the stream ends (the engine lost its source; the
     /// caller asks again). `None`: this engine runs nothing to observe.
     fn observe(&self) -> Option<futures_util::stream::BoxStream<'static, RunningState>> {
+        None
+    }
+
+    /// What its workloads print, line by line as they print it (unmasked: the caller masks
+    /// before it keeps), until the stream ends (the caller asks again; a line read twice is
+    /// kept once). `None`: this engine runs nothing that prints.
+    fn output(&self) -> Option<futures_util::stream::BoxStream<'static, OutputLine>> {
         None
     }
 

@@ -338,6 +338,23 @@ pub trait DeploymentLogs: Send {
     ) -> StoreResult<Vec<DeploymentLogLine>>;
 }
 
+/// What services' workloads print, as engines read it and clients follow it.
+#[async_trait]
+pub trait ServiceOutputs: Send {
+    /// Adds lines (already masked); a line kept already (same service, replica and position)
+    /// is left as it is.
+    async fn append_output(&mut self, lines: &[OutputLine]) -> StoreResult<()>;
+    /// Lets go of the service's lines but its newest `keep`.
+    async fn trim_output(&mut self, service: ServiceId, keep: i64) -> StoreResult<()>;
+    /// The newest `limit` lines of the service that `query` admits, oldest first.
+    async fn service_output(
+        &mut self,
+        service: ServiceId,
+        query: &OutputQuery,
+        limit: i64,
+    ) -> StoreResult<Vec<OutputLine>>;
+}
+
 /// The event log, as use cases write it and readers page through it.
 #[async_trait]
 pub trait EventLog: Send {
@@ -568,6 +585,7 @@ pub trait Tx:
     + Repo<WebhookAttempt>
     + EventLog
     + DeploymentLogs
+    + ServiceOutputs
     + RunningStates
     + RuleQueries
     + StageQueries

@@ -53,6 +53,11 @@ impl WorkerPool {
             ));
         }
         tasks.spawn(observe(capstan.clone(), engine.clone(), stopped.clone()));
+        tasks.spawn(collect_output(
+            capstan.clone(),
+            engine.clone(),
+            stopped.clone(),
+        ));
         tasks.spawn(reconcile(capstan.clone(), engine.clone(), stopped.clone()));
         let reaper = Worker::new(capstan.clone(), engine, lease);
         tasks.spawn(reap(reaper, stopped.clone()));
@@ -179,6 +184,46 @@ async fn observe(capstan: Capstan, engine: Arc<dyn Engine>, mut stopped: watch::
             }
         }
         tracing::warn!("the engine's reports of what runs ended; asking again");
+        if pause_or_stop(&mut stopped, Duration::from_secs(5)).await {
+            return;
+        }
+    }
+}
+
+/// The most lines of output kept in one unit.
+const OUTPUT_BATCH: usize = 500;
+
+/// Keeps what the engine's workloads print: each unit takes the lines read so far (up to
+/// [`OUTPUT_BATCH`]), so a chatty workload costs a unit per batch, not per line, and a quiet
+/// one none. Asks again after a pause when the engine's lines end.
+async fn collect_output(
+    capstan: Capstan,
+    engine: Arc<dyn Engine>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    use futures_util::{FutureExt, StreamExt};
+    loop {
+        let Some(mut lines) = engine.output() else {
+            return;
+        };
+        loop {
+            let first = tokio::select! {
+                next = lines.next() => next,
+                _ = stopped.changed() => return,
+            };
+            let Some(first) = first else { break };
+            let mut batch = vec![first];
+            while batch.len() < OUTPUT_BATCH {
+                match lines.next().now_or_never() {
+                    Some(Some(line)) => batch.push(line),
+                    _ => break,
+                }
+            }
+            if let Err(e) = capstan.record_output(&batch).await {
+                tracing::error!(lines = batch.len(), error = %e, "could not keep workloads' output");
+            }
+        }
+        tracing::warn!("the engine's output ended; asking again");
         if pause_or_stop(&mut stopped, Duration::from_secs(5)).await {
             return;
         }

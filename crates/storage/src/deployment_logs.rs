@@ -7,6 +7,7 @@ use crate::session::Session;
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
+use domain::changes::Change;
 use domain::error::StoreResult;
 use domain::ids::*;
 use domain::model::*;
@@ -68,6 +69,9 @@ impl DeploymentLogs for Session {
                 .execute(c)
                 .await)
             .map_err(store_error)?;
+        }
+        if !lines.is_empty() {
+            self.changed(Change::Logs);
         }
         Ok(())
     }

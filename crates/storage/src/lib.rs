@@ -22,6 +22,7 @@ mod rows;
 mod rules;
 mod running_states;
 mod schema;
+mod service_output;
 mod session;
 mod snapshots;
 mod stages;

@@ -42,6 +42,7 @@ pub const TABLES: &[&str] = &[
     "service_metadata_groups",
     "variables",
     "running_states",
+    "service_output",
 ];
 
 /// What a reset that keeps tokens keeps: who can call, and where they belong.

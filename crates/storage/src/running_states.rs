@@ -7,6 +7,7 @@ use crate::session::Session;
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
+use domain::changes::Change;
 use domain::error::{StoreError, StoreResult};
 use domain::ids::*;
 use domain::model::*;
@@ -71,6 +72,7 @@ impl RunningStates for Session {
             .execute(c)
             .await)
         .map_err(store_error)?;
+        self.changed(Change::Running);
         Ok(())
     }
 

@@ -229,6 +229,21 @@ diesel::table! {
 }
 
 diesel::table! {
+    service_output (service_id, replica, position) {
+        service_id -> Text,
+        replica -> Text,
+        position -> BigInt,
+        id -> Text,
+        environment_id -> Text,
+        request_id -> Nullable<Text>,
+        version -> Text,
+        created_at -> Timestamp,
+        stream -> Text,
+        message -> Text,
+    }
+}
+
+diesel::table! {
     running_states (service_id) {
         service_id -> Text,
         environment_id -> Text,

@@ -45,6 +45,7 @@ contract!(
     records_round_trip,
     running_states_are_replaced_per_service_and_go_with_it,
     deployment_logs_are_read_by_environment_in_order_and_go_with_it,
+    service_output_is_kept_once_filtered_trimmed_and_goes_with_its_service,
     ids_and_enums_are_stored_as_their_text,
     names_are_unique_case_insensitively_per_parent,
     lists_are_paged_in_creation_order,
@@ -3386,6 +3387,135 @@ async fn running_states_are_replaced_per_service_and_go_with_it(db: Db) {
     );
     assert_eq!(
         unit.running_states(&[other.id]).await.unwrap(),
+        vec![elsewhere]
+    );
+}
+
+fn output(env: &Environment, s: &Service, replica: &str, second: i64) -> OutputLine {
+    let at = time::OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(1_800_000_000 + second);
+    OutputLine {
+        id: uuid::Uuid::new_v4(),
+        service_id: s.id,
+        environment_id: env.id,
+        replica: replica.into(),
+        request_id: (second % 2 == 0).then_some(DeploymentRequestId(uuid::Uuid::from_u128(7))),
+        version: "1.2".into(),
+        position: i64::try_from(at.unix_timestamp_nanos()).unwrap(),
+        at,
+        stream: if second % 3 == 0 {
+            OutputStream::Stderr
+        } else {
+            OutputStream::Stdout
+        },
+        message: format!("{replica} line {second}"),
+    }
+}
+
+async fn service_output_is_kept_once_filtered_trimmed_and_goes_with_its_service(db: Db) {
+    let envs = environments(&db, 2).await;
+    let (env, s) = &envs[0];
+    let (other_env, other) = &envs[1];
+    let a: Vec<OutputLine> = (0..6).map(|i| output(env, s, "capstan-a-0", i)).collect();
+    let b: Vec<OutputLine> = (0..3).map(|i| output(env, s, "capstan-a-1", i)).collect();
+    let elsewhere = output(other_env, other, "capstan-b-0", 0);
+    let mut tx = db.write().await.unwrap();
+    tx.append_output(&a[..4]).await.unwrap();
+    tx.append_output(&b).await.unwrap();
+    tx.append_output(std::slice::from_ref(&elsewhere))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    // A second reader of the same output sends lines kept already: they stay as they were.
+    let mut again = a.clone();
+    again[0].message = "read twice".into();
+    let mut tx = db.write().await.unwrap();
+    tx.append_output(&again).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut unit = db.read().await.unwrap();
+    let all = unit
+        .service_output(s.id, &OutputQuery::default(), 100)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 9);
+    assert_eq!(
+        all[0].message, "capstan-a-0 line 0",
+        "the first read is kept"
+    );
+    let positions: Vec<i64> = all.iter().map(|l| l.position).collect();
+    let mut sorted = positions.clone();
+    sorted.sort();
+    assert_eq!(positions, sorted, "oldest first");
+    assert_eq!(
+        all.iter().find(|l| l.id == a[5].id),
+        Some(&a[5]),
+        "kept whole"
+    );
+    let newest = unit
+        .service_output(s.id, &OutputQuery::default(), 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        newest,
+        vec![a[4].clone(), a[5].clone()],
+        "the newest, oldest first"
+    );
+    let one_replica = OutputQuery {
+        replica: Some("capstan-a-1".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        unit.service_output(s.id, &one_replica, 100).await.unwrap(),
+        b
+    );
+    let after = OutputQuery {
+        after: Some(a[3].position),
+        ..Default::default()
+    };
+    assert_eq!(
+        unit.service_output(s.id, &after, 100).await.unwrap(),
+        vec![a[4].clone(), a[5].clone()]
+    );
+    let of_request = OutputQuery {
+        request: Some(DeploymentRequestId(uuid::Uuid::from_u128(7))),
+        since: Some(a[1].at),
+        ..Default::default()
+    };
+    let found = unit.service_output(s.id, &of_request, 100).await.unwrap();
+    // Lines of one instant come in their replicas' order.
+    assert_eq!(
+        found.iter().map(|l| l.message.as_str()).collect::<Vec<_>>(),
+        [
+            "capstan-a-0 line 2",
+            "capstan-a-1 line 2",
+            "capstan-a-0 line 4"
+        ]
+    );
+    drop(unit);
+    // Trimmed to the newest lines of the service; the other service keeps its own.
+    let mut tx = db.write().await.unwrap();
+    tx.trim_output(s.id, 3).await.unwrap();
+    tx.trim_output(other.id, 3).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut unit = db.read().await.unwrap();
+    let kept = unit
+        .service_output(s.id, &OutputQuery::default(), 100)
+        .await
+        .unwrap();
+    assert_eq!(kept, vec![a[3].clone(), a[4].clone(), a[5].clone()]);
+    drop(unit);
+    Repo::<Service>::delete(&mut db.session().await.unwrap(), s.id)
+        .await
+        .unwrap();
+    let mut unit = db.read().await.unwrap();
+    assert!(unit
+        .service_output(s.id, &OutputQuery::default(), 100)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        unit.service_output(other.id, &OutputQuery::default(), 100)
+            .await
+            .unwrap(),
         vec![elsewhere]
     );
 }

@@ -19,6 +19,7 @@ mod organization;
 mod organization_webhooks;
 mod resources;
 mod restrictions;
+mod service_output;
 mod services;
 mod stages;
 mod variables;
@@ -86,6 +87,7 @@ pub fn api_routes(r: &mut Routes) {
     events::routes(r);
     image_deploys::routes(r);
     links::routes(r);
+    service_output::routes(r);
     listings::routes(r);
     members::routes(r);
     metadata_groups::routes(r);

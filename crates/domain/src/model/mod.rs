@@ -23,6 +23,7 @@ mod restriction;
 mod running_state;
 mod service;
 mod service_kinds;
+mod service_output;
 mod service_settings;
 mod service_settings_tables;
 mod snapshot;
@@ -74,6 +75,10 @@ pub use restriction::{
 pub use running_state::{Endpoint, Replica, RunState, RunningState};
 pub use service::*;
 pub use service_kinds::*;
+pub use service_output::{
+    OutputLine, OutputQuery, OutputStream, OUTPUT_KEPT_LINES, OUTPUT_LINE_BYTES,
+    OUTPUT_LISTED_LINES,
+};
 pub use service_settings::*;
 pub use service_settings_tables::{
     APPLICATION_SETTINGS, CONTAINER_SETTINGS, HELM_SETTINGS, JOB_SETTINGS, TERRAFORM_SETTINGS,

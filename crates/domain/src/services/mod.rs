@@ -30,6 +30,7 @@ mod running;
 mod service_children;
 mod service_clone;
 mod service_kinds;
+mod service_output;
 mod stages;
 mod statuses;
 mod unit;

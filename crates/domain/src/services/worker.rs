@@ -6,7 +6,6 @@ use crate::clock::{Clock, SystemClock};
 use crate::engine::{Cancel, Engine, StepLog, StepWork};
 use crate::error::{DomainError, DomainResult};
 use crate::model::*;
-use crate::pagination::MAX_PAGE_SIZE;
 use crate::ports::{Repo, Scope, Unit};
 use std::sync::Arc;
 use time::Duration;
@@ -347,26 +346,10 @@ impl Worker {
         let mut unit = self.capstan.reading().await?;
         let tx = &mut *unit;
         let service = Repo::<Service>::get(tx, r.service_id).await?;
-        let Some(s) = service.as_ref() else {
-            return Ok((service, WorkloadInputs::default()));
+        let inputs = match service.as_ref() {
+            Some(s) => self.capstan.inputs_of(tx, s).await?,
+            None => WorkloadInputs::default(),
         };
-        let chain = [s.project_id.0, s.environment_id.0, s.id.0];
-        let mut visible = Vec::new();
-        for number in 1.. {
-            let page = crate::pagination::PageRequest::new(number, MAX_PAGE_SIZE)?;
-            let found = tx.list_variables(&chain, None, page).await?.items;
-            let last = found.len() < MAX_PAGE_SIZE as usize;
-            visible.extend(found);
-            if last {
-                break;
-            }
-        }
-        let mut inputs = WorkloadInputs::resolve(&visible);
-        if let Some(registry) = s.spec.registry_id() {
-            if let Some(found) = Repo::<ContainerRegistry>::get(tx, registry).await? {
-                inputs.registry = Some(found.access());
-            }
-        }
         Ok((service, inputs))
     }
 

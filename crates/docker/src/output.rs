@@ -1,0 +1,241 @@
+//! What Capstan's containers print: each one's output followed from the moment Docker says it
+//! started (and, at first, of every one already running), line by line with Docker's time of
+//! each line. Nothing is masked here: the caller masks before it keeps.
+
+use crate::plan::{labelled, LABEL_ENVIRONMENT, LABEL_REQUEST, LABEL_SERVICE};
+use bollard::container::LogOutput;
+use bollard::query_parameters::{EventsOptions, LogsOptions};
+use bollard::Docker;
+use domain::ids::{DeploymentRequestId, EnvironmentId, ServiceId};
+use domain::model::{OutputLine, OutputStream, OUTPUT_KEPT_LINES};
+use futures_util::StreamExt;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+/// Whose a container is, from its labels and name: what every line it prints carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Writer {
+    pub service: ServiceId,
+    pub environment: EnvironmentId,
+    pub request: Option<DeploymentRequestId>,
+    pub replica: String,
+    pub version: String,
+}
+
+impl Writer {
+    pub fn of(labels: &HashMap<String, String>, name: &str, image: &str) -> Option<Writer> {
+        Some(Writer {
+            service: ServiceId(labels.get(LABEL_SERVICE)?.parse().ok()?),
+            environment: EnvironmentId(labels.get(LABEL_ENVIRONMENT)?.parse().ok()?),
+            request: labels
+                .get(LABEL_REQUEST)
+                .and_then(|r| r.parse().ok())
+                .map(DeploymentRequestId),
+            replica: name.trim_start_matches('/').to_string(),
+            version: version_of(image),
+        })
+    }
+}
+
+/// The tag an image reference names (`latest` when it names none).
+pub fn version_of(image: &str) -> String {
+    let name = image.split('@').next().unwrap_or(image);
+    match name.rsplit_once(':') {
+        Some((_, tag)) if !tag.contains('/') => tag.to_string(),
+        _ => "latest".to_string(),
+    }
+}
+
+/// One line as Docker gives it with timestamps on (`<RFC 3339 time> <text>`), as a line of
+/// `writer`'s output; `last` is the position of the replica's line before, so two lines of one
+/// instant keep their order.
+pub fn line_of(
+    writer: &Writer,
+    stream: OutputStream,
+    raw: &str,
+    last: &mut i64,
+) -> Option<OutputLine> {
+    let (stamp, text) = raw.split_once(' ').unwrap_or((raw, ""));
+    let at = OffsetDateTime::parse(stamp, &Rfc3339).ok()?;
+    let nanos = i64::try_from(at.unix_timestamp_nanos()).ok()?;
+    let position = nanos.max(last.saturating_add(1));
+    *last = position;
+    Some(OutputLine {
+        id: Uuid::new_v4(),
+        service_id: writer.service,
+        environment_id: writer.environment,
+        replica: writer.replica.clone(),
+        request_id: writer.request,
+        version: writer.version.clone(),
+        position,
+        at,
+        stream,
+        message: OutputLine::message_of(text),
+    })
+}
+
+/// Follows one container's output until it stops; a container followed already is left to
+/// the reader it has.
+async fn follow_one(
+    docker: Docker,
+    id: String,
+    writer: Writer,
+    lines: mpsc::Sender<OutputLine>,
+    followed: Arc<Mutex<HashSet<String>>>,
+) {
+    if !followed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id.clone())
+    {
+        return;
+    }
+    let options = LogsOptions {
+        follow: true,
+        stdout: true,
+        stderr: true,
+        timestamps: true,
+        tail: OUTPUT_KEPT_LINES.to_string(),
+        ..Default::default()
+    };
+    let mut logs = docker.logs(&id, Some(options));
+    let mut last = i64::MIN;
+    while let Some(Ok(chunk)) = logs.next().await {
+        let (stream, bytes) = match chunk {
+            LogOutput::StdErr { message } => (OutputStream::Stderr, message),
+            LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                (OutputStream::Stdout, message)
+            }
+            LogOutput::StdIn { .. } => continue,
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        for raw in text.lines().filter(|l| !l.is_empty()) {
+            if let Some(line) = line_of(&writer, stream, raw, &mut last) {
+                if lines.send(line).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    followed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&id);
+}
+
+/// Sends the lines every Capstan container prints, until the daemon's event stream ends or
+/// nobody listens.
+pub async fn watch(docker: Docker, lines: mpsc::Sender<OutputLine>) {
+    // Subscribed before the first look, so a container started in between is not missed.
+    let options = EventsOptions {
+        filters: Some(HashMap::from([
+            ("type".to_string(), vec!["container".to_string()]),
+            ("event".to_string(), vec!["start".to_string()]),
+            ("label".to_string(), vec![LABEL_SERVICE.to_string()]),
+        ])),
+        ..Default::default()
+    };
+    let mut events = docker.events(Some(options));
+    let followed = Arc::new(Mutex::new(HashSet::new()));
+    let running = match docker
+        .list_containers(Some(labelled(vec![LABEL_SERVICE.to_string()])))
+        .await
+    {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not list Capstan's containers");
+            return;
+        }
+    };
+    for c in running {
+        if c.state != Some(bollard::models::ContainerSummaryStateEnum::RUNNING) {
+            continue;
+        }
+        let name = c
+            .names
+            .and_then(|n| n.into_iter().next())
+            .unwrap_or_default();
+        let (Some(id), Some(labels)) = (c.id, c.labels) else {
+            continue;
+        };
+        let Some(writer) = Writer::of(&labels, &name, c.image.as_deref().unwrap_or_default())
+        else {
+            continue;
+        };
+        let (docker, lines, followed) = (docker.clone(), lines.clone(), followed.clone());
+        tokio::spawn(follow_one(docker, id, writer, lines, followed));
+    }
+    while let Some(event) = events.next().await {
+        let Ok(event) = event else { return };
+        let Some(actor) = event.actor else { continue };
+        let attributes = actor.attributes.unwrap_or_default();
+        let name = attributes.get("name").cloned().unwrap_or_default();
+        let image = attributes.get("image").cloned().unwrap_or_default();
+        let (Some(id), Some(writer)) = (actor.id, Writer::of(&attributes, &name, &image)) else {
+            continue;
+        };
+        if lines.is_closed() {
+            return;
+        }
+        let (docker, lines, followed) = (docker.clone(), lines.clone(), followed.clone());
+        tokio::spawn(follow_one(docker, id, writer, lines, followed));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer() -> Writer {
+        let service = Uuid::new_v4();
+        let environment = Uuid::new_v4();
+        let labels = HashMap::from([
+            (LABEL_SERVICE.to_string(), service.to_string()),
+            (LABEL_ENVIRONMENT.to_string(), environment.to_string()),
+        ]);
+        Writer::of(&labels, "/capstan-x-0", "registry:5000/shop/web:1.2").unwrap()
+    }
+
+    #[test]
+    fn a_containers_labels_name_whose_its_output_is() {
+        let w = writer();
+        assert_eq!(w.replica, "capstan-x-0");
+        assert_eq!(w.version, "1.2");
+        assert_eq!(w.request, None);
+        assert_eq!(Writer::of(&HashMap::new(), "x", "busybox"), None);
+        assert_eq!(version_of("registry:5000/busybox"), "latest");
+        assert_eq!(version_of("busybox:1@sha256:abc"), "1");
+    }
+
+    #[test]
+    fn dockers_lines_keep_their_time_and_order() {
+        let w = writer();
+        let mut last = i64::MIN;
+        let a = line_of(
+            &w,
+            OutputStream::Stdout,
+            "2026-11-27T10:00:00.000000001Z listening on 8080",
+            &mut last,
+        )
+        .unwrap();
+        assert_eq!(a.message, "listening on 8080");
+        assert_eq!(a.position, 1_795_773_600_000_000_001);
+        // The same instant again: the line after still comes after.
+        let b = line_of(
+            &w,
+            OutputStream::Stderr,
+            "2026-11-27T10:00:00.000000001Z oops",
+            &mut last,
+        )
+        .unwrap();
+        assert_eq!(b.position, a.position + 1);
+        assert_eq!(b.stream, OutputStream::Stderr);
+        let empty = line_of(&w, OutputStream::Stdout, "2026-11-27T10:00:01Z", &mut last).unwrap();
+        assert_eq!(empty.message, "");
+        assert!(line_of(&w, OutputStream::Stdout, "no time here", &mut last).is_none());
+    }
+}
