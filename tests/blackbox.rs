@@ -1348,3 +1348,130 @@ async fn an_open_event_stream_ends_when_the_server_stops() {
     // The stream ended cleanly: whatever was left, then its end.
     while let Ok(Some(_)) = stream.chunk().await {}
 }
+
+/// The live API, on `instances` instances sharing `database`: sockets opened on the last one
+/// hear of a deployment run by whichever instance takes it.
+async fn the_live_api_follows_a_deployment(database: &str, instances: usize) {
+    let dir = TempDir::new();
+    let step = [("CAPSTAN_ENGINE_STEP_MS", "100")];
+    let mut servers = Vec::new();
+    for _ in 0..instances {
+        servers.push(Server::start_with(&dir, database, None, &step).await);
+    }
+    let (client, env) = environment(&dir, database, &servers[0]).await;
+    let org = hierarchy_org(&client).await;
+    let details = client.get(&format!("/environment/{env}")).await;
+    let cluster = details["cluster_id"].as_str().unwrap().to_string();
+    let project = details["project"]["id"].as_str().unwrap().to_string();
+    let container = container_in(&client, &org, &env, "web").await;
+    let base = &servers[instances - 1].base;
+    let header = format!("Token {}", client.token);
+    let status_path = format!("/service/status?organization={org}&cluster={cluster}");
+
+    // Refusals answer the handshake as REST would.
+    assert_eq!(live(base, &status_path, None).await.err().unwrap().0, 401);
+    let (code, body) = live(base, &status_path, Some("Token nope"))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(code, 401, "{body}");
+    assert!(!body.contains("nope"), "{body}");
+    let (code, body) = live(
+        base,
+        &format!("/service/status?cluster={cluster}"),
+        Some(&header),
+    )
+    .await
+    .err()
+    .unwrap();
+    assert_eq!((code, body.contains("organization")), (400, true), "{body}");
+    let stranger = create_token(&dir, database, &["--organization-name", "Strangers"]);
+    let (code, _) = live(base, &status_path, Some(&format!("Token {stranger}")))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(code, 403);
+
+    // The current state at once: never deployed, nothing runs.
+    let mut status = live(base, &status_path, Some(&header)).await.unwrap();
+    let first = status.next(Duration::from_secs(10)).await.unwrap();
+    let envs = first["environments"].as_array().unwrap();
+    assert_eq!(envs.len(), 1, "{first}");
+    assert_eq!(envs[0]["id"], env.as_str());
+    assert_eq!(envs[0]["project_id"], project.as_str());
+    assert_eq!(envs[0]["containers"][0]["id"], container.as_str());
+    assert_eq!(envs[0]["containers"][0]["state"], "STOPPED");
+    for member in ["applications", "databases", "jobs", "helms", "terraform"] {
+        assert!(envs[0][member].is_array(), "{member} in {first}");
+    }
+    // Browsers pass the token as a query parameter.
+    let mut by_param = live(base, &format!("{status_path}&token={}", client.token), None)
+        .await
+        .unwrap();
+    assert_eq!(by_param.next(Duration::from_secs(10)).await.unwrap(), first);
+    let mut staged = live(
+        base,
+        &format!("/deployment/status?organization={org}&project={project}&environment={env}"),
+        Some(&header),
+    )
+    .await
+    .unwrap();
+    let before = staged.next(Duration::from_secs(10)).await.unwrap();
+    assert!(before["stages"].is_array(), "{before}");
+    let mut logs = live(
+        base,
+        &format!("/deployment/logs?organization={org}&project={project}&environment={env}"),
+        Some(&header),
+    )
+    .await
+    .unwrap();
+
+    let (code, _) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/container/{container}/deploy"),
+            None,
+        )
+        .await;
+    assert_eq!(code, 202);
+    let running = status
+        .until(Duration::from_secs(30), |m| {
+            m["environments"][0]["containers"][0]["state"] == "RUNNING"
+        })
+        .await;
+    assert_eq!(running["environments"][0]["state"], "RUNNING");
+    staged
+        .until(Duration::from_secs(30), |m| {
+            m["environment"]["state"] == "DEPLOYED"
+        })
+        .await;
+    let line = logs
+        .until(Duration::from_secs(30), |m| {
+            m["details"]["transmitter"]["id"] == container.as_str()
+        })
+        .await;
+    assert_eq!(
+        line["details"]["transmitter"]["type"], "Container",
+        "{line}"
+    );
+    assert!(line["message"]["safe_message"].is_string(), "{line}");
+    for server in servers {
+        server.stop();
+    }
+}
+
+#[tokio::test]
+async fn sqlite_the_live_api_follows_a_deployment() {
+    let dir = TempDir::new();
+    let path = dir.0.join("data.db");
+    the_live_api_follows_a_deployment(&format!("sqlite://{}", path.display()), 1).await;
+}
+
+#[tokio::test]
+async fn postgres_the_live_api_on_one_instance_follows_a_deployment_another_runs() {
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
+        return;
+    };
+    the_live_api_follows_a_deployment(&url, 2).await;
+}

@@ -351,3 +351,74 @@ pub async fn container_in(client: &Client, org: &str, env: &str, name: &str) -> 
         )
         .await
 }
+
+/// A socket of the live API.
+pub struct Live {
+    socket: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+}
+
+/// Opens `path_and_query` of the live API on `base`, with `authorization` as its header when
+/// given; a refused handshake gives its status and body.
+pub async fn live(
+    base: &str,
+    path_and_query: &str,
+    authorization: Option<&str>,
+) -> Result<Live, (u16, String)> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let url = format!("{}{path_and_query}", base.replacen("http://", "ws://", 1));
+    let mut request = url.into_client_request().unwrap();
+    if let Some(value) = authorization {
+        request
+            .headers_mut()
+            .insert("Authorization", value.parse().unwrap());
+    }
+    match tokio_tungstenite::connect_async(request).await {
+        Ok((socket, _)) => Ok(Live { socket }),
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            let body = response
+                .body()
+                .as_ref()
+                .map(|b| String::from_utf8_lossy(b).to_string())
+                .unwrap_or_default();
+            Err((response.status().as_u16(), body))
+        }
+        Err(e) => panic!("could not open {path_and_query}: {e}"),
+    }
+}
+
+impl Live {
+    /// The next JSON message within `within`, or none (the socket stayed silent, or closed).
+    pub async fn next(&mut self, within: Duration) -> Option<Value> {
+        use futures_util::StreamExt;
+        use tokio_tungstenite::tungstenite::Message;
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let message = tokio::time::timeout_at(deadline, self.socket.next())
+                .await
+                .ok()??
+                .ok()?;
+            match message {
+                Message::Text(text) => return Some(serde_json::from_str(&text).unwrap()),
+                Message::Close(_) => return None,
+                _ => continue,
+            }
+        }
+    }
+
+    /// Reads messages until one satisfies `wanted`, within `within`; panics with the messages
+    /// seen otherwise.
+    pub async fn until(&mut self, within: Duration, wanted: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + within;
+        let mut seen = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.next(left).await {
+                Some(m) if wanted(&m) => return m,
+                Some(m) => seen.push(m),
+                None => break,
+            }
+        }
+        panic!("no wanted message in {within:?}; seen: {seen:#?}");
+    }
+}

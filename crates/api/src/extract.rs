@@ -60,13 +60,54 @@ impl FromRequest for Auth {
     }
 }
 
+/// The caller of the live API: `Authorization` as on REST or, for browsers (which cannot set a
+/// WebSocket's headers), the `token` query parameter: an API token, a JWT, or the header's
+/// whole value. The parameter is read here only; no log line carries a query string.
+pub struct LiveAuth(pub Principal);
+
+impl FromRequest for LiveAuth {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let header = header_value(req).or_else(|| {
+            let token = query_value(req, "token").ok().flatten()?;
+            Some(Ok(authorization_of(token.trim())))
+        });
+        let auth = authenticate_with(req, header);
+        Box::pin(async move { Ok(LiveAuth(auth.await?)) })
+    }
+}
+
+/// The `Authorization` value a bare token stands for: a JWT (three dot-separated parts) is a
+/// bearer, anything else an API token; a value with its scheme is kept as it is.
+fn authorization_of(token: &str) -> String {
+    if token.contains(' ') {
+        token.to_string()
+    } else if token.split('.').count() == 3 {
+        format!("Bearer {token}")
+    } else {
+        format!("Token {token}")
+    }
+}
+
+/// The `Authorization` header, or `Err` when it is not text.
+fn header_value(req: &HttpRequest) -> Option<Result<String, ()>> {
+    req.headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().map(str::to_owned).map_err(|_| ()))
+}
+
 fn authenticate(
     req: &HttpRequest,
 ) -> impl std::future::Future<Output = Result<Principal, ApiError>> + 'static {
-    let header = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(|v| v.to_str().map(str::to_owned));
+    authenticate_with(req, header_value(req))
+}
+
+fn authenticate_with(
+    req: &HttpRequest,
+    header: Option<Result<String, ()>>,
+) -> impl std::future::Future<Output = Result<Principal, ApiError>> + 'static {
     let agent = req
         .headers()
         .get(header::USER_AGENT)
@@ -436,6 +477,13 @@ fn paging(query: &str) -> Result<PageRequest, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bare_token_gets_its_scheme() {
+        assert_eq!(authorization_of("cap_abc"), "Token cap_abc");
+        assert_eq!(authorization_of("aaa.bbb.ccc"), "Bearer aaa.bbb.ccc");
+        assert_eq!(authorization_of("Token cap_abc"), "Token cap_abc");
+    }
 
     #[test]
     fn json_content_types() {

@@ -7,6 +7,7 @@ pub mod error;
 pub mod extract;
 pub mod jwt;
 pub mod limits;
+mod live;
 mod log_views;
 pub mod metrics;
 pub mod openapi;
@@ -257,6 +258,7 @@ pub fn app(
             }
             r.register();
         })
+        .configure(live::routes)
         .service(web::scope("/v1").configure(api_routes))
         .configure(api_routes)
         .default_service(web::to(not_found))

@@ -63,12 +63,20 @@ pub struct RunningState {
 }
 
 impl RunningState {
-    /// The service's state from its replicas': the worst of them wins (an error, then a
-    /// warning, then one starting); none at all is stopped; all ended well is completed.
+    /// The service's state from its replicas' (see [`RunState::of_all`]).
     pub fn of(replicas: &[Replica]) -> RunState {
-        let any = |s: RunState| replicas.iter().any(|r| r.state == s);
-        let all = |s: RunState| replicas.iter().all(|r| r.state == s);
-        if replicas.is_empty() {
+        RunState::of_all(replicas.iter().map(|r| r.state))
+    }
+}
+
+impl RunState {
+    /// The state of a whole from its parts': the worst of them wins (an error, then a
+    /// warning, then one starting); none at all is stopped; all ended well is completed.
+    pub fn of_all(states: impl IntoIterator<Item = RunState>) -> RunState {
+        let states: Vec<RunState> = states.into_iter().collect();
+        let any = |s: RunState| states.contains(&s);
+        let all = |s: RunState| states.iter().all(|x| *x == s);
+        if states.is_empty() {
             RunState::Stopped
         } else if any(RunState::Error) {
             RunState::Error
@@ -84,6 +92,32 @@ impl RunningState {
             RunState::Stopping
         } else {
             RunState::Running
+        }
+    }
+
+    /// What a service runs by its deployment state alone, for an engine that reports nothing
+    /// (the simulated one): deployed is running (a job's run is completed), on its way is
+    /// starting, a failure is an error.
+    pub fn following(state: super::ServiceState, job: bool) -> RunState {
+        use super::ServiceState as S;
+        match state {
+            S::Deployed | S::Restarted if job => RunState::Completed,
+            S::Deployed | S::Restarted => RunState::Running,
+            S::Building
+            | S::Deploying
+            | S::Restarting
+            | S::Executing
+            | S::WaitingRunning
+            | S::WaitingRestarting => RunState::Starting,
+            S::Stopping | S::WaitingStopping | S::Deleting | S::WaitingDeleting => {
+                RunState::Stopping
+            }
+            S::BuildError
+            | S::DeploymentError
+            | S::RestartError
+            | S::StopError
+            | S::DeleteError => RunState::Error,
+            _ => RunState::Stopped,
         }
     }
 }
@@ -121,5 +155,24 @@ mod tests {
         assert_eq!(of(&[Completed, Completed]), Completed);
         assert_eq!(of(&[Stopped, Stopped]), Stopped);
         assert_eq!(of(&[Stopped, Running]), Running);
+    }
+
+    #[test]
+    fn without_a_report_the_deployment_state_says_what_runs() {
+        use crate::model::ServiceState as S;
+        assert_eq!(RunState::following(S::Deployed, false), RunState::Running);
+        assert_eq!(RunState::following(S::Deployed, true), RunState::Completed);
+        assert_eq!(RunState::following(S::Deploying, false), RunState::Starting);
+        assert_eq!(
+            RunState::following(S::DeploymentError, false),
+            RunState::Error
+        );
+        assert_eq!(RunState::following(S::Stopping, false), RunState::Stopping);
+        assert_eq!(RunState::following(S::Stopped, false), RunState::Stopped);
+        assert_eq!(RunState::following(S::Ready, false), RunState::Stopped);
+        assert_eq!(
+            RunState::following(S::DeploymentQueued, false),
+            RunState::Stopped
+        );
     }
 }

@@ -1,0 +1,262 @@
+//! What each live endpoint sends: its first read, then what changed since the last one.
+
+use super::messages::{ServiceLog, ServiceStatus};
+use crate::error::ApiError;
+use crate::log_views::EnvironmentLogs;
+use crate::stage_views::StatusesWithStages;
+use domain::auth::Principal;
+use domain::changes::Change;
+use domain::ids::*;
+use domain::model::{OutputQuery, OUTPUT_LISTED_LINES};
+use domain::services::{Capstan, EnvironmentLog, LiveScope};
+use std::collections::{HashMap, HashSet};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// One endpoint's messages.
+pub(super) trait Feed {
+    /// The changes after which it reads again.
+    const CHANGES: &'static [Change];
+    /// The messages to send now: all of the state the first time, then what changed.
+    async fn next(&mut self, capstan: &Capstan) -> Result<Vec<String>, ApiError>;
+}
+
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+/// `/service/status`: the whole state each time it differs from what was sent.
+pub(super) struct Status {
+    principal: Principal,
+    organization: OrganizationId,
+    scope: LiveScope,
+    sent: Option<String>,
+}
+
+impl Status {
+    pub fn new(principal: Principal, organization: OrganizationId, scope: LiveScope) -> Self {
+        Self {
+            principal,
+            organization,
+            scope,
+            sent: None,
+        }
+    }
+}
+
+impl Feed for Status {
+    // Running states, and deployment states (what runs where an engine reports nothing).
+    const CHANGES: &'static [Change] = &[Change::Running, Change::Sequenced];
+
+    async fn next(&mut self, capstan: &Capstan) -> Result<Vec<String>, ApiError> {
+        let live = capstan
+            .live_statuses(&self.principal, self.organization, self.scope)
+            .await?;
+        let message = json(&ServiceStatus::of(&live));
+        if self.sent.as_ref() == Some(&message) {
+            return Ok(Vec::new());
+        }
+        self.sent = Some(message.clone());
+        Ok(vec![message])
+    }
+}
+
+/// `/deployment/status`: the environment's statuses with its stages, each time they differ.
+pub(super) struct DeploymentStatus {
+    principal: Principal,
+    environment: EnvironmentId,
+    sent: Option<String>,
+}
+
+impl DeploymentStatus {
+    pub fn new(principal: Principal, environment: EnvironmentId) -> Self {
+        Self {
+            principal,
+            environment,
+            sent: None,
+        }
+    }
+}
+
+impl Feed for DeploymentStatus {
+    const CHANGES: &'static [Change] = &[Change::Sequenced, Change::Queue];
+
+    async fn next(&mut self, capstan: &Capstan) -> Result<Vec<String>, ApiError> {
+        let staged = capstan
+            .environment_statuses_with_stages(&self.principal, self.environment)
+            .await?;
+        let message = json(&StatusesWithStages::of(staged));
+        if self.sent.as_ref() == Some(&message) {
+            return Ok(Vec::new());
+        }
+        self.sent = Some(message.clone());
+        Ok(vec![message])
+    }
+}
+
+/// `/deployment/logs`: each line of the environment's deployments (of one request, with
+/// `version`) once.
+pub(super) struct DeploymentLogs {
+    principal: Principal,
+    environment: EnvironmentId,
+    version: Option<Uuid>,
+    /// The last position sent of each request.
+    sent: HashMap<DeploymentRequestId, i64>,
+}
+
+impl DeploymentLogs {
+    pub fn new(principal: Principal, environment: EnvironmentId, version: Option<Uuid>) -> Self {
+        Self {
+            principal,
+            environment,
+            version,
+            sent: HashMap::new(),
+        }
+    }
+}
+
+impl Feed for DeploymentLogs {
+    const CHANGES: &'static [Change] = &[Change::Logs];
+
+    async fn next(&mut self, capstan: &Capstan) -> Result<Vec<String>, ApiError> {
+        let log = capstan
+            .environment_logs(&self.principal, self.environment)
+            .await?;
+        let mut fresh = Vec::new();
+        for named in log.lines {
+            let line = &named.line;
+            if self.version.is_some_and(|v| v != line.request_id.0) {
+                continue;
+            }
+            let last = self.sent.entry(line.request_id).or_insert(i64::MIN);
+            if line.position > *last {
+                *last = line.position;
+                fresh.push(named);
+            }
+        }
+        let lines = EnvironmentLogs::all(EnvironmentLog {
+            lines: fresh,
+            ..log
+        });
+        Ok(lines.iter().map(json).collect())
+    }
+}
+
+/// What a `/service/logs` reader asked for, as its query parameters came.
+pub(super) struct LogFilter {
+    pub pod_name: Option<String>,
+    pub deployment_id: Option<Uuid>,
+    pub query: Option<String>,
+    /// Where to start: Unix milliseconds, or an RFC 3339 time.
+    pub start: Option<String>,
+    pub limit: Option<String>,
+}
+
+/// How far back a new line may be placed and still be sent: lines of several replicas reach
+/// the store in batches, not strictly in time order.
+const LATE_NANOS: i64 = 30 * 1_000_000_000;
+
+/// `/service/logs`: each line the service's replicas print, once.
+pub(super) struct ServiceLogs {
+    principal: Principal,
+    service: ServiceId,
+    query: OutputQuery,
+    containing: Option<String>,
+    limit: i64,
+    /// The lines sent within the last [`LATE_NANOS`] of the newest one.
+    seen: HashSet<(String, i64)>,
+    newest: Option<i64>,
+}
+
+impl ServiceLogs {
+    pub fn new(principal: Principal, service: ServiceId, f: &LogFilter) -> Result<Self, ApiError> {
+        let limit = match f.limit.as_deref().filter(|l| !l.is_empty() && *l != "null") {
+            None => OUTPUT_LISTED_LINES,
+            Some(raw) => raw
+                .parse::<i64>()
+                .ok()
+                .filter(|n| (1..=OUTPUT_LISTED_LINES).contains(n))
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "limit: '{raw}' must be a number from 1 to {OUTPUT_LISTED_LINES}"
+                    ))
+                })?,
+        };
+        let since = match f.start.as_deref().filter(|s| !s.is_empty() && *s != "null") {
+            None => None,
+            Some(raw) => Some(start_of(raw).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "start: '{raw}' is not a time (Unix milliseconds, or RFC 3339)"
+                ))
+            })?),
+        };
+        Ok(Self {
+            principal,
+            service,
+            query: OutputQuery {
+                after: None,
+                replica: f.pod_name.clone().filter(|p| !p.is_empty() && p != "null"),
+                request: f.deployment_id.map(DeploymentRequestId),
+                since,
+            },
+            containing: f.query.clone().filter(|q| !q.is_empty() && q != "null"),
+            limit,
+            seen: HashSet::new(),
+            newest: None,
+        })
+    }
+}
+
+fn start_of(raw: &str) -> Option<OffsetDateTime> {
+    if let Ok(ms) = raw.parse::<i64>() {
+        return OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok();
+    }
+    OffsetDateTime::parse(raw, &Rfc3339).ok()
+}
+
+impl Feed for ServiceLogs {
+    const CHANGES: &'static [Change] = &[Change::Logs];
+
+    async fn next(&mut self, capstan: &Capstan) -> Result<Vec<String>, ApiError> {
+        let query = OutputQuery {
+            after: self.newest.map(|n| n.saturating_sub(LATE_NANOS)),
+            ..self.query.clone()
+        };
+        let lines = capstan
+            .follow_output(
+                &self.principal,
+                self.service,
+                &query,
+                self.containing.as_deref(),
+                self.limit,
+            )
+            .await?;
+        let mut out = Vec::new();
+        for line in lines {
+            if !self.seen.insert((line.replica.clone(), line.position)) {
+                continue;
+            }
+            self.newest = Some(self.newest.map_or(line.position, |n| n.max(line.position)));
+            out.push(json(&ServiceLog::from(line)));
+        }
+        if let Some(newest) = self.newest {
+            let floor = newest.saturating_sub(LATE_NANOS);
+            self.seen.retain(|(_, p)| *p > floor);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_is_milliseconds_or_a_time() {
+        let t = start_of("1795773600000").unwrap();
+        assert_eq!(t.unix_timestamp(), 1_795_773_600);
+        assert_eq!(start_of("2026-11-27T10:00:00Z"), Some(t));
+        assert_eq!(start_of("yesterday"), None);
+    }
+}

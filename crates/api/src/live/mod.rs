@@ -1,0 +1,205 @@
+//! The public live API over WebSockets: `/service/status`, `/service/logs`, `/deployment/logs`
+//! and `/deployment/status`. A socket gets the current state at once, then a message each time
+//! it changes. Each instance serves its own sockets; it hears of changes made by the others as
+//! it hears of its own (running states and log lines ring changes that cross instances), so an
+//! idle socket costs no read.
+
+mod feeds;
+mod messages;
+
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{query_value, LiveAuth};
+use crate::AppState;
+use actix_web::{web, HttpRequest, HttpResponse};
+use actix_ws::{CloseCode, CloseReason, Message};
+use feeds::Feed;
+use futures_util::StreamExt;
+use std::time::Duration;
+use uuid::Uuid;
+
+type St = web::Data<AppState>;
+
+/// How long a socket may stay silent before it is pinged (so proxies keep it open).
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/service/status", web::get().to(service_status))
+        .route("/service/logs", web::get().to(service_logs))
+        .route("/deployment/logs", web::get().to(deployment_logs))
+        .route("/deployment/status", web::get().to(deployment_status));
+}
+
+/// A query parameter the live API requires, as a UUID.
+fn required(req: &HttpRequest, name: &str) -> ApiResult<Uuid> {
+    optional(req, name)?.ok_or_else(|| ApiError::bad_request(format!("{name}: is required")))
+}
+
+/// A query parameter the live API may have, as a UUID ("or null": empty and `null` are none).
+fn optional(req: &HttpRequest, name: &str) -> ApiResult<Option<Uuid>> {
+    query_value(req, name)?
+        .filter(|v| !v.is_empty() && v != "null")
+        .map(|v| {
+            domain::ids::parse_uuid(&v)
+                .map_err(|_| ApiError::bad_request(format!("{name}: '{v}' is not a valid UUID")))
+        })
+        .transpose()
+}
+
+async fn service_status(
+    st: St,
+    LiveAuth(p): LiveAuth,
+    req: HttpRequest,
+    body: web::Payload,
+) -> ApiResult<HttpResponse> {
+    let feed = feeds::Status::new(
+        p,
+        required(&req, "organization")?.into(),
+        domain::services::LiveScope {
+            cluster: Some(required(&req, "cluster")?.into()),
+            project: optional(&req, "project")?.map(Into::into),
+            environment: optional(&req, "environment")?.map(Into::into),
+        },
+    );
+    open(st, &req, body, feed).await
+}
+
+async fn service_logs(
+    st: St,
+    LiveAuth(p): LiveAuth,
+    req: HttpRequest,
+    body: web::Payload,
+) -> ApiResult<HttpResponse> {
+    for name in ["organization", "cluster", "project", "environment"] {
+        required(&req, name)?;
+    }
+    let feed = feeds::ServiceLogs::new(
+        p,
+        required(&req, "service")?.into(),
+        &feeds::LogFilter {
+            pod_name: query_value(&req, "podName")?,
+            deployment_id: optional(&req, "deploymentId")?,
+            query: query_value(&req, "query")?,
+            start: query_value(&req, "start")?,
+            limit: query_value(&req, "limit")?,
+        },
+    )?;
+    open(st, &req, body, feed).await
+}
+
+async fn deployment_logs(
+    st: St,
+    LiveAuth(p): LiveAuth,
+    req: HttpRequest,
+    body: web::Payload,
+) -> ApiResult<HttpResponse> {
+    required(&req, "organization")?;
+    required(&req, "project")?;
+    let feed = feeds::DeploymentLogs::new(
+        p,
+        required(&req, "environment")?.into(),
+        optional(&req, "version")?,
+    );
+    open(st, &req, body, feed).await
+}
+
+async fn deployment_status(
+    st: St,
+    LiveAuth(p): LiveAuth,
+    req: HttpRequest,
+    body: web::Payload,
+) -> ApiResult<HttpResponse> {
+    required(&req, "organization")?;
+    required(&req, "project")?;
+    let environment = required(&req, "environment")?;
+    let feed = feeds::DeploymentStatus::new(p, environment.into());
+    open(st, &req, body, feed).await
+}
+
+/// Checks the feed's first read (so a bad id or a missing right answers as on REST, before
+/// the upgrade), then upgrades and serves the socket.
+async fn open<F: Feed + 'static>(
+    st: St,
+    req: &HttpRequest,
+    body: web::Payload,
+    mut feed: F,
+) -> ApiResult<HttpResponse> {
+    let capstan = st.capstan.clone();
+    // Made before the first read, so a change between it and the socket's loop is not missed.
+    let first = feed.next(&capstan).await?;
+    let (response, session, stream) = actix_ws::handle(req, body)
+        .map_err(|e| ApiError::bad_request(format!("not a WebSocket request: {e}")))?;
+    let stopping = st.stopping.clone();
+    actix_web::rt::spawn(serve(capstan, session, stream, feed, first, stopping));
+    Ok(response)
+}
+
+async fn serve<F: Feed>(
+    capstan: domain::services::Capstan,
+    mut session: actix_ws::Session,
+    mut stream: actix_ws::MessageStream,
+    mut feed: F,
+    first: Vec<String>,
+    mut stopping: Option<tokio::sync::watch::Receiver<bool>>,
+) {
+    let mut pending = first;
+    loop {
+        for message in pending.drain(..) {
+            if session.text(message).await.is_err() {
+                return;
+            }
+        }
+        let changes = capstan.changes();
+        let rungs: Vec<_> = F::CHANGES
+            .iter()
+            .map(|c| Box::pin(changes.listen(*c)))
+            .collect();
+        let mut rung = futures_util::future::select_all(rungs);
+        // Waits for a change, answering pings and keeping the socket alive meanwhile.
+        loop {
+            let stop = async {
+                match stopping.as_mut() {
+                    Some(s) => drop(s.changed().await),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = &mut rung => break,
+                message = stream.next() => match message {
+                    Some(Ok(Message::Ping(bytes))) => {
+                        if session.pong(&bytes).await.is_err() {
+                            return;
+                        }
+                    }
+                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => {
+                        let _ = session.close(None).await;
+                        return;
+                    }
+                    Some(Ok(_)) => {}
+                },
+                _ = tokio::time::sleep(KEEP_ALIVE) => {
+                    if session.ping(b"").await.is_err() {
+                        return;
+                    }
+                }
+                _ = stop => {
+                    let reason = CloseReason { code: CloseCode::Away, description: None };
+                    let _ = session.close(Some(reason)).await;
+                    return;
+                }
+            }
+        }
+        match feed.next(&capstan).await {
+            Ok(messages) => pending = messages,
+            // The caller lost its access, or what it watched is gone: the socket ends saying
+            // why (the message names no secret: it is the REST error's).
+            Err(e) => {
+                let reason = CloseReason {
+                    code: CloseCode::Policy,
+                    description: Some(e.message.chars().take(120).collect()),
+                };
+                let _ = session.close(Some(reason)).await;
+                return;
+            }
+        }
+    }
+}
