@@ -127,6 +127,29 @@ async fn link_of(client: &Client, id: &str) -> String {
     }
 }
 
+/// The lines a service printed, once one holds `holding`.
+async fn output_of(client: &Client, kind: &str, id: &str, holding: &str) -> String {
+    let started = std::time::Instant::now();
+    loop {
+        let lines = client.get(&format!("/{kind}/{id}/log")).await;
+        let text = lines["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["message"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+            .join("\n");
+        if text.contains(holding) {
+            return text;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no line holding {holding}: {lines}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The service's status once settled; a state other than `want` fails with the reason its
 /// last request gave.
 async fn settled_in(client: &Client, kind: &str, id: &str, want: &str) {
@@ -160,7 +183,8 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
         .await;
     let script =
         "mkdir -p /www && env > /www/env.txt && cat /etc/app/config.toml > /www/config.txt \
-                  && echo web-started-and-serving && exec httpd -f -p 8080 -h /www";
+                  && echo web-started-and-serving && echo token-is-$TOKEN \
+                  && exec httpd -f -p 8080 -h /www";
     let web = client
         .create(
             &format!("/environment/{env}/container"),
@@ -240,6 +264,59 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
     .unwrap();
     assert_eq!(limits, format!("250000000 {} false", 64 * 1024 * 1024));
 
+    // What it printed is kept, its secret masked; the live API follows it.
+    let printed = output_of(&client, "container", &web, "token-is-").await;
+    assert!(printed.contains("web-started-and-serving"), "{printed}");
+    assert!(printed.contains("token-is-********"), "{printed}");
+    assert!(!printed.contains(SECRET), "no secret value in the output");
+    let details = client.get(&format!("/environment/{env}")).await;
+    let cluster = details["cluster_id"].as_str().unwrap().to_string();
+    let header = format!("Token {}", client.token);
+    let mut output = live(
+        &server.base,
+        &format!(
+            "/service/logs?organization={org}&cluster={cluster}&project={project}\
+             &environment={env}&service={web}&query=serving"
+        ),
+        Some(&header),
+    )
+    .await
+    .unwrap();
+    let line = output.next(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(line["message"], "web-started-and-serving", "{line}");
+    assert!(line["pod_name"].as_str().unwrap().starts_with("capstan-"));
+    assert_eq!(line["version"], TAG);
+    assert!(line["created_at"].as_i64().unwrap() > 1_700_000_000_000);
+    let mut status = live(
+        &server.base,
+        &format!("/service/status?organization={org}&cluster={cluster}"),
+        Some(&header),
+    )
+    .await
+    .unwrap();
+    let running = status
+        .until(Duration::from_secs(10), |m| {
+            m["environments"][0]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["id"] == web.as_str() && c["state"] == "RUNNING")
+        })
+        .await;
+    let pod = running["environments"][0]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == web.as_str())
+        .unwrap()["pods"][0]
+        .clone();
+    assert_eq!(pod["state"], "RUNNING", "{pod}");
+    assert_eq!(
+        pod["containers"][0]["image"],
+        format!("{IMAGE}:{TAG}"),
+        "{pod}"
+    );
+
     // A redeploy replaces the container: one, at the same host port.
     post(&client, &format!("/container/{web}/redeploy"), json!({})).await;
     settled_in(&client, "container", &web, "DEPLOYED").await;
@@ -299,6 +376,42 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
         "a failed workload is not left crash-looping"
     );
 
+    // One that crashes after it was deployed shows ERROR live.
+    let late = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({"name": "late", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                   "entrypoint": "sh", "arguments": ["-c", "sleep 3; echo giving-up; exit 5"]}),
+        )
+        .await;
+    post(&client, &format!("/container/{late}/deploy"), json!({})).await;
+    settled_in(&client, "container", &late, "DEPLOYED").await;
+    let crashed = status
+        .until(Duration::from_secs(60), |m| {
+            m["environments"][0]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["id"] == late.as_str() && c["state"] == "ERROR")
+        })
+        .await;
+    assert_eq!(crashed["environments"][0]["state"], "ERROR", "{crashed}");
+    let pod = crashed["environments"][0]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == late.as_str())
+        .unwrap()["pods"][0]
+        .clone();
+    assert_eq!(
+        pod["containers"][0]["last_terminated_state"]["exit_code"], 5,
+        "{pod}"
+    );
+    let (status_code, _) = client
+        .call(reqwest::Method::DELETE, &format!("/container/{late}"), None)
+        .await;
+    assert!(status_code == 202 || status_code == 204);
+
     // Jobs: one succeeds, one fails; their output is in the deployment log.
     let job = |name: &str, script: &str| {
         json!({"name": name, "source": {"image": {"registry_id": registry, "image_name": IMAGE, "tag": TAG}},
@@ -327,6 +440,27 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
         .unwrap_or_default()
         .to_string();
     assert!(reason.contains("exited with code 4"), "{reason}");
+    // A job's output is its own too; its failed execution is kept until cleaned.
+    let printed = output_of(&client, "job", &good, "job-did-its-work").await;
+    assert!(printed.contains("job-did-its-work"), "{printed}");
+    assert_eq!(containers_of(&bad).len(), 1, "the failed execution is kept");
+    let cleaned = post(&client, &format!("/job/{bad}/cleanFailedJob"), json!({})).await;
+    assert_eq!(
+        cleaned["clean_kubernetes_jobs"].as_array().unwrap().len(),
+        1,
+        "{cleaned}"
+    );
+    assert!(containers_of(&bad).is_empty());
+    let none = post(
+        &client,
+        &format!("/environment/{env}/cleanFailedJobs"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        none,
+        json!({"clean_job_ids": [], "clean_kubernetes_jobs": []})
+    );
 
     let logs = client.get(&format!("/environment/{env}/logs")).await;
     let text = logs.to_string();

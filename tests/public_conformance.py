@@ -518,6 +518,19 @@ for kind in ('application', 'container', 'helm'):
     call('GET', f'/{kind}/{ids[kind]}/link')
 call('GET', f'/environment/{env}/link')
 call('GET', f'/environment/{env}/statusesWithStages')
+# Service output: empty on the simulated engine (nothing prints), in the public shape.
+for kind in ('application', 'container', 'job'):
+    call('GET', f'/{kind}/{ids[kind]}/log')
+for kind in ('application', 'container', 'helm'):
+    ingress = call('GET', f'/{kind.upper()}/{ids[kind]}/ingressDeploymentStatus')
+    if not ingress or ingress.get('routerId') != env:
+        print(f'FAIL the {kind}\'s ingress names its environment\'s router: {ingress}'); failures.append('ingress')
+# Failed job executions: the simulated engine keeps none.
+cleaned = call('POST', f'/environment/{env}/cleanFailedJobs', {'job_ids': [ids['job']]})
+if cleaned != {'clean_job_ids': [], 'clean_kubernetes_jobs': []}:
+    print(f'FAIL nothing to clean on the simulated engine: {cleaned}'); failures.append('cleanFailedJobs')
+call('POST', f'/environment/{env}/cleanFailedJobs')
+call('POST', f'/job/{ids["job"]}/cleanFailedJob')
 # The deployments above reached the receiver, signed, and the delivery log and the audit log
 # tell of them.
 for _ in range(400):

@@ -472,9 +472,35 @@ impl DockerEngine {
         }
     }
 
-    /// Restarts or stops every container of the service.
+    /// The job's executions that ended with a non-zero exit code, removed; their names.
+    async fn remove_failed_executions(&self, job: ServiceId) -> Result<Vec<String>, String> {
+        let mut removed = Vec::new();
+        for c in self.owned(job, Some("job")).await? {
+            let Some(id) = c.id else { continue };
+            let seen = self
+                .docker
+                .inspect_container(&id, None)
+                .await
+                .map_err(|e| said("could not read a job execution", e))?;
+            let state = seen.state.unwrap_or_default();
+            let ended = state.status == Some(bollard::models::ContainerStateStatusEnum::EXITED);
+            if ended && state.exit_code.unwrap_or(0) != 0 {
+                self.remove(&id).await?;
+                let name = seen.name.unwrap_or_default();
+                removed.push(name.trim_start_matches('/').to_string());
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Restarts or stops every container of the service (a job's kept executions ran once:
+    /// a restart leaves them be).
     async fn each_owned(&self, service: &Service, log: &StepLog, act: Act) -> Result<(), String> {
-        let owned = self.owned(service.id, None).await?;
+        let role = match act {
+            Act::Restart => Some("service"),
+            Act::Stop => None,
+        };
+        let owned = self.owned(service.id, role).await?;
         for c in &owned {
             let Some(id) = &c.id else { continue };
             let done = match act {
@@ -499,6 +525,15 @@ impl DockerEngine {
         let log = work.log;
         let limit =
             Duration::from_secs(u64::try_from(job.max_duration_seconds.max(1)).unwrap_or(300));
+        // The executions kept of the job's last run (failed ones, and the last that ended)
+        // make way for this run's.
+        let kept: Vec<String> = self
+            .owned(work.service.id, Some("job"))
+            .await?
+            .into_iter()
+            .filter_map(|c| c.id)
+            .collect();
+        self.remove_all(&kept).await;
         let mut last_failure = String::new();
         for attempt in 0..=job.max_nb_restart.max(0) {
             let plan = plan::job_execution(
@@ -542,8 +577,9 @@ impl DockerEngine {
                 }
                 Some(None) => -1,
             };
+            // An execution that ended is kept, with its output, until the job runs again (or
+            // a failed one is cleaned): its state and output stay readable.
             let lines = self.last_lines(&id, LAST_LINES).await;
-            self.remove_all(std::slice::from_ref(&id)).await;
             if code == 0 {
                 log.info("the job succeeded (exit code 0)");
                 return Ok(());
@@ -660,6 +696,10 @@ impl Engine for DockerEngine {
             received.recv().await.map(|state| (state, received))
         });
         Some(stream.boxed())
+    }
+
+    async fn clean_failed_jobs(&self, job: ServiceId) -> Result<Vec<String>, String> {
+        self.remove_failed_executions(job).await
     }
 
     fn output(&self) -> Option<futures_util::stream::BoxStream<'static, OutputLine>> {

@@ -56,6 +56,13 @@ pub trait Engine: Send + Sync {
         Ok(Vec::new())
     }
 
+    /// Removes the failed executions it keeps of a job (a failed run is kept, with its output,
+    /// until this or the job's next run); the names of those removed.
+    async fn clean_failed_jobs(&self, job: ServiceId) -> Result<Vec<String>, String> {
+        let _ = job;
+        Ok(Vec::new())
+    }
+
     /// Removes every workload it runs of a service that no longer exists.
     async fn remove_workloads(&self, service: ServiceId) -> Result<(), String> {
         let _ = service;

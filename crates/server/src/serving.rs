@@ -136,7 +136,10 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     domain::ids::seed_ids(settings.id_seed);
     let (clock, manual) = clock(&settings);
-    let capstan = open(&settings, clock.clone()).await?;
+    let engine = engine(&settings).await?;
+    let capstan = open(&settings, clock.clone())
+        .await?
+        .with_engine(engine.clone());
     if let Some(file) = seed_file {
         seed(&capstan, file).await?;
     }
@@ -146,7 +149,7 @@ pub async fn serve(
     let step = std::time::Duration::from_millis(settings.engine_step_ms);
     let workers = WorkerPool::start(
         capstan.clone(),
-        engine(&settings).await?,
+        engine,
         PoolSettings {
             workers: ENGINE_WORKERS,
             step,

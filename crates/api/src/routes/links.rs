@@ -6,7 +6,7 @@ use crate::extract::{path_id, service_id, Auth};
 use crate::openapi::{Doc, Routes};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use domain::model::ServiceKind;
+use domain::model::{ServiceKind, ServiceState};
 use domain::services::PublicLink;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -26,6 +26,15 @@ pub struct Link {
     /// Whether Capstan made the address (true) or it is a custom domain (false).
     pub is_qovery_domain: bool,
     pub is_default: bool,
+}
+
+/// The public `IngressDeploymentStatusResponse`.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressDeploymentStatus {
+    /// The router serving the service: its environment's.
+    pub router_id: Uuid,
+    pub status: ServiceState,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -70,6 +79,26 @@ pub fn routes(r: &mut Routes) {
             )
             .add();
     }
+    for kind in [
+        ServiceKind::Application,
+        ServiceKind::Container,
+        ServiceKind::Helm,
+    ] {
+        let seg = kind.path_segment();
+        r.at(format!(
+            "/{}/{{serviceId}}/ingressDeploymentStatus",
+            kind.as_str()
+        ))
+        .data(kind)
+        .get(
+            ingress_status,
+            Doc::get::<IngressDeploymentStatus>(format!(
+                "How the {seg}'s ingress (its published ports, until a router exists) is \
+                     deployed"
+            )),
+        )
+        .add();
+    }
     r.at("/environment/{environmentId}/link")
         .get(
             environment_links,
@@ -90,6 +119,23 @@ async fn service_links(
         .service_links(&p, kind, service_id(&req, kind)?)
         .await?;
     Ok(ok(LinkList::of(links)))
+}
+
+async fn ingress_status(
+    st: St,
+    kind: Kind,
+    Auth(p): Auth,
+    req: HttpRequest,
+) -> ApiResult<HttpResponse> {
+    let kind = **kind;
+    let (router, status) = st
+        .capstan
+        .ingress_status(&p, kind, path_id(&req, "serviceId")?)
+        .await?;
+    Ok(ok(IngressDeploymentStatus {
+        router_id: router.0,
+        status,
+    }))
 }
 
 async fn environment_links(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {

@@ -11,6 +11,7 @@ mod deployment_rules;
 mod deployments;
 mod events;
 mod image_deploys;
+mod job_cleanup;
 mod links;
 mod listings;
 mod members;
@@ -87,6 +88,7 @@ pub fn api_routes(r: &mut Routes) {
     events::routes(r);
     image_deploys::routes(r);
     links::routes(r);
+    job_cleanup::routes(r);
     service_output::routes(r);
     listings::routes(r);
     members::routes(r);

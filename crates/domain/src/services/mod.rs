@@ -19,6 +19,7 @@ mod helm_repositories;
 mod hierarchy;
 mod histories;
 mod image_deploys;
+mod job_cleanup;
 mod listings;
 mod live;
 mod members;
@@ -52,6 +53,7 @@ pub use helm_repositories::{HelmRepositoryDetails, HelmRepositoryInput};
 pub use hierarchy::{ClusterDetails, ClusterInput, ProjectDetails, ProjectInput};
 pub use histories::{BatchHistory, HistoryEntry, HistoryPage, HistoryPaging};
 pub use image_deploys::ImageDeployInput;
+pub use job_cleanup::CleanedJobs;
 pub use listings::{ClusterEnvironment, ServiceLight, ServiceScope};
 pub use live::{LiveEnvironment, LiveScope, LiveService};
 pub use members::{InvitationDetails, InviteInput, MemberRef, RoleChange};
@@ -104,6 +106,9 @@ pub struct Capstan {
     engine_controls: Arc<crate::engine::EngineControls>,
     /// How many API tokens an organization may hold: each is a rate-limit quota of its own.
     max_api_tokens: u64,
+    /// What runs the workloads, for the use cases that act on them outside a deployment
+    /// (cleaning failed jobs); none: there is nothing to act on.
+    engine: Option<Arc<dyn crate::engine::Engine>>,
 }
 
 /// The API tokens an organization may hold unless the operator says otherwise.
@@ -122,7 +127,14 @@ impl Capstan {
             outbound: None,
             engine_controls: Arc::default(),
             max_api_tokens: DEFAULT_MAX_API_TOKENS,
+            engine: None,
         }
+    }
+
+    /// Acts on what `engine` runs outside deployments too.
+    pub fn with_engine(mut self, engine: Arc<dyn crate::engine::Engine>) -> Self {
+        self.engine = Some(engine);
+        self
     }
 
     /// Lets an organization hold at most `max` API tokens (created through the API).

@@ -183,6 +183,28 @@ impl Capstan {
         Ok(service_status(&service, &requests, &env, self.now()))
     }
 
+    /// `GET /{kind}/{id}/ingressDeploymentStatus`: until a router exists, a service's ingress
+    /// is its published ports, deployed with it; its router is its environment's (one per
+    /// environment, as the public API has). Answers (router id, state).
+    pub async fn ingress_status(
+        &self,
+        p: &Principal,
+        kind: ServiceKind,
+        id: ServiceId,
+    ) -> DomainResult<(EnvironmentId, ServiceState)> {
+        let mut unit = self.reading().await?;
+        let (service, env, requests) = unit
+            .service_with_activity(id)
+            .await?
+            .ok_or(DomainError::NotFound(<Service as Record>::KIND))?;
+        p.authorize(service.organization_id, Action::Read)?;
+        if service.kind() != kind {
+            return Err(DomainError::NotFound(kind.noun()));
+        }
+        let status = service_status(&service, &requests, &env, self.now());
+        Ok((service.environment_id, status.state))
+    }
+
     /// The statuses of an environment's services of one kind, a page of them (endpoint 9 for
     /// applications).
     pub async fn kind_statuses(
