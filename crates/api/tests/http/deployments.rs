@@ -17,6 +17,7 @@ http_suite!(
     simulated_failures_end_in_the_matching_error_state,
     configuration_changes_make_a_deployed_service_out_of_date,
     links_are_empty_until_an_engine_publishes_ports,
+    output_ingress_and_failed_jobs_answer_on_an_engine_that_runs_nothing,
 );
 
 async fn service<S: App>(t: &T<S>, env: &str, kind: &str) -> String {
@@ -501,6 +502,59 @@ async fn links_are_empty_until_an_engine_publishes_ports<S: App>(t: T<S>) {
         .await
         .expect(404);
     t.get(&format!("/environment/{unknown}/link"))
+        .await
+        .expect(404);
+}
+
+/// The simulated engine runs nothing: no service prints, no failed execution is kept; the
+/// answers keep their public shapes, and their rules hold.
+async fn output_ingress_and_failed_jobs_answer_on_an_engine_that_runs_nothing<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let c = t.container(&env, "web").await;
+    let job = service(&t, &env, "job").await;
+    t.post(&format!("/container/{c}/deploy"), json!({}))
+        .await
+        .expect(202);
+    t.settle(&format!("/container/{c}/status")).await;
+    for (kind, id) in [("container", &c), ("job", &job)] {
+        let out = t.get(&format!("/{kind}/{id}/log")).await.expect(200).body;
+        assert_eq!(out, json!({"results": []}));
+    }
+    t.get(&format!("/application/{c}/log")).await.expect(404);
+    let ingress = t
+        .get(&format!("/CONTAINER/{c}/ingressDeploymentStatus"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(ingress, json!({"routerId": env, "status": "DEPLOYED"}));
+    t.get(&format!("/HELM/{c}/ingressDeploymentStatus"))
+        .await
+        .expect(404);
+    let none = json!({"clean_job_ids": [], "clean_kubernetes_jobs": []});
+    let cleaned = t
+        .post(
+            &format!("/environment/{env}/cleanFailedJobs"),
+            json!({"job_ids": [job]}),
+        )
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(cleaned, none);
+    let refused = t
+        .post(
+            &format!("/environment/{env}/cleanFailedJobs"),
+            json!({"job_ids": [c]}),
+        )
+        .await
+        .expect(400);
+    assert!(refused.text.contains("job_ids"), "{}", refused.text);
+    let one = t
+        .post(&format!("/job/{job}/cleanFailedJob"), json!({}))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(one, json!({"clean_kubernetes_jobs": []}));
+    t.post(&format!("/job/{c}/cleanFailedJob"), json!({}))
         .await
         .expect(404);
 }
