@@ -588,6 +588,60 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: &s
     post(&client, &format!("/container/{web}/redeploy"), json!({})).await;
     settled_in(&client, "container", &web, "DEPLOYED").await;
     assert_eq!(containers_of(&web).len(), 1, "one set of containers");
+
+    // Killed during a deployment: the request ends once its claim lapses, leaving one set of
+    // containers, and the next deployment replaces it.
+    let slow = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({
+                "name": "slow", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                "entrypoint": "sh",
+                "arguments": ["-c", "sleep 8; mkdir -p /www && echo late > /www/index.html && exec httpd -f -p 8080 -h /www"],
+                "ports": [{"internal_port": 8080, "publicly_accessible": true}],
+                "healthchecks": {"readiness_probe": {"type": {"tcp": {"port": 8080}},
+                    "initial_delay_seconds": 0, "period_seconds": 1, "timeout_seconds": 1,
+                    "success_threshold": 1, "failure_threshold": 60}},
+            }),
+        )
+        .await;
+    post(&client, &format!("/container/{slow}/deploy"), json!({})).await;
+    let started = std::time::Instant::now();
+    while containers_of(&slow).is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(30), "never started");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.crash();
+    let server = Server::start_with(&dir, database, None, &docker_engine).await;
+    client.base = server.base.clone();
+    let status = settle(
+        &client,
+        &format!("/container/{slow}/status"),
+        Duration::from_secs(90),
+    )
+    .await;
+    assert!(
+        status["state"] == "DEPLOYED" || status["state"] == "DEPLOYMENT_ERROR",
+        "the cut request ended: {status}"
+    );
+    assert!(
+        containers_of(&slow).len() <= 1,
+        "{:?}",
+        containers_of(&slow)
+    );
+    post(&client, &format!("/container/{slow}/deploy"), json!({})).await;
+    settled_in(&client, "container", &slow, "DEPLOYED").await;
+    assert_eq!(containers_of(&slow).len(), 1, "one set of containers");
+    // Ready means the workload listens (Docker's proxy accepts on the port before it does).
+    assert_eq!(fetch(host_port(&slow), "/").await.trim(), "late");
+    if status["state"] == "DEPLOYMENT_ERROR" {
+        let log = client.get(&format!("/environment/{env}/logs")).await;
+        assert!(
+            log.to_string().contains("stopped before it finished"),
+            "the cut request's log says why it ended: {log}"
+        );
+    }
+
     let (status, _) = client
         .call(reqwest::Method::DELETE, &format!("/container/{web}"), None)
         .await;

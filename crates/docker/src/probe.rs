@@ -17,6 +17,22 @@ fn published(seen: &ContainerInspectResponse, internal: i64) -> Option<u16> {
         .find_map(|b| b.host_port.as_deref()?.parse::<u16>().ok())
 }
 
+/// How long a TCP probe's connection must stay open (or send something) to count.
+const HELD: Duration = Duration::from_millis(300);
+
+/// Whether the workload itself accepted the connection. Docker's userland proxy accepts on the
+/// published port whether or not anything listens in the container, then closes at once when
+/// nothing does: a connection closed before [`HELD`] is refused; one held open, or that sends
+/// something (a banner), is the workload's.
+async fn accepted(stream: &mut TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    match tokio::time::timeout(HELD, stream.read(&mut byte)).await {
+        Err(_) => true,
+        Ok(Ok(read)) => read > 0,
+        Ok(Err(_)) => false,
+    }
+}
+
 /// Whether the probe passes now. An exec probe is Docker's own health check (its state is
 /// read by the caller); it passes here.
 pub async fn passes(docker: &Docker, id: &str, probe: &Probe, address: &str) -> bool {
@@ -39,7 +55,7 @@ pub async fn passes(docker: &Docker, id: &str, probe: &Probe, address: &str) -> 
     let check = async {
         let mut stream = TcpStream::connect((address, host_port)).await.ok()?;
         let Some(http) = &t.http else {
-            return Some(true);
+            return Some(accepted(&mut stream).await);
         };
         let request = format!(
             "GET {} HTTP/1.0\r\nHost: localhost\r\nUser-Agent: capstan-probe\r\n\r\n",
