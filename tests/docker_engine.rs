@@ -719,3 +719,74 @@ async fn without_a_daemon_docker_stops_start_up_and_auto_falls_back() {
     );
     drop(server);
 }
+
+/// Exec probes run in the container: DEPLOYED waits for the readiness command to pass, and a
+/// replica whose liveness command keeps failing is restarted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_probes_gate_readiness_and_restart_what_is_not_alive() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = TempDir::new();
+    let database = format!("sqlite://{}", dir.0.join("data.db").display());
+    let server = Server::start_with(&dir, &database, None, &[("CAPSTAN_ENGINE", "docker")]).await;
+    let (client, env) = environment(&dir, &database, &server).await;
+    let org = hierarchy_org(&client).await;
+    let registry = client
+        .create(
+            &format!("/organization/{org}/containerRegistry"),
+            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
+        )
+        .await;
+    // Ready after 3 s; alive for 4 s after each start, then not.
+    let script =
+        "echo booting; mkdir -p /tmp; echo ok > /tmp/alive; sleep 3; echo ok > /tmp/ready; \
+                  sleep 4; : > /tmp/alive; exec sleep 1000";
+    let exec = |command: &str| {
+        json!({"type": {"exec": {"command": ["sh", "-c", command]}},
+        "initial_delay_seconds": 1, "period_seconds": 1, "timeout_seconds": 2,
+        "success_threshold": 1, "failure_threshold": 2})
+    };
+    let probed = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({
+                "name": "probed", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                "entrypoint": "sh", "arguments": ["-c", script],
+                "healthchecks": {
+                    "readiness_probe": exec("test -s /tmp/ready"),
+                    "liveness_probe": exec("test -s /tmp/alive"),
+                },
+            }),
+        )
+        .await;
+    let asked = std::time::Instant::now();
+    post(&client, &format!("/container/{probed}/deploy"), json!({})).await;
+    settled_in(&client, "container", &probed, "DEPLOYED").await;
+    assert!(
+        asked.elapsed() >= Duration::from_secs(3),
+        "DEPLOYED waited for the readiness command"
+    );
+    let booted = |text: &str| text.matches("booting").count();
+    let started = std::time::Instant::now();
+    loop {
+        let printed = output_of(&client, "container", &probed, "booting").await;
+        if booted(&printed) >= 2 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(40),
+            "never restarted for failing its liveness probe: {printed}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(containers_of(&probed).len(), 1, "restarted, not replaced");
+    let (status, _) = client
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/container/{probed}"),
+            None,
+        )
+        .await;
+    assert!(status == 202 || status == 204, "{status}");
+}

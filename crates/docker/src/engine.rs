@@ -687,6 +687,11 @@ impl Engine for DockerEngine {
     /// Docker's event stream, read by a task of its own while the stream is listened to.
     fn observe(&self) -> Option<futures_util::stream::BoxStream<'static, RunningState>> {
         let (reports, received) = tokio::sync::mpsc::channel(64);
+        tokio::spawn(crate::liveness::watch(
+            self.docker.clone(),
+            self.probe_address().to_string(),
+            reports.clone(),
+        ));
         tokio::spawn(crate::observe::watch(
             self.docker.clone(),
             self.probe_address().to_string(),

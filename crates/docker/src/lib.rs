@@ -3,6 +3,7 @@
 
 mod engine;
 mod files;
+mod liveness;
 mod observe;
 mod output;
 mod plan;

@@ -21,6 +21,8 @@ pub const LABEL_REQUEST: &str = "capstan.deployment-request";
 pub const LABEL_REPLICA: &str = "capstan.replica";
 /// What the object is: a long-running `service` replica or a `job` execution.
 pub const LABEL_ROLE: &str = "capstan.role";
+/// A replica's liveness probe (JSON), for the prober to find it by.
+pub const LABEL_LIVENESS: &str = "capstan.liveness";
 
 /// Docker's filter for the containers (running or not) whose labels match each of `labels`
 /// (`key`, or `key=value`).
@@ -175,6 +177,11 @@ pub fn service_replicas(
     for replica in 0..replicas {
         let mut labels = labels(r, service, "service");
         labels.insert(LABEL_REPLICA.into(), replica.to_string());
+        if let Some(probe) = &runtime.workload.healthchecks.liveness_probe {
+            if let Ok(json) = serde_json::to_string(probe) {
+                labels.insert(LABEL_LIVENESS.into(), json);
+            }
+        }
         let ports = runtime
             .ports
             .iter()
@@ -471,6 +478,9 @@ mod tests {
         );
         assert_eq!(first.labels[LABEL_REQUEST], r.id.0.to_string());
         assert_eq!(first.labels[LABEL_REPLICA], "0");
+        // Its liveness probe (by default TCP on its default port) travels with it.
+        let liveness: Probe = serde_json::from_str(&first.labels[LABEL_LIVENESS]).unwrap();
+        assert_eq!(liveness, Probe::tcp(8080));
 
         let body = first.body();
         let host = body.host_config.unwrap();

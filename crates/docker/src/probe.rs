@@ -1,6 +1,8 @@
-//! Readiness probes run by Capstan itself from the host, through the port the workload
-//! publishes: no tool has to be in the image for TCP and HTTP probes.
+//! Probes run by Capstan itself: TCP and HTTP from the host, through the port the workload
+//! publishes (no tool has to be in the image), exec through Docker's exec API (the command runs
+//! in the container, unprivileged, as its user).
 
+use bollard::exec::{CreateExecOptions, StartExecOptions};
 use bollard::models::ContainerInspectResponse;
 use bollard::Docker;
 use domain::model::Probe;
@@ -33,10 +35,41 @@ async fn accepted(stream: &mut TcpStream) -> bool {
     }
 }
 
-/// Whether the probe passes now. An exec probe is Docker's own health check (its state is
-/// read by the caller); it passes here.
+/// Whether `command` exits 0 in the container within `timeout`.
+async fn exec_passes(docker: &Docker, id: &str, command: &[String], timeout: Duration) -> bool {
+    let config = CreateExecOptions {
+        cmd: Some(command.to_vec()),
+        attach_stdout: Some(false),
+        attach_stderr: Some(false),
+        privileged: Some(false),
+        ..Default::default()
+    };
+    let run = async {
+        let exec = docker.create_exec(id, config).await.ok()?;
+        let detached = StartExecOptions {
+            detach: true,
+            ..Default::default()
+        };
+        docker.start_exec(&exec.id, Some(detached)).await.ok()?;
+        loop {
+            let seen = docker.inspect_exec(&exec.id).await.ok()?;
+            if seen.running != Some(true) {
+                return Some(seen.exit_code == Some(0));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    matches!(tokio::time::timeout(timeout, run).await, Ok(Some(true)))
+}
+
+/// Whether the probe passes now (a gRPC probe, which needs a client of the workload's own
+/// service, is not run: it passes).
 pub async fn passes(docker: &Docker, id: &str, probe: &Probe, address: &str) -> bool {
     let t = &probe.probe_type;
+    let timeout = Duration::from_secs(u64::try_from(probe.timeout_seconds.max(1)).unwrap_or(5));
+    if let Some(exec) = &t.exec {
+        return exec_passes(docker, id, &exec.command, timeout).await;
+    }
     let port = t
         .tcp
         .as_ref()
@@ -51,7 +84,6 @@ pub async fn passes(docker: &Docker, id: &str, probe: &Probe, address: &str) -> 
     let Some(host_port) = published(&seen, port) else {
         return false;
     };
-    let timeout = Duration::from_secs(u64::try_from(probe.timeout_seconds.max(1)).unwrap_or(5));
     let check = async {
         let mut stream = TcpStream::connect((address, host_port)).await.ok()?;
         let Some(http) = &t.http else {
