@@ -790,3 +790,64 @@ async fn exec_probes_gate_readiness_and_restart_what_is_not_alive() {
         .await;
     assert!(status == 202 || status == 204, "{status}");
 }
+
+/// The reason a container's last deployment gave.
+async fn reason_of(client: &Client, id: &str) -> String {
+    let history = client
+        .get(&format!("/container/{id}/deploymentHistory"))
+        .await;
+    history["results"][0]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A pull is asked of the daemon only from a registry the outbound policy permits: a loopback
+/// registry is refused, naming the setting, until the operator allows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pulls_reach_only_registries_the_outbound_policy_permits() {
+    if !docker_ready() {
+        return;
+    }
+    for (allow, refused) in [("", true), ("127.0.0.1", false)] {
+        let dir = TempDir::new();
+        let database = format!("sqlite://{}", dir.0.join("data.db").display());
+        let settings = [
+            ("CAPSTAN_ENGINE", "docker"),
+            ("CAPSTAN_OUTBOUND_ALLOW", allow),
+        ];
+        let server = Server::start_with(&dir, &database, None, &settings).await;
+        let (client, env) = environment(&dir, &database, &server).await;
+        let org = hierarchy_org(&client).await;
+        let registry = client
+            .create(
+                &format!("/organization/{org}/containerRegistry"),
+                json!({"name": "local", "kind": "GENERIC_CR", "url": "http://127.0.0.1:5999",
+                       "config": {"username": "u", "password": "registry-secret-pw"}}),
+            )
+            .await;
+        let missing = client
+            .create(
+                &format!("/environment/{env}/container"),
+                json!({"name": "missing", "registry_id": registry,
+                       "image_name": "capstan-test/absent", "tag": "1"}),
+            )
+            .await;
+        post(&client, &format!("/container/{missing}/deploy"), json!({})).await;
+        settled_in(&client, "container", &missing, "DEPLOYMENT_ERROR").await;
+        let reason = reason_of(&client, &missing).await;
+        assert!(
+            reason.contains("127.0.0.1:5999/capstan-test/absent:1"),
+            "{reason}"
+        );
+        assert_eq!(
+            reason.contains("refused by the outbound policy")
+                && reason.contains("CAPSTAN_OUTBOUND_ALLOW"),
+            refused,
+            "{reason}"
+        );
+        let log = client.get(&format!("/environment/{env}/logs")).await;
+        assert!(!log.to_string().contains("registry-secret-pw"));
+        drop(server);
+    }
+}

@@ -18,6 +18,7 @@ use domain::model::{
     Cluster, ClusterAction, DeploymentAction, JobSpec, OutputLine, RegistryAccess, RunningState,
     Service, ServiceSpec, StepName,
 };
+use domain::outbound_policy::OutboundPolicy;
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -50,6 +51,9 @@ impl Act {
 pub struct DockerEngine {
     docker: Docker,
     publish_address: String,
+    /// What image pulls may reach: the daemon pulls, but only from a registry whose
+    /// addresses the outbound policy permits.
+    policy: OutboundPolicy,
     /// Whether the daemon runs on this host (its socket, or a loopback address).
     local: bool,
 }
@@ -80,8 +84,15 @@ impl DockerEngine {
         Ok(Self {
             docker,
             publish_address,
+            policy: OutboundPolicy::default(),
             local,
         })
+    }
+
+    /// Pulls only from registries `policy` permits (the default permits public addresses).
+    pub fn with_policy(mut self, policy: OutboundPolicy) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// The daemon's version and API version, for the start-up log.
@@ -142,6 +153,28 @@ impl DockerEngine {
     }
 
     /// The image on the host, pulled from its registry when it is not there yet.
+    /// Refuses a pull from a registry the outbound policy does not permit: one of its
+    /// addresses private, loopback or link-local, and not allowed by the operator.
+    async fn pull_permitted(&self, image: &str) -> Result<(), String> {
+        let host = plan::registry_host(image);
+        let addresses: Vec<std::net::IpAddr> = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => tokio::net::lookup_host((host.as_str(), 443))
+                .await
+                .map_err(|e| format!("could not pull image {image}: {host} does not resolve: {e}"))?
+                .map(|a| a.ip())
+                .collect(),
+        };
+        if addresses.iter().all(|ip| self.policy.permits(&host, *ip)) {
+            Ok(())
+        } else {
+            Err(format!(
+                "could not pull image {image}: {}",
+                self.policy.refusal(&host)
+            ))
+        }
+    }
+
     async fn ensure_image(
         &self,
         image: &str,
@@ -153,6 +186,7 @@ impl DockerEngine {
             log.info(&format!("image {image} is on the Docker host"));
             return Ok(());
         }
+        self.pull_permitted(image).await?;
         log.info(&format!("pulling image {image}"));
         let credentials = registry
             .filter(|r| r.username.is_some() || r.password.is_some())

@@ -98,6 +98,22 @@ pub fn image_reference(registry: Option<&RegistryAccess>, name: &str, tag: &str)
     }
 }
 
+/// The host (without its port) an image reference is pulled from, as Docker reads it: a
+/// first part with a dot, a port or `localhost` names a registry; anything else is Docker
+/// Hub's.
+pub fn registry_host(image: &str) -> String {
+    let first = image.split('/').next().unwrap_or_default();
+    let names_registry =
+        image.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
+    if !names_registry {
+        return "registry-1.docker.io".into();
+    }
+    if let Some(rest) = first.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default().to_string();
+    }
+    first.split(':').next().unwrap_or_default().to_string()
+}
+
 /// The name of a service's replica: stable, so a redeploy finds and replaces it.
 pub fn replica_name(service: &Service, replica: usize) -> String {
     format!("capstan-{}-{replica}", service.id.0.simple())
@@ -495,6 +511,19 @@ mod tests {
         let binding = &host.port_bindings.unwrap()["8080/tcp"].clone().unwrap()[0];
         assert_eq!(binding.host_ip.as_deref(), Some("127.0.0.1"));
         assert_eq!(binding.host_port.as_deref(), Some("41000"));
+    }
+
+    #[test]
+    fn an_image_is_pulled_from_the_host_its_reference_names() {
+        assert_eq!(registry_host("busybox:1"), "registry-1.docker.io");
+        assert_eq!(registry_host("team/web:1"), "registry-1.docker.io");
+        assert_eq!(
+            registry_host("registry.example.com/team/web:1"),
+            "registry.example.com"
+        );
+        assert_eq!(registry_host("127.0.0.1:5000/web:1"), "127.0.0.1");
+        assert_eq!(registry_host("localhost/web"), "localhost");
+        assert_eq!(registry_host("[::1]:5000/web:1"), "::1");
     }
 
     #[test]

@@ -111,12 +111,14 @@ async fn engine(settings: &Settings) -> anyhow::Result<Arc<dyn domain::engine::E
         EngineChoice::Docker => {
             let docker = DockerEngine::connect(address)
                 .await
-                .map_err(|e| anyhow::anyhow!("CAPSTAN_ENGINE=docker, but {e}"))?;
+                .map_err(|e| anyhow::anyhow!("CAPSTAN_ENGINE=docker, but {e}"))?
+                .with_policy(settings.outbound.clone());
             tracing::info!(engine = "docker", daemon = %docker.describe().await, "deployments run on Docker (CAPSTAN_ENGINE=docker)");
             Ok(Arc::new(docker))
         }
         EngineChoice::Auto => match DockerEngine::connect(address).await {
             Ok(docker) => {
+                let docker = docker.with_policy(settings.outbound.clone());
                 tracing::info!(engine = "docker", daemon = %docker.describe().await, "deployments run on Docker: a daemon answered (CAPSTAN_ENGINE=auto)");
                 Ok(Arc::new(docker))
             }
