@@ -11,58 +11,7 @@ use serde_json::{json, Value};
 use std::process::Command;
 use std::time::Duration;
 
-const IMAGE: &str = "capstan-test/busybox";
-const TAG: &str = "1";
 const SECRET: &str = "hunter2-s3cret-of-web";
-
-/// Runs the docker CLI; its standard output.
-fn docker(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("docker")
-        .args(args)
-        .output()
-        .map_err(|e| format!("docker: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
-    }
-}
-
-/// Whether a daemon answers, and the test image is on it (made from the host's static busybox
-/// with `docker import`: no registry is reachable here).
-fn docker_ready() -> bool {
-    if let Err(why) = docker(&["version", "--format", "{{.Server.APIVersion}}"]) {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI runs the Docker engine's tests, and no Docker daemon answers: {why}"
-        );
-        eprintln!("SKIPPED: no Docker daemon answers ({why})");
-        return false;
-    }
-    let image = format!("{IMAGE}:{TAG}");
-    if docker(&["image", "inspect", &image]).is_ok() {
-        return true;
-    }
-    let dir = TempDir::new();
-    let bin = dir.0.join("rootfs/bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::copy("/bin/busybox", bin.join("busybox")).expect("busybox-static is installed");
-    for tool in [
-        "sh", "httpd", "env", "cat", "echo", "mkdir", "sleep", "wget",
-    ] {
-        std::os::unix::fs::symlink("busybox", bin.join(tool)).unwrap();
-    }
-    let status = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "tar -C {} -c . | docker import - {image}",
-            dir.0.join("rootfs").display()
-        ))
-        .status()
-        .unwrap();
-    assert!(status.success(), "could not import the test image");
-    true
-}
 
 async fn post(client: &Client, path: &str, body: Value) -> Value {
     let (status, answer) = client.call(reqwest::Method::POST, path, Some(body)).await;
@@ -487,6 +436,7 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    docker_cleanup(&org);
     drop(server);
 }
 
@@ -654,6 +604,7 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: &s
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    docker_cleanup(&org);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -789,6 +740,7 @@ async fn exec_probes_gate_readiness_and_restart_what_is_not_alive() {
         )
         .await;
     assert!(status == 202 || status == 204, "{status}");
+    docker_cleanup(&org);
 }
 
 /// The reason a container's last deployment gave.
@@ -848,6 +800,7 @@ async fn pulls_reach_only_registries_the_outbound_policy_permits() {
         );
         let log = client.get(&format!("/environment/{env}/logs")).await;
         assert!(!log.to_string().contains("registry-secret-pw"));
+        docker_cleanup(&org);
         drop(server);
     }
 }

@@ -422,3 +422,72 @@ impl Live {
         panic!("no wanted message in {within:?}; seen: {seen:#?}");
     }
 }
+
+/// The image the Docker tests and benchmarks run: a static busybox, imported (no registry is
+/// reachable here).
+pub const IMAGE: &str = "capstan-test/busybox";
+pub const TAG: &str = "1";
+
+/// Runs the docker CLI; its standard output.
+pub fn docker(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .map_err(|e| format!("docker: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// Whether a daemon answers, and the test image is on it (made from the host's static busybox
+/// with `docker import`: no registry is reachable here).
+pub fn docker_ready() -> bool {
+    if let Err(why) = docker(&["version", "--format", "{{.Server.APIVersion}}"]) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs the Docker engine's tests, and no Docker daemon answers: {why}"
+        );
+        eprintln!("SKIPPED: no Docker daemon answers ({why})");
+        return false;
+    }
+    let image = format!("{IMAGE}:{TAG}");
+    if docker(&["image", "inspect", &image]).is_ok() {
+        return true;
+    }
+    let dir = TempDir::new();
+    let bin = dir.0.join("rootfs/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy("/bin/busybox", bin.join("busybox")).expect("busybox-static is installed");
+    for tool in [
+        "sh", "httpd", "env", "cat", "echo", "mkdir", "sleep", "wget",
+    ] {
+        std::os::unix::fs::symlink("busybox", bin.join(tool)).unwrap();
+    }
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "tar -C {} -c . | docker import - {image}",
+            dir.0.join("rootfs").display()
+        ))
+        .status()
+        .unwrap();
+    assert!(status.success(), "could not import the test image");
+    true
+}
+
+/// Removes every container of an organization, whatever Capstan did with them: what a test
+/// made does not outlive it (a daemon is shared by the tests of a run).
+pub fn docker_cleanup(org: &str) {
+    let ids = docker(&[
+        "ps",
+        "-aq",
+        "--filter",
+        &format!("label=capstan.organization={org}"),
+    ])
+    .unwrap_or_default();
+    for id in ids.lines().filter(|l| !l.is_empty()) {
+        let _ = docker(&["rm", "-f", id]);
+    }
+}
