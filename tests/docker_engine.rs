@@ -804,3 +804,77 @@ async fn pulls_reach_only_registries_the_outbound_policy_permits() {
         drop(server);
     }
 }
+
+/// The environment's deployment log, as text.
+async fn deployment_log(client: &Client, env: &str) -> String {
+    client
+        .get(&format!("/environment/{env}/logs"))
+        .await
+        .to_string()
+}
+
+/// A lifecycle job runs on its environment's events: `on_start` when the environment deploys,
+/// `on_stop` when it stops, `on_delete` when the job goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lifecycle_job_runs_on_its_environments_events() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = TempDir::new();
+    let database = format!("sqlite://{}", dir.0.join("data.db").display());
+    let server = Server::start_with(&dir, &database, None, &[("CAPSTAN_ENGINE", "docker")]).await;
+    let (client, env) = environment(&dir, &database, &server).await;
+    let org = hierarchy_org(&client).await;
+    let registry = client
+        .create(
+            &format!("/organization/{org}/containerRegistry"),
+            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
+        )
+        .await;
+    let say = |word: &str| json!({"entrypoint": "sh", "arguments": ["-c", format!("echo lifecycle-{word}")]});
+    let job = client
+        .create(
+            &format!("/environment/{env}/job"),
+            json!({"name": "hooks",
+                   "source": {"image": {"registry_id": registry, "image_name": IMAGE, "tag": TAG}},
+                   "schedule": {"on_start": say("start"), "on_stop": say("stop"),
+                                "on_delete": say("delete")},
+                   "max_nb_restart": 0, "max_duration_seconds": 30}),
+        )
+        .await;
+    post(&client, &format!("/environment/{env}/deploy"), json!({})).await;
+    settled_in(&client, "job", &job, "DEPLOYED").await;
+    let text = deployment_log(&client, &env).await;
+    assert!(text.contains("lifecycle-start"), "{text}");
+    assert!(!text.contains("lifecycle-stop"), "{text}");
+    post(&client, &format!("/environment/{env}/stop"), json!({})).await;
+    settled_in(&client, "job", &job, "STOPPED").await;
+    let text = deployment_log(&client, &env).await;
+    assert!(text.contains("lifecycle-stop"), "{text}");
+    assert!(!text.contains("lifecycle-delete"), "{text}");
+    let (status, _) = client
+        .call(reqwest::Method::DELETE, &format!("/job/{job}"), None)
+        .await;
+    assert!(status == 202 || status == 204, "{status}");
+    let started = std::time::Instant::now();
+    loop {
+        let text = deployment_log(&client, &env).await;
+        if text.contains("lifecycle-delete") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "on_delete never ran: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let started = std::time::Instant::now();
+    while !containers_of(&job).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the job's executions stay"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    docker_cleanup(&org);
+}

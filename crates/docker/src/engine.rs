@@ -15,8 +15,8 @@ use bollard::Docker;
 use domain::engine::{Cancel, Engine, StepLog, StepWork};
 use domain::ids::{OrganizationId, ServiceId};
 use domain::model::{
-    Cluster, ClusterAction, DeploymentAction, JobSpec, OutputLine, RegistryAccess, RunningState,
-    Service, ServiceSpec, StepName,
+    Cluster, ClusterAction, DeploymentAction, JobCommand, JobSpec, OutputLine, RegistryAccess,
+    RunningState, Service, ServiceSpec, StepName,
 };
 use domain::outbound_policy::OutboundPolicy;
 use futures_util::StreamExt;
@@ -555,7 +555,12 @@ impl DockerEngine {
         Ok(())
     }
 
-    async fn run_job(&self, work: &StepWork<'_>, job: &JobSpec) -> Result<(), String> {
+    async fn run_job(
+        &self,
+        work: &StepWork<'_>,
+        job: &JobSpec,
+        run: &JobCommand,
+    ) -> Result<(), String> {
         let log = work.log;
         let limit =
             Duration::from_secs(u64::try_from(job.max_duration_seconds.max(1)).unwrap_or(300));
@@ -574,6 +579,7 @@ impl DockerEngine {
                 work.request,
                 work.service,
                 job,
+                run,
                 work.inputs,
                 &self.publish_address,
                 attempt,
@@ -642,19 +648,37 @@ impl Engine for DockerEngine {
                 self.deploy_service(&work).await
             }
             (ServiceSpec::Job(job), A::Deploy | A::Redeploy, StepName::Executing) => {
-                self.run_job(&work, job).await
+                match plan::job_command(job, action) {
+                    Some(run) => self.run_job(&work, job, &run).await,
+                    None => {
+                        log.info("the job has no on_start command: nothing runs at deployment");
+                        Ok(())
+                    }
+                }
             }
             (ServiceSpec::Job(job), A::Deploy | A::Redeploy, _) => {
-                let plan = plan::job_execution(
-                    work.request,
-                    service,
-                    job,
-                    work.inputs,
-                    &self.publish_address,
-                    0,
-                )?;
-                self.ensure_image(&plan.image, work.inputs.registry.as_ref(), log, work.cancel)
+                let image = plan::job_image(job, work.inputs)?;
+                self.ensure_image(&image, work.inputs.registry.as_ref(), log, work.cancel)
                     .await
+            }
+            // A lifecycle job runs its on_stop, or its on_delete before it goes.
+            (ServiceSpec::Job(job), A::Stop | A::Delete | A::Uninstall, _) => {
+                let ran = match plan::job_command(job, action) {
+                    Some(run) => {
+                        let image = plan::job_image(job, work.inputs)?;
+                        self.ensure_image(&image, work.inputs.registry.as_ref(), log, work.cancel)
+                            .await?;
+                        self.run_job(&work, job, &run).await
+                    }
+                    None => Ok(()),
+                };
+                if action == A::Stop {
+                    self.each_owned(service, log, Act::Stop).await?;
+                } else {
+                    let removed = self.remove_owned(service.id).await?;
+                    log.info(&format!("removed {removed} container(s)"));
+                }
+                ran
             }
             (ServiceSpec::Container(_) | ServiceSpec::Job(_), A::Restart, _) => {
                 self.each_owned(service, log, Act::Restart).await?;

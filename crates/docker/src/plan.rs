@@ -7,8 +7,8 @@ use bollard::models::{ContainerCreateBody, HostConfig, PortBinding, RestartPolic
 use bollard::query_parameters::ListContainersOptions;
 use domain::ids::ServiceId;
 use domain::model::{
-    DeploymentRequest, JobSpec, Probe, RegistryAccess, RegistryKind, Runtime, Service, ServiceSpec,
-    WorkloadInputs,
+    DeploymentAction, DeploymentRequest, JobCommand, JobSpec, Probe, RegistryAccess, RegistryKind,
+    Runtime, Service, ServiceSpec, WorkloadInputs,
 };
 use std::collections::HashMap;
 
@@ -225,15 +225,28 @@ pub fn service_replicas(
     Ok(plans)
 }
 
-/// One execution of a job.
-pub fn job_execution(
-    r: &DeploymentRequest,
-    service: &Service,
-    job: &JobSpec,
-    inputs: &WorkloadInputs,
-    publish_address: &str,
-    attempt: i64,
-) -> Result<ContainerPlan, String> {
+/// What a job runs for an action, if anything: a cron job its command at deployment (its
+/// schedule is not kept yet); a lifecycle job its `on_start` at deployment, `on_stop` when
+/// stopped and `on_delete` when deleted, each only when the job has it.
+pub fn job_command(job: &JobSpec, action: DeploymentAction) -> Option<JobCommand> {
+    use DeploymentAction as A;
+    let schedule = &job.schedule;
+    match action {
+        A::Deploy | A::Redeploy => match (&schedule.cronjob, &schedule.on_start) {
+            (Some(cron), _) => Some(JobCommand {
+                entrypoint: cron.entrypoint.clone(),
+                arguments: cron.arguments.clone(),
+            }),
+            (None, start) => start.clone(),
+        },
+        A::Stop if schedule.cronjob.is_none() => schedule.on_stop.clone(),
+        A::Delete | A::Uninstall if schedule.cronjob.is_none() => schedule.on_delete.clone(),
+        _ => None,
+    }
+}
+
+/// The image a job runs, or why this engine cannot run it.
+pub fn job_image(job: &JobSpec, inputs: &WorkloadInputs) -> Result<String, String> {
     let Some(source) = &job.source.image else {
         return Err(
             "the Docker engine runs jobs from an image; building a job from git comes with \
@@ -241,13 +254,25 @@ pub fn job_execution(
                 .into(),
         );
     };
-    let image = image_reference(inputs.registry.as_ref(), &source.image_name, &source.tag);
-    let schedule = &job.schedule;
-    let (entrypoint, arguments) = match (&schedule.cronjob, &schedule.on_start) {
-        (Some(cron), _) => (cron.entrypoint.as_deref(), cron.arguments.as_slice()),
-        (None, Some(start)) => (start.entrypoint.as_deref(), start.arguments.as_slice()),
-        (None, None) => (None, &[][..]),
-    };
+    Ok(image_reference(
+        inputs.registry.as_ref(),
+        &source.image_name,
+        &source.tag,
+    ))
+}
+
+/// One execution of a job, running `run`.
+pub fn job_execution(
+    r: &DeploymentRequest,
+    service: &Service,
+    job: &JobSpec,
+    run: &JobCommand,
+    inputs: &WorkloadInputs,
+    publish_address: &str,
+    attempt: i64,
+) -> Result<ContainerPlan, String> {
+    let image = job_image(job, inputs)?;
+    let (entrypoint, arguments) = (run.entrypoint.as_deref(), run.arguments.as_slice());
     let (entrypoint, cmd) = command(entrypoint, arguments);
     let (nano_cpus, memory_bytes) = limits(job.cpu, job.memory);
     let mut labels = labels(r, service, "job");
@@ -511,6 +536,36 @@ mod tests {
         let binding = &host.port_bindings.unwrap()["8080/tcp"].clone().unwrap()[0];
         assert_eq!(binding.host_ip.as_deref(), Some("127.0.0.1"));
         assert_eq!(binding.host_port.as_deref(), Some("41000"));
+    }
+
+    fn job(schedule: serde_json::Value) -> JobSpec {
+        let image = json!({"image_name": "x", "tag": "1", "registry_id": uuid::Uuid::new_v4()});
+        let body = json!({"source": {"image": image}, "schedule": schedule});
+        let workload: WorkloadInput = serde_json::from_value(json!({})).unwrap();
+        let input: JobInput = serde_json::from_value(body).unwrap();
+        input.validate(workload).unwrap()
+    }
+
+    #[test]
+    fn a_job_runs_the_command_its_schedule_gives_each_action() {
+        use DeploymentAction as A;
+        let cmd = |c: &str| json!({"entrypoint": "sh", "arguments": ["-c", c]});
+        let lifecycle = job(json!({"on_start": cmd("start"), "on_stop": cmd("stop"),
+                                   "on_delete": cmd("delete")}));
+        let ran = |j: &JobSpec, a| job_command(j, a).map(|c| c.arguments[1].clone());
+        assert_eq!(ran(&lifecycle, A::Deploy).as_deref(), Some("start"));
+        assert_eq!(ran(&lifecycle, A::Redeploy).as_deref(), Some("start"));
+        assert_eq!(ran(&lifecycle, A::Stop).as_deref(), Some("stop"));
+        assert_eq!(ran(&lifecycle, A::Delete).as_deref(), Some("delete"));
+        assert_eq!(ran(&lifecycle, A::Uninstall).as_deref(), Some("delete"));
+        assert_eq!(ran(&lifecycle, A::Restart), None);
+        let only_stop = job(json!({"on_stop": cmd("stop")}));
+        assert_eq!(ran(&only_stop, A::Deploy), None, "nothing to start");
+        assert_eq!(ran(&only_stop, A::Delete), None);
+        let cron = job(json!({"cronjob": {"scheduled_at": "*/5 * * * *",
+            "entrypoint": "sh", "arguments": ["-c", "tick"]}}));
+        assert_eq!(ran(&cron, A::Deploy).as_deref(), Some("tick"));
+        assert_eq!(ran(&cron, A::Stop), None);
     }
 
     #[test]
