@@ -878,3 +878,58 @@ async fn a_lifecycle_job_runs_on_its_environments_events() {
     }
     docker_cleanup(&org);
 }
+
+/// A cron job's deployment keeps its schedule and runs nothing; at its time (on a clock the
+/// test moves through the controls) it runs on Docker, and its output is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cron_job_runs_on_docker_at_its_schedule() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = TempDir::new();
+    let database = format!("sqlite://{}", dir.0.join("data.db").display());
+    let settings = [
+        ("CAPSTAN_ENGINE", "docker"),
+        ("CAPSTAN_CLOCK", "manual"),
+        ("CAPSTAN_CONTROLS", "on"),
+        ("CAPSTAN_CONTROLS_TOKEN", "controls-token-of-the-test"),
+    ];
+    let server = Server::start_with(&dir, &database, None, &settings).await;
+    let (client, env) = environment(&dir, &database, &server).await;
+    let org = hierarchy_org(&client).await;
+    let registry = client
+        .create(
+            &format!("/organization/{org}/containerRegistry"),
+            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
+        )
+        .await;
+    let job = client
+        .create(
+            &format!("/environment/{env}/job"),
+            json!({"name": "tick",
+                   "source": {"image": {"registry_id": registry, "image_name": IMAGE, "tag": TAG}},
+                   "schedule": {"cronjob": {"scheduled_at": "*/5 * * * *", "timezone": "UTC",
+                                            "entrypoint": "sh", "arguments": ["-c", "echo cron-tick"]}},
+                   "max_nb_restart": 0, "max_duration_seconds": 30}),
+        )
+        .await;
+    post(&client, &format!("/job/{job}/deploy"), json!({})).await;
+    settled_in(&client, "job", &job, "DEPLOYED").await;
+    assert!(
+        containers_of(&job).is_empty(),
+        "its deployment runs nothing"
+    );
+    let moved = client
+        .http
+        .post(format!("{}/_capstan/clock", server.base))
+        .header("Authorization", "Token controls-token-of-the-test")
+        .json(&json!({"advance_seconds": 300}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(moved.status(), 200);
+    let printed = output_of(&client, "job", &job, "cron-tick").await;
+    assert!(printed.contains("cron-tick"), "{printed}");
+    settled_in(&client, "job", &job, "DEPLOYED").await;
+    docker_cleanup(&org);
+}

@@ -648,8 +648,13 @@ impl Engine for DockerEngine {
                 self.deploy_service(&work).await
             }
             (ServiceSpec::Job(job), A::Deploy | A::Redeploy, StepName::Executing) => {
-                match plan::job_command(job, action) {
+                let scheduled = work.request.snapshot.scheduled_run;
+                match plan::job_command(job, action, scheduled) {
                     Some(run) => self.run_job(&work, job, &run).await,
+                    None if job.schedule.cronjob.is_some() => {
+                        log.info("the cron job runs at its schedule: its deployment keeps it");
+                        Ok(())
+                    }
                     None => {
                         log.info("the job has no on_start command: nothing runs at deployment");
                         Ok(())
@@ -663,7 +668,7 @@ impl Engine for DockerEngine {
             }
             // A lifecycle job runs its on_stop, or its on_delete before it goes.
             (ServiceSpec::Job(job), A::Stop | A::Delete | A::Uninstall, _) => {
-                let ran = match plan::job_command(job, action) {
+                let ran = match plan::job_command(job, action, false) {
                     Some(run) => {
                         let image = plan::job_image(job, work.inputs)?;
                         self.ensure_image(&image, work.inputs.registry.as_ref(), log, work.cancel)

@@ -225,22 +225,27 @@ pub fn service_replicas(
     Ok(plans)
 }
 
-/// What a job runs for an action, if anything: a cron job its command at deployment (its
-/// schedule is not kept yet); a lifecycle job its `on_start` at deployment, `on_stop` when
-/// stopped and `on_delete` when deleted, each only when the job has it.
-pub fn job_command(job: &JobSpec, action: DeploymentAction) -> Option<JobCommand> {
+/// What a job runs for a request, if anything: a cron job its command at a run its schedule
+/// asked for (its deployment keeps the schedule, and runs nothing); a lifecycle job its
+/// `on_start` at deployment, `on_stop` when stopped and `on_delete` when deleted, each only
+/// when the job has it.
+pub fn job_command(
+    job: &JobSpec,
+    action: DeploymentAction,
+    scheduled_run: bool,
+) -> Option<JobCommand> {
     use DeploymentAction as A;
     let schedule = &job.schedule;
+    if let Some(cron) = &schedule.cronjob {
+        return (matches!(action, A::Deploy | A::Redeploy) && scheduled_run).then(|| JobCommand {
+            entrypoint: cron.entrypoint.clone(),
+            arguments: cron.arguments.clone(),
+        });
+    }
     match action {
-        A::Deploy | A::Redeploy => match (&schedule.cronjob, &schedule.on_start) {
-            (Some(cron), _) => Some(JobCommand {
-                entrypoint: cron.entrypoint.clone(),
-                arguments: cron.arguments.clone(),
-            }),
-            (None, start) => start.clone(),
-        },
-        A::Stop if schedule.cronjob.is_none() => schedule.on_stop.clone(),
-        A::Delete | A::Uninstall if schedule.cronjob.is_none() => schedule.on_delete.clone(),
+        A::Deploy | A::Redeploy => schedule.on_start.clone(),
+        A::Stop => schedule.on_stop.clone(),
+        A::Delete | A::Uninstall => schedule.on_delete.clone(),
         _ => None,
     }
 }
@@ -552,7 +557,7 @@ mod tests {
         let cmd = |c: &str| json!({"entrypoint": "sh", "arguments": ["-c", c]});
         let lifecycle = job(json!({"on_start": cmd("start"), "on_stop": cmd("stop"),
                                    "on_delete": cmd("delete")}));
-        let ran = |j: &JobSpec, a| job_command(j, a).map(|c| c.arguments[1].clone());
+        let ran = |j: &JobSpec, a| job_command(j, a, false).map(|c| c.arguments[1].clone());
         assert_eq!(ran(&lifecycle, A::Deploy).as_deref(), Some("start"));
         assert_eq!(ran(&lifecycle, A::Redeploy).as_deref(), Some("start"));
         assert_eq!(ran(&lifecycle, A::Stop).as_deref(), Some("stop"));
@@ -564,7 +569,13 @@ mod tests {
         assert_eq!(ran(&only_stop, A::Delete), None);
         let cron = job(json!({"cronjob": {"scheduled_at": "*/5 * * * *",
             "entrypoint": "sh", "arguments": ["-c", "tick"]}}));
-        assert_eq!(ran(&cron, A::Deploy).as_deref(), Some("tick"));
+        assert_eq!(
+            ran(&cron, A::Deploy),
+            None,
+            "its deployment keeps the schedule"
+        );
+        let scheduled = job_command(&cron, A::Deploy, true).map(|c| c.arguments[1].clone());
+        assert_eq!(scheduled.as_deref(), Some("tick"), "a run at its schedule");
         assert_eq!(ran(&cron, A::Stop), None);
     }
 

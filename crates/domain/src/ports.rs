@@ -338,6 +338,25 @@ pub trait DeploymentLogs: Send {
     ) -> StoreResult<Vec<DeploymentLogLine>>;
 }
 
+/// When deployed cron jobs run next, as the scheduler takes their times.
+#[async_trait]
+pub trait CronTurns: Send {
+    /// Keeps when the job runs next, in place of what was kept.
+    async fn put_cron_turn(&mut self, turn: &CronTurn) -> StoreResult<()>;
+    /// Forgets the job's next run (it was stopped, or is no longer a cron job).
+    async fn delete_cron_turn(&mut self, service: ServiceId) -> StoreResult<()>;
+    /// The job's next run, if it has one.
+    async fn cron_turn(&mut self, service: ServiceId) -> StoreResult<Option<CronTurn>>;
+    /// The turns due at `now`, earliest first, at most `limit`.
+    async fn due_cron_turns(
+        &mut self,
+        now: time::OffsetDateTime,
+        limit: i64,
+    ) -> StoreResult<Vec<CronTurn>>;
+    /// The earliest turn of all, for the scheduler to sleep until.
+    async fn next_cron_turn(&mut self) -> StoreResult<Option<time::OffsetDateTime>>;
+}
+
 /// What services' workloads print, as engines read it and clients follow it.
 #[async_trait]
 pub trait ServiceOutputs: Send {
@@ -586,6 +605,7 @@ pub trait Tx:
     + EventLog
     + DeploymentLogs
     + ServiceOutputs
+    + CronTurns
     + RunningStates
     + RuleQueries
     + StageQueries

@@ -251,13 +251,14 @@ async fn reconcile(capstan: Capstan, engine: Arc<dyn Engine>, mut stopped: watch
     }
 }
 
-/// Deployment rules act at their hour; several instances may all run this. It sleeps until the
-/// next hour any rule has, or until a rule or the clock changes.
+/// Deployment rules act at their hour and cron jobs run at theirs; several instances may all
+/// run this. It sleeps until the next hour any rule or cron job has, or until one of them or
+/// the clock changes.
 async fn schedule(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Duration) {
     loop {
         let rung = capstan.changes().listen(Change::Rules);
         let moved = capstan.clock_moved();
-        let pause = match capstan.run_due_rules().await {
+        let rules = match capstan.run_due_rules().await {
             Ok(pass) => {
                 if pass.taken > 0 {
                     tracing::info!(count = pass.taken, "deployment rules took their hours");
@@ -273,7 +274,23 @@ async fn schedule(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Du
                 poll * 4
             }
         };
-        if timed_wait_or_stop(&mut stopped, rung, moved, pause).await {
+        let crons = match capstan.run_due_cron_jobs().await {
+            Ok(pass) => {
+                if pass.queued > 0 {
+                    tracing::info!(count = pass.queued, "cron jobs queued at their schedule");
+                }
+                for (job, e) in pass.failed {
+                    tracing::error!(%job, error = %e, cause = ?e, "a cron job's run could not be queued");
+                }
+                pass.next_turn
+                    .map_or(FALLBACK, |at| capstan.until(at).clamp(poll, FALLBACK))
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not run the cron jobs due");
+                poll * 4
+            }
+        };
+        if timed_wait_or_stop(&mut stopped, rung, moved, rules.min(crons)).await {
             return;
         }
     }

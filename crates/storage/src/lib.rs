@@ -3,6 +3,7 @@
 
 mod cipher;
 mod cluster_claims;
+mod cron_turns;
 mod db;
 mod deployment_logs;
 mod events;

@@ -43,6 +43,7 @@ pub const TABLES: &[&str] = &[
     "variables",
     "running_states",
     "service_output",
+    "cron_turns",
 ];
 
 /// What a reset that keeps tokens keeps: who can call, and where they belong.

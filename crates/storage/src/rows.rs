@@ -987,6 +987,7 @@ impl FromRow for DeploymentRequest {
                 chart_version: r.chart_version,
                 // Kept in the snapshot, which histories show.
                 git_commit_author: snapshot.git_commit_author.clone(),
+                scheduled_run: snapshot.scheduled_run,
             },
             status: r.status,
             reason: r.reason,

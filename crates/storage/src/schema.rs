@@ -244,6 +244,14 @@ diesel::table! {
 }
 
 diesel::table! {
+    cron_turns (service_id) {
+        service_id -> Text,
+        environment_id -> Text,
+        next_run_at -> Timestamp,
+    }
+}
+
+diesel::table! {
     running_states (service_id) {
         service_id -> Text,
         environment_id -> Text,

@@ -46,6 +46,7 @@ contract!(
     running_states_are_replaced_per_service_and_go_with_it,
     deployment_logs_are_read_by_environment_in_order_and_go_with_it,
     service_output_is_kept_once_filtered_trimmed_and_goes_with_its_service,
+    cron_turns_are_kept_per_job_due_in_order_and_go_with_it,
     ids_and_enums_are_stored_as_their_text,
     names_are_unique_case_insensitively_per_parent,
     lists_are_paged_in_creation_order,
@@ -3517,5 +3518,56 @@ async fn service_output_is_kept_once_filtered_trimmed_and_goes_with_its_service(
             .await
             .unwrap(),
         vec![elsewhere]
+    );
+}
+
+async fn cron_turns_are_kept_per_job_due_in_order_and_go_with_it(db: Db) {
+    let envs = environments(&db, 2).await;
+    let (env, a) = &envs[0];
+    let (other_env, b) = &envs[1];
+    let at = |minute: i64| {
+        time::OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(1_800_000_000 + minute * 60)
+    };
+    let turn = |env: &Environment, s: &Service, minute| CronTurn {
+        service_id: s.id,
+        environment_id: env.id,
+        next_run_at: at(minute),
+    };
+    let mut tx = db.write().await.unwrap();
+    assert_eq!(tx.next_cron_turn().await.unwrap(), None);
+    tx.put_cron_turn(&turn(env, a, 10)).await.unwrap();
+    tx.put_cron_turn(&turn(env, a, 5)).await.unwrap();
+    tx.put_cron_turn(&turn(other_env, b, 7)).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut unit = db.read().await.unwrap();
+    assert_eq!(
+        unit.cron_turn(a.id).await.unwrap(),
+        Some(turn(env, a, 5)),
+        "replaced"
+    );
+    assert_eq!(unit.next_cron_turn().await.unwrap(), Some(at(5)));
+    assert!(unit.due_cron_turns(at(4), 10).await.unwrap().is_empty());
+    assert_eq!(
+        unit.due_cron_turns(at(7), 10).await.unwrap(),
+        vec![turn(env, a, 5), turn(other_env, b, 7)],
+        "earliest first, at the minute included"
+    );
+    assert_eq!(unit.due_cron_turns(at(7), 1).await.unwrap().len(), 1);
+    drop(unit);
+    let mut tx = db.write().await.unwrap();
+    tx.delete_cron_turn(a.id).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut unit = db.read().await.unwrap();
+    assert_eq!(unit.cron_turn(a.id).await.unwrap(), None);
+    assert_eq!(unit.next_cron_turn().await.unwrap(), Some(at(7)));
+    drop(unit);
+    Repo::<Service>::delete(&mut db.session().await.unwrap(), b.id)
+        .await
+        .unwrap();
+    let mut unit = db.read().await.unwrap();
+    assert_eq!(
+        unit.next_cron_turn().await.unwrap(),
+        None,
+        "gone with its job"
     );
 }

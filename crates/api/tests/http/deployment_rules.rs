@@ -42,7 +42,10 @@ macro_rules! with_clock {
     };
 }
 
-with_clock!(a_rule_stops_and_starts_an_environment_at_its_hours);
+with_clock!(
+    a_rule_stops_and_starts_an_environment_at_its_hours,
+    a_cron_job_runs_at_its_schedule_once_until_stopped,
+);
 
 /// Monday 2026-11-23, 18:00 UTC: an hour before the rules' stop.
 fn clock() -> Arc<ManualClock> {
@@ -485,4 +488,113 @@ async fn history_actions<S: App>(t: &T<S>, env: &str) -> Vec<(String, String)> {
             )
         })
         .collect()
+}
+
+/// The job's requests, newest first: "ACTION by ORIGIN".
+async fn job_history<S: App>(t: &T<S>, job: &str) -> Vec<String> {
+    let history = t
+        .get(&format!("/job/{job}/deploymentHistoryV2"))
+        .await
+        .expect(200)
+        .body;
+    history["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            format!(
+                "{} by {}",
+                h["status_details"]["action"].as_str().unwrap_or_default(),
+                h["auditing_data"]["origin"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+async fn a_cron_job_runs_at_its_schedule_once_until_stopped<S: App>(
+    t: T<S>,
+    clock: Arc<ManualClock>,
+) {
+    let (_, _, env) = t.hierarchy().await;
+    let registry = t.registry().await;
+    let body = |expression: &str, zone: &str| {
+        json!({"name": "tick",
+               "source": {"image": {"registry_id": registry, "image_name": "busybox", "tag": "1"}},
+               "schedule": {"cronjob": {"scheduled_at": expression, "timezone": zone,
+                                        "entrypoint": "sh", "arguments": ["-c", "date"]}}})
+    };
+    // What cannot be scheduled is refused at the member at fault.
+    let bad = t
+        .post(
+            &format!("/environment/{env}/job"),
+            body("61 * * * *", "UTC"),
+        )
+        .await
+        .expect(400);
+    assert!(
+        bad.text.contains("schedule.cronjob.scheduled_at"),
+        "{}",
+        bad.text
+    );
+    let bad = t
+        .post(
+            &format!("/environment/{env}/job"),
+            body("*/5 * * * *", "Mars/Olympus"),
+        )
+        .await
+        .expect(400);
+    assert!(
+        bad.text.contains("schedule.cronjob.timezone"),
+        "{}",
+        bad.text
+    );
+    let job = t
+        .post(
+            &format!("/environment/{env}/job"),
+            body("*/5 * * * *", "UTC"),
+        )
+        .await
+        .expect(201)
+        .id();
+    let status = format!("/job/{job}/status");
+    // Monday 18:00: deployed, it keeps its schedule and runs at 18:05.
+    t.post(&format!("/job/{job}/deploy"), json!({}))
+        .await
+        .expect(202);
+    assert_eq!(t.settle(&status).await["state"], "DEPLOYED");
+    assert_eq!(t.capstan.run_due_cron_jobs().await.unwrap().queued, 0);
+    clock.set(datetime!(2026-11-23 18:05:01 UTC));
+    // Once, whoever of several schedulers takes the turn.
+    let (a, b) = futures_util::join!(t.capstan.run_due_cron_jobs(), t.capstan.run_due_cron_jobs());
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert!(a.failed.is_empty() && b.failed.is_empty());
+    assert!(a.queued + b.queued <= 1, "one run");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while job_history(&t, &job).await.len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the run never came");
+        actix_rt::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(t.settle(&status).await["state"], "DEPLOYED");
+    assert_eq!(
+        job_history(&t, &job).await,
+        ["DEPLOY by QOVERY_INTERNAL", "DEPLOY by API"],
+        "the run came from the scheduler"
+    );
+    assert_eq!(
+        t.capstan.run_due_cron_jobs().await.unwrap().next_turn,
+        Some(datetime!(2026-11-23 18:10 UTC)),
+        "the next time"
+    );
+    // Stopped, it runs no more.
+    t.post(&format!("/job/{job}/stop"), json!({}))
+        .await
+        .expect(202);
+    assert_eq!(t.settle(&status).await["state"], "STOPPED");
+    clock.set(datetime!(2026-11-23 18:10:01 UTC));
+    let pass = t.capstan.run_due_cron_jobs().await.unwrap();
+    assert_eq!((pass.queued, pass.next_turn), (0, None));
+    assert_eq!(
+        job_history(&t, &job).await,
+        ["STOP by API", "DEPLOY by QOVERY_INTERNAL", "DEPLOY by API"]
+    );
 }

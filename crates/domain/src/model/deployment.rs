@@ -91,6 +91,9 @@ pub struct DeployTarget {
     pub chart_version: Option<String>,
     /// Who wrote the commit, when a push delivery said; kept in the request's snapshot.
     pub git_commit_author: Option<String>,
+    /// A cron job's run at its schedule (its deployment only keeps the schedule); kept in the
+    /// request's snapshot.
+    pub scheduled_run: bool,
 }
 
 /// What a deployment deploys, as its history shows it: the service as configured when the
@@ -122,6 +125,9 @@ pub struct DeploymentSnapshot {
     /// A job's type (CRON or LIFECYCLE).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_type: Option<String>,
+    /// A cron job's run at its schedule, asked for by the scheduler.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scheduled_run: bool,
     /// Part of its environment's deletion: the environment goes with the last of them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deletes_environment: bool,

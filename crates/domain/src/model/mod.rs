@@ -5,6 +5,7 @@ mod enums;
 mod advanced_settings;
 mod cluster;
 mod credentials;
+mod cron;
 mod custom_domain;
 mod deployment;
 mod deployment_log;
@@ -43,6 +44,7 @@ pub use credentials::{
     AltCloudCredentialsInput, CloudACredentialsInput, CloudCCredentialsInput, CloudCredentials,
     CredentialsDetails, CredentialsDraft,
 };
+pub use cron::{CronSchedule, CronTurn};
 pub use custom_domain::{host_name, renamed, CustomDomain, CustomDomainInput, DnsCheck, DnsState};
 pub use deployment::{
     plan, queue_up, DeployTarget, DeploymentRequest, DeploymentSnapshot, Origin, Phase,

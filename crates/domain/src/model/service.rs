@@ -124,6 +124,7 @@ impl Service {
             kind: Some(self.kind()),
             git_commit_id: target.git_commit_id.clone(),
             git_commit_author: target.git_commit_author.clone(),
+            scheduled_run: target.scheduled_run,
             ..Default::default()
         };
         let mut image = |name: &str, tag: &str, runtime: Option<&Runtime>| {

@@ -552,14 +552,12 @@ pub struct JobSpec {
 
 /// Five or six space-separated fields, or an @-shortcut such as "@daily".
 fn cron_expression(field: &str, value: &str) -> Result<String, DomainError> {
-    let fields = value.split_whitespace().count();
-    if value.trim().starts_with('@') || (5..=6).contains(&fields) {
-        Ok(value.trim().to_string())
-    } else {
-        Err(DomainError::invalid(
+    match super::CronSchedule::parse(value) {
+        Ok(_) => Ok(value.trim().to_string()),
+        Err(why) => Err(DomainError::invalid(
             field,
-            "must be a cron expression like \"*/5 * * * *\"",
-        ))
+            format!("must be a cron expression like \"*/5 * * * *\": {why}"),
+        )),
     }
 }
 
@@ -569,6 +567,12 @@ impl JobInput {
         if let Some(cron) = schedule.cronjob.as_mut() {
             cron.scheduled_at =
                 cron_expression("schedule.cronjob.scheduled_at", &cron.scheduled_at)?;
+            if jiff::tz::TimeZone::get(&cron.timezone).is_err() {
+                return Err(DomainError::invalid(
+                    "schedule.cronjob.timezone",
+                    format!("'{}' is not a known time zone", cron.timezone),
+                ));
+            }
         }
         let job_type = if schedule.cronjob.is_some() {
             JobType::Cron

@@ -16,7 +16,7 @@ use crate::model::{
 use crate::ports::{Repo, Scope, Unit};
 
 /// How many environments one pass of the scheduler takes on; the rest wait for the next pass.
-const SCHEDULER_BATCH: i64 = 100;
+pub(super) const SCHEDULER_BATCH: i64 = 100;
 
 /// What one pass of the scheduler did: how many due hours it took, and the environments it
 /// could not act on, with why.

@@ -46,6 +46,7 @@ impl DeployInput {
             image_tag: text("image_tag", self.image_tag)?,
             chart_version: text("chart_version", self.chart_version)?,
             git_commit_author: self.git_commit_author,
+            scheduled_run: false,
         })
     }
 

@@ -6,6 +6,7 @@ mod catalog;
 mod clusters;
 mod controls;
 mod credentials;
+mod cron_runs;
 mod custom_domains;
 mod database_links;
 mod deployment_logs;
@@ -42,6 +43,7 @@ mod webhooks;
 mod worker;
 
 pub use catalog::AssociatedService;
+pub use cron_runs::CronPass;
 pub use custom_domains::DOMAIN_KINDS;
 pub use deployment_logs::{hint, EnvironmentLog, NamedLogLine, LOG_LINES};
 pub use deployment_rules::RulePass;

@@ -522,6 +522,7 @@ impl Worker {
                         Repo::<Service>::update(tx, &service).await?;
                     }
                 }
+                self.capstan.keep_cron_turn(tx, &r, now).await?;
                 if r.action == DeploymentAction::Delete {
                     // Already gone: another worker's end of the same deletion.
                     match self.capstan.delete_service_row(tx, r.service_id).await {

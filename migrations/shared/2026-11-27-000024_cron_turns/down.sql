@@ -1,0 +1,1 @@
+DROP TABLE cron_turns;
