@@ -75,7 +75,12 @@ impl FromRequest for LiveAuth {
             Some(Ok(authorization_of(token.trim())))
         });
         let auth = authenticate_with(req, header);
-        Box::pin(async move { Ok(LiveAuth(auth.await?)) })
+        let query = query_without_nul(req.query_string());
+        Box::pin(async move {
+            let p = auth.await?;
+            query?;
+            Ok(LiveAuth(p))
+        })
     }
 }
 

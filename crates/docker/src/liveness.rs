@@ -25,11 +25,12 @@ fn seconds(n: i64) -> Duration {
     Duration::from_secs(u64::try_from(n.max(0)).unwrap_or(0))
 }
 
-fn watched(name: &str, labels: &HashMap<String, String>, first: Duration) -> Option<Watched> {
+/// A replica that just started, first probed after its initial delay.
+fn watched(name: &str, labels: &HashMap<String, String>) -> Option<Watched> {
     let probe: Probe = serde_json::from_str(labels.get(LABEL_LIVENESS)?).ok()?;
     Some(Watched {
         name: name.trim_start_matches('/').to_string(),
-        due: Instant::now() + first.max(seconds(probe.initial_delay_seconds)),
+        due: Instant::now() + seconds(probe.initial_delay_seconds),
         probe,
         failures: 0,
     })
@@ -70,7 +71,7 @@ pub async fn watch(
             continue;
         };
         // Found running: its initial delay has passed, or will before its first period.
-        if let Some(w) = watched(&name, &labels, Duration::ZERO) {
+        if let Some(w) = watched(&name, &labels) {
             let period = seconds(w.probe.period_seconds);
             replicas.insert(
                 id,
@@ -98,11 +99,12 @@ pub async fn watch(
                     Some("start") => {
                         let attributes = actor.attributes.unwrap_or_default();
                         let name = attributes.get("name").cloned().unwrap_or_default();
-                        if let Some(w) = watched(&name, &attributes, Duration::ZERO) {
+                        if let Some(w) = watched(&name, &attributes) {
                             replicas.insert(id, w);
                         }
                     }
-                    Some("die" | "stop" | "destroy" | "kill") => {
+                    // A signal alone (`kill`) may leave it running: only an exit counts.
+                    Some("die" | "destroy") => {
                         replicas.remove(&id);
                     }
                     _ => {}

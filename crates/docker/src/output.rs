@@ -9,8 +9,7 @@ use bollard::Docker;
 use domain::ids::{DeploymentRequestId, EnvironmentId, ServiceId};
 use domain::model::{OutputLine, OutputStream, OUTPUT_KEPT_LINES};
 use futures_util::StreamExt;
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use tokio::sync::mpsc;
@@ -78,28 +77,26 @@ pub fn line_of(
     })
 }
 
-/// Follows one container's output until it stops; a container followed already is left to
-/// the reader it has.
+/// Follows one container's output until it stops: from `since` (Unix seconds; a restarted
+/// container's new run), or its newest kept lines (one found running).
 async fn follow_one(
     docker: Docker,
     id: String,
     writer: Writer,
+    since: Option<i64>,
     lines: mpsc::Sender<OutputLine>,
-    followed: Arc<Mutex<HashSet<String>>>,
 ) {
-    if !followed
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(id.clone())
-    {
-        return;
-    }
     let options = LogsOptions {
         follow: true,
         stdout: true,
         stderr: true,
         timestamps: true,
-        tail: OUTPUT_KEPT_LINES.to_string(),
+        since: since.and_then(|s| i32::try_from(s).ok()).unwrap_or(0),
+        tail: if since.is_some() {
+            "all".to_string()
+        } else {
+            OUTPUT_KEPT_LINES.to_string()
+        },
         ..Default::default()
     };
     let mut logs = docker.logs(&id, Some(options));
@@ -116,19 +113,15 @@ async fn follow_one(
         for raw in text.lines().filter(|l| !l.is_empty()) {
             if let Some(line) = line_of(&writer, stream, raw, &mut last) {
                 if lines.send(line).await.is_err() {
-                    break;
+                    return;
                 }
             }
         }
     }
-    followed
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&id);
 }
 
 /// Sends the lines every Capstan container prints, until the daemon's event stream ends or
-/// nobody listens.
+/// nobody listens; its followers end with it.
 pub async fn watch(docker: Docker, lines: mpsc::Sender<OutputLine>) {
     // Subscribed before the first look, so a container started in between is not missed.
     let options = EventsOptions {
@@ -140,7 +133,9 @@ pub async fn watch(docker: Docker, lines: mpsc::Sender<OutputLine>) {
         ..Default::default()
     };
     let mut events = docker.events(Some(options));
-    let followed = Arc::new(Mutex::new(HashSet::new()));
+    // Dropped when this returns, which aborts every follower: the lines' stream then ends and
+    // its reader asks again.
+    let mut followers = tokio::task::JoinSet::new();
     let running = match docker
         .list_containers(Some(labelled(vec![LABEL_SERVICE.to_string()])))
         .await
@@ -166,11 +161,16 @@ pub async fn watch(docker: Docker, lines: mpsc::Sender<OutputLine>) {
         else {
             continue;
         };
-        let (docker, lines, followed) = (docker.clone(), lines.clone(), followed.clone());
-        tokio::spawn(follow_one(docker, id, writer, lines, followed));
+        followers.spawn(follow_one(docker.clone(), id, writer, None, lines.clone()));
     }
-    while let Some(event) = events.next().await {
-        let Ok(event) = event else { return };
+    loop {
+        let event = tokio::select! {
+            event = events.next() => event,
+            () = lines.closed() => return,
+        };
+        let Some(Ok(event)) = event else { return };
+        // Finished followers are let go as new ones come.
+        while followers.try_join_next().is_some() {}
         let Some(actor) = event.actor else { continue };
         let attributes = actor.attributes.unwrap_or_default();
         let name = attributes.get("name").cloned().unwrap_or_default();
@@ -178,11 +178,16 @@ pub async fn watch(docker: Docker, lines: mpsc::Sender<OutputLine>) {
         let (Some(id), Some(writer)) = (actor.id, Writer::of(&attributes, &name, &image)) else {
             continue;
         };
-        if lines.is_closed() {
-            return;
-        }
-        let (docker, lines, followed) = (docker.clone(), lines.clone(), followed.clone());
-        tokio::spawn(follow_one(docker, id, writer, lines, followed));
+        // Each start is a run of its own (a restart's too): followed from its second on; a
+        // line of the run before read again is kept once.
+        let since = event.time.unwrap_or(0);
+        followers.spawn(follow_one(
+            docker.clone(),
+            id,
+            writer,
+            Some(since),
+            lines.clone(),
+        ));
     }
 }
 

@@ -25,12 +25,14 @@ pub enum Change {
     Rules,
     /// An engine reported what runs of a service: live status readers have news.
     Running,
-    /// Log lines were kept (a deployment's or a service's output): live log readers have news.
+    /// Deployment log lines were kept: live deployment log readers have news.
     Logs,
+    /// Lines of services' output were kept: live output readers have news.
+    Output,
 }
 
 impl Change {
-    pub const ALL: [Change; 7] = [
+    pub const ALL: [Change; 8] = [
         Change::Queue,
         Change::Events,
         Change::Sequenced,
@@ -38,6 +40,7 @@ impl Change {
         Change::Rules,
         Change::Running,
         Change::Logs,
+        Change::Output,
     ];
 
     fn bit(self) -> u8 {
@@ -51,7 +54,7 @@ impl Change {
     pub fn crosses_instances(self) -> bool {
         matches!(
             self,
-            Change::Queue | Change::Sequenced | Change::Running | Change::Logs
+            Change::Queue | Change::Sequenced | Change::Running | Change::Logs | Change::Output
         )
     }
 
@@ -65,6 +68,7 @@ impl Change {
             Change::Rules => "rules",
             Change::Running => "running",
             Change::Logs => "logs",
+            Change::Output => "output",
         }
     }
 
@@ -78,7 +82,7 @@ impl Change {
 pub struct ChangeSet(u8);
 
 impl ChangeSet {
-    pub const ALL: ChangeSet = ChangeSet(0b111_1111);
+    pub const ALL: ChangeSet = ChangeSet(0b1111_1111);
 
     pub fn insert(&mut self, change: Change) {
         self.0 |= change.bit();

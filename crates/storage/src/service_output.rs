@@ -79,13 +79,22 @@ impl ServiceOutputs for Session {
             .map_err(store_error)?;
         }
         if !lines.is_empty() {
-            self.changed(Change::Logs);
+            self.changed(Change::Output);
         }
         Ok(())
     }
 
     async fn trim_output(&mut self, service: ServiceId, keep: i64) -> StoreResult<()> {
         let (conn, _) = self.parts()?;
+        if keep < 1 {
+            db_run!(*conn, |c| diesel::delete(
+                out::table.filter(out::service_id.eq(service))
+            )
+            .execute(c)
+            .await)
+            .map_err(store_error)?;
+            return Ok(());
+        }
         // The oldest position kept; with fewer lines than that, nothing goes.
         let oldest: Vec<i64> = db_run!(*conn, |c| out::table
             .filter(out::service_id.eq(service))

@@ -7,7 +7,7 @@ use crate::stage_views::StatusesWithStages;
 use domain::auth::Principal;
 use domain::changes::Change;
 use domain::ids::*;
-use domain::model::{OutputQuery, OUTPUT_LISTED_LINES};
+use domain::model::{OutputQuery, OUTPUT_KEPT_LINES, OUTPUT_LISTED_LINES};
 use domain::services::{Capstan, EnvironmentLog, LiveScope};
 use std::collections::{HashMap, HashSet};
 use time::format_description::well_known::Rfc3339;
@@ -24,6 +24,21 @@ pub(super) trait Feed {
 
 fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_default()
+}
+
+/// A whole state to send, unless it is what was sent last.
+fn unless_sent(sent: &mut Option<String>, message: String) -> Vec<String> {
+    if sent.as_ref() == Some(&message) {
+        return Vec::new();
+    }
+    *sent = Some(message.clone());
+    vec![message]
+}
+
+/// A query parameter's value, unless it is absent, empty or `null` (the published client's
+/// "or null").
+pub(super) fn given(value: Option<String>) -> Option<String> {
+    value.filter(|v| !v.is_empty() && v != "null")
 }
 
 /// `/service/status`: the whole state each time it differs from what was sent.
@@ -53,12 +68,7 @@ impl Feed for Status {
         let live = capstan
             .live_statuses(&self.principal, self.organization, self.scope)
             .await?;
-        let message = json(&ServiceStatus::of(&live));
-        if self.sent.as_ref() == Some(&message) {
-            return Ok(Vec::new());
-        }
-        self.sent = Some(message.clone());
-        Ok(vec![message])
+        Ok(unless_sent(&mut self.sent, json(&ServiceStatus::of(&live))))
     }
 }
 
@@ -86,12 +96,10 @@ impl Feed for DeploymentStatus {
         let staged = capstan
             .environment_statuses_with_stages(&self.principal, self.environment)
             .await?;
-        let message = json(&StatusesWithStages::of(staged));
-        if self.sent.as_ref() == Some(&message) {
-            return Ok(Vec::new());
-        }
-        self.sent = Some(message.clone());
-        Ok(vec![message])
+        Ok(unless_sent(
+            &mut self.sent,
+            json(&StatusesWithStages::of(staged)),
+        ))
     }
 }
 
@@ -154,7 +162,8 @@ pub(super) struct LogFilter {
 }
 
 /// How far back a new line may be placed and still be sent: lines of several replicas reach
-/// the store in batches, not strictly in time order.
+/// the store in batches, not strictly in time order (a line kept later than this after the
+/// newest one sent is not sent; `GET /{kind}/{id}/log` has it).
 const LATE_NANOS: i64 = 30 * 1_000_000_000;
 
 /// `/service/logs`: each line the service's replicas print, once.
@@ -163,6 +172,7 @@ pub(super) struct ServiceLogs {
     service: ServiceId,
     query: OutputQuery,
     containing: Option<String>,
+    /// How many lines the first read sends (later reads send every new one).
     limit: i64,
     /// The lines sent within the last [`LATE_NANOS`] of the newest one.
     seen: HashSet<(String, i64)>,
@@ -171,7 +181,7 @@ pub(super) struct ServiceLogs {
 
 impl ServiceLogs {
     pub fn new(principal: Principal, service: ServiceId, f: &LogFilter) -> Result<Self, ApiError> {
-        let limit = match f.limit.as_deref().filter(|l| !l.is_empty() && *l != "null") {
+        let limit = match given(f.limit.clone()).as_deref() {
             None => OUTPUT_LISTED_LINES,
             Some(raw) => raw
                 .parse::<i64>()
@@ -183,7 +193,7 @@ impl ServiceLogs {
                     ))
                 })?,
         };
-        let since = match f.start.as_deref().filter(|s| !s.is_empty() && *s != "null") {
+        let since = match given(f.start.clone()).as_deref() {
             None => None,
             Some(raw) => Some(start_of(raw).ok_or_else(|| {
                 ApiError::bad_request(format!(
@@ -196,11 +206,11 @@ impl ServiceLogs {
             service,
             query: OutputQuery {
                 after: None,
-                replica: f.pod_name.clone().filter(|p| !p.is_empty() && p != "null"),
+                replica: given(f.pod_name.clone()),
                 request: f.deployment_id.map(DeploymentRequestId),
                 since,
             },
-            containing: f.query.clone().filter(|q| !q.is_empty() && q != "null"),
+            containing: given(f.query.clone()),
             limit,
             seen: HashSet::new(),
             newest: None,
@@ -216,7 +226,7 @@ fn start_of(raw: &str) -> Option<OffsetDateTime> {
 }
 
 impl Feed for ServiceLogs {
-    const CHANGES: &'static [Change] = &[Change::Logs];
+    const CHANGES: &'static [Change] = &[Change::Output];
 
     async fn next(&mut self, capstan: &Capstan) -> Result<Vec<String>, ApiError> {
         let query = OutputQuery {
@@ -229,7 +239,11 @@ impl Feed for ServiceLogs {
                 self.service,
                 &query,
                 self.containing.as_deref(),
-                self.limit,
+                if self.newest.is_none() {
+                    self.limit
+                } else {
+                    OUTPUT_KEPT_LINES
+                },
             )
             .await?;
         let mut out = Vec::new();

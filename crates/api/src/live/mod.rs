@@ -36,8 +36,7 @@ fn required(req: &HttpRequest, name: &str) -> ApiResult<Uuid> {
 
 /// A query parameter the live API may have, as a UUID ("or null": empty and `null` are none).
 fn optional(req: &HttpRequest, name: &str) -> ApiResult<Option<Uuid>> {
-    query_value(req, name)?
-        .filter(|v| !v.is_empty() && v != "null")
+    feeds::given(query_value(req, name)?)
         .map(|v| {
             domain::ids::parse_uuid(&v)
                 .map_err(|_| ApiError::bad_request(format!("{name}: '{v}' is not a valid UUID")))
@@ -124,7 +123,8 @@ async fn open<F: Feed + 'static>(
     mut feed: F,
 ) -> ApiResult<HttpResponse> {
     let capstan = st.capstan.clone();
-    // Made before the first read, so a change between it and the socket's loop is not missed.
+    // Read before the upgrade so that a refusal answers as REST does; the socket's loop reads
+    // again once it listens (the feed sends nothing twice), so nothing between is missed.
     let first = feed.next(&capstan).await?;
     let (response, session, stream) = actix_ws::handle(req, body)
         .map_err(|e| ApiError::bad_request(format!("not a WebSocket request: {e}")))?;
@@ -143,17 +143,22 @@ async fn serve<F: Feed>(
 ) {
     let mut pending = first;
     loop {
-        for message in pending.drain(..) {
-            if session.text(message).await.is_err() {
-                return;
-            }
-        }
+        // Listening before the read: a change committed after it wakes the socket.
         let changes = capstan.changes();
         let rungs: Vec<_> = F::CHANGES
             .iter()
             .map(|c| Box::pin(changes.listen(*c)))
             .collect();
         let mut rung = futures_util::future::select_all(rungs);
+        match feed.next(&capstan).await {
+            Ok(messages) => pending.extend(messages),
+            Err(e) => return close_for(session, &e).await,
+        }
+        for message in pending.drain(..) {
+            if session.text(message).await.is_err() {
+                return;
+            }
+        }
         // Waits for a change, answering pings and keeping the socket alive meanwhile.
         loop {
             let stop = async {
@@ -188,18 +193,21 @@ async fn serve<F: Feed>(
                 }
             }
         }
-        match feed.next(&capstan).await {
-            Ok(messages) => pending = messages,
-            // The caller lost its access, or what it watched is gone: the socket ends saying
-            // why (the message names no secret: it is the REST error's).
-            Err(e) => {
-                let reason = CloseReason {
-                    code: CloseCode::Policy,
-                    description: Some(e.message.chars().take(120).collect()),
-                };
-                let _ = session.close(Some(reason)).await;
-                return;
-            }
-        }
     }
+}
+
+/// Ends a socket whose read failed, saying why: the caller lost its access or what it watched
+/// is gone (1008), or the store failed (1011). The reason is the REST error's message, which
+/// names no secret.
+async fn close_for(session: actix_ws::Session, e: &ApiError) {
+    let code = if e.status.is_server_error() {
+        CloseCode::Error
+    } else {
+        CloseCode::Policy
+    };
+    let reason = CloseReason {
+        code,
+        description: Some(e.message.chars().take(120).collect()),
+    };
+    let _ = session.close(Some(reason)).await;
 }

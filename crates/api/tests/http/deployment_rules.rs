@@ -536,6 +536,14 @@ async fn a_cron_job_runs_at_its_schedule_once_until_stopped<S: App>(
         "{}",
         bad.text
     );
+    let never = t
+        .post(
+            &format!("/environment/{env}/job"),
+            body("0 0 31 2 *", "UTC"),
+        )
+        .await
+        .expect(400);
+    assert!(never.text.contains("no date"), "{}", never.text);
     let bad = t
         .post(
             &format!("/environment/{env}/job"),

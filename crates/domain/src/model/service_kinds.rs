@@ -552,13 +552,19 @@ pub struct JobSpec {
 
 /// Five or six space-separated fields, or an @-shortcut such as "@daily".
 fn cron_expression(field: &str, value: &str) -> Result<String, DomainError> {
-    match super::CronSchedule::parse(value) {
-        Ok(_) => Ok(value.trim().to_string()),
-        Err(why) => Err(DomainError::invalid(
+    let schedule = super::CronSchedule::parse(value).map_err(|why| {
+        DomainError::invalid(
             field,
             format!("must be a cron expression like \"*/5 * * * *\": {why}"),
-        )),
+        )
+    })?;
+    // Eight years from a leap year's start hold every date a calendar has: an expression
+    // naming none of them (31 February) would never run.
+    let leap = time::macros::datetime!(2024-01-01 0:00 UTC);
+    if schedule.next_after(leap, "Etc/UTC").is_none() {
+        return Err(DomainError::invalid(field, "names no date that exists"));
     }
+    Ok(value.trim().to_string())
 }
 
 impl JobInput {

@@ -40,17 +40,22 @@ pub struct OutputLine {
 }
 
 impl OutputLine {
-    /// `text` without its line ending, cut at [`OUTPUT_LINE_BYTES`] on a character boundary.
+    /// `text` without its line ending.
     pub fn message_of(text: &str) -> String {
-        let text = text.trim_end_matches(['\n', '\r']);
-        if text.len() <= OUTPUT_LINE_BYTES {
-            return text.to_string();
+        text.trim_end_matches(['\n', '\r']).to_string()
+    }
+
+    /// `message` cut at [`OUTPUT_LINE_BYTES`] on a character boundary: after masking, so that a
+    /// secret value across the cut is masked whole first.
+    pub fn cut(mut message: String) -> String {
+        if message.len() > OUTPUT_LINE_BYTES {
+            let mut end = OUTPUT_LINE_BYTES;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
         }
-        let mut end = OUTPUT_LINE_BYTES;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text[..end].to_string()
+        message
     }
 }
 
@@ -75,7 +80,7 @@ mod tests {
     fn a_message_loses_its_line_ending_and_is_cut_on_a_character() {
         assert_eq!(OutputLine::message_of("ready\r\n"), "ready");
         let long = "é".repeat(OUTPUT_LINE_BYTES);
-        let cut = OutputLine::message_of(&long);
+        let cut = OutputLine::cut(long);
         assert!(cut.len() <= OUTPUT_LINE_BYTES && cut.len() > OUTPUT_LINE_BYTES - 2);
         assert!(cut.chars().all(|c| c == 'é'));
     }

@@ -145,15 +145,17 @@ impl Capstan {
         match queued {
             Ok(queued) => Ok(queued),
             Err(e) if !refused => Err(e),
+            // The store failed: the turn stays due, for the next pass.
             Err(e @ DomainError::Unavailable(_)) => Err(e),
-            Err(DomainError::Conflict(_) | DomainError::Invalid { .. }) => {
+            // Refused (the job is busy, or cannot run): this run is skipped, its turn taken,
+            // so it is not asked again and again.
+            Err(_) => {
                 self.in_unit(&[Scope::EnvironmentOf(service)], async |tx| {
                     self.take_cron_turn(tx, service, now).await.map(|_| ())
                 })
                 .await?;
                 Ok(false)
             }
-            Err(e) => Err(e),
         }
     }
 }

@@ -38,7 +38,8 @@ impl Capstan {
     }
 
     /// Keeps what an engine read of its workloads' output, masked with each service's secret
-    /// values, each service's newest [`OUTPUT_KEPT_LINES`] only. Lines of services deleted
+    /// values and cut at [`OUTPUT_LINE_BYTES`], each service's newest [`OUTPUT_KEPT_LINES`]
+    /// only. Lines of services deleted
     /// meanwhile are dropped.
     pub async fn record_output(&self, lines: &[OutputLine]) -> DomainResult<()> {
         let mut by_service: BTreeMap<ServiceId, Vec<&OutputLine>> = BTreeMap::new();
@@ -55,7 +56,7 @@ impl Capstan {
                 let masked: Vec<OutputLine> = lines
                     .iter()
                     .map(|l| OutputLine {
-                        message: masker.mask(&l.message),
+                        message: OutputLine::cut(masker.mask(&l.message)),
                         ..(*l).clone()
                     })
                     .collect();

@@ -170,17 +170,7 @@ impl Capstan {
         kind: ServiceKind,
         id: ServiceId,
     ) -> DomainResult<ServiceStatus> {
-        let mut unit = self.reading().await?;
-        // One read, no snapshot: the checks of `load_service`, in its order.
-        let (service, env, requests) = unit
-            .service_with_activity(id)
-            .await?
-            .ok_or(DomainError::NotFound(<Service as Record>::KIND))?;
-        p.authorize(service.organization_id, Action::Read)?;
-        if service.kind() != kind {
-            return Err(DomainError::NotFound(kind.noun()));
-        }
-        Ok(service_status(&service, &requests, &env, self.now()))
+        Ok(self.service_with_status(p, kind, id).await?.1)
     }
 
     /// `GET /{kind}/{id}/ingressDeploymentStatus`: until a router exists, a service's ingress
@@ -192,6 +182,18 @@ impl Capstan {
         kind: ServiceKind,
         id: ServiceId,
     ) -> DomainResult<(EnvironmentId, ServiceState)> {
+        let (service, status) = self.service_with_status(p, kind, id).await?;
+        Ok((service.environment_id, status.state))
+    }
+
+    /// A service with its status, from one read, no snapshot: the checks of `load_service`,
+    /// in its order.
+    async fn service_with_status(
+        &self,
+        p: &Principal,
+        kind: ServiceKind,
+        id: ServiceId,
+    ) -> DomainResult<(Service, ServiceStatus)> {
         let mut unit = self.reading().await?;
         let (service, env, requests) = unit
             .service_with_activity(id)
@@ -202,7 +204,7 @@ impl Capstan {
             return Err(DomainError::NotFound(kind.noun()));
         }
         let status = service_status(&service, &requests, &env, self.now());
-        Ok((service.environment_id, status.state))
+        Ok((service, status))
     }
 
     /// The statuses of an environment's services of one kind, a page of them (endpoint 9 for
