@@ -933,3 +933,109 @@ async fn a_cron_job_runs_on_docker_at_its_schedule() {
     settled_in(&client, "job", &job, "DEPLOYED").await;
     docker_cleanup(&org);
 }
+
+/// Replicas run side by side, each on its own host port; one stopped by hand shows STOPPED in
+/// the live status; a workload that outgrows its memory ends DEPLOYMENT_ERROR, OOM-killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_a_stop_by_hand_and_an_oom_kill_are_seen() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = TempDir::new();
+    let database = format!("sqlite://{}", dir.0.join("data.db").display());
+    let server = Server::start_with(&dir, &database, None, &[("CAPSTAN_ENGINE", "docker")]).await;
+    let (client, env) = environment(&dir, &database, &server).await;
+    let org = hierarchy_org(&client).await;
+    let cluster = client.get(&format!("/environment/{env}")).await["cluster_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let registry = client
+        .create(
+            &format!("/organization/{org}/containerRegistry"),
+            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
+        )
+        .await;
+    let pair = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({
+                "name": "pair", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                "entrypoint": "sh",
+                "arguments": ["-c", "mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www"],
+                "min_running_instances": 2, "max_running_instances": 2,
+                "ports": [{"internal_port": 8080, "publicly_accessible": true}],
+                "healthchecks": {"readiness_probe": {"type": {"http": {"port": 8080, "path": "/"}},
+                    "initial_delay_seconds": 0, "period_seconds": 1, "timeout_seconds": 1,
+                    "success_threshold": 1, "failure_threshold": 30}},
+            }),
+        )
+        .await;
+    post(&client, &format!("/container/{pair}/deploy"), json!({})).await;
+    settled_in(&client, "container", &pair, "DEPLOYED").await;
+    let replicas = containers_of(&pair);
+    assert_eq!(replicas.len(), 2, "{replicas:?}");
+    let mut answers = std::collections::BTreeSet::new();
+    for replica in &replicas {
+        let id = replica.split(' ').next().unwrap();
+        let mapping = docker(&["port", id, "8080/tcp"]).unwrap();
+        let port: u16 = mapping
+            .lines()
+            .next()
+            .unwrap()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        answers.insert(fetch(port, "/").await.trim().to_string());
+    }
+    assert_eq!(
+        answers.len(),
+        2,
+        "two replicas, each answering: {answers:?}"
+    );
+
+    let header = format!("Token {}", client.token);
+    let mut status = live(
+        &server.base,
+        &format!("/service/status?organization={org}&cluster={cluster}"),
+        Some(&header),
+    )
+    .await
+    .unwrap();
+    let first = replicas[0].split(' ').next().unwrap().to_string();
+    docker(&["stop", "-t", "1", &first]).unwrap();
+    let seen = status
+        .until(Duration::from_secs(30), |m| {
+            m["environments"][0]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|c| c["id"] == pair.as_str())
+                .flat_map(|c| c["pods"].as_array().cloned().unwrap_or_default())
+                .any(|p| p["state"] == "STOPPED")
+        })
+        .await;
+    let service = seen["environments"][0]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == pair.as_str())
+        .unwrap();
+    assert_eq!(service["pods"].as_array().unwrap().len(), 2, "{service}");
+    assert_eq!(service["state"], "RUNNING", "one still runs: {service}");
+
+    let greedy = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({"name": "greedy", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                   "memory": 16, "entrypoint": "sh", "arguments": ["-c", "x=$(cat /dev/urandom)"]}),
+        )
+        .await;
+    post(&client, &format!("/container/{greedy}/deploy"), json!({})).await;
+    settled_in(&client, "container", &greedy, "DEPLOYMENT_ERROR").await;
+    let reason = reason_of(&client, &greedy).await;
+    assert!(reason.contains("OOM-killed"), "{reason}");
+    docker_cleanup(&org);
+}
