@@ -1039,3 +1039,85 @@ async fn replicas_a_stop_by_hand_and_an_oom_kill_are_seen() {
     assert!(reason.contains("OOM-killed"), "{reason}");
     docker_cleanup(&org);
 }
+
+/// A job is tried again up to `max_nb_restart` times and stopped at `max_duration_seconds`; an
+/// uninstall removes a service's containers and keeps it, ready to be deployed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_limits_hold_and_an_uninstall_removes_what_runs() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = TempDir::new();
+    let database = format!("sqlite://{}", dir.0.join("data.db").display());
+    let server = Server::start_with(&dir, &database, None, &[("CAPSTAN_ENGINE", "docker")]).await;
+    let (client, env) = environment(&dir, &database, &server).await;
+    let org = hierarchy_org(&client).await;
+    let registry = client
+        .create(
+            &format!("/organization/{org}/containerRegistry"),
+            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
+        )
+        .await;
+    let job = |name: &str, script: &str, restarts: i64, seconds: i64| {
+        json!({"name": name,
+               "source": {"image": {"registry_id": registry, "image_name": IMAGE, "tag": TAG}},
+               "schedule": {"on_start": {"entrypoint": "sh", "arguments": ["-c", script]}},
+               "max_nb_restart": restarts, "max_duration_seconds": seconds})
+    };
+    let stubborn = client
+        .create(
+            &format!("/environment/{env}/job"),
+            job("stubborn", "echo trying; exit 3", 2, 30),
+        )
+        .await;
+    post(&client, &format!("/job/{stubborn}/deploy"), json!({})).await;
+    settled_in(&client, "job", &stubborn, "DEPLOYMENT_ERROR").await;
+    let log = deployment_log(&client, &env).await;
+    for attempt in 1..=3 {
+        assert!(
+            log.contains(&format!("job execution {attempt} exited with code 3")),
+            "attempt {attempt}: {log}"
+        );
+    }
+    assert!(!log.contains("job execution 4"), "{log}");
+    let slow = client
+        .create(
+            &format!("/environment/{env}/job"),
+            job("slow", "sleep 60", 0, 2),
+        )
+        .await;
+    let asked = std::time::Instant::now();
+    post(&client, &format!("/job/{slow}/deploy"), json!({})).await;
+    settled_in(&client, "job", &slow, "DEPLOYMENT_ERROR").await;
+    assert!(
+        asked.elapsed() < Duration::from_secs(30),
+        "stopped at its limit"
+    );
+    let history = client.get(&format!("/job/{slow}/deploymentHistory")).await;
+    assert!(
+        history.to_string().contains("max_duration_seconds (2 s)"),
+        "{history}"
+    );
+
+    let web = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({"name": "web", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                   "entrypoint": "sh", "arguments": ["-c", "exec sleep 1000"]}),
+        )
+        .await;
+    post(&client, &format!("/container/{web}/deploy"), json!({})).await;
+    settled_in(&client, "container", &web, "DEPLOYED").await;
+    assert_eq!(containers_of(&web).len(), 1);
+    post(&client, &format!("/container/{web}/uninstall"), json!({})).await;
+    let started = std::time::Instant::now();
+    while !containers_of(&web).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "uninstalled, yet it runs"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    client.get(&format!("/container/{web}")).await;
+    docker_cleanup(&org);
+}
