@@ -117,7 +117,15 @@ async fn settled_in(client: &Client, kind: &str, id: &str, want: &str) {
 
 async fn a_container_and_a_job_run_on_docker(database: &str) {
     let dir = TempDir::new();
-    let server = Server::start_with(&dir, database, None, &[("CAPSTAN_ENGINE", "docker")]).await;
+    // At debug level: the most Capstan ever writes of its own.
+    let log_file = dir.0.join("capstan.log");
+    let server = Server::start_with(
+        &dir,
+        database,
+        Some(&log_file),
+        &[("CAPSTAN_ENGINE", "docker")],
+    )
+    .await;
     let (client, env) = environment(&dir, database, &server).await;
     let org = hierarchy_org(&client).await;
     let project = client.get(&format!("/environment/{env}")).await["project"]["id"]
@@ -437,6 +445,12 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     docker_cleanup(&org);
+    let own = std::fs::read_to_string(&log_file).unwrap();
+    let leaks: Vec<&str> = own.lines().filter(|l| l.contains(SECRET)).collect();
+    assert!(
+        leaks.is_empty(),
+        "no secret value in Capstan's own log: {leaks:#?}"
+    );
     drop(server);
 }
 

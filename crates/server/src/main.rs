@@ -166,7 +166,7 @@ fn main() -> ExitCode {
         }
     };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&settings.log))
+        .with_env_filter(settings.log_filter())
         .with_writer(std::io::stderr)
         .init();
     let result = actix_rt::System::new().block_on(async move {

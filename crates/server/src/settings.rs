@@ -288,6 +288,24 @@ pub struct Settings {
     pub log: String,
 }
 
+/// Crates whose debug output holds what Capstan keeps secret (bollard writes every Docker
+/// request and answer: a container's environment, with its secret values), held at `info`
+/// whatever `CAPSTAN_LOG` asks.
+const QUIET: &[&str] = &["bollard=info"];
+
+impl Settings {
+    /// The log filter: `CAPSTAN_LOG`, with [`QUIET`]'s crates held back.
+    pub fn log_filter(&self) -> tracing_subscriber::EnvFilter {
+        QUIET.iter().fold(
+            tracing_subscriber::EnvFilter::new(&self.log),
+            |filter, directive| match directive.parse() {
+                Ok(d) => filter.add_directive(d),
+                Err(_) => filter,
+            },
+        )
+    }
+}
+
 impl fmt::Debug for Settings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Settings")
@@ -678,6 +696,15 @@ fn public_host(public_url: &str) -> Option<String> {
 mod tests {
     use super::*;
     use clap::Parser;
+
+    #[test]
+    fn the_docker_clients_requests_stay_out_of_the_log_whatever_is_asked() {
+        for asked in ["debug", "trace", "info,bollard=trace"] {
+            let filter = parse(&["--log", asked]).unwrap().log_filter().to_string();
+            assert!(filter.contains("bollard=info"), "{asked}: {filter}");
+            assert!(!filter.contains("bollard=trace"), "{asked}: {filter}");
+        }
+    }
 
     #[test]
     fn custom_domains_point_at_the_public_address_unless_told_otherwise() {
