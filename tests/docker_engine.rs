@@ -115,29 +115,10 @@ async fn settled_in(client: &Client, kind: &str, id: &str, want: &str) {
     }
 }
 
-async fn a_container_and_a_job_run_on_docker(database: &str) {
-    let dir = TempDir::new();
-    // At debug level: the most Capstan ever writes of its own.
-    let log_file = dir.0.join("capstan.log");
-    let server = Server::start_with(
-        &dir,
-        database,
-        Some(&log_file),
-        &[("CAPSTAN_ENGINE", "docker")],
-    )
-    .await;
-    let (client, env) = environment(&dir, database, &server).await;
-    let org = hierarchy_org(&client).await;
-    let project = client.get(&format!("/environment/{env}")).await["project"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let registry = client
-        .create(
-            &format!("/organization/{org}/containerRegistry"),
-            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
-        )
-        .await;
+async fn a_container_and_a_job_run_on_docker(database: Option<&str>) {
+    let case = Case::start(database, &[]).await;
+    let (client, env, org, registry) = (&case.client, &case.env, &case.org, &case.registry);
+    let (cluster, project) = case.cluster_and_project().await;
     let script =
         "mkdir -p /www && env > /www/env.txt && cat /etc/app/config.toml > /www/config.txt \
                   && echo web-started-and-serving && echo token-is-$TOKEN \
@@ -157,32 +138,32 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
         )
         .await;
     post(
-        &client,
+        client,
         &format!("/project/{project}/environmentVariable"),
         json!({"key": "FROM_PROJECT", "value": "p-value"}),
     )
     .await;
     post(
-        &client,
+        client,
         &format!("/environment/{env}/environmentVariable"),
         json!({"key": "FROM_ENVIRONMENT", "value": "e-value"}),
     )
     .await;
     post(
-        &client,
+        client,
         &format!("/container/{web}/secret"),
         json!({"key": "TOKEN", "value": SECRET}),
     )
     .await;
     post(
-        &client,
+        client,
         &format!("/container/{web}/environmentVariable"),
         json!({"key": "CONFIG", "value": "answer = 42", "mount_path": "/etc/app/config.toml"}),
     )
     .await;
 
-    post(&client, &format!("/container/{web}/deploy"), json!({})).await;
-    settled_in(&client, "container", &web, "DEPLOYED").await;
+    post(client, &format!("/container/{web}/deploy"), json!({})).await;
+    settled_in(client, "container", &web, "DEPLOYED").await;
     assert_eq!(containers_of(&web).len(), 1);
     let port = host_port(&web);
     let seen = fetch(port, "/env.txt").await;
@@ -195,7 +176,7 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
     }
     assert_eq!(fetch(port, "/config.txt").await.trim(), "answer = 42");
     // Its link answers: what Docker runs is observed and kept, for every instance to read.
-    let url = link_of(&client, &web).await;
+    let url = link_of(client, &web).await;
     assert_eq!(url, format!("http://127.0.0.1:{port}"));
     assert!(reqwest::get(format!("{url}/env.txt"))
         .await
@@ -222,15 +203,13 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
     assert_eq!(limits, format!("250000000 {} false", 64 * 1024 * 1024));
 
     // What it printed is kept, its secret masked; the live API follows it.
-    let printed = output_of(&client, "container", &web, "token-is-").await;
+    let printed = output_of(client, "container", &web, "token-is-").await;
     assert!(printed.contains("web-started-and-serving"), "{printed}");
     assert!(printed.contains("token-is-********"), "{printed}");
     assert!(!printed.contains(SECRET), "no secret value in the output");
-    let details = client.get(&format!("/environment/{env}")).await;
-    let cluster = details["cluster_id"].as_str().unwrap().to_string();
     let header = format!("Token {}", client.token);
     let mut output = live(
-        &server.base,
+        case.base(),
         &format!(
             "/service/logs?organization={org}&cluster={cluster}&project={project}\
              &environment={env}&service={web}&query=serving"
@@ -245,7 +224,7 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
     assert_eq!(line["version"], TAG);
     assert!(line["created_at"].as_i64().unwrap() > 1_700_000_000_000);
     let mut status = live(
-        &server.base,
+        case.base(),
         &format!("/service/status?organization={org}&cluster={cluster}"),
         Some(&header),
     )
@@ -275,8 +254,8 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
     );
 
     // A redeploy replaces the container: one, at the same host port.
-    post(&client, &format!("/container/{web}/redeploy"), json!({})).await;
-    settled_in(&client, "container", &web, "DEPLOYED").await;
+    post(client, &format!("/container/{web}/redeploy"), json!({})).await;
+    settled_in(client, "container", &web, "DEPLOYED").await;
     assert_eq!(containers_of(&web).len(), 1, "no duplicate, no orphan");
     assert_ne!(
         containers_of(&web)[0].split(' ').next().unwrap(),
@@ -285,22 +264,22 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
     );
     assert_eq!(host_port(&web), port, "the service keeps its host port");
     post(
-        &client,
+        client,
         &format!("/container/{web}/restart-service"),
         json!({}),
     )
     .await;
-    settled_in(&client, "container", &web, "RESTARTED").await;
+    settled_in(client, "container", &web, "RESTARTED").await;
     assert!(fetch(port, "/env.txt").await.contains("FROM_PROJECT"));
-    post(&client, &format!("/container/{web}/stop"), json!({})).await;
-    settled_in(&client, "container", &web, "STOPPED").await;
+    post(client, &format!("/container/{web}/stop"), json!({})).await;
+    settled_in(client, "container", &web, "STOPPED").await;
     assert!(
         containers_of(&web).iter().all(|c| c.ends_with("exited")),
         "{:?}",
         containers_of(&web)
     );
-    post(&client, &format!("/container/{web}/deploy"), json!({})).await;
-    settled_in(&client, "container", &web, "DEPLOYED").await;
+    post(client, &format!("/container/{web}/deploy"), json!({})).await;
+    settled_in(client, "container", &web, "DEPLOYED").await;
     assert_eq!(
         host_port(&web),
         port,
@@ -315,8 +294,8 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
                    "entrypoint": "sh", "arguments": ["-c", "echo crashing-now; exit 3"]}),
         )
         .await;
-    post(&client, &format!("/container/{crash}/deploy"), json!({})).await;
-    settled_in(&client, "container", &crash, "DEPLOYMENT_ERROR").await;
+    post(client, &format!("/container/{crash}/deploy"), json!({})).await;
+    settled_in(client, "container", &crash, "DEPLOYMENT_ERROR").await;
     let history = client
         .get(&format!("/container/{crash}/deploymentHistory"))
         .await;
@@ -341,8 +320,8 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
                    "entrypoint": "sh", "arguments": ["-c", "sleep 3; echo giving-up; exit 5"]}),
         )
         .await;
-    post(&client, &format!("/container/{late}/deploy"), json!({})).await;
-    settled_in(&client, "container", &late, "DEPLOYED").await;
+    post(client, &format!("/container/{late}/deploy"), json!({})).await;
+    settled_in(client, "container", &late, "DEPLOYED").await;
     let crashed = status
         .until(Duration::from_secs(60), |m| {
             m["environments"][0]["containers"]
@@ -387,10 +366,10 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
             job("bad", "echo job-gives-up; exit 4"),
         )
         .await;
-    post(&client, &format!("/job/{good}/deploy"), json!({})).await;
-    settled_in(&client, "job", &good, "DEPLOYED").await;
-    post(&client, &format!("/job/{bad}/deploy"), json!({})).await;
-    settled_in(&client, "job", &bad, "DEPLOYMENT_ERROR").await;
+    post(client, &format!("/job/{good}/deploy"), json!({})).await;
+    settled_in(client, "job", &good, "DEPLOYED").await;
+    post(client, &format!("/job/{bad}/deploy"), json!({})).await;
+    settled_in(client, "job", &bad, "DEPLOYMENT_ERROR").await;
     let history = client.get(&format!("/job/{bad}/deploymentHistory")).await;
     let reason = history["results"][0]["reason"]
         .as_str()
@@ -398,10 +377,10 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
         .to_string();
     assert!(reason.contains("exited with code 4"), "{reason}");
     // A job's output is its own too; its failed execution is kept until cleaned.
-    let printed = output_of(&client, "job", &good, "job-did-its-work").await;
+    let printed = output_of(client, "job", &good, "job-did-its-work").await;
     assert!(printed.contains("job-did-its-work"), "{printed}");
     assert_eq!(containers_of(&bad).len(), 1, "the failed execution is kept");
-    let cleaned = post(&client, &format!("/job/{bad}/cleanFailedJob"), json!({})).await;
+    let cleaned = post(client, &format!("/job/{bad}/cleanFailedJob"), json!({})).await;
     assert_eq!(
         cleaned["clean_kubernetes_jobs"].as_array().unwrap().len(),
         1,
@@ -409,7 +388,7 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
     );
     assert!(containers_of(&bad).is_empty());
     let none = post(
-        &client,
+        client,
         &format!("/environment/{env}/cleanFailedJobs"),
         json!({}),
     )
@@ -444,14 +423,12 @@ async fn a_container_and_a_job_run_on_docker(database: &str) {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    docker_cleanup(&org);
-    let own = std::fs::read_to_string(&log_file).unwrap();
+    let own = case.own_log();
     let leaks: Vec<&str> = own.lines().filter(|l| l.contains(SECRET)).collect();
     assert!(
         leaks.is_empty(),
         "no secret value in Capstan's own log: {leaks:#?}"
     );
-    drop(server);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -459,9 +436,7 @@ async fn sqlite_a_container_and_a_job_run_on_docker() {
     if !docker_ready() {
         return;
     }
-    let dir = TempDir::new();
-    let path = dir.0.join("docker.db");
-    a_container_and_a_job_run_on_docker(&format!("sqlite://{}", path.display())).await;
+    a_container_and_a_job_run_on_docker(None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -473,24 +448,16 @@ async fn postgres_a_container_and_a_job_run_on_docker() {
     else {
         return;
     };
-    a_container_and_a_job_run_on_docker(&url).await;
+    a_container_and_a_job_run_on_docker(Some(&url)).await;
 }
 
 /// kill -9 of Capstan with a workload running: it runs on, is found again, and a redeploy
 /// replaces it (one set of containers); a container Capstan's labels name for a service that
 /// does not exist is removed at start-up.
-async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: &str) {
-    let dir = TempDir::new();
-    let docker_engine = [("CAPSTAN_ENGINE", "docker")];
-    let server = Server::start_with(&dir, database, None, &docker_engine).await;
-    let (mut client, env) = environment(&dir, database, &server).await;
-    let org = hierarchy_org(&client).await;
-    let registry = client
-        .create(
-            &format!("/organization/{org}/containerRegistry"),
-            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
-        )
-        .await;
+async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Option<&str>) {
+    let mut case = Case::start(database, &[]).await;
+    let (env, org, registry) = (case.env.clone(), case.org.clone(), case.registry.clone());
+    let client = &case.client;
     let web = client
         .create(
             &format!("/environment/{env}/container"),
@@ -502,10 +469,10 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: &s
             }),
         )
         .await;
-    post(&client, &format!("/container/{web}/deploy"), json!({})).await;
-    settled_in(&client, "container", &web, "DEPLOYED").await;
-    let url = link_of(&client, &web).await;
-    server.crash();
+    post(client, &format!("/container/{web}/deploy"), json!({})).await;
+    settled_in(client, "container", &web, "DEPLOYED").await;
+    let url = link_of(client, &web).await;
+    case.crash();
 
     assert_eq!(
         reqwest::get(&url)
@@ -534,10 +501,10 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: &s
     ])
     .unwrap();
 
-    let server = Server::start_with(&dir, database, None, &docker_engine).await;
-    client.base = server.base.clone();
+    case.restart().await;
+    let client = &case.client;
     assert_eq!(
-        link_of(&client, &web).await,
+        link_of(client, &web).await,
         url,
         "found again where it runs"
     );
@@ -549,8 +516,8 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: &s
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    post(&client, &format!("/container/{web}/redeploy"), json!({})).await;
-    settled_in(&client, "container", &web, "DEPLOYED").await;
+    post(client, &format!("/container/{web}/redeploy"), json!({})).await;
+    settled_in(client, "container", &web, "DEPLOYED").await;
     assert_eq!(containers_of(&web).len(), 1, "one set of containers");
 
     // Killed during a deployment: the request ends once its claim lapses, leaving one set of
@@ -569,17 +536,17 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: &s
             }),
         )
         .await;
-    post(&client, &format!("/container/{slow}/deploy"), json!({})).await;
+    post(client, &format!("/container/{slow}/deploy"), json!({})).await;
     let started = std::time::Instant::now();
     while containers_of(&slow).is_empty() {
         assert!(started.elapsed() < Duration::from_secs(30), "never started");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    server.crash();
-    let server = Server::start_with(&dir, database, None, &docker_engine).await;
-    client.base = server.base.clone();
+    case.crash();
+    case.restart().await;
+    let client = &case.client;
     let status = settle(
-        &client,
+        client,
         &format!("/container/{slow}/status"),
         Duration::from_secs(90),
     )
@@ -593,8 +560,8 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: &s
         "{:?}",
         containers_of(&slow)
     );
-    post(&client, &format!("/container/{slow}/deploy"), json!({})).await;
-    settled_in(&client, "container", &slow, "DEPLOYED").await;
+    post(client, &format!("/container/{slow}/deploy"), json!({})).await;
+    settled_in(client, "container", &slow, "DEPLOYED").await;
     assert_eq!(containers_of(&slow).len(), 1, "one set of containers");
     // Ready means the workload listens (Docker's proxy accepts on the port before it does).
     assert_eq!(fetch(host_port(&slow), "/").await.trim(), "late");
@@ -618,7 +585,6 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: &s
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    docker_cleanup(&org);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -626,13 +592,7 @@ async fn sqlite_a_killed_capstan_adopts_what_runs_and_removes_what_is_gone() {
     if !docker_ready() {
         return;
     }
-    let dir = TempDir::new();
-    let path = dir.0.join("adopt.db");
-    a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(&format!(
-        "sqlite://{}",
-        path.display()
-    ))
-    .await;
+    a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -644,7 +604,7 @@ async fn postgres_a_killed_capstan_adopts_what_runs_and_removes_what_is_gone() {
     else {
         return;
     };
-    a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(&url).await;
+    a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(Some(&url)).await;
 }
 
 /// `CAPSTAN_ENGINE=docker` with no daemon stops start-up with one line; `auto` falls back to
@@ -692,17 +652,8 @@ async fn exec_probes_gate_readiness_and_restart_what_is_not_alive() {
     if !docker_ready() {
         return;
     }
-    let dir = TempDir::new();
-    let database = format!("sqlite://{}", dir.0.join("data.db").display());
-    let server = Server::start_with(&dir, &database, None, &[("CAPSTAN_ENGINE", "docker")]).await;
-    let (client, env) = environment(&dir, &database, &server).await;
-    let org = hierarchy_org(&client).await;
-    let registry = client
-        .create(
-            &format!("/organization/{org}/containerRegistry"),
-            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
-        )
-        .await;
+    let case = Case::start(None, &[]).await;
+    let (client, env, registry) = (&case.client, &case.env, &case.registry);
     // Ready after 3 s; alive for 4 s after each start, then not.
     let script =
         "echo booting; mkdir -p /tmp; echo ok > /tmp/alive; sleep 3; echo ok > /tmp/ready; \
@@ -726,8 +677,8 @@ async fn exec_probes_gate_readiness_and_restart_what_is_not_alive() {
         )
         .await;
     let asked = std::time::Instant::now();
-    post(&client, &format!("/container/{probed}/deploy"), json!({})).await;
-    settled_in(&client, "container", &probed, "DEPLOYED").await;
+    post(client, &format!("/container/{probed}/deploy"), json!({})).await;
+    settled_in(client, "container", &probed, "DEPLOYED").await;
     assert!(
         asked.elapsed() >= Duration::from_secs(3),
         "DEPLOYED waited for the readiness command"
@@ -735,7 +686,7 @@ async fn exec_probes_gate_readiness_and_restart_what_is_not_alive() {
     let booted = |text: &str| text.matches("booting").count();
     let started = std::time::Instant::now();
     loop {
-        let printed = output_of(&client, "container", &probed, "booting").await;
+        let printed = output_of(client, "container", &probed, "booting").await;
         if booted(&printed) >= 2 {
             break;
         }
@@ -754,7 +705,6 @@ async fn exec_probes_gate_readiness_and_restart_what_is_not_alive() {
         )
         .await;
     assert!(status == 202 || status == 204, "{status}");
-    docker_cleanup(&org);
 }
 
 /// The reason a container's last deployment gave.
@@ -776,15 +726,8 @@ async fn pulls_reach_only_registries_the_outbound_policy_permits() {
         return;
     }
     for (allow, refused) in [("", true), ("127.0.0.1", false)] {
-        let dir = TempDir::new();
-        let database = format!("sqlite://{}", dir.0.join("data.db").display());
-        let settings = [
-            ("CAPSTAN_ENGINE", "docker"),
-            ("CAPSTAN_OUTBOUND_ALLOW", allow),
-        ];
-        let server = Server::start_with(&dir, &database, None, &settings).await;
-        let (client, env) = environment(&dir, &database, &server).await;
-        let org = hierarchy_org(&client).await;
+        let case = Case::start(None, &[("CAPSTAN_OUTBOUND_ALLOW", allow)]).await;
+        let (client, env, org) = (&case.client, &case.env, &case.org);
         let registry = client
             .create(
                 &format!("/organization/{org}/containerRegistry"),
@@ -799,9 +742,9 @@ async fn pulls_reach_only_registries_the_outbound_policy_permits() {
                        "image_name": "capstan-test/absent", "tag": "1"}),
             )
             .await;
-        post(&client, &format!("/container/{missing}/deploy"), json!({})).await;
-        settled_in(&client, "container", &missing, "DEPLOYMENT_ERROR").await;
-        let reason = reason_of(&client, &missing).await;
+        post(client, &format!("/container/{missing}/deploy"), json!({})).await;
+        settled_in(client, "container", &missing, "DEPLOYMENT_ERROR").await;
+        let reason = reason_of(client, &missing).await;
         assert!(
             reason.contains("127.0.0.1:5999/capstan-test/absent:1"),
             "{reason}"
@@ -814,8 +757,6 @@ async fn pulls_reach_only_registries_the_outbound_policy_permits() {
         );
         let log = client.get(&format!("/environment/{env}/logs")).await;
         assert!(!log.to_string().contains("registry-secret-pw"));
-        docker_cleanup(&org);
-        drop(server);
     }
 }
 
@@ -834,17 +775,8 @@ async fn a_lifecycle_job_runs_on_its_environments_events() {
     if !docker_ready() {
         return;
     }
-    let dir = TempDir::new();
-    let database = format!("sqlite://{}", dir.0.join("data.db").display());
-    let server = Server::start_with(&dir, &database, None, &[("CAPSTAN_ENGINE", "docker")]).await;
-    let (client, env) = environment(&dir, &database, &server).await;
-    let org = hierarchy_org(&client).await;
-    let registry = client
-        .create(
-            &format!("/organization/{org}/containerRegistry"),
-            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
-        )
-        .await;
+    let case = Case::start(None, &[]).await;
+    let (client, env, registry) = (&case.client, &case.env, &case.registry);
     let say = |word: &str| json!({"entrypoint": "sh", "arguments": ["-c", format!("echo lifecycle-{word}")]});
     let job = client
         .create(
@@ -856,14 +788,14 @@ async fn a_lifecycle_job_runs_on_its_environments_events() {
                    "max_nb_restart": 0, "max_duration_seconds": 30}),
         )
         .await;
-    post(&client, &format!("/environment/{env}/deploy"), json!({})).await;
-    settled_in(&client, "job", &job, "DEPLOYED").await;
-    let text = deployment_log(&client, &env).await;
+    post(client, &format!("/environment/{env}/deploy"), json!({})).await;
+    settled_in(client, "job", &job, "DEPLOYED").await;
+    let text = deployment_log(client, env).await;
     assert!(text.contains("lifecycle-start"), "{text}");
     assert!(!text.contains("lifecycle-stop"), "{text}");
-    post(&client, &format!("/environment/{env}/stop"), json!({})).await;
-    settled_in(&client, "job", &job, "STOPPED").await;
-    let text = deployment_log(&client, &env).await;
+    post(client, &format!("/environment/{env}/stop"), json!({})).await;
+    settled_in(client, "job", &job, "STOPPED").await;
+    let text = deployment_log(client, env).await;
     assert!(text.contains("lifecycle-stop"), "{text}");
     assert!(!text.contains("lifecycle-delete"), "{text}");
     let (status, _) = client
@@ -872,7 +804,7 @@ async fn a_lifecycle_job_runs_on_its_environments_events() {
     assert!(status == 202 || status == 204, "{status}");
     let started = std::time::Instant::now();
     loop {
-        let text = deployment_log(&client, &env).await;
+        let text = deployment_log(client, env).await;
         if text.contains("lifecycle-delete") {
             break;
         }
@@ -890,7 +822,6 @@ async fn a_lifecycle_job_runs_on_its_environments_events() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    docker_cleanup(&org);
 }
 
 /// A cron job's deployment keeps its schedule and runs nothing; at its time (on a clock the
@@ -900,23 +831,16 @@ async fn a_cron_job_runs_on_docker_at_its_schedule() {
     if !docker_ready() {
         return;
     }
-    let dir = TempDir::new();
-    let database = format!("sqlite://{}", dir.0.join("data.db").display());
-    let settings = [
-        ("CAPSTAN_ENGINE", "docker"),
-        ("CAPSTAN_CLOCK", "manual"),
-        ("CAPSTAN_CONTROLS", "on"),
-        ("CAPSTAN_CONTROLS_TOKEN", "controls-token-of-the-test"),
-    ];
-    let server = Server::start_with(&dir, &database, None, &settings).await;
-    let (client, env) = environment(&dir, &database, &server).await;
-    let org = hierarchy_org(&client).await;
-    let registry = client
-        .create(
-            &format!("/organization/{org}/containerRegistry"),
-            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
-        )
-        .await;
+    let case = Case::start(
+        None,
+        &[
+            ("CAPSTAN_CLOCK", "manual"),
+            ("CAPSTAN_CONTROLS", "on"),
+            ("CAPSTAN_CONTROLS_TOKEN", "controls-token-of-the-test"),
+        ],
+    )
+    .await;
+    let (client, env, registry) = (&case.client, &case.env, &case.registry);
     let job = client
         .create(
             &format!("/environment/{env}/job"),
@@ -927,25 +851,24 @@ async fn a_cron_job_runs_on_docker_at_its_schedule() {
                    "max_nb_restart": 0, "max_duration_seconds": 30}),
         )
         .await;
-    post(&client, &format!("/job/{job}/deploy"), json!({})).await;
-    settled_in(&client, "job", &job, "DEPLOYED").await;
+    post(client, &format!("/job/{job}/deploy"), json!({})).await;
+    settled_in(client, "job", &job, "DEPLOYED").await;
     assert!(
         containers_of(&job).is_empty(),
         "its deployment runs nothing"
     );
     let moved = client
         .http
-        .post(format!("{}/_capstan/clock", server.base))
+        .post(format!("{}/_capstan/clock", case.base()))
         .header("Authorization", "Token controls-token-of-the-test")
         .json(&json!({"advance_seconds": 300}))
         .send()
         .await
         .unwrap();
     assert_eq!(moved.status(), 200);
-    let printed = output_of(&client, "job", &job, "cron-tick").await;
+    let printed = output_of(client, "job", &job, "cron-tick").await;
     assert!(printed.contains("cron-tick"), "{printed}");
-    settled_in(&client, "job", &job, "DEPLOYED").await;
-    docker_cleanup(&org);
+    settled_in(client, "job", &job, "DEPLOYED").await;
 }
 
 /// Replicas run side by side, each on its own host port; one stopped by hand shows STOPPED in
@@ -955,21 +878,9 @@ async fn replicas_a_stop_by_hand_and_an_oom_kill_are_seen() {
     if !docker_ready() {
         return;
     }
-    let dir = TempDir::new();
-    let database = format!("sqlite://{}", dir.0.join("data.db").display());
-    let server = Server::start_with(&dir, &database, None, &[("CAPSTAN_ENGINE", "docker")]).await;
-    let (client, env) = environment(&dir, &database, &server).await;
-    let org = hierarchy_org(&client).await;
-    let cluster = client.get(&format!("/environment/{env}")).await["cluster_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let registry = client
-        .create(
-            &format!("/organization/{org}/containerRegistry"),
-            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
-        )
-        .await;
+    let case = Case::start(None, &[]).await;
+    let (client, env, org, registry) = (&case.client, &case.env, &case.org, &case.registry);
+    let (cluster, _) = case.cluster_and_project().await;
     let pair = client
         .create(
             &format!("/environment/{env}/container"),
@@ -985,8 +896,8 @@ async fn replicas_a_stop_by_hand_and_an_oom_kill_are_seen() {
             }),
         )
         .await;
-    post(&client, &format!("/container/{pair}/deploy"), json!({})).await;
-    settled_in(&client, "container", &pair, "DEPLOYED").await;
+    post(client, &format!("/container/{pair}/deploy"), json!({})).await;
+    settled_in(client, "container", &pair, "DEPLOYED").await;
     let replicas = containers_of(&pair);
     assert_eq!(replicas.len(), 2, "{replicas:?}");
     let mut answers = std::collections::BTreeSet::new();
@@ -1012,7 +923,7 @@ async fn replicas_a_stop_by_hand_and_an_oom_kill_are_seen() {
 
     let header = format!("Token {}", client.token);
     let mut status = live(
-        &server.base,
+        case.base(),
         &format!("/service/status?organization={org}&cluster={cluster}"),
         Some(&header),
     )
@@ -1047,11 +958,10 @@ async fn replicas_a_stop_by_hand_and_an_oom_kill_are_seen() {
                    "memory": 16, "entrypoint": "sh", "arguments": ["-c", "x=$(cat /dev/urandom)"]}),
         )
         .await;
-    post(&client, &format!("/container/{greedy}/deploy"), json!({})).await;
-    settled_in(&client, "container", &greedy, "DEPLOYMENT_ERROR").await;
-    let reason = reason_of(&client, &greedy).await;
+    post(client, &format!("/container/{greedy}/deploy"), json!({})).await;
+    settled_in(client, "container", &greedy, "DEPLOYMENT_ERROR").await;
+    let reason = reason_of(client, &greedy).await;
     assert!(reason.contains("OOM-killed"), "{reason}");
-    docker_cleanup(&org);
 }
 
 /// A job is tried again up to `max_nb_restart` times and stopped at `max_duration_seconds`; an
@@ -1061,17 +971,8 @@ async fn job_limits_hold_and_an_uninstall_removes_what_runs() {
     if !docker_ready() {
         return;
     }
-    let dir = TempDir::new();
-    let database = format!("sqlite://{}", dir.0.join("data.db").display());
-    let server = Server::start_with(&dir, &database, None, &[("CAPSTAN_ENGINE", "docker")]).await;
-    let (client, env) = environment(&dir, &database, &server).await;
-    let org = hierarchy_org(&client).await;
-    let registry = client
-        .create(
-            &format!("/organization/{org}/containerRegistry"),
-            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
-        )
-        .await;
+    let case = Case::start(None, &[]).await;
+    let (client, env, registry) = (&case.client, &case.env, &case.registry);
     let job = |name: &str, script: &str, restarts: i64, seconds: i64| {
         json!({"name": name,
                "source": {"image": {"registry_id": registry, "image_name": IMAGE, "tag": TAG}},
@@ -1084,9 +985,9 @@ async fn job_limits_hold_and_an_uninstall_removes_what_runs() {
             job("stubborn", "echo trying; exit 3", 2, 30),
         )
         .await;
-    post(&client, &format!("/job/{stubborn}/deploy"), json!({})).await;
-    settled_in(&client, "job", &stubborn, "DEPLOYMENT_ERROR").await;
-    let log = deployment_log(&client, &env).await;
+    post(client, &format!("/job/{stubborn}/deploy"), json!({})).await;
+    settled_in(client, "job", &stubborn, "DEPLOYMENT_ERROR").await;
+    let log = deployment_log(client, env).await;
     for attempt in 1..=3 {
         assert!(
             log.contains(&format!("job execution {attempt} exited with code 3")),
@@ -1101,8 +1002,8 @@ async fn job_limits_hold_and_an_uninstall_removes_what_runs() {
         )
         .await;
     let asked = std::time::Instant::now();
-    post(&client, &format!("/job/{slow}/deploy"), json!({})).await;
-    settled_in(&client, "job", &slow, "DEPLOYMENT_ERROR").await;
+    post(client, &format!("/job/{slow}/deploy"), json!({})).await;
+    settled_in(client, "job", &slow, "DEPLOYMENT_ERROR").await;
     assert!(
         asked.elapsed() < Duration::from_secs(30),
         "stopped at its limit"
@@ -1120,10 +1021,10 @@ async fn job_limits_hold_and_an_uninstall_removes_what_runs() {
                    "entrypoint": "sh", "arguments": ["-c", "exec sleep 1000"]}),
         )
         .await;
-    post(&client, &format!("/container/{web}/deploy"), json!({})).await;
-    settled_in(&client, "container", &web, "DEPLOYED").await;
+    post(client, &format!("/container/{web}/deploy"), json!({})).await;
+    settled_in(client, "container", &web, "DEPLOYED").await;
     assert_eq!(containers_of(&web).len(), 1);
-    post(&client, &format!("/container/{web}/uninstall"), json!({})).await;
+    post(client, &format!("/container/{web}/uninstall"), json!({})).await;
     let started = std::time::Instant::now();
     while !containers_of(&web).is_empty() {
         assert!(
@@ -1133,7 +1034,6 @@ async fn job_limits_hold_and_an_uninstall_removes_what_runs() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     client.get(&format!("/container/{web}")).await;
-    docker_cleanup(&org);
 }
 
 /// A registry on 127.0.0.1 that serves the test image as `capstan-test/private:1` only to
@@ -1256,16 +1156,8 @@ async fn an_image_is_pulled_with_its_registrys_credentials() {
     let host = registry_server.address().to_string();
     let image = format!("{host}/capstan-test/private:1");
     let _ = docker(&["rmi", "-f", &image]);
-    let dir = TempDir::new();
-    let database = format!("sqlite://{}", dir.0.join("data.db").display());
-    let settings = [
-        ("CAPSTAN_ENGINE", "docker"),
-        ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
-    ];
-    let log_file = dir.0.join("capstan.log");
-    let server = Server::start_with(&dir, &database, Some(&log_file), &settings).await;
-    let (client, env) = environment(&dir, &database, &server).await;
-    let org = hierarchy_org(&client).await;
+    let case = Case::start(None, &[("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1")]).await;
+    let (client, env, org) = (&case.client, &case.env, &case.org);
     let make = |password: &str| {
         json!({"name": format!("private-{}", password.len()), "kind": "GENERIC_CR",
                "url": format!("http://{host}"),
@@ -1293,9 +1185,9 @@ async fn an_image_is_pulled_with_its_registrys_credentials() {
             container(&wrong, "refused"),
         )
         .await;
-    post(&client, &format!("/container/{refused}/deploy"), json!({})).await;
-    settled_in(&client, "container", &refused, "DEPLOYMENT_ERROR").await;
-    let reason = reason_of(&client, &refused).await;
+    post(client, &format!("/container/{refused}/deploy"), json!({})).await;
+    settled_in(client, "container", &refused, "DEPLOYMENT_ERROR").await;
+    let reason = reason_of(client, &refused).await;
     assert!(reason.contains("could not pull"), "{reason}");
     let pulled = client
         .create(
@@ -1303,16 +1195,13 @@ async fn an_image_is_pulled_with_its_registrys_credentials() {
             container(&right, "pulled"),
         )
         .await;
-    post(&client, &format!("/container/{pulled}/deploy"), json!({})).await;
-    settled_in(&client, "container", &pulled, "DEPLOYED").await;
-    let printed = output_of(&client, "container", &pulled, "private-image-runs").await;
+    post(client, &format!("/container/{pulled}/deploy"), json!({})).await;
+    settled_in(client, "container", &pulled, "DEPLOYED").await;
+    let printed = output_of(client, "container", &pulled, "private-image-runs").await;
     assert!(printed.contains("private-image-runs"));
-    let logs = deployment_log(&client, &env).await;
+    let logs = deployment_log(client, env).await;
     assert!(logs.contains(&format!("pulling image {image}")), "{logs}");
     assert!(!logs.contains(PASSWORD));
-    assert!(!std::fs::read_to_string(&log_file)
-        .unwrap()
-        .contains(PASSWORD));
-    docker_cleanup(&org);
+    assert!(!case.own_log().contains(PASSWORD));
     let _ = docker(&["rmi", "-f", &image]);
 }

@@ -491,3 +491,107 @@ pub fn docker_cleanup(org: &str) {
         let _ = docker(&["rm", "-f", id]);
     }
 }
+
+/// A Docker test's world: the built binary serving with the Docker engine (and `extra`
+/// settings) on `database` (a SQLite file of its own when none), logging at debug level into
+/// `log`, an organization's environment and a Docker Hub registry record. Dropped, even by a
+/// failing test, it stops the server and removes every container of the organization.
+pub struct Case {
+    server: Option<Server>,
+    pub client: Client,
+    pub env: String,
+    pub org: String,
+    pub registry: String,
+    database: String,
+    settings: Vec<(String, String)>,
+    log: std::path::PathBuf,
+    dir: TempDir,
+}
+
+impl Case {
+    pub async fn start(database: Option<&str>, extra: &[(&str, &str)]) -> Case {
+        let dir = TempDir::new();
+        let database = database.map_or_else(
+            || format!("sqlite://{}", dir.0.join("data.db").display()),
+            str::to_string,
+        );
+        let settings: Vec<(String, String)> = [("CAPSTAN_ENGINE", "docker")]
+            .iter()
+            .chain(extra)
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let log = dir.0.join("capstan.log");
+        let server = Self::serve(&dir, &database, &log, &settings).await;
+        let (client, env) = environment(&dir, &database, &server).await;
+        let org = hierarchy_org(&client).await;
+        let registry = client
+            .create(
+                &format!("/organization/{org}/containerRegistry"),
+                json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
+            )
+            .await;
+        Case {
+            server: Some(server),
+            client,
+            env,
+            org,
+            registry,
+            database,
+            settings,
+            log,
+            dir,
+        }
+    }
+
+    async fn serve(
+        dir: &TempDir,
+        database: &str,
+        log: &std::path::Path,
+        settings: &[(String, String)],
+    ) -> Server {
+        let settings: Vec<(&str, &str)> = settings
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        Server::start_with(dir, database, Some(log), &settings).await
+    }
+
+    pub fn base(&self) -> &str {
+        &self.server.as_ref().expect("a server runs").base
+    }
+
+    /// kill -9 of the server.
+    pub fn crash(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.crash();
+        }
+    }
+
+    /// A new server on the same database and settings; the client calls it.
+    pub async fn restart(&mut self) {
+        let server = Self::serve(&self.dir, &self.database, &self.log, &self.settings).await;
+        self.client.base = server.base.clone();
+        self.server = Some(server);
+    }
+
+    /// What Capstan wrote of its own, at debug level.
+    pub fn own_log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The environment's cluster and project.
+    pub async fn cluster_and_project(&self) -> (String, String) {
+        let details = self.client.get(&format!("/environment/{}", self.env)).await;
+        (
+            details["cluster_id"].as_str().unwrap().to_string(),
+            details["project"]["id"].as_str().unwrap().to_string(),
+        )
+    }
+}
+
+impl Drop for Case {
+    fn drop(&mut self) {
+        drop(self.server.take());
+        docker_cleanup(&self.org);
+    }
+}
