@@ -595,3 +595,80 @@ impl Drop for Case {
         docker_cleanup(&self.org);
     }
 }
+
+pub async fn post(client: &Client, path: &str, body: Value) -> Value {
+    let (status, answer) = client.call(reqwest::Method::POST, path, Some(body)).await;
+    assert!(
+        (200..300).contains(&status),
+        "POST {path}: {status} {answer}"
+    );
+    answer
+}
+
+/// The containers Capstan runs for a service, by Docker's own account.
+pub fn containers_of(service: &str) -> Vec<String> {
+    docker(&[
+        "ps",
+        "-a",
+        "--filter",
+        &format!("label=capstan.service={service}"),
+        "--format",
+        "{{.ID}} {{.State}}",
+    ])
+    .unwrap()
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+pub async fn fetch(port: u16, path: &str) -> String {
+    let url = format!("http://127.0.0.1:{port}{path}");
+    reqwest::get(&url).await.unwrap().text().await.unwrap()
+}
+
+/// The lines a service printed, once one holds `holding`.
+pub async fn output_of(client: &Client, kind: &str, id: &str, holding: &str) -> String {
+    let started = std::time::Instant::now();
+    loop {
+        let lines = client.get(&format!("/{kind}/{id}/log")).await;
+        let text = lines["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["message"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+            .join("\n");
+        if text.contains(holding) {
+            return text;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no line holding {holding}: {lines}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The service's status once settled; a state other than `want` fails with the reason its
+/// last request gave.
+pub async fn settled_in(client: &Client, kind: &str, id: &str, want: &str) {
+    let path = format!("/{kind}/{id}/status");
+    let status = settle(client, &path, Duration::from_secs(120)).await;
+    if status["state"] != want {
+        let history = client
+            .get(&format!("/{kind}/{id}/deploymentHistoryV2"))
+            .await;
+        panic!(
+            "{kind} {id} is {} where {want} was expected: {history}",
+            status["state"]
+        );
+    }
+}
+
+/// The environment's deployment log, as text.
+pub async fn deployment_log(client: &Client, env: &str) -> String {
+    client
+        .get(&format!("/environment/{env}/logs"))
+        .await
+        .to_string()
+}

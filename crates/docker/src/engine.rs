@@ -13,7 +13,8 @@ use bollard::query_parameters::{
 };
 use bollard::Docker;
 use domain::engine::{Cancel, Engine, StepLog, StepWork};
-use domain::ids::{OrganizationId, ServiceId};
+use domain::git::Checkouts;
+use domain::ids::{DeploymentRequestId, OrganizationId, ServiceId};
 use domain::model::{
     Cluster, ClusterAction, DeploymentAction, JobCommand, JobSpec, OutputLine, RegistryAccess,
     RunningState, Service, ServiceSpec, StepName,
@@ -21,6 +22,7 @@ use domain::model::{
 use domain::outbound_policy::OutboundPolicy;
 use futures_util::StreamExt;
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a new workload has to run (and pass its readiness probe) before it counts as
@@ -32,6 +34,8 @@ const STAYS_UP: Duration = Duration::from_secs(2);
 const LOOK: Duration = Duration::from_millis(250);
 /// The output lines a failure quotes.
 const LAST_LINES: usize = 20;
+/// How many images built from git a service keeps, unless the settings say.
+pub const DEFAULT_IMAGES_KEPT: usize = 5;
 
 #[derive(Debug, Clone, Copy)]
 enum Act {
@@ -49,17 +53,23 @@ impl Act {
 }
 
 pub struct DockerEngine {
-    docker: Docker,
+    pub(crate) docker: Docker,
     publish_address: String,
     /// What image pulls may reach: the daemon pulls, but only from a registry whose
     /// addresses the outbound policy permits.
     policy: OutboundPolicy,
     /// Whether the daemon runs on this host (its socket, or a loopback address).
     local: bool,
+    /// What fetches the repositories services are built from.
+    pub(crate) checkouts: Option<Arc<dyn Checkouts>>,
+    /// How many images built from git each service keeps (the newest).
+    pub(crate) images_kept: usize,
+    /// The image each running deployment's build step made or found, for its deploy step.
+    built: Mutex<HashMap<DeploymentRequestId, String>>,
 }
 
 /// Docker's answer to a failed call, as a step's reason.
-fn said(what: &str, e: bollard::errors::Error) -> String {
+pub(crate) fn said(what: &str, e: bollard::errors::Error) -> String {
     format!("{what}: {e}")
 }
 
@@ -86,7 +96,24 @@ impl DockerEngine {
             publish_address,
             policy: OutboundPolicy::default(),
             local,
+            checkouts: None,
+            images_kept: DEFAULT_IMAGES_KEPT,
+            built: Mutex::default(),
         })
+    }
+
+    /// Builds services from git, fetched by `checkouts`, keeping each service's newest
+    /// `images_kept` images.
+    pub fn with_builds(mut self, checkouts: Arc<dyn Checkouts>, images_kept: usize) -> Self {
+        self.checkouts = Some(checkouts);
+        self.images_kept = images_kept.max(1);
+        self
+    }
+
+    pub(crate) fn built_images(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<DeploymentRequestId, String>> {
+        self.built.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Pulls only from registries `policy` permits (the default permits public addresses).
@@ -175,7 +202,7 @@ impl DockerEngine {
         }
     }
 
-    async fn ensure_image(
+    pub(crate) async fn ensure_image(
         &self,
         image: &str,
         registry: Option<&RegistryAccess>,
@@ -431,9 +458,14 @@ impl DockerEngine {
         let (service, log) = (work.service, work.log);
         let old = self.owned(service.id, Some("service")).await?;
         let previous = self.host_ports(&old).await?;
+        let image = match plan::container_image(service, work.inputs) {
+            Some(image) => image,
+            None => self.image_built_for(work)?,
+        };
         let mut plans = plan::service_replicas(
             work.request,
             service,
+            &image,
             work.inputs,
             &self.publish_address,
             &previous,
@@ -555,6 +587,14 @@ impl DockerEngine {
         Ok(())
     }
 
+    /// The image a job runs: its registry's, or the one built from its repository.
+    fn job_image(&self, work: &StepWork<'_>, job: &JobSpec) -> Result<String, String> {
+        match plan::job_image(job, work.inputs) {
+            Some(image) => Ok(image),
+            None => self.image_built_for(work),
+        }
+    }
+
     async fn run_job(
         &self,
         work: &StepWork<'_>,
@@ -562,6 +602,7 @@ impl DockerEngine {
         run: &JobCommand,
     ) -> Result<(), String> {
         let log = work.log;
+        let image = self.job_image(work, job)?;
         let limit =
             Duration::from_secs(u64::try_from(job.max_duration_seconds.max(1)).unwrap_or(300));
         // The executions kept of the job's last run (failed ones, and the last that ended)
@@ -579,11 +620,14 @@ impl DockerEngine {
                 work.request,
                 work.service,
                 job,
-                run,
+                plan::Execution {
+                    run,
+                    image: &image,
+                    attempt,
+                },
                 work.inputs,
                 &self.publish_address,
-                attempt,
-            )?;
+            );
             let id = self.start(&plan).await?;
             log.info(&format!("job execution {} started", attempt + 1));
             let mut waiting = self.docker.wait_container(&id, None);
@@ -637,20 +681,25 @@ impl DockerEngine {
     }
 }
 
-#[async_trait]
-impl Engine for DockerEngine {
-    async fn run_step(&self, work: StepWork<'_>) -> Result<(), String> {
+impl DockerEngine {
+    async fn carry_out(&self, work: &StepWork<'_>) -> Result<(), String> {
         use DeploymentAction as A;
         let (service, log) = (work.service, work.log);
         let action = work.request.action;
         match (&service.spec, action, work.step) {
-            (ServiceSpec::Container(_), A::Deploy | A::Redeploy, _) => {
-                self.deploy_service(&work).await
-            }
+            (spec, A::Deploy | A::Redeploy, StepName::Build) => match spec.build_source() {
+                Some(source) => self.build(work, source).await,
+                None => Ok(()),
+            },
+            (
+                ServiceSpec::Container(_) | ServiceSpec::Application(_),
+                A::Deploy | A::Redeploy,
+                _,
+            ) => self.deploy_service(work).await,
             (ServiceSpec::Job(job), A::Deploy | A::Redeploy, StepName::Executing) => {
                 let scheduled = work.request.snapshot.scheduled_run;
                 match plan::job_command(job, action, scheduled) {
-                    Some(run) => self.run_job(&work, job, &run).await,
+                    Some(run) => self.run_job(work, job, &run).await,
                     None if job.schedule.cronjob.is_some() => {
                         log.info("the cron job runs at its schedule: its deployment keeps it");
                         Ok(())
@@ -662,7 +711,7 @@ impl Engine for DockerEngine {
                 }
             }
             (ServiceSpec::Job(job), A::Deploy | A::Redeploy, _) => {
-                let image = plan::job_image(job, work.inputs)?;
+                let image = self.job_image(work, job)?;
                 self.ensure_image(&image, work.inputs.registry.as_ref(), log, work.cancel)
                     .await
             }
@@ -670,10 +719,10 @@ impl Engine for DockerEngine {
             (ServiceSpec::Job(job), A::Stop | A::Delete | A::Uninstall, _) => {
                 let ran = match plan::job_command(job, action, false) {
                     Some(run) => {
-                        let image = plan::job_image(job, work.inputs)?;
+                        let image = self.job_image(work, job)?;
                         self.ensure_image(&image, work.inputs.registry.as_ref(), log, work.cancel)
                             .await?;
-                        self.run_job(&work, job, &run).await
+                        self.run_job(work, job, &run).await
                     }
                     None => Ok(()),
                 };
@@ -685,7 +734,11 @@ impl Engine for DockerEngine {
                 }
                 ran
             }
-            (ServiceSpec::Container(_) | ServiceSpec::Job(_), A::Restart, _) => {
+            (
+                ServiceSpec::Container(_) | ServiceSpec::Application(_) | ServiceSpec::Job(_),
+                A::Restart,
+                _,
+            ) => {
                 self.each_owned(service, log, Act::Restart).await?;
                 let ids: Vec<String> = self
                     .owned(service.id, Some("service"))
@@ -701,9 +754,29 @@ impl Engine for DockerEngine {
                 log.info(&format!("removed {removed} container(s)"));
                 Ok(())
             }
-            (ServiceSpec::Container(_) | ServiceSpec::Job(_), A::Diff, _) => Ok(()),
+            (
+                ServiceSpec::Container(_) | ServiceSpec::Application(_) | ServiceSpec::Job(_),
+                A::Diff,
+                _,
+            ) => Ok(()),
             (spec, _, _) => Err(plan::refused(spec)),
         }
+    }
+}
+
+#[async_trait]
+impl Engine for DockerEngine {
+    async fn run_step(&self, work: StepWork<'_>) -> Result<(), String> {
+        let done = self.carry_out(&work).await;
+        // A deployment's last step, whatever its end, no longer needs what its build made.
+        let last = match work.service.spec {
+            ServiceSpec::Job(_) => StepName::Executing,
+            _ => StepName::Deployment,
+        };
+        if work.step == last || done.is_err() {
+            self.forget_build(work.request.id);
+        }
+        done
     }
 
     /// A cluster is this daemon: deploying it checks that it answers.

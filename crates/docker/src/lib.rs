@@ -1,6 +1,8 @@
 //! The Docker engine: the adapter of the domain's engine port that runs containers and jobs on
 //! a Docker daemon (the one at `DOCKER_HOST`, or the default socket), through `bollard`.
 
+mod build;
+mod dockerfile;
 mod engine;
 mod files;
 mod liveness;
@@ -9,5 +11,5 @@ mod output;
 mod plan;
 mod probe;
 
-pub use engine::DockerEngine;
+pub use engine::{DockerEngine, DEFAULT_IMAGES_KEPT};
 pub use plan::{image_reference, LABEL_SERVICE};

@@ -171,20 +171,39 @@ fn limits(cpu: i64, memory: i64) -> (i64, i64) {
     (cpu.max(1) * 1_000_000, memory.max(6) * 1024 * 1024)
 }
 
-/// The replicas of a container service, each keeping the host ports `previous` gives it.
+/// What a long-running service runs as: a container's or an application's runtime.
+fn runtime_of(spec: &ServiceSpec) -> Option<&Runtime> {
+    match spec {
+        ServiceSpec::Container(c) => Some(&c.runtime),
+        ServiceSpec::Application(a) => Some(&a.runtime),
+        _ => None,
+    }
+}
+
+/// The image a container service runs: its image at its tag, from its registry.
+pub fn container_image(service: &Service, inputs: &WorkloadInputs) -> Option<String> {
+    match &service.spec {
+        ServiceSpec::Container(c) => Some(image_reference(
+            inputs.registry.as_ref(),
+            &c.image_name,
+            &c.tag,
+        )),
+        _ => None,
+    }
+}
+
+/// The replicas of a container service or an application running `image`, each keeping the
+/// host ports `previous` gives it.
 pub fn service_replicas(
     r: &DeploymentRequest,
     service: &Service,
+    image: &str,
     inputs: &WorkloadInputs,
     publish_address: &str,
     previous: &HashMap<(usize, u16), u16>,
 ) -> Result<Vec<ContainerPlan>, String> {
-    let (image, runtime): (String, &Runtime) = match &service.spec {
-        ServiceSpec::Container(c) => (
-            image_reference(inputs.registry.as_ref(), &c.image_name, &c.tag),
-            &c.runtime,
-        ),
-        other => return Err(refused(other)),
+    let Some(runtime) = runtime_of(&service.spec) else {
+        return Err(refused(&service.spec));
     };
     let (entrypoint, cmd) = command(runtime.entrypoint.as_deref(), &runtime.arguments);
     let (nano_cpus, memory_bytes) = limits(runtime.cpu, runtime.memory);
@@ -209,7 +228,7 @@ pub fn service_replicas(
             .collect();
         plans.push(ContainerPlan {
             name: replica_name(service, replica),
-            image: image.clone(),
+            image: image.to_string(),
             entrypoint: entrypoint.clone(),
             cmd: cmd.clone(),
             env: env(inputs),
@@ -250,45 +269,49 @@ pub fn job_command(
     }
 }
 
-/// The image a job runs, or why this engine cannot run it.
-pub fn job_image(job: &JobSpec, inputs: &WorkloadInputs) -> Result<String, String> {
-    let Some(source) = &job.source.image else {
-        return Err(
-            "the Docker engine runs jobs from an image; building a job from git comes with \
-             applications built from git (not yet supported)"
-                .into(),
-        );
-    };
-    Ok(image_reference(
+/// The image a job from a registry runs; `None` for a job built from git.
+pub fn job_image(job: &JobSpec, inputs: &WorkloadInputs) -> Option<String> {
+    let source = job.source.image.as_ref()?;
+    Some(image_reference(
         inputs.registry.as_ref(),
         &source.image_name,
         &source.tag,
     ))
 }
 
-/// One execution of a job, running `run`.
+/// What one execution of a job runs: `run` in `image`, its `attempt`-th try (from 0).
+pub struct Execution<'a> {
+    pub run: &'a JobCommand,
+    pub image: &'a str,
+    pub attempt: i64,
+}
+
+/// One execution of a job.
 pub fn job_execution(
     r: &DeploymentRequest,
     service: &Service,
     job: &JobSpec,
-    run: &JobCommand,
+    execution: Execution<'_>,
     inputs: &WorkloadInputs,
     publish_address: &str,
-    attempt: i64,
-) -> Result<ContainerPlan, String> {
-    let image = job_image(job, inputs)?;
+) -> ContainerPlan {
+    let Execution {
+        run,
+        image,
+        attempt,
+    } = execution;
     let (entrypoint, arguments) = (run.entrypoint.as_deref(), run.arguments.as_slice());
     let (entrypoint, cmd) = command(entrypoint, arguments);
     let (nano_cpus, memory_bytes) = limits(job.cpu, job.memory);
     let mut labels = labels(r, service, "job");
     labels.insert(LABEL_REPLICA.into(), attempt.to_string());
-    Ok(ContainerPlan {
+    ContainerPlan {
         name: format!(
             "capstan-{}-run-{}-{attempt}",
             service.id.0.simple(),
             r.id.0.simple()
         ),
-        image,
+        image: image.to_string(),
         entrypoint,
         cmd,
         env: env(inputs),
@@ -307,27 +330,29 @@ pub fn job_execution(
         memory_bytes,
         restarts: false,
         publish_address: publish_address.to_string(),
-    })
+    }
 }
 
 /// Why the Docker engine does not run a kind yet.
 pub fn refused(spec: &ServiceSpec) -> String {
     let (kind, missing) = match spec {
-        ServiceSpec::Application(_) => ("APPLICATION", "building images from git"),
         ServiceSpec::Database(_) => ("DATABASE", "databases in containers"),
         ServiceSpec::Helm(_) => ("HELM", "helm charts (they need Kubernetes)"),
         ServiceSpec::Terraform(_) => ("TERRAFORM", "running terraform"),
-        ServiceSpec::Container(_) | ServiceSpec::Job(_) => ("this", "nothing"),
+        ServiceSpec::Container(_) | ServiceSpec::Application(_) | ServiceSpec::Job(_) => {
+            ("this", "nothing")
+        }
     };
     format!("the Docker engine does not run {kind} services yet: {missing} is not supported")
 }
 
 /// The readiness probe Capstan runs itself from the host, through the published port.
 pub fn readiness(service: &Service) -> Option<&Probe> {
-    match &service.spec {
-        ServiceSpec::Container(c) => c.runtime.workload.healthchecks.readiness_probe.as_ref(),
-        _ => None,
-    }
+    runtime_of(&service.spec)?
+        .workload
+        .healthchecks
+        .readiness_probe
+        .as_ref()
 }
 
 /// What a deployed service's replicas are given once they run and are ready: Docker restarts
@@ -470,6 +495,7 @@ mod tests {
                 username: None,
                 password: None,
             }),
+            git: None,
         }
     }
 
@@ -483,7 +509,8 @@ mod tests {
         }));
         let r = request(&s);
         let previous = HashMap::from([((0, 8080), 41000)]);
-        let plans = service_replicas(&r, &s, &inputs(), "127.0.0.1", &previous).unwrap();
+        let image = container_image(&s, &inputs()).unwrap();
+        let plans = service_replicas(&r, &s, &image, &inputs(), "127.0.0.1", &previous).unwrap();
         assert_eq!(plans.len(), 2, "min_running_instances replicas");
         let first = &plans[0];
         assert_eq!(first.image, "registry.example.com/team/web:1.2");
@@ -637,6 +664,7 @@ mod tests {
         let why = service_replicas(
             &request(&app),
             &app,
+            "x",
             &inputs(),
             "127.0.0.1",
             &HashMap::new(),

@@ -1,8 +1,8 @@
 //! The git provider port: repository hooks on HOSTA (GitHub-compatible), HOSTB (GitLab-
 //! compatible) and HOSTC (Bitbucket-compatible) providers, and what a service's webhook must be.
 
-use crate::model::GitProvider;
 pub use crate::model::WebhookState;
+use crate::model::{GitAccess, GitProvider};
 use crate::secret::Secret;
 use async_trait::async_trait;
 use serde::Serialize;
@@ -60,6 +60,20 @@ pub trait GitHosting: Send + Sync {
         events: &[&str],
         secret: &Secret,
     ) -> Result<(), GitError>;
+}
+
+/// What fetches a repository's files at a revision: engines build from them.
+#[async_trait]
+pub trait Checkouts: Send + Sync {
+    /// Fetches `revision` (a commit, or a branch for its newest commit) of `source` into
+    /// `into`, an empty directory; the full id of the commit checked out. Only addresses the
+    /// outbound policy permits are reached; `Err` never quotes the token.
+    async fn checkout(
+        &self,
+        source: &GitAccess,
+        revision: &str,
+        into: &std::path::Path,
+    ) -> Result<String, GitError>;
 }
 
 /// The events a service's hook must carry, per provider (docs/git.md).

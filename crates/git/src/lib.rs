@@ -1,6 +1,10 @@
 //! The git provider adapters: repository hooks over each provider's REST API. HOSTA speaks a
 //! GitHub-compatible API, HOSTB a GitLab-compatible one, HOSTC a Bitbucket-compatible one.
 
+mod checkout;
+
+pub use checkout::GitCheckouts;
+
 use async_trait::async_trait;
 use domain::git::{GitError, GitHosting, Hook, RepositoryAccess};
 use domain::model::GitProvider;

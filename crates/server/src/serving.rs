@@ -34,6 +34,8 @@ pub const POOL_SIZE: usize = 16;
 const ENGINE_WORKERS: usize = 4;
 /// How long a git provider has to answer.
 const GIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long one git command of a build may take (a large repository fetches slowly).
+const GIT_FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 /// How long a webhook status is reused for a service: enough to absorb a burst of polls,
 /// short enough that a change on the provider shows at once to a person looking.
 const GIT_STATUS_CACHE_SECONDS: i64 = 1;
@@ -94,6 +96,14 @@ pub async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
 
 /// Serves until `lifetime` ends, on `listener` when given (else on the settings' address),
 /// after loading the fixture `seed_file` if any.
+/// The Docker engine as the settings have it: pulls and clones through the outbound policy.
+fn docker_with_settings(docker: DockerEngine, settings: &Settings) -> DockerEngine {
+    let checkouts = git::GitCheckouts::new(settings.outbound.clone(), GIT_FETCH_TIMEOUT);
+    docker
+        .with_policy(settings.outbound.clone())
+        .with_builds(Arc::new(checkouts), settings.docker_images_kept)
+}
+
 /// The engine the settings ask for; the start-up log says which and why. An engine asked for
 /// by name that cannot start stops the start-up.
 async fn engine(settings: &Settings) -> anyhow::Result<Arc<dyn domain::engine::Engine>> {
@@ -111,14 +121,14 @@ async fn engine(settings: &Settings) -> anyhow::Result<Arc<dyn domain::engine::E
         EngineChoice::Docker => {
             let docker = DockerEngine::connect(address)
                 .await
-                .map_err(|e| anyhow::anyhow!("CAPSTAN_ENGINE=docker, but {e}"))?
-                .with_policy(settings.outbound.clone());
+                .map_err(|e| anyhow::anyhow!("CAPSTAN_ENGINE=docker, but {e}"))?;
+            let docker = docker_with_settings(docker, settings);
             tracing::info!(engine = "docker", daemon = %docker.describe().await, "deployments run on Docker (CAPSTAN_ENGINE=docker)");
             Ok(Arc::new(docker))
         }
         EngineChoice::Auto => match DockerEngine::connect(address).await {
             Ok(docker) => {
-                let docker = docker.with_policy(settings.outbound.clone());
+                let docker = docker_with_settings(docker, settings);
                 tracing::info!(engine = "docker", daemon = %docker.describe().await, "deployments run on Docker: a daemon answered (CAPSTAN_ENGINE=auto)");
                 Ok(Arc::new(docker))
             }

@@ -77,6 +77,15 @@ pub struct RawSettings {
         global = true
     )]
     pub docker_publish_address: String,
+    /// How many images built from git the Docker engine keeps per service (the newest; a
+    /// deploy of a kept commit reuses its image without building).
+    #[arg(
+        long,
+        env = "CAPSTAN_DOCKER_IMAGES_KEPT",
+        default_value = "5",
+        global = true
+    )]
+    pub docker_images_kept: String,
     /// Duration of each step of the simulated engine, in milliseconds.
     #[arg(
         long,
@@ -268,6 +277,7 @@ pub struct Settings {
     pub engine_step_ms: u64,
     pub engine: EngineChoice,
     pub docker_publish_address: std::net::IpAddr,
+    pub docker_images_kept: usize,
     pub jwt_issuer: Option<String>,
     pub jwt_audience: Option<String>,
     /// How Bearer JWTs are verified, from the settings above; none: refused.
@@ -323,6 +333,7 @@ impl fmt::Debug for Settings {
             .field("engine_step_ms", &self.engine_step_ms)
             .field("engine", &self.engine)
             .field("docker_publish_address", &self.docker_publish_address)
+            .field("docker_images_kept", &self.docker_images_kept)
             .field("jwt_issuer", &self.jwt_issuer)
             .field("jwt_audience", &self.jwt_audience)
             .field("request_timeout", &self.request_timeout)
@@ -480,6 +491,22 @@ impl RawSettings {
                     format!(
                         "'{}' is not an IP address (such as 127.0.0.1 or 0.0.0.0)",
                         self.docker_publish_address
+                    ),
+                )
+            })?;
+        let docker_images_kept = self
+            .docker_images_kept
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| {
+                bad(
+                    "CAPSTAN_DOCKER_IMAGES_KEPT",
+                    "docker-images-kept",
+                    format!(
+                        "'{}' is not a whole number of images of at least 1",
+                        self.docker_images_kept
                     ),
                 )
             })?;
@@ -663,6 +690,7 @@ impl RawSettings {
             engine_step_ms,
             engine,
             docker_publish_address,
+            docker_images_kept,
             jwt_issuer: self.jwt_issuer.clone(),
             jwt_audience: self.jwt_audience.clone(),
             jwt,

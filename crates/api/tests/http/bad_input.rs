@@ -19,7 +19,24 @@ http_suite!(
     head_answers_as_get_does,
     a_bulk_deletion_that_lists_no_service_is_refused,
     audit_links_never_come_from_the_request_headers,
+    a_build_mode_other_than_docker_is_refused,
 );
+
+async fn a_build_mode_other_than_docker_is_refused<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let body = |mode: &str| {
+        json!({"name": "api", "build_mode": mode,
+               "git_repository": {"url": "https://github.com/acme/api"}})
+    };
+    let refused = t
+        .post(&format!("/environment/{env}/application"), body("BUILDPACKS"))
+        .await
+        .expect_error(400, "build_mode");
+    assert!(refused.text.contains("DOCKER"), "{}", refused.text);
+    t.post(&format!("/environment/{env}/application"), body("DOCKER"))
+        .await
+        .expect(201);
+}
 
 /// Suites on an app set up differently: a low token cap, a public URL, a failing git provider.
 macro_rules! adjusted_suite {

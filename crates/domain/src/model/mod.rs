@@ -91,7 +91,9 @@ pub use state::{transition, DeploymentAction, Event, Forbidden, ServiceState};
 pub use status::*;
 pub use variable::*;
 pub use webhook::*;
-pub use workload_inputs::{EnvValue, FileValue, Masker, RegistryAccess, WorkloadInputs, MASK};
+pub use workload_inputs::{
+    EnvValue, FileValue, GitAccess, Masker, RegistryAccess, WorkloadInputs, MASK,
+};
 
 use crate::ids::OrganizationId;
 use std::fmt::Display;

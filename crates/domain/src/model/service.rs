@@ -284,12 +284,38 @@ impl ServiceSpec {
         out
     }
 
+    /// What a service built from git builds: its repository, the Dockerfile and the stage.
+    pub fn build_source(&self) -> Option<BuildSource<'_>> {
+        match self {
+            ServiceSpec::Application(a) => Some(BuildSource {
+                repository: &a.git_repository,
+                dockerfile_path: a.dockerfile_path.as_deref().unwrap_or("Dockerfile"),
+                target_stage: a.docker_target_build_stage.as_deref(),
+            }),
+            ServiceSpec::Job(j) => j.source.docker.as_ref().map(|d| BuildSource {
+                repository: &d.git_repository,
+                dockerfile_path: &d.dockerfile_path,
+                target_stage: None,
+            }),
+            _ => None,
+        }
+    }
+
     /// The git token the service's main repository uses.
     pub fn git_token_id(&self) -> Option<GitTokenId> {
         self.git_repositories()
             .into_iter()
             .find_map(|r| r.git_token_id)
     }
+}
+
+/// The image a service built from git builds: the Dockerfile at `dockerfile_path` (relative to
+/// `repository.root_path`, the build's context), to its `target_stage` (the last when none).
+#[derive(Debug, Clone, Copy)]
+pub struct BuildSource<'a> {
+    pub repository: &'a GitRepository,
+    pub dockerfile_path: &'a str,
+    pub target_stage: Option<&'a str>,
 }
 
 /// A validated create or edit request for a service of any kind.

@@ -292,10 +292,16 @@ impl ApplicationInput {
         workload: WorkloadInput,
     ) -> Result<ApplicationSpec, DomainError> {
         let build_mode = self.build_mode.unwrap_or(BuildMode::Docker);
-        let dockerfile_path = match build_mode {
-            BuildMode::Docker => Some(self.dockerfile_path.unwrap_or_else(|| "Dockerfile".into())),
-            BuildMode::Buildpacks => self.dockerfile_path,
-        };
+        if build_mode != BuildMode::Docker {
+            return Err(DomainError::invalid(
+                "build_mode",
+                format!(
+                    "{build_mode} is not supported: Capstan builds applications from a \
+                     Dockerfile (build_mode DOCKER)"
+                ),
+            ));
+        }
+        let dockerfile_path = Some(self.dockerfile_path.unwrap_or_else(|| "Dockerfile".into()));
         Ok(ApplicationSpec {
             git_repository: self.git_repository.into_repository("git_repository")?,
             build_mode,

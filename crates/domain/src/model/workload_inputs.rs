@@ -2,7 +2,7 @@
 //! sees, the nearest scope winning a key, overrides replacing the value they override, aliases
 //! adding a name for a value. Engines receive it whole; nothing here knows how they run it.
 
-use super::{RegistryKind, Variable, VariableType};
+use super::{GitProvider, RegistryKind, Variable, VariableType};
 use crate::secret::Secret;
 use std::collections::{BTreeMap, HashMap};
 
@@ -32,6 +32,15 @@ pub struct RegistryAccess {
     pub password: Option<Secret>,
 }
 
+/// How an engine fetches the git repository a service is built from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitAccess {
+    pub url: String,
+    pub provider: GitProvider,
+    /// The service's git token, for a private repository.
+    pub token: Option<Secret>,
+}
+
 /// Everything a workload is given besides its service's own configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkloadInputs {
@@ -40,6 +49,8 @@ pub struct WorkloadInputs {
     /// In mount path order.
     pub files: Vec<FileValue>,
     pub registry: Option<RegistryAccess>,
+    /// The repository it is built from, when it is.
+    pub git: Option<GitAccess>,
 }
 
 /// How near a variable is to the workload: its own service's beat its environment's, which
@@ -101,8 +112,10 @@ impl WorkloadInputs {
             .map(|e| &e.value);
         let files = self.files.iter().filter(|f| f.secret).map(|f| &f.content);
         let registry = self.registry.iter().filter_map(|r| r.password.as_ref());
+        let git = self.git.iter().filter_map(|g| g.token.as_ref());
         env.chain(files)
             .chain(registry)
+            .chain(git)
             .map(Secret::expose)
             .filter(|v| !v.is_empty())
     }

@@ -34,6 +34,18 @@ impl Capstan {
                 inputs.registry = Some(found.access());
             }
         }
+        if let Some(source) = service.spec.build_source() {
+            let repo = source.repository;
+            let token = match repo.git_token_id {
+                Some(id) => Repo::<GitToken>::get(tx, id).await?.map(|t| t.token),
+                None => None,
+            };
+            inputs.git = Some(GitAccess {
+                url: repo.url.clone(),
+                provider: repo.provider,
+                token,
+            });
+        }
         Ok(inputs)
     }
 

@@ -1,0 +1,336 @@
+//! Images built from git: the repository fetched at the commit asked for, its context sent to
+//! the daemon, the build's output in the step's log. An image is tagged by its commit and kept
+//! per service (the newest few), so deploying a commit built before reuses its image.
+
+use crate::dockerfile;
+use crate::engine::{said, DockerEngine};
+use crate::plan::LABEL_SERVICE;
+use bollard::query_parameters::{BuildImageOptions, ListImagesOptions, RemoveImageOptions};
+use domain::engine::{Cancel, StepLog, StepWork};
+use domain::ids::{DeploymentRequestId, ServiceId};
+use domain::model::{BuildSource, GitAccess};
+use futures_util::StreamExt;
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+
+/// The label an image carries with the commit it was built from.
+const LABEL_COMMIT: &str = "capstan.commit";
+/// The build output lines a failure quotes.
+const FAILURE_LINES: usize = 15;
+
+/// The image a service's build of `commit` is tagged as.
+pub fn built_image(service: ServiceId, commit: &str) -> String {
+    format!("capstan-build/{}:{commit}", service.0.simple())
+}
+
+fn is_full_commit(revision: &str) -> bool {
+    revision.len() == 40 && revision.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+/// `relative` inside `base`, or `None` when it would leave it (`..`) or names nothing there.
+fn inside(base: &Path, relative: &str) -> Option<PathBuf> {
+    let mut path = base.to_path_buf();
+    for part in Path::new(relative.trim_start_matches('/')).components() {
+        match part {
+            Component::Normal(p) => path.push(p),
+            Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    // A symbolic link in the repository may point anywhere: what it resolves to must be in.
+    let resolved = path.canonicalize().ok()?;
+    resolved
+        .starts_with(base.canonicalize().ok()?)
+        .then_some(resolved)
+}
+
+/// A directory removed when dropped (the checkout, whatever way the build ends).
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The context as Docker takes it: a tar of the directory, symbolic links kept as links.
+fn context_archive(dir: &Path) -> Result<Vec<u8>, String> {
+    let mut tar = tar::Builder::new(Vec::new());
+    tar.follow_symlinks(false);
+    tar.append_dir_all(".", dir)
+        .and_then(|()| tar.into_inner())
+        .map_err(|e| format!("could not pack the build context: {e}"))
+}
+
+impl DockerEngine {
+    /// The image a deployment of a service built from git runs: the one its build step made
+    /// (or found), else the deployed commit's.
+    pub(crate) fn image_built_for(&self, work: &StepWork<'_>) -> Result<String, String> {
+        if let Some(image) = self.built_images().get(&work.request.id).cloned() {
+            return Ok(image);
+        }
+        let deployed = work
+            .service
+            .spec
+            .build_source()
+            .and_then(|s| s.repository.deployed_commit_id.clone());
+        match work.request.target.git_commit_id.clone().or(deployed) {
+            Some(commit) if is_full_commit(&commit) => Ok(built_image(work.service.id, &commit)),
+            _ => Err("no image was built for this deployment: its build step did not run".into()),
+        }
+    }
+
+    /// Forgets what a deployment built, once it ended.
+    pub(crate) fn forget_build(&self, request: DeploymentRequestId) {
+        self.built_images().remove(&request);
+    }
+
+    /// The build step: the image of the commit asked for, built unless the host has it.
+    pub(crate) async fn build(
+        &self,
+        work: &StepWork<'_>,
+        source: BuildSource<'_>,
+    ) -> Result<(), String> {
+        let (log, cancel) = (work.log, work.cancel);
+        let git = work
+            .inputs
+            .git
+            .as_ref()
+            .ok_or("the service's repository could not be read")?;
+        let revision = work
+            .request
+            .target
+            .git_commit_id
+            .clone()
+            .unwrap_or_else(|| source.repository.branch.clone());
+        if is_full_commit(&revision) && self.reuse(work, &revision, log).await {
+            return Ok(());
+        }
+        let scratch = Scratch(
+            std::env::temp_dir().join(format!("capstan-build-{}", work.request.id.0.simple())),
+        );
+        let _ = std::fs::remove_dir_all(&scratch.0);
+        std::fs::create_dir_all(&scratch.0)
+            .map_err(|e| format!("could not make a directory for the checkout: {e}"))?;
+        let commit = self.fetch(git, &revision, &scratch.0, log, cancel).await?;
+        if self.reuse(work, &commit, log).await {
+            return Ok(());
+        }
+        let _ = std::fs::remove_dir_all(scratch.0.join(".git"));
+        let context = inside(&scratch.0, &source.repository.root_path).ok_or_else(|| {
+            format!(
+                "the root_path {} is not a directory of the repository",
+                source.repository.root_path
+            )
+        })?;
+        let dockerfile_at = inside(&context, source.dockerfile_path).ok_or_else(|| {
+            format!(
+                "no Dockerfile at {} (dockerfile_path, from the root_path {})",
+                source.dockerfile_path, source.repository.root_path
+            )
+        })?;
+        let text = std::fs::read_to_string(&dockerfile_at)
+            .map_err(|e| format!("could not read the Dockerfile: {e}"))?;
+        for base in dockerfile::base_images(&text) {
+            self.ensure_image(&base, None, log, cancel).await?;
+        }
+        let declared = dockerfile::declared_args(&text);
+        let arguments: HashMap<String, String> = work
+            .inputs
+            .environment
+            .iter()
+            .filter(|e| declared.contains(&e.key))
+            .map(|e| (e.key.clone(), e.value.expose().to_string()))
+            .collect();
+        if !arguments.is_empty() {
+            let mut names: Vec<&String> = arguments.keys().collect();
+            names.sort();
+            let names: Vec<&str> = names.into_iter().map(String::as_str).collect();
+            log.info(&format!("build arguments: {}", names.join(", ")));
+        }
+        let relative = dockerfile_at
+            .strip_prefix(&context)
+            .map_err(|_| "the Dockerfile is outside the build context".to_string())?
+            .to_string_lossy()
+            .to_string();
+        let image = built_image(work.service.id, &commit);
+        let archive = context_archive(&context)?;
+        let options = BuildImageOptions {
+            dockerfile: relative,
+            t: Some(image.clone()),
+            buildargs: Some(arguments),
+            target: source.target_stage.unwrap_or_default().to_string(),
+            labels: Some(HashMap::from([
+                (LABEL_SERVICE.to_string(), work.service.id.0.to_string()),
+                (LABEL_COMMIT.to_string(), commit.clone()),
+            ])),
+            rm: true,
+            forcerm: true,
+            ..Default::default()
+        };
+        log.info(&format!("building image {image}"));
+        self.run_build(options, archive, log, cancel).await?;
+        log.info(&format!("built image {image}"));
+        self.built_images().insert(work.request.id, image.clone());
+        self.prune(work.service.id, &image, log).await;
+        Ok(())
+    }
+
+    /// Whether the host has the image of `commit` already (recorded for the deploy step).
+    async fn reuse(&self, work: &StepWork<'_>, commit: &str, log: &StepLog) -> bool {
+        let image = built_image(work.service.id, commit);
+        if self.docker.inspect_image(&image).await.is_err() {
+            return false;
+        }
+        log.info(&format!(
+            "image {image} of commit {commit} is on the Docker host: no build"
+        ));
+        self.built_images().insert(work.request.id, image);
+        true
+    }
+
+    async fn fetch(
+        &self,
+        git: &GitAccess,
+        revision: &str,
+        into: &Path,
+        log: &StepLog,
+        cancel: &Cancel,
+    ) -> Result<String, String> {
+        let checkouts = self
+            .checkouts
+            .as_ref()
+            .ok_or("this Capstan fetches no git repository")?;
+        log.info(&format!("fetching {} at {revision}", git.url));
+        let fetched = tokio::select! {
+            fetched = checkouts.checkout(git, revision, into) => fetched,
+            () = cancel.canceled() => return Err("canceled while fetching the repository".into()),
+        };
+        let commit = fetched.map_err(|e| format!("could not fetch the repository: {e}"))?;
+        log.info(&format!("fetched commit {commit}"));
+        Ok(commit)
+    }
+
+    /// Sends the context and follows the build; a cancel drops the connection, which stops
+    /// the daemon's build.
+    async fn run_build(
+        &self,
+        options: BuildImageOptions,
+        archive: Vec<u8>,
+        log: &StepLog,
+        cancel: &Cancel,
+    ) -> Result<(), String> {
+        let mut building =
+            self.docker
+                .build_image(options, None, Some(bollard::body_full(archive.into())));
+        let mut step = String::new();
+        let mut since_step: Vec<String> = Vec::new();
+        loop {
+            let next = tokio::select! {
+                next = building.next() => next,
+                () = cancel.canceled() => return Err("canceled while the image was built".into()),
+            };
+            let failure = match next {
+                None => return Ok(()),
+                Some(Ok(info)) => {
+                    for line in info.stream.iter().flat_map(|s| s.lines()) {
+                        let line = line.trim_end();
+                        if line.is_empty() {
+                            continue;
+                        }
+                        if line.starts_with("Step ") {
+                            step = line.to_string();
+                            since_step.clear();
+                        } else {
+                            since_step.push(line.to_string());
+                        }
+                        log.info(line);
+                    }
+                    match info.error_detail.and_then(|e| e.message) {
+                        Some(message) => message,
+                        None => continue,
+                    }
+                }
+                Some(Err(bollard::errors::Error::DockerStreamError { error })) => error,
+                Some(Err(e)) => return Err(said("the build stopped", e)),
+            };
+            let tail = &since_step[since_step.len().saturating_sub(FAILURE_LINES)..];
+            let at = if step.is_empty() {
+                String::new()
+            } else {
+                format!(" at {step}")
+            };
+            return Err(format!(
+                "the build failed{at}: {failure}; its output:\n{}",
+                tail.join("\n")
+            ));
+        }
+    }
+
+    /// Removes the service's built images past the newest `images_kept` (never `current`).
+    /// An image a container still runs stays; a failure to prune fails nothing.
+    async fn prune(&self, service: ServiceId, current: &str, log: &StepLog) {
+        let options = ListImagesOptions {
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec![format!("{LABEL_SERVICE}={}", service.0)],
+            )])),
+            ..Default::default()
+        };
+        let Ok(mut images) = self.docker.list_images(Some(options)).await else {
+            return;
+        };
+        images.sort_by_key(|i| std::cmp::Reverse(i.created));
+        for old in images.iter().skip(self.images_kept) {
+            for tag in &old.repo_tags {
+                if tag == current {
+                    continue;
+                }
+                match self
+                    .docker
+                    .remove_image(tag, None::<RemoveImageOptions>, None)
+                    .await
+                {
+                    Ok(_) => log.info(&format!("removed old image {tag}")),
+                    Err(e) => tracing::debug!(image = %tag, error = %e, "old image kept"),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_stay_inside_the_checkout() {
+        let base = std::env::temp_dir().join(format!("capstan-inside-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(base.join("app"));
+        let _ = std::fs::write(base.join("app/Dockerfile"), "FROM x");
+        assert!(inside(&base, "/").is_some());
+        assert!(inside(&base, "/app").is_some());
+        assert!(inside(&base, "app/Dockerfile").is_some());
+        assert!(inside(&base, "/../etc").is_none());
+        assert!(inside(&base, "app/missing").is_none());
+        #[cfg(unix)]
+        {
+            let _ = std::os::unix::fs::symlink("/etc", base.join("out"));
+            assert!(inside(&base, "out").is_none(), "a link out of the checkout");
+        }
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn images_are_tagged_by_full_commit() {
+        let id = ServiceId::generate();
+        let commit = "548b854f487c1e4204e2620b0d5e50e916a04c8b";
+        assert!(is_full_commit(commit));
+        assert!(!is_full_commit("548b854"));
+        assert!(!is_full_commit("main"));
+        assert_eq!(
+            built_image(id, commit),
+            format!("capstan-build/{}:{commit}", id.0.simple())
+        );
+    }
+}

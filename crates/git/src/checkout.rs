@@ -1,0 +1,275 @@
+//! Checkouts through Debian's `git`: a shallow fetch of one revision over http(s), reaching
+//! only the addresses the outbound policy permits (each address checked, then pinned, so a
+//! name cannot resolve elsewhere between the check and the fetch), with no redirect followed,
+//! no prompt, and no configuration of the host's read.
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use domain::git::{Checkouts, GitError};
+use domain::model::{GitAccess, GitProvider};
+use domain::outbound_policy::OutboundPolicy;
+use std::net::IpAddr;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::process::Command;
+
+pub struct GitCheckouts {
+    policy: OutboundPolicy,
+    /// How long one git command may take (a fetch of a large repository takes long).
+    timeout: Duration,
+}
+
+impl GitCheckouts {
+    pub fn new(policy: OutboundPolicy, timeout: Duration) -> Self {
+        Self { policy, timeout }
+    }
+
+    /// The addresses `url` reaches, each permitted by the policy; `Err` names the host.
+    async fn permitted_addresses(&self, url: &url::Url) -> Result<Vec<IpAddr>, GitError> {
+        let refused = |r: domain::outbound_policy::Refused| GitError::Refused(r.to_string());
+        let host = url.host_str().unwrap_or_default().to_string();
+        let port = url.port_or_known_default().unwrap_or(443);
+        let addresses: Vec<IpAddr> = match url.host() {
+            Some(url::Host::Ipv4(ip)) => vec![IpAddr::V4(ip)],
+            Some(url::Host::Ipv6(ip)) => vec![IpAddr::V6(ip)],
+            _ => tokio::net::lookup_host((host.as_str(), port))
+                .await
+                .map_err(|_| GitError::Unreachable(format!("{host} does not resolve")))?
+                .map(|a| a.ip())
+                .collect(),
+        };
+        if addresses.is_empty() || !addresses.iter().all(|ip| self.policy.permits(&host, *ip)) {
+            return Err(refused(self.policy.refusal(&host)));
+        }
+        Ok(addresses)
+    }
+
+    /// Runs one git command in `dir` with `config` (as `GIT_CONFIG_*`, never in the command
+    /// line another process may read); its standard output.
+    async fn git(
+        &self,
+        dir: &Path,
+        config: &[(String, String)],
+        args: &[&str],
+    ) -> Result<String, GitError> {
+        let mut command = Command::new("git");
+        command
+            .args(args)
+            .current_dir(dir)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", dir)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_ALLOW_PROTOCOL", "http:https")
+            .env("GIT_CONFIG_COUNT", config.len().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        for (i, (key, value)) in config.iter().enumerate() {
+            command.env(format!("GIT_CONFIG_KEY_{i}"), key);
+            command.env(format!("GIT_CONFIG_VALUE_{i}"), value);
+        }
+        let ran = tokio::time::timeout(self.timeout, command.output())
+            .await
+            .map_err(|_| {
+                GitError::Unreachable(format!("git took over {} s", self.timeout.as_secs()))
+            })?
+            .map_err(|e| GitError::Unexpected(format!("could not run git: {e}")))?;
+        if ran.status.success() {
+            return Ok(String::from_utf8_lossy(&ran.stdout).trim().to_string());
+        }
+        Err(failure(&String::from_utf8_lossy(&ran.stderr)))
+    }
+}
+
+/// What git's complaint means, in the port's words (its own text kept for the unexpected).
+fn failure(stderr: &str) -> GitError {
+    let lower = stderr.to_ascii_lowercase();
+    if lower.contains("authentication failed")
+        || lower.contains("401")
+        || lower.contains("403")
+        || lower.contains("could not read username")
+    {
+        GitError::Unauthorized
+    } else if lower.contains("not found")
+        || lower.contains("404")
+        || lower.contains("couldn't find remote ref")
+        || lower.contains("not our ref")
+        || lower.contains("unadvertised object")
+    {
+        GitError::NotFound
+    } else if lower.contains("could not resolve host")
+        || lower.contains("failed to connect")
+        || lower.contains("connection refused")
+        || lower.contains("timed out")
+    {
+        GitError::Unreachable("connection failed".into())
+    } else {
+        let said: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        let tail = said[said.len().saturating_sub(3)..].join("; ");
+        GitError::Unexpected(format!("git said: {tail}"))
+    }
+}
+
+/// A revision git reads as a commit or a branch and never as an option.
+fn valid_revision(revision: &str) -> bool {
+    !revision.is_empty()
+        && !revision.starts_with('-')
+        && !revision.contains("..")
+        && revision
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))
+}
+
+/// The user name each provider takes a token under, over https.
+fn token_user(provider: GitProvider) -> &'static str {
+    match provider {
+        GitProvider::HostA => "x-access-token",
+        GitProvider::HostB => "oauth2",
+        GitProvider::HostC => "x-token-auth",
+    }
+}
+
+#[async_trait]
+impl Checkouts for GitCheckouts {
+    async fn checkout(
+        &self,
+        source: &GitAccess,
+        revision: &str,
+        into: &Path,
+    ) -> Result<String, GitError> {
+        let url = self
+            .policy
+            .check_url(&source.url)
+            .map_err(|r| GitError::Refused(r.to_string()))?;
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(GitError::Refused(
+                "a repository URL may not carry credentials: give the service a git token".into(),
+            ));
+        }
+        if !valid_revision(revision) {
+            return Err(GitError::NotFound);
+        }
+        let addresses = self.permitted_addresses(&url).await?;
+        let host = url.host_str().unwrap_or_default();
+        let port = url.port_or_known_default().unwrap_or(443);
+        let pinned: Vec<String> = addresses
+            .iter()
+            .map(|ip| match ip {
+                IpAddr::V6(v6) => format!("[{v6}]"),
+                IpAddr::V4(v4) => v4.to_string(),
+            })
+            .collect();
+        let mut config = vec![
+            ("http.followRedirects".to_string(), "false".to_string()),
+            (
+                "http.curloptResolve".to_string(),
+                format!("{host}:{port}:{}", pinned.join(",")),
+            ),
+            ("protocol.version".to_string(), "2".to_string()),
+            ("init.defaultBranch".to_string(), "main".to_string()),
+            ("advice.detachedHead".to_string(), "false".to_string()),
+        ];
+        if let Some(token) = &source.token {
+            let pair = format!("{}:{}", token_user(source.provider), token.expose());
+            let basic = base64::engine::general_purpose::STANDARD.encode(pair);
+            config.push((
+                "http.extraHeader".to_string(),
+                format!("Authorization: Basic {basic}"),
+            ));
+        }
+        self.git(into, &config, &["init", "-q"]).await?;
+        self.git(
+            into,
+            &config,
+            &[
+                "fetch",
+                "-q",
+                "--depth",
+                "1",
+                "--no-tags",
+                "--no-recurse-submodules",
+                "--",
+                url.as_str(),
+                revision,
+            ],
+        )
+        .await?;
+        self.git(into, &config, &["checkout", "-q", "--detach", "FETCH_HEAD"])
+            .await?;
+        self.git(into, &config, &["rev-parse", "HEAD"]).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_revision_is_never_an_option() {
+        assert!(valid_revision("main"));
+        assert!(valid_revision("feature/x-1.2"));
+        assert!(valid_revision("548b854f487c1e4204e2620b0d5e50e916a04c8b"));
+        assert!(!valid_revision("--upload-pack=evil"));
+        assert!(!valid_revision("a..b"));
+        assert!(!valid_revision("a b"));
+        assert!(!valid_revision(""));
+    }
+
+    #[test]
+    fn git_complaints_become_the_ports_reasons() {
+        assert_eq!(
+            failure("fatal: Authentication failed for 'https://h/o/r'"),
+            GitError::Unauthorized
+        );
+        assert_eq!(
+            failure("fatal: couldn't find remote ref nope"),
+            GitError::NotFound
+        );
+        assert!(matches!(
+            failure("fatal: unable to access: Failed to connect to h port 443"),
+            GitError::Unreachable(_)
+        ));
+        assert_eq!(
+            failure("weird\nfatal: odd"),
+            GitError::Unexpected("git said: weird; fatal: odd".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_loopback_repository_is_refused_unless_allowed_and_credentials_in_urls_always() {
+        let dir = std::env::temp_dir();
+        let source = |url: &str| GitAccess {
+            url: url.into(),
+            provider: GitProvider::HostA,
+            token: None,
+        };
+        let closed = GitCheckouts::new(OutboundPolicy::default(), Duration::from_secs(5));
+        let refused = closed
+            .checkout(&source("http://127.0.0.1:9/o/r.git"), "main", &dir)
+            .await;
+        assert!(
+            matches!(&refused, Err(GitError::Refused(why)) if why.contains("CAPSTAN_OUTBOUND_ALLOW")),
+            "{refused:?}"
+        );
+        let file = closed
+            .checkout(&source("file:///etc/o/r"), "main", &dir)
+            .await;
+        assert!(matches!(file, Err(GitError::Refused(_))), "{file:?}");
+        let open = GitCheckouts::new(
+            OutboundPolicy::parse("127.0.0.1").unwrap_or_default(),
+            Duration::from_secs(5),
+        );
+        let with_user = open
+            .checkout(&source("http://u:p@127.0.0.1:9/o/r.git"), "main", &dir)
+            .await;
+        assert!(
+            matches!(&with_user, Err(GitError::Refused(why)) if why.starts_with("a repository URL may not carry")),
+            "{with_user:?}"
+        );
+    }
+}

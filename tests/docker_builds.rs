@@ -1,0 +1,377 @@
+//! The built binary with the Docker engine building services from git, on SQLite and
+//! PostgreSQL: repositories served on 127.0.0.1 by `git http-backend`, Dockerfiles FROM the
+//! local test image, workloads reached at their published ports on 127.0.0.1.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod git_http;
+mod harness;
+
+use git_http::{GitServer, Repository};
+use harness::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const BUILD_SECRET: &str = "build-arg-s3cret-value";
+
+/// A Dockerfile serving `version` on port 8080, declaring build arguments (one secret, one
+/// not), whose first step every version shares (a layer reused between builds).
+fn dockerfile(version: &str, extra: &str) -> String {
+    format!(
+        "FROM {IMAGE}:{TAG}\n\
+         RUN mkdir -p /www\n\
+         ARG GREETING\n\
+         ARG BUILD_TOKEN=none\n\
+         RUN echo \"building with token $BUILD_TOKEN\"\n\
+         {extra}\
+         RUN echo \"$GREETING {version}\" > /www/index.html\n\
+         CMD [\"httpd\", \"-f\", \"-p\", \"8080\", \"-h\", \"/www\"]\n"
+    )
+}
+
+fn host_port_of(service: &str) -> u16 {
+    let id = containers_of(service)[0]
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let mapping = docker(&["port", &id, "8080/tcp"]).unwrap();
+    mapping
+        .lines()
+        .next()
+        .unwrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+async fn deploy(client: &Client, id: &str, commit: &str) {
+    post(
+        client,
+        &format!("/application/{id}/deploy"),
+        json!({"git_commit_id": commit}),
+    )
+    .await;
+}
+
+/// The last deployment's reason (why it failed).
+async fn last_reason(client: &Client, kind: &str, id: &str) -> String {
+    let history = client.get(&format!("/{kind}/{id}/deploymentHistory")).await;
+    history["results"][0]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn image_of(service: &str, commit: &str) -> String {
+    format!("capstan-build/{}:{commit}", service.replace('-', ""))
+}
+
+async fn an_application_is_built_from_git_and_deployed(database: Option<&str>) {
+    let root = TempDir::new();
+    let server = GitServer::start(&root.0, None);
+    let repo = Repository::create(&server, "team/web");
+    let first = repo.commit("one", &[("Dockerfile", &dockerfile("v1", ""))]);
+    let case = Case::start(
+        database,
+        &[
+            ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
+            ("CAPSTAN_DOCKER_IMAGES_KEPT", "2"),
+        ],
+    )
+    .await;
+    let (client, env) = (&case.client, &case.env);
+    let app = client
+        .create(
+            &format!("/environment/{env}/application"),
+            json!({"name": "web", "build_mode": "DOCKER", "dockerfile_path": "Dockerfile",
+                   "git_repository": {"url": server.url("team/web"), "branch": "main",
+                                      "root_path": "/"},
+                   "ports": [{"internal_port": 8080, "publicly_accessible": true,
+                              "protocol": "HTTP"}]}),
+        )
+        .await;
+    post(
+        client,
+        &format!("/application/{app}/environmentVariable"),
+        json!({"key": "GREETING", "value": "hello"}),
+    )
+    .await;
+    post(
+        client,
+        &format!("/application/{app}/secret"),
+        json!({"key": "BUILD_TOKEN", "value": BUILD_SECRET}),
+    )
+    .await;
+
+    // Built from the commit, with the build arguments its Dockerfile declares, and served.
+    deploy(client, &app, &first).await;
+    settled_in(client, "application", &app, "DEPLOYED").await;
+    assert_eq!(fetch(host_port_of(&app), "/").await.trim(), "hello v1");
+    let log = deployment_log(client, env).await;
+    assert!(
+        log.contains("Step 1/"),
+        "the build's output is logged: {log}"
+    );
+    assert!(
+        log.contains("build arguments: BUILD_TOKEN, GREETING"),
+        "{log}"
+    );
+    assert!(log.contains("building with token"), "{log}");
+    assert!(
+        !log.contains(BUILD_SECRET),
+        "a secret build argument is masked"
+    );
+    assert!(docker(&["image", "inspect", &image_of(&app, &first)]).is_ok());
+    let shown = client.get(&format!("/application/{app}")).await;
+    assert_eq!(shown["git_repository"]["deployed_commit_id"], first);
+
+    // A second commit: built (its first step from the cache) and served.
+    let second = repo.commit("two", &[("Dockerfile", &dockerfile("v2", ""))]);
+    deploy(client, &app, &second).await;
+    settled_in(client, "application", &app, "DEPLOYED").await;
+    assert_eq!(fetch(host_port_of(&app), "/").await.trim(), "hello v2");
+    let log = deployment_log(client, env).await;
+    assert!(log.contains("Using cache"), "a layer is reused: {log}");
+
+    // The first commit again: its image is reused, nothing is built.
+    let builds = log.matches("Step 1/").count();
+    deploy(client, &app, &first).await;
+    settled_in(client, "application", &app, "DEPLOYED").await;
+    assert_eq!(fetch(host_port_of(&app), "/").await.trim(), "hello v1");
+    let log = deployment_log(client, env).await;
+    assert_eq!(log.matches("Step 1/").count(), builds, "no build: {log}");
+    assert!(
+        log.contains(&format!(
+            "of commit {first} is on the Docker host: no build"
+        )),
+        "{log}"
+    );
+
+    // A Dockerfile that fails: BUILD_ERROR, with the failing instruction and its output; what
+    // ran before still runs.
+    let failing = repo.commit(
+        "broken",
+        &[(
+            "Dockerfile",
+            &dockerfile("v3", "RUN echo \"about to fail\" && exit 3\n"),
+        )],
+    );
+    deploy(client, &app, &failing).await;
+    settled_in(client, "application", &app, "BUILD_ERROR").await;
+    let reason = last_reason(client, "application", &app).await;
+    assert!(
+        reason.contains("RUN echo \"about to fail\" && exit 3") && reason.contains("about to fail"),
+        "{reason}"
+    );
+    assert!(reason.contains("returned a non-zero code: 3"), "{reason}");
+    assert_eq!(fetch(host_port_of(&app), "/").await.trim(), "hello v1");
+
+    // A cancel during a build stops it.
+    let slow = repo.commit(
+        "slow",
+        &[(
+            "Dockerfile",
+            &dockerfile("v4", "RUN echo sleeping-in-build && sleep 120\n"),
+        )],
+    );
+    deploy(client, &app, &slow).await;
+    let started = std::time::Instant::now();
+    while !deployment_log(client, env)
+        .await
+        .contains("sleeping-in-build")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the build never began"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    post(
+        client,
+        &format!("/environment/{env}/cancelDeployment"),
+        json!({}),
+    )
+    .await;
+    let status = settle(
+        client,
+        &format!("/application/{app}/status"),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(status["state"], "CANCELED", "{status}");
+    let started = std::time::Instant::now();
+    loop {
+        let running = docker(&["ps", "--format", "{{.Command}}"]).unwrap();
+        if !running.contains("sleeping-in-build") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the canceled build still runs: {running}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(docker(&["image", "inspect", &image_of(&app, &slow)]).is_err());
+
+    // Two more builds: only the newest two images of the service are kept (one a container
+    // runs is kept too).
+    let fifth = repo.commit("five", &[("Dockerfile", &dockerfile("v5", ""))]);
+    deploy(client, &app, &fifth).await;
+    settled_in(client, "application", &app, "DEPLOYED").await;
+    let sixth = repo.commit("six", &[("Dockerfile", &dockerfile("v6", ""))]);
+    deploy(client, &app, &sixth).await;
+    settled_in(client, "application", &app, "DEPLOYED").await;
+    assert_eq!(fetch(host_port_of(&app), "/").await.trim(), "hello v6");
+    for (commit, kept) in [
+        (&first, false),
+        (&second, false),
+        (&fifth, true),
+        (&sixth, true),
+    ] {
+        assert_eq!(
+            docker(&["image", "inspect", &image_of(&app, commit)]).is_ok(),
+            kept,
+            "image of {commit}"
+        );
+    }
+
+    // A job built from its repository runs its command in the image built.
+    let job = client
+        .create(
+            &format!("/environment/{env}/job"),
+            json!({"name": "task", "source": {"docker": {
+                       "git_repository": {"url": server.url("team/web"), "branch": "main"},
+                       "dockerfile_path": "Dockerfile"}},
+                   "schedule": {"on_start": {"entrypoint": "sh",
+                                             "arguments": ["-c", "cat /www/index.html"]}}}),
+        )
+        .await;
+    post(
+        client,
+        &format!("/job/{job}/deploy"),
+        json!({"git_commit_id": sixth}),
+    )
+    .await;
+    settled_in(client, "job", &job, "DEPLOYED").await;
+    let printed = output_of(client, "job", &job, "v6").await;
+    assert!(printed.contains(" v6"), "{printed}");
+    for image in [
+        image_of(&app, &fifth),
+        image_of(&app, &sixth),
+        image_of(&job, &sixth),
+    ] {
+        let _ = docker(&["rmi", "-f", &image]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_an_application_is_built_from_git_and_deployed() {
+    if !docker_ready() {
+        return;
+    }
+    an_application_is_built_from_git_and_deployed(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_an_application_is_built_from_git_and_deployed() {
+    if !docker_ready() {
+        return;
+    }
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
+        return;
+    };
+    an_application_is_built_from_git_and_deployed(Some(&url)).await;
+}
+
+/// Clones reach only what the outbound policy permits, a private repository takes its git
+/// token, and a non-http repository is refused when it is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clones_follow_the_outbound_policy_and_take_the_git_token() {
+    if !docker_ready() {
+        return;
+    }
+    const TOKEN: &str = "git-token-s3cret";
+    let root = TempDir::new();
+    let server = GitServer::start(&root.0, Some(TOKEN));
+    let repo = Repository::create(&server, "team/private");
+    let commit = repo.commit("one", &[("Dockerfile", &dockerfile("private", ""))]);
+    let body = |name: &str, token: Option<&str>| {
+        json!({"name": name, "git_repository": {"url": server.url("team/private"),
+               "branch": "main", "git_token_id": token},
+               "ports": [{"internal_port": 8080, "publicly_accessible": true}]})
+    };
+
+    let closed = Case::start(None, &[]).await;
+    let app = closed
+        .client
+        .create(
+            &format!("/environment/{}/application", closed.env),
+            body("without", None),
+        )
+        .await;
+    deploy(&closed.client, &app, &commit).await;
+    settled_in(&closed.client, "application", &app, "BUILD_ERROR").await;
+    let reason = last_reason(&closed.client, "application", &app).await;
+    assert!(
+        reason.contains("refused by the outbound policy")
+            && reason.contains("CAPSTAN_OUTBOUND_ALLOW"),
+        "{reason}"
+    );
+    let (status, answer) = closed
+        .client
+        .call(
+            reqwest::Method::POST,
+            &format!("/environment/{}/application", closed.env),
+            Some(json!({"name": "local", "git_repository": {"url": "file:///srv/repo/x"}})),
+        )
+        .await;
+    assert_eq!(status, 400, "{answer}");
+    let (status, answer) = closed
+        .client
+        .call(
+            reqwest::Method::POST,
+            &format!("/environment/{}/application", closed.env),
+            Some(json!({"name": "packs", "build_mode": "BUILDPACKS",
+                        "git_repository": {"url": server.url("team/private")}})),
+        )
+        .await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.to_string().contains("build_mode"), "{answer}");
+    drop(closed);
+
+    let open = Case::start(None, &[("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1")]).await;
+    let (client, env, org) = (&open.client, &open.env, &open.org);
+    let without = client
+        .create(
+            &format!("/environment/{env}/application"),
+            body("without", None),
+        )
+        .await;
+    deploy(client, &without, &commit).await;
+    settled_in(client, "application", &without, "BUILD_ERROR").await;
+    let reason = last_reason(client, "application", &without).await;
+    assert!(reason.contains("refused the token"), "{reason}");
+    let token: Value = post(
+        client,
+        &format!("/organization/{org}/gitToken"),
+        json!({"name": "local", "type": "HOSTA", "token": TOKEN}),
+    )
+    .await;
+    let token = token["id"].as_str().unwrap();
+    let with = client
+        .create(
+            &format!("/environment/{env}/application"),
+            body("with", Some(token)),
+        )
+        .await;
+    deploy(client, &with, &commit).await;
+    settled_in(client, "application", &with, "DEPLOYED").await;
+    assert_eq!(fetch(host_port_of(&with), "/").await.trim(), "private");
+    let log = deployment_log(client, env).await;
+    assert!(!log.contains(TOKEN), "the token is in no log");
+    assert!(!open.own_log().contains(TOKEN), "nor in Capstan's own");
+    let _ = docker(&["rmi", "-f", &image_of(&with, &commit)]);
+}

@@ -1,0 +1,233 @@
+//! Git repositories served on 127.0.0.1 over git's smart HTTP protocol: Debian's
+//! `git http-backend` behind a small CGI bridge (no public git host is reachable here), and
+//! repositories the tests commit to.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// A server of the bare repositories under its root, at `http://127.0.0.1:{port}/{name}.git`.
+pub struct GitServer {
+    pub port: u16,
+    pub root: PathBuf,
+}
+
+impl GitServer {
+    /// Serves `root`; with `token`, a request must carry it as HTTP Basic's password (as a
+    /// provider takes a token), else it is answered 401.
+    pub fn start(root: &Path, token: Option<&str>) -> GitServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let root = root.to_path_buf();
+        let served = root.clone();
+        let token = token.map(str::to_string);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (root, token) = (served.clone(), token.clone());
+                std::thread::spawn(move || {
+                    let _ = answer(stream, &root, token.as_deref());
+                });
+            }
+        });
+        GitServer { port, root }
+    }
+
+    pub fn url(&self, name: &str) -> String {
+        format!("http://127.0.0.1:{}/{name}.git", self.port)
+    }
+}
+
+/// The password an `Authorization: Basic` header carries.
+fn basic_password(header: &str) -> Option<String> {
+    let encoded = header.strip_prefix("Basic ")?.trim();
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut bits = 0u32;
+    let mut count = 0;
+    let mut out = Vec::new();
+    for c in encoded.bytes().filter(|c| *c != b'=') {
+        let v = alphabet.iter().position(|a| *a == c)? as u32;
+        bits = (bits << 6) | v;
+        count += 6;
+        if count >= 8 {
+            count -= 8;
+            out.push((bits >> count) as u8);
+        }
+    }
+    let pair = String::from_utf8(out).ok()?;
+    pair.split_once(':').map(|(_, p)| p.to_string())
+}
+
+fn answer(stream: TcpStream, root: &Path, token: Option<&str>) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    let mut parts = request_line.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_string();
+    let target = parts.next().unwrap_or_default().to_string();
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line)?;
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
+    }
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let mut out = stream;
+    if let Some(token) = token {
+        let given = header("authorization").and_then(|h| basic_password(&h));
+        if given.as_deref() != Some(token) {
+            out.write_all(
+                b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\n\
+                  Content-Length: 0\r\nConnection: close\r\n\r\n",
+            )?;
+            return Ok(());
+        }
+    }
+    let body = if header("transfer-encoding").is_some_and(|t| t.contains("chunked")) {
+        let mut body = Vec::new();
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size)?;
+            let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            let mut chunk = vec![0; size + 2];
+            reader.read_exact(&mut chunk)?;
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+        body
+    } else {
+        let length: usize = header("content-length")
+            .and_then(|l| l.parse().ok())
+            .unwrap_or(0);
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        body
+    };
+    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+    let mut cgi = Command::new("git")
+        .arg("http-backend")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("GIT_PROJECT_ROOT", root)
+        .env("GIT_HTTP_EXPORT_ALL", "1")
+        .env("REQUEST_METHOD", &method)
+        .env("PATH_INFO", path)
+        .env("QUERY_STRING", query)
+        .env("CONTENT_TYPE", header("content-type").unwrap_or_default())
+        .env("CONTENT_LENGTH", body.len().to_string())
+        .env(
+            "HTTP_CONTENT_ENCODING",
+            header("content-encoding").unwrap_or_default(),
+        )
+        .env("GIT_PROTOCOL", header("git-protocol").unwrap_or_default())
+        .env("REMOTE_ADDR", "127.0.0.1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut stdin = cgi.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&body));
+    let produced = cgi.wait_with_output()?;
+    let _ = writer.join();
+    let output = produced.stdout;
+    let split = output
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, 4))
+        .or_else(|| output.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2)));
+    let Some((end, gap)) = split else {
+        out.write_all(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")?;
+        return Ok(());
+    };
+    let head = String::from_utf8_lossy(&output[..end]).to_string();
+    let content = &output[end + gap..];
+    let mut status = "200 OK".to_string();
+    let mut response = String::new();
+    for line in head.lines() {
+        match line.split_once(':') {
+            Some((k, v)) if k.eq_ignore_ascii_case("status") => status = v.trim().to_string(),
+            Some(_) => {
+                response.push_str(line.trim_end());
+                response.push_str("\r\n");
+            }
+            None => {}
+        }
+    }
+    out.write_all(
+        format!(
+            "HTTP/1.1 {status}\r\n{response}Content-Length: {}\r\nConnection: close\r\n\r\n",
+            content.len()
+        )
+        .as_bytes(),
+    )?;
+    out.write_all(content)?;
+    out.flush()
+}
+
+/// A repository the tests commit to, pushed to its bare copy under a server's root after each
+/// commit (the bare copy is what is served).
+pub struct Repository {
+    work: PathBuf,
+    bare: PathBuf,
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "Ada Tester")
+        .env("GIT_AUTHOR_EMAIL", "ada@example.com")
+        .env("GIT_COMMITTER_NAME", "Ada Tester")
+        .env("GIT_COMMITTER_EMAIL", "ada@example.com")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+impl Repository {
+    /// A new repository `name` served by `server`, with its work tree beside.
+    pub fn create(server: &GitServer, name: &str) -> Repository {
+        let work = server.root.join("work").join(name);
+        let bare = server.root.join(format!("{name}.git"));
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::create_dir_all(&bare).unwrap();
+        git(&work, &["init", "-q", "-b", "main"]);
+        git(&bare, &["init", "-q", "--bare", "-b", "main"]);
+        Repository { work, bare }
+    }
+
+    /// Writes `files` (path, content) into the work tree, commits them and pushes; the commit.
+    pub fn commit(&self, message: &str, files: &[(&str, &str)]) -> String {
+        for (path, content) in files {
+            let at = self.work.join(path);
+            std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+            std::fs::write(at, content).unwrap();
+        }
+        git(&self.work, &["add", "-A"]);
+        git(&self.work, &["commit", "-q", "-m", message]);
+        let bare = self.bare.display().to_string();
+        git(&self.work, &["push", "-q", &bare, "main"]);
+        git(&self.work, &["rev-parse", "HEAD"])
+    }
+}
