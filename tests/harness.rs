@@ -477,19 +477,55 @@ pub fn docker_ready() -> bool {
     true
 }
 
-/// Removes every container of an organization, whatever Capstan did with them: what a test
-/// made does not outlive it (a daemon is shared by the tests of a run).
+/// Removes every container, volume and network of an organization, whatever Capstan did
+/// with them: what a test made does not outlive it (a daemon is shared by the tests of a run).
 pub fn docker_cleanup(org: &str) {
-    let ids = docker(&[
-        "ps",
-        "-aq",
-        "--filter",
-        &format!("label=capstan.organization={org}"),
-    ])
-    .unwrap_or_default();
-    for id in ids.lines().filter(|l| !l.is_empty()) {
-        let _ = docker(&["rm", "-f", id]);
+    let label = format!("label=capstan.organization={org}");
+    for (list, remove) in [
+        (vec!["ps", "-aq"], vec!["rm", "-f"]),
+        (vec!["volume", "ls", "-q"], vec!["volume", "rm"]),
+        (vec!["network", "ls", "-q"], vec!["network", "rm"]),
+    ] {
+        let mut args = list;
+        args.extend(["--filter", label.as_str()]);
+        let ids = docker(&args).unwrap_or_default();
+        for id in ids.lines().filter(|l| !l.is_empty()) {
+            let mut args = remove.clone();
+            args.push(id);
+            let _ = docker(&args);
+        }
     }
+}
+
+/// The PostgreSQL image the database tests run, made once per machine from the host's
+/// PostgreSQL packages (tests/images/postgres.sh); (image, version).
+pub fn postgres_image() -> (String, String) {
+    let version = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL's packages are installed")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .max()
+        .expect("a PostgreSQL version is installed");
+    let image = format!("capstan-test/postgres:{version}");
+    if docker(&["image", "inspect", &image]).is_err() {
+        let dir = TempDir::new();
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/images/postgres.sh"
+        );
+        let out = Command::new("sh")
+            .arg(script)
+            .arg(&dir.0)
+            .arg(&version)
+            .arg(&image)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "could not make {image}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    (image, version)
 }
 
 /// A Docker test's world: the built binary serving with the Docker engine (and `extra`

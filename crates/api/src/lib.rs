@@ -1,6 +1,7 @@
 //! Capstan's HTTP layer: a thin actix-web mapping of requests onto the domain's use cases.
 
 pub mod controls;
+mod database_views;
 mod deployment_views;
 pub mod envelope;
 pub mod error;

@@ -1,5 +1,7 @@
 //! The Docker engine: each step of a request done on the daemon, its progress in the step's log.
 
+use crate::db_recipe::{self, DatabaseImages};
+use crate::exec;
 use crate::plan::{self, ContainerPlan, LABEL_ROLE, LABEL_SERVICE};
 use crate::probe;
 use async_trait::async_trait;
@@ -17,7 +19,7 @@ use domain::git::Checkouts;
 use domain::ids::{DeploymentRequestId, OrganizationId, ServiceId};
 use domain::model::{
     Cluster, ClusterAction, DeploymentAction, JobCommand, JobSpec, OutputLine, RegistryAccess,
-    RunningState, Service, ServiceSpec, StepName,
+    RunningState, Service, ServiceSpec, StepName, WorkloadInputs,
 };
 use domain::outbound_policy::OutboundPolicy;
 use futures_util::StreamExt;
@@ -34,6 +36,19 @@ const STAYS_UP: Duration = Duration::from_secs(2);
 const LOOK: Duration = Duration::from_millis(250);
 /// The output lines a failure quotes.
 const LAST_LINES: usize = 20;
+/// How long a database has to accept connections (a first start initialises its data).
+const DATABASE_READY_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long one readiness command may take.
+const LOOK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What tells that a new container is ready: it stayed up that long, its readiness probe
+/// passes, or a command run in it succeeds (a database accepting connections).
+pub(crate) enum Readiness<'a> {
+    UpFor(Duration),
+    Probe(&'a domain::model::Probe),
+    Command { cmd: Vec<String>, env: Vec<String> },
+}
+
 /// How many images built from git a service keeps, unless the settings say.
 pub const DEFAULT_IMAGES_KEPT: usize = 5;
 
@@ -66,6 +81,10 @@ pub struct DockerEngine {
     pub(crate) images_kept: usize,
     /// The image each running deployment's build step made or found, for its deploy step.
     built: Mutex<HashMap<DeploymentRequestId, String>>,
+    /// The image of each database type.
+    pub(crate) database_images: DatabaseImages,
+    /// Whether a deleted database's volume is kept (its data outlives it).
+    keep_volumes: bool,
 }
 
 /// Docker's answer to a failed call, as a step's reason.
@@ -99,7 +118,118 @@ impl DockerEngine {
             checkouts: None,
             images_kept: DEFAULT_IMAGES_KEPT,
             built: Mutex::default(),
+            database_images: DatabaseImages::default(),
+            keep_volumes: false,
         })
+    }
+
+    /// Runs databases from `images`; a deleted database's volume stays when `keep_volumes`.
+    pub fn with_databases(mut self, images: DatabaseImages, keep_volumes: bool) -> Self {
+        self.database_images = images;
+        self.keep_volumes = keep_volumes;
+        self
+    }
+
+    /// What tells that a service's new containers are ready.
+    fn readiness<'a>(
+        &self,
+        service: &'a Service,
+        inputs: &WorkloadInputs,
+    ) -> Result<Readiness<'a>, String> {
+        if let ServiceSpec::Database(_) = &service.spec {
+            let (spec, connection, password) = db_recipe::database_of(service, inputs)?;
+            let recipe = db_recipe::recipe(spec.db_type, &connection, &password);
+            return Ok(Readiness::Command {
+                cmd: recipe.health,
+                env: recipe.exec_env,
+            });
+        }
+        Ok(match plan::readiness(service) {
+            Some(p) => Readiness::Probe(p),
+            None => Readiness::UpFor(STAYS_UP),
+        })
+    }
+
+    /// The network of the service's environment, made the first time.
+    async fn ensure_network(&self, service: &Service) -> Result<(), String> {
+        let name = plan::network_name(service.environment_id);
+        if self.docker.inspect_network(&name, None).await.is_ok() {
+            return Ok(());
+        }
+        let request = bollard::models::NetworkCreateRequest {
+            name: name.clone(),
+            driver: Some("bridge".into()),
+            labels: Some(HashMap::from([
+                (
+                    plan::LABEL_ORGANIZATION.to_string(),
+                    service.organization_id.0.to_string(),
+                ),
+                (
+                    plan::LABEL_ENVIRONMENT.to_string(),
+                    service.environment_id.0.to_string(),
+                ),
+            ])),
+            ..Default::default()
+        };
+        match self.docker.create_network(request).await {
+            Ok(_) => Ok(()),
+            // Made meanwhile by another deployment of the environment.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409, ..
+            }) => Ok(()),
+            Err(e) => Err(said(&format!("could not make the network {name}"), e)),
+        }
+    }
+
+    /// The volume of a database, made the first time (labelled, so it is found again).
+    async fn ensure_volume(&self, service: &Service, name: &str) -> Result<(), String> {
+        let request = bollard::models::VolumeCreateRequest {
+            name: Some(name.to_string()),
+            labels: Some(HashMap::from([
+                (LABEL_SERVICE.to_string(), service.id.0.to_string()),
+                (
+                    plan::LABEL_ORGANIZATION.to_string(),
+                    service.organization_id.0.to_string(),
+                ),
+            ])),
+            ..Default::default()
+        };
+        self.docker
+            .create_volume(request)
+            .await
+            .map(|_| ())
+            .map_err(|e| said(&format!("could not make the volume {name}"), e))
+    }
+
+    /// Removes a deleted database's volume (its data), unless the settings keep it.
+    async fn remove_volume(&self, service: &Service, log: &StepLog) -> Result<(), String> {
+        if !matches!(service.spec, ServiceSpec::Database(_)) {
+            return Ok(());
+        }
+        let name = plan::volume_name(service.id);
+        if self.keep_volumes {
+            log.info(&format!(
+                "the volume {name} is kept (CAPSTAN_DOCKER_KEEP_DATABASE_VOLUMES)"
+            ));
+            return Ok(());
+        }
+        match self
+            .docker
+            .remove_volume(
+                &name,
+                None::<bollard::query_parameters::RemoveVolumeOptions>,
+            )
+            .await
+        {
+            Ok(()) => {
+                log.info(&format!("removed the volume {name} and its data"));
+                Ok(())
+            }
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(()),
+            Err(e) => Err(said(&format!("could not remove the volume {name}"), e)),
+        }
     }
 
     /// Builds services from git, fetched by `checkouts`, keeping each service's newest
@@ -406,15 +536,18 @@ impl DockerEngine {
     async fn wait_ready(
         &self,
         ids: &[String],
-        service: &Service,
+        readiness: &Readiness<'_>,
         log: &StepLog,
         cancel: &Cancel,
     ) -> Result<(), String> {
-        let probe = plan::readiness(service);
-        let timeout = probe.map_or(READY_TIMEOUT, |p| {
-            let secs = p.initial_delay_seconds + p.period_seconds * p.failure_threshold;
-            Duration::from_secs(u64::try_from(secs).unwrap_or(0)).max(READY_TIMEOUT)
-        });
+        let timeout = match readiness {
+            Readiness::UpFor(_) => READY_TIMEOUT,
+            Readiness::Probe(p) => {
+                let secs = p.initial_delay_seconds + p.period_seconds * p.failure_threshold;
+                Duration::from_secs(u64::try_from(secs).unwrap_or(0)).max(READY_TIMEOUT)
+            }
+            Readiness::Command { .. } => DATABASE_READY_TIMEOUT,
+        };
         let mut restarts_before = Vec::with_capacity(ids.len());
         for id in ids {
             let seen = self.docker.inspect_container(id, None).await;
@@ -427,23 +560,31 @@ impl DockerEngine {
                     return Err(format!("the new container did not start: {why}"));
                 }
             }
-            let ready = match probe {
-                None => started.elapsed() >= STAYS_UP,
-                Some(p) => {
-                    let mut all = true;
-                    for id in ids {
-                        all &= probe::passes(&self.docker, id, p, self.probe_address()).await;
+            let mut ready = true;
+            for id in ids {
+                ready &= match readiness {
+                    Readiness::UpFor(at_least) => started.elapsed() >= *at_least,
+                    Readiness::Probe(p) => {
+                        probe::passes(&self.docker, id, p, self.probe_address()).await
                     }
-                    all
-                }
-            };
+                    Readiness::Command { cmd, env } => {
+                        exec::run(&self.docker, id, cmd, env, None, LOOK_TIMEOUT)
+                            .await
+                            .is_ok_and(|ran| ran.succeeded())
+                    }
+                };
+            }
             if ready {
                 log.info("the new containers run and are ready");
                 return Ok(());
             }
             if started.elapsed() > timeout {
+                let what = match readiness {
+                    Readiness::Command { .. } => "it never accepted connections",
+                    _ => "it is unhealthy (its readiness probe never passed)",
+                };
                 return Err(format!(
-                    "the new container was not ready after {} s: it is unhealthy (its readiness probe never passed)",
+                    "the new container was not ready after {} s: {what}",
                     timeout.as_secs()
                 ));
             }
@@ -458,18 +599,30 @@ impl DockerEngine {
         let (service, log) = (work.service, work.log);
         let old = self.owned(service.id, Some("service")).await?;
         let previous = self.host_ports(&old).await?;
-        let image = match plan::container_image(service, work.inputs) {
-            Some(image) => image,
-            None => self.image_built_for(work)?,
+        let mut plans = match &service.spec {
+            ServiceSpec::Database(_) => vec![db_recipe::database_plan(
+                work.request,
+                service,
+                work.inputs,
+                &self.database_images,
+                &self.publish_address,
+                &previous,
+            )?],
+            _ => {
+                let image = match plan::container_image(service, work.inputs) {
+                    Some(image) => image,
+                    None => self.image_built_for(work)?,
+                };
+                plan::service_replicas(
+                    work.request,
+                    service,
+                    &image,
+                    work.inputs,
+                    &self.publish_address,
+                    &previous,
+                )?
+            }
         };
-        let mut plans = plan::service_replicas(
-            work.request,
-            service,
-            &image,
-            work.inputs,
-            &self.publish_address,
-            &previous,
-        )?;
         for port in plans.iter_mut().flat_map(|p| p.ports.iter_mut()) {
             if port.host.is_none() {
                 port.host = self.free_port();
@@ -485,6 +638,10 @@ impl DockerEngine {
             work.cancel,
         )
         .await?;
+        self.ensure_network(service).await?;
+        if let Some(volume) = &first.volume {
+            self.ensure_volume(service, &volume.name).await?;
+        }
         for c in &old {
             if let Some(id) = &c.id {
                 self.remove(id).await?;
@@ -504,7 +661,8 @@ impl DockerEngine {
             }
             log.info(&format!("started container {}", p.name));
         }
-        if let Err(e) = self.wait_ready(&ids, service, log, work.cancel).await {
+        let readiness = self.readiness(service, work.inputs)?;
+        if let Err(e) = self.wait_ready(&ids, &readiness, log, work.cancel).await {
             self.remove_all(&ids).await;
             return Err(e);
         }
@@ -603,6 +761,7 @@ impl DockerEngine {
     ) -> Result<(), String> {
         let log = work.log;
         let image = self.job_image(work, job)?;
+        self.ensure_network(work.service).await?;
         let limit =
             Duration::from_secs(u64::try_from(job.max_duration_seconds.max(1)).unwrap_or(300));
         // The executions kept of the job's last run (failed ones, and the last that ended)
@@ -692,7 +851,7 @@ impl DockerEngine {
                 None => Ok(()),
             },
             (
-                ServiceSpec::Container(_) | ServiceSpec::Application(_),
+                ServiceSpec::Container(_) | ServiceSpec::Application(_) | ServiceSpec::Database(_),
                 A::Deploy | A::Redeploy,
                 _,
             ) => self.deploy_service(work).await,
@@ -735,7 +894,10 @@ impl DockerEngine {
                 ran
             }
             (
-                ServiceSpec::Container(_) | ServiceSpec::Application(_) | ServiceSpec::Job(_),
+                ServiceSpec::Container(_)
+                | ServiceSpec::Application(_)
+                | ServiceSpec::Job(_)
+                | ServiceSpec::Database(_),
                 A::Restart,
                 _,
             ) => {
@@ -746,16 +908,23 @@ impl DockerEngine {
                     .into_iter()
                     .filter_map(|c| c.id)
                     .collect();
-                self.wait_ready(&ids, service, log, work.cancel).await
+                let readiness = self.readiness(service, work.inputs)?;
+                self.wait_ready(&ids, &readiness, log, work.cancel).await
             }
             (_, A::Stop, _) => self.each_owned(service, log, Act::Stop).await,
             (_, A::Delete | A::Uninstall, _) => {
                 let removed = self.remove_owned(service.id).await?;
                 log.info(&format!("removed {removed} container(s)"));
+                if action == A::Delete {
+                    self.remove_volume(service, log).await?;
+                }
                 Ok(())
             }
             (
-                ServiceSpec::Container(_) | ServiceSpec::Application(_) | ServiceSpec::Job(_),
+                ServiceSpec::Container(_)
+                | ServiceSpec::Application(_)
+                | ServiceSpec::Job(_)
+                | ServiceSpec::Database(_),
                 A::Diff,
                 _,
             ) => Ok(()),

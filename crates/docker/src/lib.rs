@@ -2,8 +2,10 @@
 //! a Docker daemon (the one at `DOCKER_HOST`, or the default socket), through `bollard`.
 
 mod build;
+mod db_recipe;
 mod dockerfile;
 mod engine;
+mod exec;
 mod files;
 mod liveness;
 mod observe;
@@ -11,5 +13,6 @@ mod output;
 mod plan;
 mod probe;
 
+pub use db_recipe::DatabaseImages;
 pub use engine::{DockerEngine, DEFAULT_IMAGES_KEPT};
 pub use plan::{image_reference, LABEL_SERVICE};

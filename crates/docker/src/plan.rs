@@ -3,7 +3,10 @@
 //! turns a [`ContainerPlan`] into Docker's create body; tests read it directly.
 
 use bollard::models::RestartPolicyNameEnum;
-use bollard::models::{ContainerCreateBody, HostConfig, PortBinding, RestartPolicy};
+use bollard::models::{
+    ContainerCreateBody, EndpointSettings, HostConfig, Mount, MountType, NetworkingConfig,
+    PortBinding, RestartPolicy,
+};
 use bollard::query_parameters::ListContainersOptions;
 use domain::ids::ServiceId;
 use domain::model::{
@@ -54,6 +57,13 @@ pub struct PlannedPort {
     pub host: Option<u16>,
 }
 
+/// A named volume mounted into the container (a database's data): never a host path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedVolume {
+    pub name: String,
+    pub target: String,
+}
+
 /// One container to create.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContainerPlan {
@@ -72,6 +82,21 @@ pub struct ContainerPlan {
     /// execution is not restarted.
     pub restarts: bool,
     pub publish_address: String,
+    pub volume: Option<PlannedVolume>,
+    /// Its environment's network, and the names it is reached at there.
+    pub network: String,
+    pub aliases: Vec<String>,
+}
+
+/// The network of an environment's containers: each reaches the others (a database at the
+/// host name its connection variables give).
+pub fn network_name(environment: domain::ids::EnvironmentId) -> String {
+    format!("capstan-env-{}", environment.0.simple())
+}
+
+/// The volume keeping a database's data.
+pub fn volume_name(service: ServiceId) -> String {
+    format!("capstan-data-{}", service.0.simple())
 }
 
 /// The image reference Docker pulls and runs: the registry's host before the name, except for
@@ -119,7 +144,7 @@ pub fn replica_name(service: &Service, replica: usize) -> String {
     format!("capstan-{}-{replica}", service.id.0.simple())
 }
 
-fn labels(r: &DeploymentRequest, service: &Service, role: &str) -> HashMap<String, String> {
+pub fn labels(r: &DeploymentRequest, service: &Service, role: &str) -> HashMap<String, String> {
     HashMap::from([
         (
             LABEL_ORGANIZATION.into(),
@@ -167,7 +192,7 @@ fn command(
 }
 
 /// Millicores as Docker's billionths of a CPU; MiB as bytes.
-fn limits(cpu: i64, memory: i64) -> (i64, i64) {
+pub fn limits(cpu: i64, memory: i64) -> (i64, i64) {
     (cpu.max(1) * 1_000_000, memory.max(6) * 1024 * 1024)
 }
 
@@ -239,6 +264,9 @@ pub fn service_replicas(
             memory_bytes,
             restarts: true,
             publish_address: publish_address.to_string(),
+            volume: None,
+            network: network_name(service.environment_id),
+            aliases: Vec::new(),
         });
     }
     Ok(plans)
@@ -330,18 +358,21 @@ pub fn job_execution(
         memory_bytes,
         restarts: false,
         publish_address: publish_address.to_string(),
+        volume: None,
+        network: network_name(service.environment_id),
+        aliases: Vec::new(),
     }
 }
 
 /// Why the Docker engine does not run a kind yet.
 pub fn refused(spec: &ServiceSpec) -> String {
     let (kind, missing) = match spec {
-        ServiceSpec::Database(_) => ("DATABASE", "databases in containers"),
         ServiceSpec::Helm(_) => ("HELM", "helm charts (they need Kubernetes)"),
         ServiceSpec::Terraform(_) => ("TERRAFORM", "running terraform"),
-        ServiceSpec::Container(_) | ServiceSpec::Application(_) | ServiceSpec::Job(_) => {
-            ("this", "nothing")
-        }
+        ServiceSpec::Container(_)
+        | ServiceSpec::Application(_)
+        | ServiceSpec::Job(_)
+        | ServiceSpec::Database(_) => ("this", "nothing"),
     };
     format!("the Docker engine does not run {kind} services yet: {missing} is not supported")
 }
@@ -405,7 +436,25 @@ impl ContainerPlan {
                     name: Some(RestartPolicyNameEnum::NO),
                     maximum_retry_count: None,
                 }),
+                mounts: self.volume.as_ref().map(|v| {
+                    vec![Mount {
+                        typ: Some(MountType::VOLUME),
+                        source: Some(v.name.clone()),
+                        target: Some(v.target.clone()),
+                        ..Default::default()
+                    }]
+                }),
+                network_mode: Some(self.network.clone()),
                 ..Default::default()
+            }),
+            networking_config: Some(NetworkingConfig {
+                endpoints_config: Some(HashMap::from([(
+                    self.network.clone(),
+                    EndpointSettings {
+                        aliases: Some(self.aliases.clone()),
+                        ..Default::default()
+                    },
+                )])),
             }),
             ..Default::default()
         }
@@ -560,7 +609,8 @@ mod tests {
         assert_eq!(host.privileged, Some(false));
         assert_eq!(host.cap_add, None, "no added capability");
         assert_eq!(host.binds, None, "no host path");
-        assert_eq!(host.mounts, None, "no host path");
+        assert_eq!(host.mounts, None, "no host path, no volume");
+        assert_eq!(host.network_mode, Some(network_name(s.environment_id)));
         assert_eq!(
             host.security_opt,
             Some(vec!["no-new-privileges:true".into()])
@@ -653,10 +703,12 @@ mod tests {
             "registry_id": uuid::Uuid::new_v4(), "image_name": "x", "tag": "1", "name": "x",
         }));
         let mut app = s.clone();
-        app.spec = ServiceSpec::Database(
-            serde_json::from_value::<DatabaseInput>(
-                json!({"name": "db", "type": "REDIS", "version": "7", "mode": "CONTAINER"}),
-            )
+        app.spec = ServiceSpec::Helm(
+            serde_json::from_value::<HelmInput>(json!({
+                "name": "chart", "source": {"helm_repository": {
+                    "repository": uuid::Uuid::new_v4(), "chart_name": "c", "chart_version": "1"}},
+                "arguments": [], "allow_cluster_wide_resources": false, "auto_deploy": false,
+                "values_override": {"set": [], "set_string": [], "set_json": []}}))
             .unwrap()
             .validate()
             .unwrap(),
@@ -670,9 +722,6 @@ mod tests {
             &HashMap::new(),
         )
         .unwrap_err();
-        assert!(
-            why.contains("DATABASE") && why.contains("not supported"),
-            "{why}"
-        );
+        assert!(why.contains("HELM") && why.contains("Kubernetes"), "{why}");
     }
 }

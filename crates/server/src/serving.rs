@@ -102,6 +102,10 @@ fn docker_with_settings(docker: DockerEngine, settings: &Settings) -> DockerEngi
     docker
         .with_policy(settings.outbound.clone())
         .with_builds(Arc::new(checkouts), settings.docker_images_kept)
+        .with_databases(
+            settings.docker_database_images.clone(),
+            settings.docker_keep_database_volumes,
+        )
 }
 
 /// The engine the settings ask for; the start-up log says which and why. An engine asked for

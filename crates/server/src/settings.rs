@@ -86,6 +86,18 @@ pub struct RawSettings {
         global = true
     )]
     pub docker_images_kept: String,
+    /// The image of each database type, replacing the official ones:
+    /// `POSTGRESQL=registry.local/postgres:{version},REDIS=...` (`{version}` is the database's).
+    #[arg(long, env = "CAPSTAN_DOCKER_DATABASE_IMAGES", global = true)]
+    pub docker_database_images: Option<String>,
+    /// Whether a deleted database's volume (its data) is kept.
+    #[arg(
+        long,
+        env = "CAPSTAN_DOCKER_KEEP_DATABASE_VOLUMES",
+        default_value = "false",
+        global = true
+    )]
+    pub docker_keep_database_volumes: String,
     /// Duration of each step of the simulated engine, in milliseconds.
     #[arg(
         long,
@@ -278,6 +290,8 @@ pub struct Settings {
     pub engine: EngineChoice,
     pub docker_publish_address: std::net::IpAddr,
     pub docker_images_kept: usize,
+    pub docker_database_images: docker::DatabaseImages,
+    pub docker_keep_database_volumes: bool,
     pub jwt_issuer: Option<String>,
     pub jwt_audience: Option<String>,
     /// How Bearer JWTs are verified, from the settings above; none: refused.
@@ -334,6 +348,11 @@ impl fmt::Debug for Settings {
             .field("engine", &self.engine)
             .field("docker_publish_address", &self.docker_publish_address)
             .field("docker_images_kept", &self.docker_images_kept)
+            .field("docker_database_images", &self.docker_database_images)
+            .field(
+                "docker_keep_database_volumes",
+                &self.docker_keep_database_volumes,
+            )
             .field("jwt_issuer", &self.jwt_issuer)
             .field("jwt_audience", &self.jwt_audience)
             .field("request_timeout", &self.request_timeout)
@@ -510,6 +529,20 @@ impl RawSettings {
                     ),
                 )
             })?;
+        let docker_database_images =
+            docker::DatabaseImages::parse(self.docker_database_images.as_deref().unwrap_or(""))
+                .map_err(|why| {
+                    bad(
+                        "CAPSTAN_DOCKER_DATABASE_IMAGES",
+                        "docker-database-images",
+                        why,
+                    )
+                })?;
+        let docker_keep_database_volumes = switch(
+            &self.docker_keep_database_volumes,
+            "CAPSTAN_DOCKER_KEEP_DATABASE_VOLUMES",
+            "docker-keep-database-volumes",
+        )?;
         let max_api_tokens = self
             .max_api_tokens
             .trim()
@@ -691,6 +724,8 @@ impl RawSettings {
             engine,
             docker_publish_address,
             docker_images_kept,
+            docker_database_images,
+            docker_keep_database_volumes,
             jwt_issuer: self.jwt_issuer.clone(),
             jwt_audience: self.jwt_audience.clone(),
             jwt,

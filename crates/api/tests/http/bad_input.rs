@@ -29,7 +29,10 @@ async fn a_build_mode_other_than_docker_is_refused<S: App>(t: T<S>) {
                "git_repository": {"url": "https://github.com/acme/api"}})
     };
     let refused = t
-        .post(&format!("/environment/{env}/application"), body("BUILDPACKS"))
+        .post(
+            &format!("/environment/{env}/application"),
+            body("BUILDPACKS"),
+        )
         .await
         .expect_error(400, "build_mode");
     assert!(refused.text.contains("DOCKER"), "{}", refused.text);

@@ -12,6 +12,7 @@ http_suite!(
     connection_variables_are_built_in_and_keep_their_secrets,
     unlinking_removes_the_variables_and_their_aliases,
     links_follow_an_environment_clone_and_go_with_the_database,
+    a_database_has_credentials_versions_and_configurations,
 );
 
 async fn create<S: App>(t: &T<S>, env: &str, kind: &str, name: &str) -> String {
@@ -372,4 +373,75 @@ async fn links_follow_an_environment_clone_and_go_with_the_database<S: App>(t: T
         "OUT_OF_DATE"
     );
     assert_eq!(built_in(&t, &app2).await.len(), 6);
+}
+
+async fn a_database_has_credentials_versions_and_configurations<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let db = create(&t, &env, "database", "db").await;
+    let app = create(&t, &env, "application", "app").await;
+    let credentials = t
+        .get(&format!("/database/{db}/masterCredentials"))
+        .await
+        .expect(200)
+        .body;
+    let vars = built_in(&t, &app).await;
+    let value = |suffix: &str| {
+        vars.iter()
+            .find(|v| v["key"] == format!("{}{suffix}", prefix(&db)))
+            .map(|v| v["value"].clone())
+            .unwrap()
+    };
+    assert_eq!(credentials["host"], value("HOST"), "{credentials}");
+    assert_eq!(
+        credentials["port"].to_string(),
+        value("PORT").as_str().unwrap()
+    );
+    assert_eq!(credentials["login"], value("LOGIN"));
+    let password = credentials["password"].as_str().unwrap();
+    assert_eq!(password.len(), 32, "{credentials}");
+    assert_eq!(
+        linked(&t, &db).await,
+        std::slice::from_ref(&app),
+        "its own password is no link"
+    );
+    // Each database has its own.
+    let other = create(&t, &env, "database", "other").await;
+    let again = t
+        .get(&format!("/database/{other}/masterCredentials"))
+        .await
+        .expect(200)
+        .body;
+    assert_ne!(again["password"], password);
+
+    let versions = t
+        .get(&format!("/database/{db}/version"))
+        .await
+        .expect(200)
+        .body;
+    let names: Vec<&str> = versions["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"16"), "{versions}");
+    let configuration = t
+        .get(&format!("/environment/{env}/databaseConfiguration"))
+        .await
+        .expect(200)
+        .body;
+    let types: Vec<&str> = configuration["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["database_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["POSTGRESQL", "MYSQL", "MONGODB", "REDIS"]);
+    assert_eq!(
+        configuration["results"][0]["version"][0]["supported_mode"],
+        "CONTAINER"
+    );
+    t.get(&format!("/database/{app}/masterCredentials"))
+        .await
+        .expect(404);
 }

@@ -7,69 +7,25 @@
 use super::Capstan;
 use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
-use crate::ids::{ServiceId, VariableId};
+use crate::ids::{EnvironmentId, ServiceId, VariableId};
 use crate::model::EventType;
 use crate::model::{
-    DatabaseType, Service, ServiceKind, ServiceSpec, Variable, VariableKey, VariableParent,
-    VariableScope, VariableType,
+    container_versions, DatabaseConnection, DatabaseType, Environment, Service, ServiceKind,
+    ServiceSpec, Variable, VariableKey, VariableParent, VariableScope, VariableType,
 };
 use crate::ports::{Repo, Scope, Unit};
 use crate::secret::Secret;
+
+/// How a database is reached and signed in to.
+#[derive(Debug, Clone)]
+pub struct DatabaseCredentials {
+    pub host: String,
+    pub port: u16,
+    pub login: String,
+    pub password: Secret,
+}
 use rand::distr::{Alphanumeric, SampleString};
 use std::collections::HashMap;
-
-/// The connection a database offers, as its linked applications see it.
-struct Connection {
-    prefix: String,
-    host: String,
-    port: u16,
-    login: &'static str,
-    database_name: &'static str,
-    scheme: &'static str,
-}
-
-impl Connection {
-    fn of(database: &Service) -> Option<Self> {
-        let ServiceSpec::Database(spec) = &database.spec else {
-            return None;
-        };
-        let short = database.id.0.simple().to_string()[..8].to_uppercase();
-        let (kind, port, login, database_name, scheme) = match spec.db_type {
-            DatabaseType::Postgresql => ("POSTGRESQL", 5432, "superuser", "postgres", "postgresql"),
-            DatabaseType::Mysql => ("MYSQL", 3306, "superuser", "mysql", "mysql"),
-            DatabaseType::Mongodb => ("MONGODB", 27017, "admin", "admin", "mongodb"),
-            DatabaseType::Redis => ("REDIS", 6379, "default", "0", "redis"),
-        };
-        Some(Self {
-            prefix: format!("CAPSTAN_{kind}_Z{short}_"),
-            host: format!("z{}-{}", short.to_lowercase(), kind.to_lowercase()),
-            port,
-            login,
-            database_name,
-            scheme,
-        })
-    }
-
-    /// (key suffix, value, secret) for each variable of a link.
-    fn members(&self, password: &str) -> [(&'static str, String, bool); 6] {
-        let url = format!(
-            "{}://{}:{password}@{}:{}/{}",
-            self.scheme, self.login, self.host, self.port, self.database_name
-        );
-        [
-            ("HOST", self.host.clone(), false),
-            ("PORT", self.port.to_string(), false),
-            ("LOGIN", self.login.to_string(), false),
-            (
-                "DEFAULT_DATABASE_NAME",
-                self.database_name.to_string(),
-                false,
-            ),
-            ("PASSWORD", password.to_string(), true),
-            ("DATABASE_URL", url, true),
-        ]
-    }
-}
 
 /// Points the link variables copied by an environment clone at the copied databases: their
 /// names, addresses and (one per database) passwords are the copy's, so that a cloned
@@ -83,7 +39,7 @@ pub(super) fn connect_copies(variables: &mut [Variable], copies: &[Service]) -> 
         else {
             continue;
         };
-        let Some(connection) = Connection::of(database) else {
+        let Some(connection) = DatabaseConnection::of(database) else {
             continue;
         };
         // The prefix's length depends only on the database type, which the copy keeps.
@@ -127,7 +83,10 @@ impl Capstan {
     ) -> DomainResult<()> {
         let peer = match service.kind() {
             ServiceKind::Application => ServiceKind::Database,
-            ServiceKind::Database => ServiceKind::Application,
+            ServiceKind::Database => {
+                self.give_credentials(tx, service).await?;
+                ServiceKind::Application
+            }
             _ => return Ok(()),
         };
         let peers: Vec<Service> = self
@@ -146,6 +105,118 @@ impl Capstan {
         Ok(())
     }
 
+    /// Gives a new database its password: a secret variable of its own (sealed like every
+    /// secret), which its container is made to accept and each of its links carries.
+    async fn give_credentials(&self, tx: &mut Unit, database: &Service) -> DomainResult<()> {
+        let Some(connection) = DatabaseConnection::of(database) else {
+            return Ok(());
+        };
+        let now = self.now();
+        let variable = Variable {
+            id: VariableId::generate(),
+            organization_id: database.organization_id,
+            project_id: database.project_id,
+            environment_id: Some(database.environment_id),
+            service_id: Some(database.id),
+            scope: VariableScope::BuiltIn,
+            key: VariableKey::parse(&connection.password_key())?,
+            value: Some(Secret::new(new_password())),
+            is_secret: true,
+            variable_type: VariableType::BuiltIn,
+            mount_path: None,
+            description: Some(format!("The password of the database {}", database.name)),
+            enable_interpolation_in_file: None,
+            aliased_variable_id: None,
+            overridden_variable_id: None,
+            secret_manager_access_id: None,
+            linked_database_id: Some(database.id),
+            created_at: now,
+            updated_at: now,
+        };
+        Repo::<Variable>::insert(tx, &variable).await?;
+        Ok(())
+    }
+
+    /// The variables linking `database` to applications (not its own password).
+    async fn application_links(
+        &self,
+        tx: &mut Unit,
+        database: ServiceId,
+    ) -> DomainResult<Vec<Variable>> {
+        Ok(tx
+            .database_link_variables(database)
+            .await?
+            .into_iter()
+            .filter(|v| v.service_id != Some(database))
+            .collect())
+    }
+
+    /// `GET /database/{id}/masterCredentials`: where its linked applications reach it and
+    /// how they sign in.
+    pub async fn database_credentials(
+        &self,
+        p: &Principal,
+        database: ServiceId,
+    ) -> DomainResult<DatabaseCredentials> {
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        let service = self
+            .load_service(tx, p, ServiceKind::Database, database, Action::Read)
+            .await?;
+        let connection =
+            DatabaseConnection::of(&service).ok_or(DomainError::NotFound("database"))?;
+        let key = connection.password_key();
+        let password = tx
+            .database_link_variables(database)
+            .await?
+            .into_iter()
+            .filter(|v| v.service_id == Some(database) && v.key.as_str() == key)
+            .find_map(|v| v.value)
+            .ok_or_else(|| {
+                DomainError::state(
+                    "the database has no credentials: it was created before Capstan kept them",
+                )
+            })?;
+        Ok(DatabaseCredentials {
+            host: connection.host,
+            port: connection.port,
+            login: connection.login.to_string(),
+            password,
+        })
+    }
+
+    /// `GET /database/{id}/version`: the versions its type runs in.
+    pub async fn database_versions(
+        &self,
+        p: &Principal,
+        database: ServiceId,
+    ) -> DomainResult<&'static [&'static str]> {
+        let mut unit = self.reading().await?;
+        let service = self
+            .load_service(&mut *unit, p, ServiceKind::Database, database, Action::Read)
+            .await?;
+        match &service.spec {
+            ServiceSpec::Database(spec) => Ok(container_versions(spec.db_type)),
+            _ => Err(DomainError::NotFound("database")),
+        }
+    }
+
+    /// `GET /environment/{id}/databaseConfiguration`: each type with its versions (all in
+    /// CONTAINER mode: the engines run databases as containers).
+    pub async fn database_configuration(
+        &self,
+        p: &Principal,
+        environment: EnvironmentId,
+    ) -> DomainResult<Vec<(DatabaseType, &'static [&'static str])>> {
+        let mut unit = self.reading().await?;
+        self.load::<Environment>(&mut *unit, p, environment, Action::Read)
+            .await?;
+        Ok(DatabaseType::ALL
+            .iter()
+            .map(|t| (*t, container_versions(*t)))
+            .collect())
+    }
+
     /// Writes the variables that give `application` the connection of `database`, with the
     /// password its other links carry (a new one for its first).
     async fn link(
@@ -154,7 +225,7 @@ impl Capstan {
         database: &Service,
         application: &Service,
     ) -> DomainResult<()> {
-        let Some(connection) = Connection::of(database) else {
+        let Some(connection) = DatabaseConnection::of(database) else {
             return Ok(());
         };
         let password_key = format!("{}PASSWORD", connection.prefix);
@@ -203,8 +274,8 @@ impl Capstan {
     /// Before a database goes: its linked applications lose its connection (the variables
     /// go with the database), so those deployed are OUT_OF_DATE. Nothing for other kinds.
     pub(super) async fn unlink_all(&self, tx: &mut Unit, database: ServiceId) -> DomainResult<()> {
-        let mut applications: Vec<ServiceId> = tx
-            .database_link_variables(database)
+        let mut applications: Vec<ServiceId> = self
+            .application_links(tx, database)
             .await?
             .into_iter()
             .filter_map(|v| v.service_id)
@@ -233,7 +304,7 @@ impl Capstan {
         let tx = &mut *unit;
         self.load_service(tx, p, ServiceKind::Database, database, Action::Read)
             .await?;
-        let linked = tx.database_link_variables(database).await?;
+        let linked = self.application_links(tx, database).await?;
         let applications = self
             .by_id::<Service>(tx, linked.iter().filter_map(|v| v.service_id))
             .await?;
@@ -255,8 +326,8 @@ impl Capstan {
         self.in_unit(&[Scope::EnvironmentOf(database)], async |tx| {
             self.load_service(tx, p, ServiceKind::Database, database, Action::Write)
                 .await?;
-            let linked: Vec<Variable> = tx
-                .database_link_variables(database)
+            let linked: Vec<Variable> = self
+                .application_links(tx, database)
                 .await?
                 .into_iter()
                 .filter(|v| v.service_id == Some(application))
@@ -277,61 +348,5 @@ impl Capstan {
             Ok(())
         })
         .await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ids::*;
-    use crate::model::ServiceDraft;
-
-    fn database(db_type: &str) -> Service {
-        let body = serde_json::json!({"name": "db", "type": db_type, "version": "16", "mode": "CONTAINER"});
-        let draft = ServiceDraft::parse(ServiceKind::Database, &body, None).unwrap();
-        let now = time::OffsetDateTime::UNIX_EPOCH;
-        Service {
-            id: ServiceId::generate(),
-            organization_id: OrganizationId::generate(),
-            project_id: ProjectId::generate(),
-            environment_id: EnvironmentId::generate(),
-            name: draft.name,
-            description: None,
-            spec: draft.spec,
-            deployment_status: crate::model::DeploymentStatus::NeverDeployed,
-            advanced_settings: Default::default(),
-            groups: Vec::new(),
-            created_at: now,
-            updated_at: now,
-        }
-    }
-
-    #[test]
-    fn connection_variables_name_the_database_and_hold_its_address() {
-        let db = database("POSTGRESQL");
-        let c = Connection::of(&db).unwrap();
-        let short = db.id.0.simple().to_string()[..8].to_uppercase();
-        assert_eq!(c.prefix, format!("CAPSTAN_POSTGRESQL_Z{short}_"));
-        let members = c.members("pw");
-        let keys: Vec<_> = members.iter().map(|m| m.0).collect();
-        assert_eq!(
-            keys,
-            [
-                "HOST",
-                "PORT",
-                "LOGIN",
-                "DEFAULT_DATABASE_NAME",
-                "PASSWORD",
-                "DATABASE_URL"
-            ]
-        );
-        assert_eq!(members[1].1, "5432");
-        assert_eq!(
-            members[5].1,
-            format!("postgresql://superuser:pw@{}:5432/postgres", c.host)
-        );
-        let secret: Vec<_> = members.iter().filter(|m| m.2).map(|m| m.0).collect();
-        assert_eq!(secret, ["PASSWORD", "DATABASE_URL"]);
-        assert_eq!(Connection::of(&database("REDIS")).unwrap().port, 6379);
     }
 }

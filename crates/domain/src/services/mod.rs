@@ -9,6 +9,7 @@ mod credentials;
 mod cron_runs;
 mod custom_domains;
 mod database_links;
+pub use database_links::DatabaseCredentials;
 mod deployment_logs;
 mod deployment_rules;
 mod deployments;

@@ -1,0 +1,195 @@
+//! The built binary with the Docker engine running databases, on SQLite and PostgreSQL: a
+//! PostgreSQL image made from the host's packages (no registry is reachable here), its data
+//! kept on its volume across redeploys, restarts and stops, an application built from git
+//! beside it connecting with its connection variables, and the volume gone with the database.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod git_http;
+mod harness;
+
+use git_http::{GitServer, Repository};
+use harness::*;
+use serde_json::json;
+use std::time::Duration;
+
+/// Runs SQL in the database's container, signed in with its master credentials.
+fn sql(container: &str, password: &str, statement: &str) -> String {
+    docker(&[
+        "exec",
+        "-e",
+        &format!("PGPASSWORD={password}"),
+        container,
+        "psql",
+        "-h",
+        "127.0.0.1",
+        "-U",
+        "superuser",
+        "-d",
+        "postgres",
+        "-tAc",
+        statement,
+    ])
+    .unwrap_or_else(|e| panic!("{statement}: {e}"))
+}
+
+fn container_of(service: &str) -> String {
+    let found = containers_of(service);
+    assert_eq!(found.len(), 1, "one container: {found:?}");
+    found[0].split(' ').next().unwrap().to_string()
+}
+
+async fn act(client: &Client, id: &str, action: &str, want: &str) {
+    post(client, &format!("/database/{id}/{action}"), json!({})).await;
+    settled_in(client, "database", id, want).await;
+}
+
+async fn a_database_keeps_its_data_and_its_applications_reach_it(database: Option<&str>) {
+    let (image, version) = postgres_image();
+    let case = Case::start(
+        database,
+        &[
+            (
+                "CAPSTAN_DOCKER_DATABASE_IMAGES",
+                "POSTGRESQL=capstan-test/postgres:{version}",
+            ),
+            ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
+        ],
+    )
+    .await;
+    let (client, env) = (&case.client, &case.env);
+    let db = client
+        .create(
+            &format!("/environment/{env}/database"),
+            json!({"name": "notes", "type": "POSTGRESQL", "version": version,
+                   "mode": "CONTAINER", "accessibility": "PRIVATE"}),
+        )
+        .await;
+    act(client, &db, "deploy", "DEPLOYED").await;
+    let credentials = client
+        .get(&format!("/database/{db}/masterCredentials"))
+        .await;
+    let password = credentials["password"].as_str().unwrap().to_string();
+    assert_eq!(credentials["login"], "superuser");
+    assert_eq!(credentials["port"], 5432);
+    let container = container_of(&db);
+    let seen = docker(&["inspect", "--format", "{{.Config.Image}}", &container]).unwrap();
+    assert_eq!(seen, image);
+    sql(
+        &container,
+        &password,
+        "create table notes(t text); insert into notes values ('kept across deploys')",
+    );
+    let log = deployment_log(client, env).await;
+    assert!(!log.contains(&password), "the password is in no log");
+
+    // The data lives on its volume: through a redeploy, a restart, a stop and a deploy.
+    for (action, want) in [
+        ("redeploy", "DEPLOYED"),
+        ("restart-service", "RESTARTED"),
+        ("stop", "STOPPED"),
+        ("deploy", "DEPLOYED"),
+    ] {
+        act(client, &db, action, want).await;
+        if want != "STOPPED" {
+            let rows = sql(&container_of(&db), &password, "select t from notes");
+            assert_eq!(rows, "kept across deploys", "after {action}");
+        }
+    }
+
+    // An application beside it connects with the connection variables it was given.
+    let root = TempDir::new();
+    let server = GitServer::start(&root.0, None);
+    let repo = Repository::create(&server, "team/reader");
+    let commit = repo.commit(
+        "reader",
+        &[(
+            "Dockerfile",
+            &format!(
+                "FROM {image}\n\
+                 ENTRYPOINT []\n\
+                 CMD [\"sh\", \"-c\", \"URL=$(env | sed -n 's/^CAPSTAN_POSTGRESQL_Z.*_DATABASE_URL=//p'); \
+                 while true; do psql \\\"$URL\\\" -tAc 'select t from notes' && sleep 3600; sleep 1; done\"]\n"
+            ),
+        )],
+    );
+    let app = client
+        .create(
+            &format!("/environment/{env}/application"),
+            json!({"name": "reader", "git_repository": {"url": server.url("team/reader"),
+                   "branch": "main"}}),
+        )
+        .await;
+    post(
+        client,
+        &format!("/application/{app}/deploy"),
+        json!({"git_commit_id": commit}),
+    )
+    .await;
+    settled_in(client, "application", &app, "DEPLOYED").await;
+    let printed = output_of(client, "application", &app, "kept across deploys").await;
+    assert!(!printed.contains(&password), "{printed}");
+
+    // Deleted, it takes its volume with it.
+    let volume = format!("capstan-data-{}", db.replace('-', ""));
+    assert!(docker(&["volume", "inspect", &volume]).is_ok());
+    let (status, _) = client
+        .call(reqwest::Method::DELETE, &format!("/database/{db}"), None)
+        .await;
+    assert!(status == 202 || status == 204, "{status}");
+    let started = std::time::Instant::now();
+    while docker(&["volume", "inspect", &volume]).is_ok() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the volume outlived its database"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = docker(&[
+        "rmi",
+        "-f",
+        &format!("capstan-build/{}:{commit}", app.replace('-', "")),
+    ]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_database_keeps_its_data_and_its_applications_reach_it() {
+    if !docker_ready() {
+        return;
+    }
+    a_database_keeps_its_data_and_its_applications_reach_it(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_database_keeps_its_data_and_its_applications_reach_it() {
+    if !docker_ready() {
+        return;
+    }
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
+        return;
+    };
+    a_database_keeps_its_data_and_its_applications_reach_it(Some(&url)).await;
+}
+
+/// A MANAGED database is refused by the Docker engine, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_managed_database_is_refused_by_the_docker_engine() {
+    if !docker_ready() {
+        return;
+    }
+    let case = Case::start(None, &[]).await;
+    let (client, env) = (&case.client, &case.env);
+    let db = client
+        .create(
+            &format!("/environment/{env}/database"),
+            json!({"name": "managed", "type": "POSTGRESQL", "version": "16", "mode": "MANAGED"}),
+        )
+        .await;
+    act(client, &db, "deploy", "DEPLOYMENT_ERROR").await;
+    let history = client
+        .get(&format!("/database/{db}/deploymentHistory"))
+        .await;
+    let reason = history["results"][0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("CONTAINER mode only"), "{history}");
+    assert!(containers_of(&db).is_empty());
+}
