@@ -375,3 +375,122 @@ async fn clones_follow_the_outbound_policy_and_take_the_git_token() {
     assert!(!open.own_log().contains(TOKEN), "nor in Capstan's own");
     let _ = docker(&["rmi", "-f", &image_of(&with, &commit)]);
 }
+
+/// What the API reads of a repository: a Dockerfile's ARGs and base images, files, the
+/// directories under a root path, a branch's commits and their authors; and whether an image
+/// can be run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_and_an_image_are_read_through_the_api() {
+    if !docker_ready() {
+        return;
+    }
+    let root = TempDir::new();
+    let server = GitServer::start(&root.0, None);
+    let repo = Repository::create(&server, "team/mono");
+    repo.commit(
+        "first",
+        &[("infra/main.tf", "output \"x\" { value = 1 }\n")],
+    );
+    let last = repo.commit(
+        "second",
+        &[(
+            "app/Dockerfile",
+            &format!("ARG BASE_TAG=1\nFROM {IMAGE}:{TAG} AS base\nARG GREETING\nFROM base\n"),
+        )],
+    );
+    let case = Case::start(None, &[("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1")]).await;
+    let (client, env, org) = (&case.client, &case.env, &case.org);
+    let git = |root_path: &str| {
+        json!({"url": server.url("team/mono"), "branch": "main", "root_path": root_path,
+               "owner": "team", "name": "mono", "provider": "HOSTA"})
+    };
+    let checked = post(
+        client,
+        &format!("/environment/{env}/checkDockerfile"),
+        json!({"git_repository": git("/app"), "dockerfile_path": "Dockerfile"}),
+    )
+    .await;
+    assert_eq!(checked["arg"], json!(["BASE_TAG", "GREETING"]), "{checked}");
+    assert_eq!(checked["repositories"], json!([format!("{IMAGE}:{TAG}")]));
+    assert_eq!(checked["git_repository"]["url"], server.url("team/mono"));
+    let (status, answer) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/environment/{env}/checkDockerfile"),
+            Some(json!({"git_repository": git("/"), "dockerfile_path": "Dockerfile"})),
+        )
+        .await;
+    assert_eq!(status, 400, "no Dockerfile at the root: {answer}");
+
+    post(
+        client,
+        &format!("/environment/{env}/checkGitFile"),
+        json!({"git_repository": git("/infra"), "files": ["main.tf"]}),
+    )
+    .await;
+    let (status, answer) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/environment/{env}/checkGitFile"),
+            Some(json!({"git_repository": git("/"), "files": ["main.tf"]})),
+        )
+        .await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.to_string().contains("main.tf"), "{answer}");
+
+    let listed = post(
+        client,
+        &format!("/organization/{org}/listDirectoriesFromGitRepository"),
+        git("/"),
+    )
+    .await;
+    assert_eq!(listed["results"], json!(["app", "infra"]));
+
+    let app = client
+        .create(
+            &format!("/environment/{env}/application"),
+            json!({"name": "mono", "git_repository": git("/app")}),
+        )
+        .await;
+    let commits = client.get(&format!("/application/{app}/commit")).await;
+    let results = commits["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{commits}");
+    assert_eq!(results[0]["git_commit_id"], last);
+    assert_eq!(results[0]["message"], "second");
+    assert_eq!(results[1]["message"], "first");
+    assert_eq!(results[0]["author_name"], "Ada Tester");
+    let contributors = client.get(&format!("/application/{app}/contributor")).await;
+    assert_eq!(
+        contributors["results"],
+        json!([{"first_name": "Ada Tester", "last_name": "", "email": "ada@example.com"}])
+    );
+
+    // An image on the host can be run; a registry on a private address is not asked.
+    post(
+        client,
+        &format!("/environment/{env}/checkContainerImage"),
+        json!({"registry_id": case.registry, "image_name": IMAGE, "tag": TAG}),
+    )
+    .await;
+    let private = client
+        .create(
+            &format!("/organization/{org}/containerRegistry"),
+            json!({"name": "private", "kind": "GENERIC_CR", "url": "http://10.255.255.1:5000",
+                   "config": {}}),
+        )
+        .await;
+    let (status, answer) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/environment/{env}/checkContainerImage"),
+            Some(json!({"registry_id": private, "image_name": "team/absent", "tag": "1"})),
+        )
+        .await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer
+            .to_string()
+            .contains("refused by the outbound policy"),
+        "{answer}"
+    );
+}

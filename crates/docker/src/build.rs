@@ -2,10 +2,10 @@
 //! the daemon, the build's output in the step's log. An image is tagged by its commit and kept
 //! per service (the newest few), so deploying a commit built before reuses its image.
 
-use crate::dockerfile;
 use crate::engine::{said, DockerEngine};
 use crate::plan::LABEL_SERVICE;
 use bollard::query_parameters::{BuildImageOptions, ListImagesOptions, RemoveImageOptions};
+use domain::dockerfile;
 use domain::engine::{Cancel, StepLog, StepWork};
 use domain::ids::{DeploymentRequestId, ServiceId};
 use domain::model::{BuildSource, GitAccess};

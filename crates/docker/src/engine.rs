@@ -345,14 +345,7 @@ impl DockerEngine {
         }
         self.pull_permitted(image).await?;
         log.info(&format!("pulling image {image}"));
-        let credentials = registry
-            .filter(|r| r.username.is_some() || r.password.is_some())
-            .map(|r| DockerCredentials {
-                username: r.username.clone(),
-                password: r.password.as_ref().map(|p| p.expose().to_string()),
-                serveraddress: Some(r.url.clone()),
-                ..Default::default()
-            });
+        let credentials = Self::credentials(registry);
         let options = CreateImageOptions {
             from_image: Some(image.to_string()),
             ..Default::default()
@@ -378,6 +371,18 @@ impl DockerEngine {
             }
         }
         Ok(())
+    }
+
+    /// The credentials a pull from `registry` signs in with, when it has some.
+    fn credentials(registry: Option<&RegistryAccess>) -> Option<DockerCredentials> {
+        registry
+            .filter(|r| r.username.is_some() || r.password.is_some())
+            .map(|r| DockerCredentials {
+                username: r.username.clone(),
+                password: r.password.as_ref().map(|p| p.expose().to_string()),
+                serveraddress: Some(r.url.clone()),
+                ..Default::default()
+            })
     }
 
     /// Creates a container from its plan, copies its files in and starts it.
@@ -983,6 +988,32 @@ impl Engine for DockerEngine {
         services.sort();
         services.dedup();
         Ok(services)
+    }
+
+    /// On the host, or in its registry (the daemon asks it, once the outbound policy permits).
+    async fn image_available(
+        &self,
+        registry: &RegistryAccess,
+        name: &str,
+        tag: &str,
+    ) -> Result<bool, String> {
+        let image = plan::image_reference(Some(registry), name, tag);
+        if self.docker.inspect_image(&image).await.is_ok() {
+            return Ok(true);
+        }
+        self.pull_permitted(&image).await?;
+        match self
+            .docker
+            .inspect_registry_image(&image, Self::credentials(Some(registry)))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 401 | 403 | 404,
+                ..
+            }) => Ok(false),
+            Err(e) => Err(said(&format!("could not ask for image {image}"), e)),
+        }
     }
 
     async fn remove_workloads(&self, service: ServiceId) -> Result<(), String> {

@@ -3,7 +3,6 @@
 
 mod build;
 mod db_recipe;
-mod dockerfile;
 mod engine;
 mod exec;
 mod files;

@@ -4,7 +4,7 @@
 use crate::ids::{OrganizationId, ServiceId};
 use crate::model::{
     Cluster, ClusterAction, DeploymentLogLine, DeploymentRequest, LogLevel, Masker, OutputLine,
-    RunningState, Service, ServiceState, StepName, WorkloadInputs,
+    RegistryAccess, RunningState, Service, ServiceState, StepName, WorkloadInputs,
 };
 use async_trait::async_trait;
 use std::sync::Mutex;
@@ -61,6 +61,18 @@ pub trait Engine: Send + Sync {
     async fn clean_failed_jobs(&self, job: ServiceId) -> Result<Vec<String>, String> {
         let _ = job;
         Ok(Vec::new())
+    }
+
+    /// Whether the image `name:tag` of `registry` can be run: on the engine's host already,
+    /// or in its registry. `Err` says why it could not be told.
+    async fn image_available(
+        &self,
+        registry: &RegistryAccess,
+        name: &str,
+        tag: &str,
+    ) -> Result<bool, String> {
+        let _ = (registry, name, tag);
+        Err("this engine runs no images".into())
     }
 
     /// Removes every workload it runs of a service that no longer exists.

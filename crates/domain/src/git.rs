@@ -62,9 +62,42 @@ pub trait GitHosting: Send + Sync {
     ) -> Result<(), GitError>;
 }
 
-/// What fetches a repository's files at a revision: engines build from them.
+/// A repository's files at one revision, as fetched.
+pub trait Tree: Send + Sync {
+    /// The content of the file at `path` (from the repository's root), when it is one inside
+    /// the repository.
+    fn file(&self, path: &str) -> Option<Vec<u8>>;
+    /// The names of the directories right under `path`, sorted; `None` when `path` is no
+    /// directory of the repository.
+    fn directories(&self, path: &str) -> Option<Vec<String>>;
+}
+
+/// One commit of a branch's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitInfo {
+    pub id: String,
+    pub author_name: String,
+    pub author_email: String,
+    pub at: time::OffsetDateTime,
+    /// Its message's first line.
+    pub message: String,
+}
+
+/// What fetches a repository's files at a revision: engines build from them, and the API
+/// reads them (a Dockerfile's arguments, a directory listing, a branch's commits).
 #[async_trait]
 pub trait Checkouts: Send + Sync {
+    /// `revision`'s files, fetched into a directory of their own that goes with the tree.
+    async fn tree(&self, source: &GitAccess, revision: &str) -> Result<Box<dyn Tree>, GitError>;
+
+    /// The newest `limit` commits of `branch`, newest first.
+    async fn commits(
+        &self,
+        source: &GitAccess,
+        branch: &str,
+        limit: usize,
+    ) -> Result<Vec<CommitInfo>, GitError>;
+
     /// Fetches `revision` (a commit, or a branch for its newest commit) of `source` into
     /// `into`, an empty directory; the full id of the commit checked out. Only addresses the
     /// outbound policy permits are reached; `Err` never quotes the token.

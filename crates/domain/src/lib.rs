@@ -10,6 +10,7 @@ pub mod auth;
 pub mod changes;
 pub mod clock;
 pub mod dns;
+pub mod dockerfile;
 pub mod engine;
 pub mod error;
 pub mod git;

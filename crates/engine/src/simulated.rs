@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use domain::engine::{Engine, StepWork};
 use domain::model::{
-    Cluster, ClusterAction, DeploymentAction, DeploymentRequest, Service, StepName,
+    Cluster, ClusterAction, DeploymentAction, DeploymentRequest, RegistryAccess, Service, StepName,
 };
 use std::time::Duration;
 
@@ -66,6 +66,17 @@ impl Engine for SimulatedEngine {
             ));
         }
         Ok(())
+    }
+
+    /// Any image runs on the simulated engine, except one whose name asks to be missing
+    /// (`capstan-fail-pull`).
+    async fn image_available(
+        &self,
+        _registry: &RegistryAccess,
+        name: &str,
+        _tag: &str,
+    ) -> Result<bool, String> {
+        Ok(!name.contains(&format!("{FAILURE_MARKER}pull")))
     }
 
     /// Two steps' time; fails when the cluster's description asks for it

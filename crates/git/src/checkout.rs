@@ -5,11 +5,11 @@
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use domain::git::{Checkouts, GitError};
+use domain::git::{Checkouts, CommitInfo, GitError, Tree};
 use domain::model::{GitAccess, GitProvider};
 use domain::outbound_policy::OutboundPolicy;
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::process::Command;
@@ -134,14 +134,16 @@ fn token_user(provider: GitProvider) -> &'static str {
     }
 }
 
-#[async_trait]
-impl Checkouts for GitCheckouts {
-    async fn checkout(
+impl GitCheckouts {
+    /// Fetches `revision` with `depth` commits of history into `into` (empty) and checks it
+    /// out; the configuration its later git commands take.
+    async fn fetch(
         &self,
         source: &GitAccess,
         revision: &str,
         into: &Path,
-    ) -> Result<String, GitError> {
+        depth: usize,
+    ) -> Result<Vec<(String, String)>, GitError> {
         let url = self
             .policy
             .check_url(&source.url)
@@ -190,7 +192,7 @@ impl Checkouts for GitCheckouts {
                 "fetch",
                 "-q",
                 "--depth",
-                "1",
+                &depth.to_string(),
                 "--no-tags",
                 "--no-recurse-submodules",
                 "--",
@@ -201,8 +203,121 @@ impl Checkouts for GitCheckouts {
         .await?;
         self.git(into, &config, &["checkout", "-q", "--detach", "FETCH_HEAD"])
             .await?;
+        Ok(config)
+    }
+}
+
+/// A fetched revision in a directory of its own, removed with it.
+struct FetchedTree {
+    dir: PathBuf,
+}
+
+impl Drop for FetchedTree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl FetchedTree {
+    /// `path` inside the checkout (never out of it, through `..` or a link), if it exists.
+    fn inside(&self, path: &str) -> Option<PathBuf> {
+        let mut at = self.dir.clone();
+        for part in Path::new(path.trim_start_matches('/')).components() {
+            match part {
+                Component::Normal(p) if p != ".git" => at.push(p),
+                Component::CurDir => {}
+                _ => return None,
+            }
+        }
+        let resolved = at.canonicalize().ok()?;
+        resolved
+            .starts_with(self.dir.canonicalize().ok()?)
+            .then_some(resolved)
+    }
+}
+
+impl Tree for FetchedTree {
+    fn file(&self, path: &str) -> Option<Vec<u8>> {
+        let at = self.inside(path)?;
+        at.is_file().then(|| std::fs::read(at).ok()).flatten()
+    }
+
+    fn directories(&self, path: &str) -> Option<Vec<String>> {
+        let at = self.inside(path)?;
+        let mut names: Vec<String> = std::fs::read_dir(at)
+            .ok()?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| name != ".git")
+            .collect();
+        names.sort();
+        Some(names)
+    }
+}
+
+/// A new empty directory for a fetch.
+fn scratch() -> Result<PathBuf, GitError> {
+    let dir = std::env::temp_dir().join(format!("capstan-git-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| GitError::Unexpected(format!("could not make a directory: {e}")))?;
+    Ok(dir)
+}
+
+#[async_trait]
+impl Checkouts for GitCheckouts {
+    async fn checkout(
+        &self,
+        source: &GitAccess,
+        revision: &str,
+        into: &Path,
+    ) -> Result<String, GitError> {
+        let config = self.fetch(source, revision, into, 1).await?;
         self.git(into, &config, &["rev-parse", "HEAD"]).await
     }
+
+    async fn tree(&self, source: &GitAccess, revision: &str) -> Result<Box<dyn Tree>, GitError> {
+        let tree = FetchedTree { dir: scratch()? };
+        self.fetch(source, revision, &tree.dir, 1).await?;
+        Ok(Box::new(tree))
+    }
+
+    async fn commits(
+        &self,
+        source: &GitAccess,
+        branch: &str,
+        limit: usize,
+    ) -> Result<Vec<CommitInfo>, GitError> {
+        let tree = FetchedTree { dir: scratch()? };
+        let config = self.fetch(source, branch, &tree.dir, limit.max(1)).await?;
+        let format = "--format=%H%x1f%an%x1f%ae%x1f%aI%x1f%s";
+        let count = format!("-n{}", limit.max(1));
+        let log = self
+            .git(&tree.dir, &config, &["log", format, &count, "HEAD"])
+            .await?;
+        Ok(log.lines().filter_map(commit_of).collect())
+    }
+}
+
+/// A line of `git log` in the format above.
+fn commit_of(line: &str) -> Option<CommitInfo> {
+    let mut parts = line.split('\u{1f}');
+    let id = parts.next()?.to_string();
+    let author_name = parts.next()?.to_string();
+    let author_email = parts.next()?.to_string();
+    let at = time::OffsetDateTime::parse(
+        parts.next()?,
+        &time::format_description::well_known::Rfc3339,
+    )
+    .ok()?;
+    let message = parts.next().unwrap_or_default().to_string();
+    Some(CommitInfo {
+        id,
+        author_name,
+        author_email,
+        at,
+        message,
+    })
 }
 
 #[cfg(test)]

@@ -34,6 +34,8 @@ pub const POOL_SIZE: usize = 16;
 const ENGINE_WORKERS: usize = 4;
 /// How long a git provider has to answer.
 const GIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long one git command of the API's reads (a Dockerfile, commits) may take.
+const GIT_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// How long one git command of a build may take (a large repository fetches slowly).
 const GIT_FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 /// How long a webhook status is reused for a service: enough to absorb a burst of polls,
@@ -80,6 +82,10 @@ pub async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         .map_err(anyhow::Error::msg)?;
     Ok(Capstan::new(Arc::new(db), clock)
         .with_git(git)
+        .with_checkouts(Arc::new(git::GitCheckouts::new(
+            settings.outbound.clone(),
+            GIT_READ_TIMEOUT,
+        )))
         .with_outbound(Outbound {
             sender: Arc::new(sender),
             retry: settings.webhooks.retry,

@@ -22,6 +22,7 @@ mod resources;
 mod restrictions;
 mod service_output;
 mod services;
+mod sources;
 mod stages;
 mod variables;
 pub(crate) mod webhooks;
@@ -77,6 +78,7 @@ pub fn api_routes(r: &mut Routes) {
     credentials::routes(r);
     custom_domains::routes(r);
     database_links::routes(r);
+    sources::routes(r);
     deployment_logs::routes(r);
     deployment_rules::routes(r);
     organization::routes(r);

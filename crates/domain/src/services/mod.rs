@@ -9,7 +9,9 @@ mod credentials;
 mod cron_runs;
 mod custom_domains;
 mod database_links;
+mod git_reads;
 pub use database_links::DatabaseCredentials;
+pub use git_reads::{Contributor, DockerfileCheck, COMMITS_LISTED};
 mod deployment_logs;
 mod deployment_rules;
 mod deployments;
@@ -112,6 +114,8 @@ pub struct Capstan {
     /// What runs the workloads, for the use cases that act on them outside a deployment
     /// (cleaning failed jobs); none: there is nothing to act on.
     engine: Option<Arc<dyn crate::engine::Engine>>,
+    /// What fetches git repositories for the API's reads of them; none: not read.
+    checkouts: Option<Arc<dyn crate::git::Checkouts>>,
 }
 
 /// The API tokens an organization may hold unless the operator says otherwise.
@@ -131,7 +135,14 @@ impl Capstan {
             engine_controls: Arc::default(),
             max_api_tokens: DEFAULT_MAX_API_TOKENS,
             engine: None,
+            checkouts: None,
         }
+    }
+
+    /// Reads git repositories (Dockerfiles, directories, commits) through `checkouts`.
+    pub fn with_checkouts(mut self, checkouts: Arc<dyn crate::git::Checkouts>) -> Self {
+        self.checkouts = Some(checkouts);
+        self
     }
 
     /// Acts on what `engine` runs outside deployments too.

@@ -260,6 +260,53 @@ impl Capstan {
     }
 }
 
+impl Capstan {
+    /// `POST /environment/{id}/checkContainerImage`: the image `name:tag` of the registry can
+    /// be run (it is on the engine's host, or in its registry); 400 when it is not found.
+    pub async fn check_container_image(
+        &self,
+        p: &Principal,
+        environment: crate::ids::EnvironmentId,
+        registry: ContainerRegistryId,
+        name: &str,
+        tag: &str,
+    ) -> DomainResult<()> {
+        let access = {
+            let mut unit = self.reading().await?;
+            let tx = &mut *unit;
+            let env: crate::model::Environment =
+                self.load(tx, p, environment, Action::Read).await?;
+            crate::ports::Repo::<ContainerRegistry>::get(tx, registry)
+                .await?
+                .filter(|r| r.organization_id == env.organization_id)
+                .ok_or_else(|| DomainError::invalid("registry_id", "no such container registry"))?
+                .access()
+        };
+        let engine = self
+            .engine
+            .as_ref()
+            .ok_or_else(|| DomainError::Unavailable("no engine runs images here".into()))?;
+        let found = engine
+            .image_available(&access, name, tag)
+            .await
+            .map_err(|why| {
+                if why.contains("refused by the outbound policy") {
+                    DomainError::invalid("registry_id", why)
+                } else {
+                    DomainError::Upstream(why)
+                }
+            })?;
+        if found {
+            Ok(())
+        } else {
+            Err(DomainError::invalid(
+                "image_name",
+                format!("the image {name}:{tag} is neither in its registry nor on the host"),
+            ))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
