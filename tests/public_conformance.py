@@ -572,6 +572,73 @@ linked_app = call('POST', f'/environment/{images}/application', dict(bodies['app
 call('GET', f'/database/{linked_db}/application')
 call('DELETE', f'/database/{linked_db}/application/{linked_app}')
 
+# Databases: credentials, versions, the configurations an environment offers.
+call('GET', f'/database/{linked_db}/masterCredentials')
+call('GET', f'/database/{linked_db}/version')
+call('GET', f'/environment/{env}/databaseConfiguration')
+
+
+# ---------- Sources: a repository served on 127.0.0.1 by `git http-backend` (git's own CGI).
+class GitBackend(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+
+    def serve(self):
+        import subprocess
+        body = self.rfile.read(int(self.headers.get('Content-Length') or 0))
+        path, _, query = self.path.partition('?')
+        env = {'PATH': os.environ['PATH'], 'GIT_PROJECT_ROOT': sources_root, 'GIT_HTTP_EXPORT_ALL': '1',
+               'REQUEST_METHOD': self.command, 'PATH_INFO': path, 'QUERY_STRING': query,
+               'CONTENT_TYPE': self.headers.get('Content-Type', ''), 'CONTENT_LENGTH': str(len(body)),
+               'HTTP_CONTENT_ENCODING': self.headers.get('Content-Encoding', ''),
+               'GIT_PROTOCOL': self.headers.get('Git-Protocol', ''), 'REMOTE_ADDR': '127.0.0.1'}
+        out = subprocess.run(['git', 'http-backend'], input=body, env=env, capture_output=True).stdout
+        head, _, content = out.partition(b'\r\n\r\n')
+        status, headers = 200, []
+        for line in head.decode().splitlines():
+            k, _, v = line.partition(':')
+            if k.lower() == 'status': status = int(v.split()[0])
+            elif k: headers.append((k, v.strip()))
+        self.send_response(status)
+        for k, v in headers: self.send_header(k, v)
+        self.send_header('Content-Length', str(len(content)))
+        self.end_headers()
+        self.wfile.write(content)
+
+    do_GET = do_POST = serve
+
+
+import subprocess, tempfile
+sources_root = tempfile.mkdtemp()
+work_tree = os.path.join(sources_root, 'work')
+git_env = dict(os.environ, GIT_AUTHOR_NAME='Ada', GIT_AUTHOR_EMAIL='ada@example.com', GIT_COMMITTER_NAME='Ada',
+               GIT_COMMITTER_EMAIL='ada@example.com', GIT_CONFIG_GLOBAL='/dev/null', GIT_CONFIG_NOSYSTEM='1')
+os.makedirs(os.path.join(work_tree, 'infra'))
+open(os.path.join(work_tree, 'Dockerfile'), 'w').write('ARG VERSION\nFROM busybox:1\n')
+open(os.path.join(work_tree, 'infra', 'main.tf'), 'w').write('output "x" { value = 1 }\n')
+for args in (['init', '-q', '-b', 'main'], ['add', '-A'], ['commit', '-q', '-m', 'first'],
+             ['clone', '-q', '--bare', '.', os.path.join(sources_root, 'acme', 'repo.git')]):
+    subprocess.run(['git', *args], cwd=work_tree, env=git_env, check=True)
+sources = http.server.ThreadingHTTPServer(('127.0.0.1', 0), GitBackend)
+threading.Thread(target=sources.serve_forever, daemon=True).start()
+local_git = {'url': f'http://127.0.0.1:{sources.server_address[1]}/acme/repo.git', 'branch': 'main', 'root_path': '/',
+             'git_token_id': None, 'provider': 'HOSTA', 'owner': 'acme', 'name': 'repo'}
+call('POST', f'/environment/{env}/checkDockerfile', {'git_repository': local_git, 'dockerfile_path': 'Dockerfile'})
+call('POST', f'/environment/{env}/checkGitFile', {'git_repository': local_git, 'files': ['infra/main.tf']})
+call('POST', f'/organization/{org}/listDirectoriesFromGitRepository', local_git)
+call('POST', f'/environment/{env}/checkContainerImage', {'registry_id': registry, 'image_name': 'nginx', 'tag': '1'})
+sourced = call('POST', f'/project/{project}/environment', {'name': 'sources'})['id']
+built = {
+    'application': dict(bodies['application'], git_repository=local_git),
+    'job': dict(bodies['job'], source={'docker': {'git_repository': local_git, 'dockerfile_path': 'Dockerfile'}}),
+    'helm': dict(bodies['helm'], source={'git_repository': dict(local_git, root_path='/infra')}),
+    'terraform': dict(bodies['terraform'], terraform_files_source={'git_repository': dict(local_git, root_path='/infra')}),
+}
+for kind, body in built.items():
+    sid = call('POST', f'/environment/{sourced}/{kind}', body)['id']
+    call('GET', f'/{kind}/{sid}/commit')
+    if kind == 'application':
+        call('GET', f'/application/{sid}/contributor')
+
 # ---------- Deletions, on records of their own so that the run above keeps its hierarchy.
 spare_project = call('POST', f'/organization/{org}/project', {'name': 'spare'})['id']
 spare_env = call('POST', f'/project/{spare_project}/environment', {'name': 'spare'})['id']
