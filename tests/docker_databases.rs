@@ -45,9 +45,12 @@ async fn act(client: &Client, id: &str, action: &str, want: &str) {
 
 async fn a_database_keeps_its_data_and_its_applications_reach_it(database: Option<&str>) {
     let (image, version) = postgres_image();
+    let backups = TempDir::new();
+    let backup_dir = backups.0.display().to_string();
     let case = Case::start(
         database,
         &[
+            ("CAPSTAN_BACKUP_DIR", &backup_dir),
             (
                 "CAPSTAN_DOCKER_DATABASE_IMAGES",
                 "POSTGRESQL=capstan-test/postgres:{version}",
@@ -95,6 +98,66 @@ async fn a_database_keeps_its_data_and_its_applications_reach_it(database: Optio
             assert_eq!(rows, "kept across deploys", "after {action}");
         }
     }
+
+    // A backup taken by pg_dump in its container, the data changed, the backup restored.
+    let taken = post(
+        client,
+        &format!("/database/{db}/backup"),
+        json!({"name": "before", "message": "kept rows"}),
+    )
+    .await;
+    let backup = taken["id"].as_str().unwrap().to_string();
+    let started = std::time::Instant::now();
+    let listed = loop {
+        let listed = client.get(&format!("/database/{db}/backup")).await;
+        if listed["results"][0]["status"]["state"] != "DEPLOYING" {
+            break listed;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{listed}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        listed["results"][0]["status"]["state"], "DEPLOYED",
+        "{listed}"
+    );
+    assert!(listed["results"][0]["size_bytes"].as_i64().unwrap() > 0);
+    let file = backups.0.join(format!("{}.dump", backup.replace('-', "")));
+    let dump = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        dump.contains("kept across deploys"),
+        "the dump holds the rows"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "only Capstan's user reads a dump");
+    let container = container_of(&db);
+    sql(
+        &container,
+        &password,
+        "delete from notes; insert into notes values ('changed')",
+    );
+    let (status, answer) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/database/{db}/backup/{backup}/restore"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 204, "{answer}");
+    assert_eq!(
+        sql(&container, &password, "select t from notes"),
+        "kept across deploys",
+        "restored"
+    );
+    let (status, _) = client
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/database/{db}/backup/{backup}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 204);
+    assert!(!file.exists(), "the dump goes with its backup");
 
     // An application beside it connects with the connection variables it was given.
     let root = TempDir::new();

@@ -576,6 +576,11 @@ call('DELETE', f'/database/{linked_db}/application/{linked_app}')
 call('GET', f'/database/{linked_db}/masterCredentials')
 call('GET', f'/database/{linked_db}/version')
 call('GET', f'/environment/{env}/databaseConfiguration')
+call('POST', f'/database/{linked_db}/deploy')
+settle(f'/environment/{images}/statuses')
+backup = call('POST', f'/database/{linked_db}/backup', {'name': 'nightly', 'message': 'before the migration'})['id']
+call('GET', f'/database/{linked_db}/backup')
+call('DELETE', f'/database/{linked_db}/backup/{backup}')
 
 
 # ---------- Sources: a repository served on 127.0.0.1 by `git http-backend` (git's own CGI).

@@ -1,10 +1,12 @@
 //! A database's credentials, versions and the configurations an environment offers, as the
 //! public API shows them.
 
-use domain::model::{DatabaseMode, DatabaseType};
+use domain::model::{BackupState, DatabaseBackup, DatabaseMode, DatabaseType};
 use domain::services::DatabaseCredentials;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
 use utoipa::ToSchema;
+use uuid::Uuid;
 
 #[derive(Serialize, ToSchema)]
 pub struct CredentialsView {
@@ -83,4 +85,87 @@ impl DatabaseConfigurationResponseList {
                 .collect(),
         }
     }
+}
+
+/// A backup's progress as the public API's Status shows it: RUNNING is DEPLOYING (ONGOING),
+/// DONE is DEPLOYED (SUCCESS), FAILED is DEPLOYMENT_ERROR (ERROR).
+#[derive(Serialize, ToSchema)]
+pub struct BackupStatus {
+    pub id: Uuid,
+    pub state: &'static str,
+    pub service_deployment_status: &'static str,
+    pub status_details: BackupStatusDetails,
+    pub is_part_last_deployment: bool,
+    pub deployment_requests_count: i64,
+    pub deployment_request_id: Option<Uuid>,
+    /// Why it failed.
+    pub message: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct BackupStatusDetails {
+    pub action: &'static str,
+    pub status: &'static str,
+    pub sub_action: &'static str,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct BackupView {
+    pub id: Uuid,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+    pub name: String,
+    pub message: String,
+    pub status: BackupStatus,
+    /// The dump's size once taken (a Capstan addition).
+    pub size_bytes: i64,
+}
+
+impl From<DatabaseBackup> for BackupView {
+    fn from(b: DatabaseBackup) -> Self {
+        let (state, status) = match b.state {
+            BackupState::Running => ("DEPLOYING", "ONGOING"),
+            BackupState::Done => ("DEPLOYED", "SUCCESS"),
+            BackupState::Failed => ("DEPLOYMENT_ERROR", "ERROR"),
+        };
+        Self {
+            id: b.id.0,
+            created_at: b.created_at,
+            updated_at: b.updated_at,
+            name: b.name,
+            message: b.message,
+            status: BackupStatus {
+                id: b.id.0,
+                state,
+                service_deployment_status: "UP_TO_DATE",
+                status_details: BackupStatusDetails {
+                    action: "DEPLOY",
+                    status,
+                    sub_action: "NONE",
+                },
+                is_part_last_deployment: false,
+                deployment_requests_count: 0,
+                deployment_request_id: None,
+                message: b.reason,
+            },
+            size_bytes: b.size_bytes,
+        }
+    }
+}
+
+/// The public BackupPaginatedResponseList: the page's number and size beside its results.
+#[derive(Serialize, ToSchema)]
+pub struct BackupList {
+    pub page: u32,
+    pub page_size: u32,
+    pub results: Vec<BackupView>,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct BackupRequest {
+    pub name: String,
+    #[serde(default)]
+    pub message: String,
 }

@@ -85,6 +85,8 @@ pub struct DockerEngine {
     pub(crate) database_images: DatabaseImages,
     /// Whether a deleted database's volume is kept (its data outlives it).
     keep_volumes: bool,
+    /// Where databases' backups are kept.
+    pub(crate) backup_dir: std::path::PathBuf,
 }
 
 /// Docker's answer to a failed call, as a step's reason.
@@ -120,13 +122,21 @@ impl DockerEngine {
             built: Mutex::default(),
             database_images: DatabaseImages::default(),
             keep_volumes: false,
+            backup_dir: std::path::PathBuf::from("backups"),
         })
     }
 
-    /// Runs databases from `images`; a deleted database's volume stays when `keep_volumes`.
-    pub fn with_databases(mut self, images: DatabaseImages, keep_volumes: bool) -> Self {
+    /// Runs databases from `images`; a deleted database's volume stays when `keep_volumes`;
+    /// backups are kept in `backup_dir`.
+    pub fn with_databases(
+        mut self,
+        images: DatabaseImages,
+        keep_volumes: bool,
+        backup_dir: std::path::PathBuf,
+    ) -> Self {
         self.database_images = images;
         self.keep_volumes = keep_volumes;
+        self.backup_dir = backup_dir;
         self
     }
 
@@ -266,7 +276,7 @@ impl DockerEngine {
 
     /// Containers Capstan made for `service`, running or not; `role` narrows to replicas
     /// (`service`) or job executions (`job`).
-    async fn owned(
+    pub(crate) async fn owned(
         &self,
         service: ServiceId,
         role: Option<&str>,
@@ -1014,6 +1024,28 @@ impl Engine for DockerEngine {
             }) => Ok(false),
             Err(e) => Err(said(&format!("could not ask for image {image}"), e)),
         }
+    }
+
+    async fn backup_database(
+        &self,
+        database: &Service,
+        inputs: &WorkloadInputs,
+        file: &str,
+    ) -> Result<i64, String> {
+        self.take_backup(database, inputs, file).await
+    }
+
+    async fn restore_database(
+        &self,
+        database: &Service,
+        inputs: &WorkloadInputs,
+        file: &str,
+    ) -> Result<(), String> {
+        self.load_backup(database, inputs, file).await
+    }
+
+    async fn remove_backup(&self, file: &str) -> Result<(), String> {
+        self.drop_backup(file)
     }
 
     async fn remove_workloads(&self, service: ServiceId) -> Result<(), String> {

@@ -19,6 +19,13 @@ impl Ran {
     pub fn succeeded(&self) -> bool {
         self.code == 0
     }
+
+    /// Its standard error's last lines, for a failure's reason.
+    pub fn complaint(&self) -> String {
+        let text = String::from_utf8_lossy(&self.stderr);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        lines[lines.len().saturating_sub(5)..].join("\n")
+    }
 }
 
 /// Runs `cmd` with `env` in container `id`, `stdin` fed to it, for at most `timeout`.

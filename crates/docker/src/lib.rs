@@ -1,6 +1,7 @@
 //! The Docker engine: the adapter of the domain's engine port that runs containers and jobs on
 //! a Docker daemon (the one at `DOCKER_HOST`, or the default socket), through `bollard`.
 
+mod backups;
 mod build;
 mod db_recipe;
 mod engine;

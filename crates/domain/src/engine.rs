@@ -75,6 +75,35 @@ pub trait Engine: Send + Sync {
         Err("this engine runs no images".into())
     }
 
+    /// Dumps a running database with its own tool into the backup `file` (a name the engine
+    /// keeps it under); the dump's size in bytes.
+    async fn backup_database(
+        &self,
+        database: &Service,
+        inputs: &WorkloadInputs,
+        file: &str,
+    ) -> Result<i64, String> {
+        let _ = (database, inputs, file);
+        Err("this engine keeps no database backups".into())
+    }
+
+    /// Loads the backup `file` back into the running database.
+    async fn restore_database(
+        &self,
+        database: &Service,
+        inputs: &WorkloadInputs,
+        file: &str,
+    ) -> Result<(), String> {
+        let _ = (database, inputs, file);
+        Err("this engine keeps no database backups".into())
+    }
+
+    /// Removes the backup `file` (none kept: nothing to do).
+    async fn remove_backup(&self, file: &str) -> Result<(), String> {
+        let _ = file;
+        Ok(())
+    }
+
     /// Removes every workload it runs of a service that no longer exists.
     async fn remove_workloads(&self, service: ServiceId) -> Result<(), String> {
         let _ = service;

@@ -254,6 +254,7 @@ typed_id!(
     EventId,
     DeliveryId,
     AttemptId,
+    BackupId,
 );
 
 #[cfg(test)]

@@ -602,6 +602,7 @@ pub trait Tx:
     + Repo<EnvironmentDeploymentRule>
     + Repo<OrganizationWebhook>
     + Repo<WebhookAttempt>
+    + Repo<DatabaseBackup>
     + EventLog
     + DeploymentLogs
     + ServiceOutputs

@@ -111,6 +111,7 @@ fn docker_with_settings(docker: DockerEngine, settings: &Settings) -> DockerEngi
         .with_databases(
             settings.docker_database_images.clone(),
             settings.docker_keep_database_volumes,
+            settings.backup_dir.clone(),
         )
 }
 

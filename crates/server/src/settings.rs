@@ -98,6 +98,14 @@ pub struct RawSettings {
         global = true
     )]
     pub docker_keep_database_volumes: String,
+    /// Where databases' backups are kept (a directory Capstan makes, readable by its user).
+    #[arg(
+        long,
+        env = "CAPSTAN_BACKUP_DIR",
+        default_value = "backups",
+        global = true
+    )]
+    pub backup_dir: PathBuf,
     /// Duration of each step of the simulated engine, in milliseconds.
     #[arg(
         long,
@@ -292,6 +300,7 @@ pub struct Settings {
     pub docker_images_kept: usize,
     pub docker_database_images: docker::DatabaseImages,
     pub docker_keep_database_volumes: bool,
+    pub backup_dir: PathBuf,
     pub jwt_issuer: Option<String>,
     pub jwt_audience: Option<String>,
     /// How Bearer JWTs are verified, from the settings above; none: refused.
@@ -353,6 +362,7 @@ impl fmt::Debug for Settings {
                 "docker_keep_database_volumes",
                 &self.docker_keep_database_volumes,
             )
+            .field("backup_dir", &self.backup_dir)
             .field("jwt_issuer", &self.jwt_issuer)
             .field("jwt_audience", &self.jwt_audience)
             .field("request_timeout", &self.request_timeout)
@@ -726,6 +736,7 @@ impl RawSettings {
             docker_images_kept,
             docker_database_images,
             docker_keep_database_volumes,
+            backup_dir: self.backup_dir.clone(),
             jwt_issuer: self.jwt_issuer.clone(),
             jwt_audience: self.jwt_audience.clone(),
             jwt,

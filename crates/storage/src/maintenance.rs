@@ -44,6 +44,7 @@ pub const TABLES: &[&str] = &[
     "running_states",
     "service_output",
     "cron_turns",
+    "database_backups",
 ];
 
 /// What a reset that keeps tokens keeps: who can call, and where they belong.

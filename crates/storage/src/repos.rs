@@ -169,6 +169,12 @@ repo!(
 );
 repo!(GitToken, GitTokenRow, git_tokens, |q, org| q
     .filter(schema::git_tokens::organization_id.eq(org)));
+repo!(
+    DatabaseBackup,
+    DatabaseBackupRow,
+    database_backups,
+    |q, database| q.filter(schema::database_backups::database_id.eq(database))
+);
 repo!(Service, ServiceRow, services, |q, env| q
     .filter(schema::services::environment_id.eq(env)));
 repo!(Variable, VariableRow, variables, |q, parent| q.filter(

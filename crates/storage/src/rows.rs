@@ -1493,3 +1493,55 @@ impl FromRow for WebhookDelivery {
         })
     }
 }
+
+row!(
+    DatabaseBackupRow,
+    database_backups {
+        id: BackupId,
+        organization_id: OrganizationId,
+        database_id: ServiceId,
+        name: String,
+        message: String,
+        state: BackupState,
+        size_bytes: i64,
+        reason: Option<String>,
+        created_at: PrimitiveDateTime,
+        updated_at: PrimitiveDateTime,
+    }
+);
+
+impl ToRow for DatabaseBackup {
+    type Row = DatabaseBackupRow;
+    fn to_row(&self, _cipher: &Cipher) -> StoreResult<DatabaseBackupRow> {
+        let b = self;
+        Ok(DatabaseBackupRow {
+            id: b.id,
+            organization_id: b.organization_id,
+            database_id: b.database_id,
+            name: b.name.clone(),
+            message: b.message.clone(),
+            state: b.state,
+            size_bytes: b.size_bytes,
+            reason: b.reason.clone(),
+            created_at: ts(b.created_at),
+            updated_at: ts(b.updated_at),
+        })
+    }
+}
+
+impl FromRow for DatabaseBackup {
+    fn from_row(r: DatabaseBackupRow, _cipher: &Cipher) -> StoreResult<Self> {
+        Ok(Self {
+            id: r.id,
+            organization_id: r.organization_id,
+            database_id: r.database_id,
+            name: r.name,
+            message: r.message,
+            state: r.state,
+            size_bytes: r.size_bytes,
+            reason: r.reason,
+            created_at: utc(r.created_at),
+            updated_at: utc(r.updated_at),
+        })
+    }
+}

@@ -244,6 +244,21 @@ diesel::table! {
 }
 
 diesel::table! {
+    database_backups (id) {
+        id -> Text,
+        organization_id -> Text,
+        database_id -> Text,
+        name -> Text,
+        message -> Text,
+        state -> Text,
+        size_bytes -> BigInt,
+        reason -> Nullable<Text>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
     cron_turns (service_id) {
         service_id -> Text,
         environment_id -> Text,
@@ -515,4 +530,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     git_tokens,
     services,
     variables,
+    database_backups,
 );

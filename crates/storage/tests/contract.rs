@@ -47,6 +47,7 @@ contract!(
     deployment_logs_are_read_by_environment_in_order_and_go_with_it,
     service_output_is_kept_once_filtered_trimmed_and_goes_with_its_service,
     cron_turns_are_kept_per_job_due_in_order_and_go_with_it,
+    database_backups_are_kept_per_database_updated_and_go_with_it,
     ids_and_enums_are_stored_as_their_text,
     names_are_unique_case_insensitively_per_parent,
     lists_are_paged_in_creation_order,
@@ -3570,4 +3571,65 @@ async fn cron_turns_are_kept_per_job_due_in_order_and_go_with_it(db: Db) {
         None,
         "gone with its job"
     );
+}
+
+async fn database_backups_are_kept_per_database_updated_and_go_with_it(db: Db) {
+    let envs = environments(&db, 2).await;
+    let (_, a) = &envs[0];
+    let (_, b) = &envs[1];
+    let now = time::OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(1_800_000_000);
+    let backup = |s: &Service, name: &str| DatabaseBackup {
+        id: BackupId::generate(),
+        organization_id: s.organization_id,
+        database_id: s.id,
+        name: name.into(),
+        message: "before the migration".into(),
+        state: BackupState::Running,
+        size_bytes: 0,
+        reason: None,
+        created_at: now,
+        updated_at: now,
+    };
+    let (first, second, other) = (backup(a, "one"), backup(a, "two"), backup(b, "three"));
+    let mut tx = db.write().await.unwrap();
+    for b in [&first, &second, &other] {
+        Repo::<DatabaseBackup>::insert(&mut *tx, b).await.unwrap();
+    }
+    let mut done = first.clone();
+    done.state = BackupState::Failed;
+    done.reason = Some("pg_dump: connection refused".into());
+    done.size_bytes = 12;
+    Repo::<DatabaseBackup>::update(&mut *tx, &done)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let mut unit = db.read().await.unwrap();
+    assert_eq!(
+        Repo::<DatabaseBackup>::get(&mut *unit, first.id)
+            .await
+            .unwrap(),
+        Some(done),
+        "updated as a whole"
+    );
+    let page = domain::pagination::PageRequest::new(1, 100).unwrap();
+    let listed = Repo::<DatabaseBackup>::list(&mut *unit, a.id, page)
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 2, "only its database's");
+    drop(unit);
+    Repo::<Service>::delete(&mut db.session().await.unwrap(), a.id)
+        .await
+        .unwrap();
+    let mut unit = db.read().await.unwrap();
+    assert_eq!(
+        Repo::<DatabaseBackup>::get(&mut *unit, second.id)
+            .await
+            .unwrap(),
+        None,
+        "gone with its database"
+    );
+    assert!(Repo::<DatabaseBackup>::get(&mut *unit, other.id)
+        .await
+        .unwrap()
+        .is_some());
 }

@@ -5,6 +5,7 @@ mod catalog;
 mod clusters;
 mod credentials;
 mod custom_domains;
+mod database_backups;
 mod database_links;
 mod deployment_logs;
 mod deployment_rules;
@@ -78,6 +79,7 @@ pub fn api_routes(r: &mut Routes) {
     credentials::routes(r);
     custom_domains::routes(r);
     database_links::routes(r);
+    database_backups::routes(r);
     sources::routes(r);
     deployment_logs::routes(r);
     deployment_rules::routes(r);

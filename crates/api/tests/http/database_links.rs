@@ -13,6 +13,7 @@ http_suite!(
     unlinking_removes_the_variables_and_their_aliases,
     links_follow_an_environment_clone_and_go_with_the_database,
     a_database_has_credentials_versions_and_configurations,
+    a_backup_is_followed_to_its_end_and_removed,
 );
 
 async fn create<S: App>(t: &T<S>, env: &str, kind: &str, name: &str) -> String {
@@ -444,4 +445,64 @@ async fn a_database_has_credentials_versions_and_configurations<S: App>(t: T<S>)
     t.get(&format!("/database/{app}/masterCredentials"))
         .await
         .expect(404);
+}
+
+async fn a_backup_is_followed_to_its_end_and_removed<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let db = create(&t, &env, "database", "db").await;
+    let body = json!({"name": "nightly", "message": "before the migration"});
+    t.post(&format!("/database/{db}/backup"), body.clone())
+        .await
+        .expect_error(409, "the database was never deployed");
+    t.post(&format!("/database/{db}/deploy"), json!({}))
+        .await
+        .expect(202);
+    t.settle(&format!("/database/{db}/status")).await;
+    let taken = t
+        .post(&format!("/database/{db}/backup"), body)
+        .await
+        .expect(201)
+        .body;
+    assert_eq!(taken["name"], "nightly");
+    assert_eq!(taken["message"], "before the migration");
+    let id = taken["id"].as_str().unwrap().to_string();
+    // The simulated engine keeps no dumps: the backup ends failed, saying why.
+    let mut listed = json!(null);
+    for _ in 0..200 {
+        listed = t
+            .get(&format!("/database/{db}/backup"))
+            .await
+            .expect(200)
+            .body;
+        if listed["results"][0]["status"]["state"] != "DEPLOYING" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(listed["page"], 1, "{listed}");
+    let status = &listed["results"][0]["status"];
+    assert_eq!(status["state"], "DEPLOYMENT_ERROR", "{listed}");
+    assert_eq!(status["status_details"]["status"], "ERROR");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("keeps no database backups"),
+        "{listed}"
+    );
+    t.post(&format!("/database/{db}/backup/{id}/restore"), json!({}))
+        .await
+        .expect_error(409, "the backup is FAILED: only a DONE backup restores");
+    t.delete(&format!("/database/{db}/backup/{id}"))
+        .await
+        .expect(204);
+    t.delete(&format!("/database/{db}/backup/{id}"))
+        .await
+        .expect(404);
+    let listed = t
+        .get(&format!("/database/{db}/backup"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(listed["results"], json!([]));
 }

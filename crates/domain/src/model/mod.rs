@@ -7,6 +7,7 @@ mod cluster;
 mod credentials;
 mod cron;
 mod custom_domain;
+mod database_backup;
 mod database_connection;
 mod deployment;
 mod deployment_log;
@@ -47,6 +48,7 @@ pub use credentials::{
 };
 pub use cron::{CronSchedule, CronTurn};
 pub use custom_domain::{host_name, renamed, CustomDomain, CustomDomainInput, DnsCheck, DnsState};
+pub use database_backup::{BackupState, DatabaseBackup};
 pub use database_connection::{container_versions, DatabaseConnection};
 pub use deployment::{
     plan, queue_up, DeployTarget, DeploymentRequest, DeploymentSnapshot, Origin, Phase,

@@ -8,6 +8,7 @@ mod controls;
 mod credentials;
 mod cron_runs;
 mod custom_domains;
+mod database_backups;
 mod database_links;
 mod git_reads;
 pub use database_links::DatabaseCredentials;

@@ -155,13 +155,15 @@ pub async fn setup_with_step(
         .bootstrap_organization("Acme", Role::Admin, "tests")
         .await
         .unwrap();
-    let state = actix_web::web::Data::new(adjust(AppState::new(backend.capstan.clone())));
+    let simulated: Arc<dyn domain::engine::Engine> = Arc::new(engine::SimulatedEngine::new(step));
+    let with_engine = backend.capstan.clone().with_engine(simulated.clone());
+    let state = actix_web::web::Data::new(adjust(AppState::new(with_engine)));
     // The state's use cases report to its metrics: the workers run those.
     let capstan = state.capstan.clone();
     let svc = test::init_service(api::app(state)).await;
     let workers = engine::WorkerPool::start(
         capstan,
-        Arc::new(engine::SimulatedEngine::new(step)),
+        simulated,
         engine::PoolSettings { workers: 2, step },
     );
     T {

@@ -1,0 +1,164 @@
+//! Database backups on Docker: the type's own dump tool run inside the database's container,
+//! its output kept as a file of Capstan's backup directory (readable by Capstan's user only),
+//! and loaded back with the type's client.
+
+use crate::db_recipe::{self, Recipe};
+use crate::engine::{said, DockerEngine};
+use crate::exec;
+use bollard::query_parameters::DownloadFromContainerOptions;
+use domain::model::{Service, WorkloadInputs};
+use futures_util::StreamExt;
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How long a dump or a restore may take.
+const BACKUP_TIMEOUT: Duration = Duration::from_secs(3600);
+
+impl DockerEngine {
+    /// The file a backup is kept in: a plain name, never a path.
+    fn backup_path(&self, file: &str) -> Result<PathBuf, String> {
+        if file.is_empty() || file.contains(['/', '\\']) || file.starts_with('.') {
+            return Err(format!("'{file}' is not a backup's name"));
+        }
+        Ok(self.backup_dir.join(file))
+    }
+
+    /// The database's running container and its recipe.
+    async fn running_database(
+        &self,
+        database: &Service,
+        inputs: &WorkloadInputs,
+    ) -> Result<(String, Recipe), String> {
+        let (spec, connection, password) = db_recipe::database_of(database, inputs)?;
+        let recipe = db_recipe::recipe(spec.db_type, &connection, &password);
+        let running = self
+            .owned(database.id, Some("service"))
+            .await?
+            .into_iter()
+            .find(|c| {
+                c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING)
+                    || c.state.is_none()
+            })
+            .and_then(|c| c.id)
+            .ok_or("the database does not run: deploy it first")?;
+        Ok((running, recipe))
+    }
+
+    async fn dump(&self, id: &str, recipe: &Recipe) -> Result<Vec<u8>, String> {
+        let ran = exec::run(
+            &self.docker,
+            id,
+            &recipe.dump,
+            &recipe.exec_env,
+            None,
+            BACKUP_TIMEOUT,
+        )
+        .await?;
+        let tool = recipe.dump.first().map_or("the dump", String::as_str);
+        if !ran.succeeded() {
+            return Err(format!(
+                "{tool} exited with code {}: {}",
+                ran.code,
+                ran.complaint()
+            ));
+        }
+        let Some(inside) = recipe.dump_file else {
+            return Ok(ran.stdout);
+        };
+        let options = DownloadFromContainerOptions {
+            path: inside.to_string(),
+        };
+        let mut archive = Vec::new();
+        let mut chunks = self.docker.download_from_container(id, Some(options));
+        while let Some(chunk) = chunks.next().await {
+            archive.extend_from_slice(&chunk.map_err(|e| said("could not read the dump", e))?);
+        }
+        let mut entries = tar::Archive::new(archive.as_slice());
+        let mut first = entries
+            .entries()
+            .map_err(|e| format!("could not read the dump: {e}"))?
+            .next()
+            .ok_or("the dump is empty")?
+            .map_err(|e| format!("could not read the dump: {e}"))?;
+        let mut bytes = Vec::new();
+        first
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("could not read the dump: {e}"))?;
+        Ok(bytes)
+    }
+
+    pub(crate) async fn take_backup(
+        &self,
+        database: &Service,
+        inputs: &WorkloadInputs,
+        file: &str,
+    ) -> Result<i64, String> {
+        let path = self.backup_path(file)?;
+        let (id, recipe) = self.running_database(database, inputs).await?;
+        let bytes = self.dump(&id, &recipe).await?;
+        std::fs::create_dir_all(&self.backup_dir)
+            .map_err(|e| format!("could not make the backup directory: {e}"))?;
+        let partial = path.with_extension("partial");
+        {
+            use std::io::Write;
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create(true).truncate(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut out = options
+                .open(&partial)
+                .map_err(|e| format!("could not write the backup: {e}"))?;
+            out.write_all(&bytes)
+                .and_then(|()| out.sync_all())
+                .map_err(|e| format!("could not write the backup: {e}"))?;
+        }
+        std::fs::rename(&partial, &path).map_err(|e| format!("could not keep the backup: {e}"))?;
+        Ok(i64::try_from(bytes.len()).unwrap_or(i64::MAX))
+    }
+
+    pub(crate) async fn load_backup(
+        &self,
+        database: &Service,
+        inputs: &WorkloadInputs,
+        file: &str,
+    ) -> Result<(), String> {
+        let path = self.backup_path(file)?;
+        let (id, recipe) = self.running_database(database, inputs).await?;
+        let Some(restore) = &recipe.restore else {
+            return Err(
+                "this type's dump is loaded by a server starting on it, which Capstan does not do \
+                 yet (docs/engine.md says how to do it by hand)"
+                    .into(),
+            );
+        };
+        let bytes = std::fs::read(&path).map_err(|e| format!("could not read the backup: {e}"))?;
+        let ran = exec::run(
+            &self.docker,
+            &id,
+            restore,
+            &recipe.exec_env,
+            Some(bytes),
+            BACKUP_TIMEOUT,
+        )
+        .await?;
+        if ran.succeeded() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} exited with code {}: {}",
+                restore.first().map_or("the restore", String::as_str),
+                ran.code,
+                ran.complaint()
+            ))
+        }
+    }
+
+    pub(crate) fn drop_backup(&self, file: &str) -> Result<(), String> {
+        match std::fs::remove_file(self.backup_path(file)?) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(format!("could not remove the backup: {e}")),
+        }
+    }
+}
