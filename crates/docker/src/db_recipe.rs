@@ -34,12 +34,7 @@ pub fn database_of<'a>(
         .iter()
         .find(|e| e.key == key)
         .map(|e| e.value.expose().to_string())
-        .ok_or_else(|| {
-            format!(
-                "the database has no password ({key}): it was created before Capstan kept one; \
-                 create it again"
-            )
-        })?;
+        .ok_or_else(|| format!("the database has no password ({key}) among its variables"))?;
     Ok((spec, connection, password))
 }
 

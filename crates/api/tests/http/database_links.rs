@@ -14,6 +14,7 @@ http_suite!(
     links_follow_an_environment_clone_and_go_with_the_database,
     a_database_has_credentials_versions_and_configurations,
     a_backup_is_followed_to_its_end_and_removed,
+    a_database_made_before_credentials_were_kept_gets_its_links_password,
 );
 
 async fn create<S: App>(t: &T<S>, env: &str, kind: &str, name: &str) -> String {
@@ -505,4 +506,47 @@ async fn a_backup_is_followed_to_its_end_and_removed<S: App>(t: T<S>) {
         .expect(200)
         .body;
     assert_eq!(listed["results"], json!([]));
+}
+
+async fn a_database_made_before_credentials_were_kept_gets_its_links_password<S: App>(t: T<S>) {
+    use domain::ports::Repo;
+    let (_, _, env) = t.hierarchy().await;
+    let db = create(&t, &env, "database", "old").await;
+    let app = create(&t, &env, "application", "app").await;
+    let id = domain::ids::ServiceId(db.parse().unwrap());
+    // What a database made by an earlier version holds: its links, no password of its own.
+    let mut tx = t.capstan.store().write().await.unwrap();
+    let linked = tx.database_link_variables(id).await.unwrap();
+    let own = linked.iter().find(|v| v.service_id == Some(id)).unwrap();
+    Repo::<domain::model::Variable>::delete(&mut *tx, own.id)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    t.get(&format!("/database/{db}/masterCredentials"))
+        .await
+        .expect_error(409, "the database has no credentials yet");
+    t.post(&format!("/database/{db}/deploy"), json!({}))
+        .await
+        .expect(202);
+    t.settle(&format!("/database/{db}/status")).await;
+    let credentials = t
+        .get(&format!("/database/{db}/masterCredentials"))
+        .await
+        .expect(200)
+        .body;
+    let mut tx = t.capstan.store().read().await.unwrap();
+    let links = tx.database_link_variables(id).await.unwrap();
+    let app_password = links
+        .iter()
+        .find(|v| {
+            v.service_id.map(|s| s.to_string()) == Some(app.clone())
+                && v.key.as_str().ends_with("_PASSWORD")
+        })
+        .and_then(|v| v.value.clone())
+        .unwrap();
+    assert_eq!(
+        credentials["password"],
+        app_password.expose(),
+        "its links' password, which its applications hold"
+    );
 }

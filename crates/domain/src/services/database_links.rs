@@ -69,6 +69,38 @@ fn new_password() -> String {
     Alphanumeric.sample_string(&mut rand::rng(), 32)
 }
 
+/// A BUILT_IN variable of `holder` carrying part of `database`'s connection: (value, secret).
+fn link_variable(
+    database: &Service,
+    holder: &Service,
+    key: VariableKey,
+    (value, is_secret): (String, bool),
+    description: String,
+    now: time::OffsetDateTime,
+) -> Variable {
+    Variable {
+        id: VariableId::generate(),
+        organization_id: holder.organization_id,
+        project_id: holder.project_id,
+        environment_id: Some(holder.environment_id),
+        service_id: Some(holder.id),
+        scope: VariableScope::BuiltIn,
+        key,
+        value: Some(Secret::new(value)),
+        is_secret,
+        variable_type: VariableType::BuiltIn,
+        mount_path: None,
+        description: Some(description),
+        enable_interpolation_in_file: None,
+        aliased_variable_id: None,
+        overridden_variable_id: None,
+        secret_manager_access_id: None,
+        linked_database_id: Some(database.id),
+        created_at: now,
+        updated_at: now,
+    }
+}
+
 fn description(database: &Service) -> String {
     format!("Connection to the database {}", database.name)
 }
@@ -105,36 +137,46 @@ impl Capstan {
         Ok(())
     }
 
-    /// Gives a new database its password: a secret variable of its own (sealed like every
-    /// secret), which its container is made to accept and each of its links carries.
+    /// Gives a database its password, when it has none of its own: a secret variable of its
+    /// own (sealed like every secret), which its container is made to accept and each of its
+    /// links carries. A database made before Capstan kept one takes its links' password.
     async fn give_credentials(&self, tx: &mut Unit, database: &Service) -> DomainResult<()> {
         let Some(connection) = DatabaseConnection::of(database) else {
             return Ok(());
         };
-        let now = self.now();
-        let variable = Variable {
-            id: VariableId::generate(),
-            organization_id: database.organization_id,
-            project_id: database.project_id,
-            environment_id: Some(database.environment_id),
-            service_id: Some(database.id),
-            scope: VariableScope::BuiltIn,
-            key: VariableKey::parse(&connection.password_key())?,
-            value: Some(Secret::new(new_password())),
-            is_secret: true,
-            variable_type: VariableType::BuiltIn,
-            mount_path: None,
-            description: Some(format!("The password of the database {}", database.name)),
-            enable_interpolation_in_file: None,
-            aliased_variable_id: None,
-            overridden_variable_id: None,
-            secret_manager_access_id: None,
-            linked_database_id: Some(database.id),
-            created_at: now,
-            updated_at: now,
-        };
+        let key = connection.password_key();
+        let linked = tx.database_link_variables(database.id).await?;
+        if linked
+            .iter()
+            .any(|v| v.service_id == Some(database.id) && v.key.as_str() == key)
+        {
+            return Ok(());
+        }
+        let password = linked
+            .into_iter()
+            .find(|v| v.key.as_str() == key)
+            .and_then(|v| v.value)
+            .map(|s| s.expose().to_string())
+            .unwrap_or_else(new_password);
+        let variable = link_variable(
+            database,
+            database,
+            VariableKey::parse(&key)?,
+            (password, true),
+            format!("The password of the database {}", database.name),
+            self.now(),
+        );
         Repo::<Variable>::insert(tx, &variable).await?;
         Ok(())
+    }
+
+    /// Gives a database its password before it is deployed, when it has none (one made before
+    /// Capstan kept them).
+    pub(super) async fn ensure_credentials(&self, database: &Service) -> DomainResult<()> {
+        self.in_unit(&[Scope::EnvironmentOf(database.id)], async |tx| {
+            self.give_credentials(tx, database).await
+        })
+        .await
     }
 
     /// The variables linking `database` to applications (not its own password).
@@ -174,7 +216,8 @@ impl Capstan {
             .find_map(|v| v.value)
             .ok_or_else(|| {
                 DomainError::state(
-                    "the database has no credentials: it was created before Capstan kept them",
+                    "the database has no credentials yet: it was created before Capstan kept \
+                     them, and gets them when it is next deployed",
                 )
             })?;
         Ok(DatabaseCredentials {
@@ -239,27 +282,14 @@ impl Capstan {
             .unwrap_or_else(new_password);
         let now = self.now();
         for (suffix, value, is_secret) in connection.members(&password) {
-            let variable = Variable {
-                id: VariableId::generate(),
-                organization_id: application.organization_id,
-                project_id: application.project_id,
-                environment_id: Some(application.environment_id),
-                service_id: Some(application.id),
-                scope: VariableScope::BuiltIn,
-                key: VariableKey::parse(&format!("{}{suffix}", connection.prefix))?,
-                value: Some(Secret::new(value)),
-                is_secret,
-                variable_type: VariableType::BuiltIn,
-                mount_path: None,
-                description: Some(description(database)),
-                enable_interpolation_in_file: None,
-                aliased_variable_id: None,
-                overridden_variable_id: None,
-                secret_manager_access_id: None,
-                linked_database_id: Some(database.id),
-                created_at: now,
-                updated_at: now,
-            };
+            let variable = link_variable(
+                database,
+                application,
+                VariableKey::parse(&format!("{}{suffix}", connection.prefix))?,
+                (value, is_secret),
+                description(database),
+                now,
+            );
             Repo::<Variable>::insert(tx, &variable).await?;
         }
         // A deployed application runs without the new variables until deployed again.

@@ -210,17 +210,7 @@ impl Capstan {
             let mut unit = self.reading().await?;
             let tx = &mut *unit;
             let service: Service = self.load_service(tx, p, kind, id, Action::Read).await?;
-            let repo = service
-                .spec
-                .git_repositories()
-                .first()
-                .map(|r| (*r).clone())
-                .ok_or_else(|| {
-                    DomainError::invalid(
-                        "serviceId",
-                        "the service is not built from a git repository",
-                    )
-                })?;
+            let repo = super::webhooks::git_source(&service)?;
             let access = self
                 .git_access_of(tx, service.organization_id, &repo)
                 .await?;

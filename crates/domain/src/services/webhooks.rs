@@ -271,7 +271,7 @@ fn auto_deploy(spec: &ServiceSpec) -> bool {
     }
 }
 
-fn git_source(service: &Service) -> DomainResult<GitRepository> {
+pub(super) fn git_source(service: &Service) -> DomainResult<GitRepository> {
     service
         .spec
         .git_repositories()
@@ -280,7 +280,7 @@ fn git_source(service: &Service) -> DomainResult<GitRepository> {
         .ok_or_else(|| {
             DomainError::invalid(
                 "serviceId",
-                "the service is not built from a git repository, so it has no git webhook",
+                "the service is not built from a git repository",
             )
         })
 }

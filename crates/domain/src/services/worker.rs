@@ -55,6 +55,15 @@ pub struct Worker {
     lease: Duration,
 }
 
+/// A database whose container would have no password to accept (one made before Capstan
+/// kept them).
+fn lacks_password(service: &Service, inputs: &WorkloadInputs) -> bool {
+    DatabaseConnection::of(service).is_some_and(|c| {
+        let key = c.password_key();
+        !inputs.environment.iter().any(|e| e.key == key)
+    })
+}
+
 fn forbidden(f: Forbidden) -> DomainError {
     DomainError::Internal(f.to_string())
 }
@@ -266,7 +275,11 @@ impl Worker {
     }
 
     async fn run(&self, mut r: DeploymentRequest) -> DomainResult<()> {
-        let (service, inputs) = self.workload(&r).await?;
+        let (mut service, mut inputs) = self.workload(&r).await?;
+        if let Some(database) = service.as_ref().filter(|s| lacks_password(s, &inputs)) {
+            self.capstan.ensure_credentials(database).await?;
+            (service, inputs) = self.workload(&r).await?;
+        }
         let masker = Masker::new(inputs.secret_values());
         let log = StepLog::new(&r, masker);
         let Some(service) = service else {
