@@ -431,6 +431,16 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
         "300",
     ])
     .unwrap();
+    // As if the stray had been a database: its data's volume goes with it.
+    let stray_volume = format!("capstan-data-{}", orphan.simple());
+    docker(&[
+        "volume",
+        "create",
+        "--label",
+        &format!("capstan.organization={org}"),
+        &stray_volume,
+    ])
+    .unwrap();
 
     case.restart().await;
     let client = &case.client;
@@ -444,6 +454,13 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "the stray container {stray} stays"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    while docker(&["volume", "inspect", &stray_volume]).is_ok() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the stray volume {stray_volume} stays"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -223,6 +223,15 @@ impl DockerEngine {
             ));
             return Ok(());
         }
+        if self.remove_volume_of(service.id).await? {
+            log.info(&format!("removed the volume {name} and its data"));
+        }
+        Ok(())
+    }
+
+    /// Removes the volume of a database, if there is one; whether there was.
+    async fn remove_volume_of(&self, service: ServiceId) -> Result<bool, String> {
+        let name = plan::volume_name(service);
         match self
             .docker
             .remove_volume(
@@ -231,13 +240,10 @@ impl DockerEngine {
             )
             .await
         {
-            Ok(()) => {
-                log.info(&format!("removed the volume {name} and its data"));
-                Ok(())
-            }
+            Ok(()) => Ok(true),
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
-            }) => Ok(()),
+            }) => Ok(false),
             Err(e) => Err(said(&format!("could not remove the volume {name}"), e)),
         }
     }
@@ -1048,8 +1054,13 @@ impl Engine for DockerEngine {
         self.drop_backup(file)
     }
 
+    /// Its containers, and its volume when it was a database (unless the settings keep them).
     async fn remove_workloads(&self, service: ServiceId) -> Result<(), String> {
-        self.remove_owned(service).await.map(|_| ())
+        self.remove_owned(service).await?;
+        if !self.keep_volumes {
+            self.remove_volume_of(service).await?;
+        }
+        Ok(())
     }
 
     /// Docker's event stream, read by a task of its own while the stream is listened to.

@@ -494,9 +494,33 @@ async fn a_backup_is_followed_to_its_end_and_removed<S: App>(t: T<S>) {
     t.post(&format!("/database/{db}/backup/{id}/restore"), json!({}))
         .await
         .expect_error(409, "the backup is FAILED: only a DONE backup restores");
-    t.delete(&format!("/database/{db}/backup/{id}"))
+    // Listed newest first, a page at a time.
+    let newer = t
+        .post(
+            &format!("/database/{db}/backup"),
+            json!({"name": "newer", "message": ""}),
+        )
         .await
-        .expect(204);
+        .expect(201)
+        .id();
+    let first = t
+        .get(&format!("/database/{db}/backup?page=1&page_size=1"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(first["results"][0]["id"], newer.as_str(), "{first}");
+    assert_eq!(first["page_size"], 1);
+    let second = t
+        .get(&format!("/database/{db}/backup?page=2&page_size=1"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(second["results"][0]["id"], id.as_str(), "{second}");
+    for backup in [&newer, &id] {
+        t.delete(&format!("/database/{db}/backup/{backup}"))
+            .await
+            .expect(204);
+    }
     t.delete(&format!("/database/{db}/backup/{id}"))
         .await
         .expect(404);

@@ -115,7 +115,7 @@ impl Capstan {
         .await
     }
 
-    /// `GET /database/{id}/backup`: its backups, newest first.
+    /// `GET /database/{id}/backup`: its backups, newest first, a page of them.
     pub async fn list_backups(
         &self,
         p: &Principal,
@@ -126,11 +126,24 @@ impl Capstan {
         let tx = &mut *unit;
         self.load_service(tx, p, ServiceKind::Database, database, Action::Read)
             .await?;
-        let mut found = Repo::<DatabaseBackup>::list(tx, database, page).await?;
-        found
-            .items
-            .sort_by_key(|b| std::cmp::Reverse((b.created_at, b.id)));
-        Ok(found)
+        // A database keeps few backups: all are read, then the page is cut newest first.
+        let mut all = Repo::<DatabaseBackup>::list(tx, database, PageRequest::all())
+            .await?
+            .items;
+        all.sort_by_key(|b| std::cmp::Reverse((b.created_at, b.id)));
+        let total_count = all.len() as u64;
+        let skip = (page.page() as usize)
+            .saturating_sub(1)
+            .saturating_mul(page.page_size() as usize);
+        Ok(Page {
+            items: all
+                .into_iter()
+                .skip(skip)
+                .take(page.page_size() as usize)
+                .collect(),
+            request: page,
+            total_count,
+        })
     }
 
     async fn backup_of(
