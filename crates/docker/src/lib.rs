@@ -12,7 +12,8 @@ mod observe;
 mod output;
 mod plan;
 mod probe;
+mod terraform;
 
 pub use db_recipe::DatabaseImages;
-pub use engine::{DockerEngine, DEFAULT_IMAGES_KEPT};
+pub use engine::{DockerEngine, DEFAULT_IMAGES_KEPT, DEFAULT_TERRAFORM_IMAGE};
 pub use plan::{image_reference, LABEL_SERVICE};

@@ -94,6 +94,11 @@ pub fn network_name(environment: domain::ids::EnvironmentId) -> String {
     format!("capstan-env-{}", environment.0.simple())
 }
 
+/// The volume keeping a terraform service's state.
+pub fn state_volume_name(service: ServiceId) -> String {
+    format!("capstan-tfstate-{}", service.0.simple())
+}
+
 /// The volume keeping a database's data.
 pub fn volume_name(service: ServiceId) -> String {
     format!("capstan-data-{}", service.0.simple())

@@ -113,6 +113,7 @@ fn docker_with_settings(docker: DockerEngine, settings: &Settings) -> DockerEngi
             settings.docker_keep_database_volumes,
             settings.backup_dir.clone(),
         )
+        .with_terraform(settings.docker_terraform_image.clone())
 }
 
 /// The engine the settings ask for; the start-up log says which and why. An engine asked for

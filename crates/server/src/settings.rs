@@ -98,6 +98,14 @@ pub struct RawSettings {
         global = true
     )]
     pub docker_keep_database_volumes: String,
+    /// The image terraform services run in, `{version}` standing for their version.
+    #[arg(
+        long,
+        env = "CAPSTAN_DOCKER_TERRAFORM_IMAGE",
+        default_value = docker::DEFAULT_TERRAFORM_IMAGE,
+        global = true
+    )]
+    pub docker_terraform_image: String,
     /// Where databases' backups are kept (a directory Capstan makes, readable by its user).
     #[arg(
         long,
@@ -301,6 +309,7 @@ pub struct Settings {
     pub docker_database_images: docker::DatabaseImages,
     pub docker_keep_database_volumes: bool,
     pub backup_dir: PathBuf,
+    pub docker_terraform_image: String,
     pub jwt_issuer: Option<String>,
     pub jwt_audience: Option<String>,
     /// How Bearer JWTs are verified, from the settings above; none: refused.
@@ -363,6 +372,7 @@ impl fmt::Debug for Settings {
                 &self.docker_keep_database_volumes,
             )
             .field("backup_dir", &self.backup_dir)
+            .field("docker_terraform_image", &self.docker_terraform_image)
             .field("jwt_issuer", &self.jwt_issuer)
             .field("jwt_audience", &self.jwt_audience)
             .field("request_timeout", &self.request_timeout)
@@ -737,6 +747,7 @@ impl RawSettings {
             docker_database_images,
             docker_keep_database_volumes,
             backup_dir: self.backup_dir.clone(),
+            docker_terraform_image: self.docker_terraform_image.trim().to_string(),
             jwt_issuer: self.jwt_issuer.clone(),
             jwt_audience: self.jwt_audience.clone(),
             jwt,

@@ -988,6 +988,7 @@ impl FromRow for DeploymentRequest {
                 // Kept in the snapshot, which histories show.
                 git_commit_author: snapshot.git_commit_author.clone(),
                 scheduled_run: snapshot.scheduled_run,
+                terraform_action: snapshot.terraform_action,
             },
             status: r.status,
             reason: r.reason,

@@ -83,6 +83,16 @@ string_enum!(
     }
 );
 
+string_enum!(
+    /// What a terraform deployment does besides planning and applying (the public API's
+    /// `action` of a terraform deploy).
+    TerraformDeployAction {
+        Plan => "PLAN",
+        ForceUnlock => "FORCE_UNLOCK",
+        MigrateState => "MIGRATE_STATE",
+    }
+);
+
 /// What a deployment deploys: a commit, an image tag or a chart version, as the kind has it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeployTarget {
@@ -94,6 +104,8 @@ pub struct DeployTarget {
     /// A cron job's run at its schedule (its deployment only keeps the schedule); kept in the
     /// request's snapshot.
     pub scheduled_run: bool,
+    /// A terraform deployment's action (none: plan and apply); kept in the request's snapshot.
+    pub terraform_action: Option<TerraformDeployAction>,
 }
 
 /// What a deployment deploys, as its history shows it: the service as configured when the
@@ -128,6 +140,9 @@ pub struct DeploymentSnapshot {
     /// A cron job's run at its schedule, asked for by the scheduler.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub scheduled_run: bool,
+    /// A terraform deployment's action (none: plan and apply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terraform_action: Option<TerraformDeployAction>,
     /// Part of its environment's deletion: the environment goes with the last of them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deletes_environment: bool,

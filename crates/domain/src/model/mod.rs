@@ -52,7 +52,7 @@ pub use database_backup::{BackupState, DatabaseBackup};
 pub use database_connection::{container_versions, DatabaseConnection};
 pub use deployment::{
     plan, queue_up, DeployTarget, DeploymentRequest, DeploymentSnapshot, Origin, Phase,
-    RequestStatus, Step, StepName, StepStatus,
+    RequestStatus, Step, StepName, StepStatus, TerraformDeployAction,
 };
 pub use deployment_log::{DeploymentLogLine, LogLevel};
 pub use deployment_rule::{

@@ -125,6 +125,7 @@ impl Service {
             git_commit_id: target.git_commit_id.clone(),
             git_commit_author: target.git_commit_author.clone(),
             scheduled_run: target.scheduled_run,
+            terraform_action: target.terraform_action,
             ..Default::default()
         };
         let mut image = |name: &str, tag: &str, runtime: Option<&Runtime>| {

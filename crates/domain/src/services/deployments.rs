@@ -31,6 +31,10 @@ pub struct DeployInput {
     /// Who wrote the commit, when a push delivery said; never taken from a request body.
     #[serde(skip)]
     pub git_commit_author: Option<String>,
+    /// A terraform deployment's action: PLAN only, FORCE_UNLOCK, MIGRATE_STATE (none: plan
+    /// and apply).
+    #[serde(default)]
+    pub action: Option<TerraformDeployAction>,
 }
 
 impl DeployInput {
@@ -47,6 +51,7 @@ impl DeployInput {
             chart_version: text("chart_version", self.chart_version)?,
             git_commit_author: self.git_commit_author,
             scheduled_run: false,
+            terraform_action: self.action,
         })
     }
 
@@ -345,24 +350,46 @@ impl Capstan {
         id: ServiceId,
         action: DeploymentAction,
     ) -> DomainResult<Deletion<ServiceStatus>> {
-        self.in_unit(&[Scope::EnvironmentOf(id)], async |tx| {
-            let service = self.load_service(tx, p, kind, id, Action::Write).await?;
-            let (_, requests) = tx.activity_of(service.environment_id, &[id]).await?;
-            let done = if installed(&service, &requests) {
-                let status = self
-                    .request(tx, p, service, action, DeployTarget::default())
-                    .await?;
-                Deletion::Requested(status)
-            } else {
-                if action == DeploymentAction::Delete {
-                    self.audit(tx, p, EventType::Delete, &service).await?;
-                    self.delete_service_row(tx, id).await?;
-                }
-                Deletion::Done
-            };
-            Ok(done)
-        })
-        .await
+        let outcome = self
+            .in_unit(&[Scope::EnvironmentOf(id)], async |tx| {
+                self.remove_service_in(tx, p, kind, id, action).await
+            })
+            .await?;
+        // Deleted at once, it may still have what outlives a run on the engine (a volume
+        // kept by an uninstall): it goes too. A failure leaves it to the reconciliation.
+        if let (Deletion::Done, DeploymentAction::Delete, Some(engine)) =
+            (&outcome, action, &self.engine)
+        {
+            if let Err(e) = engine.remove_workloads(id).await {
+                tracing::warn!(service = %id, error = %e, "a deleted service's workloads stay");
+            }
+        }
+        Ok(outcome)
+    }
+
+    async fn remove_service_in(
+        &self,
+        tx: &mut Unit,
+        p: &Principal,
+        kind: ServiceKind,
+        id: ServiceId,
+        action: DeploymentAction,
+    ) -> DomainResult<Deletion<ServiceStatus>> {
+        let service = self.load_service(tx, p, kind, id, Action::Write).await?;
+        let (_, requests) = tx.activity_of(service.environment_id, &[id]).await?;
+        let done = if installed(&service, &requests) {
+            let status = self
+                .request(tx, p, service, action, DeployTarget::default())
+                .await?;
+            Deletion::Requested(status)
+        } else {
+            if action == DeploymentAction::Delete {
+                self.audit(tx, p, EventType::Delete, &service).await?;
+                self.delete_service_row(tx, id).await?;
+            }
+            Deletion::Done
+        };
+        Ok(done)
     }
 
     /// What an environment-level action starts from: the environment's activity, its services

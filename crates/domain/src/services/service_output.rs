@@ -34,8 +34,7 @@ impl Capstan {
                 inputs.registry = Some(found.access());
             }
         }
-        if let Some(source) = service.spec.build_source() {
-            let repo = source.repository;
+        if let Some(repo) = service.spec.git_repositories().first() {
             let token = match repo.git_token_id {
                 Some(id) => Repo::<GitToken>::get(tx, id).await?.map(|t| t.token),
                 None => None,

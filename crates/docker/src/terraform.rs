@@ -1,0 +1,296 @@
+//! Terraform services on Docker: the repository fetched at the commit deployed, its root path
+//! copied into a container of the terraform image (a setting, OpenTofu's by default) that runs
+//! the action asked for, the state on a volume of the service (unless the files name a backend
+//! of their own), the run's output in the deployment log.
+
+use crate::engine::DockerEngine;
+use crate::plan::{self, ContainerPlan, PlannedFile, PlannedVolume, LABEL_REPLICA};
+use domain::engine::StepWork;
+use domain::model::{DeploymentAction, TerraformDeployAction, TerraformSpec};
+use futures_util::StreamExt;
+use std::path::Path;
+use std::time::Duration;
+
+/// Where the files are in the runner, and where the state is kept.
+const WORKSPACE: &str = "/workspace";
+const STATE_DIR: &str = "/state";
+
+/// The runner's script: the first of `tofu` or `terraform` on the path, a local backend on the
+/// state volume when the files name none, then the action. `$CAPSTAN_TF_ARGS` are the var files
+/// and the action's extra arguments.
+const SCRIPT: &str = r#"set -eu
+cd /workspace
+TF=$(command -v tofu || command -v terraform)
+if ! grep -qs 'backend *"' ./*.tf; then
+  printf 'terraform {\n  backend "local" {\n    path = "/state/terraform.tfstate"\n  }\n}\n' > capstan_backend_override.tf
+fi
+case "$CAPSTAN_TF_ACTION" in
+  migrate) "$TF" init -input=false -no-color -migrate-state -force-copy ;;
+  *) "$TF" init -input=false -no-color ;;
+esac
+case "$CAPSTAN_TF_ACTION" in
+  plan) "$TF" plan -input=false -no-color $CAPSTAN_TF_ARGS ;;
+  apply) "$TF" apply -input=false -no-color -auto-approve $CAPSTAN_TF_ARGS ;;
+  destroy) "$TF" destroy -input=false -no-color -auto-approve $CAPSTAN_TF_ARGS ;;
+  unlock) for id in $(sed -n 's/.*"ID": *"\([^"]*\)".*/\1/p' /state/terraform.tfstate.lock.info 2>/dev/null); do "$TF" force-unlock -force "$id"; done ;;
+  migrate) ;;
+esac
+"#;
+
+/// What a run of a terraform service does, by its request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Run {
+    Plan,
+    Apply,
+    Destroy,
+    Unlock,
+    Migrate,
+}
+
+impl Run {
+    pub fn of(action: DeploymentAction, asked: Option<TerraformDeployAction>) -> Option<Run> {
+        use DeploymentAction as A;
+        match (action, asked) {
+            (A::Deploy | A::Redeploy, None) => Some(Run::Apply),
+            (A::Deploy | A::Redeploy, Some(TerraformDeployAction::Plan)) => Some(Run::Plan),
+            (A::Deploy | A::Redeploy, Some(TerraformDeployAction::ForceUnlock)) => {
+                Some(Run::Unlock)
+            }
+            (A::Deploy | A::Redeploy, Some(TerraformDeployAction::MigrateState)) => {
+                Some(Run::Migrate)
+            }
+            (A::Delete | A::Uninstall, _) => Some(Run::Destroy),
+            _ => None,
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Run::Plan => "plan",
+            Run::Apply => "apply",
+            Run::Destroy => "destroy",
+            Run::Unlock => "unlock",
+            Run::Migrate => "migrate",
+        }
+    }
+
+    /// The key of `action_extra_arguments` its arguments are under.
+    fn extra_key(self) -> &'static str {
+        match self {
+            Run::Plan => "plan",
+            Run::Apply => "apply",
+            Run::Destroy => "destroy",
+            Run::Unlock => "force-unlock",
+            Run::Migrate => "init",
+        }
+    }
+}
+
+/// The variables of `terraform_variables_source`: `tf_vars` as `TF_VAR_` environment, and the
+/// var files (relative to the root path) as arguments.
+fn variables(source: &serde_json::Value) -> (Vec<String>, Vec<String>) {
+    let env = source["tf_vars"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            Some(format!(
+                "TF_VAR_{}={}",
+                v["key"].as_str()?,
+                v["value"].as_str()?
+            ))
+        })
+        .collect();
+    let files = source["tf_var_file_paths"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.as_str())
+        .map(|p| format!("-var-file={}", p.trim_start_matches('/')))
+        .collect();
+    (env, files)
+}
+
+/// The files under `dir` as files of the runner's workspace.
+fn workspace_files(dir: &Path) -> Result<Vec<PlannedFile>, String> {
+    let mut out = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        let entries =
+            std::fs::read_dir(&at).map_err(|e| format!("could not read the files: {e}"))?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let kind = entry
+                .file_type()
+                .map_err(|e| format!("could not read the files: {e}"))?;
+            if kind.is_dir() && entry.file_name() != ".git" {
+                pending.push(path);
+            } else if kind.is_file() {
+                let relative = path
+                    .strip_prefix(dir)
+                    .map_err(|_| "a file outside the root path".to_string())?;
+                out.push(PlannedFile {
+                    path: format!("{WORKSPACE}/{}", relative.to_string_lossy()),
+                    content: std::fs::read(&path)
+                        .map_err(|e| format!("could not read the files: {e}"))?,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl DockerEngine {
+    /// Runs the terraform action a request asks for, to its end.
+    pub(crate) async fn run_terraform(
+        &self,
+        work: &StepWork<'_>,
+        spec: &TerraformSpec,
+        run: Run,
+    ) -> Result<(), String> {
+        let log = work.log;
+        let image = self
+            .terraform_image
+            .replace("{version}", &spec.provider_version.explicit_version);
+        self.ensure_image(&image, None, log, work.cancel).await?;
+        let repo = &spec.terraform_files_source.git.git_repository;
+        let git = work
+            .inputs
+            .git
+            .as_ref()
+            .ok_or("the service's repository could not be read")?;
+        let revision = work
+            .request
+            .target
+            .git_commit_id
+            .clone()
+            .or_else(|| repo.deployed_commit_id.clone())
+            .unwrap_or_else(|| repo.branch.clone());
+        let (scratch, _) = self
+            .fetch_into_scratch(work.request.id, git, &revision, log, work.cancel)
+            .await?;
+        let context = crate::build::inside(&scratch.0, &repo.root_path).ok_or_else(|| {
+            format!(
+                "the root_path {} is not a directory of the repository",
+                repo.root_path
+            )
+        })?;
+        let files = workspace_files(&context)?;
+        drop(scratch);
+        let (mut env, mut args) = variables(&spec.terraform_variables_source);
+        args.extend(
+            spec.action_extra_arguments
+                .get(run.extra_key())
+                .cloned()
+                .unwrap_or_default(),
+        );
+        env.extend(
+            work.inputs
+                .environment
+                .iter()
+                .map(|e| format!("{}={}", e.key, e.value.expose())),
+        );
+        env.push(format!("CAPSTAN_TF_ACTION={}", run.word()));
+        env.push(format!("CAPSTAN_TF_ARGS={}", args.join(" ")));
+        env.push("TF_IN_AUTOMATION=1".into());
+        let mut labels = plan::labels(work.request, work.service, "terraform");
+        labels.insert(LABEL_REPLICA.into(), "0".into());
+        let (nano_cpus, memory_bytes) =
+            plan::limits(spec.job_resources.cpu_milli, spec.job_resources.ram_mib);
+        let runner = ContainerPlan {
+            name: format!(
+                "capstan-{}-tf-{}",
+                work.service.id.0.simple(),
+                work.request.id.0.simple()
+            ),
+            image,
+            entrypoint: Some(vec!["sh".into(), "-c".into()]),
+            cmd: Some(vec![SCRIPT.into()]),
+            env,
+            labels,
+            ports: Vec::new(),
+            files,
+            nano_cpus,
+            memory_bytes,
+            restarts: false,
+            publish_address: String::new(),
+            volume: Some(PlannedVolume {
+                name: plan::state_volume_name(work.service.id),
+                target: STATE_DIR.into(),
+            }),
+            network: plan::network_name(work.service.environment_id),
+            aliases: Vec::new(),
+        };
+        self.ensure_network(work.service).await?;
+        self.ensure_volume(work.service, &plan::state_volume_name(work.service.id))
+            .await?;
+        log.info(&format!("terraform {} runs", run.word()));
+        let id = self.start(&runner).await?;
+        let limit = Duration::from_secs(u64::try_from(spec.timeout_sec.max(60)).unwrap_or(1800));
+        let mut waiting = self.docker.wait_container(&id, None);
+        let ended = tokio::select! {
+            ended = waiting.next() => Some(ended),
+            () = tokio::time::sleep(limit) => None,
+            () = work.cancel.canceled() => {
+                self.remove_all(std::slice::from_ref(&id)).await;
+                return Err(format!("canceled while terraform {} ran", run.word()));
+            }
+        };
+        for line in self.last_lines(&id, 5000).await {
+            log.info(&line);
+        }
+        self.remove_all(std::slice::from_ref(&id)).await;
+        let code = match ended {
+            None => {
+                return Err(format!(
+                    "terraform ran past its timeout_sec ({} s) and was stopped",
+                    limit.as_secs()
+                ))
+            }
+            Some(Some(Ok(done))) => done.status_code,
+            Some(Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. }))) => code,
+            Some(Some(Err(e))) => return Err(crate::engine::said("lost the terraform run", e)),
+            Some(None) => -1,
+        };
+        if code == 0 {
+            log.info(&format!("terraform {} succeeded", run.word()));
+            Ok(())
+        } else {
+            Err(format!(
+                "terraform {} exited with code {code} (its output is in the deployment log)",
+                run.word()
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_runs_the_action_it_asks_for() {
+        use DeploymentAction as A;
+        assert_eq!(Run::of(A::Deploy, None), Some(Run::Apply));
+        assert_eq!(
+            Run::of(A::Redeploy, Some(TerraformDeployAction::Plan)),
+            Some(Run::Plan)
+        );
+        assert_eq!(
+            Run::of(A::Deploy, Some(TerraformDeployAction::ForceUnlock)),
+            Some(Run::Unlock)
+        );
+        assert_eq!(Run::of(A::Uninstall, None), Some(Run::Destroy));
+        assert_eq!(Run::of(A::Delete, None), Some(Run::Destroy));
+        assert_eq!(Run::of(A::Stop, None), None);
+    }
+
+    #[test]
+    fn variables_become_the_environment_and_var_files_arguments() {
+        let source = serde_json::json!({"tf_var_file_paths": ["/prod.tfvars"],
+            "tf_vars": [{"key": "region", "value": "eu-west-3", "secret": false}]});
+        let (env, files) = variables(&source);
+        assert_eq!(env, ["TF_VAR_region=eu-west-3"]);
+        assert_eq!(files, ["-var-file=prod.tfvars"]);
+    }
+}
