@@ -12,9 +12,13 @@ use harness::*;
 use serde_json::json;
 use std::time::Duration;
 
+const TF_SECRET: &str = "tf-var-s3cret-value";
+
 fn configuration(greeting: &str) -> String {
     format!(
         "variable \"region\" {{\n  type = string\n}}\n\n\
+         variable \"token\" {{\n  type = string\n}}\n\n\
+         output \"token_echo\" {{\n  value = \"token is ${{var.token}}\"\n}}\n\n\
          locals {{\n  greeting = \"{greeting} from ${{var.region}}\"\n}}\n\n\
          output \"greeting\" {{\n  value = local.greeting\n}}\n"
     )
@@ -68,7 +72,15 @@ async fn a_terraform_service_applies_plans_and_destroys(database: Option<&str>) 
         )
         .await;
 
-    // Planned and applied: its outputs in the log, its state on its volume.
+    // A secret of the service reaches terraform as the variable its name gives.
+    post(
+        client,
+        &format!("/terraform/{tf}/secret"),
+        json!({"key": "TF_VAR_token", "value": TF_SECRET}),
+    )
+    .await;
+
+    // Planned and applied: its outputs in the log (a secret masked), its state on its volume.
     post(
         client,
         &format!("/terraform/{tf}/deploy"),
@@ -79,6 +91,8 @@ async fn a_terraform_service_applies_plans_and_destroys(database: Option<&str>) 
     let log = deployment_log(client, env).await;
     assert!(log.contains("Apply complete!"), "{log}");
     assert!(log.contains("hello from eu-west-3"), "{log}");
+    assert!(log.contains("token is "), "{log}");
+    assert!(!log.contains(TF_SECRET), "a secret tf_var is masked: {log}");
     assert!(state_of(&tf, &image).contains("hello from eu-west-3"));
 
     // Planned only: the change is shown, the state keeps what was applied.
