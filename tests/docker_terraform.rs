@@ -14,9 +14,16 @@ use std::time::Duration;
 
 const TF_SECRET: &str = "tf-var-s3cret-value";
 
+/// Another configuration's state, read by a data source (the built-in `terraform` provider
+/// needs no download).
+const OTHER_STATE: &str = r#"{"version": 4, "terraform_version": "1.0.3", "serial": 1,
+  "lineage": "5d9a7ba4-9d55-4e2f-a1d6-3c1b3c1b3c1b",
+  "outputs": {"zone": {"value": "eu-west-3a", "type": "string"}}, "resources": []}"#;
+
 fn configuration(greeting: &str) -> String {
     format!(
-        "variable \"region\" {{\n  type = string\n}}\n\n\
+        "data \"terraform_remote_state\" \"other\" {{\n  backend = \"local\"\n  config = {{\n    path = \"${{path.module}}/other.tfstate\"\n  }}\n}}\n\n\
+         variable \"region\" {{\n  type = string\n}}\n\n\
          variable \"token\" {{\n  type = string\n}}\n\n\
          output \"token_echo\" {{\n  value = \"token is ${{var.token}}\"\n}}\n\n\
          locals {{\n  greeting = \"{greeting} from ${{var.region}}\"\n}}\n\n\
@@ -44,7 +51,13 @@ async fn a_terraform_service_applies_plans_and_destroys(database: Option<&str>) 
     let root = TempDir::new();
     let server = GitServer::start(&root.0, None);
     let repo = Repository::create(&server, "team/infra");
-    let first = repo.commit("hello", &[("infra/main.tf", &configuration("hello"))]);
+    let first = repo.commit(
+        "hello",
+        &[
+            ("infra/main.tf", &configuration("hello")),
+            ("infra/other.tfstate", OTHER_STATE),
+        ],
+    );
     let case = Case::start(
         database,
         &[
@@ -94,6 +107,27 @@ async fn a_terraform_service_applies_plans_and_destroys(database: Option<&str>) 
     assert!(log.contains("token is "), "{log}");
     assert!(!log.contains(TF_SECRET), "a secret tf_var is masked: {log}");
     assert!(state_of(&tf, &image).contains("hello from eu-west-3"));
+
+    // Its resources, read from its state: the data source.
+    let resources = client
+        .get(&format!("/terraform/{tf}/terraformResources"))
+        .await;
+    let found = &resources["results"][0];
+    assert_eq!(
+        found["address"], "data.terraform_remote_state.other",
+        "{resources}"
+    );
+    assert_eq!(found["mode"], "data");
+    assert_eq!(found["provider"], "terraform");
+    assert!(
+        found["attributes"].to_string().contains("eu-west-3a"),
+        "{resources}"
+    );
+    let versions = client.get("/terraform/availableVersion").await;
+    assert!(
+        !versions["results"].as_array().unwrap().is_empty(),
+        "{versions}"
+    );
 
     // Planned only: the change is shown, the state keeps what was applied.
     let second = repo.commit("bonjour", &[("infra/main.tf", &configuration("bonjour"))]);

@@ -576,6 +576,7 @@ call('DELETE', f'/database/{linked_db}/application/{linked_app}')
 call('GET', f'/database/{linked_db}/masterCredentials')
 call('GET', f'/database/{linked_db}/version')
 call('GET', f'/environment/{env}/databaseConfiguration')
+call('GET', '/terraform/availableVersion')
 call('POST', f'/database/{linked_db}/deploy')
 settle(f'/environment/{images}/statuses')
 backup = call('POST', f'/database/{linked_db}/backup', {'name': 'nightly', 'message': 'before the migration'})['id']
@@ -643,6 +644,8 @@ for kind, body in built.items():
     call('GET', f'/{kind}/{sid}/commit')
     if kind == 'application':
         call('GET', f'/application/{sid}/contributor')
+    if kind == 'terraform':
+        call('GET', f'/terraform/{sid}/terraformResources')
 
 # ---------- Deletions, on records of their own so that the run above keeps its hierarchy.
 spare_project = call('POST', f'/organization/{org}/project', {'name': 'spare'})['id']

@@ -12,6 +12,40 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The content of the file at `path` in a container (running or not); `Err(None)` when there
+/// is none.
+pub(crate) async fn file_of(
+    docker: &bollard::Docker,
+    id: &str,
+    path: &str,
+) -> Result<Vec<u8>, Option<String>> {
+    let options = DownloadFromContainerOptions {
+        path: path.to_string(),
+    };
+    let mut archive = Vec::new();
+    let mut chunks = docker.download_from_container(id, Some(options));
+    while let Some(chunk) = chunks.next().await {
+        match chunk {
+            Ok(bytes) => archive.extend_from_slice(&bytes),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => return Err(None),
+            Err(e) => return Err(Some(said(&format!("could not read {path}"), e))),
+        }
+    }
+    let unreadable = |e: std::io::Error| Some(format!("could not read {path}: {e}"));
+    let mut entries = tar::Archive::new(archive.as_slice());
+    let mut first = entries
+        .entries()
+        .map_err(unreadable)?
+        .next()
+        .ok_or(None)?
+        .map_err(unreadable)?;
+    let mut bytes = Vec::new();
+    first.read_to_end(&mut bytes).map_err(unreadable)?;
+    Ok(bytes)
+}
+
 /// How long a dump or a restore may take.
 const BACKUP_TIMEOUT: Duration = Duration::from_secs(3600);
 
@@ -66,26 +100,9 @@ impl DockerEngine {
         let Some(inside) = recipe.dump_file else {
             return Ok(ran.stdout);
         };
-        let options = DownloadFromContainerOptions {
-            path: inside.to_string(),
-        };
-        let mut archive = Vec::new();
-        let mut chunks = self.docker.download_from_container(id, Some(options));
-        while let Some(chunk) = chunks.next().await {
-            archive.extend_from_slice(&chunk.map_err(|e| said("could not read the dump", e))?);
-        }
-        let mut entries = tar::Archive::new(archive.as_slice());
-        let mut first = entries
-            .entries()
-            .map_err(|e| format!("could not read the dump: {e}"))?
-            .next()
-            .ok_or("the dump is empty")?
-            .map_err(|e| format!("could not read the dump: {e}"))?;
-        let mut bytes = Vec::new();
-        first
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("could not read the dump: {e}"))?;
-        Ok(bytes)
+        file_of(&self.docker, id, inside)
+            .await
+            .map_err(|why| why.unwrap_or_else(|| format!("the dump wrote no {inside}")))
     }
 
     pub(crate) async fn take_backup(

@@ -1100,6 +1100,13 @@ impl Engine for DockerEngine {
         self.drop_backup(file)
     }
 
+    async fn terraform_state(&self, service: &Service) -> Result<Option<String>, String> {
+        match &service.spec {
+            ServiceSpec::Terraform(spec) => self.read_terraform_state(service, spec).await,
+            _ => Ok(None),
+        }
+    }
+
     /// Its containers, and its volumes: a database's data, a terraform state (unless the
     /// settings keep them).
     async fn remove_workloads(&self, service: ServiceId) -> Result<(), String> {

@@ -141,6 +141,71 @@ fn workspace_files(dir: &Path) -> Result<Vec<PlannedFile>, String> {
 }
 
 impl DockerEngine {
+    /// The state file on a terraform service's volume, read through a container of its image
+    /// made (never started) to mount it; none when it never ran.
+    pub(crate) async fn read_terraform_state(
+        &self,
+        service: &domain::model::Service,
+        spec: &TerraformSpec,
+    ) -> Result<Option<String>, String> {
+        let volume = plan::state_volume_name(service.id);
+        if self.docker.inspect_volume(&volume).await.is_err() {
+            return Ok(None);
+        }
+        let image = self
+            .terraform_image
+            .replace("{version}", &spec.provider_version.explicit_version);
+        let reader = ContainerPlan {
+            name: format!(
+                "capstan-{}-tfstate-{}",
+                service.id.0.simple(),
+                uuid::Uuid::new_v4().simple()
+            ),
+            image,
+            entrypoint: None,
+            cmd: Some(vec!["true".into()]),
+            env: Vec::new(),
+            labels: std::collections::HashMap::from([
+                (plan::LABEL_SERVICE.to_string(), service.id.0.to_string()),
+                (
+                    plan::LABEL_ORGANIZATION.to_string(),
+                    service.organization_id.0.to_string(),
+                ),
+            ]),
+            ports: Vec::new(),
+            files: Vec::new(),
+            nano_cpus: 100_000_000,
+            memory_bytes: 16 * 1024 * 1024,
+            restarts: false,
+            publish_address: String::new(),
+            volume: Some(PlannedVolume {
+                name: volume,
+                target: STATE_DIR.into(),
+            }),
+            network: "none".into(),
+            aliases: Vec::new(),
+        };
+        let created = self
+            .docker
+            .create_container(
+                Some(bollard::query_parameters::CreateContainerOptions {
+                    name: Some(reader.name.clone()),
+                    ..Default::default()
+                }),
+                reader.body(),
+            )
+            .await
+            .map_err(|e| crate::engine::said("could not read the state", e))?;
+        let read =
+            crate::backups::file_of(&self.docker, &created.id, "/state/terraform.tfstate").await;
+        self.remove_all(std::slice::from_ref(&created.id)).await;
+        match read {
+            Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).to_string())),
+            Err(None) => Ok(None),
+            Err(Some(why)) => Err(why),
+        }
+    }
+
     /// Runs the terraform action a request asks for, to its end.
     pub(crate) async fn run_terraform(
         &self,

@@ -104,6 +104,13 @@ pub trait Engine: Send + Sync {
         Ok(())
     }
 
+    /// The state file a terraform service's runs keep (none: it has not run, or this engine
+    /// keeps none).
+    async fn terraform_state(&self, service: &Service) -> Result<Option<String>, String> {
+        let _ = service;
+        Ok(None)
+    }
+
     /// Removes every workload it runs of a service that no longer exists.
     async fn remove_workloads(&self, service: ServiceId) -> Result<(), String> {
         let _ = service;

@@ -82,6 +82,7 @@ pub async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         .map_err(anyhow::Error::msg)?;
     Ok(Capstan::new(Arc::new(db), clock)
         .with_git(git)
+        .with_terraform_versions(settings.terraform_versions.clone())
         .with_checkouts(Arc::new(git::GitCheckouts::new(
             settings.outbound.clone(),
             GIT_READ_TIMEOUT,

@@ -106,6 +106,10 @@ pub struct RawSettings {
         global = true
     )]
     pub docker_terraform_image: String,
+    /// The terraform engines and versions offered (`GET /terraform/availableVersion`):
+    /// `ENGINE=version` entries, comma-separated (`OPEN_TOFU=1.9.0,TERRAFORM=1.5.7`).
+    #[arg(long, env = "CAPSTAN_TERRAFORM_VERSIONS", global = true)]
+    pub terraform_versions: Option<String>,
     /// Where databases' backups are kept (a directory Capstan makes, readable by its user).
     #[arg(
         long,
@@ -310,6 +314,7 @@ pub struct Settings {
     pub docker_keep_database_volumes: bool,
     pub backup_dir: PathBuf,
     pub docker_terraform_image: String,
+    pub terraform_versions: Vec<(domain::model::TerraformEngine, String)>,
     pub jwt_issuer: Option<String>,
     pub jwt_audience: Option<String>,
     /// How Bearer JWTs are verified, from the settings above; none: refused.
@@ -373,6 +378,7 @@ impl fmt::Debug for Settings {
             )
             .field("backup_dir", &self.backup_dir)
             .field("docker_terraform_image", &self.docker_terraform_image)
+            .field("terraform_versions", &self.terraform_versions)
             .field("jwt_issuer", &self.jwt_issuer)
             .field("jwt_audience", &self.jwt_audience)
             .field("request_timeout", &self.request_timeout)
@@ -563,6 +569,14 @@ impl RawSettings {
             "CAPSTAN_DOCKER_KEEP_DATABASE_VOLUMES",
             "docker-keep-database-volumes",
         )?;
+        let terraform_versions = match self.terraform_versions.as_deref() {
+            None => domain::services::DEFAULT_TERRAFORM_VERSIONS
+                .iter()
+                .map(|(e, v)| (*e, (*v).to_string()))
+                .collect(),
+            Some(list) => terraform_versions(list)
+                .map_err(|why| bad("CAPSTAN_TERRAFORM_VERSIONS", "terraform-versions", why))?,
+        };
         let max_api_tokens = self
             .max_api_tokens
             .trim()
@@ -748,6 +762,7 @@ impl RawSettings {
             docker_keep_database_volumes,
             backup_dir: self.backup_dir.clone(),
             docker_terraform_image: self.docker_terraform_image.trim().to_string(),
+            terraform_versions,
             jwt_issuer: self.jwt_issuer.clone(),
             jwt_audience: self.jwt_audience.clone(),
             jwt,
@@ -775,6 +790,24 @@ fn public_host(public_url: &str) -> Option<String> {
         url::Host::Ipv6(ip) if !ip.is_unspecified() => Some(ip.to_string()),
         _ => None,
     }
+}
+
+/// `ENGINE=version` entries, comma-separated; the error names the entry at fault.
+fn terraform_versions(list: &str) -> Result<Vec<(domain::model::TerraformEngine, String)>, String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(|entry| {
+            let (engine, version) = entry
+                .split_once('=')
+                .ok_or_else(|| format!("'{entry}' is not ENGINE=version"))?;
+            let engine = domain::model::TerraformEngine::ALL
+                .iter()
+                .find(|e| e.as_str().eq_ignore_ascii_case(engine.trim()))
+                .ok_or_else(|| format!("'{engine}' is not TERRAFORM or OPEN_TOFU"))?;
+            Ok((*engine, version.trim().to_string()))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -950,5 +983,27 @@ mod tests {
         .unwrap();
         assert_eq!(s.controls_token.as_deref(), Some("ctl-secret-0123456789"));
         assert!(!format!("{s:?}").contains("ctl-secret-0123456789"));
+    }
+
+    #[test]
+    fn terraform_versions_are_read_engine_by_engine() {
+        let read = terraform_versions("open_tofu=1.9.0, TERRAFORM=1.5.7").unwrap();
+        assert_eq!(
+            read,
+            [
+                (
+                    domain::model::TerraformEngine::OpenTofu,
+                    "1.9.0".to_string()
+                ),
+                (
+                    domain::model::TerraformEngine::Terraform,
+                    "1.5.7".to_string()
+                )
+            ]
+        );
+        assert!(terraform_versions("PULUMI=3")
+            .unwrap_err()
+            .contains("PULUMI"));
+        assert!(terraform_versions("1.9.0").is_err());
     }
 }

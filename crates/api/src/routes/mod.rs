@@ -25,6 +25,7 @@ mod service_output;
 mod services;
 mod sources;
 mod stages;
+mod terraform;
 mod variables;
 pub(crate) mod webhooks;
 
@@ -71,6 +72,7 @@ impl<T: Serialize> Deleted for domain::services::Deletion<T> {
 /// The API's routes, mounted twice by the app (under `/v1` and at the root).
 pub fn api_routes(r: &mut Routes) {
     // Literal paths that a `{id}` pattern of the same scope would otherwise take.
+    terraform::routes(r);
     deployments::fixed_routes(r);
     clusters::fixed_routes(r);
     advanced_settings::routes(r);

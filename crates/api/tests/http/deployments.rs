@@ -18,6 +18,7 @@ http_suite!(
     configuration_changes_make_a_deployed_service_out_of_date,
     links_are_empty_until_an_engine_publishes_ports,
     output_ingress_and_failed_jobs_answer_on_an_engine_that_runs_nothing,
+    terraform_versions_and_resources_answer_on_an_engine_that_keeps_no_state,
 );
 
 async fn service<S: App>(t: &T<S>, env: &str, kind: &str) -> String {
@@ -557,4 +558,32 @@ async fn output_ingress_and_failed_jobs_answer_on_an_engine_that_runs_nothing<S:
     t.post(&format!("/job/{c}/cleanFailedJob"), json!({}))
         .await
         .expect(404);
+}
+
+async fn terraform_versions_and_resources_answer_on_an_engine_that_keeps_no_state<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let versions = t.get("/terraform/availableVersion").await.expect(200).body;
+    let engines: Vec<&str> = versions["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["engine"].as_str().unwrap())
+        .collect();
+    assert!(
+        engines.contains(&"OPEN_TOFU") && engines.contains(&"TERRAFORM"),
+        "{versions}"
+    );
+    let tf = service(&t, &env, "terraform").await;
+    let resources = t
+        .get(&format!("/terraform/{tf}/terraformResources"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(resources, json!({"results": []}), "no state before a run");
+    t.get(&format!(
+        "/terraform/{}/terraformResources",
+        uuid::Uuid::new_v4()
+    ))
+    .await
+    .expect(404);
 }

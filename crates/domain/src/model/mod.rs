@@ -33,6 +33,7 @@ mod snapshot;
 mod stage;
 mod state;
 mod status;
+mod terraform_state;
 mod variable;
 mod webhook;
 mod workload_inputs;
@@ -93,6 +94,7 @@ pub use snapshot::{Snapshot, SnapshotName};
 pub use stage::{reorder, DeploymentStage, Placement, StageMember, DEFAULT_STAGE};
 pub use state::{transition, DeploymentAction, Event, Forbidden, ServiceState};
 pub use status::*;
+pub use terraform_state::{state_resources, TerraformResource};
 pub use variable::*;
 pub use webhook::*;
 pub use workload_inputs::{

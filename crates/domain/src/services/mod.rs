@@ -11,8 +11,10 @@ mod custom_domains;
 mod database_backups;
 mod database_links;
 mod git_reads;
+mod terraform;
 pub use database_links::DatabaseCredentials;
 pub use git_reads::{Contributor, DockerfileCheck, COMMITS_LISTED};
+pub use terraform::DEFAULT_TERRAFORM_VERSIONS;
 mod deployment_logs;
 mod deployment_rules;
 mod deployments;
@@ -117,6 +119,8 @@ pub struct Capstan {
     engine: Option<Arc<dyn crate::engine::Engine>>,
     /// What fetches git repositories for the API's reads of them; none: not read.
     checkouts: Option<Arc<dyn crate::git::Checkouts>>,
+    /// The terraform engines and versions offered.
+    terraform_versions: Vec<(crate::model::TerraformEngine, String)>,
 }
 
 /// The API tokens an organization may hold unless the operator says otherwise.
@@ -137,7 +141,20 @@ impl Capstan {
             max_api_tokens: DEFAULT_MAX_API_TOKENS,
             engine: None,
             checkouts: None,
+            terraform_versions: terraform::DEFAULT_TERRAFORM_VERSIONS
+                .iter()
+                .map(|(e, v)| (*e, (*v).to_string()))
+                .collect(),
         }
+    }
+
+    /// Offers these terraform engines and versions.
+    pub fn with_terraform_versions(
+        mut self,
+        versions: Vec<(crate::model::TerraformEngine, String)>,
+    ) -> Self {
+        self.terraform_versions = versions;
+        self
     }
 
     /// Reads git repositories (Dockerfiles, directories, commits) through `checkouts`.

@@ -1,0 +1,49 @@
+//! What the API reads of terraform services: the resources their state holds, and the
+//! versions the installation runs.
+
+use super::Capstan;
+use crate::auth::{Action, Principal};
+use crate::error::{DomainError, DomainResult};
+use crate::ids::ServiceId;
+use crate::model::{state_resources, ServiceKind, TerraformEngine, TerraformResource};
+
+/// The versions offered unless the operator names others (`CAPSTAN_TERRAFORM_VERSIONS`).
+pub const DEFAULT_TERRAFORM_VERSIONS: &[(TerraformEngine, &str)] = &[
+    (TerraformEngine::OpenTofu, "1.9.0"),
+    (TerraformEngine::OpenTofu, "1.8.8"),
+    (TerraformEngine::Terraform, "1.9.8"),
+    (TerraformEngine::Terraform, "1.5.7"),
+];
+
+impl Capstan {
+    /// `GET /terraform/availableVersion`: the engines and versions this installation runs.
+    pub fn terraform_versions(&self, p: &Principal) -> Vec<(TerraformEngine, String)> {
+        let _ = p;
+        self.terraform_versions.clone()
+    }
+
+    /// `GET /terraform/{id}/terraformResources`: the resources its state holds, read from the
+    /// engine; none before its first run.
+    pub async fn terraform_resources(
+        &self,
+        p: &Principal,
+        id: ServiceId,
+    ) -> DomainResult<Vec<TerraformResource>> {
+        let service = {
+            let mut unit = self.reading().await?;
+            self.load_service(&mut *unit, p, ServiceKind::Terraform, id, Action::Read)
+                .await?
+        };
+        let Some(engine) = &self.engine else {
+            return Ok(Vec::new());
+        };
+        match engine
+            .terraform_state(&service)
+            .await
+            .map_err(DomainError::Upstream)?
+        {
+            None => Ok(Vec::new()),
+            Some(state) => state_resources(id, &state).map_err(DomainError::Upstream),
+        }
+    }
+}
