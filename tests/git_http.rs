@@ -41,21 +41,12 @@ impl GitServer {
 
 /// The password an `Authorization: Basic` header carries.
 fn basic_password(header: &str) -> Option<String> {
+    use base64::Engine as _;
     let encoded = header.strip_prefix("Basic ")?.trim();
-    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut bits = 0u32;
-    let mut count = 0;
-    let mut out = Vec::new();
-    for c in encoded.bytes().filter(|c| *c != b'=') {
-        let v = alphabet.iter().position(|a| *a == c)? as u32;
-        bits = (bits << 6) | v;
-        count += 6;
-        if count >= 8 {
-            count -= 8;
-            out.push((bits >> count) as u8);
-        }
-    }
-    let pair = String::from_utf8(out).ok()?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()?;
+    let pair = String::from_utf8(decoded).ok()?;
     pair.split_once(':').map(|(_, p)| p.to_string())
 }
 

@@ -8,7 +8,7 @@ use bollard::query_parameters::{BuildImageOptions, ListImagesOptions, RemoveImag
 use domain::dockerfile;
 use domain::engine::{Cancel, StepLog, StepWork};
 use domain::ids::{DeploymentRequestId, ServiceId};
-use domain::model::{BuildSource, GitAccess};
+use domain::model::{BuildSource, GitAccess, GitRepository};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -42,6 +42,27 @@ pub(crate) fn inside(base: &Path, relative: &str) -> Option<PathBuf> {
     resolved
         .starts_with(base.canonicalize().ok()?)
         .then_some(resolved)
+}
+
+/// How a deployment fetches `repo`, and the revision it fetches: the commit asked for, else
+/// the one deployed, else the branch's newest.
+pub(crate) fn fetched_source<'a>(
+    work: &'a StepWork<'_>,
+    repo: &GitRepository,
+) -> Result<(&'a GitAccess, String), String> {
+    let git = work
+        .inputs
+        .git
+        .as_ref()
+        .ok_or("the service's repository could not be read")?;
+    let revision = work
+        .request
+        .target
+        .git_commit_id
+        .clone()
+        .or_else(|| repo.deployed_commit_id.clone())
+        .unwrap_or_else(|| repo.branch.clone());
+    Ok((git, revision))
 }
 
 /// A directory removed when dropped (the checkout, whatever way the build ends).
@@ -92,17 +113,7 @@ impl DockerEngine {
         source: BuildSource<'_>,
     ) -> Result<(), String> {
         let (log, cancel) = (work.log, work.cancel);
-        let git = work
-            .inputs
-            .git
-            .as_ref()
-            .ok_or("the service's repository could not be read")?;
-        let revision = work
-            .request
-            .target
-            .git_commit_id
-            .clone()
-            .unwrap_or_else(|| source.repository.branch.clone());
+        let (git, revision) = fetched_source(work, source.repository)?;
         if is_full_commit(&revision) && self.reuse(work, &revision, log).await {
             return Ok(());
         }

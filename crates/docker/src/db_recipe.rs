@@ -160,92 +160,62 @@ pub fn recipe(kind: DatabaseType, connection: &DatabaseConnection, password: &st
     let login = connection.login;
     let port = connection.port.to_string();
     match kind {
-        DatabaseType::Postgresql => Recipe {
-            env: vec![
-                format!("POSTGRES_USER={login}"),
-                format!("POSTGRES_PASSWORD={password}"),
-                format!("POSTGRES_DB={}", connection.database_name),
-            ],
-            cmd: None,
-            files: Vec::new(),
-            data_dir: "/var/lib/postgresql/data",
-            exec_env: vec![format!("PGPASSWORD={password}")],
-            health: words(&["pg_isready", "-h", "127.0.0.1", "-p", &port, "-U", login]),
-            dump: words(&[
-                "pg_dump",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "-U",
-                login,
-                "--clean",
-                "--if-exists",
-                connection.database_name,
-            ]),
-            dump_file: None,
-            restore: Some(words(&[
-                "psql",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "-U",
-                login,
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-q",
-                "-d",
-                connection.database_name,
-            ])),
-        },
-        DatabaseType::Mysql => Recipe {
-            env: vec![format!("MYSQL_ROOT_PASSWORD={password}")],
-            cmd: None,
-            // The official image runs these once, on its first start: the login every link
-            // names, with every privilege.
-            files: vec![PlannedFile {
-                path: "/docker-entrypoint-initdb.d/capstan.sql".into(),
-                content: format!(
-                    "CREATE USER '{login}'@'%' IDENTIFIED BY '{password}';\n\
-                     GRANT ALL PRIVILEGES ON *.* TO '{login}'@'%' WITH GRANT OPTION;\n"
-                )
-                .into_bytes(),
-            }],
-            data_dir: "/var/lib/mysql",
-            exec_env: vec![format!("MYSQL_PWD={password}")],
-            health: words(&[
-                "mysqladmin",
-                "ping",
-                "-h",
-                "127.0.0.1",
-                "-P",
-                &port,
-                "-u",
-                login,
-            ]),
-            dump: words(&[
-                "mysqldump",
-                "-h",
-                "127.0.0.1",
-                "-P",
-                &port,
-                "-u",
-                login,
-                "--all-databases",
-                "--single-transaction",
-            ]),
-            dump_file: None,
-            restore: Some(words(&[
-                "mysql",
-                "-h",
-                "127.0.0.1",
-                "-P",
-                &port,
-                "-u",
-                login,
-            ])),
-        },
+        DatabaseType::Postgresql => {
+            // A client signed in over TCP (not the socket: a first start's initialisation
+            // server listens on the socket only).
+            let client = |tool: &str, rest: &[&str]| {
+                let mut cmd = words(&[tool, "-h", "127.0.0.1", "-p", &port, "-U", login]);
+                cmd.extend(words(rest));
+                cmd
+            };
+            let database = connection.database_name;
+            Recipe {
+                env: vec![
+                    format!("POSTGRES_USER={login}"),
+                    format!("POSTGRES_PASSWORD={password}"),
+                    format!("POSTGRES_DB={database}"),
+                ],
+                cmd: None,
+                files: Vec::new(),
+                data_dir: "/var/lib/postgresql/data",
+                exec_env: vec![format!("PGPASSWORD={password}")],
+                health: client("pg_isready", &[]),
+                dump: client("pg_dump", &["--clean", "--if-exists", database]),
+                dump_file: None,
+                restore: Some(client(
+                    "psql",
+                    &["-v", "ON_ERROR_STOP=1", "-q", "-d", database],
+                )),
+            }
+        }
+        DatabaseType::Mysql => {
+            let client = |tool: &str, rest: &[&str]| {
+                let mut cmd = words(&[tool]);
+                cmd.extend(words(rest));
+                cmd.extend(words(&["-h", "127.0.0.1", "-P", &port, "-u", login]));
+                cmd
+            };
+            Recipe {
+                env: vec![format!("MYSQL_ROOT_PASSWORD={password}")],
+                cmd: None,
+                // The official image runs these once, on its first start: the login every
+                // link names, with every privilege.
+                files: vec![PlannedFile {
+                    path: "/docker-entrypoint-initdb.d/capstan.sql".into(),
+                    content: format!(
+                        "CREATE USER '{login}'@'%' IDENTIFIED BY '{password}';\n\
+                         GRANT ALL PRIVILEGES ON *.* TO '{login}'@'%' WITH GRANT OPTION;\n"
+                    )
+                    .into_bytes(),
+                }],
+                data_dir: "/var/lib/mysql",
+                exec_env: vec![format!("MYSQL_PWD={password}")],
+                health: client("mysqladmin", &["ping"]),
+                dump: client("mysqldump", &["--all-databases", "--single-transaction"]),
+                dump_file: None,
+                restore: Some(client("mysql", &[])),
+            }
+        }
         DatabaseType::Mongodb => {
             let auth = |tool: &str| {
                 words(&[

@@ -53,6 +53,13 @@ pub(crate) enum Readiness<'a> {
 /// The image terraform services run in, unless the settings say: OpenTofu's.
 pub const DEFAULT_TERRAFORM_IMAGE: &str = "ghcr.io/opentofu/opentofu:{version}";
 
+/// How a container run to its end ended.
+pub(crate) enum Ended {
+    Exited(i64),
+    TimedOut,
+    Canceled,
+}
+
 /// How many images built from git a service keeps, unless the settings say.
 pub const DEFAULT_IMAGES_KEPT: usize = 5;
 
@@ -780,6 +787,40 @@ impl DockerEngine {
         Ok(())
     }
 
+    /// Waits for a started container to end, within `limit`; its last `lines` of output go to
+    /// the log. A canceled one is removed; one past its limit is left to the caller.
+    pub(crate) async fn run_to_end(
+        &self,
+        id: &str,
+        limit: Duration,
+        cancel: &Cancel,
+        log: &StepLog,
+        lines: usize,
+    ) -> Result<Ended, bollard::errors::Error> {
+        let mut waiting = self.docker.wait_container(id, None);
+        let ended = tokio::select! {
+            ended = waiting.next() => Some(ended),
+            () = tokio::time::sleep(limit) => None,
+            () = cancel.canceled() => {
+                self.remove_all(&[id.to_string()]).await;
+                return Ok(Ended::Canceled);
+            }
+        };
+        for line in self.last_lines(id, lines).await {
+            log.info(&line);
+        }
+        match ended {
+            None => Ok(Ended::TimedOut),
+            Some(Some(Ok(done))) => Ok(Ended::Exited(done.status_code)),
+            // A non-zero exit comes back as an error carrying the code.
+            Some(Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. }))) => {
+                Ok(Ended::Exited(code))
+            }
+            Some(Some(Err(e))) => Err(e),
+            Some(None) => Ok(Ended::Exited(-1)),
+        }
+    }
+
     /// The image a job runs: its registry's, or the one built from its repository.
     fn job_image(&self, work: &StepWork<'_>, job: &JobSpec) -> Result<String, String> {
         match plan::job_image(job, work.inputs) {
@@ -824,36 +865,20 @@ impl DockerEngine {
             );
             let id = self.start(&plan).await?;
             log.info(&format!("job execution {} started", attempt + 1));
-            let mut waiting = self.docker.wait_container(&id, None);
-            let ended = tokio::select! {
-                ended = waiting.next() => Some(ended),
-                () = tokio::time::sleep(limit) => None,
-                () = work.cancel.canceled() => {
-                    self.remove_all(std::slice::from_ref(&id)).await;
-                    return Err("canceled while the job ran".into());
-                }
-            };
-            for line in self.last_lines(&id, 1000).await {
-                log.info(&line);
-            }
-            let code = match ended {
-                None => {
+            let code = match self.run_to_end(&id, limit, work.cancel, log, 1000).await {
+                Ok(Ended::Exited(code)) => code,
+                Ok(Ended::Canceled) => return Err("canceled while the job ran".into()),
+                Ok(Ended::TimedOut) => {
                     self.remove_all(std::slice::from_ref(&id)).await;
                     return Err(format!(
                         "the job ran past its max_duration_seconds ({} s) and was stopped",
                         limit.as_secs()
                     ));
                 }
-                Some(Some(Ok(done))) => done.status_code,
-                // A non-zero exit comes back as an error carrying the code.
-                Some(Some(Err(bollard::errors::Error::DockerContainerWaitError {
-                    code, ..
-                }))) => code,
-                Some(Some(Err(e))) => {
+                Err(e) => {
                     self.remove_all(std::slice::from_ref(&id)).await;
                     return Err(said("lost the job's execution", e));
                 }
-                Some(None) => -1,
             };
             // An execution that ended is kept, with its output, until the job runs again (or
             // a failed one is cleaned): its state and output stay readable.

@@ -3,11 +3,10 @@
 //! the action asked for, the state on a volume of the service (unless the files name a backend
 //! of their own), the run's output in the deployment log.
 
-use crate::engine::DockerEngine;
+use crate::engine::{DockerEngine, Ended};
 use crate::plan::{self, ContainerPlan, PlannedFile, PlannedVolume, LABEL_REPLICA};
 use domain::engine::StepWork;
 use domain::model::{DeploymentAction, TerraformDeployAction, TerraformSpec};
-use futures_util::StreamExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -219,18 +218,7 @@ impl DockerEngine {
             .replace("{version}", &spec.provider_version.explicit_version);
         self.ensure_image(&image, None, log, work.cancel).await?;
         let repo = &spec.terraform_files_source.git.git_repository;
-        let git = work
-            .inputs
-            .git
-            .as_ref()
-            .ok_or("the service's repository could not be read")?;
-        let revision = work
-            .request
-            .target
-            .git_commit_id
-            .clone()
-            .or_else(|| repo.deployed_commit_id.clone())
-            .unwrap_or_else(|| repo.branch.clone());
+        let (git, revision) = crate::build::fetched_source(work, repo)?;
         let (scratch, _) = self
             .fetch_into_scratch(work.request.id, git, &revision, log, work.cancel)
             .await?;
@@ -292,30 +280,22 @@ impl DockerEngine {
         log.info(&format!("terraform {} runs", run.word()));
         let id = self.start(&runner).await?;
         let limit = Duration::from_secs(u64::try_from(spec.timeout_sec.max(60)).unwrap_or(1800));
-        let mut waiting = self.docker.wait_container(&id, None);
-        let ended = tokio::select! {
-            ended = waiting.next() => Some(ended),
-            () = tokio::time::sleep(limit) => None,
-            () = work.cancel.canceled() => {
-                self.remove_all(std::slice::from_ref(&id)).await;
-                return Err(format!("canceled while terraform {} ran", run.word()));
-            }
-        };
-        for line in self.last_lines(&id, 5000).await {
-            log.info(&line);
+        let ended = self.run_to_end(&id, limit, work.cancel, log, 5000).await;
+        if !matches!(ended, Ok(Ended::Canceled)) {
+            self.remove_all(std::slice::from_ref(&id)).await;
         }
-        self.remove_all(std::slice::from_ref(&id)).await;
         let code = match ended {
-            None => {
+            Ok(Ended::Exited(code)) => code,
+            Ok(Ended::Canceled) => {
+                return Err(format!("canceled while terraform {} ran", run.word()))
+            }
+            Ok(Ended::TimedOut) => {
                 return Err(format!(
                     "terraform ran past its timeout_sec ({} s) and was stopped",
                     limit.as_secs()
                 ))
             }
-            Some(Some(Ok(done))) => done.status_code,
-            Some(Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. }))) => code,
-            Some(Some(Err(e))) => return Err(crate::engine::said("lost the terraform run", e)),
-            Some(None) => -1,
+            Err(e) => return Err(crate::engine::said("lost the terraform run", e)),
         };
         if code == 0 {
             log.info(&format!("terraform {} succeeded", run.word()));

@@ -183,10 +183,6 @@ async fn check_dockerfile(
     req: HttpRequest,
     JsonBody(input): JsonBody<DockerfileCheckRequest>,
 ) -> ApiResult<HttpResponse> {
-    let repository = input
-        .git_repository
-        .clone()
-        .into_repository("git_repository")?;
     let found = st
         .capstan
         .check_dockerfile(
@@ -197,7 +193,7 @@ async fn check_dockerfile(
         )
         .await?;
     Ok(ok(DockerfileCheckResponse {
-        git_repository: repository,
+        git_repository: found.git_repository,
         dockerfile_path: found.dockerfile_path,
         arg: found.args,
         repositories: found.repositories,

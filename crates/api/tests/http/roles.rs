@@ -322,6 +322,37 @@ async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
                 format!("/database/{idle}/uninstall"),
                 None,
             ),
+            // Issue 31's operations.
+            (
+                Class::Read,
+                Method::GET,
+                format!("/database/{idle}/masterCredentials"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/database/{idle}/version"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/database/{idle}/backup"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/environment/{env}/databaseConfiguration"),
+                None,
+            ),
+            (
+                Class::ReadOrganization,
+                Method::GET,
+                "/terraform/availableVersion".into(),
+                None,
+            ),
             // Issue 13's operations.
             (
                 Class::ReadOrganization,

@@ -355,10 +355,12 @@ impl Capstan {
                 self.remove_service_in(tx, p, kind, id, action).await
             })
             .await?;
-        // Deleted at once, it may still have what outlives a run on the engine (a volume
-        // kept by an uninstall): it goes too. A failure leaves it to the reconciliation.
-        if let (Deletion::Done, DeploymentAction::Delete, Some(engine)) =
-            (&outcome, action, &self.engine)
+        // Deleted at once, a database or a terraform service may still have what outlives a
+        // run on the engine (a volume an uninstall kept): it goes too. A failure leaves it to
+        // the reconciliation.
+        let keeps_volumes = matches!(kind, ServiceKind::Database | ServiceKind::Terraform);
+        if let (Deletion::Done, DeploymentAction::Delete, Some(engine), true) =
+            (&outcome, action, &self.engine, keeps_volumes)
         {
             if let Err(e) = engine.remove_workloads(id).await {
                 tracing::warn!(service = %id, error = %e, "a deleted service's workloads stay");

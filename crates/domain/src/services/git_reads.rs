@@ -22,6 +22,8 @@ pub const COMMITS_LISTED: usize = 100;
 /// What `checkDockerfile` found.
 #[derive(Debug, Clone)]
 pub struct DockerfileCheck {
+    /// The repository as validated.
+    pub git_repository: GitRepository,
     pub dockerfile_path: String,
     pub args: Vec<String>,
     pub repositories: Vec<String>,
@@ -144,6 +146,7 @@ impl Capstan {
                 )
             })?;
         Ok(DockerfileCheck {
+            git_repository: repo,
             dockerfile_path,
             args: dockerfile::declared_args(&text).into_iter().collect(),
             repositories: dockerfile::base_images(&text),
