@@ -39,6 +39,8 @@ const LOOK: Duration = Duration::from_millis(250);
 const LAST_LINES: usize = 20;
 /// How long a database has to accept connections (a first start initialises its data).
 const DATABASE_READY_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long the daemon may take to mark a killed container OOM-killed.
+const OOM_MARK: Duration = Duration::from_millis(500);
 /// How long one readiness command may take.
 const LOOK_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -476,11 +478,24 @@ impl DockerEngine {
     /// restarted by Docker since the wait began (`restarts_before`), unhealthy. `None` while
     /// it runs.
     async fn trouble(&self, id: &str, restarts_before: i64) -> Result<Option<String>, String> {
-        let seen = self
-            .docker
-            .inspect_container(id, None)
-            .await
-            .map_err(|e| said("could not look at a container", e))?;
+        let look = || async {
+            self.docker
+                .inspect_container(id, None)
+                .await
+                .map_err(|e| said("could not look at a container", e))
+        };
+        let mut seen = look().await?;
+        let killed = |s: &bollard::models::ContainerInspectResponse| {
+            s.state
+                .as_ref()
+                .is_some_and(|st| st.exit_code == Some(137) && st.oom_killed != Some(true))
+        };
+        if killed(&seen) {
+            // The daemon marks an OOM kill when its event arrives, which can be after the
+            // exit: a SIGKILL is looked at again before it is called a plain exit.
+            tokio::time::sleep(OOM_MARK).await;
+            seen = look().await?;
+        }
         let state = seen.state.unwrap_or_default();
         let restarted = seen.restart_count.unwrap_or(0) - restarts_before;
         let why = if state.oom_killed == Some(true) {
