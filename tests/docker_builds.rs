@@ -28,24 +28,6 @@ fn dockerfile(version: &str, extra: &str) -> String {
     )
 }
 
-fn host_port_of(service: &str) -> u16 {
-    let id = containers_of(service)[0]
-        .split(' ')
-        .next()
-        .unwrap()
-        .to_string();
-    let mapping = docker(&["port", &id, "8080/tcp"]).unwrap();
-    mapping
-        .lines()
-        .next()
-        .unwrap()
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 async fn deploy(client: &Client, id: &str, commit: &str) {
     post(
         client,
@@ -108,7 +90,7 @@ async fn an_application_is_built_from_git_and_deployed(database: Option<&str>) {
     // Built from the commit, with the build arguments its Dockerfile declares, and served.
     deploy(client, &app, &first).await;
     settled_in(client, "application", &app, "DEPLOYED").await;
-    assert_eq!(fetch(host_port_of(&app), "/").await.trim(), "hello v1");
+    assert_eq!(fetch(host_port(&app), "/").await.trim(), "hello v1");
     let log = deployment_log(client, env).await;
     assert!(
         log.contains("Step 1/"),
@@ -131,7 +113,7 @@ async fn an_application_is_built_from_git_and_deployed(database: Option<&str>) {
     let second = repo.commit("two", &[("Dockerfile", &dockerfile("v2", ""))]);
     deploy(client, &app, &second).await;
     settled_in(client, "application", &app, "DEPLOYED").await;
-    assert_eq!(fetch(host_port_of(&app), "/").await.trim(), "hello v2");
+    assert_eq!(fetch(host_port(&app), "/").await.trim(), "hello v2");
     let log = deployment_log(client, env).await;
     assert!(log.contains("Using cache"), "a layer is reused: {log}");
 
@@ -139,7 +121,7 @@ async fn an_application_is_built_from_git_and_deployed(database: Option<&str>) {
     let builds = log.matches("Step 1/").count();
     deploy(client, &app, &first).await;
     settled_in(client, "application", &app, "DEPLOYED").await;
-    assert_eq!(fetch(host_port_of(&app), "/").await.trim(), "hello v1");
+    assert_eq!(fetch(host_port(&app), "/").await.trim(), "hello v1");
     let log = deployment_log(client, env).await;
     assert_eq!(log.matches("Step 1/").count(), builds, "no build: {log}");
     assert!(
@@ -166,7 +148,7 @@ async fn an_application_is_built_from_git_and_deployed(database: Option<&str>) {
         "{reason}"
     );
     assert!(reason.contains("returned a non-zero code: 3"), "{reason}");
-    assert_eq!(fetch(host_port_of(&app), "/").await.trim(), "hello v1");
+    assert_eq!(fetch(host_port(&app), "/").await.trim(), "hello v1");
 
     // A cancel during a build stops it.
     let slow = repo.commit(
@@ -223,7 +205,7 @@ async fn an_application_is_built_from_git_and_deployed(database: Option<&str>) {
     let sixth = repo.commit("six", &[("Dockerfile", &dockerfile("v6", ""))]);
     deploy(client, &app, &sixth).await;
     settled_in(client, "application", &app, "DEPLOYED").await;
-    assert_eq!(fetch(host_port_of(&app), "/").await.trim(), "hello v6");
+    assert_eq!(fetch(host_port(&app), "/").await.trim(), "hello v6");
     for (commit, kept) in [
         (&first, false),
         (&second, false),
@@ -369,7 +351,7 @@ async fn clones_follow_the_outbound_policy_and_take_the_git_token() {
         .await;
     deploy(client, &with, &commit).await;
     settled_in(client, "application", &with, "DEPLOYED").await;
-    assert_eq!(fetch(host_port_of(&with), "/").await.trim(), "private");
+    assert_eq!(fetch(host_port(&with), "/").await.trim(), "private");
     let log = deployment_log(client, env).await;
     assert!(!log.contains(TOKEN), "the token is in no log");
     assert!(!open.own_log().contains(TOKEN), "nor in Capstan's own");

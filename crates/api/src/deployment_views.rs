@@ -215,7 +215,7 @@ impl From<BatchHistory> for QueuedDeployment {
                 origin: b.summary.origin,
                 triggered_by: b.summary.requested_by,
             },
-            trigger_action: TriggerAction::of(b.summary.action),
+            trigger_action: TriggerAction::of(b.summary.action, b.summary.terraform_action),
             stages,
         }
     }
@@ -258,7 +258,7 @@ impl From<HistoryEntry> for QueuedServiceRequest {
                 origin: r.origin,
                 triggered_by: r.requested_by.clone(),
             },
-            status_details: details(r),
+            status_details: StatusDetails::of(r),
             icon_uri: icon_uri(e.kind),
         }
     }
@@ -267,14 +267,6 @@ impl From<HistoryEntry> for QueuedServiceRequest {
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct QueuedServiceRequestList {
     pub results: Vec<QueuedServiceRequest>,
-}
-
-fn details(r: &DeploymentRequest) -> StatusDetails {
-    StatusDetails {
-        action: service_action(r.action),
-        status: action_status(r),
-        sub_action: ServiceSubAction::None,
-    }
 }
 
 /// Who asked, when, from where, and when it last moved.
@@ -394,7 +386,7 @@ impl From<&HistoryEntry> for HistoryService {
             },
             details: history_details(e),
             icon_uri: icon_uri(e.kind),
-            status_details: details(r),
+            status_details: StatusDetails::of(r),
             total_duration: r
                 .finished_at
                 .map(|end| iso_duration(seconds(r.created_at, end))),
@@ -471,7 +463,7 @@ impl EnvironmentHistoryItem {
                 origin: b.summary.origin,
             },
             status: b.summary.state,
-            trigger_action: TriggerAction::of(b.summary.action),
+            trigger_action: TriggerAction::of(b.summary.action, b.summary.terraform_action),
             total_duration: iso_duration(seconds(
                 b.summary.created_at,
                 b.summary.finished_at.unwrap_or(now),

@@ -151,6 +151,8 @@ pub struct Recipe {
     pub restore: Option<Vec<String>>,
 }
 
+const REDIS_CONF: &str = "/usr/local/etc/redis/capstan.conf";
+
 fn words(list: &[&str]) -> Vec<String> {
     list.iter().map(|w| (*w).to_string()).collect()
 }
@@ -262,16 +264,14 @@ pub fn recipe(kind: DatabaseType, connection: &DatabaseConnection, password: &st
         }
         DatabaseType::Redis => Recipe {
             env: Vec::new(),
-            cmd: Some(words(&[
-                "redis-server",
-                "--requirepass",
-                password,
-                "--appendonly",
-                "yes",
-                "--port",
-                &port,
-            ])),
-            files: Vec::new(),
+            // The password is in a file, not on the command line Docker shows to whoever
+            // inspects the container.
+            cmd: Some(words(&["redis-server", REDIS_CONF])),
+            files: vec![PlannedFile {
+                path: REDIS_CONF.into(),
+                content: format!("requirepass {password}\nappendonly yes\nport {port}\n")
+                    .into_bytes(),
+            }],
             data_dir: "/data",
             exec_env: vec![format!("REDISCLI_AUTH={password}")],
             health: words(&["redis-cli", "-h", "127.0.0.1", "-p", &port, "ping"]),
@@ -335,5 +335,9 @@ mod tests {
         let redis = recipe(DatabaseType::Redis, &connection, "pw123");
         assert!(redis.restore.is_none());
         assert!(!redis.health.iter().any(|w| w.contains("pw123")));
+        let command = redis.cmd.unwrap().join(" ");
+        assert!(!command.contains("pw123"), "{command}");
+        let conf = String::from_utf8(redis.files[0].content.clone()).unwrap();
+        assert!(conf.contains("requirepass pw123"), "{conf}");
     }
 }

@@ -20,7 +20,8 @@ use domain::git::Checkouts;
 use domain::ids::{DeploymentRequestId, OrganizationId, ServiceId};
 use domain::model::{
     Cluster, ClusterAction, DeploymentAction, DeploymentStatus, JobCommand, JobSpec, OutputLine,
-    RegistryAccess, RunningState, Service, ServiceSpec, StepName, WorkloadInputs,
+    RegistryAccess, RunningState, Service, ServiceKind, ServiceSpec, ServiceSubAction, StepName,
+    WorkloadInputs,
 };
 use domain::outbound_policy::OutboundPolicy;
 use futures_util::StreamExt;
@@ -931,8 +932,12 @@ impl DockerEngine {
                 _,
             ) => self.deploy_service(work).await,
             (ServiceSpec::Terraform(tf), A::Deploy | A::Redeploy, StepName::Executing) => {
-                let run = Run::of(action, work.request.snapshot.terraform_action)
-                    .ok_or("no terraform action for this request")?;
+                let sub_action = ServiceSubAction::of(
+                    Some(ServiceKind::Terraform),
+                    action,
+                    work.request.snapshot.terraform_action,
+                );
+                let run = Run::of(sub_action).ok_or("no terraform action for this request")?;
                 self.run_terraform(work, tf, run).await
             }
             (ServiceSpec::Terraform(_), A::Deploy | A::Redeploy, _) => Ok(()),

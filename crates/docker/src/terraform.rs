@@ -6,7 +6,7 @@
 use crate::engine::{DockerEngine, Ended};
 use crate::plan::{self, ContainerPlan, PlannedFile, PlannedVolume, LABEL_REPLICA};
 use domain::engine::StepWork;
-use domain::model::{DeploymentAction, TerraformDeployAction, TerraformSpec};
+use domain::model::{ServiceSubAction, TerraformSpec};
 use std::path::Path;
 use std::time::Duration;
 
@@ -15,23 +15,53 @@ const WORKSPACE: &str = "/workspace";
 const STATE_DIR: &str = "/state";
 
 /// The runner's script: the first of `tofu` or `terraform` on the path, a local backend on the
-/// state volume when the files name none, then the action. `$CAPSTAN_TF_ARGS` are the var files
-/// and the action's extra arguments.
+/// state volume when the files name none, then the action. `$CAPSTAN_TF_VAR_FILES` are the var
+/// files, `$CAPSTAN_TF_ARGS` the action's extra arguments.
+///
+/// Terraform's data directory is on the volume: it records the backend last used, which is what
+/// a migration moves the state from; a plain run whose backend changed stops and says so rather
+/// than start over on an empty state. A state kept on the volume by a version that had no data
+/// directory there is moved as the implicit local state. A lock is found by trying to take it
+/// (a plan that refreshes nothing, waiting for no lock): a held one answers with its ID, in its
+/// lock info or, for some backends, in the message alone.
 const SCRIPT: &str = r#"set -eu
 cd /workspace
 TF=$(command -v tofu || command -v terraform)
-if ! grep -qs 'backend *"' ./*.tf; then
+export TF_DATA_DIR=/state/.terraform
+named=$(grep -ls 'backend *"' ./*.tf || true)
+if [ -z "$named" ]; then
   printf 'terraform {\n  backend "local" {\n    path = "/state/terraform.tfstate"\n  }\n}\n' > capstan_backend_override.tf
 fi
 case "$CAPSTAN_TF_ACTION" in
-  migrate) "$TF" init -input=false -no-color -migrate-state -force-copy ;;
+  migrate)
+    if [ -n "$named" ] && [ -f /state/terraform.tfstate ] && [ ! -f "$TF_DATA_DIR/terraform.tfstate" ]; then
+      cp /state/terraform.tfstate ./terraform.tfstate
+    fi
+    "$TF" init -input=false -no-color -migrate-state -force-copy $CAPSTAN_TF_ARGS
+    if [ -n "$named" ] && [ -f /state/terraform.tfstate ]; then
+      mv /state/terraform.tfstate /state/terraform.tfstate.migrated
+      echo "the state moved to the backend the files name; the volume keeps the old one as terraform.tfstate.migrated"
+    fi ;;
   *) "$TF" init -input=false -no-color ;;
 esac
 case "$CAPSTAN_TF_ACTION" in
-  plan) "$TF" plan -input=false -no-color $CAPSTAN_TF_ARGS ;;
-  apply) "$TF" apply -input=false -no-color -auto-approve $CAPSTAN_TF_ARGS ;;
-  destroy) "$TF" destroy -input=false -no-color -auto-approve $CAPSTAN_TF_ARGS ;;
-  unlock) for id in $(sed -n 's/.*"ID": *"\([^"]*\)".*/\1/p' /state/terraform.tfstate.lock.info 2>/dev/null); do "$TF" force-unlock -force "$id"; done ;;
+  plan) "$TF" plan -input=false -no-color $CAPSTAN_TF_VAR_FILES $CAPSTAN_TF_ARGS ;;
+  apply) "$TF" apply -input=false -no-color -auto-approve $CAPSTAN_TF_VAR_FILES $CAPSTAN_TF_ARGS ;;
+  destroy) "$TF" destroy -input=false -no-color -auto-approve $CAPSTAN_TF_VAR_FILES $CAPSTAN_TF_ARGS ;;
+  unlock)
+    if tried=$("$TF" plan -input=false -no-color -refresh=false -lock-timeout=0s $CAPSTAN_TF_VAR_FILES 2>&1); then
+      echo "the state is not locked: nothing to unlock"
+    else
+      id=$(printf '%s\n' "$tried" | sed -n -e '/^ *ID: */{s///;s/ *$//;p;q;}' \
+        -e '/locked: ID=/{s/.*locked: ID=//;s/[ ,;].*//;p;q;}')
+      if [ -z "$id" ]; then
+        printf '%s\n' "$tried"
+        echo "the state's lock could not be found: the plan above failed for another reason"
+        exit 1
+      fi
+      echo "the state is locked by $id: forcing it open"
+      "$TF" force-unlock -force $CAPSTAN_TF_ARGS "$id"
+    fi ;;
   migrate) ;;
 esac
 "#;
@@ -47,19 +77,15 @@ pub enum Run {
 }
 
 impl Run {
-    pub fn of(action: DeploymentAction, asked: Option<TerraformDeployAction>) -> Option<Run> {
-        use DeploymentAction as A;
-        match (action, asked) {
-            (A::Deploy | A::Redeploy, None) => Some(Run::Apply),
-            (A::Deploy | A::Redeploy, Some(TerraformDeployAction::Plan)) => Some(Run::Plan),
-            (A::Deploy | A::Redeploy, Some(TerraformDeployAction::ForceUnlock)) => {
-                Some(Run::Unlock)
-            }
-            (A::Deploy | A::Redeploy, Some(TerraformDeployAction::MigrateState)) => {
-                Some(Run::Migrate)
-            }
-            (A::Delete | A::Uninstall, _) => Some(Run::Destroy),
-            _ => None,
+    /// The run a request's sub-action asks for; none for the actions that run no terraform.
+    pub fn of(sub_action: ServiceSubAction) -> Option<Run> {
+        match sub_action {
+            ServiceSubAction::TerraformPlanAndApply => Some(Run::Apply),
+            ServiceSubAction::TerraformPlanOnly => Some(Run::Plan),
+            ServiceSubAction::TerraformForceUnlockState => Some(Run::Unlock),
+            ServiceSubAction::TerraformMigrateState => Some(Run::Migrate),
+            ServiceSubAction::TerraformDestroy => Some(Run::Destroy),
+            ServiceSubAction::None => None,
         }
     }
 
@@ -230,13 +256,12 @@ impl DockerEngine {
         })?;
         let files = workspace_files(&context)?;
         drop(scratch);
-        let (mut env, mut args) = variables(&spec.terraform_variables_source);
-        args.extend(
-            spec.action_extra_arguments
-                .get(run.extra_key())
-                .cloned()
-                .unwrap_or_default(),
-        );
+        let (mut env, var_files) = variables(&spec.terraform_variables_source);
+        let extra = spec
+            .action_extra_arguments
+            .get(run.extra_key())
+            .cloned()
+            .unwrap_or_default();
         env.extend(
             work.inputs
                 .environment
@@ -244,7 +269,8 @@ impl DockerEngine {
                 .map(|e| format!("{}={}", e.key, e.value.expose())),
         );
         env.push(format!("CAPSTAN_TF_ACTION={}", run.word()));
-        env.push(format!("CAPSTAN_TF_ARGS={}", args.join(" ")));
+        env.push(format!("CAPSTAN_TF_VAR_FILES={}", var_files.join(" ")));
+        env.push(format!("CAPSTAN_TF_ARGS={}", extra.join(" ")));
         env.push("TF_IN_AUTOMATION=1".into());
         let mut labels = plan::labels(work.request, work.service, "terraform");
         labels.insert(LABEL_REPLICA.into(), "0".into());
@@ -277,6 +303,23 @@ impl DockerEngine {
         self.ensure_network(work.service).await?;
         self.ensure_volume(work.service, &plan::state_volume_name(work.service.id))
             .await?;
+        if run == Run::Unlock {
+            // A run an instance left behind when it died still holds the state's lock (a local
+            // state's lock is its process): breaking the lock means stopping it.
+            let left: Vec<String> = self
+                .owned(work.service.id, Some("terraform"))
+                .await?
+                .into_iter()
+                .filter_map(|c| c.id)
+                .collect();
+            if !left.is_empty() {
+                log.info(&format!(
+                    "{} terraform run(s) left behind held the state: removed",
+                    left.len()
+                ));
+                self.remove_all(&left).await;
+            }
+        }
         log.info(&format!("terraform {} runs", run.word()));
         let id = self.start(&runner).await?;
         let limit = Duration::from_secs(u64::try_from(spec.timeout_sec.max(60)).unwrap_or(1800));
@@ -315,19 +358,22 @@ mod tests {
 
     #[test]
     fn a_request_runs_the_action_it_asks_for() {
-        use DeploymentAction as A;
-        assert_eq!(Run::of(A::Deploy, None), Some(Run::Apply));
-        assert_eq!(
-            Run::of(A::Redeploy, Some(TerraformDeployAction::Plan)),
-            Some(Run::Plan)
-        );
-        assert_eq!(
-            Run::of(A::Deploy, Some(TerraformDeployAction::ForceUnlock)),
-            Some(Run::Unlock)
-        );
-        assert_eq!(Run::of(A::Uninstall, None), Some(Run::Destroy));
-        assert_eq!(Run::of(A::Delete, None), Some(Run::Destroy));
-        assert_eq!(Run::of(A::Stop, None), None);
+        use domain::model::{DeploymentAction as A, ServiceKind, TerraformDeployAction as T};
+        let run = |action, asked| {
+            Run::of(ServiceSubAction::of(
+                Some(ServiceKind::Terraform),
+                action,
+                asked,
+            ))
+        };
+        assert_eq!(run(A::Deploy, None), Some(Run::Apply));
+        assert_eq!(run(A::Redeploy, Some(T::Plan)), Some(Run::Plan));
+        assert_eq!(run(A::Deploy, Some(T::ForceUnlock)), Some(Run::Unlock));
+        assert_eq!(run(A::Deploy, Some(T::MigrateState)), Some(Run::Migrate));
+        assert_eq!(run(A::Uninstall, None), Some(Run::Destroy));
+        assert_eq!(run(A::Delete, None), Some(Run::Destroy));
+        assert_eq!(run(A::Stop, None), None);
+        assert_eq!(run(A::Restart, None), None);
     }
 
     #[test]

@@ -19,6 +19,7 @@ http_suite!(
     links_are_empty_until_an_engine_publishes_ports,
     output_ingress_and_failed_jobs_answer_on_an_engine_that_runs_nothing,
     terraform_versions_and_resources_answer_on_an_engine_that_keeps_no_state,
+    terraform_actions_show_as_their_sub_action_trigger_and_audit_words,
 );
 
 async fn service<S: App>(t: &T<S>, env: &str, kind: &str) -> String {
@@ -586,4 +587,103 @@ async fn terraform_versions_and_resources_answer_on_an_engine_that_keeps_no_stat
     ))
     .await
     .expect(404);
+}
+
+async fn terraform_actions_show_as_their_sub_action_trigger_and_audit_words<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let org = t.org.clone();
+    let tf = service(&t, &env, "terraform").await;
+    let status = format!("/terraform/{tf}/status");
+    for (body, sub_action, trigger) in [
+        (json!({}), "TERRAFORM_PLAN_AND_APPLY", "DEPLOY"),
+        (json!({"action": "PLAN"}), "TERRAFORM_PLAN_ONLY", "DEPLOY"),
+        (
+            json!({"action": "FORCE_UNLOCK"}),
+            "TERRAFORM_FORCE_UNLOCK_STATE",
+            "TERRAFORM_FORCE_UNLOCK",
+        ),
+        (
+            json!({"action": "MIGRATE_STATE"}),
+            "TERRAFORM_MIGRATE_STATE",
+            "TERRAFORM_MIGRATE_STATE",
+        ),
+    ] {
+        let accepted = t
+            .post(&format!("/terraform/{tf}/deploy"), body.clone())
+            .await
+            .expect(202)
+            .body;
+        assert_eq!(
+            accepted["status_details"]["sub_action"], sub_action,
+            "{body}: {accepted}"
+        );
+        let done = t.settle(&status).await;
+        assert_eq!(done["state"], "DEPLOYED", "{body}: {done}");
+        assert_eq!(done["status_details"]["sub_action"], sub_action, "{done}");
+        let history = t
+            .get(&format!("/environment/{env}/deploymentHistoryV2"))
+            .await
+            .expect(200)
+            .body;
+        assert_eq!(
+            history["results"][0]["trigger_action"], trigger,
+            "{body}: {history}"
+        );
+        let parts = t
+            .get(&format!("/terraform/{tf}/deploymentHistoryV2"))
+            .await
+            .expect(200)
+            .body;
+        assert_eq!(
+            parts["results"][0]["status_details"]["sub_action"], sub_action,
+            "{parts}"
+        );
+        let environment = t
+            .get(&format!("/environment/{env}/status"))
+            .await
+            .expect(200)
+            .body;
+        assert_eq!(
+            environment["status_details"]["sub_action"], sub_action,
+            "{environment}"
+        );
+    }
+    t.post(&format!("/terraform/{tf}/stop"), json!({}))
+        .await
+        .expect(202);
+    assert_eq!(
+        t.settle(&status).await["status_details"]["sub_action"],
+        "NONE"
+    );
+    t.post(&format!("/terraform/{tf}/uninstall"), json!({}))
+        .await
+        .expect(202);
+    assert_eq!(
+        t.settle(&status).await["status_details"]["sub_action"],
+        "TERRAFORM_DESTROY"
+    );
+
+    // The audit log names an unlock and a migration for what they are.
+    let events = t
+        .get(&format!("/organization/{org}/events?pageSize=100"))
+        .await
+        .expect(200)
+        .body;
+    let words: Vec<&str> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["target_id"] == json!(tf))
+        .filter_map(|e| e["event_type"].as_str())
+        .collect();
+    for word in [
+        "TRIGGER_TERRAFORM_FORCE_UNLOCK",
+        "TERRAFORM_FORCE_UNLOCK_SUCCEEDED",
+        "TRIGGER_TERRAFORM_MIGRATE_STATE",
+        "TERRAFORM_MIGRATE_STATE_SUCCEEDED",
+        "DEPLOY_QUEUED",
+        "DEPLOYED",
+    ] {
+        assert!(words.contains(&word), "{word} missing from {words:?}");
+    }
 }

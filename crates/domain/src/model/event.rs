@@ -1,6 +1,7 @@
 //! The organization's event log: what was written through the API (the audit log) and how
 //! deployments went (the stream and the webhooks), one record per event, in one table.
 
+use super::TerraformDeployAction;
 use super::{DeploymentAction, EnvironmentMode, Origin, RequestStatus, ServiceKind, ServiceState};
 use super::{OrganizationWebhookEvent, Record};
 use crate::ids::*;
@@ -258,25 +259,52 @@ impl TargetType {
 
 impl EventType {
     /// How a request for `action`, as it is queued, shows in the audit log.
-    pub fn queued(action: DeploymentAction) -> EventType {
-        match action {
-            DeploymentAction::Deploy => EventType::DeployQueued,
-            DeploymentAction::Redeploy => EventType::TriggerRedeploy,
-            DeploymentAction::Restart => EventType::RestartQueued,
-            DeploymentAction::Stop => EventType::StopQueued,
-            DeploymentAction::Delete => EventType::DeleteQueued,
-            DeploymentAction::Uninstall => EventType::UninstallQueued,
-            DeploymentAction::Diff => EventType::DryRun,
+    /// A terraform deploy that unlocks or migrates the state shows as that.
+    pub fn queued(action: DeploymentAction, terraform: Option<TerraformDeployAction>) -> EventType {
+        use DeploymentAction as A;
+        use TerraformDeployAction as T;
+        match (action, terraform) {
+            (A::Deploy | A::Redeploy, Some(T::ForceUnlock)) => {
+                EventType::TriggerTerraformForceUnlock
+            }
+            (A::Deploy | A::Redeploy, Some(T::MigrateState)) => {
+                EventType::TriggerTerraformMigrateState
+            }
+            (A::Deploy, _) => EventType::DeployQueued,
+            (A::Redeploy, _) => EventType::TriggerRedeploy,
+            (A::Restart, _) => EventType::RestartQueued,
+            (A::Stop, _) => EventType::StopQueued,
+            (A::Delete, _) => EventType::DeleteQueued,
+            (A::Uninstall, _) => EventType::UninstallQueued,
+            (A::Diff, _) => EventType::DryRun,
         }
     }
 
     /// How a finished deployment request of `action` shows in the audit log; None for the
     /// progress of one still running, and for a cancel (the TRIGGER_CANCEL that asked for it
     /// is the log's record).
-    pub fn of_outcome(action: DeploymentAction, status: RequestStatus) -> Option<EventType> {
+    pub fn of_outcome(
+        action: DeploymentAction,
+        terraform: Option<TerraformDeployAction>,
+        status: RequestStatus,
+    ) -> Option<EventType> {
         use DeploymentAction as A;
         use EventType as E;
+        use TerraformDeployAction as T;
+        let deploy = matches!(action, A::Deploy | A::Redeploy);
         Some(match (status, action) {
+            (RequestStatus::Success, _) if deploy && terraform == Some(T::ForceUnlock) => {
+                E::TerraformForceUnlockSucceeded
+            }
+            (RequestStatus::Success, _) if deploy && terraform == Some(T::MigrateState) => {
+                E::TerraformMigrateStateSucceeded
+            }
+            (RequestStatus::Error, _) if deploy && terraform == Some(T::ForceUnlock) => {
+                E::TerraformForceUnlockFailed
+            }
+            (RequestStatus::Error, _) if deploy && terraform == Some(T::MigrateState) => {
+                E::TerraformMigrateStateFailed
+            }
             (RequestStatus::Success, A::Restart) => E::Restarted,
             (RequestStatus::Success, A::Diff) => E::DeployedDryRun,
             (RequestStatus::Success, A::Stop) => E::Stopped,
@@ -319,14 +347,53 @@ mod tests {
             (A::Deploy, S::Queued, None),
         ] {
             assert_eq!(
-                EventType::of_outcome(action, status).map(EventType::as_str),
+                EventType::of_outcome(action, None, status).map(EventType::as_str),
                 word,
                 "{action} {status}"
             );
         }
-        assert_eq!(EventType::queued(A::Deploy), EventType::DeployQueued);
-        assert_eq!(EventType::queued(A::Stop), EventType::StopQueued);
-        assert_eq!(EventType::queued(A::Diff), EventType::DryRun);
+        assert_eq!(EventType::queued(A::Deploy, None), EventType::DeployQueued);
+        assert_eq!(EventType::queued(A::Stop, None), EventType::StopQueued);
+        assert_eq!(EventType::queued(A::Diff, None), EventType::DryRun);
+    }
+
+    #[test]
+    fn terraform_unlocks_and_migrations_have_their_own_audit_words() {
+        use DeploymentAction as A;
+        use RequestStatus as S;
+        use TerraformDeployAction as T;
+        for (terraform, queued, succeeded, failed) in [
+            (
+                T::ForceUnlock,
+                "TRIGGER_TERRAFORM_FORCE_UNLOCK",
+                "TERRAFORM_FORCE_UNLOCK_SUCCEEDED",
+                "TERRAFORM_FORCE_UNLOCK_FAILED",
+            ),
+            (
+                T::MigrateState,
+                "TRIGGER_TERRAFORM_MIGRATE_STATE",
+                "TERRAFORM_MIGRATE_STATE_SUCCEEDED",
+                "TERRAFORM_MIGRATE_STATE_FAILED",
+            ),
+        ] {
+            assert_eq!(
+                EventType::queued(A::Deploy, Some(terraform)).as_str(),
+                queued
+            );
+            let outcome = |s| EventType::of_outcome(A::Deploy, Some(terraform), s);
+            assert_eq!(outcome(S::Success).map(EventType::as_str), Some(succeeded));
+            assert_eq!(outcome(S::Error).map(EventType::as_str), Some(failed));
+            assert_eq!(outcome(S::Canceled), None);
+        }
+        // A plan is a deployment like any other in the audit log.
+        assert_eq!(
+            EventType::queued(A::Deploy, Some(T::Plan)),
+            EventType::DeployQueued
+        );
+        assert_eq!(
+            EventType::of_outcome(A::Deploy, Some(T::Plan), S::Success),
+            Some(EventType::Deployed)
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use super::{
     DeploymentAction, DeploymentRequest, DeploymentStatus, Event, RequestStatus, Service,
-    ServiceState, StepName, StepStatus,
+    ServiceKind, ServiceState, StepName, StepStatus, TerraformDeployAction,
 };
 use crate::ids::{DeploymentRequestId, ServiceId};
 use serde::Serialize;
@@ -76,10 +76,45 @@ string_enum!(
     }
 );
 
+impl ServiceSubAction {
+    /// What a request does to a terraform service's state: NONE for other kinds, and for the
+    /// actions that run no terraform (stop, restart, a dry run).
+    pub fn of(
+        kind: Option<ServiceKind>,
+        action: DeploymentAction,
+        terraform: Option<TerraformDeployAction>,
+    ) -> Self {
+        use DeploymentAction as A;
+        use TerraformDeployAction as T;
+        if kind != Some(ServiceKind::Terraform) {
+            return Self::None;
+        }
+        match (action, terraform) {
+            (A::Deploy | A::Redeploy, None) => Self::TerraformPlanAndApply,
+            (A::Deploy | A::Redeploy, Some(T::Plan)) => Self::TerraformPlanOnly,
+            (A::Deploy | A::Redeploy, Some(T::ForceUnlock)) => Self::TerraformForceUnlockState,
+            (A::Deploy | A::Redeploy, Some(T::MigrateState)) => Self::TerraformMigrateState,
+            (A::Delete | A::Uninstall, _) => Self::TerraformDestroy,
+            (A::Restart | A::Stop | A::Diff, _) => Self::None,
+        }
+    }
+
+    /// A request's.
+    pub fn of_request(r: &DeploymentRequest) -> Self {
+        Self::of(r.snapshot.kind, r.action, r.snapshot.terraform_action)
+    }
+}
+
 impl TriggerAction {
-    pub fn of(action: DeploymentAction) -> Self {
+    /// How a deployment of `action` shows in histories; a terraform deploy that unlocks or
+    /// migrates the state shows as that.
+    pub fn of(action: DeploymentAction, terraform: Option<TerraformDeployAction>) -> Self {
         match action {
-            DeploymentAction::Deploy | DeploymentAction::Redeploy => Self::Deploy,
+            DeploymentAction::Deploy | DeploymentAction::Redeploy => match terraform {
+                Some(TerraformDeployAction::ForceUnlock) => Self::TerraformForceUnlock,
+                Some(TerraformDeployAction::MigrateState) => Self::TerraformMigrateState,
+                Some(TerraformDeployAction::Plan) | None => Self::Deploy,
+            },
             DeploymentAction::Diff => Self::DeployDryRun,
             DeploymentAction::Restart => Self::Restart,
             DeploymentAction::Stop => Self::Stop,
@@ -254,16 +289,26 @@ pub fn action_status(r: &DeploymentRequest) -> ServiceActionStatus {
     }
 }
 
-fn details(shown: Option<&DeploymentRequest>) -> StatusDetails {
-    let (action, status) = match shown {
-        None => (ServiceAction::Deploy, ServiceActionStatus::Never),
-        Some(r) => (service_action(r.action), action_status(r)),
-    };
-    StatusDetails {
-        action,
-        status,
-        sub_action: ServiceSubAction::None,
+impl StatusDetails {
+    /// A request's.
+    pub fn of(r: &DeploymentRequest) -> Self {
+        StatusDetails {
+            action: service_action(r.action),
+            status: action_status(r),
+            sub_action: ServiceSubAction::of_request(r),
+        }
     }
+
+    /// Before any deployment.
+    pub const NEVER: StatusDetails = StatusDetails {
+        action: ServiceAction::Deploy,
+        status: ServiceActionStatus::Never,
+        sub_action: ServiceSubAction::None,
+    };
+}
+
+fn details(shown: Option<&DeploymentRequest>) -> StatusDetails {
+    shown.map_or(StatusDetails::NEVER, StatusDetails::of)
 }
 
 /// The request a service's status describes (its `state`, `status_details` and
@@ -343,6 +388,8 @@ pub struct BatchSummary {
     pub requested_by: String,
     pub origin: super::Origin,
     pub action: DeploymentAction,
+    /// The first request's terraform action, when it asked for one.
+    pub terraform_action: Option<TerraformDeployAction>,
 }
 
 impl BatchSummary {
@@ -414,7 +461,7 @@ pub fn batch_summary(requests: &[&DeploymentRequest]) -> Option<BatchSummary> {
         details: StatusDetails {
             action: service_action(action),
             status,
-            sub_action: ServiceSubAction::None,
+            sub_action: ServiceSubAction::of_request(first),
         },
         created_at: first.created_at,
         finished_at: if pending {
@@ -425,6 +472,7 @@ pub fn batch_summary(requests: &[&DeploymentRequest]) -> Option<BatchSummary> {
         requested_by: first.requested_by.clone(),
         origin: first.origin,
         action,
+        terraform_action: first.snapshot.terraform_action,
     })
 }
 

@@ -194,7 +194,10 @@ impl Capstan {
             .collect();
         let changes = drafts
             .iter()
-            .map(|d| (EventType::queued(d.action), d.service.audit_target()))
+            .map(|d| {
+                let event = EventType::queued(d.action, d.target.terraform_action);
+                (event, d.service.audit_target())
+            })
             .collect();
         self.audit_all(tx, p, changes).await?;
         let now = self.now();

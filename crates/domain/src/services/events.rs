@@ -381,7 +381,7 @@ fn deployment_event_in(
         organization_id: r.organization_id,
         position: None,
         created_at: event_time(now),
-        event_type: EventType::of_outcome(r.action, r.status),
+        event_type: EventType::of_outcome(r.action, r.snapshot.terraform_action, r.status),
         target_type: TargetType::of_service(kind),
         target_id: Some(r.service_id.0),
         target_name: r.snapshot.name.clone(),

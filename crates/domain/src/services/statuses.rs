@@ -118,14 +118,7 @@ pub(super) fn batch_status(
         deployment_request_id: summary.as_ref().map(|b| b.id),
         total_deployment_duration_in_seconds: summary.as_ref().and_then(|b| b.duration_sec()),
         service_deployment_status: deployment_status,
-        status_details: summary.map_or(
-            StatusDetails {
-                action: ServiceAction::Deploy,
-                status: ServiceActionStatus::Never,
-                sub_action: ServiceSubAction::None,
-            },
-            |b| b.details,
-        ),
+        status_details: summary.map_or(StatusDetails::NEVER, |b| b.details),
         is_part_last_deployment: true,
         deployment_requests_count: env.pending.len() as u64,
     }
