@@ -1,7 +1,9 @@
 //! The built binary with the Docker engine running databases, on SQLite and PostgreSQL: a
 //! PostgreSQL image made from the host's packages (no registry is reachable here), its data
 //! kept on its volume across redeploys, restarts and stops, an application built from git
-//! beside it connecting with its connection variables, and the volume gone with the database.
+//! beside it connecting with its connection variables, and the volume gone with the database;
+//! the same for Redis, from the host's Redis package, its backup restored into the running
+//! server.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod git_http;
@@ -232,6 +234,198 @@ async fn postgres_a_database_keeps_its_data_and_its_applications_reach_it() {
         return;
     };
     a_database_keeps_its_data_and_its_applications_reach_it(Some(&url)).await;
+}
+
+/// Runs redis-cli in the database's container, signed in with its password.
+fn redis(container: &str, password: &str, args: &[&str]) -> String {
+    let mut all = vec![
+        "exec",
+        "-e",
+        &*format!("REDISCLI_AUTH={password}"),
+        container,
+        "redis-cli",
+    ]
+    .into_iter()
+    .map(str::to_string)
+    .collect::<Vec<_>>();
+    all.extend(args.iter().map(|a| a.to_string()));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    docker(&all).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// Waits until the backup's listing shows it ended; its state.
+async fn backup_ended(client: &Client, db: &str) -> serde_json::Value {
+    let started = std::time::Instant::now();
+    loop {
+        let listed = client.get(&format!("/database/{db}/backup")).await;
+        if listed["results"][0]["status"]["state"] != "DEPLOYING" {
+            return listed;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{listed}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn a_redis_database_keeps_its_data_and_its_applications_reach_it(database: Option<&str>) {
+    let (image, version) = redis_image();
+    let backups = TempDir::new();
+    let backup_dir = backups.0.display().to_string();
+    let case = Case::start(
+        database,
+        &[
+            ("CAPSTAN_BACKUP_DIR", &backup_dir),
+            (
+                "CAPSTAN_DOCKER_DATABASE_IMAGES",
+                "REDIS=capstan-test/redis:{version}",
+            ),
+            ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
+        ],
+    )
+    .await;
+    let (client, env) = (&case.client, &case.env);
+    let db = client
+        .create(
+            &format!("/environment/{env}/database"),
+            json!({"name": "cache", "type": "REDIS", "version": version,
+                   "mode": "CONTAINER", "accessibility": "PRIVATE"}),
+        )
+        .await;
+    act(client, &db, "deploy", "DEPLOYED").await;
+    let credentials = client
+        .get(&format!("/database/{db}/masterCredentials"))
+        .await;
+    let password = credentials["password"].as_str().unwrap().to_string();
+    assert_eq!(credentials["port"], 6379);
+    let container = container_of(&db);
+    let seen = docker(&["inspect", "--format", "{{.Config.Image}}", &container]).unwrap();
+    assert_eq!(seen, image);
+    let shown = docker(&["inspect", &container]).unwrap();
+    assert!(
+        !shown.contains(&password),
+        "the password is not in the container's command or environment"
+    );
+    assert_eq!(redis(&container, &password, &["SET", "note", "kept"]), "OK");
+    let refused = docker(&["exec", &container, "redis-cli", "GET", "note"]).unwrap_or_default();
+    assert!(refused.contains("NOAUTH"), "a password is asked: {refused}");
+
+    // The data lives on its volume: through a redeploy, a restart, a stop and a deploy.
+    for (action, want) in [
+        ("redeploy", "DEPLOYED"),
+        ("restart-service", "RESTARTED"),
+        ("stop", "STOPPED"),
+        ("deploy", "DEPLOYED"),
+    ] {
+        act(client, &db, action, want).await;
+        if want != "STOPPED" {
+            let got = redis(&container_of(&db), &password, &["GET", "note"]);
+            assert_eq!(got, "kept", "after {action}");
+        }
+    }
+
+    // A backup (the server's RDB, by redis-cli --rdb), the data changed, the backup restored:
+    // the restored data is the server's, and what it keeps after a restart.
+    let taken = post(
+        client,
+        &format!("/database/{db}/backup"),
+        json!({"name": "before"}),
+    )
+    .await;
+    let backup = taken["id"].as_str().unwrap().to_string();
+    let listed = backup_ended(client, &db).await;
+    assert_eq!(
+        listed["results"][0]["status"]["state"], "DEPLOYED",
+        "{listed}"
+    );
+    let file = backups.0.join(format!("{}.dump", backup.replace('-', "")));
+    assert!(
+        std::fs::read(&file).unwrap().starts_with(b"REDIS"),
+        "an RDB file"
+    );
+    let container = container_of(&db);
+    redis(&container, &password, &["SET", "note", "changed"]);
+    redis(&container, &password, &["SET", "added", "after the backup"]);
+    let (status, answer) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/database/{db}/backup/{backup}/restore"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 204, "{answer}");
+    assert_eq!(redis(&container, &password, &["GET", "note"]), "kept");
+    assert_eq!(redis(&container, &password, &["EXISTS", "added"]), "0");
+    act(client, &db, "restart-service", "RESTARTED").await;
+    assert_eq!(
+        redis(&container_of(&db), &password, &["GET", "note"]),
+        "kept",
+        "the restore outlives a restart"
+    );
+
+    // An application beside it reads the key with the connection variables it was given.
+    let root = TempDir::new();
+    let server = GitServer::start(&root.0, None);
+    let repo = Repository::create(&server, "team/reader");
+    let commit = repo.commit(
+        "reader",
+        &[(
+            "Dockerfile",
+            &format!(
+                "FROM {image}\n\
+                 ENTRYPOINT []\n\
+                 CMD [\"sh\", \"-c\", \"HOST=$(env | sed -n 's/^CAPSTAN_REDIS_Z.*_HOST=//p'); \
+                 PORT=$(env | sed -n 's/^CAPSTAN_REDIS_Z.*_PORT=//p'); \
+                 export REDISCLI_AUTH=$(env | sed -n 's/^CAPSTAN_REDIS_Z.*_PASSWORD=//p'); \
+                 while true; do echo read $(redis-cli -h $HOST -p $PORT GET note); sleep 2; done\"]\n"
+            ),
+        )],
+    );
+    let reader = client
+        .create(
+            &format!("/environment/{env}/application"),
+            json!({"name": "reader", "git_repository": {"url": server.url("team/reader"),
+                   "branch": "main"}}),
+        )
+        .await;
+    post(
+        client,
+        &format!("/application/{reader}/deploy"),
+        json!({"git_commit_id": commit}),
+    )
+    .await;
+    settled_in(client, "application", &reader, "DEPLOYED").await;
+    let printed = output_of(client, "application", &reader, "read kept").await;
+    assert!(!printed.contains(&password), "{printed}");
+    let log = deployment_log(client, env).await;
+    assert!(!log.contains(&password), "the password is in no log");
+    assert!(
+        !case.own_log().contains(&password),
+        "the password is not in Capstan's own log"
+    );
+    let _ = docker(&[
+        "rmi",
+        "-f",
+        &format!("capstan-build/{}:{commit}", reader.replace('-', "")),
+    ]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_redis_database_keeps_its_data_and_its_applications_reach_it() {
+    if !docker_ready() {
+        return;
+    }
+    a_redis_database_keeps_its_data_and_its_applications_reach_it(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_redis_database_keeps_its_data_and_its_applications_reach_it() {
+    if !docker_ready() {
+        return;
+    }
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
+        return;
+    };
+    a_redis_database_keeps_its_data_and_its_applications_reach_it(Some(&url)).await;
 }
 
 /// A MANAGED database is refused by the Docker engine, saying why.

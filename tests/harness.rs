@@ -527,6 +527,28 @@ pub fn terraform_image() -> String {
     image
 }
 
+/// Makes `image` with the script `tests/images/<script>` (given a work directory, then `args`
+/// and the image's name), unless the daemon has it already.
+fn image_made_by(script: &str, args: &[&str], image: &str) {
+    if docker(&["image", "inspect", image]).is_ok() {
+        return;
+    }
+    let dir = TempDir::new();
+    let path = format!("{}/../../tests/images/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("sh")
+        .arg(path)
+        .arg(&dir.0)
+        .args(args)
+        .arg(image)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "could not make {image}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The PostgreSQL image the database tests run, made once per machine from the host's
 /// PostgreSQL packages (tests/images/postgres.sh); (image, version).
 pub fn postgres_image() -> (String, String) {
@@ -536,25 +558,25 @@ pub fn postgres_image() -> (String, String) {
         .max()
         .expect("a PostgreSQL version is installed");
     let image = format!("capstan-test/postgres:{version}");
-    if docker(&["image", "inspect", &image]).is_err() {
-        let dir = TempDir::new();
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../tests/images/postgres.sh"
-        );
-        let out = Command::new("sh")
-            .arg(script)
-            .arg(&dir.0)
-            .arg(&version)
-            .arg(&image)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "could not make {image}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    image_made_by("postgres.sh", &[&version], &image);
+    (image, version)
+}
+
+/// The Redis image the database tests run, made once per machine from the host's Redis package
+/// (tests/images/redis.sh); (image, version: major.minor).
+pub fn redis_image() -> (String, String) {
+    let said = Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .expect("Redis's package is installed");
+    let text = String::from_utf8_lossy(&said.stdout).to_string();
+    let full = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("v="))
+        .expect("redis-server says its version");
+    let version = full.splitn(3, '.').take(2).collect::<Vec<_>>().join(".");
+    let image = format!("capstan-test/redis:{version}");
+    image_made_by("redis.sh", &[], &image);
     (image, version)
 }
 

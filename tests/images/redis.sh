@@ -13,7 +13,7 @@ for f in "$R"/usr/bin/*; do
   done
 done
 cp /bin/busybox "$R/bin/busybox"
-for t in sh cat echo ls rm; do ln -sf busybox "$R/bin/$t"; done
+for t in sh cat echo ls rm mv sed env sleep; do ln -sf busybox "$R/bin/$t"; done
 printf 'root:x:0:0::/root:/bin/sh\nredis:x:999:999::/data:/bin/sh\n' > "$R/etc/passwd"
 printf 'root:x:0:\nredis:x:999:\n' > "$R/etc/group"
 printf '#!/bin/sh\nset -e\nexec "$@"\n' > "$R/usr/local/bin/docker-entrypoint.sh"

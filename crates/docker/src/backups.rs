@@ -1,6 +1,6 @@
 //! Database backups on Docker: the type's own dump tool run inside the database's container,
 //! its output kept as a file of Capstan's backup directory (readable by Capstan's user only),
-//! and loaded back with the type's client.
+//! and loaded back by the type's restore steps.
 
 use crate::db_recipe::{self, Recipe};
 use crate::engine::{said, DockerEngine};
@@ -142,33 +142,27 @@ impl DockerEngine {
     ) -> Result<(), String> {
         let path = self.backup_path(file)?;
         let (id, recipe) = self.running_database(database, inputs).await?;
-        let Some(restore) = &recipe.restore else {
-            return Err(
-                "this type's dump is loaded by a server starting on it, which Capstan does not do \
-                 yet (docs/engine.md says how to do it by hand)"
-                    .into(),
-            );
-        };
         let bytes = std::fs::read(&path).map_err(|e| format!("could not read the backup: {e}"))?;
-        let ran = exec::run(
-            &self.docker,
-            &id,
-            restore,
-            &recipe.exec_env,
-            Some(bytes),
-            BACKUP_TIMEOUT,
-        )
-        .await?;
-        if ran.succeeded() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{} exited with code {}: {}",
-                restore.first().map_or("the restore", String::as_str),
-                ran.code,
-                ran.complaint()
-            ))
+        for step in &recipe.restore {
+            let ran = exec::run(
+                &self.docker,
+                &id,
+                &step.cmd,
+                &recipe.exec_env,
+                step.takes_dump.then(|| bytes.clone()),
+                BACKUP_TIMEOUT,
+            )
+            .await?;
+            if !ran.succeeded() {
+                return Err(format!(
+                    "{} exited with code {}: {}",
+                    step.cmd.first().map_or("the restore", String::as_str),
+                    ran.code,
+                    ran.complaint()
+                ));
+            }
         }
+        Ok(())
     }
 
     pub(crate) fn drop_backup(&self, file: &str) -> Result<(), String> {

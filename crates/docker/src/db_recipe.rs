@@ -147,8 +147,32 @@ pub struct Recipe {
     pub dump: Vec<String>,
     /// The file in the container `dump` writes, when not standard output.
     pub dump_file: Option<&'static str>,
-    /// Loads a dump from standard input; none: the type's dumps are not restored this way.
-    pub restore: Option<Vec<String>>,
+    /// Loads a dump: each step in turn, the dump on the standard input of those that take it.
+    pub restore: Vec<RestoreStep>,
+}
+
+/// One command of a restore.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestoreStep {
+    pub cmd: Vec<String>,
+    /// Whether the dump is its standard input.
+    pub takes_dump: bool,
+}
+
+impl RestoreStep {
+    fn loading(cmd: Vec<String>) -> Self {
+        RestoreStep {
+            cmd,
+            takes_dump: true,
+        }
+    }
+
+    fn then(cmd: Vec<String>) -> Self {
+        RestoreStep {
+            cmd,
+            takes_dump: false,
+        }
+    }
 }
 
 const REDIS_CONF: &str = "/usr/local/etc/redis/capstan.conf";
@@ -184,10 +208,10 @@ pub fn recipe(kind: DatabaseType, connection: &DatabaseConnection, password: &st
                 health: client("pg_isready", &[]),
                 dump: client("pg_dump", &["--clean", "--if-exists", database]),
                 dump_file: None,
-                restore: Some(client(
+                restore: vec![RestoreStep::loading(client(
                     "psql",
                     &["-v", "ON_ERROR_STOP=1", "-q", "-d", database],
-                )),
+                ))],
             }
         }
         DatabaseType::Mysql => {
@@ -215,7 +239,7 @@ pub fn recipe(kind: DatabaseType, connection: &DatabaseConnection, password: &st
                 health: client("mysqladmin", &["ping"]),
                 dump: client("mysqldump", &["--all-databases", "--single-transaction"]),
                 dump_file: None,
-                restore: Some(client("mysql", &[])),
+                restore: vec![RestoreStep::loading(client("mysql", &[]))],
             }
         }
         DatabaseType::Mongodb => {
@@ -259,35 +283,49 @@ pub fn recipe(kind: DatabaseType, connection: &DatabaseConnection, password: &st
                 ]),
                 dump,
                 dump_file: None,
-                restore: Some(restore),
+                restore: vec![RestoreStep::loading(restore)],
             }
         }
-        DatabaseType::Redis => Recipe {
-            env: Vec::new(),
-            // The password is in a file, not on the command line Docker shows to whoever
-            // inspects the container.
-            cmd: Some(words(&["redis-server", REDIS_CONF])),
-            files: vec![PlannedFile {
-                path: REDIS_CONF.into(),
-                content: format!("requirepass {password}\nappendonly yes\nport {port}\n")
+        DatabaseType::Redis => {
+            let cli = |rest: &[&str]| {
+                let mut cmd = words(&["redis-cli", "-h", "127.0.0.1", "-p", &port]);
+                cmd.extend(words(rest));
+                cmd
+            };
+            Recipe {
+                env: Vec::new(),
+                // The password is in a file, not on the command line Docker shows to whoever
+                // inspects the container. DEBUG, from inside the container only, is what
+                // loads a dump into the running server.
+                cmd: Some(words(&["redis-server", REDIS_CONF])),
+                files: vec![PlannedFile {
+                    path: REDIS_CONF.into(),
+                    content: format!(
+                        "requirepass {password}\nappendonly yes\nport {port}\ndir /data\n\
+                         enable-debug-command local\n"
+                    )
                     .into_bytes(),
-            }],
-            data_dir: "/data",
-            exec_env: vec![format!("REDISCLI_AUTH={password}")],
-            health: words(&["redis-cli", "-h", "127.0.0.1", "-p", &port, "ping"]),
-            dump: words(&[
-                "redis-cli",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "--rdb",
-                "/tmp/capstan-backup.rdb",
-            ]),
-            dump_file: Some("/tmp/capstan-backup.rdb"),
-            // A Redis dump is loaded by a server starting on it, not by a client.
-            restore: None,
-        },
+                }],
+                data_dir: "/data",
+                exec_env: vec![format!("REDISCLI_AUTH={password}")],
+                health: cli(&["ping"]),
+                dump: cli(&["--rdb", "/tmp/capstan-backup.rdb"]),
+                dump_file: Some("/tmp/capstan-backup.rdb"),
+                // The dump becomes the server's RDB file, the server reloads its data from it
+                // (without saving first, which would overwrite it), then rewrites its
+                // append-only file from what it now holds: that file, not the RDB, is what
+                // the next start reads.
+                restore: vec![
+                    RestoreStep::loading(words(&[
+                        "sh",
+                        "-c",
+                        "cat > /data/capstan-restore.rdb && mv /data/capstan-restore.rdb /data/dump.rdb",
+                    ])),
+                    RestoreStep::then(cli(&["DEBUG", "RELOAD", "NOSAVE"])),
+                    RestoreStep::then(cli(&["BGREWRITEAOF"])),
+                ],
+            }
+        }
     }
 }
 
@@ -328,12 +366,14 @@ mod tests {
         assert!(pg.env.contains(&"POSTGRES_PASSWORD=pw123".to_string()));
         assert!(pg.env.contains(&"POSTGRES_USER=superuser".to_string()));
         assert_eq!(pg.data_dir, "/var/lib/postgresql/data");
-        for cmd in [&pg.health, &pg.dump, pg.restore.as_ref().unwrap()] {
+        for cmd in [&pg.health, &pg.dump, &pg.restore[0].cmd] {
             assert!(!cmd.iter().any(|w| w.contains("pw123")), "{cmd:?}");
         }
         assert_eq!(pg.exec_env, ["PGPASSWORD=pw123"]);
         let redis = recipe(DatabaseType::Redis, &connection, "pw123");
-        assert!(redis.restore.is_none());
+        for step in &redis.restore {
+            assert!(!step.cmd.iter().any(|w| w.contains("pw123")), "{step:?}");
+        }
         assert!(!redis.health.iter().any(|w| w.contains("pw123")));
         let command = redis.cmd.unwrap().join(" ");
         assert!(!command.contains("pw123"), "{command}");
