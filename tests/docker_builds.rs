@@ -356,6 +356,49 @@ async fn clones_follow_the_outbound_policy_and_take_the_git_token() {
     assert!(!log.contains(TOKEN), "the token is in no log");
     assert!(!open.own_log().contains(TOKEN), "nor in Capstan's own");
     let _ = docker(&["rmi", "-f", &image_of(&with, &commit)]);
+
+    // Each provider's token goes under the user name that provider takes it with (HOSTA's is
+    // above): read through the API, a branch's commits.
+    let hosted = TempDir::new();
+    let providers = GitServer::start_for(
+        &hosted.0,
+        &[("oauth2", "hostb-s3cret"), ("x-token-auth", "hostc-s3cret")],
+    );
+    let repo = Repository::create(&providers, "team/hosted");
+    let commit = repo.commit("one", &[("README", "hosted")]);
+    for (provider, value, readable) in [
+        ("HOSTB", "hostb-s3cret", true),
+        ("HOSTC", "hostc-s3cret", true),
+        ("HOSTA", "hostb-s3cret", false),
+    ] {
+        let token: Value = post(
+            client,
+            &format!("/organization/{org}/gitToken"),
+            json!({"name": format!("{provider}-{readable}"), "type": provider, "token": value}),
+        )
+        .await;
+        let app = client
+            .create(
+                &format!("/environment/{env}/application"),
+                json!({"name": format!("on-{provider}"), "git_repository": {
+                    "url": providers.url("team/hosted"), "branch": "main",
+                    "git_token_id": token["id"]}}),
+            )
+            .await;
+        let (status, commits) = client
+            .call(
+                reqwest::Method::GET,
+                &format!("/application/{app}/commit"),
+                None,
+            )
+            .await;
+        if readable {
+            assert_eq!(status, 200, "{provider}: {commits}");
+            assert_eq!(commits["results"][0]["git_commit_id"], commit, "{commits}");
+        } else {
+            assert_ne!(status, 200, "under another provider's user name: {commits}");
+        }
+    }
 }
 
 /// What the API reads of a repository: a Dockerfile's ARGs and base images, files, the

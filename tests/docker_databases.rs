@@ -3,7 +3,7 @@
 //! kept on its volume across redeploys, restarts and stops, an application built from git
 //! beside it connecting with its connection variables, and the volume gone with the database;
 //! the same for Redis, from the host's Redis package, its backup restored into the running
-//! server.
+//! server; and MySQL, from the host's MariaDB packages.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod git_http;
@@ -109,15 +109,7 @@ async fn a_database_keeps_its_data_and_its_applications_reach_it(database: Optio
     )
     .await;
     let backup = taken["id"].as_str().unwrap().to_string();
-    let started = std::time::Instant::now();
-    let listed = loop {
-        let listed = client.get(&format!("/database/{db}/backup")).await;
-        if listed["results"][0]["status"]["state"] != "DEPLOYING" {
-            break listed;
-        }
-        assert!(started.elapsed() < Duration::from_secs(60), "{listed}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let listed = backup_ended(client, &db).await;
     assert_eq!(
         listed["results"][0]["status"]["state"], "DEPLOYED",
         "{listed}"
@@ -426,6 +418,142 @@ async fn postgres_a_redis_database_keeps_its_data_and_its_applications_reach_it(
         return;
     };
     a_redis_database_keeps_its_data_and_its_applications_reach_it(Some(&url)).await;
+}
+
+/// Runs SQL in a MySQL database's container, signed in with its master credentials.
+fn mysql(container: &str, password: &str, statement: &str) -> String {
+    docker(&[
+        "exec",
+        "-e",
+        &format!("MYSQL_PWD={password}"),
+        container,
+        "mysql",
+        "-h",
+        "127.0.0.1",
+        "-u",
+        "superuser",
+        "-N",
+        "-B",
+        "-e",
+        statement,
+    ])
+    .unwrap_or_else(|e| panic!("{statement}: {e}"))
+}
+
+async fn a_mysql_database_keeps_its_data_and_restores_a_backup(database: Option<&str>) {
+    let (image, version) = mysql_image();
+    let backups = TempDir::new();
+    let backup_dir = backups.0.display().to_string();
+    let case = Case::start(
+        database,
+        &[
+            ("CAPSTAN_BACKUP_DIR", &backup_dir),
+            (
+                "CAPSTAN_DOCKER_DATABASE_IMAGES",
+                "MYSQL=capstan-test/mysql:{version}",
+            ),
+        ],
+    )
+    .await;
+    let (client, env) = (&case.client, &case.env);
+    let db = client
+        .create(
+            &format!("/environment/{env}/database"),
+            json!({"name": "orders", "type": "MYSQL", "version": version,
+                   "mode": "CONTAINER", "accessibility": "PRIVATE"}),
+        )
+        .await;
+    act(client, &db, "deploy", "DEPLOYED").await;
+    let credentials = client
+        .get(&format!("/database/{db}/masterCredentials"))
+        .await;
+    let password = credentials["password"].as_str().unwrap().to_string();
+    assert_eq!(credentials["login"], "superuser");
+    assert_eq!(credentials["port"], 3306);
+    let container = container_of(&db);
+    let seen = docker(&["inspect", "--format", "{{.Config.Image}}", &container]).unwrap();
+    assert_eq!(seen, image);
+    mysql(
+        &container,
+        &password,
+        "create database shop; create table shop.orders(t text); \
+         insert into shop.orders values ('kept across deploys')",
+    );
+
+    for (action, want) in [
+        ("redeploy", "DEPLOYED"),
+        ("restart-service", "RESTARTED"),
+        ("stop", "STOPPED"),
+        ("deploy", "DEPLOYED"),
+    ] {
+        act(client, &db, action, want).await;
+        if want != "STOPPED" {
+            let rows = mysql(&container_of(&db), &password, "select t from shop.orders");
+            assert_eq!(rows, "kept across deploys", "after {action}");
+        }
+    }
+
+    // A backup by mysqldump, the data changed, the backup restored by the mysql client.
+    let taken = post(
+        client,
+        &format!("/database/{db}/backup"),
+        json!({"name": "before"}),
+    )
+    .await;
+    let backup = taken["id"].as_str().unwrap().to_string();
+    let listed = backup_ended(client, &db).await;
+    assert_eq!(
+        listed["results"][0]["status"]["state"], "DEPLOYED",
+        "{listed}"
+    );
+    let file = backups.0.join(format!("{}.dump", backup.replace('-', "")));
+    let dump = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        dump.contains("kept across deploys"),
+        "the dump holds the rows"
+    );
+    let container = container_of(&db);
+    mysql(
+        &container,
+        &password,
+        "delete from shop.orders; insert into shop.orders values ('changed')",
+    );
+    let (status, answer) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/database/{db}/backup/{backup}/restore"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 204, "{answer}");
+    assert_eq!(
+        mysql(&container, &password, "select t from shop.orders"),
+        "kept across deploys",
+        "restored"
+    );
+    let log = deployment_log(client, env).await;
+    assert!(!log.contains(&password), "the password is in no log");
+    assert!(!case.own_log().contains(&password));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_mysql_database_keeps_its_data_and_restores_a_backup() {
+    if !docker_ready() {
+        return;
+    }
+    a_mysql_database_keeps_its_data_and_restores_a_backup(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_mysql_database_keeps_its_data_and_restores_a_backup() {
+    if !docker_ready() {
+        return;
+    }
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
+        return;
+    };
+    a_mysql_database_keeps_its_data_and_restores_a_backup(Some(&url)).await;
 }
 
 /// A MANAGED database is refused by the Docker engine, saying why.

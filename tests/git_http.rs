@@ -18,16 +18,32 @@ impl GitServer {
     /// Serves `root`; with `token`, a request must carry it as HTTP Basic's password (as a
     /// provider takes a token), else it is answered 401.
     pub fn start(root: &Path, token: Option<&str>) -> GitServer {
+        let users = token
+            .map(|t| vec![(None, t.to_string())])
+            .unwrap_or_default();
+        Self::serve(root, users)
+    }
+
+    /// Serves `root` to requests carrying one of these HTTP Basic (user, password) pairs.
+    pub fn start_for(root: &Path, users: &[(&str, &str)]) -> GitServer {
+        let users = users
+            .iter()
+            .map(|(u, p)| (Some(u.to_string()), p.to_string()))
+            .collect();
+        Self::serve(root, users)
+    }
+
+    /// `users`: the (user, when one is required; password) pairs let in; none: all are.
+    fn serve(root: &Path, users: Vec<(Option<String>, String)>) -> GitServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let root = root.to_path_buf();
         let served = root.clone();
-        let token = token.map(str::to_string);
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (root, token) = (served.clone(), token.clone());
+                let (root, users) = (served.clone(), users.clone());
                 std::thread::spawn(move || {
-                    let _ = answer(stream, &root, token.as_deref());
+                    let _ = answer(stream, &root, &users);
                 });
             }
         });
@@ -39,18 +55,23 @@ impl GitServer {
     }
 }
 
-/// The password an `Authorization: Basic` header carries.
-fn basic_password(header: &str) -> Option<String> {
+/// The (user, password) an `Authorization: Basic` header carries.
+fn basic_credentials(header: &str) -> Option<(String, String)> {
     use base64::Engine as _;
     let encoded = header.strip_prefix("Basic ")?.trim();
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(encoded)
         .ok()?;
     let pair = String::from_utf8(decoded).ok()?;
-    pair.split_once(':').map(|(_, p)| p.to_string())
+    pair.split_once(':')
+        .map(|(u, p)| (u.to_string(), p.to_string()))
 }
 
-fn answer(stream: TcpStream, root: &Path, token: Option<&str>) -> std::io::Result<()> {
+fn answer(
+    stream: TcpStream,
+    root: &Path,
+    users: &[(Option<String>, String)],
+) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut request_line = String::new();
     reader.read_line(&mut request_line)?;
@@ -76,9 +97,14 @@ fn answer(stream: TcpStream, root: &Path, token: Option<&str>) -> std::io::Resul
             .map(|(_, v)| v.clone())
     };
     let mut out = stream;
-    if let Some(token) = token {
-        let given = header("authorization").and_then(|h| basic_password(&h));
-        if given.as_deref() != Some(token) {
+    if !users.is_empty() {
+        let given = header("authorization").and_then(|h| basic_credentials(&h));
+        let let_in = given.is_some_and(|(user, password)| {
+            users
+                .iter()
+                .any(|(u, p)| *p == password && u.as_ref().is_none_or(|u| *u == user))
+        });
+        if !let_in {
             out.write_all(
                 b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\n\
                   Content-Length: 0\r\nConnection: close\r\n\r\n",

@@ -563,7 +563,7 @@ pub fn postgres_image() -> (String, String) {
 }
 
 /// The Redis image the database tests run, made once per machine from the host's Redis package
-/// (tests/images/redis.sh); (image, version: major.minor).
+/// (tests/images/redis.sh); (image, version: its major, as the public API lists them).
 pub fn redis_image() -> (String, String) {
     let said = Command::new("redis-server")
         .arg("--version")
@@ -574,9 +574,18 @@ pub fn redis_image() -> (String, String) {
         .split_whitespace()
         .find_map(|w| w.strip_prefix("v="))
         .expect("redis-server says its version");
-    let version = full.splitn(3, '.').take(2).collect::<Vec<_>>().join(".");
+    let version = full.split('.').next().unwrap_or(full).to_string();
     let image = format!("capstan-test/redis:{version}");
     image_made_by("redis.sh", &[], &image);
+    (image, version)
+}
+
+/// The MySQL image the database tests run, made once per machine from the host's MariaDB
+/// packages (tests/images/mysql.sh), under a version the public API lists; (image, version).
+pub fn mysql_image() -> (String, String) {
+    let version = "8.0".to_string();
+    let image = format!("capstan-test/mysql:{version}");
+    image_made_by("mysql.sh", &[], &image);
     (image, version)
 }
 
