@@ -6,7 +6,7 @@
 mod git_http;
 mod harness;
 
-use git_http::{GitServer, Repository};
+use git_http::{GitServer, Repository, TlsFront};
 use harness::*;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -518,4 +518,65 @@ async fn a_repository_and_an_image_are_read_through_the_api() {
             .contains("refused by the outbound policy"),
         "{answer}"
     );
+}
+
+/// A repository served over https, by a server whose certificate only CAPSTAN_GIT_CA_FILE
+/// vouches for: refused without it, read and built with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_repository_is_fetched_with_the_authority_given() {
+    if !docker_ready() {
+        return;
+    }
+    let root = TempDir::new();
+    let server = GitServer::start(&root.0, None);
+    let repo = Repository::create(&server, "team/secure");
+    let commit = repo.commit("one", &[("Dockerfile", &dockerfile("secure", ""))]);
+    let tls_dir = TempDir::new();
+    let front = TlsFront::start(&server, &tls_dir.0);
+    let body = json!({"name": "secure", "git_repository": {"url": front.url("team/secure"),
+                      "branch": "main"},
+                      "ports": [{"internal_port": 8080, "publicly_accessible": true}]});
+
+    let untrusting = Case::start(None, &[("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1")]).await;
+    let app = untrusting
+        .client
+        .create(
+            &format!("/environment/{}/application", untrusting.env),
+            body.clone(),
+        )
+        .await;
+    let (status, answer) = untrusting
+        .client
+        .call(
+            reqwest::Method::GET,
+            &format!("/application/{app}/commit"),
+            None,
+        )
+        .await;
+    assert_ne!(status, 200, "an unknown authority is not trusted: {answer}");
+    assert!(
+        answer.to_string().contains("CAPSTAN_GIT_CA_FILE"),
+        "the answer says which setting trusts it: {answer}"
+    );
+    drop(untrusting);
+
+    let ca = front.certificate.display().to_string();
+    let trusting = Case::start(
+        None,
+        &[
+            ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
+            ("CAPSTAN_GIT_CA_FILE", &ca),
+        ],
+    )
+    .await;
+    let (client, env) = (&trusting.client, &trusting.env);
+    let app = client
+        .create(&format!("/environment/{env}/application"), body)
+        .await;
+    let commits = client.get(&format!("/application/{app}/commit")).await;
+    assert_eq!(commits["results"][0]["git_commit_id"], commit, "{commits}");
+    deploy(client, &app, &commit).await;
+    settled_in(client, "application", &app, "DEPLOYED").await;
+    assert_eq!(fetch(host_port(&app), "/").await.trim(), "secure");
+    let _ = docker(&["rmi", "-f", &image_of(&app, &commit)]);
 }

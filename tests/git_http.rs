@@ -55,6 +55,77 @@ impl GitServer {
     }
 }
 
+/// A git server behind TLS: socat terminating https on 127.0.0.1 with a certificate of its own
+/// (made by openssl for 127.0.0.1), in front of a plain `GitServer`. Dropped, it stops.
+pub struct TlsFront {
+    pub port: u16,
+    /// The certificate (PEM) a client must trust.
+    pub certificate: PathBuf,
+    socat: std::process::Child,
+}
+
+impl TlsFront {
+    pub fn start(behind: &GitServer, dir: &Path) -> TlsFront {
+        let (key, certificate) = (dir.join("key.pem"), dir.join("cert.pem"));
+        let made = Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args([
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&certificate)
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(made.success(), "openssl made no certificate");
+        let port = {
+            let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap().port()
+        };
+        let socat = Command::new("socat")
+            .arg(format!(
+                "OPENSSL-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,verify=0,cert={},key={}",
+                certificate.display(),
+                key.display()
+            ))
+            .arg(format!("TCP:127.0.0.1:{}", behind.port))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("socat is installed");
+        let started = std::time::Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "socat does not listen"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        TlsFront {
+            port,
+            certificate,
+            socat,
+        }
+    }
+
+    pub fn url(&self, name: &str) -> String {
+        format!("https://127.0.0.1:{}/{name}.git", self.port)
+    }
+}
+
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        let _ = self.socat.kill();
+        let _ = self.socat.wait();
+    }
+}
+
 /// The (user, password) an `Authorization: Basic` header carries.
 fn basic_credentials(header: &str) -> Option<(String, String)> {
     use base64::Engine as _;

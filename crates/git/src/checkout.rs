@@ -18,11 +18,22 @@ pub struct GitCheckouts {
     policy: OutboundPolicy,
     /// How long one git command may take (a fetch of a large repository takes long).
     timeout: Duration,
+    /// The certificates git trusts for https, instead of the system's.
+    ca_file: Option<std::path::PathBuf>,
 }
 
 impl GitCheckouts {
     pub fn new(policy: OutboundPolicy, timeout: Duration) -> Self {
-        Self { policy, timeout }
+        Self {
+            policy,
+            timeout,
+            ca_file: None,
+        }
+    }
+
+    pub fn with_ca_file(mut self, ca_file: Option<std::path::PathBuf>) -> Self {
+        self.ca_file = ca_file;
+        self
     }
 
     /// The addresses `url` reaches, each permitted by the policy; `Err` names the host.
@@ -102,6 +113,12 @@ fn failure(stderr: &str) -> GitError {
         || lower.contains("unadvertised object")
     {
         GitError::NotFound
+    } else if lower.contains("certificate") {
+        GitError::Unreachable(
+            "its TLS certificate is not trusted (CAPSTAN_GIT_CA_FILE names the authorities \
+             Capstan trusts for git)"
+                .into(),
+        )
     } else if lower.contains("could not resolve host")
         || lower.contains("failed to connect")
         || lower.contains("connection refused")
@@ -176,6 +193,12 @@ impl GitCheckouts {
             ("init.defaultBranch".to_string(), "main".to_string()),
             ("advice.detachedHead".to_string(), "false".to_string()),
         ];
+        if let Some(ca) = &self.ca_file {
+            config.push((
+                "http.sslCAInfo".to_string(),
+                ca.to_string_lossy().to_string(),
+            ));
+        }
         if let Some(token) = &source.token {
             let pair = format!("{}:{}", token_user(source.provider), token.expose());
             let basic = base64::engine::general_purpose::STANDARD.encode(pair);
@@ -349,6 +372,12 @@ mod tests {
             failure("fatal: unable to access: Failed to connect to h port 443"),
             GitError::Unreachable(_)
         ));
+        match failure(
+            "fatal: unable to access 'https://h/r.git/': server certificate verification failed",
+        ) {
+            GitError::Unreachable(why) => assert!(why.contains("CAPSTAN_GIT_CA_FILE"), "{why}"),
+            other => panic!("{other:?}"),
+        }
         assert_eq!(
             failure("weird\nfatal: odd"),
             GitError::Unexpected("git said: weird; fatal: odd".into())

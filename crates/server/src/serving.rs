@@ -83,10 +83,10 @@ pub async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     Ok(Capstan::new(Arc::new(db), clock)
         .with_git(git)
         .with_terraform_versions(settings.terraform_versions.clone())
-        .with_checkouts(Arc::new(git::GitCheckouts::new(
-            settings.outbound.clone(),
-            GIT_READ_TIMEOUT,
-        )))
+        .with_checkouts(Arc::new(
+            git::GitCheckouts::new(settings.outbound.clone(), GIT_READ_TIMEOUT)
+                .with_ca_file(settings.git_ca_file.clone()),
+        ))
         .with_outbound(Outbound {
             sender: Arc::new(sender),
             retry: settings.webhooks.retry,
@@ -105,7 +105,8 @@ pub async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
 /// after loading the fixture `seed_file` if any.
 /// The Docker engine as the settings have it: pulls and clones through the outbound policy.
 fn docker_with_settings(docker: DockerEngine, settings: &Settings) -> DockerEngine {
-    let checkouts = git::GitCheckouts::new(settings.outbound.clone(), GIT_FETCH_TIMEOUT);
+    let checkouts = git::GitCheckouts::new(settings.outbound.clone(), GIT_FETCH_TIMEOUT)
+        .with_ca_file(settings.git_ca_file.clone());
     docker
         .with_policy(settings.outbound.clone())
         .with_builds(Arc::new(checkouts), settings.docker_images_kept)

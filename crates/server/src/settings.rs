@@ -118,6 +118,11 @@ pub struct RawSettings {
         global = true
     )]
     pub backup_dir: PathBuf,
+    /// The certificates (PEM) git trusts for https repositories, instead of the system's: a
+    /// self-hosted git server's private authority (add the system's bundle to reach public
+    /// hosts too).
+    #[arg(long, env = "CAPSTAN_GIT_CA_FILE", global = true)]
+    pub git_ca_file: Option<PathBuf>,
     /// Duration of each step of the simulated engine, in milliseconds.
     #[arg(
         long,
@@ -313,6 +318,7 @@ pub struct Settings {
     pub docker_database_images: docker::DatabaseImages,
     pub docker_keep_database_volumes: bool,
     pub backup_dir: PathBuf,
+    pub git_ca_file: Option<PathBuf>,
     pub docker_terraform_image: String,
     pub terraform_versions: Vec<(domain::model::TerraformEngine, String)>,
     pub jwt_issuer: Option<String>,
@@ -377,6 +383,7 @@ impl fmt::Debug for Settings {
                 &self.docker_keep_database_volumes,
             )
             .field("backup_dir", &self.backup_dir)
+            .field("git_ca_file", &self.git_ca_file)
             .field("docker_terraform_image", &self.docker_terraform_image)
             .field("terraform_versions", &self.terraform_versions)
             .field("jwt_issuer", &self.jwt_issuer)
@@ -693,6 +700,26 @@ impl RawSettings {
         } else {
             None
         };
+        let git_ca_file = match &self.git_ca_file {
+            None => None,
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    bad(
+                        "CAPSTAN_GIT_CA_FILE",
+                        "git-ca-file",
+                        format!("{} cannot be read: {e}", path.display()),
+                    )
+                })?;
+                if !text.contains("-----BEGIN CERTIFICATE-----") {
+                    return Err(bad(
+                        "CAPSTAN_GIT_CA_FILE",
+                        "git-ca-file",
+                        format!("{} holds no PEM certificate", path.display()),
+                    ));
+                }
+                Some(std::path::absolute(path).unwrap_or_else(|_| path.clone()))
+            }
+        };
         let manual_clock = match self.clock.trim().to_ascii_lowercase().as_str() {
             "system" | "" => false,
             "manual" => true,
@@ -761,6 +788,7 @@ impl RawSettings {
             docker_database_images,
             docker_keep_database_volumes,
             backup_dir: self.backup_dir.clone(),
+            git_ca_file,
             docker_terraform_image: self.docker_terraform_image.trim().to_string(),
             terraform_versions,
             jwt_issuer: self.jwt_issuer.clone(),
@@ -905,6 +933,14 @@ mod tests {
             (
                 vec!["--webhook-retry-for-secs=-1"],
                 "CAPSTAN_WEBHOOK_RETRY_FOR_SECS",
+            ),
+            (
+                vec!["--git-ca-file", "/nonexistent.pem"],
+                "CAPSTAN_GIT_CA_FILE",
+            ),
+            (
+                vec!["--git-ca-file", "/etc/hostname"],
+                "CAPSTAN_GIT_CA_FILE",
             ),
             (
                 vec!["--jwt-public-key-file", "/nonexistent.pem"],
