@@ -348,6 +348,13 @@ async fn a_state_migrates_to_its_backend_and_a_stale_lock_is_forced_open(databas
         state_of(&tf, &image).is_empty(),
         "the volume no longer holds a live state"
     );
+    let resources = client
+        .get(&format!("/terraform/{tf}/terraformResources"))
+        .await;
+    assert_eq!(
+        resources["results"][0]["address"], "data.terraform_remote_state.other",
+        "resources are read from the backend's state: {resources}"
+    );
     let history = client
         .get(&format!("/environment/{env}/deploymentHistoryV2"))
         .await;

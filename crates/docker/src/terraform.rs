@@ -13,9 +13,14 @@ use std::time::Duration;
 /// Where the files are in the runner, and where the state is kept.
 const WORKSPACE: &str = "/workspace";
 const STATE_DIR: &str = "/state";
+/// The state as the last run left it, wherever its backend keeps it (`state pull`), which
+/// `terraformResources` reads; before the first such run, the local state.
+const SNAPSHOT: &str = "/state/capstan-state.json";
+const LOCAL_STATE: &str = "/state/terraform.tfstate";
 
 /// The runner's script: the first of `tofu` or `terraform` on the path, a local backend on the
-/// state volume when the files name none, then the action. `$CAPSTAN_TF_VAR_FILES` are the var
+/// state volume when the files name none, then the action, then a copy of the state as it
+/// stands on the volume (for `terraformResources`, whatever the backend). `$CAPSTAN_TF_VAR_FILES` are the var
 /// files, `$CAPSTAN_TF_ARGS` the action's extra arguments.
 ///
 /// Terraform's data directory is on the volume: it records the backend last used, which is what
@@ -64,6 +69,13 @@ case "$CAPSTAN_TF_ACTION" in
     fi ;;
   migrate) ;;
 esac
+if [ "$CAPSTAN_TF_ACTION" != unlock ]; then
+  if "$TF" state pull > /state/.capstan-state.tmp 2>/dev/null && [ -s /state/.capstan-state.tmp ]; then
+    mv /state/.capstan-state.tmp /state/capstan-state.json
+  else
+    rm -f /state/.capstan-state.tmp /state/capstan-state.json
+  fi
+fi
 "#;
 
 /// What a run of a terraform service does, by its request.
@@ -166,8 +178,8 @@ fn workspace_files(dir: &Path) -> Result<Vec<PlannedFile>, String> {
 }
 
 impl DockerEngine {
-    /// The state file on a terraform service's volume, read through a container of its image
-    /// made (never started) to mount it; none when it never ran.
+    /// The state a terraform service's last run left (its copy on the volume), read through a
+    /// container of its image made (never started) to mount it; none when it never ran.
     pub(crate) async fn read_terraform_state(
         &self,
         service: &domain::model::Service,
@@ -221,8 +233,10 @@ impl DockerEngine {
             )
             .await
             .map_err(|e| crate::engine::said("could not read the state", e))?;
-        let read =
-            crate::backups::file_of(&self.docker, &created.id, "/state/terraform.tfstate").await;
+        let mut read = crate::backups::file_of(&self.docker, &created.id, SNAPSHOT).await;
+        if matches!(read, Err(None)) {
+            read = crate::backups::file_of(&self.docker, &created.id, LOCAL_STATE).await;
+        }
         self.remove_all(std::slice::from_ref(&created.id)).await;
         match read {
             Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).to_string())),
