@@ -556,9 +556,9 @@ async fn postgres_a_mysql_database_keeps_its_data_and_restores_a_backup() {
     a_mysql_database_keeps_its_data_and_restores_a_backup(Some(&url)).await;
 }
 
-/// A MANAGED database is refused by the Docker engine, saying why.
+/// A MANAGED database and a helm chart are refused by the Docker engine, saying why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_managed_database_is_refused_by_the_docker_engine() {
+async fn a_managed_database_and_a_helm_chart_are_refused_by_the_docker_engine() {
     if !docker_ready() {
         return;
     }
@@ -577,4 +577,22 @@ async fn a_managed_database_is_refused_by_the_docker_engine() {
     let reason = history["results"][0]["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("CONTAINER mode only"), "{history}");
     assert!(containers_of(&db).is_empty());
+
+    // So is a helm chart: it needs Kubernetes.
+    let chart = client
+        .create(
+            &format!("/environment/{env}/helm"),
+            json!({"name": "redis", "source": {"helm_repository": {"repository": "https://charts.example.com",
+                   "chart_name": "redis", "chart_version": "19.0.0"}},
+                   "arguments": [], "auto_deploy": false, "values_override": {}}),
+        )
+        .await;
+    post(client, &format!("/helm/{chart}/deploy"), json!({})).await;
+    settled_in(client, "helm", &chart, "DEPLOYMENT_ERROR").await;
+    let history = client
+        .get(&format!("/helm/{chart}/deploymentHistory"))
+        .await;
+    let reason = history["results"][0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("Kubernetes"), "{history}");
+    assert!(containers_of(&chart).is_empty());
 }
