@@ -92,15 +92,23 @@ async fn a_container_and_a_job_run_on_docker(database: Option<&str>) {
     }
     assert_eq!(fetch(port, "/config.txt").await.trim(), "answer = 42");
     // Its link answers: what Docker runs is observed and kept, for every instance to read.
+    // The link is the router's name for the port, the same across redeploys.
     let url = link_of(client, &web).await;
-    assert_eq!(url, format!("http://127.0.0.1:{port}"));
-    assert!(reqwest::get(format!("{url}/env.txt"))
+    assert!(
+        url.starts_with(&format!(
+            "http://p8080-z{}.localhost:",
+            web.replace('-', "")
+        )),
+        "{url}"
+    );
+    assert!(through_router(&url, "/env.txt")
         .await
-        .unwrap()
         .text()
         .await
         .unwrap()
         .contains("FROM_ENVIRONMENT=e-value"));
+    let unknown = url.replacen("p8080", "p9999", 1);
+    assert_eq!(through_router_once(&unknown, "/").await.status(), 404);
     let everything = client.get(&format!("/environment/{env}/link")).await;
     assert_eq!(everything["results"][0]["url"], json!(url), "{everything}");
     assert_eq!(everything["results"][0]["service_type"], "CONTAINER");
@@ -179,6 +187,8 @@ async fn a_container_and_a_job_run_on_docker(database: Option<&str>) {
         "a new container"
     );
     assert_eq!(host_port(&web), port, "the service keeps its host port");
+    assert_eq!(link_of(client, &web).await, url, "and its name");
+    assert_eq!(through_router(&url, "/env.txt").await.status(), 200);
     post(
         client,
         &format!("/container/{web}/restart-service"),
@@ -194,6 +204,12 @@ async fn a_container_and_a_job_run_on_docker(database: Option<&str>) {
         "{:?}",
         containers_of(&web)
     );
+    // Stopped, its name is still the router's, which says it does not run.
+    let started = std::time::Instant::now();
+    while through_router_once(&url, "/env.txt").await.status() != 503 {
+        assert!(started.elapsed() < Duration::from_secs(20), "still routed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     post(client, &format!("/container/{web}/deploy"), json!({})).await;
     settled_in(client, "container", &web, "DEPLOYED").await;
     assert_eq!(
@@ -391,13 +407,7 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
     case.crash();
 
     assert_eq!(
-        reqwest::get(&url)
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-            .trim(),
+        fetch(host_port(&web), "/").await.trim(),
         "alive",
         "the workload outlives Capstan"
     );
@@ -845,6 +855,20 @@ async fn replicas_a_stop_by_hand_and_an_oom_kill_are_seen() {
         2,
         "two replicas, each answering: {answers:?}"
     );
+    // The router balances requests for the service's name over both.
+    let url = link_of(client, &pair).await;
+    let mut balanced = std::collections::BTreeSet::new();
+    let started = std::time::Instant::now();
+    while balanced != answers {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the router sent every request to {balanced:?}"
+        );
+        let answer = through_router(&url, "/").await;
+        if answer.status() == 200 {
+            balanced.insert(answer.text().await.unwrap().trim().to_string());
+        }
+    }
 
     let header = format!("Token {}", client.token);
     let mut status = live(

@@ -589,8 +589,8 @@ pub fn mysql_image() -> (String, String) {
     (image, version)
 }
 
-/// A Docker test's world: the built binary serving with the Docker engine (and `extra`
-/// settings) on `database` (a SQLite file of its own when none), logging at debug level into
+/// A Docker test's world: the built binary serving with the Docker engine and its router on a
+/// port of its own (and `extra` settings) on `database` (a SQLite file of its own when none), logging at debug level into
 /// `log`, an organization's environment and a Docker Hub registry record. Dropped, even by a
 /// failing test, it stops the server and removes every container of the organization.
 pub struct Case {
@@ -612,11 +612,16 @@ impl Case {
             || format!("sqlite://{}", dir.0.join("data.db").display()),
             str::to_string,
         );
-        let settings: Vec<(String, String)> = [("CAPSTAN_ENGINE", "docker")]
-            .iter()
-            .chain(extra)
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        // The router keeps its port across a restart, as links name it.
+        let router = format!("127.0.0.1:{}", free_port());
+        let settings: Vec<(String, String)> = [
+            ("CAPSTAN_ENGINE", "docker"),
+            ("CAPSTAN_ROUTER_LISTEN", router.as_str()),
+        ]
+        .iter()
+        .chain(extra)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
         let log = dir.0.join("capstan.log");
         let server = Self::serve(&dir, &database, &log, &settings).await;
         let (client, env) = environment(&dir, &database, &server).await;
@@ -732,6 +737,33 @@ pub fn host_port(service: &str) -> u16 {
         "published on loopback: {first}"
     );
     first.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// GET `path` of a link the router serves (`http://NAME:PORT`): sent to 127.0.0.1 at its port,
+/// the name as the Host header (no resolver is asked for `*.localhost`).
+pub async fn through_router_once(link: &str, path: &str) -> reqwest::Response {
+    let rest = link.strip_prefix("http://").expect("an http link");
+    let (host, port) = rest.rsplit_once(':').expect("a link with its port");
+    reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}{path}"))
+        .header("host", host)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The same, once the router routes the name to a replica: it reads its routes every second,
+/// so a link (or a redeployed replica) can be out before it does.
+pub async fn through_router(link: &str, path: &str) -> reqwest::Response {
+    let started = Instant::now();
+    loop {
+        let answer = through_router_once(link, path).await;
+        let routed = ![404, 502, 503].contains(&answer.status().as_u16());
+        if routed || started.elapsed() > Duration::from_secs(10) {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 pub async fn fetch(port: u16, path: &str) -> String {

@@ -127,17 +127,13 @@ pub async fn report(
         let Ok(seen) = docker.inspect_container(&id, None).await else {
             continue;
         };
-        for e in endpoints_of(&seen, host) {
-            if !endpoints
-                .iter()
-                .any(|known| known.internal_port == e.internal_port)
-            {
-                endpoints.push(e);
-            }
-        }
+        // Every replica's, for the router to balance over (a link names the first).
+        endpoints.extend(endpoints_of(&seen, host));
         replicas.push(replica_of(&seen));
     }
     replicas.sort_by(|a, b| a.name.cmp(&b.name));
+    endpoints.sort_by_key(|e| (e.internal_port, e.port));
+    endpoints.dedup();
     Ok(RunningState {
         service_id: service,
         environment_id: environment,

@@ -322,6 +322,8 @@ pub trait RunningStates: Send {
     async fn put_running_state(&mut self, state: &RunningState) -> StoreResult<()>;
     /// What was seen of each of `services` that has been seen.
     async fn running_states(&mut self, services: &[ServiceId]) -> StoreResult<Vec<RunningState>>;
+    /// What was seen of every service (the router's routes).
+    async fn all_running_states(&mut self) -> StoreResult<Vec<RunningState>>;
 }
 
 /// The logs of deployment requests, as workers write them and clients read them.

@@ -120,7 +120,17 @@ async fn main() {
         .unwrap_or(5);
     let dir = TempDir::new();
     let database = format!("sqlite://{}", dir.0.join("bench.db").display());
-    let server = Server::start_with(&dir, &database, None, &[("CAPSTAN_ENGINE", "docker")]).await;
+    // The link is the published port's: this measures deployments, not the router.
+    let server = Server::start_with(
+        &dir,
+        &database,
+        None,
+        &[
+            ("CAPSTAN_ENGINE", "docker"),
+            ("CAPSTAN_ROUTER_LISTEN", "off"),
+        ],
+    )
+    .await;
     let (client, env) = environment(&dir, &database, &server).await;
     let org = hierarchy_org(&client).await;
     let registry = client

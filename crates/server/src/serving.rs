@@ -118,11 +118,15 @@ fn docker_with_settings(docker: DockerEngine, settings: &Settings) -> DockerEngi
         .with_terraform(settings.docker_terraform_image.clone())
 }
 
-/// The engine the settings ask for; the start-up log says which and why. An engine asked for
-/// by name that cannot start stops the start-up.
-async fn engine(settings: &Settings) -> anyhow::Result<Arc<dyn domain::engine::Engine>> {
+/// The engine the settings ask for, and whether it runs workloads (Docker) that a router can
+/// send requests to; the start-up log says which and why. An engine asked for by name that
+/// cannot start stops the start-up.
+async fn engine(settings: &Settings) -> anyhow::Result<(Arc<dyn domain::engine::Engine>, bool)> {
     let step = std::time::Duration::from_millis(settings.engine_step_ms);
-    let simulated = || Arc::new(SimulatedEngine::new(step)) as Arc<dyn domain::engine::Engine>;
+    let simulated = || {
+        let engine = Arc::new(SimulatedEngine::new(step)) as Arc<dyn domain::engine::Engine>;
+        (engine, false)
+    };
     let address = settings.docker_publish_address.to_string();
     match settings.engine {
         EngineChoice::Simulated => {
@@ -138,13 +142,13 @@ async fn engine(settings: &Settings) -> anyhow::Result<Arc<dyn domain::engine::E
                 .map_err(|e| anyhow::anyhow!("CAPSTAN_ENGINE=docker, but {e}"))?;
             let docker = docker_with_settings(docker, settings);
             tracing::info!(engine = "docker", daemon = %docker.describe().await, "deployments run on Docker (CAPSTAN_ENGINE=docker)");
-            Ok(Arc::new(docker))
+            Ok((Arc::new(docker), true))
         }
         EngineChoice::Auto => match DockerEngine::connect(address).await {
             Ok(docker) => {
                 let docker = docker_with_settings(docker, settings);
                 tracing::info!(engine = "docker", daemon = %docker.describe().await, "deployments run on Docker: a daemon answered (CAPSTAN_ENGINE=auto)");
-                Ok(Arc::new(docker))
+                Ok((Arc::new(docker), true))
             }
             Err(why) => {
                 tracing::info!(engine = "simulated", reason = %why, "deployments run on the simulated engine: no Docker daemon answered (CAPSTAN_ENGINE=auto)");
@@ -162,10 +166,17 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     domain::ids::seed_ids(settings.id_seed);
     let (clock, manual) = clock(&settings);
-    let engine = engine(&settings).await?;
-    let capstan = open(&settings, clock.clone())
+    let (engine, runs_workloads) = engine(&settings).await?;
+    let router = match settings.router_listen {
+        Some(at) if runs_workloads => Some(router_listener(at, &settings.router_domain).await?),
+        _ => None,
+    };
+    let mut capstan = open(&settings, clock.clone())
         .await?
         .with_engine(engine.clone());
+    if let Some((_, address)) = &router {
+        capstan = capstan.with_router(address.clone());
+    }
     if let Some(file) = seed_file {
         seed(&capstan, file).await?;
     }
@@ -216,6 +227,9 @@ pub async fn serve(
     }
     // Open event streams never end on their own: they are told when the server stops.
     let (stop_streams, stopping) = tokio::sync::watch::channel(false);
+    if let Some((listener, _)) = router {
+        serve_router(capstan.clone(), listener, stopping.clone());
+    }
     let app_state = app_state.with_stopping(stopping);
     let state = actix_web::web::Data::new(app_state);
     let server = actix_web::HttpServer::new(move || api::app(state.clone())).shutdown_timeout(20);
@@ -263,6 +277,57 @@ pub async fn serve(
     served?;
     tracing::info!("capstan stopped");
     Ok(())
+}
+
+/// The router's listener, and the address its links name (its port, when asked for 0).
+async fn router_listener(
+    at: std::net::SocketAddr,
+    domain: &str,
+) -> anyhow::Result<(tokio::net::TcpListener, domain::model::RouterAddress)> {
+    let listener = tokio::net::TcpListener::bind(at)
+        .await
+        .with_context(|| format!("the router cannot listen on {at} (CAPSTAN_ROUTER_LISTEN)"))?;
+    let port = listener.local_addr()?.port();
+    tracing::info!(listen = %listener.local_addr()?, domain, "the router is serving");
+    Ok((
+        listener,
+        domain::model::RouterAddress {
+            domain: domain.to_string(),
+            port,
+        },
+    ))
+}
+
+/// How often the router reads its routes again: a service started on any instance is routed
+/// within this.
+const ROUTES_REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Runs the router until `stopping` turns true, its routes read from the store (which every
+/// instance shares: each instance's router serves every route).
+fn serve_router(
+    capstan: Capstan,
+    listener: tokio::net::TcpListener,
+    stopping: tokio::sync::watch::Receiver<bool>,
+) {
+    let routes = router::Routes::default();
+    let kept = routes.clone();
+    let mut until = stopping.clone();
+    tokio::spawn(async move {
+        loop {
+            match capstan.route_table().await {
+                Ok(table) => kept.replace(table),
+                Err(e) => tracing::warn!(error = %e, "the router could not read its routes"),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(ROUTES_REFRESH) => {}
+                _ = until.wait_for(|stop| *stop) => return,
+            }
+        }
+    });
+    let mut until = stopping;
+    tokio::spawn(router::serve(listener, routes, async move {
+        let _ = until.wait_for(|stop| *stop).await;
+    }));
 }
 
 /// SIGTERM or SIGINT (actix hears them too, and stops gracefully).

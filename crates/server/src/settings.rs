@@ -20,6 +20,24 @@ pub struct RawSettings {
         global = true
     )]
     pub listen: String,
+    /// Where the router listens, with the Docker engine (`off`: no router; links then name the
+    /// ports workloads publish). A laptop keeps the default; a server listens on 0.0.0.0:80.
+    #[arg(
+        long,
+        env = "CAPSTAN_ROUTER_LISTEN",
+        default_value = "127.0.0.1:8000",
+        global = true
+    )]
+    pub router_listen: String,
+    /// The domain the router's generated host names are under (`localhost`: they resolve to the
+    /// machine itself); a server names a wildcard domain pointed at it.
+    #[arg(
+        long,
+        env = "CAPSTAN_ROUTER_DOMAIN",
+        default_value = "localhost",
+        global = true
+    )]
+    pub router_domain: String,
     /// sqlite://PATH (embedded default), sqlite::memory:, or postgres://...
     #[arg(
         long,
@@ -304,6 +322,9 @@ pub enum EngineChoice {
 #[derive(Clone)]
 pub struct Settings {
     pub listen: SocketAddr,
+    /// Where the router listens; none: no router.
+    pub router_listen: Option<SocketAddr>,
+    pub router_domain: String,
     pub database: DatabaseUrl,
     pub rate_limit_per_hour: u32,
     pub max_api_tokens: u64,
@@ -382,6 +403,8 @@ impl fmt::Debug for Settings {
                 "docker_keep_database_volumes",
                 &self.docker_keep_database_volumes,
             )
+            .field("router_listen", &self.router_listen)
+            .field("router_domain", &self.router_domain)
             .field("backup_dir", &self.backup_dir)
             .field("git_ca_file", &self.git_ca_file)
             .field("docker_terraform_image", &self.docker_terraform_image)
@@ -464,6 +487,35 @@ impl RawSettings {
                 ))
             }
         };
+        let router_listen = match self.router_listen.trim() {
+            "off" => None,
+            at => Some(at.parse().map_err(|_| {
+                bad(
+                    "CAPSTAN_ROUTER_LISTEN",
+                    "router-listen",
+                    format!("'{at}' is neither an address like 0.0.0.0:80 nor off"),
+                )
+            })?),
+        };
+        let router_domain = self
+            .router_domain
+            .trim()
+            .trim_end_matches('.')
+            .to_ascii_lowercase();
+        let labels_ok = router_domain.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        });
+        if !labels_ok {
+            return Err(bad(
+                "CAPSTAN_ROUTER_DOMAIN",
+                "router-domain",
+                format!("'{}' is not a domain name", self.router_domain),
+            ));
+        }
         let secret_key = match &self.secret_key {
             None => None,
             Some(k) => Some(parse_key(k).map_err(|e| bad("CAPSTAN_SECRET_KEY", "secret-key", e))?),
@@ -774,6 +826,8 @@ impl RawSettings {
         })?;
         Ok(Settings {
             listen,
+            router_listen,
+            router_domain,
             database,
             rate_limit_per_hour,
             max_api_tokens,
@@ -938,6 +992,9 @@ mod tests {
                 vec!["--git-ca-file", "/nonexistent.pem"],
                 "CAPSTAN_GIT_CA_FILE",
             ),
+            (vec!["--router-listen", "nope"], "CAPSTAN_ROUTER_LISTEN"),
+            (vec!["--router-domain", "a..b"], "CAPSTAN_ROUTER_DOMAIN"),
+            (vec!["--router-domain=-a.b"], "CAPSTAN_ROUTER_DOMAIN"),
             (
                 vec!["--git-ca-file", "/etc/hostname"],
                 "CAPSTAN_GIT_CA_FILE",

@@ -87,4 +87,14 @@ impl RunningStates for Session {
         .map_err(store_error)?;
         rows.into_iter().map(RunningRow::state).collect()
     }
+
+    async fn all_running_states(&mut self) -> StoreResult<Vec<RunningState>> {
+        let (conn, _) = self.parts()?;
+        let rows: Vec<RunningRow> = db_run!(*conn, |c| rs::table
+            .select(RunningRow::as_select())
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        rows.into_iter().map(RunningRow::state).collect()
+    }
 }

@@ -44,6 +44,7 @@ macro_rules! contract {
 contract!(
     records_round_trip,
     running_states_are_replaced_per_service_and_go_with_it,
+    all_running_states_are_read_at_once,
     deployment_logs_are_read_by_environment_in_order_and_go_with_it,
     service_output_is_kept_once_filtered_trimmed_and_goes_with_its_service,
     cron_turns_are_kept_per_job_due_in_order_and_go_with_it,
@@ -3391,6 +3392,24 @@ async fn running_states_are_replaced_per_service_and_go_with_it(db: Db) {
         unit.running_states(&[other.id]).await.unwrap(),
         vec![elsewhere]
     );
+}
+
+async fn all_running_states_are_read_at_once(db: Db) {
+    let envs = environments(&db, 2).await;
+    let (env, s) = &envs[0];
+    let (other_env, other) = &envs[1];
+    let mut tx = db.write().await.unwrap();
+    assert!(tx.all_running_states().await.unwrap().is_empty());
+    let publishing = running(env, s, RunState::Running, 41010);
+    tx.put_running_state(&publishing).await.unwrap();
+    let mut stopped = running(other_env, other, RunState::Stopped, 41011);
+    stopped.endpoints.clear();
+    tx.put_running_state(&stopped).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut unit = db.read().await.unwrap();
+    let mut all = unit.all_running_states().await.unwrap();
+    all.sort_by_key(|r| r.endpoints.len());
+    assert_eq!(all, vec![stopped, publishing]);
 }
 
 fn output(env: &Environment, s: &Service, replica: &str, second: i64) -> OutputLine {

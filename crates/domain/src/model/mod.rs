@@ -23,6 +23,7 @@ mod organization;
 mod regions;
 mod resources;
 mod restriction;
+mod route;
 mod running_state;
 mod service;
 mod service_kinds;
@@ -79,6 +80,7 @@ pub use resources::{
 pub use restriction::{
     push_deploys, DeploymentRestriction, RestrictionInput, RestrictionMode, RestrictionType,
 };
+pub use route::{host_name_of, Backend, RouteTable, RouterAddress};
 pub use running_state::{Endpoint, Replica, RunState, RunningState};
 pub use service::*;
 pub use service_kinds::*;

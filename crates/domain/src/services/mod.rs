@@ -121,6 +121,8 @@ pub struct Capstan {
     checkouts: Option<Arc<dyn crate::git::Checkouts>>,
     /// The terraform engines and versions offered.
     terraform_versions: Vec<(crate::model::TerraformEngine, String)>,
+    /// Where the router answers services' public ports; none: links name the published ports.
+    router: Option<crate::model::RouterAddress>,
 }
 
 /// The API tokens an organization may hold unless the operator says otherwise.
@@ -145,7 +147,14 @@ impl Capstan {
                 .iter()
                 .map(|(e, v)| (*e, (*v).to_string()))
                 .collect(),
+            router: None,
         }
+    }
+
+    /// Links name the router's host names (it serves services' public ports).
+    pub fn with_router(mut self, router: crate::model::RouterAddress) -> Self {
+        self.router = Some(router);
+        self
     }
 
     /// Offers these terraform engines and versions.

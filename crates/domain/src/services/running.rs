@@ -21,8 +21,13 @@ pub struct PublicLink {
     pub is_default: bool,
 }
 
-/// The links of a service's publicly accessible ports that its engine published.
-fn links_of(service: &Service, seen: Option<&RunningState>) -> Vec<PublicLink> {
+/// The links of a service's publicly accessible ports: the router's names for them when a
+/// router serves them, else the ports its engine published.
+fn links_of(
+    service: &Service,
+    seen: Option<&RunningState>,
+    router: Option<&RouterAddress>,
+) -> Vec<PublicLink> {
     let Some(seen) = seen else {
         return Vec::new();
     };
@@ -36,12 +41,19 @@ fn links_of(service: &Service, seen: Option<&RunningState>) -> Vec<PublicLink> {
                 .endpoints
                 .iter()
                 .find(|e| i64::from(e.internal_port) == p.internal_port)?;
+            let (url, external_port) = match router {
+                Some(router) => (
+                    router.url_of(&router.host_of(service.id, p.internal_port)),
+                    i64::from(router.port),
+                ),
+                None => (format!("http://{}:{}", e.host, e.port), i64::from(e.port)),
+            };
             Some(PublicLink {
                 service_id: service.id,
                 kind: service.kind(),
-                url: format!("http://{}:{}", e.host, e.port),
+                url,
                 internal_port: p.internal_port,
-                external_port: i64::from(e.port),
+                external_port,
                 is_default: p.is_default,
             })
         })
@@ -85,7 +97,7 @@ impl Capstan {
         let tx = &mut *unit;
         let service = self.load_service(tx, p, kind, id, Action::Read).await?;
         let seen = tx.running_states(&[id]).await?;
-        Ok(links_of(&service, seen.first()))
+        Ok(links_of(&service, seen.first(), self.router.as_ref()))
     }
 
     /// `GET /environment/{id}/link`: every service's links.
@@ -112,8 +124,30 @@ impl Capstan {
         let seen = tx.running_states(&ids).await?;
         Ok(services
             .iter()
-            .flat_map(|s| links_of(s, seen.iter().find(|r| r.service_id == s.id)))
+            .flat_map(|s| {
+                let seen = seen.iter().find(|r| r.service_id == s.id);
+                links_of(s, seen, self.router.as_ref())
+            })
             .collect())
+    }
+
+    /// What the router serves: the public ports of every service an engine has seen, at their
+    /// names, with the replicas answering them (none for a service stopped). Empty without a
+    /// router.
+    pub async fn route_table(&self) -> DomainResult<RouteTable> {
+        let Some(router) = &self.router else {
+            return Ok(RouteTable::default());
+        };
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        let seen = tx.all_running_states().await?;
+        let ids: Vec<ServiceId> = seen.iter().map(|s| s.service_id).collect();
+        let services = self.by_id::<Service>(tx, ids).await?;
+        let pairs: Vec<(Service, Option<RunningState>)> = seen
+            .into_iter()
+            .filter_map(|s| Some((services.get(&s.service_id)?.clone(), Some(s))))
+            .collect();
+        Ok(RouteTable::of(router, &pairs))
     }
 }
 
