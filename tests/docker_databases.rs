@@ -45,27 +45,33 @@ async fn act(client: &Client, id: &str, action: &str, want: &str) {
     settled_in(client, "database", id, want).await;
 }
 
-async fn a_database_keeps_its_data_and_its_applications_reach_it(database: Option<&str>) {
-    let (image, version) = postgres_image();
-    let backups = TempDir::new();
+/// A Docker test's world whose databases run `images` (a CAPSTAN_DOCKER_DATABASE_IMAGES entry),
+/// their backups kept in `backups`.
+async fn case_for(database: Option<&str>, images: &str, backups: &TempDir) -> Case {
     let backup_dir = backups.0.display().to_string();
-    let case = Case::start(
+    Case::start(
         database,
         &[
             ("CAPSTAN_BACKUP_DIR", &backup_dir),
-            (
-                "CAPSTAN_DOCKER_DATABASE_IMAGES",
-                "POSTGRESQL=capstan-test/postgres:{version}",
-            ),
+            ("CAPSTAN_DOCKER_DATABASE_IMAGES", images),
             ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
         ],
     )
-    .await;
-    let (client, env) = (&case.client, &case.env);
+    .await
+}
+
+/// A database of `kind` at `version` created and deployed from `image`: (its id, its master
+/// password), once its credentials name `login` at `port`.
+async fn deployed(
+    client: &Client,
+    env: &str,
+    (kind, version, image): (&str, &str, &str),
+    (login, port): (&str, u16),
+) -> (String, String) {
     let db = client
         .create(
             &format!("/environment/{env}/database"),
-            json!({"name": "notes", "type": "POSTGRESQL", "version": version,
+            json!({"name": "data", "type": kind, "version": version,
                    "mode": "CONTAINER", "accessibility": "PRIVATE"}),
         )
         .await;
@@ -73,49 +79,89 @@ async fn a_database_keeps_its_data_and_its_applications_reach_it(database: Optio
     let credentials = client
         .get(&format!("/database/{db}/masterCredentials"))
         .await;
-    let password = credentials["password"].as_str().unwrap().to_string();
-    assert_eq!(credentials["login"], "superuser");
-    assert_eq!(credentials["port"], 5432);
+    assert_eq!(credentials["login"], login, "{credentials}");
+    assert_eq!(credentials["port"], port, "{credentials}");
     let container = container_of(&db);
     let seen = docker(&["inspect", "--format", "{{.Config.Image}}", &container]).unwrap();
     assert_eq!(seen, image);
-    sql(
-        &container,
-        &password,
-        "create table notes(t text); insert into notes values ('kept across deploys')",
-    );
-    let log = deployment_log(client, env).await;
-    assert!(!log.contains(&password), "the password is in no log");
+    let password = credentials["password"].as_str().unwrap().to_string();
+    (db, password)
+}
 
-    // The data lives on its volume: through a redeploy, a restart, a stop and a deploy.
+/// The data lives on its volume: `kept` (run in its container) holds through a redeploy, a
+/// restart, a stop and a deploy.
+async fn keeps_its_data(client: &Client, db: &str, kept: impl Fn(&str)) {
     for (action, want) in [
         ("redeploy", "DEPLOYED"),
         ("restart-service", "RESTARTED"),
         ("stop", "STOPPED"),
         ("deploy", "DEPLOYED"),
     ] {
-        act(client, &db, action, want).await;
+        act(client, db, action, want).await;
         if want != "STOPPED" {
-            let rows = sql(&container_of(&db), &password, "select t from notes");
-            assert_eq!(rows, "kept across deploys", "after {action}");
+            kept(&container_of(db));
         }
     }
+}
 
-    // A backup taken by pg_dump in its container, the data changed, the backup restored.
+/// A backup taken: its id and the file it is kept in, once DEPLOYED with a size.
+async fn backup_taken(
+    client: &Client,
+    db: &str,
+    backups: &TempDir,
+) -> (String, std::path::PathBuf) {
     let taken = post(
         client,
         &format!("/database/{db}/backup"),
-        json!({"name": "before", "message": "kept rows"}),
+        json!({"name": "before"}),
     )
     .await;
     let backup = taken["id"].as_str().unwrap().to_string();
-    let listed = backup_ended(client, &db).await;
+    let listed = backup_ended(client, db).await;
     assert_eq!(
         listed["results"][0]["status"]["state"], "DEPLOYED",
         "{listed}"
     );
     assert!(listed["results"][0]["size_bytes"].as_i64().unwrap() > 0);
     let file = backups.0.join(format!("{}.dump", backup.replace('-', "")));
+    (backup, file)
+}
+
+/// Restores the backup into the running database.
+async fn restored(client: &Client, db: &str, backup: &str) {
+    let (status, answer) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/database/{db}/backup/{backup}/restore"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 204, "{answer}");
+}
+
+async fn a_database_keeps_its_data_and_its_applications_reach_it(database: Option<&str>) {
+    let (image, version) = postgres_image();
+    let backups = TempDir::new();
+    let images = "POSTGRESQL=capstan-test/postgres:{version}";
+    let case = case_for(database, images, &backups).await;
+    let (client, env) = (&case.client, &case.env);
+    let what = ("POSTGRESQL", version.as_str(), image.as_str());
+    let (db, password) = deployed(client, env, what, ("superuser", 5432)).await;
+    sql(
+        &container_of(&db),
+        &password,
+        "create table notes(t text); insert into notes values ('kept across deploys')",
+    );
+    let log = deployment_log(client, env).await;
+    assert!(!log.contains(&password), "the password is in no log");
+    keeps_its_data(client, &db, |container| {
+        let rows = sql(container, &password, "select t from notes");
+        assert_eq!(rows, "kept across deploys");
+    })
+    .await;
+
+    // A backup taken by pg_dump in its container, the data changed, the backup restored.
+    let (backup, file) = backup_taken(client, &db, &backups).await;
     let dump = std::fs::read_to_string(&file).unwrap();
     assert!(
         dump.contains("kept across deploys"),
@@ -130,14 +176,7 @@ async fn a_database_keeps_its_data_and_its_applications_reach_it(database: Optio
         &password,
         "delete from notes; insert into notes values ('changed')",
     );
-    let (status, answer) = client
-        .call(
-            reqwest::Method::POST,
-            &format!("/database/{db}/backup/{backup}/restore"),
-            Some(json!({})),
-        )
-        .await;
-    assert_eq!(status, 204, "{answer}");
+    restored(client, &db, &backup).await;
     assert_eq!(
         sql(&container, &password, "select t from notes"),
         "kept across deploys",
@@ -261,36 +300,11 @@ async fn backup_ended(client: &Client, db: &str) -> serde_json::Value {
 async fn a_redis_database_keeps_its_data_and_its_applications_reach_it(database: Option<&str>) {
     let (image, version) = redis_image();
     let backups = TempDir::new();
-    let backup_dir = backups.0.display().to_string();
-    let case = Case::start(
-        database,
-        &[
-            ("CAPSTAN_BACKUP_DIR", &backup_dir),
-            (
-                "CAPSTAN_DOCKER_DATABASE_IMAGES",
-                "REDIS=capstan-test/redis:{version}",
-            ),
-            ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
-        ],
-    )
-    .await;
+    let case = case_for(database, "REDIS=capstan-test/redis:{version}", &backups).await;
     let (client, env) = (&case.client, &case.env);
-    let db = client
-        .create(
-            &format!("/environment/{env}/database"),
-            json!({"name": "cache", "type": "REDIS", "version": version,
-                   "mode": "CONTAINER", "accessibility": "PRIVATE"}),
-        )
-        .await;
-    act(client, &db, "deploy", "DEPLOYED").await;
-    let credentials = client
-        .get(&format!("/database/{db}/masterCredentials"))
-        .await;
-    let password = credentials["password"].as_str().unwrap().to_string();
-    assert_eq!(credentials["port"], 6379);
+    let what = ("REDIS", version.as_str(), image.as_str());
+    let (db, password) = deployed(client, env, what, ("default", 6379)).await;
     let container = container_of(&db);
-    let seen = docker(&["inspect", "--format", "{{.Config.Image}}", &container]).unwrap();
-    assert_eq!(seen, image);
     let shown = docker(&["inspect", &container]).unwrap();
     assert!(
         !shown.contains(&password),
@@ -299,36 +313,14 @@ async fn a_redis_database_keeps_its_data_and_its_applications_reach_it(database:
     assert_eq!(redis(&container, &password, &["SET", "note", "kept"]), "OK");
     let refused = docker(&["exec", &container, "redis-cli", "GET", "note"]).unwrap_or_default();
     assert!(refused.contains("NOAUTH"), "a password is asked: {refused}");
-
-    // The data lives on its volume: through a redeploy, a restart, a stop and a deploy.
-    for (action, want) in [
-        ("redeploy", "DEPLOYED"),
-        ("restart-service", "RESTARTED"),
-        ("stop", "STOPPED"),
-        ("deploy", "DEPLOYED"),
-    ] {
-        act(client, &db, action, want).await;
-        if want != "STOPPED" {
-            let got = redis(&container_of(&db), &password, &["GET", "note"]);
-            assert_eq!(got, "kept", "after {action}");
-        }
-    }
+    keeps_its_data(client, &db, |container| {
+        assert_eq!(redis(container, &password, &["GET", "note"]), "kept");
+    })
+    .await;
 
     // A backup (the server's RDB, by redis-cli --rdb), the data changed, the backup restored:
     // the restored data is the server's, and what it keeps after a restart.
-    let taken = post(
-        client,
-        &format!("/database/{db}/backup"),
-        json!({"name": "before"}),
-    )
-    .await;
-    let backup = taken["id"].as_str().unwrap().to_string();
-    let listed = backup_ended(client, &db).await;
-    assert_eq!(
-        listed["results"][0]["status"]["state"], "DEPLOYED",
-        "{listed}"
-    );
-    let file = backups.0.join(format!("{}.dump", backup.replace('-', "")));
+    let (backup, file) = backup_taken(client, &db, &backups).await;
     assert!(
         std::fs::read(&file).unwrap().starts_with(b"REDIS"),
         "an RDB file"
@@ -336,14 +328,7 @@ async fn a_redis_database_keeps_its_data_and_its_applications_reach_it(database:
     let container = container_of(&db);
     redis(&container, &password, &["SET", "note", "changed"]);
     redis(&container, &password, &["SET", "added", "after the backup"]);
-    let (status, answer) = client
-        .call(
-            reqwest::Method::POST,
-            &format!("/database/{db}/backup/{backup}/restore"),
-            Some(json!({})),
-        )
-        .await;
-    assert_eq!(status, 204, "{answer}");
+    restored(client, &db, &backup).await;
     assert_eq!(redis(&container, &password, &["GET", "note"]), "kept");
     assert_eq!(redis(&container, &password, &["EXISTS", "added"]), "0");
     act(client, &db, "restart-service", "RESTARTED").await;
@@ -443,70 +428,24 @@ fn mysql(container: &str, password: &str, statement: &str) -> String {
 async fn a_mysql_database_keeps_its_data_and_restores_a_backup(database: Option<&str>) {
     let (image, version) = mysql_image();
     let backups = TempDir::new();
-    let backup_dir = backups.0.display().to_string();
-    let case = Case::start(
-        database,
-        &[
-            ("CAPSTAN_BACKUP_DIR", &backup_dir),
-            (
-                "CAPSTAN_DOCKER_DATABASE_IMAGES",
-                "MYSQL=capstan-test/mysql:{version}",
-            ),
-        ],
-    )
-    .await;
+    let case = case_for(database, "MYSQL=capstan-test/mysql:{version}", &backups).await;
     let (client, env) = (&case.client, &case.env);
-    let db = client
-        .create(
-            &format!("/environment/{env}/database"),
-            json!({"name": "orders", "type": "MYSQL", "version": version,
-                   "mode": "CONTAINER", "accessibility": "PRIVATE"}),
-        )
-        .await;
-    act(client, &db, "deploy", "DEPLOYED").await;
-    let credentials = client
-        .get(&format!("/database/{db}/masterCredentials"))
-        .await;
-    let password = credentials["password"].as_str().unwrap().to_string();
-    assert_eq!(credentials["login"], "superuser");
-    assert_eq!(credentials["port"], 3306);
-    let container = container_of(&db);
-    let seen = docker(&["inspect", "--format", "{{.Config.Image}}", &container]).unwrap();
-    assert_eq!(seen, image);
+    let what = ("MYSQL", version.as_str(), image.as_str());
+    let (db, password) = deployed(client, env, what, ("superuser", 3306)).await;
     mysql(
-        &container,
+        &container_of(&db),
         &password,
         "create database shop; create table shop.orders(t text); \
          insert into shop.orders values ('kept across deploys')",
     );
-
-    for (action, want) in [
-        ("redeploy", "DEPLOYED"),
-        ("restart-service", "RESTARTED"),
-        ("stop", "STOPPED"),
-        ("deploy", "DEPLOYED"),
-    ] {
-        act(client, &db, action, want).await;
-        if want != "STOPPED" {
-            let rows = mysql(&container_of(&db), &password, "select t from shop.orders");
-            assert_eq!(rows, "kept across deploys", "after {action}");
-        }
-    }
+    keeps_its_data(client, &db, |container| {
+        let rows = mysql(container, &password, "select t from shop.orders");
+        assert_eq!(rows, "kept across deploys");
+    })
+    .await;
 
     // A backup by mysqldump, the data changed, the backup restored by the mysql client.
-    let taken = post(
-        client,
-        &format!("/database/{db}/backup"),
-        json!({"name": "before"}),
-    )
-    .await;
-    let backup = taken["id"].as_str().unwrap().to_string();
-    let listed = backup_ended(client, &db).await;
-    assert_eq!(
-        listed["results"][0]["status"]["state"], "DEPLOYED",
-        "{listed}"
-    );
-    let file = backups.0.join(format!("{}.dump", backup.replace('-', "")));
+    let (backup, file) = backup_taken(client, &db, &backups).await;
     let dump = std::fs::read_to_string(&file).unwrap();
     assert!(
         dump.contains("kept across deploys"),
@@ -518,14 +457,7 @@ async fn a_mysql_database_keeps_its_data_and_restores_a_backup(database: Option<
         &password,
         "delete from shop.orders; insert into shop.orders values ('changed')",
     );
-    let (status, answer) = client
-        .call(
-            reqwest::Method::POST,
-            &format!("/database/{db}/backup/{backup}/restore"),
-            Some(json!({})),
-        )
-        .await;
-    assert_eq!(status, 204, "{answer}");
+    restored(client, &db, &backup).await;
     assert_eq!(
         mysql(&container, &password, "select t from shop.orders"),
         "kept across deploys",
