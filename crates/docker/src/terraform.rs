@@ -19,9 +19,11 @@ const SNAPSHOT: &str = "/state/capstan-state.json";
 const LOCAL_STATE: &str = "/state/terraform.tfstate";
 
 /// The runner's script: the first of `tofu` or `terraform` on the path, a local backend on the
-/// state volume when the files name none, then the action, then a copy of the state as it
-/// stands on the volume (for `terraformResources`, whatever the backend). `$CAPSTAN_TF_VAR_FILES` are the var
-/// files, `$CAPSTAN_TF_ARGS` the action's extra arguments.
+/// state volume when the files name none, then the action; on its way out, however the action
+/// ended, a copy of the state on the volume (for `terraformResources`, whatever the backend;
+/// the last copy stays when the state cannot be read).
+/// `$CAPSTAN_TF_VAR_FILES` are the var files, `$CAPSTAN_TF_ARGS` the action's extra arguments
+/// (split into words, never expanded as file patterns).
 ///
 /// Terraform's data directory is on the volume: it records the backend last used, which is what
 /// a migration moves the state from; a plain run whose backend changed stops and says so rather
@@ -34,6 +36,19 @@ cd /workspace
 TF=$(command -v tofu || command -v terraform)
 export TF_DATA_DIR=/state/.terraform
 named=$(grep -ls 'backend *"' ./*.tf || true)
+set -f
+snapshot() {
+  if ! "$TF" state pull > /state/.capstan-state.tmp 2>/dev/null; then
+    rm -f /state/.capstan-state.tmp
+  elif [ -s /state/.capstan-state.tmp ]; then
+    mv /state/.capstan-state.tmp /state/capstan-state.json
+  else
+    rm -f /state/.capstan-state.tmp /state/capstan-state.json
+  fi
+}
+if [ "$CAPSTAN_TF_ACTION" != unlock ]; then
+  trap 'code=$?; snapshot; exit $code' EXIT
+fi
 if [ -z "$named" ]; then
   printf 'terraform {\n  backend "local" {\n    path = "/state/terraform.tfstate"\n  }\n}\n' > capstan_backend_override.tf
 fi
@@ -69,13 +84,6 @@ case "$CAPSTAN_TF_ACTION" in
     fi ;;
   migrate) ;;
 esac
-if [ "$CAPSTAN_TF_ACTION" != unlock ]; then
-  if "$TF" state pull > /state/.capstan-state.tmp 2>/dev/null && [ -s /state/.capstan-state.tmp ]; then
-    mv /state/.capstan-state.tmp /state/capstan-state.json
-  else
-    rm -f /state/.capstan-state.tmp /state/capstan-state.json
-  fi
-fi
 "#;
 
 /// What a run of a terraform service does, by its request.
