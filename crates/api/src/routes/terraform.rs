@@ -9,10 +9,8 @@ use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::model::{ServiceKind, TerraformEngine, TerraformResource};
 use serde::Serialize;
-use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use utoipa::ToSchema;
-use uuid::Uuid;
 
 type St = web::Data<AppState>;
 
@@ -27,15 +25,11 @@ pub struct TerraformVersionResponseList {
     pub results: Vec<TerraformVersionResponse>,
 }
 
+/// The public `TerraformResourceResponse`: a resource of the state, as read now.
 #[derive(Serialize, ToSchema)]
 pub struct TerraformResourceResponse {
-    pub id: Uuid,
-    pub resource_type: String,
-    pub name: String,
-    pub address: String,
-    pub provider: String,
-    pub mode: String,
-    pub attributes: Map<String, Value>,
+    #[serde(flatten)]
+    pub resource: TerraformResource,
     #[serde(with = "time::serde::rfc3339")]
     pub extracted_at: OffsetDateTime,
 }
@@ -83,14 +77,8 @@ async fn resources(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpRes
     let now = OffsetDateTime::now_utc();
     let results = found
         .into_iter()
-        .map(|r: TerraformResource| TerraformResourceResponse {
-            id: r.id,
-            resource_type: r.resource_type,
-            name: r.name,
-            address: r.address,
-            provider: r.provider,
-            mode: r.mode,
-            attributes: r.attributes,
+        .map(|resource| TerraformResourceResponse {
+            resource,
             extracted_at: now,
         })
         .collect();

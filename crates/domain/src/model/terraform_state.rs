@@ -6,7 +6,8 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 /// One resource instance of a state.
-#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TerraformResource {
     /// Stable for the service and address: the same resource keeps its id across runs.
     pub id: Uuid,
@@ -16,6 +17,7 @@ pub struct TerraformResource {
     pub provider: String,
     /// `managed` or `data`.
     pub mode: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub attributes: Map<String, Value>,
 }
 
