@@ -177,18 +177,46 @@ async fn a_container_and_a_job_run_on_docker(database: Option<&str>) {
         "{pod}"
     );
 
-    // A redeploy replaces the container: one, at the same host port.
+    // A redeploy under a steady stream of requests drops none: the new container starts
+    // beside the old one, on a port of its own, the router switches to it once it is ready,
+    // and the old one goes once the router no longer sends it requests.
+    let stream = Stream::start(&url, "/env.txt");
     post(client, &format!("/container/{web}/redeploy"), json!({})).await;
     settled_in(client, "container", &web, "DEPLOYED").await;
+    let streamed = stream.stop().await;
+    assert!(
+        streamed.failures.is_empty(),
+        "{} of {} requests failed: {:?}",
+        streamed.failures.len(),
+        streamed.answered,
+        streamed.failures
+    );
+    assert_eq!(
+        streamed.hosts.len(),
+        2,
+        "the old container answered, then the new one: {:?}",
+        streamed.hosts
+    );
     assert_eq!(containers_of(&web).len(), 1, "no duplicate, no orphan");
     assert_ne!(
         containers_of(&web)[0].split(' ').next().unwrap(),
         id,
         "a new container"
     );
-    assert_eq!(host_port(&web), port, "the service keeps its host port");
-    assert_eq!(link_of(client, &web).await, url, "and its name");
-    assert_eq!(through_router(&url, "/env.txt").await.status(), 200);
+    assert_ne!(host_port(&web), port, "on a port of its own");
+    let port = host_port(&web);
+    assert_eq!(link_of(client, &web).await, url, "and the same name");
+    let done = client.get(&format!("/container/{web}/status")).await;
+    let steps: Vec<&str> = done["steps"]["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["step_name"].as_str())
+        .collect();
+    assert!(
+        steps.ends_with(&["DEPLOYMENT", "ROUTER_DEPLOYMENT"]),
+        "the router's switch is a step of its own: {done}"
+    );
     post(
         client,
         &format!("/container/{web}/restart-service"),
@@ -212,11 +240,8 @@ async fn a_container_and_a_job_run_on_docker(database: Option<&str>) {
     }
     post(client, &format!("/container/{web}/deploy"), json!({})).await;
     settled_in(client, "container", &web, "DEPLOYED").await;
-    assert_eq!(
-        host_port(&web),
-        port,
-        "a stopped service keeps its host port too"
-    );
+    assert_eq!(containers_of(&web).len(), 1, "the stopped one went");
+    assert_eq!(through_router(&url, "/env.txt").await.status(), 200);
 
     // One that exits at start ends in error, with its reason.
     let crash = client
@@ -827,7 +852,7 @@ async fn replicas_a_stop_by_hand_and_an_oom_kill_are_seen() {
                 "ports": [{"internal_port": 8080, "publicly_accessible": true}],
                 "healthchecks": {"readiness_probe": {"type": {"http": {"port": 8080, "path": "/"}},
                     "initial_delay_seconds": 0, "period_seconds": 1, "timeout_seconds": 1,
-                    "success_threshold": 1, "failure_threshold": 30}},
+                    "success_threshold": 1, "failure_threshold": 2}},
             }),
         )
         .await;
@@ -869,6 +894,29 @@ async fn replicas_a_stop_by_hand_and_an_oom_kill_are_seen() {
             balanced.insert(answer.text().await.unwrap().trim().to_string());
         }
     }
+    // One failing its readiness probe is taken out: every request goes to the other.
+    let (sick, well) = (
+        replicas[0].split(' ').next().unwrap(),
+        replicas[1].split(' ').next().unwrap(),
+    );
+    let well_name = docker(&["exec", well, "sh", "-c", "cat /www/index.html"]).unwrap();
+    docker(&["exec", sick, "sh", "-c", "rm /www/index.html"]).unwrap();
+    let started = std::time::Instant::now();
+    let mut in_a_row = 0;
+    while in_a_row < 10 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the failing replica is still sent requests"
+        );
+        let answer = through_router_once(&url, "/").await;
+        let ok = answer.status() == 200;
+        in_a_row = if ok && answer.text().await.unwrap().trim() == well_name {
+            in_a_row + 1
+        } else {
+            0
+        };
+    }
+    docker(&["exec", sick, "sh", "-c", "hostname > /www/index.html"]).unwrap();
 
     let header = format!("Token {}", client.token);
     let mut status = live(

@@ -103,6 +103,8 @@ pub struct DockerEngine {
     pub(crate) backup_dir: std::path::PathBuf,
     /// The image terraform services run in, `{version}` standing for their version.
     pub(crate) terraform_image: String,
+    /// How long each turn of the router's switch to new replicas waits; none: no router.
+    pub(crate) switch_settle: Option<Duration>,
 }
 
 /// Docker's answer to a failed call, as a step's reason.
@@ -140,6 +142,7 @@ impl DockerEngine {
             keep_volumes: false,
             backup_dir: std::path::PathBuf::from("backups"),
             terraform_image: DEFAULT_TERRAFORM_IMAGE.to_string(),
+            switch_settle: None,
         })
     }
 
@@ -681,6 +684,10 @@ impl DockerEngine {
                 )?
             }
         };
+        let rolling = self.rolls(service, &plans);
+        if rolling {
+            self.beside_the_old(work, &old, &mut plans).await?;
+        }
         for port in plans.iter_mut().flat_map(|p| p.ports.iter_mut()) {
             if port.host.is_none() {
                 port.host = self.free_port();
@@ -700,13 +707,15 @@ impl DockerEngine {
         if let Some(volume) = &first.volume {
             self.ensure_volume(service, &volume.name).await?;
         }
-        for c in &old {
-            if let Some(id) = &c.id {
-                self.remove(id).await?;
+        if !rolling {
+            for c in &old {
+                if let Some(id) = &c.id {
+                    self.remove(id).await?;
+                }
             }
-        }
-        if !old.is_empty() {
-            log.info(&format!("removed {} previous container(s)", old.len()));
+            if !old.is_empty() {
+                log.info(&format!("removed {} previous container(s)", old.len()));
+            }
         }
         let mut ids = Vec::new();
         for p in &plans {
@@ -926,6 +935,11 @@ impl DockerEngine {
                 Some(source) => self.build(work, source).await,
                 None => Ok(()),
             },
+            (
+                ServiceSpec::Container(_) | ServiceSpec::Application(_),
+                A::Deploy | A::Redeploy,
+                StepName::RouterDeployment,
+            ) => self.switch_routes(work).await,
             (
                 ServiceSpec::Container(_) | ServiceSpec::Application(_) | ServiceSpec::Database(_),
                 A::Deploy | A::Redeploy,

@@ -12,6 +12,7 @@ mod observe;
 mod output;
 mod plan;
 mod probe;
+mod rollout;
 mod terraform;
 
 pub use db_recipe::DatabaseImages;

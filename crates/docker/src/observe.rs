@@ -127,6 +127,14 @@ pub async fn report(
         let Ok(seen) = docker.inspect_container(&id, None).await else {
             continue;
         };
+        // Retired by a redeploy: it finishes its requests, and takes no more.
+        if seen
+            .name
+            .as_deref()
+            .is_some_and(crate::rollout::is_retiring)
+        {
+            continue;
+        }
         // Every replica's, for the router to balance over (a link names the first).
         endpoints.extend(endpoints_of(&seen, host));
         replicas.push(replica_of(&seen));

@@ -384,11 +384,7 @@ pub fn refused(spec: &ServiceSpec) -> String {
 
 /// The readiness probe Capstan runs itself from the host, through the published port.
 pub fn readiness(service: &Service) -> Option<&Probe> {
-    runtime_of(&service.spec)?
-        .workload
-        .healthchecks
-        .readiness_probe
-        .as_ref()
+    service.spec.healthchecks()?.readiness_probe.as_ref()
 }
 
 /// What a deployed service's replicas are given once they run and are ready: Docker restarts

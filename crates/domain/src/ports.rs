@@ -97,6 +97,9 @@ pub trait ServiceQueries: Send {
     async fn group_service_ids(&mut self, group: MetadataGroupId) -> StoreResult<Vec<ServiceId>>;
     /// The custom domain named `domain` (lowercase), of any organization.
     async fn custom_domain_named(&mut self, domain: &str) -> StoreResult<Option<CustomDomain>>;
+    /// The custom domains of `services`, by name.
+    async fn custom_domains_of(&mut self, services: &[ServiceId])
+        -> StoreResult<Vec<CustomDomain>>;
     /// The services of one kind in an environment; with `out_of_date_only`, only those whose
     /// configuration changed since their deployment.
     async fn list_services_of_kind(

@@ -1,22 +1,28 @@
-//! The proxying: hyper's HTTP/1 server on each connection, hyper-util's pooled client toward
-//! the replicas.
+//! The proxying: hyper's HTTP/1 server on each connection (behind rustls for HTTPS),
+//! hyper-util's pooled client toward the replicas.
 
-use crate::{Pick, Routes};
+use crate::{Certificates, Pick, Routes, STICKY_COOKIE};
 use bytes::Bytes;
-use http_body_util::{combinators::BoxBody, BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE, HOST, UPGRADE};
+use domain::model::Backend;
+use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full};
+use hyper::body::{Body as _, Incoming};
+use hyper::header::{
+    HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE, COOKIE, HOST, SET_COOKIE, UPGRADE,
+};
 use hyper::{Request, Response, StatusCode, Uri};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
 
 type Body = BoxBody<Bytes, hyper::Error>;
-type Upstream = Client<HttpConnector, Incoming>;
+type Upstream = Client<HttpConnector, Body>;
 
 /// Headers of one hop, which a proxy does not pass on (RFC 9110, 7.6.1), besides those its
 /// `Connection` header names. `Connection` and `Upgrade` do go on for an upgrade.
@@ -30,9 +36,60 @@ const HOP_BY_HOP: [&str; 7] = [
     "proxy-authorization",
 ];
 
-/// Serves `listener` until `stop` ends (connections already open finish on their own).
+/// How long a client has to finish its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves plain HTTP on `listener` until `stop` ends (connections already open finish on
+/// their own).
 pub async fn serve(listener: TcpListener, routes: Routes, stop: impl Future<Output = ()>) {
-    let upstream: Upstream = Client::builder(TokioExecutor::new()).build_http();
+    let upstream = upstream();
+    accept(listener, stop, move |stream, peer| {
+        connection(stream, peer, "http", routes.clone(), upstream.clone())
+    })
+    .await;
+}
+
+/// Serves HTTPS on `listener`, each connection with the certificate its SNI name asks for
+/// (a name without one: the handshake fails), until `stop` ends.
+pub async fn serve_tls(
+    listener: TcpListener,
+    routes: Routes,
+    certificates: Arc<Certificates>,
+    stop: impl Future<Output = ()>,
+) -> Result<(), String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("cannot set up TLS: {e}"))?
+        .with_no_client_auth()
+        .with_cert_resolver(certificates);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let acceptor = TlsAcceptor::from(Arc::new(config));
+    let upstream = upstream();
+    accept(listener, stop, move |stream, peer| {
+        let (acceptor, routes, upstream) = (acceptor.clone(), routes.clone(), upstream.clone());
+        async move {
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => connection(tls, peer, "https", routes, upstream).await,
+                Ok(Err(e)) => tracing::debug!(error = %e, "a TLS handshake failed"),
+                Err(_) => tracing::debug!("a TLS handshake took too long"),
+            }
+        }
+    })
+    .await;
+    Ok(())
+}
+
+fn upstream() -> Upstream {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// Accepts connections until `stop` ends, each served by `serve` on a task of its own.
+async fn accept<F, S>(listener: TcpListener, stop: impl Future<Output = ()>, serve: S)
+where
+    S: Fn(TcpStream, SocketAddr) -> F,
+    F: Future<Output = ()> + Send + 'static,
+{
     tokio::pin!(stop);
     loop {
         let (stream, peer) = tokio::select! {
@@ -47,27 +104,40 @@ pub async fn serve(listener: TcpListener, routes: Routes, stop: impl Future<Outp
             },
             () = &mut stop => return,
         };
-        let (routes, upstream) = (routes.clone(), upstream.clone());
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                forward(routes.clone(), upstream.clone(), req, peer)
-            });
-            let served = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades()
-                .await;
-            if let Err(e) = served {
-                tracing::debug!(error = %e, "a router connection ended");
-            }
-        });
+        tokio::spawn(serve(stream, peer));
     }
 }
 
+/// Serves one client connection with hyper's HTTP/1 server.
+async fn connection<IO>(
+    io: IO,
+    peer: SocketAddr,
+    proto: &'static str,
+    routes: Routes,
+    upstream: Upstream,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req| {
+        forward(routes.clone(), upstream.clone(), req, peer, proto)
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades()
+        .await;
+    if let Err(e) = served {
+        tracing::debug!(error = %e, "a router connection ended");
+    }
+}
+
+/// Sends a request on to a replica of its route. A replica that refuses the connection is
+/// left out, and a request without a body (which it cannot have read) goes to another.
 async fn forward(
     routes: Routes,
     upstream: Upstream,
     mut req: Request<Incoming>,
     peer: SocketAddr,
+    proto: &'static str,
 ) -> Result<Response<Body>, Infallible> {
     let host = req
         .headers()
@@ -76,32 +146,120 @@ async fn forward(
         .map(str::to_string)
         .or_else(|| req.uri().authority().map(ToString::to_string))
         .unwrap_or_default();
-    let backend = match routes.pick(&host) {
-        Pick::To(backend) => backend,
-        Pick::NotRunning => {
-            return Ok(said(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the service at this name is not running",
-            ))
-        }
-        Pick::Unknown => {
-            return Ok(said(
-                StatusCode::NOT_FOUND,
-                "no service answers at this name",
-            ))
-        }
-    };
-    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
-    let Ok(uri) = format!("http://{}:{}{path}", backend.host, backend.port).parse::<Uri>() else {
-        return Ok(said(
-            StatusCode::BAD_REQUEST,
-            "the request's path is not valid",
-        ));
-    };
-    *req.uri_mut() = uri;
+    let cookie = sticky_cookie(req.headers());
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
     let upgrading = req.headers().contains_key(UPGRADE);
-    drop_hop_headers(req.headers_mut(), upgrading);
-    let headers = req.headers_mut();
+    let from_client = upgrading.then(|| hyper::upgrade::on(&mut req));
+    add_forwarded(req.headers_mut(), &host, peer, proto, upgrading);
+    let bodiless = req.body().is_end_stream();
+    let (parts, body) = req.into_parts();
+    let mut body = Some(body.boxed());
+    let mut tried: Vec<Backend> = Vec::new();
+    loop {
+        let (backend, stick) = match routes.pick(&host, cookie.as_deref(), &tried) {
+            Pick::To { backend, stick } => (backend, stick),
+            // Every replica left refused the connection.
+            Pick::Unhealthy | Pick::Unknown if !tried.is_empty() => {
+                return Ok(said(StatusCode::BAD_GATEWAY, "the service did not answer"))
+            }
+            Pick::NotRunning => {
+                return Ok(said(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the service at this name is not running",
+                ))
+            }
+            Pick::Unhealthy => {
+                return Ok(said(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "no replica of the service at this name passes its checks",
+                ))
+            }
+            Pick::Unknown => {
+                return Ok(said(
+                    StatusCode::NOT_FOUND,
+                    "no service answers at this name",
+                ))
+            }
+        };
+        let Ok(uri) = format!("http://{}:{}{path}", backend.host, backend.port).parse::<Uri>()
+        else {
+            return Ok(said(
+                StatusCode::BAD_REQUEST,
+                "the request's path is not valid",
+            ));
+        };
+        let mut out = Request::new(body.take().unwrap_or_else(nothing));
+        *out.method_mut() = parts.method.clone();
+        *out.uri_mut() = uri;
+        *out.version_mut() = parts.version;
+        *out.headers_mut() = parts.headers.clone();
+        let mut answer = match upstream.request(out).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                tracing::debug!(error = %e, backend = %format!("{}:{}", backend.host, backend.port), "a replica did not answer");
+                if e.is_connect() {
+                    routes.refused(&backend);
+                    if bodiless {
+                        tried.push(backend);
+                        continue;
+                    }
+                }
+                return Ok(said(StatusCode::BAD_GATEWAY, "the service did not answer"));
+            }
+        };
+        if answer.status() == StatusCode::SWITCHING_PROTOCOLS {
+            if let Some(from_client) = from_client {
+                let from_backend = hyper::upgrade::on(&mut answer);
+                tokio::spawn(async move {
+                    if let (Ok(client), Ok(backend)) = tokio::join!(from_client, from_backend) {
+                        let (mut client, mut backend) =
+                            (TokioIo::new(client), TokioIo::new(backend));
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut backend).await;
+                    }
+                });
+            }
+        } else {
+            drop_hop_headers(answer.headers_mut(), false);
+        }
+        if let Some(token) = stick {
+            let cookie = format!("{STICKY_COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax");
+            if let Ok(value) = HeaderValue::from_str(&cookie) {
+                answer.headers_mut().append(SET_COOKIE, value);
+            }
+        }
+        return Ok(answer.map(BodyExt::boxed));
+    }
+}
+
+fn nothing() -> Body {
+    Empty::new().map_err(|never| match never {}).boxed()
+}
+
+/// The replica a sticky route's cookie names, if the request carries one.
+fn sticky_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == STICKY_COOKIE)
+        .map(|(_, value)| value.to_string())
+}
+
+/// Drops the headers of one hop and adds X-Forwarded-For, -Host and -Proto.
+fn add_forwarded(
+    headers: &mut HeaderMap,
+    host: &str,
+    peer: SocketAddr,
+    proto: &'static str,
+    upgrading: bool,
+) {
+    drop_hop_headers(headers, upgrading);
     let forwarded_for = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
         Some(earlier) => format!("{earlier}, {}", peer.ip()),
         None => peer.ip().to_string(),
@@ -109,32 +267,10 @@ async fn forward(
     if let Ok(value) = HeaderValue::from_str(&forwarded_for) {
         headers.insert("x-forwarded-for", value);
     }
-    if let Ok(value) = HeaderValue::from_str(&host) {
+    if let Ok(value) = HeaderValue::from_str(host) {
         headers.insert("x-forwarded-host", value);
     }
-    headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
-    let from_client = upgrading.then(|| hyper::upgrade::on(&mut req));
-    let mut answer = match upstream.request(req).await {
-        Ok(answer) => answer,
-        Err(e) => {
-            tracing::debug!(error = %e, backend = %format!("{}:{}", backend.host, backend.port), "a replica did not answer");
-            return Ok(said(StatusCode::BAD_GATEWAY, "the service did not answer"));
-        }
-    };
-    if answer.status() == StatusCode::SWITCHING_PROTOCOLS {
-        if let Some(from_client) = from_client {
-            let from_backend = hyper::upgrade::on(&mut answer);
-            tokio::spawn(async move {
-                if let (Ok(client), Ok(backend)) = tokio::join!(from_client, from_backend) {
-                    let (mut client, mut backend) = (TokioIo::new(client), TokioIo::new(backend));
-                    let _ = tokio::io::copy_bidirectional(&mut client, &mut backend).await;
-                }
-            });
-        }
-    } else {
-        drop_hop_headers(answer.headers_mut(), false);
-    }
-    Ok(answer.map(BodyExt::boxed))
+    headers.insert("x-forwarded-proto", HeaderValue::from_static(proto));
 }
 
 /// Removes the headers of one hop: the fixed ones and those `Connection` names; `Connection`

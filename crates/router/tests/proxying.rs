@@ -3,8 +3,10 @@
 //! and names it does not serve or whose service is stopped are answered by the router.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use capstan_router::{serve, Routes};
-use domain::model::{Backend, RouteTable};
+use capstan_router::{check_replicas, serve, serve_tls, Certificates, Routes};
+use domain::model::{Backend, Route, RouteCheck, RouteTable};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -69,20 +71,69 @@ fn backend(port: u16) -> Backend {
     }
 }
 
+fn to(ports: &[u16]) -> Route {
+    Route {
+        backends: ports.iter().copied().map(backend).collect(),
+        ..Route::default()
+    }
+}
+
+fn table(entries: &[(&str, Route)]) -> RouteTable {
+    let mut table = RouteTable::default();
+    for (name, route) in entries {
+        table.routes.insert((*name).to_string(), route.clone());
+    }
+    table
+}
+
+/// A replica that answers `GET /ready` with the status `ready` holds, and anything else
+/// with its own port.
+async fn checked_replica(ready: Arc<AtomicU16>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let ready = ready.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let (status, body) = if head.starts_with(b"GET /ready ") {
+                    (ready.load(Ordering::SeqCst), String::new())
+                } else {
+                    (200, port.to_string())
+                };
+                let answer = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    port
+}
+
+async fn closed_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    listener.local_addr().unwrap().port()
+}
+
 #[tokio::test]
 async fn requests_reach_the_replica_their_name_routes_to_and_upgrades_pass_through() {
     let (one, two) = (replica().await, replica().await);
-    let mut table = RouteTable::default();
-    table
-        .routes
-        .insert("p80-zone.localhost".into(), vec![backend(one)]);
-    table
-        .routes
-        .insert("p80-ztwo.localhost".into(), vec![backend(two)]);
-    table
-        .routes
-        .insert("p80-zstopped.localhost".into(), Vec::new());
-    let port = router(table).await;
+    let port = router(table(&[
+        ("p80-zone.localhost", to(&[one])),
+        ("p80-ztwo.localhost", to(&[two])),
+        ("p80-zstopped.localhost", to(&[])),
+    ]))
+    .await;
     let http = reqwest::Client::new();
     let get = |host: &'static str| {
         http.get(format!("http://127.0.0.1:{port}/path?q=1"))
@@ -143,16 +194,348 @@ async fn requests_reach_the_replica_their_name_routes_to_and_upgrades_pass_throu
 }
 
 #[tokio::test]
-async fn a_replica_that_does_not_answer_is_a_bad_gateway() {
-    let closed = {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        listener.local_addr().unwrap().port()
+async fn a_replica_that_refuses_is_left_out_and_a_request_without_a_body_goes_elsewhere() {
+    let ready = Arc::new(AtomicU16::new(200));
+    let (closed, alive) = (closed_port().await, checked_replica(ready).await);
+    let port = router(table(&[
+        ("p80-zboth.localhost", to(&[closed, alive])),
+        ("p80-zgone.localhost", to(&[closed])),
+    ]))
+    .await;
+    let http = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{port}/");
+    for _ in 0..4 {
+        let answer = http
+            .get(&url)
+            .header("host", "p80-zboth.localhost")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200);
+        assert_eq!(answer.text().await.unwrap(), alive.to_string());
+    }
+    let answer = http
+        .get(&url)
+        .header("host", "p80-zgone.localhost")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 502, "no replica answers");
+    let posted = http
+        .post(&url)
+        .header("host", "p80-zgone.localhost")
+        .body("a body it could have read")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 502);
+}
+
+#[tokio::test]
+async fn replicas_failing_their_check_are_taken_out_until_it_passes_again() {
+    let (sick, well) = (Arc::new(AtomicU16::new(200)), Arc::new(AtomicU16::new(200)));
+    let (one, two) = (
+        checked_replica(sick.clone()).await,
+        checked_replica(well.clone()).await,
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let routes = Routes::default();
+    routes.replace(table(&[(
+        "p80-zweb.localhost",
+        Route {
+            check: Some(RouteCheck {
+                http_path: Some("/ready".into()),
+                period_seconds: 1,
+                timeout_seconds: 1,
+                failure_threshold: 2,
+            }),
+            ..to(&[one, two])
+        },
+    )]));
+    tokio::spawn(serve(listener, routes.clone(), std::future::pending()));
+    tokio::spawn(check_replicas(routes, std::future::pending()));
+    let (one, two) = (one.to_string(), two.to_string());
+    let both = |seen: &[(u16, String)]| {
+        seen.iter().any(|(_, b)| *b == one) && seen.iter().any(|(_, b)| *b == two)
     };
-    let mut table = RouteTable::default();
-    table
-        .routes
-        .insert("p80-zgone.localhost".into(), vec![backend(closed)]);
-    let port = router(table).await;
+    seen_until(port, "p80-zweb.localhost", "both replicas answer", &both).await;
+    sick.store(500, Ordering::SeqCst);
+    seen_until(
+        port,
+        "p80-zweb.localhost",
+        "the failing replica is taken out",
+        &|seen| seen.iter().all(|(status, b)| *status == 200 && *b == two),
+    )
+    .await;
+    well.store(503, Ordering::SeqCst);
+    seen_until(
+        port,
+        "p80-zweb.localhost",
+        "with none passing, the router says so",
+        &|seen| seen.iter().all(|(status, _)| *status == 503),
+    )
+    .await;
+    sick.store(200, Ordering::SeqCst);
+    well.store(200, Ordering::SeqCst);
+    seen_until(port, "p80-zweb.localhost", "both come back", &both).await;
+}
+
+/// A status and body the router answered.
+type Answer = (u16, String);
+
+/// Asks `host` six times at a time until what is answered is `done`; fails after ten seconds.
+async fn seen_until(port: u16, host: &str, what: &str, done: &dyn Fn(&[Answer]) -> bool) {
+    let http = reqwest::Client::new();
+    for _ in 0..40 {
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            let answer = http
+                .get(format!("http://127.0.0.1:{port}/"))
+                .header("host", host)
+                .send()
+                .await
+                .unwrap();
+            seen.push((answer.status().as_u16(), answer.text().await.unwrap()));
+        }
+        if done(&seen) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("{what}");
+}
+
+#[tokio::test]
+async fn a_sticky_route_keeps_a_client_on_one_replica() {
+    let ready = Arc::new(AtomicU16::new(200));
+    let (one, two) = (
+        checked_replica(ready.clone()).await,
+        checked_replica(ready).await,
+    );
+    let port = router(table(&[(
+        "p80-zweb.localhost",
+        Route {
+            sticky: true,
+            ..to(&[one, two])
+        },
+    )]))
+    .await;
+    let http = reqwest::Client::new();
+    let get = |cookie: Option<&str>| {
+        let mut request = http
+            .get(format!("http://127.0.0.1:{port}/"))
+            .header("host", "p80-zweb.localhost");
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", format!("theme=dark; {cookie}"));
+        }
+        request.send()
+    };
+    let first = get(None).await.unwrap();
+    let set = first
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .expect("a sticky route sets its cookie")
+        .to_string();
+    assert!(
+        set.starts_with("capstan_replica=") && set.contains("HttpOnly"),
+        "{set}"
+    );
+    let cookie = set.split(';').next().unwrap().to_string();
+    let kept = first.text().await.unwrap();
+    for _ in 0..4 {
+        let again = get(Some(&cookie)).await.unwrap();
+        assert!(
+            again.headers().get("set-cookie").is_none(),
+            "kept, not set again"
+        );
+        assert_eq!(again.text().await.unwrap(), kept);
+    }
+    let mut unkept = Vec::new();
+    for _ in 0..4 {
+        unkept.push(get(None).await.unwrap().text().await.unwrap());
+    }
+    assert!(
+        unkept.iter().any(|b| *b != kept),
+        "without the cookie, in turn: {unkept:?}"
+    );
+}
+
+/// A directory of its own under the system's temporary one, removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(what: &str) -> Self {
+        let path = std::env::temp_dir().join(format!(
+            "capstan-router-{what}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&path).unwrap();
+        Self(path)
+    }
+
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn openssl(args: &[&str]) {
+    let made = std::process::Command::new("openssl")
+        .args(args)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+}
+
+/// Makes a test authority in `dir` (`ca.crt`, `ca.key`), once.
+fn authority(dir: &std::path::Path) {
+    let (crt, key) = (dir.join("ca.pem"), dir.join("ca-key.pem"));
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=capstan test authority",
+        "-keyout",
+        key.to_str().unwrap(),
+        "-out",
+        crt.to_str().unwrap(),
+    ]);
+}
+
+/// Makes a certificate for `name`, signed by the test authority, as `<file>.crt` and
+/// `<file>.key` in `dir`.
+fn certificate(dir: &std::path::Path, name: &str, file: &str) {
+    let path = |ext: &str| {
+        dir.join(format!("{file}.{ext}"))
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    let extensions = path("ext");
+    std::fs::write(&extensions, format!("subjectAltName=DNS:{name}\n")).unwrap();
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        &format!("/CN={name}"),
+        "-keyout",
+        &path("key"),
+        "-out",
+        &path("csr"),
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &path("csr"),
+        "-days",
+        "2",
+        "-extfile",
+        &extensions,
+        "-CA",
+        dir.join("ca.pem").to_str().unwrap(),
+        "-CAkey",
+        dir.join("ca-key.pem").to_str().unwrap(),
+        "-CAcreateserial",
+        "-out",
+        &path("crt"),
+    ]);
+}
+
+fn trusting(dir: &std::path::Path, name: &str, port: u16) -> reqwest::Client {
+    let pem = std::fs::read(dir.join("ca.pem")).unwrap();
+    reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap())
+        .resolve(name, std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn https_serves_each_name_with_its_certificate_and_reads_new_ones_without_a_restart() {
+    let dir = TempDir::new("certificates");
+    authority(dir.path());
+    certificate(dir.path(), "shop.example.test", "shop.example.test");
+    certificate(
+        dir.path(),
+        "*.apps.example.test",
+        "_wildcard.apps.example.test",
+    );
+    let certificates = Arc::new(Certificates::default());
+    assert_eq!(certificates.refresh(dir.path()), Ok(Some(2)));
+    assert_eq!(
+        certificates.refresh(dir.path()),
+        Ok(None),
+        "nothing changed"
+    );
+    let replica = checked_replica(Arc::new(AtomicU16::new(200))).await;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let routes = Routes::default();
+    routes.replace(table(&[
+        ("shop.example.test", to(&[replica])),
+        ("*.apps.example.test", to(&[replica])),
+        ("new.example.test", to(&[replica])),
+    ]));
+    tokio::spawn(serve_tls(
+        listener,
+        routes,
+        certificates.clone(),
+        std::future::pending(),
+    ));
+    for name in ["shop.example.test", "a.apps.example.test"] {
+        let answer = trusting(dir.path(), name, port)
+            .get(format!("https://{name}:{port}/"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200);
+        assert_eq!(answer.text().await.unwrap(), replica.to_string());
+    }
+    let unknown = trusting(dir.path(), "new.example.test", port)
+        .get(format!("https://new.example.test:{port}/"))
+        .send()
+        .await;
+    assert!(
+        unknown.is_err(),
+        "no certificate for the name: no handshake"
+    );
+    certificate(dir.path(), "new.example.test", "new.example.test");
+    assert_eq!(certificates.refresh(dir.path()), Ok(Some(3)));
+    let answer = trusting(dir.path(), "new.example.test", port)
+        .get(format!("https://new.example.test:{port}/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+}
+
+#[tokio::test]
+async fn a_replica_that_does_not_answer_is_a_bad_gateway() {
+    let closed = closed_port().await;
+    let port = router(table(&[("p80-zgone.localhost", to(&[closed]))])).await;
     let answer = reqwest::Client::new()
         .get(format!("http://127.0.0.1:{port}/"))
         .header("host", "p80-zgone.localhost")

@@ -101,12 +101,15 @@ pub async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         ))
 }
 
-/// Serves until `lifetime` ends, on `listener` when given (else on the settings' address),
-/// after loading the fixture `seed_file` if any.
-/// The Docker engine as the settings have it: pulls and clones through the outbound policy.
+/// The Docker engine as the settings have it: pulls and clones through the outbound policy;
+/// with a router, redeploys switch it to the new replicas before the old ones stop.
 fn docker_with_settings(docker: DockerEngine, settings: &Settings) -> DockerEngine {
     let checkouts = git::GitCheckouts::new(settings.outbound.clone(), GIT_FETCH_TIMEOUT)
         .with_ca_file(settings.git_ca_file.clone());
+    let docker = match settings.router_listen {
+        Some(_) => docker.with_router(SWITCH_SETTLE),
+        None => docker,
+    };
     docker
         .with_policy(settings.outbound.clone())
         .with_builds(Arc::new(checkouts), settings.docker_images_kept)
@@ -158,6 +161,8 @@ async fn engine(settings: &Settings) -> anyhow::Result<(Arc<dyn domain::engine::
     }
 }
 
+/// Serves until `lifetime` ends, on `listener` when given (else on the settings' address),
+/// after loading the fixture `seed_file` if any.
 pub async fn serve(
     settings: Settings,
     seed_file: Option<&std::path::Path>,
@@ -168,14 +173,14 @@ pub async fn serve(
     let (clock, manual) = clock(&settings);
     let (engine, runs_workloads) = engine(&settings).await?;
     let router = match settings.router_listen {
-        Some(at) if runs_workloads => Some(router_listener(at, &settings.router_domain).await?),
+        Some(at) if runs_workloads => Some(router_listeners(at, &settings).await?),
         _ => None,
     };
     let mut capstan = open(&settings, clock.clone())
         .await?
         .with_engine(engine.clone());
-    if let Some((_, address)) = &router {
-        capstan = capstan.with_router(address.clone());
+    if let Some(listeners) = &router {
+        capstan = capstan.with_router(listeners.address.clone());
     }
     if let Some(file) = seed_file {
         seed(&capstan, file).await?;
@@ -227,8 +232,8 @@ pub async fn serve(
     }
     // Open event streams never end on their own: they are told when the server stops.
     let (stop_streams, stopping) = tokio::sync::watch::channel(false);
-    if let Some((listener, _)) = router {
-        serve_router(capstan.clone(), listener, stopping.clone());
+    if let Some(listeners) = router {
+        serve_router(capstan.clone(), listeners, stopping.clone());
     }
     let app_state = app_state.with_stopping(stopping);
     let state = actix_web::web::Data::new(app_state);
@@ -279,38 +284,62 @@ pub async fn serve(
     Ok(())
 }
 
-/// The router's listener, and the address its links name (its port, when asked for 0).
-async fn router_listener(
-    at: std::net::SocketAddr,
-    domain: &str,
-) -> anyhow::Result<(tokio::net::TcpListener, domain::model::RouterAddress)> {
-    let listener = tokio::net::TcpListener::bind(at)
-        .await
-        .with_context(|| format!("the router cannot listen on {at} (CAPSTAN_ROUTER_LISTEN)"))?;
-    let port = listener.local_addr()?.port();
-    tracing::info!(listen = %listener.local_addr()?, domain, "the router is serving");
-    Ok((
-        listener,
-        domain::model::RouterAddress {
-            domain: domain.to_string(),
-            port,
-        },
-    ))
+/// The router's listeners (HTTPS when it has certificates), and the address its links name.
+struct RouterListeners {
+    http: tokio::net::TcpListener,
+    tls: Option<(tokio::net::TcpListener, std::path::PathBuf)>,
+    address: domain::model::RouterAddress,
 }
 
-/// How often the router reads its routes again: a service started on any instance is routed
-/// within this.
+/// Binds the router's listeners (its port, when asked for 0, is the one bound).
+async fn router_listeners(
+    at: std::net::SocketAddr,
+    settings: &Settings,
+) -> anyhow::Result<RouterListeners> {
+    let domain = &settings.router_domain;
+    let http = tokio::net::TcpListener::bind(at)
+        .await
+        .with_context(|| format!("the router cannot listen on {at} (CAPSTAN_ROUTER_LISTEN)"))?;
+    tracing::info!(listen = %http.local_addr()?, domain, "the router is serving");
+    let tls = match &settings.router_tls {
+        None => None,
+        Some((at, dir)) => {
+            let listener = tokio::net::TcpListener::bind(at).await.with_context(|| {
+                format!("the router cannot listen on {at} (CAPSTAN_ROUTER_TLS_LISTEN)")
+            })?;
+            tracing::info!(listen = %listener.local_addr()?, certificates = %dir.display(), "the router serves HTTPS");
+            Some((listener, dir.clone()))
+        }
+    };
+    let address = domain::model::RouterAddress {
+        domain: domain.to_string(),
+        port: http.local_addr()?.port(),
+    };
+    Ok(RouterListeners { http, tls, address })
+}
+
+/// How often the router reads its routes (and its certificates' directory) again: a service
+/// started on any instance is routed within this.
 const ROUTES_REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How long each turn of a switch to new replicas waits for every instance's router: a read
+/// of its routes, a check of the new replicas, and time to spare.
+const SWITCH_SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Runs the router until `stopping` turns true, its routes read from the store (which every
-/// instance shares: each instance's router serves every route).
+/// instance shares: each instance's router serves every route), its replicas checked.
 fn serve_router(
     capstan: Capstan,
-    listener: tokio::net::TcpListener,
+    listeners: RouterListeners,
     stopping: tokio::sync::watch::Receiver<bool>,
 ) {
     let routes = router::Routes::default();
-    let kept = routes.clone();
+    let certificates = std::sync::Arc::new(router::Certificates::default());
+    let certificates_dir = listeners.tls.as_ref().map(|(_, dir)| dir.clone());
+    let (kept, held) = (routes.clone(), certificates.clone());
+    let stop = |mut until: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = until.wait_for(|stop| *stop).await;
+    };
     let mut until = stopping.clone();
     tokio::spawn(async move {
         loop {
@@ -318,16 +347,34 @@ fn serve_router(
                 Ok(table) => kept.replace(table),
                 Err(e) => tracing::warn!(error = %e, "the router could not read its routes"),
             }
+            if let Some(dir) = &certificates_dir {
+                match held.refresh(dir) {
+                    Ok(Some(count)) => tracing::info!(count, "the router read its certificates"),
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the router could not read every certificate")
+                    }
+                }
+            }
             tokio::select! {
                 () = tokio::time::sleep(ROUTES_REFRESH) => {}
                 _ = until.wait_for(|stop| *stop) => return,
             }
         }
     });
-    let mut until = stopping;
-    tokio::spawn(router::serve(listener, routes, async move {
-        let _ = until.wait_for(|stop| *stop).await;
-    }));
+    tokio::spawn(router::check_replicas(
+        routes.clone(),
+        stop(stopping.clone()),
+    ));
+    if let Some((listener, _)) = listeners.tls {
+        let (routes, stopped) = (routes.clone(), stop(stopping.clone()));
+        tokio::spawn(async move {
+            if let Err(e) = router::serve_tls(listener, routes, certificates, stopped).await {
+                tracing::error!(error = %e, "the router cannot serve HTTPS");
+            }
+        });
+    }
+    tokio::spawn(router::serve(listeners.http, routes, stop(stopping)));
 }
 
 /// SIGTERM or SIGINT (actix hears them too, and stops gracefully).

@@ -38,6 +38,20 @@ pub struct RawSettings {
         global = true
     )]
     pub router_domain: String,
+    /// Where the router serves HTTPS, once it has certificates (CAPSTAN_ROUTER_CERTIFICATES);
+    /// a server listens on 0.0.0.0:443.
+    #[arg(
+        long,
+        env = "CAPSTAN_ROUTER_TLS_LISTEN",
+        default_value = "127.0.0.1:8443",
+        global = true
+    )]
+    pub router_tls_listen: String,
+    /// A directory of `<host name>.crt` and `<host name>.key` PEM pairs (a wildcard's named
+    /// `_wildcard.<domain>`) the router serves HTTPS with, each name's chosen by SNI, read
+    /// again when its files change. Unset: no HTTPS.
+    #[arg(long, env = "CAPSTAN_ROUTER_CERTIFICATES", global = true)]
+    pub router_certificates: Option<PathBuf>,
     /// sqlite://PATH (embedded default), sqlite::memory:, or postgres://...
     #[arg(
         long,
@@ -325,6 +339,8 @@ pub struct Settings {
     /// Where the router listens; none: no router.
     pub router_listen: Option<SocketAddr>,
     pub router_domain: String,
+    /// Where the router serves HTTPS, and the directory of its certificates; none: no HTTPS.
+    pub router_tls: Option<(SocketAddr, PathBuf)>,
     pub database: DatabaseUrl,
     pub rate_limit_per_hour: u32,
     pub max_api_tokens: u64,
@@ -405,6 +421,7 @@ impl fmt::Debug for Settings {
             )
             .field("router_listen", &self.router_listen)
             .field("router_domain", &self.router_domain)
+            .field("router_tls", &self.router_tls)
             .field("backup_dir", &self.backup_dir)
             .field("git_ca_file", &self.git_ca_file)
             .field("docker_terraform_image", &self.docker_terraform_image)
@@ -516,6 +533,27 @@ impl RawSettings {
                 format!("'{}' is not a domain name", self.router_domain),
             ));
         }
+        let router_tls = match &self.router_certificates {
+            None => None,
+            Some(dir) => {
+                if !dir.is_dir() {
+                    return Err(bad(
+                        "CAPSTAN_ROUTER_CERTIFICATES",
+                        "router-certificates",
+                        format!("{} is not a directory", dir.display()),
+                    ));
+                }
+                let at = self.router_tls_listen.trim();
+                let at = at.parse().map_err(|_| {
+                    bad(
+                        "CAPSTAN_ROUTER_TLS_LISTEN",
+                        "router-tls-listen",
+                        format!("'{at}' is not an address like 0.0.0.0:443"),
+                    )
+                })?;
+                Some((at, dir.clone()))
+            }
+        };
         let secret_key = match &self.secret_key {
             None => None,
             Some(k) => Some(parse_key(k).map_err(|e| bad("CAPSTAN_SECRET_KEY", "secret-key", e))?),
@@ -828,6 +866,7 @@ impl RawSettings {
             listen,
             router_listen,
             router_domain,
+            router_tls,
             database,
             rate_limit_per_hour,
             max_api_tokens,

@@ -145,6 +145,24 @@ impl ServiceQueries for Session {
         row.map(|r| CustomDomain::from_row(r, cipher)).transpose()
     }
 
+    async fn custom_domains_of(
+        &mut self,
+        services: &[ServiceId],
+    ) -> StoreResult<Vec<CustomDomain>> {
+        let services = services.to_vec();
+        let (conn, cipher) = self.parts()?;
+        let rows: Vec<CustomDomainRow> = db_run!(*conn, |c| custom_domains::table
+            .filter(custom_domains::service_id.eq_any(services.clone()))
+            .select(CustomDomainRow::as_select())
+            .order(custom_domains::domain)
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        rows.into_iter()
+            .map(|r| CustomDomain::from_row(r, cipher))
+            .collect()
+    }
+
     async fn list_services_of_kind(
         &mut self,
         environment: EnvironmentId,

@@ -2548,6 +2548,18 @@ async fn custom_domains_are_unique_across_organizations(db: Db) {
         Some(held.clone())
     );
     assert_eq!(session.custom_domain_named("acme.com").await.unwrap(), None);
+    assert_eq!(
+        session
+            .custom_domains_of(&[mine.id, theirs.id])
+            .await
+            .unwrap(),
+        vec![held.clone()]
+    );
+    assert!(session
+        .custom_domains_of(&[theirs.id])
+        .await
+        .unwrap()
+        .is_empty());
     Repo::<Service>::delete(&mut session, mine.id)
         .await
         .unwrap();

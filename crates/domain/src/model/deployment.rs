@@ -230,8 +230,9 @@ pub struct Phase {
 }
 
 /// The steps the engine walks for an action. BUILDING only for services built from git; jobs
-/// and terraform services then run (EXECUTING).
-pub fn plan(action: DeploymentAction, kind: ServiceKind, builds: bool) -> Vec<Phase> {
+/// and terraform services then run (EXECUTING); services a router serves (`routed`) end with
+/// the router's switch to their new replicas (ROUTER_DEPLOYMENT).
+pub fn plan(action: DeploymentAction, kind: ServiceKind, builds: bool, routed: bool) -> Vec<Phase> {
     let phase = |step, then| Phase { step, then };
     match action {
         DeploymentAction::Deploy | DeploymentAction::Redeploy => {
@@ -242,6 +243,9 @@ pub fn plan(action: DeploymentAction, kind: ServiceKind, builds: bool) -> Vec<Ph
             if matches!(kind, ServiceKind::Job | ServiceKind::Terraform) {
                 phases.push(phase(StepName::Deployment, Event::Executing));
                 phases.push(phase(StepName::Executing, Event::Succeeded));
+            } else if routed {
+                phases.push(phase(StepName::Deployment, Event::Routing));
+                phases.push(phase(StepName::RouterDeployment, Event::Succeeded));
             } else {
                 phases.push(phase(StepName::Deployment, Event::Succeeded));
             }
@@ -316,7 +320,8 @@ mod tests {
 
     #[test]
     fn only_git_built_services_build_and_jobs_execute() {
-        let steps = |a, k, b| -> Vec<StepName> { plan(a, k, b).iter().map(|p| p.step).collect() };
+        let steps =
+            |a, k, b| -> Vec<StepName> { plan(a, k, b, false).iter().map(|p| p.step).collect() };
         use DeploymentAction as A;
         use ServiceKind as K;
         assert_eq!(
@@ -333,6 +338,16 @@ mod tests {
         );
         assert_eq!(steps(A::Diff, K::Helm, false), [StepName::Executing]);
         assert_eq!(steps(A::Stop, K::Database, false), [StepName::Deployment]);
+        let routed: Vec<StepName> = plan(A::Redeploy, K::Container, false, true)
+            .iter()
+            .map(|p| p.step)
+            .collect();
+        assert_eq!(routed, [StepName::Deployment, StepName::RouterDeployment]);
+        assert_eq!(
+            plan(A::Restart, K::Container, false, true).len(),
+            1,
+            "a restart keeps its replicas: no switch"
+        );
     }
 
     #[test]
@@ -340,10 +355,11 @@ mod tests {
         use super::super::transition;
         for action in DeploymentAction::ALL {
             for kind in ServiceKind::ALL {
-                for builds in [false, true] {
+                for (builds, routed) in [(false, false), (true, false), (false, true), (true, true)]
+                {
                     let mut state = ServiceState::queued(*action);
                     state = transition(state, Event::Started { builds }).unwrap();
-                    for phase in plan(*action, *kind, builds) {
+                    for phase in plan(*action, *kind, builds, routed) {
                         state = transition(state, phase.then).unwrap();
                     }
                     assert!(

@@ -207,6 +207,16 @@ impl ServiceSpec {
         }
     }
 
+    /// The health checks of the kinds that run long-lived replicas of their own
+    /// (applications and containers).
+    pub fn healthchecks(&self) -> Option<&super::Healthchecks> {
+        match self {
+            ServiceSpec::Application(a) => Some(&a.runtime.workload.healthchecks),
+            ServiceSpec::Container(c) => Some(&c.runtime.workload.healthchecks),
+            _ => None,
+        }
+    }
+
     /// The registry the service pulls its image from, if any.
     pub fn registry_id(&self) -> Option<ContainerRegistryId> {
         match self {

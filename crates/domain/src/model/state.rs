@@ -74,6 +74,8 @@ pub enum Event {
     Built,
     /// A job or terraform service began to run.
     Executing,
+    /// The new workload runs and is ready: the router's switch to it begins.
+    Routing,
     Succeeded,
     Failed,
     /// A client asked to cancel.
@@ -204,6 +206,7 @@ pub fn transition(state: ServiceState, event: Event) -> Result<ServiceState, For
         // Steps.
         (S::Building, Event::Built) => Some(S::Deploying),
         (S::Deploying, Event::Executing) => Some(S::Executing),
+        (S::Deploying, Event::Routing) => Some(S::Deploying),
         // Endings.
         (S::Deploying, Event::Succeeded) => Some(S::Deployed),
         (S::Executing, Event::Succeeded) => Some(S::Deployed),

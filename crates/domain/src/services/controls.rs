@@ -8,7 +8,7 @@ use crate::engine::HOLDABLE;
 use crate::error::{DomainError, DomainResult, StoreError};
 use crate::ids::ServiceId;
 use crate::model::{
-    plan, DeploymentAction, Service, ServiceState, Snapshot, SnapshotName, StepName,
+    is_routed, plan, DeploymentAction, Service, ServiceState, Snapshot, SnapshotName, StepName,
 };
 use crate::ports::Repo;
 
@@ -72,7 +72,8 @@ impl Capstan {
             ServiceState::Executing => Some(StepName::Executing),
             _ => None,
         };
-        if entered_by.is_some_and(|step| !steps_run(&found).contains(&step)) {
+        if entered_by.is_some_and(|step| !steps_run(&found, self.router.is_some()).contains(&step))
+        {
             return Err(DomainError::invalid(
                 "state",
                 format!("this {}'s deployments never reach {state}", found.kind()),
@@ -112,7 +113,7 @@ impl Capstan {
             ));
         }
         let found = self.existing(service).await?;
-        let runs = steps_run(&found);
+        let runs = steps_run(&found, self.router.is_some());
         if !runs.contains(&step) {
             let names: Vec<&str> = runs.iter().map(|s| s.as_str()).collect();
             return Err(DomainError::invalid(
@@ -137,11 +138,12 @@ impl Capstan {
 }
 
 /// The steps a service's deployments run: a deploy runs every step any action of it does.
-fn steps_run(service: &Service) -> Vec<StepName> {
+fn steps_run(service: &Service, router: bool) -> Vec<StepName> {
     plan(
         DeploymentAction::Deploy,
         service.kind(),
         service.builds_from_git(),
+        router && is_routed(service),
     )
     .into_iter()
     .map(|phase| phase.step)

@@ -205,7 +205,7 @@ impl Capstan {
 
     // Names are only resolved and addresses compared: nothing connects to what a user's domain
     // resolves to, so the outbound policy has nothing to guard here.
-    async fn check_dns(&self, d: &CustomDomain) -> DnsCheck {
+    pub(super) async fn check_dns(&self, d: &CustomDomain) -> DnsCheck {
         // A wildcard answers for any name under it: ask for one.
         let asked = match d.domain.strip_prefix("*.") {
             Some(rest) => format!("wildcard-check.{rest}"),

@@ -123,7 +123,13 @@ pub struct Capstan {
     terraform_versions: Vec<(crate::model::TerraformEngine, String)>,
     /// Where the router answers services' public ports; none: links name the published ports.
     router: Option<crate::model::RouterAddress>,
+    /// The last DNS check of each custom domain the router asked about (by name and CDN use),
+    /// passed or not, and when.
+    domain_checks: Arc<std::sync::Mutex<DomainChecks>>,
 }
+
+/// Each custom domain's last DNS check (by name and CDN use): passed or not, and when.
+type DomainChecks = HashMap<(String, bool), (bool, OffsetDateTime)>;
 
 /// The API tokens an organization may hold unless the operator says otherwise.
 pub const DEFAULT_MAX_API_TOKENS: u64 = 100;
@@ -148,6 +154,7 @@ impl Capstan {
                 .map(|(e, v)| (*e, (*v).to_string()))
                 .collect(),
             router: None,
+            domain_checks: Arc::default(),
         }
     }
 

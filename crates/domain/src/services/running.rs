@@ -132,24 +132,67 @@ impl Capstan {
     }
 
     /// What the router serves: the public ports of every service an engine has seen, at their
-    /// names, with the replicas answering them (none for a service stopped). Empty without a
-    /// router.
+    /// names, with the replicas answering them (none for a service stopped), and the custom
+    /// domains of those services whose DNS check passes. Empty without a router.
     pub async fn route_table(&self) -> DomainResult<RouteTable> {
         let Some(router) = &self.router else {
             return Ok(RouteTable::default());
         };
-        let mut unit = self.reading().await?;
-        let tx = &mut *unit;
-        let seen = tx.all_running_states().await?;
-        let ids: Vec<ServiceId> = seen.iter().map(|s| s.service_id).collect();
-        let services = self.by_id::<Service>(tx, ids).await?;
-        let pairs: Vec<(Service, Option<RunningState>)> = seen
-            .into_iter()
-            .filter_map(|s| Some((services.get(&s.service_id)?.clone(), Some(s))))
-            .collect();
-        Ok(RouteTable::of(router, &pairs))
+        let (pairs, domains) = {
+            let mut unit = self.reading().await?;
+            let tx = &mut *unit;
+            let seen = tx.all_running_states().await?;
+            let ids: Vec<ServiceId> = seen.iter().map(|s| s.service_id).collect();
+            let services = self.by_id::<Service>(tx, ids.iter().copied()).await?;
+            let domains = tx.custom_domains_of(&ids).await?;
+            let pairs: Vec<(Service, Option<RunningState>)> = seen
+                .into_iter()
+                .filter_map(|s| Some((services.get(&s.service_id)?.clone(), Some(s))))
+                .collect();
+            (pairs, domains)
+        };
+        let mut routed = Vec::with_capacity(domains.len());
+        for d in domains {
+            if self.domain_points_here(&d).await {
+                routed.push(d);
+            }
+        }
+        Ok(RouteTable::of(router, &pairs, &routed))
+    }
+
+    /// Whether a custom domain's DNS check passes, from the last check while it is fresh: a
+    /// passing one is trusted for [`CHECK_KEPT_PASSING`], a failing one asked again after
+    /// [`CHECK_KEPT_FAILING`] (the router asks every second).
+    async fn domain_points_here(&self, d: &CustomDomain) -> bool {
+        let now = self.now();
+        let key = (d.domain.clone(), d.use_cdn);
+        let last = self
+            .domain_checks
+            .lock()
+            .ok()
+            .and_then(|held| held.get(&key).copied());
+        if let Some((passed, at)) = last {
+            let kept = if passed {
+                CHECK_KEPT_PASSING
+            } else {
+                CHECK_KEPT_FAILING
+            };
+            if now - at < kept {
+                return passed;
+            }
+        }
+        let passed = self.check_dns(d).await.state == DnsState::PointsAtTarget;
+        if let Ok(mut held) = self.domain_checks.lock() {
+            held.insert(key, (passed, now));
+        }
+        passed
     }
 }
+
+/// How long a custom domain's passing DNS check routes it before it is checked again.
+const CHECK_KEPT_PASSING: time::Duration = time::Duration::minutes(5);
+/// How long a failing one waits before it is checked again.
+const CHECK_KEPT_FAILING: time::Duration = time::Duration::seconds(10);
 
 impl Capstan {
     /// Compares what the engine runs with what exists: workloads of services that are gone

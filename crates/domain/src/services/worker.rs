@@ -298,7 +298,8 @@ impl Worker {
         }
         let builds = r.deploys() && service.builds_from_git();
         r.state = transition(r.state, Event::Started { builds }).map_err(forbidden)?;
-        let phases = plan(r.action, service.kind(), builds);
+        let routed = self.capstan.router.is_some() && is_routed(&service);
+        let phases = plan(r.action, service.kind(), builds, routed);
         for (i, phase) in phases.iter().enumerate() {
             let now = self.capstan.now();
             r.steps.push(Step {
