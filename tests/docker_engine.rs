@@ -388,6 +388,121 @@ async fn a_container_and_a_job_run_on_docker(database: Option<&str>) {
     );
 }
 
+/// A custom domain whose DNS check passes (`*.localhost` names resolve to the machine, the
+/// target here) is routed to its service, over HTTP and over HTTPS with a certificate from the
+/// router's directory; one whose check fails (`.invalid` names resolve nowhere) is not.
+async fn custom_domains_answer_over_http_and_https(database: Option<&str>) {
+    let certificates = TempDir::new();
+    test_certificate(&certificates.0, "shop.localhost");
+    let tls_port = free_port().to_string();
+    let case = Case::start(
+        database,
+        &[
+            ("CAPSTAN_CUSTOM_DOMAIN_TARGET", "127.0.0.1"),
+            (
+                "CAPSTAN_ROUTER_CERTIFICATES",
+                certificates.0.to_str().unwrap(),
+            ),
+            (
+                "CAPSTAN_ROUTER_TLS_LISTEN",
+                &format!("127.0.0.1:{tls_port}"),
+            ),
+        ],
+    )
+    .await;
+    let (client, env, registry) = (&case.client, &case.env, &case.registry);
+    let shop = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({
+                "name": "shop", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                "entrypoint": "sh",
+                "arguments": ["-c", "mkdir -p /www && env > /www/env.txt && exec httpd -f -p 8080 -h /www"],
+                "ports": [{"internal_port": 8080, "publicly_accessible": true}],
+            }),
+        )
+        .await;
+    for domain in ["shop.localhost", "nowhere.invalid"] {
+        post(
+            client,
+            &format!("/container/{shop}/customDomain"),
+            json!({"domain": domain, "generate_certificate": false}),
+        )
+        .await;
+    }
+    post(client, &format!("/container/{shop}/deploy"), json!({})).await;
+    settled_in(client, "container", &shop, "DEPLOYED").await;
+    let link = link_of(client, &shop).await;
+    let router_port = link.rsplit(':').next().unwrap();
+    let custom = format!("http://shop.localhost:{router_port}");
+    let answer = through_router(&custom, "/env.txt").await;
+    assert_eq!(answer.status(), 200);
+    assert!(answer.text().await.unwrap().contains("HOSTNAME="));
+    let elsewhere = format!("http://nowhere.invalid:{router_port}");
+    assert_eq!(
+        through_router_once(&elsewhere, "/env.txt").await.status(),
+        404,
+        "a domain whose check fails is not routed"
+    );
+    let checked = client
+        .get(&format!("/container/{shop}/checkCustomDomain"))
+        .await;
+    let results = checked["results"].as_array().unwrap();
+    let status_of = |name: &str| {
+        results
+            .iter()
+            .find(|r| r["domain_name"] == name)
+            .map(|r| r["status"].clone())
+    };
+    assert_eq!(
+        status_of("shop.localhost"),
+        Some(json!("MATCHES_LOAD_BALANCER_HOST")),
+        "{checked}"
+    );
+    assert_eq!(
+        status_of("nowhere.invalid"),
+        Some(json!("DOMAIN_NOT_CONFIGURED")),
+        "{checked}"
+    );
+
+    let authority = std::fs::read(certificates.0.join("ca.pem")).unwrap();
+    let https = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&authority).unwrap())
+        .resolve(
+            "shop.localhost",
+            std::net::SocketAddr::from(([127, 0, 0, 1], tls_port.parse().unwrap())),
+        )
+        .build()
+        .unwrap();
+    let answer = https
+        .get(format!("https://shop.localhost:{tls_port}/env.txt"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    assert!(answer.text().await.unwrap().contains("HOSTNAME="));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_custom_domains_answer_over_http_and_https() {
+    if !docker_ready() {
+        return;
+    }
+    custom_domains_answer_over_http_and_https(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_custom_domains_answer_over_http_and_https() {
+    if !docker_ready() {
+        return;
+    }
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
+        return;
+    };
+    custom_domains_answer_over_http_and_https(Some(&url)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_container_and_a_job_run_on_docker() {
     if !docker_ready() {

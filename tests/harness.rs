@@ -882,3 +882,66 @@ impl Stream {
         all
     }
 }
+
+fn openssl(args: &[&str]) {
+    let made = Command::new("openssl")
+        .args(args)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+}
+
+/// Makes in `dir` a test authority (`ca.pem`, which clients trust) and a certificate it signs
+/// for `name`, as the router reads it: `<name>.crt` and `<name>.key`.
+pub fn test_certificate(dir: &std::path::Path, name: &str) {
+    let at = |file: &str| dir.join(file).to_str().unwrap().to_string();
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=capstan test authority",
+        "-keyout",
+        &at("ca-key.pem"),
+        "-out",
+        &at("ca.pem"),
+    ]);
+    std::fs::write(at("san.ext"), format!("subjectAltName=DNS:{name}\n")).unwrap();
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        &format!("/CN={name}"),
+        "-keyout",
+        &at(&format!("{name}.key")),
+        "-out",
+        &at("leaf.csr"),
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &at("leaf.csr"),
+        "-days",
+        "2",
+        "-extfile",
+        &at("san.ext"),
+        "-CA",
+        &at("ca.pem"),
+        "-CAkey",
+        &at("ca-key.pem"),
+        "-CAcreateserial",
+        "-out",
+        &at(&format!("{name}.crt")),
+    ]);
+}

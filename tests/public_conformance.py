@@ -314,6 +314,10 @@ for kind in ('application', 'container', 'job', 'helm', 'terraform'):
     call('GET', f'/default{kind.capitalize()}AdvancedSettings')
     own = call('GET', f'/{kind}/{ids[kind]}/advancedSettings')
     call('PUT', f'/{kind}/{ids[kind]}/advancedSettings', {'deployment.termination_grace_period_seconds': 90} if 'deployment.termination_grace_period_seconds' in own else {'network.ingress.enable_cors': True})
+# Sticky sessions (the router's network settings).
+for kind in ('application', 'container'):
+    call('GET', f'/{kind}/{ids[kind]}/network')
+    call('PUT', f'/{kind}/{ids[kind]}/network', {'sticky_session': True})
 
 # Deployment restrictions of the kinds a push deploys.
 for kind in ('application', 'job', 'helm', 'terraform'):
@@ -332,6 +336,7 @@ for kind in ('application', 'container', 'helm'):
     call('GET', path)
     call('GET', f'{path}/{domain}')
     call('GET', f'{path}/{domain}/status')
+    call('GET', f'/{kind}/{ids[kind]}/checkCustomDomain')
     doomed = call('POST', path, {'domain': f'old.{kind}.conformance.localhost', 'generate_certificate': True})['id']
     call('DELETE', f'{path}/{doomed}')
 

@@ -8,6 +8,7 @@ use crate::openapi::{Body, Doc, Routes};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::model::ServiceKind;
+use serde::{Deserialize, Serialize};
 
 type St = web::Data<AppState>;
 type Kind = web::Data<ServiceKind>;
@@ -53,6 +54,62 @@ pub fn routes(r: &mut Routes) {
             )
             .add();
     }
+    for kind in [ServiceKind::Application, ServiceKind::Container] {
+        let segment = kind.path_segment();
+        r.at(format!("/{segment}/{{{segment}Id}}/network"))
+            .data(kind)
+            .get(
+                network,
+                Doc::get::<Network>(format!(
+                    "Whether the router keeps each client on one replica of the {segment}"
+                )),
+            )
+            .put(
+                edit_network,
+                Doc::answer(
+                    "Set sticky sessions (the advanced setting \
+                     network.ingress.enable_sticky_session); the router applies it at once",
+                    201,
+                    Some(Body::of::<Network>()),
+                )
+                .body(Body::of::<NetworkRequest>()),
+            )
+            .add();
+    }
+}
+
+/// The public description's `ApplicationNetwork`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Network {
+    sticky_session: bool,
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct NetworkRequest {
+    #[serde(default)]
+    sticky_session: Option<bool>,
+}
+
+async fn network(st: St, kind: Kind, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let sticky_session = st
+        .capstan
+        .service_network(&p, **kind, service_id(&req, **kind)?)
+        .await?;
+    Ok(ok(Network { sticky_session }))
+}
+
+async fn edit_network(
+    st: St,
+    kind: Kind,
+    Auth(p): Auth,
+    req: HttpRequest,
+    JsonBody(sent): JsonBody<NetworkRequest>,
+) -> ApiResult<HttpResponse> {
+    let sticky_session = st
+        .capstan
+        .edit_service_network(&p, **kind, service_id(&req, **kind)?, sent.sticky_session)
+        .await?;
+    Ok(created(Network { sticky_session }))
 }
 
 async fn defaults(st: St, kind: Kind, Auth(p): Auth) -> ApiResult<HttpResponse> {

@@ -8,7 +8,7 @@ use crate::openapi::{Doc, Routes};
 use crate::views::{base, Base, Paged};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use domain::model::{CustomDomain, CustomDomainInput, DnsCheck, ServiceKind};
+use domain::model::{CustomDomain, CustomDomainInput, DnsCheck, DnsState, ServiceKind};
 use domain::services::DOMAIN_KINDS;
 use serde::Serialize;
 
@@ -43,6 +43,51 @@ pub struct CustomDomainCheckView {
     #[serde(flatten)]
     pub domain: CustomDomainView,
     pub dns_check: DnsCheck,
+}
+
+/// A DNS check in the public description's words.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum CheckedCustomDomainStatus {
+    /// Behind a CDN, the domain resolves.
+    ResolvesToIp,
+    /// The domain points at the target (CAPSTAN_CUSTOM_DOMAIN_TARGET).
+    MatchesLoadBalancerHost,
+    DomainNotConfigured,
+    DomainLinkedToWrongHost,
+    GenericFailure,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CheckedCustomDomain {
+    pub domain_name: String,
+    pub status: CheckedCustomDomainStatus,
+    /// Why a check did not pass.
+    pub error_details: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CheckedCustomDomains {
+    pub results: Vec<CheckedCustomDomain>,
+}
+
+impl CheckedCustomDomain {
+    fn of(d: CustomDomain, check: DnsCheck) -> Self {
+        use CheckedCustomDomainStatus as S;
+        let status = match check.state {
+            DnsState::PointsAtTarget if d.use_cdn => S::ResolvesToIp,
+            DnsState::PointsAtTarget => S::MatchesLoadBalancerHost,
+            DnsState::PointsElsewhere => S::DomainLinkedToWrongHost,
+            DnsState::NotFound => S::DomainNotConfigured,
+            DnsState::ResolverError | DnsState::NoTarget => S::GenericFailure,
+        };
+        let passed = check.state == DnsState::PointsAtTarget;
+        CheckedCustomDomain {
+            domain_name: d.domain,
+            status,
+            error_details: (!passed).then_some(check.message),
+        }
+    }
 }
 
 fn view(st: &AppState, d: CustomDomain) -> CustomDomainView {
@@ -82,6 +127,16 @@ pub fn routes(r: &mut Routes) {
                 Doc::edit::<CustomDomainView, CustomDomainInput>("Edit a custom domain"),
             )
             .delete(remove, Doc::delete("Remove a custom domain"))
+            .add();
+        r.at(format!("/{segment}/{{{segment}Id}}/checkCustomDomain"))
+            .data(kind)
+            .get(
+                check,
+                Doc::get::<CheckedCustomDomains>(format!(
+                    "Where each custom domain of a {segment} points now: the router serves one \
+                     once it points at the target"
+                )),
+            )
             .add();
         r.at(format!("{base}/{{customDomainId}}/status"))
             .data(kind)
@@ -166,5 +221,18 @@ async fn status(st: St, kind: Kind, Auth(p): Auth, req: HttpRequest) -> ApiResul
     Ok(ok(CustomDomainCheckView {
         domain: view(&st, d),
         dns_check,
+    }))
+}
+
+async fn check(st: St, kind: Kind, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let checked = st
+        .capstan
+        .check_custom_domains(&p, **kind, service_id(&req, **kind)?)
+        .await?;
+    Ok(ok(CheckedCustomDomains {
+        results: checked
+            .into_iter()
+            .map(|(d, check)| CheckedCustomDomain::of(d, check))
+            .collect(),
     }))
 }

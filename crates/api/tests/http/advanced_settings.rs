@@ -11,6 +11,7 @@ http_suite!(
     edits_are_checked_and_kept,
     a_change_makes_a_deployed_service_out_of_date,
     settings_follow_an_environment_clone,
+    network_is_the_sticky_session_setting,
 );
 
 /// (kind, its name in the defaults' route, how many keys, one key with its default as JSON).
@@ -256,4 +257,45 @@ async fn settings_follow_an_environment_clone<S: App>(t: T<S>) {
         .await
         .expect(200);
     assert_eq!(shown.body["build.ram_max_in_gib"], 16);
+}
+
+/// `network` reads and sets sticky sessions, which are the advanced setting the router reads.
+async fn network_is_the_sticky_session_setting<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let all = services(&t, &env).await;
+    for (kind, id) in all
+        .iter()
+        .filter(|(k, _)| k == "application" || k == "container")
+    {
+        let path = format!("/{kind}/{id}/network");
+        assert_eq!(
+            t.get(&path).await.expect(200).body,
+            json!({"sticky_session": false})
+        );
+        let set = t
+            .put(&path, json!({"sticky_session": true}))
+            .await
+            .expect(201);
+        assert_eq!(set.body, json!({"sticky_session": true}));
+        let settings = t
+            .get(&format!("/{kind}/{id}/advancedSettings"))
+            .await
+            .expect(200);
+        assert_eq!(settings.body["network.ingress.enable_sticky_session"], true);
+        let kept = t.put(&path, json!({})).await.expect(201);
+        assert_eq!(
+            kept.body,
+            json!({"sticky_session": true}),
+            "unsent: unchanged"
+        );
+        t.put(&path, json!({"sticky_session": "yes"}))
+            .await
+            .expect(400);
+        t.put(&path, json!({"sticky_session": false}))
+            .await
+            .expect(201);
+        assert_eq!(t.get(&path).await.expect(200).body["sticky_session"], false);
+    }
+    let (_, job) = all.iter().find(|(k, _)| k == "job").unwrap();
+    t.get(&format!("/job/{job}/network")).await.expect(404);
 }

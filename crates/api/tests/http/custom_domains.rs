@@ -283,6 +283,31 @@ async fn the_status_says_where_a_domain_points<S: App>(t: T<S>) {
             assert!(!status.text.contains(address), "{domain}: {}", status.text);
         }
     }
+    // Every domain at once, in the public description's words.
+    let checked = t
+        .get(&format!("/application/{app}/checkCustomDomain"))
+        .await
+        .expect(200);
+    let results = checked.body["results"].as_array().unwrap();
+    assert_eq!(results.len(), 6, "{}", checked.text);
+    for (domain, status) in [
+        ("www.acme.com", "MATCHES_LOAD_BALANCER_HOST"),
+        ("*.apps.acme.com", "MATCHES_LOAD_BALANCER_HOST"),
+        ("elsewhere.acme.com", "DOMAIN_LINKED_TO_WRONG_HOST"),
+        ("cdn.acme.com", "RESOLVES_TO_IP"),
+        ("nowhere.acme.com", "DOMAIN_NOT_CONFIGURED"),
+        ("down.acme.com", "GENERIC_FAILURE"),
+    ] {
+        let found = results.iter().find(|r| r["domain_name"] == domain).unwrap();
+        assert_eq!(found["status"], status, "{domain}: {found}");
+        let passed = status.starts_with("MATCHES") || status.starts_with("RESOLVES");
+        assert_eq!(found["error_details"].is_string(), !passed, "{found}");
+    }
+    assert!(!checked.text.contains("203.0.113.10"));
+    let job = create(&t, &env, "job").await;
+    t.get(&format!("/job/{job}/checkCustomDomain"))
+        .await
+        .expect(404);
 }
 
 async fn domains_follow_an_environment_clone_renamed<S: App>(t: T<S>) {

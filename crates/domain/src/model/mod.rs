@@ -80,7 +80,9 @@ pub use resources::{
 pub use restriction::{
     push_deploys, DeploymentRestriction, RestrictionInput, RestrictionMode, RestrictionType,
 };
-pub use route::{host_name_of, is_routed, Backend, Route, RouteCheck, RouteTable, RouterAddress};
+pub use route::{
+    host_name_of, is_routed, Backend, Route, RouteCheck, RouteTable, RouterAddress, STICKY_SESSION,
+};
 pub use running_state::{Endpoint, Replica, RunState, RunningState};
 pub use service::*;
 pub use service_kinds::*;

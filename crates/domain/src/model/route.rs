@@ -98,8 +98,9 @@ pub struct RouteTable {
     pub routes: BTreeMap<String, Route>,
 }
 
-/// The advanced setting that keeps a client on one replica.
-const STICKY: &str = "network.ingress.enable_sticky_session";
+/// The advanced setting that keeps a client on one replica (the `network` operations' sticky
+/// sessions).
+pub const STICKY_SESSION: &str = "network.ingress.enable_sticky_session";
 
 impl RouteTable {
     /// The table of `services` as their engines last saw them run, with the custom domains
@@ -111,8 +112,8 @@ impl RouteTable {
     ) -> Self {
         let mut routes = BTreeMap::new();
         for (service, seen) in services {
-            let sticky =
-                service.advanced_settings.get(STICKY) == Some(&serde_json::Value::Bool(true));
+            let sticky = service.advanced_settings.get(STICKY_SESSION)
+                == Some(&serde_json::Value::Bool(true));
             let public: Vec<&Port> = service
                 .spec
                 .ports()
@@ -297,7 +298,7 @@ mod tests {
         let mut sticky = container(serde_json::Value::Null);
         sticky
             .advanced_settings
-            .insert(STICKY.into(), serde_json::Value::Bool(true));
+            .insert(STICKY_SESSION.into(), serde_json::Value::Bool(true));
         let services = [
             (
                 web.clone(),

@@ -6,7 +6,7 @@ use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::ServiceId;
 use crate::model::EventType;
-use crate::model::{ServiceKind, SettingsTable, VariableParent};
+use crate::model::{ServiceKind, SettingsTable, VariableParent, STICKY_SESSION};
 use crate::ports::Scope;
 use serde_json::{Map, Value};
 
@@ -71,5 +71,35 @@ impl Capstan {
             Ok(table.shown(&service.advanced_settings))
         })
         .await
+    }
+
+    /// `GET /{kind}/{id}/network`: whether the router keeps a client on one replica (the
+    /// advanced setting it is kept in).
+    pub async fn service_network(
+        &self,
+        p: &Principal,
+        kind: ServiceKind,
+        id: ServiceId,
+    ) -> DomainResult<bool> {
+        let all = self.service_advanced_settings(p, kind, id).await?;
+        Ok(all.get(STICKY_SESSION) == Some(&Value::Bool(true)))
+    }
+
+    /// `PUT /{kind}/{id}/network`: sets it (unsent: unchanged), as an edit of the setting.
+    pub async fn edit_service_network(
+        &self,
+        p: &Principal,
+        kind: ServiceKind,
+        id: ServiceId,
+        sticky_session: Option<bool>,
+    ) -> DomainResult<bool> {
+        let mut sent = Map::new();
+        if let Some(sticky) = sticky_session {
+            sent.insert(STICKY_SESSION.to_string(), Value::Bool(sticky));
+        }
+        let all = self
+            .edit_service_advanced_settings(p, kind, id, &Value::Object(sent))
+            .await?;
+        Ok(all.get(STICKY_SESSION) == Some(&Value::Bool(true)))
     }
 }

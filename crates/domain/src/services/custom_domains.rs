@@ -92,6 +92,23 @@ impl Capstan {
         self.list_children(p, kind, service).await
     }
 
+    /// `GET /{kind}/{id}/checkCustomDomain`: each of the service's domains with the result of
+    /// resolving it now (the check the router routes it after).
+    pub async fn check_custom_domains(
+        &self,
+        p: &Principal,
+        kind: ServiceKind,
+        service: ServiceId,
+    ) -> DomainResult<Vec<(CustomDomain, DnsCheck)>> {
+        let domains = self.list_custom_domains(p, kind, service).await?;
+        let mut out = Vec::with_capacity(domains.len());
+        for d in domains {
+            let check = self.check_dns(&d).await;
+            out.push((d, check));
+        }
+        Ok(out)
+    }
+
     pub async fn get_custom_domain(
         &self,
         p: &Principal,
