@@ -217,6 +217,28 @@ async fn a_container_and_a_job_run_on_docker(database: Option<&str>) {
         steps.ends_with(&["DEPLOYMENT", "ROUTER_DEPLOYMENT"]),
         "the router's switch is a step of its own: {done}"
     );
+    // The ingress is the router's state: with its one container stopped by hand, the service
+    // is still DEPLOYED, but the router has nothing to send its requests to.
+    let ingress = format!("/CONTAINER/{web}/ingressDeploymentStatus");
+    assert_eq!(client.get(&ingress).await["status"], "DEPLOYED");
+    let running = containers_of(&web)[0]
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    docker(&["stop", "-t", "1", &running]).unwrap();
+    let started = std::time::Instant::now();
+    while client.get(&ingress).await["status"] != "STOPPED" {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the router still has a replica"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        client.get(&format!("/container/{web}/status")).await["state"],
+        "DEPLOYED"
+    );
     post(
         client,
         &format!("/container/{web}/restart-service"),

@@ -797,7 +797,9 @@ pub async fn output_of(client: &Client, kind: &str, id: &str, holding: &str) -> 
 /// The service's status once settled; a state other than `want` fails with the reason its
 /// last request gave.
 pub async fn settled_in(client: &Client, kind: &str, id: &str, want: &str) {
-    let path = format!("/{kind}/{id}/status");
+    // Waited for on the server: a deployment's steps can take a while, and polling them
+    // would spend the organization's rate limit.
+    let path = format!("/{kind}/{id}/status?wait=30");
     let status = settle(client, &path, Duration::from_secs(120)).await;
     if status["state"] != want {
         let history = client

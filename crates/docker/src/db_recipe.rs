@@ -74,6 +74,7 @@ pub fn database_plan(
         nano_cpus,
         memory_bytes,
         restarts: true,
+        init: false,
         publish_address: publish_address.to_string(),
         volume: Some(PlannedVolume {
             name: plan::volume_name(service.id),

@@ -745,7 +745,8 @@ impl DockerEngine {
                     .map_err(|e| said("could not set the restart policy", e))?;
             }
         }
-        let running = self.owned(service.id, Some("service")).await?;
+        let mut running = self.owned(service.id, Some("service")).await?;
+        running.retain(|c| c.id.as_ref().is_some_and(|id| ids.contains(id)));
         for (replica, port) in self.host_ports(&running).await? {
             log.info(&format!(
                 "replica {} port {} is published at {}:{}",

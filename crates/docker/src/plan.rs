@@ -81,6 +81,10 @@ pub struct ContainerPlan {
     /// Docker restarts a long-running service that exits, once it was deployed; a job's
     /// execution is not restarted.
     pub restarts: bool,
+    /// Docker's init runs as its process 1 and passes signals on: an application's server
+    /// then hears the SIGTERM that retires it (as process 1 it would ignore it) and stops
+    /// once its requests are served, rather than being killed at the end of its grace period.
+    pub init: bool,
     pub publish_address: String,
     pub volume: Option<PlannedVolume>,
     /// Its environment's network, and the names it is reached at there.
@@ -268,6 +272,7 @@ pub fn service_replicas(
             nano_cpus,
             memory_bytes,
             restarts: true,
+            init: true,
             publish_address: publish_address.to_string(),
             volume: None,
             network: network_name(service.environment_id),
@@ -362,6 +367,7 @@ pub fn job_execution(
         nano_cpus,
         memory_bytes,
         restarts: false,
+        init: false,
         publish_address: publish_address.to_string(),
         volume: None,
         network: network_name(service.environment_id),
@@ -430,6 +436,7 @@ impl ContainerPlan {
                 memory: Some(self.memory_bytes),
                 port_bindings: Some(port_bindings),
                 privileged: Some(false),
+                init: Some(self.init),
                 security_opt: Some(vec!["no-new-privileges:true".into()]),
                 // Not restarted until it is deployed: a start that fails shows its own exit,
                 // and is not left crash-looping (see `restart_policy`).
@@ -608,6 +615,7 @@ mod tests {
         let body = first.body();
         let host = body.host_config.unwrap();
         assert_eq!(host.privileged, Some(false));
+        assert_eq!(host.init, Some(true), "signals reach the server");
         assert_eq!(host.cap_add, None, "no added capability");
         assert_eq!(host.binds, None, "no host path");
         assert_eq!(host.mounts, None, "no host path, no volume");

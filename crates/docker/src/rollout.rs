@@ -7,7 +7,7 @@
 
 use crate::engine::{said, DockerEngine};
 use crate::plan::ContainerPlan;
-use bollard::models::ContainerSummary;
+use bollard::models::{ContainerSummary, ContainerSummaryStateEnum};
 use bollard::query_parameters::{RenameContainerOptions, StopContainerOptions};
 use domain::engine::StepWork;
 use domain::model::{is_routed, DeploymentRequest, Service};
@@ -15,9 +15,6 @@ use std::time::Duration;
 
 /// The end of a retired replica's name: the observer leaves it out of the routes.
 const RETIRING: &str = "-retiring";
-
-/// How long a retired replica has to finish its requests once told to stop.
-const DRAIN_SECONDS: i32 = 10;
 
 /// Whether a container's name (Docker's, with or without its `/`) marks it retired.
 pub(crate) fn is_retiring(name: &str) -> bool {
@@ -81,8 +78,17 @@ impl DockerEngine {
             .into_iter()
             .filter(|c| !name_of(c).ends_with(&generation))
             .collect();
-        let Some(settle) = self.switch_settle.filter(|_| !old.is_empty()) else {
+        // Only running replicas are routed to: the others go at once.
+        let serving = old
+            .iter()
+            .any(|c| c.state == Some(ContainerSummaryStateEnum::RUNNING));
+        let Some(settle) = self.switch_settle.filter(|_| serving) else {
+            let ids: Vec<String> = old.iter().filter_map(|c| c.id.clone()).collect();
+            self.remove_all(&ids).await;
             log.info("the router sends requests to the new replicas");
+            if !ids.is_empty() {
+                log.info(&format!("removed {} previous container(s)", ids.len()));
+            }
             return Ok(());
         };
         // Every instance's router reads the new replicas and checks them.
@@ -109,9 +115,10 @@ impl DockerEngine {
         // Every instance's router reads that the old replicas are gone.
         tokio::time::sleep(settle).await;
         let ids: Vec<String> = old.iter().filter_map(|c| c.id.clone()).collect();
+        let grace = i32::try_from(work.service.termination_grace_seconds()).unwrap_or(i32::MAX);
         futures_util::future::join_all(ids.iter().map(|id| async move {
             let options = StopContainerOptions {
-                t: Some(DRAIN_SECONDS),
+                t: Some(grace),
                 ..Default::default()
             };
             if let Err(e) = self.docker.stop_container(id, Some(options)).await {

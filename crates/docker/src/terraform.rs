@@ -222,6 +222,7 @@ impl DockerEngine {
             nano_cpus: 100_000_000,
             memory_bytes: 16 * 1024 * 1024,
             restarts: false,
+            init: false,
             publish_address: String::new(),
             volume: Some(PlannedVolume {
                 name: volume,
@@ -314,6 +315,7 @@ impl DockerEngine {
             nano_cpus,
             memory_bytes,
             restarts: false,
+            init: false,
             publish_address: String::new(),
             volume: Some(PlannedVolume {
                 name: plan::state_volume_name(work.service.id),

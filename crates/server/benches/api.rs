@@ -9,71 +9,21 @@
 
 #[path = "../../../tests/harness.rs"]
 mod harness;
+mod measure;
 
 use harness::{databases, environment, hierarchy_org, settle, Client, Server, TempDir};
+use measure::{setting, Measured};
 use serde_json::json;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn setting(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// One wrk run against `path`; `script` (Lua) shapes the requests. Returns requests per second
-/// and the latency percentiles wrk reports, with how many answers were not 2xx/3xx.
-struct Measured {
-    rate: f64,
-    p50: String,
-    p99: String,
-    errors: u64,
-}
-
+/// One wrk run against `path` of the API, as the test organization's token.
 fn wrk(base: &str, token: &str, path: &str, script: Option<&str>) -> Measured {
-    let secs = setting("CAPSTAN_BENCH_SECS", 5);
-    let connections = setting("CAPSTAN_BENCH_CONNECTIONS", 64);
-    let threads = setting("CAPSTAN_BENCH_THREADS", 2);
-    let dir = TempDir::new();
-    let mut cmd = Command::new("wrk");
-    cmd.args([
-        &format!("-t{threads}"),
-        &format!("-c{connections}"),
-        &format!("-d{secs}s"),
-        "--latency",
-        "-H",
-        &format!("Authorization: Token {token}"),
-    ]);
-    if let Some(lua) = script {
-        let file = dir.0.join("scenario.lua");
-        std::fs::write(&file, lua).unwrap();
-        cmd.arg("-s").arg(file);
-    }
-    let out = cmd.arg(format!("{base}{path}")).output().expect("run wrk");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "wrk failed: {text}");
-    let field = |prefix: &str| -> Option<String> {
-        text.lines()
-            .map(str::trim)
-            .find(|l| l.starts_with(prefix))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .map(str::to_string)
-    };
-    let errors = text
-        .lines()
-        .find(|l| l.contains("Non-2xx or 3xx responses"))
-        .and_then(|l| l.rsplit(':').next())
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0);
-    Measured {
-        rate: field("Requests/sec:")
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(0.0),
-        p50: field("50%").unwrap_or_default(),
-        p99: field("99%").unwrap_or_default(),
-        errors,
-    }
+    measure::wrk(
+        &format!("{base}{path}"),
+        &[format!("Authorization: Token {token}")],
+        script,
+    )
 }
 
 /// A POST of a new variable per request: keys are unique per wrk thread and request.
@@ -309,8 +259,7 @@ async fn main() {
         return;
     }
     startup(10).await;
-    if Command::new("wrk").arg("--version").output().is_err() {
-        println!("wrk is not installed: apt-get install wrk");
+    if !measure::wrk_installed() {
         std::process::exit(1);
     }
     println!(

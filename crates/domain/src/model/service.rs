@@ -56,6 +56,15 @@ pub enum ServiceSpec {
 }
 
 impl Service {
+    /// How long a replica asked to stop has to finish what it serves: the advanced setting
+    /// `deployment.termination_grace_period_seconds` (60 unless set).
+    pub fn termination_grace_seconds(&self) -> i64 {
+        self.advanced_settings
+            .get("deployment.termination_grace_period_seconds")
+            .and_then(serde_json::Value::as_i64)
+            .unwrap_or(60)
+    }
+
     pub fn kind(&self) -> ServiceKind {
         self.spec.kind()
     }

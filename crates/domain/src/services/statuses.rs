@@ -166,9 +166,13 @@ impl Capstan {
         Ok(self.service_with_status(p, kind, id).await?.1)
     }
 
-    /// `GET /{kind}/{id}/ingressDeploymentStatus`: until a router exists, a service's ingress
-    /// is its published ports, deployed with it; its router is its environment's (one per
-    /// environment, as the public API has). Answers (router id, state).
+    /// `GET /{kind}/{id}/ingressDeploymentStatus`: the router's state for the service. A
+    /// deployment on its way is the ingress's too (the router's switch is one of its steps);
+    /// settled, the ingress is DEPLOYED while the router has a running replica to send the
+    /// service's requests to, STOPPED when it has none. Without a router (or for a service it
+    /// does not serve), the ingress is the published ports, deployed with the service. Its
+    /// router is its environment's (one per environment, as the public API has). Answers
+    /// (router id, state).
     pub async fn ingress_status(
         &self,
         p: &Principal,
@@ -176,7 +180,26 @@ impl Capstan {
         id: ServiceId,
     ) -> DomainResult<(EnvironmentId, ServiceState)> {
         let (service, status) = self.service_with_status(p, kind, id).await?;
-        Ok((service.environment_id, status.state))
+        let router = self.router.as_ref().filter(|_| is_routed(&service));
+        let Some(router) = router.filter(|_| status.state.is_settled()) else {
+            return Ok((service.environment_id, status.state));
+        };
+        let seen = self
+            .reading()
+            .await?
+            .running_states(&[service.id])
+            .await?
+            .into_iter()
+            .next();
+        let environment = service.environment_id;
+        let table = RouteTable::of(router, &[(service, seen)], &[]);
+        let serving = table.routes.values().any(|r| !r.backends.is_empty());
+        let state = match status.state {
+            _ if serving => ServiceState::Deployed,
+            ServiceState::Deployed | ServiceState::Restarted => ServiceState::Stopped,
+            settled => settled,
+        };
+        Ok((environment, state))
     }
 
     /// A service with its status, from one read, no snapshot: the checks of `load_service`,
