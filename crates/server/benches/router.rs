@@ -23,15 +23,19 @@ use std::time::{Duration, Instant};
 const SCRIPT: &str =
     "mkdir -p /www && echo served-by-the-workload > /www/index.html && exec httpd -f -p 8080 -h /www";
 
-/// Caddy's reverse proxy from `from` to `to`, once it listens; none without Caddy.
-fn caddy(from: u16, to: u16) -> Option<Child> {
+/// Caddy's reverse proxy on 127.0.0.1:`from` to 127.0.0.1:`to` (plain HTTP, no admin
+/// endpoint), once it listens; none without Caddy.
+fn caddy(dir: &TempDir, from: u16, to: u16) -> Option<Child> {
     Command::new("caddy").arg("version").output().ok()?;
+    let config = dir.0.join("Caddyfile");
+    let text = format!(
+        "{{\n\tadmin off\n\tauto_https off\n}}\nhttp://:{from} {{\n\tbind 127.0.0.1\n\treverse_proxy 127.0.0.1:{to}\n}}\n"
+    );
+    std::fs::write(&config, text).unwrap();
     let child = Command::new("caddy")
-        .args(["reverse-proxy", "--from"])
-        .arg(format!("http://127.0.0.1:{from}"))
-        .arg("--to")
-        .arg(format!("127.0.0.1:{to}"))
-        .env("HOME", std::env::temp_dir())
+        .args(["run", "--adapter", "caddyfile", "--config"])
+        .arg(&config)
+        .env("HOME", &dir.0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -134,7 +138,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let caddy_port = free_port();
-    let mut proxy = caddy(caddy_port, published);
+    let mut proxy = caddy(&dir, caddy_port, published);
     let (mut direct, mut router, mut through_caddy) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
         direct.push(wrk(&format!("http://127.0.0.1:{published}/"), &[], None));
