@@ -968,14 +968,12 @@ async fn a_cron_job_runs_on_docker_at_its_schedule() {
     settled_in(client, "job", &job, "DEPLOYED").await;
 }
 
-/// Replicas run side by side, each on its own host port; one stopped by hand shows STOPPED in
-/// the live status; a workload that outgrows its memory ends DEPLOYMENT_ERROR, OOM-killed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replicas_a_stop_by_hand_and_an_oom_kill_are_seen() {
-    if !docker_ready() {
-        return;
-    }
-    let case = Case::start(None, &[]).await;
+/// Replicas run side by side, each on its own host port, and the router balances over them (on
+/// PostgreSQL, a second instance's router too) and leaves out one failing its readiness probe;
+/// one stopped by hand shows STOPPED in the live status; a workload that outgrows its memory
+/// ends DEPLOYMENT_ERROR, OOM-killed.
+async fn replicas_a_stop_by_hand_and_an_oom_kill_are_seen(database: Option<&str>) {
+    let case = Case::start(database, &[]).await;
     let (client, env, org, registry) = (&case.client, &case.env, &case.org, &case.registry);
     let (cluster, _) = case.cluster_and_project().await;
     let pair = client
@@ -1017,18 +1015,30 @@ async fn replicas_a_stop_by_hand_and_an_oom_kill_are_seen() {
         2,
         "two replicas, each answering: {answers:?}"
     );
-    // The router balances requests for the service's name over both.
+    // The router balances requests for the service's name over both; with several instances
+    // on one database, every instance's router does.
     let url = link_of(client, &pair).await;
-    let mut balanced = std::collections::BTreeSet::new();
-    let started = std::time::Instant::now();
-    while balanced != answers {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the router sent every request to {balanced:?}"
-        );
-        let answer = through_router(&url, "/").await;
-        if answer.status() == 200 {
-            balanced.insert(answer.text().await.unwrap().trim().to_string());
+    let second = match database {
+        Some(_) => Some(case.another_instance().await),
+        None => None,
+    };
+    let mut urls = vec![url.clone()];
+    if let Some((_, port)) = &second {
+        let (name, _) = url.rsplit_once(':').unwrap();
+        urls.push(format!("{name}:{port}"));
+    }
+    for url in &urls {
+        let mut balanced = std::collections::BTreeSet::new();
+        let started = std::time::Instant::now();
+        while balanced != answers {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the router at {url} sent every request to {balanced:?}"
+            );
+            let answer = through_router(url, "/").await;
+            if answer.status() == 200 {
+                balanced.insert(answer.text().await.unwrap().trim().to_string());
+            }
         }
     }
     // One failing its readiness probe is taken out: every request goes to the other.
@@ -1038,21 +1048,24 @@ async fn replicas_a_stop_by_hand_and_an_oom_kill_are_seen() {
     );
     let well_name = docker(&["exec", well, "sh", "-c", "cat /www/index.html"]).unwrap();
     docker(&["exec", sick, "sh", "-c", "rm /www/index.html"]).unwrap();
-    let started = std::time::Instant::now();
-    let mut in_a_row = 0;
-    while in_a_row < 10 {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the failing replica is still sent requests"
-        );
-        let answer = through_router_once(&url, "/").await;
-        let ok = answer.status() == 200;
-        in_a_row = if ok && answer.text().await.unwrap().trim() == well_name {
-            in_a_row + 1
-        } else {
-            0
-        };
+    for url in &urls {
+        let started = std::time::Instant::now();
+        let mut in_a_row = 0;
+        while in_a_row < 10 {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the router at {url} still sends the failing replica requests"
+            );
+            let answer = through_router_once(url, "/").await;
+            let ok = answer.status() == 200;
+            in_a_row = if ok && answer.text().await.unwrap().trim() == well_name {
+                in_a_row + 1
+            } else {
+                0
+            };
+        }
     }
+    drop(second);
     docker(&["exec", sick, "sh", "-c", "hostname > /www/index.html"]).unwrap();
 
     let header = format!("Token {}", client.token);
@@ -1096,6 +1109,26 @@ async fn replicas_a_stop_by_hand_and_an_oom_kill_are_seen() {
     settled_in(client, "container", &greedy, "DEPLOYMENT_ERROR").await;
     let reason = reason_of(client, &greedy).await;
     assert!(reason.contains("OOM-killed"), "{reason}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_replicas_a_stop_by_hand_and_an_oom_kill_are_seen() {
+    if !docker_ready() {
+        return;
+    }
+    replicas_a_stop_by_hand_and_an_oom_kill_are_seen(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_replicas_a_stop_by_hand_and_an_oom_kill_are_seen() {
+    if !docker_ready() {
+        return;
+    }
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
+        return;
+    };
+    replicas_a_stop_by_hand_and_an_oom_kill_are_seen(Some(&url)).await;
 }
 
 /// A job is tried again up to `max_nb_restart` times and stopped at `max_duration_seconds`; an

@@ -676,6 +676,25 @@ impl Case {
         self.server = Some(server);
     }
 
+    /// A second instance on the same database (PostgreSQL: several instances share it), with
+    /// its router on a port of its own; that port.
+    pub async fn another_instance(&self) -> (Server, u16) {
+        let port = free_port();
+        let settings: Vec<(String, String)> = self
+            .settings
+            .iter()
+            .map(|(k, v)| match k.as_str() {
+                "CAPSTAN_ROUTER_LISTEN" => (k.clone(), format!("127.0.0.1:{port}")),
+                _ => (k.clone(), v.clone()),
+            })
+            .collect();
+        let log = self.dir.0.join("capstan-2.log");
+        (
+            Self::serve(&self.dir, &self.database, &log, &settings).await,
+            port,
+        )
+    }
+
     /// What Capstan wrote of its own, at debug level.
     pub fn own_log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
