@@ -1035,6 +1035,19 @@ mod tests {
             (vec!["--router-domain", "a..b"], "CAPSTAN_ROUTER_DOMAIN"),
             (vec!["--router-domain=-a.b"], "CAPSTAN_ROUTER_DOMAIN"),
             (
+                vec!["--router-certificates", "/nonexistent"],
+                "CAPSTAN_ROUTER_CERTIFICATES",
+            ),
+            (
+                vec![
+                    "--router-certificates",
+                    "/tmp",
+                    "--router-tls-listen",
+                    "nope",
+                ],
+                "CAPSTAN_ROUTER_TLS_LISTEN",
+            ),
+            (
                 vec!["--git-ca-file", "/etc/hostname"],
                 "CAPSTAN_GIT_CA_FILE",
             ),
