@@ -4,6 +4,7 @@
 //! else its parent's wildcard). Read again when the directory's files change, without a
 //! restart.
 
+use domain::model::wildcard_over;
 use rustls::crypto::ring::sign::any_supported_type;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -70,10 +71,9 @@ impl Certificates {
     pub fn for_name(&self, name: &str) -> Option<Arc<CertifiedKey>> {
         let name = name.trim_end_matches('.').to_ascii_lowercase();
         let held = self.by_name.read().ok()?;
-        held.get(&name).cloned().or_else(|| {
-            let (_, parent) = name.split_once('.')?;
-            held.get(&format!("*.{parent}")).cloned()
-        })
+        held.get(&name)
+            .or_else(|| held.get(&wildcard_over(&name)?))
+            .cloned()
     }
 }
 

@@ -11,6 +11,19 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+/// A request's or answer's head, up to its blank line; none when the peer hung up first.
+async fn read_head(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    Some(head)
+}
+
 /// A replica: answers one request per connection with what it was sent (the request's head), or
 /// for an upgrade, 101 and then echoes every byte.
 async fn replica() -> u16 {
@@ -20,14 +33,9 @@ async fn replica() -> u16 {
         loop {
             let (mut stream, _) = listener.accept().await.unwrap();
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
+                let Some(head) = read_head(&mut stream).await else {
+                    return;
+                };
                 let head = String::from_utf8_lossy(&head).to_string();
                 if head.to_ascii_lowercase().contains("upgrade: echo") {
                     stream
@@ -96,14 +104,9 @@ async fn checked_replica(ready: Arc<AtomicU16>) -> u16 {
             let (mut stream, _) = listener.accept().await.unwrap();
             let ready = ready.clone();
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
+                let Some(head) = read_head(&mut stream).await else {
+                    return;
+                };
                 let (status, body) = if head.starts_with(b"GET /ready ") {
                     (ready.load(Ordering::SeqCst), String::new())
                 } else {
@@ -172,16 +175,7 @@ async fn requests_reach_the_replica_their_name_routes_to_and_upgrades_pass_throu
         )
         .await
         .unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(
-            stream.read(&mut byte).await.unwrap(),
-            1,
-            "the router hung up"
-        );
-        head.push(byte[0]);
-    }
+    let head = read_head(&mut stream).await.expect("the router hung up");
     let head = String::from_utf8_lossy(&head).to_string();
     assert!(head.starts_with("HTTP/1.1 101"), "{head}");
     stream.write_all(b"ping").await.unwrap();

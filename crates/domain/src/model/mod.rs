@@ -81,7 +81,8 @@ pub use restriction::{
     push_deploys, DeploymentRestriction, RestrictionInput, RestrictionMode, RestrictionType,
 };
 pub use route::{
-    host_name_of, is_routed, Backend, Route, RouteCheck, RouteTable, RouterAddress, STICKY_SESSION,
+    host_name_of, is_routed, wildcard_over, Backend, Route, RouteCheck, RouteTable, RouterAddress,
+    STICKY_SESSION,
 };
 pub use running_state::{Endpoint, Replica, RunState, RunningState};
 pub use service::*;

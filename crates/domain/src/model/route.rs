@@ -148,11 +148,17 @@ impl RouteTable {
     /// or else a wildcard's one label up; `None`: the router serves no such name.
     pub fn route(&self, host: &str) -> Option<&Route> {
         let name = host_name_of(host);
-        self.routes.get(&name).or_else(|| {
-            let (_, parent) = name.split_once('.')?;
-            self.routes.get(&format!("*.{parent}"))
-        })
+        self.routes
+            .get(&name)
+            .or_else(|| self.routes.get(&wildcard_over(&name)?))
     }
+}
+
+/// The wildcard name that answers for `name` (one label up): `*.example.com` for
+/// `shop.example.com`.
+pub fn wildcard_over(name: &str) -> Option<String> {
+    let (_, parent) = name.split_once('.')?;
+    Some(format!("*.{parent}"))
 }
 
 /// A Host header's name: lower case, without its port or a trailing dot.

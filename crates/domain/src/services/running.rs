@@ -151,12 +151,15 @@ impl Capstan {
                 .collect();
             (pairs, domains)
         };
-        let mut routed = Vec::with_capacity(domains.len());
-        for d in domains {
-            if self.domain_points_here(&d).await {
-                routed.push(d);
-            }
-        }
+        // At once: one slow resolver answer must not hold up every route's refresh.
+        let verdicts =
+            futures_util::future::join_all(domains.iter().map(|d| self.domain_points_here(d)))
+                .await;
+        let routed: Vec<CustomDomain> = domains
+            .into_iter()
+            .zip(verdicts)
+            .filter_map(|(d, passed)| passed.then_some(d))
+            .collect();
         Ok(RouteTable::of(router, &pairs, &routed))
     }
 
