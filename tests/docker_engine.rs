@@ -525,6 +525,109 @@ async fn postgres_custom_domains_answer_over_http_and_https() {
     custom_domains_answer_over_http_and_https(Some(&url)).await;
 }
 
+/// With ACME on, a generated name the certificates' directory has no certificate for gets one
+/// from the ACME authority (pebble, here), proven over TLS-ALPN-01 on the router's HTTPS
+/// listener, and served; after a restart, with the authority gone, the kept order is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acme_orders_a_certificate_for_a_routed_name_and_keeps_it() {
+    if !docker_ready() {
+        return;
+    }
+    let tls_port = free_port();
+    let mut pebble = Pebble::start(tls_port).await;
+    let certificates = TempDir::new();
+    let mut case = Case::start(
+        None,
+        &[
+            (
+                "CAPSTAN_ROUTER_CERTIFICATES",
+                certificates.0.to_str().unwrap(),
+            ),
+            (
+                "CAPSTAN_ROUTER_TLS_LISTEN",
+                &format!("127.0.0.1:{tls_port}"),
+            ),
+            ("CAPSTAN_ROUTER_ACME", &pebble.directory),
+            ("CAPSTAN_ROUTER_ACME_ROOTS", pebble.trust.to_str().unwrap()),
+        ],
+    )
+    .await;
+    let (client, env, registry) = (&case.client, &case.env, &case.registry);
+    let web = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({
+                "name": "web", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                "entrypoint": "sh",
+                "arguments": ["-c", "mkdir -p /www && echo ordered > /www/index.html && exec httpd -f -p 8080 -h /www"],
+                "ports": [{"internal_port": 8080, "publicly_accessible": true}],
+            }),
+        )
+        .await;
+    post(client, &format!("/container/{web}/deploy"), json!({})).await;
+    settled_in(client, "container", &web, "DEPLOYED").await;
+    let link = link_of(client, &web).await;
+    let name = link
+        .trim_start_matches("http://")
+        .split(':')
+        .next()
+        .unwrap()
+        .to_string();
+    let issuer = pebble.issuer().await;
+    let https = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&issuer).unwrap())
+        .resolve(
+            &name,
+            std::net::SocketAddr::from(([127, 0, 0, 1], tls_port)),
+        )
+        .build()
+        .unwrap();
+    let url = format!("https://{name}:{tls_port}/");
+    let started = std::time::Instant::now();
+    let answer = loop {
+        match https.get(&url).send().await {
+            Ok(answer) => break answer,
+            Err(e) => assert!(
+                started.elapsed() < Duration::from_secs(90),
+                "no certificate from the ACME authority for {name}: {e}\n{}",
+                case.own_log()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.text().await.unwrap().trim(), "ordered");
+    let kept = certificates.0.join("acme");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&kept).unwrap().permissions());
+    assert_eq!(
+        mode & 0o777,
+        0o700,
+        "the orders' folder is the owner's only"
+    );
+    assert!(
+        !case.own_log().contains("PRIVATE KEY"),
+        "no key reaches the log"
+    );
+
+    pebble.stop();
+    case.crash();
+    case.restart().await;
+    let started = std::time::Instant::now();
+    let answer = loop {
+        match https.get(&url).send().await {
+            Ok(answer) => break answer,
+            Err(e) => assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the kept certificate is not served after a restart: {e}\n{}",
+                case.own_log()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(answer.text().await.unwrap().trim(), "ordered");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_container_and_a_job_run_on_docker() {
     if !docker_ready() {

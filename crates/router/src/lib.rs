@@ -5,10 +5,15 @@
 //! services come and go; the proxying itself is hyper's (server and client), not hand-written
 //! HTTP.
 
+mod acme;
 mod health;
 mod proxy;
 mod tls;
 
+pub use acme::{
+    ordered_folder, read_roots, Acme, AcmeSettings, LETS_ENCRYPT_PRODUCTION_DIRECTORY,
+    LETS_ENCRYPT_STAGING_DIRECTORY,
+};
 pub use health::check_replicas;
 pub use proxy::{serve, serve_tls};
 pub use tls::Certificates;
@@ -166,6 +171,7 @@ mod tests {
                 failure_threshold: 1,
             }),
             sticky,
+            certify: false,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The proxying: hyper's HTTP/1 server on each connection (behind rustls for HTTPS),
 //! hyper-util's pooled client toward the replicas.
 
+use crate::acme::CHALLENGE_PROTOCOL;
 use crate::{Certificates, Pick, Routes, STICKY_COOKIE};
 use bytes::Bytes;
 use domain::model::Backend;
@@ -57,6 +58,7 @@ pub async fn serve_tls(
     certificates: Arc<Certificates>,
     stop: impl Future<Output = ()>,
 ) -> Result<(), String> {
+    let acme = certificates.acme().is_some();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -64,12 +66,17 @@ pub async fn serve_tls(
         .with_no_client_auth()
         .with_cert_resolver(certificates);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    if acme {
+        config.alpn_protocols.push(CHALLENGE_PROTOCOL.to_vec());
+    }
     let acceptor = TlsAcceptor::from(Arc::new(config));
     let upstream = upstream();
     accept(listener, stop, move |stream, peer| {
         let (acceptor, routes, upstream) = (acceptor.clone(), routes.clone(), upstream.clone());
         async move {
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                // An ACME server's challenge ends with its handshake: no request follows.
+                Ok(Ok(tls)) if tls.get_ref().1.alpn_protocol() == Some(CHALLENGE_PROTOCOL) => {}
                 Ok(Ok(tls)) => connection(tls, peer, "https", routes, upstream).await,
                 Ok(Err(e)) => tracing::debug!(error = %e, "a TLS handshake failed"),
                 Err(_) => tracing::debug!("a TLS handshake took too long"),

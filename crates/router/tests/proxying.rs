@@ -3,7 +3,9 @@
 //! and names it does not serve or whose service is stopped are answered by the router.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use capstan_router::{check_replicas, serve, serve_tls, Certificates, Routes};
+use capstan_router::{
+    check_replicas, ordered_folder, serve, serve_tls, Acme, AcmeSettings, Certificates, Routes,
+};
 use domain::model::{Backend, Route, RouteCheck, RouteTable};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
@@ -524,6 +526,73 @@ async fn https_serves_each_name_with_its_certificate_and_reads_new_ones_without_
         .await
         .unwrap();
     assert_eq!(answer.status(), 200);
+}
+
+#[tokio::test]
+async fn acme_orders_for_the_routed_names_the_directory_has_no_certificate_for() {
+    let dir = TempDir::new("acme");
+    authority(dir.path());
+    certificate(dir.path(), "shop.example.test", "shop.example.test");
+    certificate(
+        dir.path(),
+        "*.apps.example.test",
+        "_wildcard.apps.example.test",
+    );
+    // An authority nobody answers for: the orders fail and back off; what is asked is the test.
+    let acme = Arc::new(
+        Acme::new(AcmeSettings {
+            directory: format!("https://127.0.0.1:{}/dir", closed_port().await),
+            contact: None,
+            roots: None,
+            cache: ordered_folder(dir.path()),
+        })
+        .unwrap(),
+    );
+    let certificates = Certificates::with_acme(acme.clone());
+    assert_eq!(certificates.refresh(dir.path()), Ok(Some(2)));
+    let certify = Route {
+        certify: true,
+        ..Route::default()
+    };
+    certificates.order_for(&table(&[
+        ("shop.example.test", certify.clone()),
+        ("a.apps.example.test", certify.clone()),
+        ("*.wild.example.test", certify.clone()),
+        ("new.example.test", certify.clone()),
+        ("behind.cdn.example.test", to(&[])),
+    ]));
+    assert_eq!(
+        acme.names(),
+        ["new.example.test".to_string()].into(),
+        "not the names with a certificate (their own or a wildcard's), nor a wildcard, nor one \
+         whose certificate is someone else's (a CDN's)"
+    );
+    // What ACME obtained (here, or on another instance sharing the directory) is served from
+    // the `acme/` folder, and its name stays ordered for: ACME renews it.
+    certificate(dir.path(), "new.example.test", "new.example.test");
+    let ordered = ordered_folder(dir.path());
+    for ext in ["crt", "key"] {
+        std::fs::rename(
+            dir.path().join(format!("new.example.test.{ext}")),
+            ordered.join(format!("new.example.test.{ext}")),
+        )
+        .unwrap();
+    }
+    assert_eq!(certificates.refresh(dir.path()), Ok(Some(3)));
+    assert!(certificates.for_name("new.example.test").is_some());
+    certificates.order_for(&table(&[
+        ("new.example.test", certify.clone()),
+        ("other.example.test", certify),
+    ]));
+    assert_eq!(
+        acme.names(),
+        [
+            "new.example.test".to_string(),
+            "other.example.test".to_string()
+        ]
+        .into(),
+        "a name no longer routed is no longer ordered for"
+    );
 }
 
 #[tokio::test]

@@ -287,8 +287,15 @@ pub async fn serve(
 /// The router's listeners (HTTPS when it has certificates), and the address its links name.
 struct RouterListeners {
     http: tokio::net::TcpListener,
-    tls: Option<(tokio::net::TcpListener, std::path::PathBuf)>,
+    tls: Option<RouterTlsListener>,
     address: domain::model::RouterAddress,
+}
+
+/// The router's HTTPS listener, and the certificates it serves from `dir` (and ACME).
+struct RouterTlsListener {
+    listener: tokio::net::TcpListener,
+    dir: std::path::PathBuf,
+    certificates: std::sync::Arc<router::Certificates>,
 }
 
 /// Binds the router's listeners (its port, when asked for 0, is the one bound).
@@ -303,12 +310,26 @@ async fn router_listeners(
     tracing::info!(listen = %http.local_addr()?, domain, "the router is serving");
     let tls = match &settings.router_tls {
         None => None,
-        Some((at, dir)) => {
+        Some(tls) => {
+            let at = tls.listen;
             let listener = tokio::net::TcpListener::bind(at).await.with_context(|| {
                 format!("the router cannot listen on {at} (CAPSTAN_ROUTER_TLS_LISTEN)")
             })?;
-            tracing::info!(listen = %listener.local_addr()?, certificates = %dir.display(), "the router serves HTTPS");
-            Some((listener, dir.clone()))
+            let certificates = match &tls.acme {
+                None => router::Certificates::default(),
+                Some(acme) => {
+                    tracing::info!(directory = %acme.directory, "the router orders certificates over ACME");
+                    let acme = router::Acme::new(acme.clone())
+                        .map_err(|e| anyhow::anyhow!("CAPSTAN_ROUTER_ACME: {e}"))?;
+                    router::Certificates::with_acme(std::sync::Arc::new(acme))
+                }
+            };
+            tracing::info!(listen = %listener.local_addr()?, certificates = %tls.certificates.display(), "the router serves HTTPS");
+            Some(RouterTlsListener {
+                listener,
+                dir: tls.certificates.clone(),
+                certificates: std::sync::Arc::new(certificates),
+            })
         }
     };
     let address = domain::model::RouterAddress {
@@ -334,20 +355,18 @@ fn serve_router(
     stopping: tokio::sync::watch::Receiver<bool>,
 ) {
     let routes = router::Routes::default();
-    let certificates = std::sync::Arc::new(router::Certificates::default());
-    let certificates_dir = listeners.tls.as_ref().map(|(_, dir)| dir.clone());
-    let (kept, held) = (routes.clone(), certificates.clone());
+    let certificates = listeners
+        .tls
+        .as_ref()
+        .map(|tls| (tls.dir.clone(), tls.certificates.clone()));
+    let kept = routes.clone();
     let stop = |mut until: tokio::sync::watch::Receiver<bool>| async move {
         let _ = until.wait_for(|stop| *stop).await;
     };
     let mut until = stopping.clone();
     tokio::spawn(async move {
         loop {
-            match capstan.route_table().await {
-                Ok(table) => kept.replace(table),
-                Err(e) => tracing::warn!(error = %e, "the router could not read its routes"),
-            }
-            if let Some(dir) = &certificates_dir {
+            if let Some((dir, held)) = &certificates {
                 match held.refresh(dir) {
                     Ok(Some(count)) => tracing::info!(count, "the router read its certificates"),
                     Ok(None) => {}
@@ -355,6 +374,15 @@ fn serve_router(
                         tracing::warn!(error = %e, "the router could not read every certificate")
                     }
                 }
+            }
+            match capstan.route_table().await {
+                Ok(table) => {
+                    if let Some((_, held)) = &certificates {
+                        held.order_for(&table);
+                    }
+                    kept.replace(table);
+                }
+                Err(e) => tracing::warn!(error = %e, "the router could not read its routes"),
             }
             tokio::select! {
                 () = tokio::time::sleep(ROUTES_REFRESH) => {}
@@ -366,10 +394,11 @@ fn serve_router(
         routes.clone(),
         stop(stopping.clone()),
     ));
-    if let Some((listener, _)) = listeners.tls {
+    if let Some(tls) = listeners.tls {
         let (routes, stopped) = (routes.clone(), stop(stopping.clone()));
         tokio::spawn(async move {
-            if let Err(e) = router::serve_tls(listener, routes, certificates, stopped).await {
+            if let Err(e) = router::serve_tls(tls.listener, routes, tls.certificates, stopped).await
+            {
                 tracing::error!(error = %e, "the router cannot serve HTTPS");
             }
         });

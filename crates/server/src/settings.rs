@@ -52,6 +52,20 @@ pub struct RawSettings {
     /// again when its files change. Unset: no HTTPS.
     #[arg(long, env = "CAPSTAN_ROUTER_CERTIFICATES", global = true)]
     pub router_certificates: Option<PathBuf>,
+    /// An ACME directory the router orders a certificate from for each name it routes that
+    /// CAPSTAN_ROUTER_CERTIFICATES has none for, proven by the TLS-ALPN-01 challenge on its
+    /// HTTPS listener (which must be each name's port 443): `letsencrypt`,
+    /// `letsencrypt-staging`, or a directory's URL. The orders are kept in that directory's
+    /// `acme/` folder. Unset: no ACME.
+    #[arg(long, env = "CAPSTAN_ROUTER_ACME", global = true)]
+    pub router_acme: Option<String>,
+    /// Whom the ACME authority may write to about the certificates (an email address).
+    #[arg(long, env = "CAPSTAN_ROUTER_ACME_CONTACT", global = true)]
+    pub router_acme_contact: Option<String>,
+    /// A PEM file of the authorities to trust for the ACME directory's own HTTPS (a private
+    /// ACME server's); unset: the public web's.
+    #[arg(long, env = "CAPSTAN_ROUTER_ACME_ROOTS", global = true)]
+    pub router_acme_roots: Option<PathBuf>,
     /// sqlite://PATH (embedded default), sqlite::memory:, or postgres://...
     #[arg(
         long,
@@ -333,14 +347,24 @@ pub enum EngineChoice {
     Simulated,
 }
 
+/// The router's HTTPS.
+#[derive(Debug, Clone)]
+pub struct RouterTls {
+    pub listen: SocketAddr,
+    /// The directory of its certificates.
+    pub certificates: PathBuf,
+    /// Where it orders certificates the directory lacks; none: it does not.
+    pub acme: Option<router::AcmeSettings>,
+}
+
 #[derive(Clone)]
 pub struct Settings {
     pub listen: SocketAddr,
     /// Where the router listens; none: no router.
     pub router_listen: Option<SocketAddr>,
     pub router_domain: String,
-    /// Where the router serves HTTPS, and the directory of its certificates; none: no HTTPS.
-    pub router_tls: Option<(SocketAddr, PathBuf)>,
+    /// Where the router serves HTTPS, with what certificates; none: no HTTPS.
+    pub router_tls: Option<RouterTls>,
     pub database: DatabaseUrl,
     pub rate_limit_per_hour: u32,
     pub max_api_tokens: u64,
@@ -472,6 +496,20 @@ impl fmt::Display for SettingError {
 
 impl std::error::Error for SettingError {}
 
+/// An ACME directory's URL, from itself or a known authority's name.
+fn acme_directory(given: &str) -> Result<String, SettingError> {
+    match given {
+        "letsencrypt" => Ok(router::LETS_ENCRYPT_PRODUCTION_DIRECTORY.to_string()),
+        "letsencrypt-staging" => Ok(router::LETS_ENCRYPT_STAGING_DIRECTORY.to_string()),
+        url if url.starts_with("https://") && url.len() > "https://".len() => Ok(url.to_string()),
+        other => Err(bad(
+            "CAPSTAN_ROUTER_ACME",
+            "router-acme",
+            format!("'{other}' is neither letsencrypt, letsencrypt-staging nor an https:// URL"),
+        )),
+    }
+}
+
 fn bad(variable: &'static str, flag: &'static str, reason: impl Into<String>) -> SettingError {
     SettingError {
         variable,
@@ -481,6 +519,75 @@ fn bad(variable: &'static str, flag: &'static str, reason: impl Into<String>) ->
 }
 
 impl RawSettings {
+    fn router_tls(&self) -> Result<Option<RouterTls>, SettingError> {
+        let Some(dir) = &self.router_certificates else {
+            if self.router_acme.is_some() {
+                return Err(bad(
+                    "CAPSTAN_ROUTER_ACME",
+                    "router-acme",
+                    "ACME needs CAPSTAN_ROUTER_CERTIFICATES: its orders are kept there",
+                ));
+            }
+            return Ok(None);
+        };
+        if !dir.is_dir() {
+            return Err(bad(
+                "CAPSTAN_ROUTER_CERTIFICATES",
+                "router-certificates",
+                format!("{} is not a directory", dir.display()),
+            ));
+        }
+        let at = self.router_tls_listen.trim();
+        let listen = at.parse().map_err(|_| {
+            bad(
+                "CAPSTAN_ROUTER_TLS_LISTEN",
+                "router-tls-listen",
+                format!("'{at}' is not an address like 0.0.0.0:443"),
+            )
+        })?;
+        let acme =
+            match self.router_acme.as_deref().map(str::trim) {
+                None | Some("") => None,
+                Some(directory) => Some(router::AcmeSettings {
+                    directory: acme_directory(directory)?,
+                    contact: self.acme_contact()?,
+                    roots: match &self.router_acme_roots {
+                        None => None,
+                        Some(path) => Some(router::read_roots(path).map_err(|e| {
+                            bad("CAPSTAN_ROUTER_ACME_ROOTS", "router-acme-roots", e)
+                        })?),
+                    },
+                    cache: router::ordered_folder(dir),
+                }),
+            };
+        Ok(Some(RouterTls {
+            listen,
+            certificates: dir.clone(),
+            acme,
+        }))
+    }
+
+    fn acme_contact(&self) -> Result<Option<String>, SettingError> {
+        let Some(contact) = self.router_acme_contact.as_deref().map(str::trim) else {
+            return Ok(None);
+        };
+        let address = contact.strip_prefix("mailto:").unwrap_or(contact);
+        match address.split_once('@') {
+            Some((user, host))
+                if !user.is_empty()
+                    && host.contains('.')
+                    && !address.contains(char::is_whitespace) =>
+            {
+                Ok(Some(format!("mailto:{address}")))
+            }
+            _ => Err(bad(
+                "CAPSTAN_ROUTER_ACME_CONTACT",
+                "router-acme-contact",
+                format!("'{contact}' is not an email address"),
+            )),
+        }
+    }
+
     pub fn check(&self) -> Result<Settings, SettingError> {
         let listen = self.listen.trim().parse().map_err(|_| {
             bad(
@@ -533,27 +640,7 @@ impl RawSettings {
                 format!("'{}' is not a domain name", self.router_domain),
             ));
         }
-        let router_tls = match &self.router_certificates {
-            None => None,
-            Some(dir) => {
-                if !dir.is_dir() {
-                    return Err(bad(
-                        "CAPSTAN_ROUTER_CERTIFICATES",
-                        "router-certificates",
-                        format!("{} is not a directory", dir.display()),
-                    ));
-                }
-                let at = self.router_tls_listen.trim();
-                let at = at.parse().map_err(|_| {
-                    bad(
-                        "CAPSTAN_ROUTER_TLS_LISTEN",
-                        "router-tls-listen",
-                        format!("'{at}' is not an address like 0.0.0.0:443"),
-                    )
-                })?;
-                Some((at, dir.clone()))
-            }
-        };
+        let router_tls = self.router_tls()?;
         let secret_key = match &self.secret_key {
             None => None,
             Some(k) => Some(parse_key(k).map_err(|e| bad("CAPSTAN_SECRET_KEY", "secret-key", e))?),
@@ -1051,6 +1138,33 @@ mod tests {
                 vec!["--git-ca-file", "/etc/hostname"],
                 "CAPSTAN_GIT_CA_FILE",
             ),
+            (vec!["--router-acme", "letsencrypt"], "CAPSTAN_ROUTER_ACME"),
+            (
+                vec!["--router-certificates", "/tmp", "--router-acme", "ftp://x"],
+                "CAPSTAN_ROUTER_ACME",
+            ),
+            (
+                vec![
+                    "--router-certificates",
+                    "/tmp",
+                    "--router-acme",
+                    "letsencrypt",
+                    "--router-acme-contact",
+                    "nobody",
+                ],
+                "CAPSTAN_ROUTER_ACME_CONTACT",
+            ),
+            (
+                vec![
+                    "--router-certificates",
+                    "/tmp",
+                    "--router-acme",
+                    "letsencrypt",
+                    "--router-acme-roots",
+                    "/etc/hostname",
+                ],
+                "CAPSTAN_ROUTER_ACME_ROOTS",
+            ),
             (
                 vec!["--jwt-public-key-file", "/nonexistent.pem"],
                 "CAPSTAN_JWT_PUBLIC_KEY_FILE",
@@ -1093,6 +1207,39 @@ mod tests {
         assert!(s
             .outbound
             .permits("git.corp.example", "192.168.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn acme_names_its_directory_and_keeps_its_orders_beside_the_certificates() {
+        let s = parse(&[
+            "--router-certificates",
+            "/tmp",
+            "--router-acme",
+            "letsencrypt",
+            "--router-acme-contact",
+            "ops@example.com",
+        ])
+        .unwrap();
+        let acme = s.router_tls.unwrap().acme.unwrap();
+        assert_eq!(acme.directory, router::LETS_ENCRYPT_PRODUCTION_DIRECTORY);
+        assert_eq!(acme.contact.as_deref(), Some("mailto:ops@example.com"));
+        assert_eq!(acme.cache, std::path::Path::new("/tmp/acme"));
+        assert!(acme.roots.is_none(), "the public web's authorities");
+        let s = parse(&[
+            "--router-certificates",
+            "/tmp",
+            "--router-acme",
+            "https://acme.internal/directory",
+        ])
+        .unwrap();
+        let acme = s.router_tls.unwrap().acme.unwrap();
+        assert_eq!(acme.directory, "https://acme.internal/directory");
+        assert_eq!(acme.contact, None);
+        let s = parse(&["--router-certificates", "/tmp"]).unwrap();
+        assert!(
+            s.router_tls.unwrap().acme.is_none(),
+            "ACME is off by default"
+        );
     }
 
     #[test]

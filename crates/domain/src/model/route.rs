@@ -81,13 +81,17 @@ impl RouteCheck {
     }
 }
 
-/// One host name's route: the replicas answering it, how they are checked, and whether a
-/// client keeps to the replica it first reached (sticky sessions, by a cookie).
+/// One host name's route: the replicas answering it, how they are checked, whether a client
+/// keeps to the replica it first reached (sticky sessions, by a cookie), and whether the
+/// router may obtain the name's certificate itself (ACME).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Route {
     pub backends: Vec<Backend>,
     pub check: Option<RouteCheck>,
     pub sticky: bool,
+    /// A generated name's always; a custom domain's when its `generate_certificate` asks
+    /// (not when a CDN in front holds the certificate).
+    pub certify: bool,
 }
 
 /// Every host name the router serves, with the replicas answering it (none: the service does
@@ -127,6 +131,7 @@ impl RouteTable {
                     .unwrap_or_default(),
                 check: RouteCheck::of(service, port.internal_port),
                 sticky,
+                certify: true,
             };
             for port in &public {
                 routes.insert(
@@ -137,7 +142,11 @@ impl RouteTable {
             let default = public.iter().find(|p| p.is_default).or(public.first());
             if let Some(port) = default {
                 for d in domains.iter().filter(|d| d.service_id == service.id) {
-                    routes.insert(d.domain.clone(), route_to(port));
+                    let route = Route {
+                        certify: d.generate_certificate,
+                        ..route_to(port)
+                    };
+                    routes.insert(d.domain.clone(), route);
                 }
             }
         }
@@ -320,10 +329,25 @@ mod tests {
             ),
         ];
         let domains = [
-            domain(&web, "shop.example.com"),
+            CustomDomain {
+                generate_certificate: true,
+                ..domain(&web, "shop.example.com")
+            },
             domain(&web, "*.apps.example.com"),
         ];
         let table = RouteTable::of(&router, &services, &domains);
+        let certified: Vec<&str> = table
+            .routes
+            .iter()
+            .filter(|(_, route)| route.certify)
+            .map(|(name, _)| name.as_str())
+            .collect();
+        assert_eq!(
+            certified.len(),
+            5,
+            "generated names and the domain asking for a certificate: {certified:?}"
+        );
+        assert!(certified.contains(&"shop.example.com"));
         assert_eq!(table.routes.len(), 6, "two public ports each, two domains");
         let on_81 = table.route(&router.host_of(web.id, 81)).unwrap();
         assert_eq!(on_81.backends, [backend(5002), backend(6002)]);
