@@ -1083,3 +1083,208 @@ impl Drop for Pebble {
         self.stop();
     }
 }
+
+/// A second Docker daemon on this machine, beside the one the tests share: a socket, data
+/// root, exec root and pid file of its own, its own bridge (made here with `ip link`; without
+/// one, `--bridge=none` would delete the first daemon's `docker0`), networks from an address
+/// pool of its own, no iptables rules (ports are published through docker-proxy), and a TCP
+/// listener on 127.0.0.1 that checks its clients' TLS certificates (`--tlsverify`), signed by
+/// an authority made here. The test image is loaded into it. Stopped, and its bridge removed,
+/// when dropped.
+pub struct SecondDaemon {
+    child: Option<Child>,
+    dir: TempDir,
+    bridge: String,
+    pub socket: PathBuf,
+    /// `127.0.0.1:port`, with TLS.
+    pub tcp: String,
+    /// The addresses its networks take theirs from.
+    pool: String,
+}
+
+impl SecondDaemon {
+    pub async fn start() -> SecondDaemon {
+        static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = TempDir::new();
+        // Linux names are at most 15 bytes: one of this process's own, and of this daemon's.
+        let bridge = format!("capbr{}-{n}", std::process::id() % 10_000);
+        let ip = |args: &[&str]| {
+            let out = Command::new("ip")
+                .args(args)
+                .output()
+                .expect("ip runs (iproute2)");
+            assert!(
+                out.status.success(),
+                "ip {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let _ = Command::new("ip").args(["link", "del", &bridge]).output();
+        ip(&["link", "add", &bridge, "type", "bridge"]);
+        ip(&["addr", "add", &format!("10.213.{n}.1/24"), "dev", &bridge]);
+        ip(&["link", "set", &bridge, "up"]);
+        let tls = dir.0.join("tls");
+        std::fs::create_dir_all(&tls).unwrap();
+        test_certificate(&tls, "localhost");
+        test_client_certificate(&tls, "client");
+        let mut daemon = SecondDaemon {
+            child: None,
+            socket: dir.0.join("docker.sock"),
+            tcp: format!("127.0.0.1:{}", free_port()),
+            bridge,
+            pool: format!("base=10.{}.0.0/16,size=24", 214 + n),
+            dir,
+        };
+        daemon.run().await;
+        let image = format!("{IMAGE}:{TAG}");
+        let loaded = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "docker save {image} | docker -H unix://{} load",
+                daemon.socket.display()
+            ))
+            .output()
+            .unwrap();
+        assert!(
+            loaded.status.success(),
+            "could not load the test image into the second daemon: {}",
+            String::from_utf8_lossy(&loaded.stderr)
+        );
+        daemon
+    }
+
+    /// Starts dockerd (again, on the same data: what ran with a restart policy starts again).
+    pub async fn run(&mut self) {
+        let at = |name: &str| self.dir.0.join(name).to_str().unwrap().to_string();
+        let tls = |name: &str| {
+            self.dir
+                .0
+                .join("tls")
+                .join(name)
+                .to_str()
+                .unwrap()
+                .to_string()
+        };
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.0.join("dockerd.log"))
+            .unwrap();
+        let child = Command::new("dockerd")
+            .args(["-H", &format!("unix://{}", self.socket.display())])
+            .args(["-H", &format!("tcp://{}", self.tcp)])
+            .args(["--tlsverify", "--tlscacert", &tls("ca.pem")])
+            .args([
+                "--tlscert",
+                &tls("localhost.crt"),
+                "--tlskey",
+                &tls("localhost.key"),
+            ])
+            .args(["--data-root", &at("data"), "--exec-root", &at("exec")])
+            .args(["--pidfile", &at("docker.pid"), "--bridge", &self.bridge])
+            .args(["--iptables=false", "--ip-masq=false"])
+            .args(["--default-address-pool", &self.pool])
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("dockerd runs");
+        self.child = Some(child);
+        let started = Instant::now();
+        while self.docker(&["version"]).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the second daemon did not start: {}",
+                std::fs::read_to_string(self.dir.0.join("dockerd.log")).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Stops dockerd (SIGTERM, as a host going down stops it); its containers stop with it.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+        }
+    }
+
+    /// The docker CLI on this daemon.
+    pub fn docker(&self, args: &[&str]) -> Result<String, String> {
+        let out = Command::new("docker")
+            .arg("-H")
+            .arg(format!("unix://{}", self.socket.display()))
+            .args(args)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).to_string())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+        }
+    }
+
+    /// The TLS material a client of its TCP listener needs: (authority, certificate, key).
+    pub fn client_tls(&self) -> (String, String, String) {
+        let read = |name: &str| std::fs::read_to_string(self.dir.0.join("tls").join(name)).unwrap();
+        (read("ca.pem"), read("client.crt"), read("client.key"))
+    }
+}
+
+impl Drop for SecondDaemon {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            if let Ok(ids) = self.docker(&["ps", "-aq"]) {
+                for id in ids.lines().filter(|l| !l.is_empty()) {
+                    let _ = self.docker(&["rm", "-f", id]);
+                }
+            }
+        }
+        self.stop();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.bridge])
+            .output();
+        // The daemon's data holds mounts of its own; it goes with the temporary directory.
+        let _ = Command::new("umount")
+            .args(["-R", self.dir.0.join("data").to_str().unwrap()])
+            .output();
+    }
+}
+
+/// Makes in `dir` a client certificate `<name>.crt` and `<name>.key`, signed by the authority
+/// `test_certificate` made there.
+pub fn test_client_certificate(dir: &std::path::Path, name: &str) {
+    let at = |file: &str| dir.join(file).to_str().unwrap().to_string();
+    std::fs::write(at("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        &format!("/CN={name}"),
+        "-keyout",
+        &at(&format!("{name}.key")),
+        "-out",
+        &at("client.csr"),
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &at("client.csr"),
+        "-days",
+        "2",
+        "-extfile",
+        &at("client.ext"),
+        "-CA",
+        &at("ca.pem"),
+        "-CAkey",
+        &at("ca-key.pem"),
+        "-CAcreateserial",
+        "-out",
+        &at(&format!("{name}.crt")),
+    ]);
+}

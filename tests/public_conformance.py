@@ -198,6 +198,7 @@ call('PUT', f'/organization/{org}/cloudA/credentials/{credentials}', {'type': 'A
 other_credentials = {
     'altcloud': {'name': 'scw', 'altcloud_access_key': 'SCWKEY', 'altcloud_secret_key': 'alt-secret', 'altcloud_project_id': 'p', 'altcloud_organization_id': 'o'},
     'cloudC': {'name': 'az', 'cloudC_subscription_id': 'sub', 'cloudC_tenant_id': 'tenant'},
+    'onPremise': {'name': 'racks'},
 }
 for provider, body in other_credentials.items():
     cid = call('POST', f'/organization/{org}/{provider}/credentials', body)['id']
@@ -231,6 +232,8 @@ def cluster_reaches(state):
 
 
 cluster_reaches('DEPLOYED')
+call('GET', f'{cluster_path}/logs')
+call('GET', f'/cluster/{cluster["id"]}/logs?endpoint=logs&query=all')
 call('POST', f'{cluster_path}/stop')
 cluster_reaches('STOPPED')
 registry_body = {'name': 'conf-hub', 'kind': 'DOCKER_HUB', 'description': 'images', 'url': 'https://docker.io', 'config': {'username': 'u', 'password': 'p'}}

@@ -158,7 +158,7 @@ impl From<Role> for RoleView {
 }
 
 /// Credentials of any provider: the public members of their kind, named by `object_type`
-/// (CLOUDA, CLOUDA_ROLE, ALTCLOUD, CLOUDC); never the secret.
+/// (CLOUDA, CLOUDA_ROLE, ALTCLOUD, CLOUDC, OTHER for on-premise); never the secret.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct CredentialsView {
     pub id: Uuid,
@@ -271,6 +271,49 @@ impl From<Cluster> for ClusterStatusView {
             last_execution_id: c.run.last_execution_id,
             last_deployment_date: c.run.last_deployment_date,
             next_k8s_available_version: None,
+        }
+    }
+}
+
+/// A line of a cluster's log, in the public `ClusterLogs` shape: `type` is the level in lower
+/// case, an error line carries its message again as `error.user_log_message`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ClusterLogView {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub timestamp: OffsetDateTime,
+    pub step: ClusterLogStep,
+    pub message: SafeMessage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ClusterLogError>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct SafeMessage {
+    pub safe_message: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ClusterLogError {
+    pub tag: &'static str,
+    pub user_log_message: String,
+}
+
+impl From<ClusterLogLine> for ClusterLogView {
+    fn from(l: ClusterLogLine) -> Self {
+        let error = (l.level == LogLevel::Error).then(|| ClusterLogError {
+            tag: "CLUSTER_ACTION_FAILED",
+            user_log_message: l.message.clone(),
+        });
+        Self {
+            kind: l.level.as_str().to_lowercase(),
+            timestamp: l.at,
+            step: l.step,
+            message: SafeMessage {
+                safe_message: l.message,
+            },
+            error,
         }
     }
 }

@@ -19,9 +19,9 @@ use domain::engine::{Cancel, Engine, StepLog, StepWork};
 use domain::git::Checkouts;
 use domain::ids::{DeploymentRequestId, OrganizationId, ServiceId};
 use domain::model::{
-    Cluster, ClusterAction, DeploymentAction, DeploymentStatus, JobCommand, JobSpec, OutputLine,
-    RegistryAccess, RunningState, Service, ServiceKind, ServiceSpec, ServiceSubAction, StepName,
-    WorkloadInputs,
+    Cluster, ClusterAction, DeploymentAction, DeploymentStatus, Host, JobCommand, JobSpec,
+    OutputLine, RegistryAccess, RunningState, Service, ServiceKind, ServiceSpec, ServiceSubAction,
+    StepName, WorkloadInputs,
 };
 use domain::outbound_policy::OutboundPolicy;
 use futures_util::StreamExt;
@@ -144,6 +144,35 @@ impl DockerEngine {
             terraform_image: DEFAULT_TERRAFORM_IMAGE.to_string(),
             switch_settle: None,
         })
+    }
+
+    /// The same settings on another daemon: `docker`, its workloads' ports published on
+    /// `publish_address`; `on_this_machine`: the daemon runs where Capstan does.
+    pub(crate) fn on(
+        &self,
+        docker: Docker,
+        publish_address: String,
+        on_this_machine: bool,
+    ) -> Self {
+        Self {
+            docker,
+            publish_address,
+            policy: self.policy.clone(),
+            local: on_this_machine,
+            checkouts: self.checkouts.clone(),
+            images_kept: self.images_kept,
+            built: Mutex::default(),
+            database_images: self.database_images.clone(),
+            keep_volumes: self.keep_volumes,
+            backup_dir: self.backup_dir.clone(),
+            terraform_image: self.terraform_image.clone(),
+            switch_settle: self.switch_settle,
+        }
+    }
+
+    /// Where its workloads' ports are published.
+    pub(crate) fn publish_address(&self) -> &str {
+        &self.publish_address
     }
 
     /// Runs databases from `images`; a deleted database's volume stays when `keep_volumes`;
@@ -1061,7 +1090,12 @@ impl Engine for DockerEngine {
     }
 
     /// A cluster is this daemon: deploying it checks that it answers.
-    async fn run_cluster(&self, action: ClusterAction, _cluster: &Cluster) -> Result<(), String> {
+    async fn run_cluster(
+        &self,
+        action: ClusterAction,
+        _cluster: &Cluster,
+        _host: &Host,
+    ) -> Result<(), String> {
         match action {
             ClusterAction::Deploy => self
                 .docker
@@ -1115,6 +1149,7 @@ impl Engine for DockerEngine {
     /// On the host, or in its registry (the daemon asks it, once the outbound policy permits).
     async fn image_available(
         &self,
+        _host: &Host,
         registry: &RegistryAccess,
         name: &str,
         tag: &str,
@@ -1140,6 +1175,7 @@ impl Engine for DockerEngine {
 
     async fn backup_database(
         &self,
+        _host: &Host,
         database: &Service,
         inputs: &WorkloadInputs,
         file: &str,
@@ -1149,6 +1185,7 @@ impl Engine for DockerEngine {
 
     async fn restore_database(
         &self,
+        _host: &Host,
         database: &Service,
         inputs: &WorkloadInputs,
         file: &str,
@@ -1160,7 +1197,11 @@ impl Engine for DockerEngine {
         self.drop_backup(file)
     }
 
-    async fn terraform_state(&self, service: &Service) -> Result<Option<String>, String> {
+    async fn terraform_state(
+        &self,
+        _host: &Host,
+        service: &Service,
+    ) -> Result<Option<String>, String> {
         match &service.spec {
             ServiceSpec::Terraform(spec) => self.read_terraform_state(service, spec).await,
             _ => Ok(None),

@@ -1,5 +1,6 @@
 //! The Docker engine: the adapter of the domain's engine port that runs containers and jobs on
-//! a Docker daemon (the one at `DOCKER_HOST`, or the default socket), through `bollard`.
+//! Docker daemons through `bollard`: the one at `DOCKER_HOST` (or the default socket), and
+//! the hosts ON_PREMISE clusters name ([`Hosts`]).
 
 mod backups;
 mod build;
@@ -7,6 +8,7 @@ mod db_recipe;
 mod engine;
 mod exec;
 mod files;
+mod hosts;
 mod liveness;
 mod observe;
 mod output;
@@ -17,4 +19,5 @@ mod terraform;
 
 pub use db_recipe::DatabaseImages;
 pub use engine::{DockerEngine, DEFAULT_IMAGES_KEPT, DEFAULT_TERRAFORM_IMAGE};
+pub use hosts::Hosts;
 pub use plan::{image_reference, LABEL_SERVICE};

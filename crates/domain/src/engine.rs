@@ -3,20 +3,22 @@
 
 use crate::ids::{OrganizationId, ServiceId};
 use crate::model::{
-    Cluster, ClusterAction, DeploymentLogLine, DeploymentRequest, LogLevel, Masker, OutputLine,
-    RegistryAccess, RunningState, Service, ServiceState, StepName, WorkloadInputs,
+    Cluster, ClusterAction, DeploymentLogLine, DeploymentRequest, Host, LogLevel, Masker,
+    OutputLine, RegistryAccess, RunningState, Service, ServiceState, StepName, WorkloadInputs,
 };
 use async_trait::async_trait;
 use std::sync::Mutex;
 use tokio::sync::watch;
 
-/// What one step is given: the request and its service, what the workload runs with, where the
-/// step writes its log, and the signal that the request was canceled.
+/// What one step is given: the request and its service, what the workload runs with and where
+/// (its environment's cluster's host), where the step writes its log, and the signal that the
+/// request was canceled.
 pub struct StepWork<'a> {
     pub step: StepName,
     pub request: &'a DeploymentRequest,
     pub service: &'a Service,
     pub inputs: &'a WorkloadInputs,
+    pub host: &'a Host,
     pub log: &'a StepLog,
     pub cancel: &'a Cancel,
 }
@@ -29,8 +31,27 @@ pub trait Engine: Send + Sync {
     /// step failed, as the client will read it.
     async fn run_step(&self, work: StepWork<'_>) -> Result<(), String>;
 
-    /// Deploys or stops a cluster. `Err` carries the reason it failed.
-    async fn run_cluster(&self, action: ClusterAction, cluster: &Cluster) -> Result<(), String>;
+    /// Deploys or stops a cluster on its host (deploying reaches the host and readies it for
+    /// the environments). `Err` carries the reason it failed.
+    async fn run_cluster(
+        &self,
+        action: ClusterAction,
+        cluster: &Cluster,
+        host: &Host,
+    ) -> Result<(), String>;
+
+    /// Whether `host` answers now: what it runs (its engine and version), or why it does
+    /// not. `None`: this engine has no hosts to reach (the cluster's record is all there is).
+    async fn reach(&self, host: &Host) -> Option<Result<String, String>> {
+        let _ = host;
+        None
+    }
+
+    /// The hosts the clusters name besides the engine's own, as the store has them now: the
+    /// engine watches what runs on each (and forgets the hosts no longer named).
+    async fn watch_hosts(&self, hosts: Vec<Host>) {
+        let _ = hosts;
+    }
 
     /// Waits `wait` (the pace at which a held deployment looks whether it may go on, and a
     /// running step's claim is renewed).
@@ -67,11 +88,12 @@ pub trait Engine: Send + Sync {
     /// or in its registry. `Err` says why it could not be told.
     async fn image_available(
         &self,
+        host: &Host,
         registry: &RegistryAccess,
         name: &str,
         tag: &str,
     ) -> Result<bool, String> {
-        let _ = (registry, name, tag);
+        let _ = (host, registry, name, tag);
         Err("this engine runs no images".into())
     }
 
@@ -79,22 +101,24 @@ pub trait Engine: Send + Sync {
     /// keeps it under); the dump's size in bytes.
     async fn backup_database(
         &self,
+        host: &Host,
         database: &Service,
         inputs: &WorkloadInputs,
         file: &str,
     ) -> Result<i64, String> {
-        let _ = (database, inputs, file);
+        let _ = (host, database, inputs, file);
         Err("this engine keeps no database backups".into())
     }
 
     /// Loads the backup `file` back into the running database.
     async fn restore_database(
         &self,
+        host: &Host,
         database: &Service,
         inputs: &WorkloadInputs,
         file: &str,
     ) -> Result<(), String> {
-        let _ = (database, inputs, file);
+        let _ = (host, database, inputs, file);
         Err("this engine keeps no database backups".into())
     }
 
@@ -106,8 +130,12 @@ pub trait Engine: Send + Sync {
 
     /// The state file a terraform service's runs keep (none: it has not run, or this engine
     /// keeps none).
-    async fn terraform_state(&self, service: &Service) -> Result<Option<String>, String> {
-        let _ = service;
+    async fn terraform_state(
+        &self,
+        host: &Host,
+        service: &Service,
+    ) -> Result<Option<String>, String> {
+        let _ = (host, service);
         Ok(None)
     }
 

@@ -307,6 +307,8 @@ pub trait QueueClaims: Send + Sync {
     ) -> StoreResult<Option<Cluster>>;
     /// The clusters in a running state whose lease ran out before `now` (their worker died).
     async fn expired_clusters(&self, now: time::OffsetDateTime) -> StoreResult<Vec<Cluster>>;
+    /// Every organization's ON_PREMISE clusters (the Docker hosts the engine watches).
+    async fn on_premise_clusters(&self) -> StoreResult<Vec<Cluster>>;
     /// How many requests wait (QUEUED) and run (RUNNING), across every organization.
     async fn queue_depth(&self) -> StoreResult<QueueDepth>;
 }
@@ -341,6 +343,19 @@ pub trait DeploymentLogs: Send {
         environment: EnvironmentId,
         limit: i64,
     ) -> StoreResult<Vec<DeploymentLogLine>>;
+}
+
+/// What Capstan did on each cluster, as workers write it and clients read it.
+#[async_trait]
+pub trait ClusterLogs: Send {
+    /// Adds lines to their clusters' logs.
+    async fn append_cluster_logs(&mut self, lines: &[ClusterLogLine]) -> StoreResult<()>;
+    /// The newest `limit` lines of the cluster's log, oldest first.
+    async fn cluster_logs(
+        &mut self,
+        cluster: ClusterId,
+        limit: i64,
+    ) -> StoreResult<Vec<ClusterLogLine>>;
 }
 
 /// When deployed cron jobs run next, as the scheduler takes their times.
@@ -610,6 +625,7 @@ pub trait Tx:
     + Repo<DatabaseBackup>
     + EventLog
     + DeploymentLogs
+    + ClusterLogs
     + ServiceOutputs
     + CronTurns
     + RunningStates

@@ -6,7 +6,8 @@
 use async_trait::async_trait;
 use domain::engine::{Engine, StepWork};
 use domain::model::{
-    Cluster, ClusterAction, DeploymentAction, DeploymentRequest, RegistryAccess, Service, StepName,
+    Cluster, ClusterAction, DeploymentAction, DeploymentRequest, Host, RegistryAccess, Service,
+    StepName,
 };
 use std::time::Duration;
 
@@ -72,6 +73,7 @@ impl Engine for SimulatedEngine {
     /// (`capstan-fail-pull`).
     async fn image_available(
         &self,
+        _host: &Host,
         _registry: &RegistryAccess,
         name: &str,
         _tag: &str,
@@ -81,7 +83,12 @@ impl Engine for SimulatedEngine {
 
     /// Two steps' time; fails when the cluster's description asks for it
     /// (`capstan-fail-deploy`, `capstan-fail-stop`).
-    async fn run_cluster(&self, action: ClusterAction, cluster: &Cluster) -> Result<(), String> {
+    async fn run_cluster(
+        &self,
+        action: ClusterAction,
+        cluster: &Cluster,
+        _host: &Host,
+    ) -> Result<(), String> {
         tokio::time::sleep(self.step * 2).await;
         let what = match action {
             ClusterAction::Deploy => "deploy",

@@ -145,13 +145,13 @@ async fn engine(settings: &Settings) -> anyhow::Result<(Arc<dyn domain::engine::
                 .map_err(|e| anyhow::anyhow!("CAPSTAN_ENGINE=docker, but {e}"))?;
             let docker = docker_with_settings(docker, settings);
             tracing::info!(engine = "docker", daemon = %docker.describe().await, "deployments run on Docker (CAPSTAN_ENGINE=docker)");
-            Ok((Arc::new(docker), true))
+            Ok((docker::Hosts::new(docker), true))
         }
         EngineChoice::Auto => match DockerEngine::connect(address).await {
             Ok(docker) => {
                 let docker = docker_with_settings(docker, settings);
                 tracing::info!(engine = "docker", daemon = %docker.describe().await, "deployments run on Docker: a daemon answered (CAPSTAN_ENGINE=auto)");
-                Ok((Arc::new(docker), true))
+                Ok((docker::Hosts::new(docker), true))
             }
             Err(why) => {
                 tracing::info!(engine = "simulated", reason = %why, "deployments run on the simulated engine: no Docker daemon answered (CAPSTAN_ENGINE=auto)");

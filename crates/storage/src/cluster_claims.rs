@@ -1,6 +1,7 @@
 //! Claims on clusters for the engine's workers: the cluster queued longest moves to its
 //! running state under one worker's lease (PostgreSQL: `SKIP LOCKED`, so several instances
 //! take different clusters), and the running ones whose lease ran out are found for recovery.
+//! The ON_PREMISE ones are read for the engine, which watches their Docker hosts.
 
 use crate::db::{db_run, store_error, Conn, Db};
 use crate::rows::{ts, ClusterRow, FromRow};
@@ -10,7 +11,7 @@ use diesel::result::Error as DieselError;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use domain::error::StoreResult;
 use domain::ids::ClusterId;
-use domain::model::{Cluster, ClusterState};
+use domain::model::{CloudProvider, Cluster, ClusterState};
 use time::OffsetDateTime;
 
 const QUEUED: [ClusterState; 2] = [ClusterState::DeploymentQueued, ClusterState::StopQueued];
@@ -103,6 +104,23 @@ pub(crate) async fn expired_clusters(db: &Db, now: OffsetDateTime) -> StoreResul
         let rows: Vec<ClusterRow> = db_run!(conn, |c| cl::table
             .filter(cl::state.eq_any(RUNNING))
             .filter(cl::lease_until.lt(now))
+            .select(ClusterRow::as_select())
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        rows.into_iter()
+            .map(|r| Cluster::from_row(r, &cipher))
+            .collect()
+    })
+    .await
+}
+
+pub(crate) async fn on_premise_clusters(db: &Db) -> StoreResult<Vec<Cluster>> {
+    let cipher = db.cipher.clone();
+    db.read(move |mut conn| async move {
+        let rows: Vec<ClusterRow> = db_run!(conn, |c| cl::table
+            .filter(cl::cloud_provider.eq(CloudProvider::OnPremise.as_str()))
+            .order(cl::id.asc())
             .select(ClusterRow::as_select())
             .load(c)
             .await)

@@ -19,6 +19,7 @@ pub const TABLES: &[&str] = &[
     "api_tokens",
     "cloud_credentials",
     "clusters",
+    "cluster_logs",
     "git_tokens",
     "helm_repositories",
     "invitations",

@@ -608,6 +608,10 @@ impl QueueClaims for Db {
         crate::cluster_claims::expired_clusters(self, now).await
     }
 
+    async fn on_premise_clusters(&self) -> StoreResult<Vec<domain::model::Cluster>> {
+        crate::cluster_claims::on_premise_clusters(self).await
+    }
+
     async fn queue_depth(&self) -> StoreResult<domain::ports::QueueDepth> {
         let counts: Vec<(String, i64)> = self
             .read(move |mut conn| async move {

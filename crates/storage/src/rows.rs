@@ -173,6 +173,7 @@ impl ToRow for CloudCredentials {
             CredentialsDetails::CloudC {
                 subscription_id, ..
             } => subscription_id.clone(),
+            CredentialsDetails::OnPremise {} => String::new(),
         };
         Ok(CredentialsRow {
             id: c.id,

@@ -216,6 +216,17 @@ diesel::table! {
 }
 
 diesel::table! {
+    cluster_logs (cluster_id, position) {
+        cluster_id -> Text,
+        position -> BigInt,
+        created_at -> Timestamp,
+        step -> Text,
+        level -> Text,
+        message -> Text,
+    }
+}
+
+diesel::table! {
     deployment_logs (request_id, position) {
         request_id -> Text,
         position -> BigInt,

@@ -63,6 +63,8 @@ contract!(
     the_queue_runs_one_request_per_environment,
     claims_are_exclusive_under_concurrency,
     clusters_are_claimed_once_and_found_when_their_worker_dies,
+    on_premise_clusters_are_found_across_organizations_with_their_docker_host,
+    a_clusters_log_reads_newest_lines_oldest_first_and_goes_with_it,
     expired_claims_are_reclaimed_once,
     canceling_an_environment_spares_deletions,
     activity_and_history_come_from_the_queue,
@@ -2386,6 +2388,99 @@ async fn clusters_are_claimed_once_and_found_when_their_worker_dies(db: Db) {
         .unwrap()
         .unwrap();
     assert_eq!(back.run, ClusterRun::default());
+}
+
+async fn on_premise_clusters_are_found_across_organizations_with_their_docker_host(db: Db) {
+    let (o, _, _, _) = hierarchy(&db).await;
+    assert!(db.on_premise_clusters().await.unwrap().is_empty());
+    let mut own = cluster(&db, o.id, "own").await;
+    own.cloud_provider = CloudProvider::OnPremise;
+    own.spec.docker = Some(DockerEndpointSpec {
+        endpoint: "tcp://10.0.0.5:2376".into(),
+        publish_address: Some("10.0.0.5".into()),
+    });
+    Repo::<Cluster>::update(&mut db.session().await.unwrap(), &own)
+        .await
+        .unwrap();
+    let (other_org, _, _, _) = hierarchy(&db).await;
+    let mut theirs = cluster(&db, other_org.id, "theirs").await;
+    theirs.cloud_provider = CloudProvider::OnPremise;
+    Repo::<Cluster>::update(&mut db.session().await.unwrap(), &theirs)
+        .await
+        .unwrap();
+    let found = db.on_premise_clusters().await.unwrap();
+    let mut ids: Vec<_> = found.iter().map(|c| c.id).collect();
+    let mut want = vec![own.id, theirs.id];
+    ids.sort();
+    want.sort();
+    assert_eq!(ids, want, "every organization's, and no other provider's");
+    let back = found.iter().find(|c| c.id == own.id).unwrap();
+    assert_eq!(back.spec.docker, own.spec.docker, "the host reads back");
+}
+
+async fn a_clusters_log_reads_newest_lines_oldest_first_and_goes_with_it(db: Db) {
+    let (o, _, _, _) = hierarchy(&db).await;
+    let c = cluster(&db, o.id, "logged").await;
+    let other = cluster(&db, o.id, "other").await;
+    let line = |cluster: ClusterId, position: i64, step: ClusterLogStep| ClusterLogLine {
+        cluster_id: cluster,
+        position,
+        at: now(),
+        step,
+        level: if step == ClusterLogStep::CreateError {
+            LogLevel::Error
+        } else {
+            LogLevel::Info
+        },
+        message: format!("line {position}"),
+    };
+    let failed = line(c.id, 11, ClusterLogStep::CreateError);
+    let mut tx = Store::write(&db).await.unwrap();
+    tx.append_cluster_logs(&[
+        line(c.id, 10, ClusterLogStep::Create),
+        failed.clone(),
+        line(other.id, 1, ClusterLogStep::Create),
+    ])
+    .await
+    .unwrap();
+    tx.append_cluster_logs(&[line(c.id, 20, ClusterLogStep::Created)])
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = Store::read(&db).await.unwrap();
+    let all = tx.cluster_logs(c.id, 10).await.unwrap();
+    assert_eq!(
+        all.iter().map(|l| l.position).collect::<Vec<_>>(),
+        [10, 11, 20]
+    );
+    assert_eq!(
+        (
+            &all[1].step,
+            &all[1].level,
+            &all[1].message,
+            all[1].cluster_id
+        ),
+        (
+            &failed.step,
+            &failed.level,
+            &failed.message,
+            failed.cluster_id
+        )
+    );
+    assert!((all[1].at - failed.at).abs() < time::Duration::seconds(1));
+    let newest = tx.cluster_logs(c.id, 2).await.unwrap();
+    assert_eq!(
+        newest.iter().map(|l| l.position).collect::<Vec<_>>(),
+        [11, 20],
+        "the newest, oldest first"
+    );
+    drop(tx);
+    Repo::<Cluster>::delete(&mut db.session().await.unwrap(), c.id)
+        .await
+        .unwrap();
+    let mut tx = Store::read(&db).await.unwrap();
+    assert!(tx.cluster_logs(c.id, 10).await.unwrap().is_empty());
+    assert_eq!(tx.cluster_logs(other.id, 10).await.unwrap().len(), 1);
 }
 
 async fn link_variables_are_found_by_database_and_go_with_it(db: Db) {

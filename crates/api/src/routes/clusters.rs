@@ -4,7 +4,7 @@ use super::{accepted, created, ok};
 use crate::error::ApiResult;
 use crate::extract::{path_id, query_parsed, Auth, JsonBody, Paging};
 use crate::openapi::{Body, Doc, Query, Routes};
-use crate::views::{ClusterStatusView, Paged};
+use crate::views::{ClusterLogView, ClusterStatusView, Paged};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::model::ClusterAction;
@@ -64,6 +64,25 @@ pub fn routes(r: &mut Routes) {
             ),
         )
         .add();
+    r.at(format!("{base}/logs"))
+        .get(
+            logs,
+            Doc::list::<ClusterLogView>(
+                "What Capstan did on the cluster (deploying and stopping it, reaching its host), oldest first",
+            ),
+        )
+        .add();
+    r.at("/cluster/{clusterId}/logs")
+        .get(
+            log_text,
+            Doc::get::<ClusterLogText>(
+                "The cluster's log as text, a line each; `endpoint` and `query` (the public API's \
+                 log store passthrough) are accepted and not used",
+            )
+            .query(Query::of::<String>("endpoint", false))
+            .query(Query::of::<String>("query", false)),
+        )
+        .add();
     r.at(format!("{base}/advancedSettings"))
         .get(
             settings,
@@ -85,6 +104,43 @@ pub fn routes(r: &mut Routes) {
         .add();
 }
 
+async fn logs(
+    st: St,
+    Auth(p): Auth,
+    req: HttpRequest,
+    Paging(page): Paging,
+) -> ApiResult<HttpResponse> {
+    let lines = st
+        .capstan
+        .cluster_logs(&p, Some(path_id(&req, ORG)?), path_id(&req, CLUSTER)?)
+        .await?;
+    Ok(ok(Paged::from_vec(lines, page, ClusterLogView::from)))
+}
+
+/// `GET /cluster/{id}/logs`: the public `ClusterLogsResponse`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ClusterLogText {
+    pub response: String,
+}
+
+async fn log_text(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let lines = st
+        .capstan
+        .cluster_logs(&p, None, path_id(&req, CLUSTER)?)
+        .await?;
+    let response = lines
+        .iter()
+        .map(|l| {
+            let at =
+                l.at.format(&time::format_description::well_known::Rfc3339)
+                    .unwrap_or_default();
+            format!("{at} {} [{}] {}", l.level, l.step, l.message)
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    Ok(ok(ClusterLogText { response }))
+}
+
 async fn statuses(
     st: St,
     Auth(p): Auth,
@@ -98,18 +154,16 @@ async fn statuses(
 async fn status(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
     let cluster = st
         .capstan
-        .get_cluster(&p, path_id(&req, ORG)?, path_id(&req, CLUSTER)?)
-        .await?
-        .cluster;
+        .cluster_status(&p, path_id(&req, ORG)?, path_id(&req, CLUSTER)?)
+        .await?;
     Ok(ok(ClusterStatusView::from(cluster)))
 }
 
 async fn is_ready(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
     let cluster = st
         .capstan
-        .get_cluster(&p, path_id(&req, ORG)?, path_id(&req, CLUSTER)?)
-        .await?
-        .cluster;
+        .cluster_status(&p, path_id(&req, ORG)?, path_id(&req, CLUSTER)?)
+        .await?;
     Ok(ok(ReadinessView {
         is_ready: cluster.run.state == domain::model::ClusterState::Deployed,
     }))

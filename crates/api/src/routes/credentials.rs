@@ -10,6 +10,7 @@ use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::model::{
     AltCloudCredentialsInput, CloudACredentialsInput, CloudCCredentialsInput, CloudProvider,
+    OnPremiseCredentialsInput,
 };
 
 type St = web::Data<AppState>;
@@ -33,6 +34,11 @@ pub fn routes(r: &mut Routes) {
             "cloudC",
             CloudProvider::CloudC,
             Body::of::<CloudCCredentialsInput>(),
+        ),
+        (
+            "onPremise",
+            CloudProvider::OnPremise,
+            Body::of::<OnPremiseCredentialsInput>(),
         ),
     ] {
         let shown = || Some(Body::of::<CredentialsView>());

@@ -14,7 +14,243 @@ http_suite!(
     advanced_settings_have_defaults_and_are_checked,
     a_cluster_names_credentials_of_its_provider,
     every_cluster_answer_shows_version_capacity_default_and_access,
+    an_on_premise_cluster_names_its_docker_host_with_sealed_credentials,
+    a_cluster_keeps_a_log_of_what_was_done_on_it,
+    an_environment_moves_to_another_cluster_only_when_nothing_runs,
 );
+
+const CERTIFICATE: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+const KEY: &str = "-----BEGIN PRIVATE KEY-----\nsealed-key-material\n-----END PRIVATE KEY-----\n";
+
+async fn an_on_premise_cluster_names_its_docker_host_with_sealed_credentials<S: App>(t: T<S>) {
+    let org = t.org.clone();
+    let path = format!("/organization/{org}/onPremise/credentials");
+    let tls = json!({"ca": CERTIFICATE, "certificate": CERTIFICATE, "key": KEY});
+    let creds = t
+        .post(&path, json!({"name": "racks", "docker_tls": tls}))
+        .await
+        .expect(201);
+    assert_eq!(creds.body["object_type"], "OTHER");
+    assert_eq!(creds.body["name"], "racks");
+    let creds = creds.id();
+    for shown in [
+        t.get(&path).await.expect(200).text,
+        t.get(&format!("{path}/{creds}")).await.expect(200).text,
+        t.put(&format!("{path}/{creds}"), json!({"name": "racks-2"}))
+            .await
+            .expect(200)
+            .text,
+    ] {
+        assert!(!shown.contains("sealed-key-material"), "{shown}");
+    }
+    t.post(
+        &path,
+        json!({"name": "bad", "docker_tls": {"ca": CERTIFICATE, "certificate": CERTIFICATE, "key": "nope"}}),
+    )
+    .await
+    .expect_error(400, "docker_tls.key");
+    let on_premise = |name: &str, endpoint: &str, creds: Option<&str>| {
+        let mut body = json!({"name": name, "region": "on-premise", "cloud_provider": "ON_PREMISE",
+                              "docker": {"endpoint": endpoint}});
+        if let Some(id) = creds {
+            body["cloud_provider_credentials"] = json!({"cloud_provider": "ON_PREMISE",
+                "credentials": {"id": id, "name": "x"}, "region": "on-premise"});
+        }
+        body
+    };
+    let cluster = t
+        .post(
+            &format!("/organization/{org}/cluster"),
+            on_premise("socket", "unix:///run/docker-2.sock", None),
+        )
+        .await
+        .expect(201);
+    assert_eq!(
+        cluster.body["docker"],
+        json!({"endpoint": "unix:///run/docker-2.sock"})
+    );
+    assert_eq!(cluster.body["cloud_provider"], "ON_PREMISE");
+    let remote = t
+        .post(
+            &format!("/organization/{org}/cluster"),
+            on_premise("remote", "tcp://10.0.0.5:2376", Some(&creds)),
+        )
+        .await
+        .expect(201);
+    assert_eq!(
+        remote.body["cloud_provider_credentials"]["credentials"]["name"],
+        "racks-2"
+    );
+    assert!(!remote.text.contains("sealed-key-material"));
+    for (body, status, prefix) in [
+        (
+            on_premise("plain", "tcp://10.0.0.5:2375", None),
+            400,
+            "cloud_provider_credentials: a tcp:// endpoint off this machine needs TLS",
+        ),
+        (
+            on_premise("http", "http://10.0.0.5:2375", None),
+            400,
+            "docker.endpoint",
+        ),
+        (
+            json!({"name": "cloud", "region": "eu-west-3", "cloud_provider": "CLOUDA",
+                   "docker": {"endpoint": "unix:///run/docker.sock"}}),
+            400,
+            "docker: only an ON_PREMISE cluster",
+        ),
+    ] {
+        t.post(&format!("/organization/{org}/cluster"), body)
+            .await
+            .expect_error(status, prefix);
+    }
+    // On the loopback, plain TCP is tolerated (a daemon of this machine).
+    t.post(
+        &format!("/organization/{org}/cluster"),
+        on_premise("loopback", "tcp://127.0.0.1:2375", None),
+    )
+    .await
+    .expect(201);
+    let providers = t.get("/cloudProvider").await.expect(200).body;
+    assert!(
+        providers["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["short_name"] == "ON_PREMISE"),
+        "{providers}"
+    );
+}
+
+async fn a_cluster_keeps_a_log_of_what_was_done_on_it<S: App>(t: T<S>) {
+    let org = t.org.clone();
+    let id = new_cluster(
+        &t,
+        json!({"name": "racks", "region": "on-premise", "cloud_provider": "ON_PREMISE",
+               "docker": {"endpoint": "unix:///run/docker-2.sock"}}),
+    )
+    .await;
+    let base = format!("/organization/{org}/cluster/{id}");
+    assert_eq!(
+        t.get(&format!("{base}/logs")).await.expect(200).body["results"],
+        json!([]),
+        "nothing done yet"
+    );
+    t.post(&format!("{base}/deploy"), json!(null))
+        .await
+        .expect(201);
+    wait_for(
+        &t,
+        &format!("{base}/status"),
+        &["DEPLOYMENT_QUEUED", "DEPLOYING", "DEPLOYED"],
+        "DEPLOYED",
+    )
+    .await;
+    let lines = t.get(&format!("{base}/logs")).await.expect(200).body;
+    let lines = lines["results"].as_array().unwrap();
+    let steps: Vec<&str> = lines.iter().map(|l| l["step"].as_str().unwrap()).collect();
+    assert_eq!(steps, ["Create", "Created"], "{lines:?}");
+    assert_eq!(lines[0]["type"], "info");
+    assert!(lines[0]["message"]["safe_message"]
+        .as_str()
+        .unwrap()
+        .contains("unix:///run/docker-2.sock"));
+    let text = t
+        .get(&format!("/cluster/{id}/logs?endpoint=x&query=y"))
+        .await
+        .expect(200)
+        .body;
+    assert!(
+        text["response"].as_str().unwrap().contains("[Created]"),
+        "{text}"
+    );
+
+    let flaky = new_cluster(
+        &t,
+        json!({"name": "flaky", "region": "eu-west-3", "cloud_provider": "CLOUDA",
+               "description": "capstan-fail-deploy"}),
+    )
+    .await;
+    let flaky_base = format!("/organization/{org}/cluster/{flaky}");
+    t.post(&format!("{flaky_base}/deploy"), json!(null))
+        .await
+        .expect(201);
+    wait_for(
+        &t,
+        &format!("{flaky_base}/status"),
+        &["DEPLOYMENT_QUEUED", "DEPLOYING", "DEPLOYMENT_ERROR"],
+        "DEPLOYMENT_ERROR",
+    )
+    .await;
+    let lines = t.get(&format!("{flaky_base}/logs")).await.expect(200).body;
+    let last = lines["results"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["step"], "CreateError");
+    assert_eq!(last["type"], "error");
+    assert!(last["error"]["user_log_message"]
+        .as_str()
+        .unwrap()
+        .contains("simulated cluster deploy failure"));
+    // Another organization sees none of it.
+    let other = t.other_org_token().await;
+    let seen = t
+        .call(
+            Some(&other),
+            actix_web::http::Method::GET,
+            &format!("/cluster/{id}/logs"),
+            None,
+        )
+        .await;
+    assert!(seen.status == 403 || seen.status == 404, "{}", seen.text);
+}
+
+async fn an_environment_moves_to_another_cluster_only_when_nothing_runs<S: App>(t: T<S>) {
+    let (first, _, env) = t.hierarchy().await;
+    let second = new_cluster(
+        &t,
+        json!({"name": "racks", "region": "on-premise", "cloud_provider": "ON_PREMISE"}),
+    )
+    .await;
+    let container = t.container(&env, "web").await;
+    let moved = t
+        .put(
+            &format!("/environment/{env}"),
+            json!({"cluster_id": second}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(
+        moved.body["cluster_id"],
+        json!(second),
+        "never deployed: it moves"
+    );
+    t.post(&format!("/container/{container}/deploy"), json!({}))
+        .await
+        .expect(202);
+    let status = t.settle(&format!("/container/{container}/status")).await;
+    assert_eq!(status["state"], "DEPLOYED");
+    t.put(&format!("/environment/{env}"), json!({"cluster_id": first}))
+        .await
+        .expect_error(409, "1 service(s) of the environment run on its cluster");
+    t.post(&format!("/environment/{env}/stop"), json!({}))
+        .await
+        .expect(202);
+    t.settle(&format!("/environment/{env}/status")).await;
+    let moved = t
+        .put(&format!("/environment/{env}"), json!({"cluster_id": first}))
+        .await
+        .expect(200);
+    assert_eq!(
+        moved.body["cluster_id"],
+        json!(first),
+        "stopped: it moves back"
+    );
+    t.put(
+        &format!("/environment/{env}"),
+        json!({"cluster_id": uuid::Uuid::new_v4()}),
+    )
+    .await
+    .expect_error(404, "cluster not found");
+}
 
 async fn new_cluster<S: App>(t: &T<S>, body: Value) -> String {
     t.post(&format!("/organization/{}/cluster", t.org), body)

@@ -86,6 +86,10 @@ pub struct ClusterSpec {
     /// The labels groups whose labels the cluster's own resources carry.
     #[serde(default)]
     pub labels_groups: Vec<GroupRef>,
+    /// The Docker daemon an ON_PREMISE cluster runs its environments' workloads on (Capstan's
+    /// addition); none: the daemon Capstan itself uses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker: Option<super::DockerEndpointSpec>,
 }
 
 /// A labels group a cluster names (`{"id": ...}`, as the public description has it).
@@ -119,6 +123,7 @@ impl Default for ClusterSpec {
             ssh_keys: vec![],
             cloud_provider_credentials: None,
             labels_groups: vec![],
+            docker: None,
         }
     }
 }

@@ -62,6 +62,10 @@ pub enum CredentialsDetails {
         #[serde(rename = "cloudC_application_object_id", default)]
         application_object_id: String,
     },
+    /// One's own machines (the public `OTHER` credentials): a name, and, sealed apart, what
+    /// reaches their Docker daemons ([`super::DockerAccess`]).
+    #[serde(rename = "OTHER")]
+    OnPremise {},
 }
 
 impl CredentialsDetails {
@@ -70,6 +74,7 @@ impl CredentialsDetails {
             Self::CloudAStatic { .. } | Self::CloudARole { .. } => CloudProvider::CloudA,
             Self::AltCloud { .. } => CloudProvider::AltCloud,
             Self::CloudC { .. } => CloudProvider::CloudC,
+            Self::OnPremise {} => CloudProvider::OnPremise,
         }
     }
 }
@@ -112,6 +117,19 @@ pub struct CloudCCredentialsInput {
     pub cloudC_application_id: Option<String>,
     #[serde(default)]
     pub cloudC_application_object_id: Option<String>,
+}
+
+/// ON_PREMISE: a name (the public request), and what reaches the Docker daemons of the
+/// clusters naming these credentials (Capstan's addition; sealed, never answered): a TLS
+/// client's authority, certificate and key for a `tcp://` endpoint, a private key for `ssh://`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Deserialize)]
+pub struct OnPremiseCredentialsInput {
+    pub name: String,
+    #[serde(default)]
+    pub docker_tls: Option<super::DockerTls>,
+    #[serde(default)]
+    pub ssh_private_key: Option<Secret>,
 }
 
 /// A validated request: the name, the public members, and the secret when one was sent (an
@@ -206,6 +224,22 @@ impl CredentialsDraft {
                         application_object_id: i.cloudC_application_object_id.unwrap_or_default(),
                     },
                     secret: Some(Secret::new("")),
+                }
+            }
+            CloudProvider::OnPremise => {
+                let i: OnPremiseCredentialsInput = super::from_json(body)?;
+                let sent = i.docker_tls.is_some() || i.ssh_private_key.is_some();
+                let access = super::DockerAccess {
+                    tls: i.docker_tls,
+                    ssh_private_key: i.ssh_private_key,
+                }
+                .validate()?;
+                Self {
+                    name: validate::name("name", &i.name)?,
+                    details: CredentialsDetails::OnPremise {},
+                    // Nothing sent: a new set reaches only daemons that need nothing (a
+                    // socket here), an edit keeps what it had.
+                    secret: (sent || creating).then(|| access.seal()),
                 }
             }
         };

@@ -116,6 +116,7 @@ string_enum!(CloudProvider {
     CloudA => "CLOUDA",
     AltCloud => "ALTCLOUD",
     CloudC => "CLOUDC",
+    OnPremise => "ON_PREMISE",
 });
 
 string_enum!(GitProvider {
@@ -207,6 +208,7 @@ impl CloudProvider {
             CloudProvider::CloudA => "CloudA",
             CloudProvider::AltCloud => "AltCloud",
             CloudProvider::CloudC => "CloudC",
+            CloudProvider::OnPremise => "On-premise",
         }
     }
 }

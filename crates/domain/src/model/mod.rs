@@ -4,6 +4,7 @@
 mod enums;
 mod advanced_settings;
 mod cluster;
+mod cluster_log;
 mod credentials;
 mod cron;
 mod custom_domain;
@@ -12,6 +13,7 @@ mod database_connection;
 mod deployment;
 mod deployment_log;
 mod deployment_rule;
+mod docker_host;
 mod event;
 mod fixture;
 mod git_repository;
@@ -44,9 +46,10 @@ pub use cluster::{
     Cluster, ClusterAction, ClusterCredentialsRef, ClusterRun, ClusterSpec, ClusterState,
     CredentialsRef, GroupRef, KubernetesMode, KUBERNETES_VERSION,
 };
+pub use cluster_log::{ClusterLogLine, ClusterLogStep};
 pub use credentials::{
     AltCloudCredentialsInput, CloudACredentialsInput, CloudCCredentialsInput, CloudCredentials,
-    CredentialsDetails, CredentialsDraft,
+    CredentialsDetails, CredentialsDraft, OnPremiseCredentialsInput,
 };
 pub use cron::{CronSchedule, CronTurn};
 pub use custom_domain::{host_name, renamed, CustomDomain, CustomDomainInput, DnsCheck, DnsState};
@@ -61,6 +64,7 @@ pub use deployment_rule::{
     EnvironmentDeploymentRule, EnvironmentRuleInput, ProjectDeploymentRule, ProjectRuleDraft,
     ProjectRuleInput, RuleOrderInput, Schedule, ScheduleInput, Turn, Weekday,
 };
+pub use docker_host::{DockerAccess, DockerEndpoint, DockerEndpointSpec, DockerTls, Host};
 pub use enums::*;
 pub use event::*;
 pub use fixture::*;

@@ -219,12 +219,19 @@ const CLOUDC: Catalog = &[
     (("westus", "US", "United States", "California", false), &[]),
 ];
 
+/// One's own machines are where they are: one region stands for them all.
+const ON_PREMISE: Catalog = &[(
+    ("on-premise", "ZZ", "Anywhere", "Your own machines", true),
+    &[],
+)];
+
 /// The regions of `provider`, in the catalog's order.
 pub fn regions(provider: CloudProvider) -> Vec<Region> {
     let (rows, zone): (Catalog, ZoneName) = match provider {
         CloudProvider::CloudA => (CLOUDA, |region, z| format!("{region}{z}")),
         CloudProvider::AltCloud => (ALTCLOUD, |region, z| format!("{region}-{z}")),
         CloudProvider::CloudC => (CLOUDC, |_, z| z.to_string()),
+        CloudProvider::OnPremise => (ON_PREMISE, |_, z| z.to_string()),
     };
     rows.iter()
         .map(

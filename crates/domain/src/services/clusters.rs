@@ -6,25 +6,81 @@ use crate::auth::{Action, Principal};
 use crate::error::DomainResult;
 use crate::ids::{ClusterId, OrganizationId};
 use crate::model::EventType;
-use crate::model::{Cluster, ClusterAction, Organization, CLUSTER_SETTINGS};
+use crate::model::{
+    Cluster, ClusterAction, ClusterLogLine, ClusterState, Organization, CLUSTER_SETTINGS,
+};
 use crate::pagination::PageRequest;
 use crate::ports::Scope;
 use serde_json::{Map, Value};
 
+/// The most lines of a cluster's log answered at once.
+const CLUSTER_LOG_LINES: i64 = 1000;
+
 impl Capstan {
-    /// The organization's clusters, as their statuses show them.
+    /// The organization's clusters, as their statuses show them (see [`Self::cluster_status`]).
     pub async fn cluster_statuses(
         &self,
         p: &Principal,
         org: OrganizationId,
     ) -> DomainResult<Vec<Cluster>> {
-        let mut unit = self.reading().await?;
-        let tx = &mut *unit;
-        self.load::<Organization>(tx, p, org, Action::Read).await?;
-        Ok(self
-            .list::<Cluster>(tx, org, PageRequest::all())
-            .await?
-            .items)
+        let mut with_hosts = Vec::new();
+        {
+            let mut unit = self.reading().await?;
+            let tx = &mut *unit;
+            self.load::<Organization>(tx, p, org, Action::Read).await?;
+            for cluster in self
+                .list::<Cluster>(tx, org, PageRequest::all())
+                .await?
+                .items
+            {
+                let host = self.host_of_cluster(tx, &cluster).await;
+                with_hosts.push((cluster, host));
+            }
+        }
+        let seen = with_hosts
+            .into_iter()
+            .map(|(cluster, host)| self.as_its_host_shows(cluster, host));
+        Ok(futures_util::future::join_all(seen).await)
+    }
+
+    /// A cluster's status as its host shows it now: a deployed cluster whose host does not
+    /// answer is in DEPLOYMENT_ERROR (not deployed, not ready), the reason naming the host,
+    /// until it answers again. With an engine of no hosts, the record is all there is.
+    pub async fn cluster_status(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: ClusterId,
+    ) -> DomainResult<Cluster> {
+        let (cluster, host) = {
+            let mut unit = self.reading().await?;
+            let tx = &mut *unit;
+            let cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Read).await?;
+            let host = self.host_of_cluster(tx, &cluster).await;
+            (cluster, host)
+        };
+        Ok(self.as_its_host_shows(cluster, host).await)
+    }
+
+    async fn as_its_host_shows(
+        &self,
+        mut cluster: Cluster,
+        host: DomainResult<crate::model::Host>,
+    ) -> Cluster {
+        let Some(engine) = &self.engine else {
+            return cluster;
+        };
+        let reached = match host {
+            Ok(host) => engine.reach(&host).await,
+            Err(e) => Some(Err(e.to_string())),
+        };
+        if let Some(Err(why)) = reached {
+            if cluster.run.state == ClusterState::Deployed {
+                cluster.run.state = ClusterState::DeploymentError;
+                cluster.run.reason = Some(why);
+            }
+        }
+        cluster
     }
 
     /// Queues a deployment (or a stop) of the cluster for the engine; 409 while another action
@@ -54,6 +110,28 @@ impl Capstan {
             Ok(cluster)
         })
         .await
+    }
+
+    /// What Capstan did on the cluster (its newest thousand lines, oldest first); `org`, when
+    /// the path names it, must be the cluster's.
+    pub async fn cluster_logs(
+        &self,
+        p: &Principal,
+        org: Option<OrganizationId>,
+        id: ClusterId,
+    ) -> DomainResult<Vec<ClusterLogLine>> {
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        match org {
+            Some(org) => {
+                self.load_in_org::<Cluster>(tx, p, org, id, Action::Read)
+                    .await?;
+            }
+            None => {
+                self.load::<Cluster>(tx, p, id, Action::Read).await?;
+            }
+        }
+        Ok(tx.cluster_logs(id, CLUSTER_LOG_LINES).await?)
     }
 
     /// Every advanced setting of the cluster, with its value.

@@ -8,7 +8,8 @@ use crate::engine::Engine;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{BackupId, ServiceId};
 use crate::model::{
-    BackupState, DatabaseBackup, DeploymentStatus, Masker, Service, ServiceKind, WorkloadInputs,
+    BackupState, DatabaseBackup, DeploymentStatus, Host, Masker, Service, ServiceKind,
+    WorkloadInputs,
 };
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{Repo, Scope};
@@ -27,14 +28,15 @@ impl Capstan {
         p: &Principal,
         database: ServiceId,
         action: Action,
-    ) -> DomainResult<(Service, WorkloadInputs)> {
+    ) -> DomainResult<(Service, WorkloadInputs, Host)> {
         let mut unit = self.reading().await?;
         let tx = &mut *unit;
         let service = self
             .load_service(tx, p, ServiceKind::Database, database, action)
             .await?;
         let inputs = self.inputs_of(tx, &service).await?;
-        Ok((service, inputs))
+        let host = self.host_of_environment(tx, service.environment_id).await?;
+        Ok((service, inputs, host))
     }
 
     /// `POST /database/{id}/backup`: a backup RUNNING, taken in the background. A database
@@ -50,7 +52,7 @@ impl Capstan {
             return Err(DomainError::invalid("name", "must not be empty"));
         }
         let engine = self.backup_engine()?;
-        let (service, inputs) = self.database_and_inputs(p, database, Action::Write).await?;
+        let (service, inputs, host) = self.database_and_inputs(p, database, Action::Write).await?;
         if service.deployment_status == DeploymentStatus::NeverDeployed {
             return Err(DomainError::state(
                 "the database was never deployed: there is nothing to back up",
@@ -78,7 +80,7 @@ impl Capstan {
         let taken = backup.clone();
         tokio::spawn(async move {
             let done = engine
-                .backup_database(&service, &inputs, &taken.file_name())
+                .backup_database(&host, &service, &inputs, &taken.file_name())
                 .await;
             let masker = Masker::new(inputs.secret_values());
             if let Err(e) = capstan.end_backup(taken, done, &masker).await {
@@ -152,14 +154,14 @@ impl Capstan {
         database: ServiceId,
         backup: BackupId,
         action: Action,
-    ) -> DomainResult<(Service, WorkloadInputs, DatabaseBackup)> {
-        let (service, inputs) = self.database_and_inputs(p, database, action).await?;
+    ) -> DomainResult<(Service, WorkloadInputs, Host, DatabaseBackup)> {
+        let (service, inputs, host) = self.database_and_inputs(p, database, action).await?;
         let mut unit = self.reading().await?;
         let found = Repo::<DatabaseBackup>::get(&mut *unit, backup)
             .await?
             .filter(|b| b.database_id == database)
             .ok_or(DomainError::NotFound("backup"))?;
-        Ok((service, inputs, found))
+        Ok((service, inputs, host, found))
     }
 
     /// `DELETE /database/{id}/backup/{backupId}`: the dump goes, then the record.
@@ -169,7 +171,7 @@ impl Capstan {
         database: ServiceId,
         backup: BackupId,
     ) -> DomainResult<()> {
-        let (_, _, found) = self.backup_of(p, database, backup, Action::Write).await?;
+        let (_, _, _, found) = self.backup_of(p, database, backup, Action::Write).await?;
         self.backup_engine()?
             .remove_backup(&found.file_name())
             .await
@@ -189,7 +191,8 @@ impl Capstan {
         database: ServiceId,
         backup: BackupId,
     ) -> DomainResult<()> {
-        let (service, inputs, found) = self.backup_of(p, database, backup, Action::Write).await?;
+        let (service, inputs, host, found) =
+            self.backup_of(p, database, backup, Action::Write).await?;
         if found.state != BackupState::Done {
             return Err(DomainError::state(format!(
                 "the backup is {}: only a DONE backup restores",
@@ -198,7 +201,7 @@ impl Capstan {
         }
         let masker = Masker::new(inputs.secret_values());
         self.backup_engine()?
-            .restore_database(&service, &inputs, &found.file_name())
+            .restore_database(&host, &service, &inputs, &found.file_name())
             .await
             .map_err(|why| DomainError::state(masker.mask(&format!("the restore failed: {why}"))))
     }

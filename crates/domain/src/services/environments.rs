@@ -6,7 +6,8 @@ use crate::error::{DomainError, DomainResult};
 use crate::ids::{ClusterId, EnvironmentId, ProjectId, ServiceId, VariableId};
 use crate::model::EventType;
 use crate::model::{
-    Cluster, DeploymentStatus, Environment, EnvironmentMode, Name, Project, Service, Variable,
+    Cluster, DeploymentStatus, Environment, EnvironmentMode, Name, Project, Service, ServiceState,
+    Variable,
 };
 use crate::pagination::{Page, PageRequest};
 use crate::ports::Repo;
@@ -32,6 +33,10 @@ pub struct EnvironmentUpdate {
     pub name: Option<String>,
     #[serde(default)]
     pub mode: Option<EnvironmentMode>,
+    /// Another cluster of the organization to run on (Capstan's addition): refused while any
+    /// of its services runs, as its workloads would stay behind on the old cluster's host.
+    #[serde(default)]
+    pub cluster_id: Option<ClusterId>,
 }
 
 /// An environment with the cluster it runs on, as the API shows it.
@@ -178,6 +183,13 @@ impl Capstan {
             if let Some(mode) = input.mode {
                 env.mode = mode;
             }
+            if let Some(cluster) = input.cluster_id.filter(|c| *c != env.cluster_id) {
+                let org = env.organization_id;
+                self.load_in_org::<Cluster>(tx, p, org, cluster, Action::Read)
+                    .await?;
+                self.refuse_moving_what_runs(tx, id).await?;
+                env.cluster_id = cluster;
+            }
             env.updated_at = self.now();
             env.last_updated_by = Some(p.subject.uuid());
             self.update(tx, &env, "project").await?;
@@ -186,6 +198,41 @@ impl Capstan {
             Ok(out)
         })
         .await
+    }
+}
+
+impl Capstan {
+    /// 409 while any service of `environment` is neither stopped nor never deployed: moving
+    /// it would leave its workloads on the old cluster's host.
+    async fn refuse_moving_what_runs(
+        &self,
+        tx: &mut Unit,
+        environment: EnvironmentId,
+    ) -> DomainResult<()> {
+        let statuses = self.environment_statuses_of(tx, environment).await?;
+        let running = [
+            &statuses.applications,
+            &statuses.containers,
+            &statuses.databases,
+            &statuses.jobs,
+            &statuses.helms,
+            &statuses.terraforms,
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|s| {
+            !matches!(
+                s.state,
+                ServiceState::Ready | ServiceState::Stopped | ServiceState::Deleted
+            )
+        })
+        .count();
+        if running > 0 {
+            return Err(DomainError::state(format!(
+                "{running} service(s) of the environment run on its cluster: stop the environment, then move it"
+            )));
+        }
+        Ok(())
     }
 }
 

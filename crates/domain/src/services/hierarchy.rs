@@ -6,8 +6,8 @@ use crate::error::{DomainError, DomainResult};
 use crate::ids::{ClusterId, OrganizationId, ProjectId};
 use crate::model::EventType;
 use crate::model::{
-    CloudCredentials, CloudProvider, Cluster, ClusterRun, ClusterSpec, GroupKind, Organization,
-    Project,
+    CloudCredentials, CloudProvider, Cluster, ClusterRun, ClusterSpec, DockerAccess, GroupKind,
+    Host, Organization, Project,
 };
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{Scope, Unit};
@@ -111,6 +111,24 @@ impl Capstan {
                 ));
             }
             reference.credentials.name = creds.name.to_string();
+        }
+        if let Some(docker) = &spec.docker {
+            if provider != CloudProvider::OnPremise {
+                return Err(DomainError::invalid(
+                    "docker",
+                    "only an ON_PREMISE cluster names a Docker daemon",
+                ));
+            }
+            let access = match &spec.cloud_provider_credentials {
+                None => DockerAccess::default(),
+                Some(reference) => {
+                    let creds: CloudCredentials = self
+                        .load_in_org(tx, p, org, reference.credentials.id, Action::Read)
+                        .await?;
+                    DockerAccess::unseal(&creds.secret)
+                }
+            };
+            Host::named(ClusterId::generate(), docker, access)?;
         }
         let groups: Vec<_> = spec.labels_groups.iter().map(|g| g.id).collect();
         self.check_groups(tx, org, GroupKind::Labels, &groups)

@@ -25,6 +25,7 @@ mod git_tokens;
 mod helm_repositories;
 mod hierarchy;
 mod histories;
+mod hosts;
 mod image_deploys;
 mod job_cleanup;
 mod listings;

@@ -271,23 +271,24 @@ impl Capstan {
         name: &str,
         tag: &str,
     ) -> DomainResult<()> {
-        let access = {
+        let (access, host) = {
             let mut unit = self.reading().await?;
             let tx = &mut *unit;
             let env: crate::model::Environment =
                 self.load(tx, p, environment, Action::Read).await?;
-            crate::ports::Repo::<ContainerRegistry>::get(tx, registry)
+            let access = crate::ports::Repo::<ContainerRegistry>::get(tx, registry)
                 .await?
                 .filter(|r| r.organization_id == env.organization_id)
                 .ok_or_else(|| DomainError::invalid("registry_id", "no such container registry"))?
-                .access()
+                .access();
+            (access, self.host_of_environment(tx, environment).await?)
         };
         let engine = self
             .engine
             .as_ref()
             .ok_or_else(|| DomainError::Unavailable("no engine runs images here".into()))?;
         let found = engine
-            .image_available(&access, name, tag)
+            .image_available(&host, &access, name, tag)
             .await
             .map_err(|why| {
                 if why.contains("refused by the outbound policy") {

@@ -198,11 +198,13 @@ const CHECK_KEPT_PASSING: time::Duration = time::Duration::minutes(5);
 const CHECK_KEPT_FAILING: time::Duration = time::Duration::seconds(10);
 
 impl Capstan {
-    /// Compares what the engine runs with what exists: workloads of services that are gone
+    /// Tells the engine which hosts the clusters name, then compares what the engine runs
+    /// with what exists: workloads of services that are gone
     /// (deleted while Capstan was down, or left by a deletion cut short) are removed. Only
     /// workloads of this installation's organizations are considered: another Capstan may use
     /// the same Docker host. Returns how many services' workloads went.
     pub async fn reconcile(&self, engine: &dyn crate::engine::Engine) -> DomainResult<usize> {
+        engine.watch_hosts(self.named_hosts().await?).await;
         let found = engine
             .workloads()
             .await

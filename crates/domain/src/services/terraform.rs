@@ -29,16 +29,21 @@ impl Capstan {
         p: &Principal,
         id: ServiceId,
     ) -> DomainResult<Vec<TerraformResource>> {
-        let service = {
+        let (service, host) = {
             let mut unit = self.reading().await?;
-            self.load_service(&mut *unit, p, ServiceKind::Terraform, id, Action::Read)
-                .await?
+            let service = self
+                .load_service(&mut *unit, p, ServiceKind::Terraform, id, Action::Read)
+                .await?;
+            let host = self
+                .host_of_environment(&mut *unit, service.environment_id)
+                .await?;
+            (service, host)
         };
         let Some(engine) = &self.engine else {
             return Ok(Vec::new());
         };
         match engine
-            .terraform_state(&service)
+            .terraform_state(&host, &service)
             .await
             .map_err(DomainError::Upstream)?
         {

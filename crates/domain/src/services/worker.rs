@@ -10,6 +10,37 @@ use crate::ports::{Repo, Scope, Unit};
 use std::sync::Arc;
 use time::Duration;
 
+/// A cluster's log as an action writes it, numbered from when it began (as a request's log
+/// is), so the lines of later actions follow.
+struct ClusterLog {
+    cluster: crate::ids::ClusterId,
+    next: i64,
+    lines: Vec<ClusterLogLine>,
+}
+
+impl ClusterLog {
+    fn new(cluster: crate::ids::ClusterId, now: time::OffsetDateTime) -> Self {
+        let millis = i64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
+        Self {
+            cluster,
+            next: millis << 20,
+            lines: Vec::new(),
+        }
+    }
+
+    fn line(&mut self, step: ClusterLogStep, level: LogLevel, message: String) {
+        self.lines.push(ClusterLogLine {
+            cluster_id: self.cluster,
+            position: self.next,
+            at: time::OffsetDateTime::now_utc(),
+            step,
+            level,
+            message,
+        });
+        self.next += 1;
+    }
+}
+
 /// Why a request ended when its worker died.
 pub const WORKER_LOST: &str =
     "the worker running this request stopped before it finished (the server was stopped or crashed)";
@@ -112,14 +143,63 @@ impl Worker {
         let Some(action) = cluster.run.state.action() else {
             return Ok(true);
         };
+        let host = {
+            let mut unit = self.capstan.reading().await?;
+            self.capstan.host_of_cluster(&mut *unit, &cluster).await
+        };
+        let (verb, begun, done, failed) = match action {
+            ClusterAction::Deploy => (
+                "deploying",
+                ClusterLogStep::Create,
+                ClusterLogStep::Created,
+                ClusterLogStep::CreateError,
+            ),
+            ClusterAction::Stop => (
+                "stopping",
+                ClusterLogStep::Pause,
+                ClusterLogStep::Paused,
+                ClusterLogStep::PauseError,
+            ),
+        };
+        let mut log = ClusterLog::new(cluster.id, self.capstan.now());
         // No unit is held while the engine works.
-        let outcome = self.engine.run_cluster(action, &cluster).await;
-        self.end_cluster(cluster, outcome).await?;
+        let outcome = match host {
+            Ok(host) => {
+                log.line(
+                    begun,
+                    LogLevel::Info,
+                    format!("{verb} the cluster on {}", host.describe()),
+                );
+                let outcome = self.engine.run_cluster(action, &cluster, &host).await;
+                if outcome.is_ok() {
+                    if let Some(Ok(runs)) = self.engine.reach(&host).await {
+                        log.line(
+                            ClusterLogStep::ValidateSystemRequirements,
+                            LogLevel::Info,
+                            format!("{} answers: {runs}", host.describe()),
+                        );
+                    }
+                }
+                outcome
+            }
+            Err(e) => Err(format!("the cluster's Docker host: {e}")),
+        };
+        match &outcome {
+            Ok(()) => log.line(done, LogLevel::Info, format!("the cluster is done {verb}")),
+            Err(why) => log.line(failed, LogLevel::Error, why.clone()),
+        }
+        self.end_cluster(cluster, outcome, log.lines).await?;
         Ok(true)
     }
 
-    /// Records how a cluster's action ended, unless another worker took the cluster over.
-    async fn end_cluster(&self, claimed: Cluster, outcome: Result<(), String>) -> DomainResult<()> {
+    /// Records how a cluster's action ended, with its log, unless another worker took the
+    /// cluster over.
+    async fn end_cluster(
+        &self,
+        claimed: Cluster,
+        outcome: Result<(), String>,
+        lines: Vec<ClusterLogLine>,
+    ) -> DomainResult<()> {
         let held = [Scope::Organization(claimed.organization_id)];
         self.capstan
             .in_unit(&held, async |tx| {
@@ -130,6 +210,7 @@ impl Worker {
                     return Ok(());
                 }
                 cluster.finish(outcome, self.capstan.now());
+                tx.append_cluster_logs(&lines).await?;
                 Ok(Repo::<Cluster>::update(tx, &cluster).await?)
             })
             .await
@@ -243,7 +324,14 @@ impl Worker {
             .reclaim_expired(&self.id, lease_now, lease_now + self.lease)
             .await?;
         for cluster in self.capstan.store.expired_clusters(lease_now).await? {
-            self.end_cluster(cluster, Err(WORKER_LOST.into())).await?;
+            let mut log = ClusterLog::new(cluster.id, self.capstan.now());
+            let step = match cluster.run.state.action() {
+                Some(ClusterAction::Stop) => ClusterLogStep::PauseError,
+                _ => ClusterLogStep::CreateError,
+            };
+            log.line(step, LogLevel::Error, WORKER_LOST.into());
+            self.end_cluster(cluster, Err(WORKER_LOST.into()), log.lines)
+                .await?;
         }
         let count = orphans.len();
         let now = self.capstan.now();
@@ -291,6 +379,21 @@ impl Worker {
             self.record(&r, &log).await?;
             return Ok(());
         };
+        let host = {
+            let mut unit = self.capstan.reading().await?;
+            self.capstan
+                .host_of_environment(&mut *unit, r.environment_id)
+                .await
+        };
+        let host = match host {
+            Ok(host) => host,
+            Err(e) => {
+                let reason = format!("the environment's cluster names no usable host: {e}");
+                r.finish(RequestStatus::Error, Some(reason), self.capstan.now());
+                self.record(&r, &log).await?;
+                return Ok(());
+            }
+        };
         match self.held(&mut r).await? {
             Held::No => {}
             Held::Lost => return Ok(()),
@@ -331,7 +434,7 @@ impl Worker {
                 return self.fail(r, reason, &log).await;
             }
             let ran = self
-                .run_renewing(phase.step, &r, &service, &inputs, &log)
+                .run_renewing(phase.step, &r, &service, &inputs, &host, &log)
                 .await?;
             match ran {
                 Ran::Done(Ok(())) => {}
@@ -375,6 +478,7 @@ impl Worker {
         r: &DeploymentRequest,
         service: &Service,
         inputs: &WorkloadInputs,
+        host: &Host,
         log: &StepLog,
     ) -> DomainResult<Ran> {
         use futures_util::future::{select, Either};
@@ -389,6 +493,7 @@ impl Worker {
             request: r,
             service,
             inputs,
+            host,
             log,
             cancel: &cancel,
         };

@@ -1,0 +1,454 @@
+//! Several Docker hosts behind the engine port: each cluster's environments run on the daemon
+//! it names (the engine's own when it names none). Each host is a [`DockerEngine`] of its own,
+//! made with the local one's settings when first needed and kept while its cluster names it.
+//! What runs on every host that answers is reported as one stream; a host that stops
+//! answering is left out of it (and its steps fail naming it) until it answers again.
+
+use crate::engine::{said, DockerEngine};
+use async_trait::async_trait;
+use bollard::Docker;
+use domain::engine::{Engine, StepWork};
+use domain::ids::{ClusterId, OrganizationId, ServiceId};
+use domain::model::{
+    Cluster, ClusterAction, DockerEndpoint, Host, OutputLine, RegistryAccess, RunningState,
+    Service, WorkloadInputs,
+};
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// How long a host has to answer a ping.
+const ANSWER: Duration = Duration::from_secs(5);
+/// How often every host is pinged, so one that stops or starts answering is noticed.
+const LOOK: Duration = Duration::from_secs(5);
+/// The oldest Docker API a host may speak (Docker 20.10).
+const OLDEST_API: (u32, u32) = (1, 41);
+/// A request's timeout on a host, in seconds (a build or a pull can take minutes).
+const REQUEST_TIMEOUT: u64 = 600;
+
+/// The engine over every host.
+pub struct Hosts {
+    local: Arc<DockerEngine>,
+    attached: Mutex<HashMap<ClusterId, Attached>>,
+    /// Bumped whenever the hosts that answer change: the merged reports end, and the caller
+    /// asks for them again, over the hosts that answer then.
+    changed: watch::Sender<u64>,
+}
+
+struct Attached {
+    host: Host,
+    engine: Arc<DockerEngine>,
+    answers: bool,
+    /// What reaches it (key files), removed with it.
+    _material: Option<Material>,
+}
+
+impl Hosts {
+    /// Runs on `local` unless a cluster names another host; looks at every host it knows
+    /// (must be called within a Tokio runtime).
+    pub fn new(local: DockerEngine) -> Arc<Self> {
+        let (changed, _) = watch::channel(0);
+        let hosts = Arc::new(Self {
+            local: Arc::new(local),
+            attached: Mutex::new(HashMap::new()),
+            changed,
+        });
+        tokio::spawn(look_at_hosts(Arc::downgrade(&hosts)));
+        hosts
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<ClusterId, Attached>> {
+        self.attached.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The engine of `host`, connected the first time (or again when its cluster's endpoint
+    /// changed); why not, naming the host, when it does not answer.
+    async fn engine_for(&self, host: &Host) -> Result<Arc<DockerEngine>, String> {
+        if host.endpoint == DockerEndpoint::Local {
+            return Ok(self.local.clone());
+        }
+        let known = self
+            .held()
+            .get(&host.cluster_id)
+            .filter(|a| a.host == *host)
+            .map(|a| a.engine.clone());
+        if let Some(engine) = known {
+            return Ok(engine);
+        }
+        let (docker, material) = connect(host)?;
+        let docker = answering(docker, host).await?;
+        let publish = host
+            .publish_address
+            .clone()
+            .or_else(|| host.endpoint.remote_host().map(str::to_string))
+            .unwrap_or_else(|| self.local.publish_address().to_string());
+        let on_this_machine = match &host.endpoint {
+            DockerEndpoint::Local | DockerEndpoint::Unix { .. } => true,
+            other => other.remote_host().is_some_and(is_loopback),
+        };
+        let engine = Arc::new(self.local.on(docker, publish, on_this_machine));
+        self.held().insert(
+            host.cluster_id,
+            Attached {
+                host: host.clone(),
+                engine: engine.clone(),
+                answers: true,
+                _material: material,
+            },
+        );
+        self.changed.send_modify(|n| *n += 1);
+        Ok(engine)
+    }
+
+    /// The engine of `host` if it answers now; why not, naming it, otherwise.
+    async fn answering_engine(&self, host: &Host) -> Result<Arc<DockerEngine>, String> {
+        let engine = self.engine_for(host).await?;
+        match tokio::time::timeout(ANSWER, engine.docker.ping()).await {
+            Ok(Ok(_)) => Ok(engine),
+            Ok(Err(e)) => Err(said(&does_not_answer(host), e)),
+            Err(_) => Err(format!(
+                "{} within {}s",
+                does_not_answer(host),
+                ANSWER.as_secs()
+            )),
+        }
+    }
+
+    /// Every host's engine that answered when last looked at, the local one first.
+    fn answering(&self) -> Vec<Arc<DockerEngine>> {
+        let mut all = vec![self.local.clone()];
+        all.extend(
+            self.held()
+                .values()
+                .filter(|a| a.answers)
+                .map(|a| a.engine.clone()),
+        );
+        all
+    }
+
+    /// Merges each answering host's stream (from `of`) until the hosts that answer change or
+    /// one stream ends (its host stopped answering): the caller then asks again.
+    fn merged<T: Send + 'static>(
+        &self,
+        of: impl Fn(&DockerEngine) -> Option<BoxStream<'static, T>>,
+    ) -> Option<BoxStream<'static, T>> {
+        let streams: Vec<BoxStream<'static, Option<T>>> = self
+            .answering()
+            .iter()
+            .filter_map(|engine| of(engine))
+            .map(|s| {
+                s.map(Some)
+                    .chain(futures_util::stream::once(async { None }))
+                    .boxed()
+            })
+            .collect();
+        if streams.is_empty() {
+            return None;
+        }
+        let mut changed = self.changed.subscribe();
+        changed.mark_unchanged();
+        let until_changed = async move {
+            let _ = changed.changed().await;
+        };
+        let merged = futures_util::stream::select_all(streams)
+            .take_while(|item| futures_util::future::ready(item.is_some()))
+            .filter_map(futures_util::future::ready)
+            .take_until(until_changed);
+        Some(merged.boxed())
+    }
+}
+
+fn does_not_answer(host: &Host) -> String {
+    format!("the Docker host {} does not answer", host.describe())
+}
+
+fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Pings every attached host in turn, marking whether it answers; a change is told to the
+/// merged streams. Ends with the engine.
+async fn look_at_hosts(hosts: std::sync::Weak<Hosts>) {
+    loop {
+        tokio::time::sleep(LOOK).await;
+        let Some(hosts) = hosts.upgrade() else {
+            return;
+        };
+        let attached: Vec<(ClusterId, Docker, bool)> = hosts
+            .held()
+            .iter()
+            .map(|(id, a)| (*id, a.engine.docker.clone(), a.answers))
+            .collect();
+        let mut flipped = false;
+        for (id, docker, answered) in attached {
+            let answers = matches!(tokio::time::timeout(ANSWER, docker.ping()).await, Ok(Ok(_)));
+            if answers != answered {
+                flipped = true;
+                if let Some(a) = hosts.held().get_mut(&id) {
+                    a.answers = answers;
+                    tracing::warn!(cluster = %id, host = %a.host.describe(), answers, "a Docker host's answer changed");
+                }
+            }
+        }
+        if flipped {
+            hosts.changed.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+/// The files of what reaches a host (a TLS client's key and certificate, an SSH key), in a
+/// folder only this user reads; removed when dropped.
+struct Material(std::path::PathBuf);
+
+impl Drop for Material {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Material {
+    fn folder() -> Result<Self, String> {
+        let dir = std::env::temp_dir().join(format!("capstan-host-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot keep a host's keys: {e}"))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| format!("cannot keep a host's keys: {e}"))?;
+        }
+        Ok(Self(dir))
+    }
+
+    fn write(&self, name: &str, contents: &str) -> Result<std::path::PathBuf, String> {
+        let path = self.0.join(name);
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options
+            .open(&path)
+            .map_err(|e| format!("cannot keep a host's keys: {e}"))?;
+        std::io::Write::write_all(&mut file, contents.as_bytes())
+            .map_err(|e| format!("cannot keep a host's keys: {e}"))?;
+        Ok(path)
+    }
+}
+
+/// A client of `host`'s daemon (not yet asked anything), and the files it reads as it goes.
+fn connect(host: &Host) -> Result<(Docker, Option<Material>), String> {
+    let version = bollard::API_DEFAULT_VERSION;
+    let failed = |e: bollard::errors::Error| said(&format!("cannot reach {}", host.describe()), e);
+    match &host.endpoint {
+        DockerEndpoint::Local => Docker::connect_with_defaults()
+            .map(|d| (d, None))
+            .map_err(failed),
+        DockerEndpoint::Unix { socket } => {
+            Docker::connect_with_unix(socket, REQUEST_TIMEOUT, version)
+                .map(|d| (d, None))
+                .map_err(failed)
+        }
+        DockerEndpoint::Tcp { address } => match &host.access.tls {
+            None => Docker::connect_with_http(address, REQUEST_TIMEOUT, version)
+                .map(|d| (d, None))
+                .map_err(failed),
+            // bollard reads the client's key and certificate at each handshake: they stay
+            // while the host is attached.
+            Some(tls) => {
+                let material = Material::folder()?;
+                let key = material.write("key.pem", tls.key.expose())?;
+                let cert = material.write("cert.pem", &tls.certificate)?;
+                let ca = material.write("ca.pem", &tls.ca)?;
+                Docker::connect_with_ssl(address, &key, &cert, &ca, REQUEST_TIMEOUT, version)
+                    .map(|d| (d, Some(material)))
+                    .map_err(failed)
+            }
+        },
+        DockerEndpoint::Ssh { .. } => {
+            let (key, material) = match &host.access.ssh_private_key {
+                None => (None, None),
+                Some(key) => {
+                    let material = Material::folder()?;
+                    let path = material.write("id", key.expose())?;
+                    (Some(path.to_string_lossy().into_owned()), Some(material))
+                }
+            };
+            Docker::connect_with_ssh(&host.endpoint.url(), REQUEST_TIMEOUT, version, key)
+                .map(|d| (d, material))
+                .map_err(failed)
+        }
+    }
+}
+
+/// `docker`, once it answers and speaks an API new enough; its version agreed.
+async fn answering(docker: Docker, host: &Host) -> Result<Docker, String> {
+    let docker = match tokio::time::timeout(ANSWER, docker.negotiate_version()).await {
+        Ok(Ok(docker)) => docker,
+        Ok(Err(e)) => return Err(said(&does_not_answer(host), e)),
+        Err(_) => {
+            return Err(format!(
+                "{} within {}s",
+                does_not_answer(host),
+                ANSWER.as_secs()
+            ))
+        }
+    };
+    let version = docker.client_version();
+    if (version.major_version as u32, version.minor_version as u32) < OLDEST_API {
+        return Err(format!(
+            "the Docker host {} speaks API {}.{}: Capstan needs {}.{} or newer (Docker 20.10)",
+            host.describe(),
+            version.major_version,
+            version.minor_version,
+            OLDEST_API.0,
+            OLDEST_API.1
+        ));
+    }
+    Ok(docker)
+}
+
+#[async_trait]
+impl Engine for Hosts {
+    async fn run_step(&self, work: StepWork<'_>) -> Result<(), String> {
+        let engine = self.answering_engine(work.host).await?;
+        engine.run_step(work).await
+    }
+
+    /// Deploying reaches the host and checks what it runs; stopping leaves it as it is (its
+    /// environments are stopped one by one).
+    async fn run_cluster(
+        &self,
+        action: ClusterAction,
+        cluster: &Cluster,
+        host: &Host,
+    ) -> Result<(), String> {
+        let engine = self.answering_engine(host).await?;
+        engine.run_cluster(action, cluster, host).await
+    }
+
+    async fn reach(&self, host: &Host) -> Option<Result<String, String>> {
+        Some(match self.answering_engine(host).await {
+            Ok(engine) => Ok(engine.describe().await),
+            Err(why) => Err(why),
+        })
+    }
+
+    async fn watch_hosts(&self, hosts: Vec<Host>) {
+        let named: HashMap<ClusterId, &Host> = hosts.iter().map(|h| (h.cluster_id, h)).collect();
+        let before = self.held().len();
+        self.held()
+            .retain(|id, a| named.get(id).is_some_and(|h| **h == a.host));
+        let changed = self.held().len() != before;
+        for host in hosts.iter().filter(|h| h.endpoint != DockerEndpoint::Local) {
+            if self.held().contains_key(&host.cluster_id) {
+                continue;
+            }
+            // A host attached is told to the streams as it is.
+            match self.engine_for(host).await {
+                Ok(_) => {}
+                Err(why) => {
+                    tracing::warn!(cluster = %host.cluster_id, error = %why, "a cluster's Docker host does not answer")
+                }
+            }
+        }
+        if changed {
+            self.changed.send_modify(|n| *n += 1);
+        }
+    }
+
+    async fn pause(&self, wait: Duration) {
+        tokio::time::sleep(wait).await;
+    }
+
+    fn observe(&self) -> Option<BoxStream<'static, RunningState>> {
+        self.merged(|engine| engine.observe())
+    }
+
+    fn output(&self) -> Option<BoxStream<'static, OutputLine>> {
+        self.merged(|engine| engine.output())
+    }
+
+    /// What every answering host runs; one that cannot be asked now is left out (what it
+    /// runs is compared the next time).
+    async fn workloads(&self) -> Result<Vec<(OrganizationId, ServiceId)>, String> {
+        let mut all = Vec::new();
+        for engine in self.answering() {
+            match engine.workloads().await {
+                Ok(found) => all.extend(found),
+                Err(why) => {
+                    tracing::warn!(error = %why, "could not list a Docker host's workloads")
+                }
+            }
+        }
+        all.sort();
+        all.dedup();
+        Ok(all)
+    }
+
+    async fn clean_failed_jobs(&self, job: ServiceId) -> Result<Vec<String>, String> {
+        let mut removed = Vec::new();
+        for engine in self.answering() {
+            removed.extend(engine.clean_failed_jobs(job).await?);
+        }
+        Ok(removed)
+    }
+
+    async fn image_available(
+        &self,
+        host: &Host,
+        registry: &RegistryAccess,
+        name: &str,
+        tag: &str,
+    ) -> Result<bool, String> {
+        let engine = self.answering_engine(host).await?;
+        engine.image_available(host, registry, name, tag).await
+    }
+
+    async fn backup_database(
+        &self,
+        host: &Host,
+        database: &Service,
+        inputs: &WorkloadInputs,
+        file: &str,
+    ) -> Result<i64, String> {
+        let engine = self.answering_engine(host).await?;
+        engine.backup_database(host, database, inputs, file).await
+    }
+
+    async fn restore_database(
+        &self,
+        host: &Host,
+        database: &Service,
+        inputs: &WorkloadInputs,
+        file: &str,
+    ) -> Result<(), String> {
+        let engine = self.answering_engine(host).await?;
+        engine.restore_database(host, database, inputs, file).await
+    }
+
+    /// Backups are kept on this machine, whichever host the database runs on.
+    async fn remove_backup(&self, file: &str) -> Result<(), String> {
+        self.local.remove_backup(file).await
+    }
+
+    async fn terraform_state(
+        &self,
+        host: &Host,
+        service: &Service,
+    ) -> Result<Option<String>, String> {
+        let engine = self.answering_engine(host).await?;
+        engine.terraform_state(host, service).await
+    }
+
+    async fn remove_workloads(&self, service: ServiceId) -> Result<(), String> {
+        for engine in self.answering() {
+            engine.remove_workloads(service).await?;
+        }
+        Ok(())
+    }
+}

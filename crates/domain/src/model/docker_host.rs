@@ -1,0 +1,328 @@
+//! Where a cluster's workloads run: a Docker daemon, named by the cluster (`docker.endpoint`,
+//! Capstan's addition to ON_PREMISE clusters), reached with what its on-premise credentials
+//! hold (a TLS client's certificate and key, or an SSH key), which are sealed like secrets.
+//! A cluster naming none runs on the daemon Capstan itself uses.
+
+use crate::error::DomainError;
+use crate::ids::ClusterId;
+use crate::secret::Secret;
+use serde::{Deserialize, Serialize};
+
+/// A cluster's Docker daemon, as its request names it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DockerEndpointSpec {
+    /// `unix:///path/to/docker.sock`, `tcp://host:port` (TLS, from the cluster's on-premise
+    /// credentials; plain only on a loopback address) or `ssh://user@host[:port]`.
+    pub endpoint: String,
+    /// The address the host publishes workloads' ports on, which Capstan's router reaches;
+    /// by default the endpoint's host (its own address for a socket).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish_address: Option<String>,
+}
+
+/// How a daemon is reached.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DockerEndpoint {
+    /// The daemon Capstan itself uses (`DOCKER_HOST`, or the default socket).
+    Local,
+    Unix {
+        socket: String,
+    },
+    /// `host:port`, over TLS when the credentials hold a client certificate.
+    Tcp {
+        address: String,
+    },
+    Ssh {
+        user: Option<String>,
+        host: String,
+        port: Option<u16>,
+    },
+}
+
+impl DockerEndpoint {
+    /// Reads an endpoint URL (`unix://`, `tcp://`, `ssh://`).
+    pub fn parse(url: &str) -> Result<Self, DomainError> {
+        let bad = |why: &str| DomainError::invalid("docker.endpoint", why.to_string());
+        let url = url.trim();
+        if let Some(path) = url.strip_prefix("unix://") {
+            if !path.starts_with('/') || path.contains("..") {
+                return Err(bad("a unix:// endpoint names an absolute socket path"));
+            }
+            return Ok(Self::Unix {
+                socket: path.to_string(),
+            });
+        }
+        if let Some(rest) = url.strip_prefix("tcp://") {
+            let (host, port) = split_port(rest.trim_end_matches('/')).ok_or_else(|| {
+                bad("a tcp:// endpoint names a host and a port, e.g. tcp://10.0.0.5:2376")
+            })?;
+            let port = port.ok_or_else(|| bad("a tcp:// endpoint names its port"))?;
+            return Ok(Self::Tcp {
+                address: format!("{host}:{port}"),
+            });
+        }
+        if let Some(rest) = url.strip_prefix("ssh://") {
+            let (user, at) = match rest.trim_end_matches('/').split_once('@') {
+                Some((user, at)) if !user.is_empty() => (Some(user.to_string()), at),
+                Some(_) => return Err(bad("an ssh:// endpoint's user is empty")),
+                None => (None, rest.trim_end_matches('/')),
+            };
+            let (host, port) =
+                split_port(at).ok_or_else(|| bad("an ssh:// endpoint names a host"))?;
+            return Ok(Self::Ssh {
+                user,
+                host: host.to_string(),
+                port,
+            });
+        }
+        Err(bad("must start with unix://, tcp:// or ssh://"))
+    }
+
+    /// The endpoint as a URL again (for messages and the record).
+    pub fn url(&self) -> String {
+        match self {
+            Self::Local => "the local Docker daemon".into(),
+            Self::Unix { socket } => format!("unix://{socket}"),
+            Self::Tcp { address } => format!("tcp://{address}"),
+            Self::Ssh { user, host, port } => format!(
+                "ssh://{}{host}{}",
+                user.as_ref().map(|u| format!("{u}@")).unwrap_or_default(),
+                port.map(|p| format!(":{p}")).unwrap_or_default()
+            ),
+        }
+    }
+
+    /// The host's name or address as this machine reaches it; none for a socket here.
+    pub fn remote_host(&self) -> Option<&str> {
+        match self {
+            Self::Local | Self::Unix { .. } => None,
+            Self::Tcp { address } => split_port(address).map(|(host, _)| host),
+            Self::Ssh { host, .. } => Some(host),
+        }
+    }
+}
+
+/// `host[:port]`, an IPv6 address in brackets; `None` when the host is empty or the port is
+/// not a number.
+fn split_port(at: &str) -> Option<(&str, Option<u16>)> {
+    let (host, port) = if let Some(rest) = at.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        (host, after.strip_prefix(':'))
+    } else {
+        match at.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (at, None),
+        }
+    };
+    let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_');
+    if host.is_empty() || !host.chars().all(valid) {
+        return None;
+    }
+    let port = match port {
+        None => None,
+        Some(p) => Some(p.parse::<u16>().ok().filter(|p| *p > 0)?),
+    };
+    Some((host, port))
+}
+
+/// Whether `host` is this machine's loopback (where plain TCP to a daemon is tolerated).
+fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// What on-premise credentials hold to reach a daemon (sealed in the store, never answered).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DockerAccess {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<DockerTls>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_private_key: Option<Secret>,
+}
+
+/// A TLS client's material for a `tcp://` daemon started with `--tlsverify`: the authority its
+/// certificate is checked against, and the client's own certificate and key (all PEM).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DockerTls {
+    pub ca: String,
+    pub certificate: String,
+    pub key: Secret,
+}
+
+impl DockerAccess {
+    /// Reads the sealed form (empty: nothing).
+    pub fn unseal(sealed: &Secret) -> Self {
+        serde_json::from_str(sealed.expose()).unwrap_or_default()
+    }
+
+    pub fn seal(&self) -> Secret {
+        Secret::new(serde_json::to_string(self).unwrap_or_default())
+    }
+
+    pub fn validate(self) -> Result<Self, DomainError> {
+        if let Some(tls) = &self.tls {
+            for (field, pem) in [
+                ("docker_tls.ca", tls.ca.as_str()),
+                ("docker_tls.certificate", tls.certificate.as_str()),
+            ] {
+                if !pem.contains("-----BEGIN CERTIFICATE-----") {
+                    return Err(DomainError::invalid(field, "must be a PEM certificate"));
+                }
+            }
+            if !is_private_key(tls.key.expose()) {
+                return Err(DomainError::invalid(
+                    "docker_tls.key",
+                    "must be a PEM private key",
+                ));
+            }
+        }
+        if let Some(key) = &self.ssh_private_key {
+            if !is_private_key(key.expose()) {
+                return Err(DomainError::invalid(
+                    "ssh_private_key",
+                    "must be a private key (PEM or OpenSSH)",
+                ));
+            }
+        }
+        Ok(self)
+    }
+}
+
+fn is_private_key(pem: &str) -> bool {
+    pem.contains("-----BEGIN") && pem.contains("PRIVATE KEY-----")
+}
+
+/// Where an environment's workloads run: its cluster's daemon, how it is reached, and the
+/// address its published ports answer at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    pub cluster_id: ClusterId,
+    pub endpoint: DockerEndpoint,
+    pub access: DockerAccess,
+    /// None: the engine's own (for the local daemon) or the endpoint's host.
+    pub publish_address: Option<String>,
+}
+
+impl Host {
+    /// The daemon Capstan itself uses, for a cluster that names none.
+    pub fn local(cluster_id: ClusterId) -> Self {
+        Self {
+            cluster_id,
+            endpoint: DockerEndpoint::Local,
+            access: DockerAccess::default(),
+            publish_address: None,
+        }
+    }
+
+    /// The host a cluster names with `spec`, reached with `access`; why it cannot be, when
+    /// the endpoint needs what the access lacks.
+    pub fn named(
+        cluster_id: ClusterId,
+        spec: &DockerEndpointSpec,
+        access: DockerAccess,
+    ) -> Result<Self, DomainError> {
+        let endpoint = DockerEndpoint::parse(&spec.endpoint)?;
+        if let DockerEndpoint::Tcp { address } = &endpoint {
+            let host = split_port(address).map_or("", |(h, _)| h);
+            if access.tls.is_none() && !is_loopback(host) {
+                return Err(DomainError::invalid(
+                    "cloud_provider_credentials",
+                    "a tcp:// endpoint off this machine needs TLS: on-premise credentials \
+                     with docker_tls",
+                ));
+            }
+        }
+        if let Some(address) = &spec.publish_address {
+            if address.parse::<std::net::IpAddr>().is_err() {
+                return Err(DomainError::invalid(
+                    "docker.publish_address",
+                    "must be an IP address",
+                ));
+            }
+        }
+        Ok(Self {
+            cluster_id,
+            endpoint,
+            access,
+            publish_address: spec.publish_address.clone(),
+        })
+    }
+
+    /// The host for messages: its endpoint.
+    pub fn describe(&self) -> String {
+        self.endpoint.url()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_read_as_their_scheme_says() {
+        assert_eq!(
+            DockerEndpoint::parse("unix:///run/docker-2.sock").unwrap(),
+            DockerEndpoint::Unix {
+                socket: "/run/docker-2.sock".into()
+            }
+        );
+        assert_eq!(
+            DockerEndpoint::parse("tcp://10.0.0.5:2376").unwrap(),
+            DockerEndpoint::Tcp {
+                address: "10.0.0.5:2376".into()
+            }
+        );
+        let ssh = DockerEndpoint::parse("ssh://deploy@box.example.com:2222").unwrap();
+        assert_eq!(
+            ssh,
+            DockerEndpoint::Ssh {
+                user: Some("deploy".into()),
+                host: "box.example.com".into(),
+                port: Some(2222)
+            }
+        );
+        assert_eq!(ssh.url(), "ssh://deploy@box.example.com:2222");
+        assert_eq!(ssh.remote_host(), Some("box.example.com"));
+        for bad in [
+            "http://x:1",
+            "unix://relative.sock",
+            "tcp://10.0.0.5",
+            "tcp://:2376",
+            "tcp://a b:1",
+            "ssh://@host",
+            "tcp://10.0.0.5:99999",
+        ] {
+            assert!(DockerEndpoint::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tcp_off_this_machine_needs_tls() {
+        let spec = |endpoint: &str| DockerEndpointSpec {
+            endpoint: endpoint.into(),
+            publish_address: None,
+        };
+        let id = ClusterId::generate();
+        assert!(Host::named(id, &spec("tcp://10.0.0.5:2375"), DockerAccess::default()).is_err());
+        assert!(Host::named(id, &spec("tcp://127.0.0.1:2375"), DockerAccess::default()).is_ok());
+        let tls = DockerAccess {
+            tls: Some(DockerTls {
+                ca: "-----BEGIN CERTIFICATE-----".into(),
+                certificate: "-----BEGIN CERTIFICATE-----".into(),
+                key: Secret::new("-----BEGIN PRIVATE KEY-----"),
+            }),
+            ssh_private_key: None,
+        };
+        assert!(Host::named(id, &spec("tcp://10.0.0.5:2376"), tls.clone()).is_ok());
+        let sealed = tls.seal();
+        assert_eq!(DockerAccess::unseal(&sealed), tls);
+        assert!(
+            !format!("{tls:?}").contains("BEGIN PRIVATE KEY"),
+            "the key is hidden"
+        );
+    }
+}

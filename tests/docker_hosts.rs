@@ -1,0 +1,264 @@
+//! Clusters that are Docker hosts, with the built binary and two Docker daemons on this
+//! machine: the one the tests share, and a second one the test starts (its own socket, bridge
+//! and a TLS listener). Each environment's workload runs on its cluster's daemon, seen through
+//! each daemon; the second daemon stopped, its cluster's status and its deployments say so
+//! while the first cluster deploys on; back, its cluster recovers. Only 127.0.0.1 is reached.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod harness;
+
+use harness::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// A container answering on 8080 with its own name.
+async fn web(client: &Client, env: &str, registry: &str, name: &str) -> String {
+    client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({
+                "name": name, "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                "entrypoint": "sh",
+                "arguments": ["-c", format!("mkdir -p /www && echo {name} > /www/index.html && exec httpd -f -p 8080 -h /www")],
+                "ports": [{"internal_port": 8080, "publicly_accessible": true}],
+            }),
+        )
+        .await
+}
+
+/// The service's containers on a daemon (`docker` runs its CLI there).
+fn on_daemon(docker: impl Fn(&[&str]) -> Result<String, String>, service: &str) -> Vec<String> {
+    docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label=capstan.service={service}"),
+    ])
+    .unwrap()
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+/// The port on 127.0.0.1 the daemon published the container's 8080 on.
+fn published(docker: impl Fn(&[&str]) -> Result<String, String>, container: &str) -> u16 {
+    let mapping = docker(&["port", container, "8080/tcp"]).unwrap();
+    let first = mapping.lines().next().unwrap();
+    first.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// The container's first link, once its engine has reported where it runs.
+async fn link_of(client: &Client, id: &str) -> String {
+    let started = std::time::Instant::now();
+    loop {
+        let links = client.get(&format!("/container/{id}/link")).await;
+        if let Some(url) = links["results"][0]["url"].as_str() {
+            return url.to_string();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no link for {id}: {links}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The cluster's status, once it is `want` (within 60 s).
+async fn cluster_becomes(client: &Client, org: &str, cluster: &str, want: &str) -> Value {
+    let started = std::time::Instant::now();
+    loop {
+        let status = client
+            .get(&format!("/organization/{org}/cluster/{cluster}/status"))
+            .await;
+        if status["status"] == want {
+            return status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "cluster {cluster} is not {want}: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn ready(client: &Client, org: &str, cluster: &str) -> bool {
+    client
+        .get(&format!("/organization/{org}/cluster/{cluster}/isReady"))
+        .await["is_ready"]
+        == true
+}
+
+/// The state a service's deployment ended in, and the reason it gave.
+async fn deployed(client: &Client, id: &str) -> (String, String) {
+    let status = settle(
+        client,
+        &format!("/container/{id}/status?wait=30"),
+        Duration::from_secs(120),
+    )
+    .await;
+    let history = client
+        .get(&format!("/container/{id}/deploymentHistoryV2"))
+        .await;
+    (
+        status["state"].as_str().unwrap_or_default().to_string(),
+        history.to_string(),
+    )
+}
+
+async fn two_clusters_run_their_environments_on_their_own_daemons(database: Option<&str>) {
+    let mut second = SecondDaemon::start().await;
+    let case = Case::start(database, &[]).await;
+    let (client, org, registry) = (&case.client, &case.org, &case.registry);
+    let (first_cluster, project) = case.cluster_and_project().await;
+
+    // A cluster on the second daemon's socket, and one on its TLS listener.
+    let on_socket = client
+        .create(
+            &format!("/organization/{org}/cluster"),
+            json!({
+                "name": "second", "region": "on-premise", "cloud_provider": "ON_PREMISE",
+                "docker": {"endpoint": format!("unix://{}", second.socket.display())},
+            }),
+        )
+        .await;
+    let (ca, certificate, key) = second.client_tls();
+    let credentials = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/organization/{org}/onPremise/credentials"),
+            Some(json!({"name": "second-tls",
+                        "docker_tls": {"ca": ca, "certificate": certificate, "key": key}})),
+        )
+        .await;
+    assert_eq!(credentials.0, 201, "{}", credentials.1);
+    assert_eq!(credentials.1["object_type"], "OTHER");
+    assert!(
+        !credentials.1.to_string().contains("PRIVATE KEY"),
+        "the key is never answered: {}",
+        credentials.1
+    );
+    let over_tls = client
+        .create(
+            &format!("/organization/{org}/cluster"),
+            json!({
+                "name": "second-tls", "region": "on-premise", "cloud_provider": "ON_PREMISE",
+                "docker": {"endpoint": format!("tcp://{}", second.tcp)},
+                "cloud_provider_credentials": {
+                    "cloud_provider": "ON_PREMISE", "region": "on-premise",
+                    "credentials": {"id": credentials.1["id"], "name": "second-tls"}},
+            }),
+        )
+        .await;
+    for cluster in [&on_socket, &over_tls] {
+        post(
+            client,
+            &format!("/organization/{org}/cluster/{cluster}/deploy"),
+            json!({}),
+        )
+        .await;
+        cluster_becomes(client, org, cluster, "DEPLOYED").await;
+        assert!(ready(client, org, cluster).await);
+    }
+
+    let env_for = |name: &'static str, cluster: String| {
+        let project = project.clone();
+        async move {
+            client
+                .create(
+                    &format!("/project/{project}/environment"),
+                    json!({"name": name, "cluster": cluster}),
+                )
+                .await
+        }
+    };
+    let second_env = env_for("on-second", on_socket.clone()).await;
+    let tls_env = env_for("over-tls", over_tls.clone()).await;
+    let first = web(client, &case.env, registry, "first").await;
+    let on_second = web(client, &second_env, registry, "second").await;
+    let through_tls = web(client, &tls_env, registry, "tls").await;
+    for id in [&first, &on_second, &through_tls] {
+        post(client, &format!("/container/{id}/deploy"), json!({})).await;
+    }
+    for id in [&first, &on_second, &through_tls] {
+        settled_in(client, "container", id, "DEPLOYED").await;
+    }
+    // Each workload on its own daemon, and only there.
+    let second_docker = |args: &[&str]| second.docker(args);
+    assert_eq!(on_daemon(docker, &first).len(), 1);
+    assert!(on_daemon(second_docker, &first).is_empty());
+    for id in [&on_second, &through_tls] {
+        assert!(on_daemon(docker, id).is_empty(), "not on the first daemon");
+        assert_eq!(on_daemon(second_docker, id).len(), 1, "on the second");
+    }
+    let container = &on_daemon(second_docker, &on_second)[0];
+    assert_eq!(
+        fetch(published(second_docker, container), "/").await.trim(),
+        "second"
+    );
+    // The router reaches every host's published ports.
+    let link = link_of(client, &on_second).await;
+    let answer = through_router(&link, "/").await;
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.text().await.unwrap().trim(), "second");
+    // What runs there is observed there.
+    let running = client.get(&format!("/container/{on_second}/status")).await;
+    assert_eq!(running["state"], "DEPLOYED", "{running}");
+
+    // The second daemon goes down: its clusters say so, their deployments fail naming it,
+    // and the first cluster deploys on.
+    second.stop();
+    let status = cluster_becomes(client, org, &on_socket, "DEPLOYMENT_ERROR").await;
+    assert_eq!(status["is_deployed"], false);
+    let reason = status["failure_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&second.socket.display().to_string()),
+        "{status}"
+    );
+    assert!(!ready(client, org, &on_socket).await);
+    cluster_becomes(client, org, &first_cluster, "READY").await;
+    post(client, &format!("/container/{on_second}/deploy"), json!({})).await;
+    let (state, history) = deployed(client, &on_second).await;
+    assert_eq!(state, "DEPLOYMENT_ERROR", "{history}");
+    assert!(
+        history.contains("does not answer")
+            && history.contains(&second.socket.display().to_string()),
+        "the reason names the host: {history}"
+    );
+    post(client, &format!("/container/{first}/redeploy"), json!({})).await;
+    settled_in(client, "container", &first, "DEPLOYED").await;
+
+    // Back: the cluster recovers, and its environment deploys again.
+    second.run().await;
+    cluster_becomes(client, org, &on_socket, "DEPLOYED").await;
+    assert!(ready(client, org, &on_socket).await);
+    post(client, &format!("/container/{on_second}/deploy"), json!({})).await;
+    settled_in(client, "container", &on_second, "DEPLOYED").await;
+    assert_eq!(on_daemon(|args| second.docker(args), &on_second).len(), 1);
+
+    // Nothing of the credentials' key is answered, nor logged.
+    let shown = client
+        .get(&format!("/organization/{org}/onPremise/credentials"))
+        .await;
+    assert!(!shown.to_string().contains("PRIVATE KEY"), "{shown}");
+    assert!(!case.own_log().contains("PRIVATE KEY"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_two_clusters_run_their_environments_on_their_own_daemons() {
+    if !docker_ready() {
+        return;
+    }
+    two_clusters_run_their_environments_on_their_own_daemons(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_two_clusters_run_their_environments_on_their_own_daemons() {
+    if !docker_ready() {
+        return;
+    }
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
+        return;
+    };
+    two_clusters_run_their_environments_on_their_own_daemons(Some(&url)).await;
+}
