@@ -149,17 +149,6 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
             }),
         )
         .await;
-    for cluster in [&on_socket, &over_tls] {
-        post(
-            client,
-            &format!("/organization/{org}/cluster/{cluster}/deploy"),
-            json!({}),
-        )
-        .await;
-        cluster_becomes(client, org, cluster, "DEPLOYED").await;
-        assert!(ready(client, org, cluster).await);
-    }
-
     let env_for = |name: &'static str, cluster: String| {
         let project = project.clone();
         async move {
@@ -173,6 +162,47 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
     };
     let second_env = env_for("on-second", on_socket.clone()).await;
     let tls_env = env_for("over-tls", over_tls.clone()).await;
+    // Deploying a cluster readies its host for its environments: their networks.
+    for cluster in [&on_socket, &over_tls] {
+        post(
+            client,
+            &format!("/organization/{org}/cluster/{cluster}/deploy"),
+            json!({}),
+        )
+        .await;
+        cluster_becomes(client, org, cluster, "DEPLOYED").await;
+        assert!(ready(client, org, cluster).await);
+    }
+    for env in [&second_env, &tls_env] {
+        let networks = second
+            .docker(&[
+                "network",
+                "ls",
+                "-q",
+                "--filter",
+                &format!("label=capstan.environment={env}"),
+            ])
+            .unwrap();
+        assert_eq!(networks.lines().count(), 1, "{env}'s network on its host");
+    }
+    let logged = client
+        .get(&format!("/organization/{org}/cluster/{over_tls}/logs"))
+        .await;
+    let steps: Vec<&str> = logged["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        steps,
+        ["Create", "ValidateSystemRequirements", "Created"],
+        "{logged}"
+    );
+    assert!(
+        logged.to_string().contains("Docker 2"),
+        "what answered is in the log: {logged}"
+    );
     let first = web(client, &case.env, registry, "first").await;
     let on_second = web(client, &second_env, registry, "second").await;
     let through_tls = web(client, &tls_env, registry, "tls").await;

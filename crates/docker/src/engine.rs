@@ -17,7 +17,7 @@ use bollard::query_parameters::{
 use bollard::Docker;
 use domain::engine::{Cancel, Engine, StepLog, StepWork};
 use domain::git::Checkouts;
-use domain::ids::{DeploymentRequestId, OrganizationId, ServiceId};
+use domain::ids::{DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use domain::model::{
     Cluster, ClusterAction, DeploymentAction, DeploymentStatus, Host, JobCommand, JobSpec,
     OutputLine, RegistryAccess, RunningState, Service, ServiceKind, ServiceSpec, ServiceSubAction,
@@ -217,7 +217,17 @@ impl DockerEngine {
 
     /// The network of the service's environment, made the first time.
     pub(crate) async fn ensure_network(&self, service: &Service) -> Result<(), String> {
-        let name = plan::network_name(service.environment_id);
+        self.ensure_environment_network(service.organization_id, service.environment_id)
+            .await
+    }
+
+    /// The network of an environment, made the first time.
+    async fn ensure_environment_network(
+        &self,
+        organization: OrganizationId,
+        environment: EnvironmentId,
+    ) -> Result<(), String> {
+        let name = plan::network_name(environment);
         if self.docker.inspect_network(&name, None).await.is_ok() {
             return Ok(());
         }
@@ -227,11 +237,11 @@ impl DockerEngine {
             labels: Some(HashMap::from([
                 (
                     plan::LABEL_ORGANIZATION.to_string(),
-                    service.organization_id.0.to_string(),
+                    organization.0.to_string(),
                 ),
                 (
                     plan::LABEL_ENVIRONMENT.to_string(),
-                    service.environment_id.0.to_string(),
+                    environment.0.to_string(),
                 ),
             ])),
             ..Default::default()
@@ -1089,20 +1099,27 @@ impl Engine for DockerEngine {
         done
     }
 
-    /// A cluster is this daemon: deploying it checks that it answers.
+    /// A cluster is this daemon: deploying it checks that it answers and makes its
+    /// environments' networks (their router needs nothing here: it reaches published ports).
     async fn run_cluster(
         &self,
         action: ClusterAction,
-        _cluster: &Cluster,
+        cluster: &Cluster,
         _host: &Host,
+        environments: &[EnvironmentId],
     ) -> Result<(), String> {
         match action {
-            ClusterAction::Deploy => self
-                .docker
-                .ping()
-                .await
-                .map(|_| ())
-                .map_err(|e| said("the Docker daemon did not answer", e)),
+            ClusterAction::Deploy => {
+                self.docker
+                    .ping()
+                    .await
+                    .map_err(|e| said("the Docker daemon did not answer", e))?;
+                for environment in environments {
+                    self.ensure_environment_network(cluster.organization_id, *environment)
+                        .await?;
+                }
+                Ok(())
+            }
             ClusterAction::Stop => Ok(()),
         }
     }

@@ -8,7 +8,7 @@ use crate::engine::{said, DockerEngine};
 use async_trait::async_trait;
 use bollard::Docker;
 use domain::engine::{Engine, StepWork};
-use domain::ids::{ClusterId, OrganizationId, ServiceId};
+use domain::ids::{ClusterId, EnvironmentId, OrganizationId, ServiceId};
 use domain::model::{
     Cluster, ClusterAction, DockerEndpoint, Host, OutputLine, RegistryAccess, RunningState,
     Service, WorkloadInputs,
@@ -319,16 +319,20 @@ impl Engine for Hosts {
         engine.run_step(work).await
     }
 
-    /// Deploying reaches the host and checks what it runs; stopping leaves it as it is (its
-    /// environments are stopped one by one).
+    /// Deploying reaches the host, checks what it runs (`answering`) and readies it for the
+    /// cluster's environments; stopping leaves it as it is (its environments are stopped one
+    /// by one).
     async fn run_cluster(
         &self,
         action: ClusterAction,
         cluster: &Cluster,
         host: &Host,
+        environments: &[EnvironmentId],
     ) -> Result<(), String> {
         let engine = self.answering_engine(host).await?;
-        engine.run_cluster(action, cluster, host).await
+        engine
+            .run_cluster(action, cluster, host, environments)
+            .await
     }
 
     async fn reach(&self, host: &Host) -> Option<Result<String, String>> {

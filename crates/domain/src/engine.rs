@@ -1,7 +1,7 @@
 //! The engine port: what carries out the steps of a deployment request. The server wires an
 //! adapter (the simulated engine by default); the worker in `services::worker` drives it.
 
-use crate::ids::{OrganizationId, ServiceId};
+use crate::ids::{EnvironmentId, OrganizationId, ServiceId};
 use crate::model::{
     Cluster, ClusterAction, DeploymentLogLine, DeploymentRequest, Host, LogLevel, Masker,
     OutputLine, RegistryAccess, RunningState, Service, ServiceState, StepName, WorkloadInputs,
@@ -32,12 +32,13 @@ pub trait Engine: Send + Sync {
     async fn run_step(&self, work: StepWork<'_>) -> Result<(), String>;
 
     /// Deploys or stops a cluster on its host (deploying reaches the host and readies it for
-    /// the environments). `Err` carries the reason it failed.
+    /// its `environments`). `Err` carries the reason it failed.
     async fn run_cluster(
         &self,
         action: ClusterAction,
         cluster: &Cluster,
         host: &Host,
+        environments: &[EnvironmentId],
     ) -> Result<(), String>;
 
     /// Whether `host` answers now: what it runs (its engine and version), or why it does

@@ -5,6 +5,7 @@
 
 use async_trait::async_trait;
 use domain::engine::{Engine, StepWork};
+use domain::ids::EnvironmentId;
 use domain::model::{
     Cluster, ClusterAction, DeploymentAction, DeploymentRequest, Host, RegistryAccess, Service,
     StepName,
@@ -88,6 +89,7 @@ impl Engine for SimulatedEngine {
         action: ClusterAction,
         cluster: &Cluster,
         _host: &Host,
+        _environments: &[EnvironmentId],
     ) -> Result<(), String> {
         tokio::time::sleep(self.step * 2).await;
         let what = match action {

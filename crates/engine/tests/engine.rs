@@ -77,7 +77,13 @@ impl domain::engine::Engine for Endless {
             _ = tokio::time::sleep(Duration::from_secs(30)) => Ok(()),
         }
     }
-    async fn run_cluster(&self, _: ClusterAction, _: &Cluster, _: &Host) -> Result<(), String> {
+    async fn run_cluster(
+        &self,
+        _: ClusterAction,
+        _: &Cluster,
+        _: &Host,
+        _: &[EnvironmentId],
+    ) -> Result<(), String> {
         Ok(())
     }
     async fn pause(&self, wait: Duration) {

@@ -301,7 +301,7 @@ async fn lists_of_another_organization_are_forbidden<S: App>(t: T<S>) {
 async fn the_catalogs_list_providers_and_registry_kinds<S: App>(t: T<S>) {
     let providers = t.get("/cloudProvider").await.expect(200);
     let names = ids(&providers.body, "short_name");
-    assert_eq!(names, ["ALTCLOUD", "CLOUDA", "CLOUDC"]);
+    assert_eq!(names, ["ALTCLOUD", "CLOUDA", "CLOUDC", "ON_PREMISE"]);
     for p in providers.body["results"].as_array().unwrap() {
         let regions = p["regions"].as_array().unwrap();
         assert!(!regions.is_empty(), "{p}");

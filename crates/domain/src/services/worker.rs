@@ -5,7 +5,9 @@ use super::Capstan;
 use crate::clock::{Clock, SystemClock};
 use crate::engine::{Cancel, Engine, StepLog, StepWork};
 use crate::error::{DomainError, DomainResult};
+use crate::ids::EnvironmentId;
 use crate::model::*;
+use crate::pagination::PageRequest;
 use crate::ports::{Repo, Scope, Unit};
 use std::sync::Arc;
 use time::Duration;
@@ -143,9 +145,21 @@ impl Worker {
         let Some(action) = cluster.run.state.action() else {
             return Ok(true);
         };
-        let host = {
+        let (host, environments) = {
             let mut unit = self.capstan.reading().await?;
-            self.capstan.host_of_cluster(&mut *unit, &cluster).await
+            let host = self.capstan.host_of_cluster(&mut *unit, &cluster).await;
+            let environments: Vec<EnvironmentId> = unit
+                .find_environments(
+                    cluster.organization_id,
+                    Some(cluster.id),
+                    PageRequest::all(),
+                )
+                .await?
+                .items
+                .iter()
+                .map(|e| e.id)
+                .collect();
+            (host, environments)
         };
         let (verb, begun, done, failed) = match action {
             ClusterAction::Deploy => (
@@ -170,7 +184,10 @@ impl Worker {
                     LogLevel::Info,
                     format!("{verb} the cluster on {}", host.describe()),
                 );
-                let outcome = self.engine.run_cluster(action, &cluster, &host).await;
+                let outcome = self
+                    .engine
+                    .run_cluster(action, &cluster, &host, &environments)
+                    .await;
                 if outcome.is_ok() {
                     if let Some(Ok(runs)) = self.engine.reach(&host).await {
                         log.line(
