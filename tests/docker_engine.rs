@@ -525,6 +525,28 @@ async fn postgres_custom_domains_answer_over_http_and_https() {
     custom_domains_answer_over_http_and_https(Some(&url)).await;
 }
 
+/// The answer to GET `url` once its handshake succeeds (within `within`: a certificate
+/// ordered, or read again after a restart).
+async fn answered_over_https(
+    https: &reqwest::Client,
+    url: &str,
+    within: Duration,
+    case: &Case,
+) -> reqwest::Response {
+    let started = std::time::Instant::now();
+    loop {
+        match https.get(url).send().await {
+            Ok(answer) => return answer,
+            Err(e) => assert!(
+                started.elapsed() < within,
+                "no certificate served for {url}: {e}\n{}",
+                case.own_log()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// With ACME on, a generated name the certificates' directory has no certificate for gets one
 /// from the ACME authority (pebble, here), proven over TLS-ALPN-01 on the router's HTTPS
 /// listener, and served; after a restart, with the authority gone, the kept order is served.
@@ -553,17 +575,7 @@ async fn acme_orders_a_certificate_for_a_routed_name_and_keeps_it() {
     )
     .await;
     let (client, env, registry) = (&case.client, &case.env, &case.registry);
-    let web = client
-        .create(
-            &format!("/environment/{env}/container"),
-            json!({
-                "name": "web", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
-                "entrypoint": "sh",
-                "arguments": ["-c", "mkdir -p /www && echo ordered > /www/index.html && exec httpd -f -p 8080 -h /www"],
-                "ports": [{"internal_port": 8080, "publicly_accessible": true}],
-            }),
-        )
-        .await;
+    let web = httpd(client, env, registry, "web", "ordered").await;
     post(client, &format!("/container/{web}/deploy"), json!({})).await;
     settled_in(client, "container", &web, "DEPLOYED").await;
     let link = link_of(client, &web).await;
@@ -583,18 +595,7 @@ async fn acme_orders_a_certificate_for_a_routed_name_and_keeps_it() {
         .build()
         .unwrap();
     let url = format!("https://{name}:{tls_port}/");
-    let started = std::time::Instant::now();
-    let answer = loop {
-        match https.get(&url).send().await {
-            Ok(answer) => break answer,
-            Err(e) => assert!(
-                started.elapsed() < Duration::from_secs(90),
-                "no certificate from the ACME authority for {name}: {e}\n{}",
-                case.own_log()
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let answer = answered_over_https(&https, &url, Duration::from_secs(90), &case).await;
     assert_eq!(answer.status(), 200);
     assert_eq!(answer.text().await.unwrap().trim(), "ordered");
     let kept = certificates.0.join("acme");
@@ -613,18 +614,8 @@ async fn acme_orders_a_certificate_for_a_routed_name_and_keeps_it() {
     pebble.stop();
     case.crash();
     case.restart().await;
-    let started = std::time::Instant::now();
-    let answer = loop {
-        match https.get(&url).send().await {
-            Ok(answer) => break answer,
-            Err(e) => assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "the kept certificate is not served after a restart: {e}\n{}",
-                case.own_log()
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    // The kept certificate, with the authority gone.
+    let answer = answered_over_https(&https, &url, Duration::from_secs(30), &case).await;
     assert_eq!(answer.text().await.unwrap().trim(), "ordered");
 }
 
@@ -655,17 +646,7 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
     let mut case = Case::start(database, &[]).await;
     let (env, org, registry) = (case.env.clone(), case.org.clone(), case.registry.clone());
     let client = &case.client;
-    let web = client
-        .create(
-            &format!("/environment/{env}/container"),
-            json!({
-                "name": "web", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
-                "entrypoint": "sh",
-                "arguments": ["-c", "mkdir -p /www && echo alive > /www/index.html && exec httpd -f -p 8080 -h /www"],
-                "ports": [{"internal_port": 8080, "publicly_accessible": true}],
-            }),
-        )
-        .await;
+    let web = httpd(client, &env, &registry, "web", "alive").await;
     post(client, &format!("/container/{web}/deploy"), json!({})).await;
     settled_in(client, "container", &web, "DEPLOYED").await;
     let url = link_of(client, &web).await;

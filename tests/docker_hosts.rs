@@ -1,8 +1,9 @@
 //! Clusters that are Docker hosts, with the built binary and two Docker daemons on this
 //! machine: the one the tests share, and a second one the test starts (its own socket, bridge
-//! and a TLS listener). Each environment's workload runs on its cluster's daemon, seen through
-//! each daemon; the second daemon stopped, its cluster's status and its deployments say so
-//! while the first cluster deploys on; back, its cluster recovers. Only 127.0.0.1 is reached.
+//! and a TLS listener), reached through its socket, over TCP with TLS and over SSH. Each
+//! environment's workload runs on its cluster's daemon, seen through each daemon; the second
+//! daemon frozen (answering nothing), its cluster's status and its deployments say so while the
+//! first cluster deploys on; back, its cluster recovers. Only 127.0.0.1 is reached.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod harness;
@@ -10,21 +11,6 @@ mod harness;
 use harness::*;
 use serde_json::{json, Value};
 use std::time::Duration;
-
-/// A container answering on 8080 with its own name.
-async fn web(client: &Client, env: &str, registry: &str, name: &str) -> String {
-    client
-        .create(
-            &format!("/environment/{env}/container"),
-            json!({
-                "name": name, "registry_id": registry, "image_name": IMAGE, "tag": TAG,
-                "entrypoint": "sh",
-                "arguments": ["-c", format!("mkdir -p /www && echo {name} > /www/index.html && exec httpd -f -p 8080 -h /www")],
-                "ports": [{"internal_port": 8080, "publicly_accessible": true}],
-            }),
-        )
-        .await
-}
 
 /// The service's containers on a daemon (`docker` runs its CLI there).
 fn on_daemon(docker: impl Fn(&[&str]) -> Result<String, String>, service: &str) -> Vec<String> {
@@ -163,7 +149,28 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
     let second_env = env_for("on-second", on_socket.clone()).await;
     let tls_env = env_for("over-tls", over_tls.clone()).await;
     // Deploying a cluster readies its host for its environments: their networks.
-    for cluster in [&on_socket, &over_tls] {
+    // And one reached over SSH: a tunnel to the daemon's socket.
+    let ssh = SshServer::start().await;
+    let ssh_credentials = client
+        .create(
+            &format!("/organization/{org}/onPremise/credentials"),
+            json!({"name": "second-ssh", "ssh_private_key": ssh.client_key}),
+        )
+        .await;
+    let over_ssh = client
+        .create(
+            &format!("/organization/{org}/cluster"),
+            json!({
+                "name": "second-ssh", "region": "on-premise", "cloud_provider": "ON_PREMISE",
+                "docker": {"endpoint": format!("ssh://{}@127.0.0.1:{}{}", ssh.user, ssh.port, second.socket.display())},
+                "cloud_provider_credentials": {
+                    "cloud_provider": "ON_PREMISE", "region": "on-premise",
+                    "credentials": {"id": ssh_credentials, "name": "second-ssh"}},
+            }),
+        )
+        .await;
+    let ssh_env = env_for("over-ssh", over_ssh.clone()).await;
+    for cluster in [&on_socket, &over_tls, &over_ssh] {
         post(
             client,
             &format!("/organization/{org}/cluster/{cluster}/deploy"),
@@ -173,7 +180,7 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
         cluster_becomes(client, org, cluster, "DEPLOYED").await;
         assert!(ready(client, org, cluster).await);
     }
-    for env in [&second_env, &tls_env] {
+    for env in [&second_env, &tls_env, &ssh_env] {
         let networks = second
             .docker(&[
                 "network",
@@ -203,20 +210,22 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
         logged.to_string().contains("Docker 2"),
         "what answered is in the log: {logged}"
     );
-    let first = web(client, &case.env, registry, "first").await;
-    let on_second = web(client, &second_env, registry, "second").await;
-    let through_tls = web(client, &tls_env, registry, "tls").await;
-    for id in [&first, &on_second, &through_tls] {
+    let first = httpd(client, &case.env, registry, "first", "first").await;
+    let on_second = httpd(client, &second_env, registry, "second", "second").await;
+    let through_tls = httpd(client, &tls_env, registry, "tls", "tls").await;
+    let through_ssh = httpd(client, &ssh_env, registry, "ssh", "ssh").await;
+    let all = [&first, &on_second, &through_tls, &through_ssh];
+    for id in all {
         post(client, &format!("/container/{id}/deploy"), json!({})).await;
     }
-    for id in [&first, &on_second, &through_tls] {
+    for id in all {
         settled_in(client, "container", id, "DEPLOYED").await;
     }
     // Each workload on its own daemon, and only there.
     let second_docker = |args: &[&str]| second.docker(args);
     assert_eq!(on_daemon(docker, &first).len(), 1);
     assert!(on_daemon(second_docker, &first).is_empty());
-    for id in [&on_second, &through_tls] {
+    for id in [&on_second, &through_tls, &through_ssh] {
         assert!(on_daemon(docker, id).is_empty(), "not on the first daemon");
         assert_eq!(on_daemon(second_docker, id).len(), 1, "on the second");
     }
@@ -234,9 +243,9 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
     let running = client.get(&format!("/container/{on_second}/status")).await;
     assert_eq!(running["state"], "DEPLOYED", "{running}");
 
-    // The second daemon goes down: its clusters say so, their deployments fail naming it,
-    // and the first cluster deploys on.
-    second.stop();
+    // The second daemon stops answering: its clusters say so, their deployments fail naming
+    // it, and the first cluster deploys on.
+    second.freeze();
     let status = cluster_becomes(client, org, &on_socket, "DEPLOYMENT_ERROR").await;
     assert_eq!(status["is_deployed"], false);
     let reason = status["failure_reason"].as_str().unwrap_or_default();
@@ -258,7 +267,7 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
     settled_in(client, "container", &first, "DEPLOYED").await;
 
     // Back: the cluster recovers, and its environment deploys again.
-    second.run().await;
+    second.thaw();
     cluster_becomes(client, org, &on_socket, "DEPLOYED").await;
     assert!(ready(client, org, &on_socket).await);
     post(client, &format!("/container/{on_second}/deploy"), json!({})).await;
@@ -270,6 +279,7 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
         .get(&format!("/organization/{org}/onPremise/credentials"))
         .await;
     assert!(!shown.to_string().contains("PRIVATE KEY"), "{shown}");
+    drop(ssh);
     assert!(!case.own_log().contains("PRIVATE KEY"));
 }
 

@@ -726,6 +726,21 @@ pub async fn post(client: &Client, path: &str, body: Value) -> Value {
     answer
 }
 
+/// A container of the test image serving `page` at `/` on its public port 8080; its id.
+pub async fn httpd(client: &Client, env: &str, registry: &str, name: &str, page: &str) -> String {
+    client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({
+                "name": name, "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                "entrypoint": "sh",
+                "arguments": ["-c", format!("mkdir -p /www && echo {page} > /www/index.html && exec httpd -f -p 8080 -h /www")],
+                "ports": [{"internal_port": 8080, "publicly_accessible": true}],
+            }),
+        )
+        .await
+}
+
 /// The containers Capstan runs for a service, by Docker's own account.
 pub fn containers_of(service: &str) -> Vec<String> {
     docker(&[
@@ -936,11 +951,19 @@ pub fn test_certificate(dir: &std::path::Path, name: &str) {
         &at("ca.pem"),
     ]);
     // The address too: a server the tests reach at https://127.0.0.1 (pebble) is trusted.
-    std::fs::write(
-        at("san.ext"),
-        format!("subjectAltName=DNS:{name},IP:127.0.0.1\n"),
-    )
-    .unwrap();
+    signed_by_test_authority(
+        dir,
+        name,
+        &format!("subjectAltName=DNS:{name},IP:127.0.0.1"),
+    );
+}
+
+/// Makes in `dir` `<name>.crt` and `<name>.key`, a certificate for `name` with `extensions`
+/// (an openssl extensions line), signed by the authority `test_certificate` made there.
+fn signed_by_test_authority(dir: &std::path::Path, name: &str, extensions: &str) {
+    let at = |file: &str| dir.join(file).to_str().unwrap().to_string();
+    let (ext, csr) = (at(&format!("{name}.ext")), at(&format!("{name}.csr")));
+    std::fs::write(&ext, format!("{extensions}\n")).unwrap();
     openssl(&[
         "req",
         "-newkey",
@@ -951,17 +974,17 @@ pub fn test_certificate(dir: &std::path::Path, name: &str) {
         "-keyout",
         &at(&format!("{name}.key")),
         "-out",
-        &at("leaf.csr"),
+        &csr,
     ]);
     openssl(&[
         "x509",
         "-req",
         "-in",
-        &at("leaf.csr"),
+        &csr,
         "-days",
         "2",
         "-extfile",
-        &at("san.ext"),
+        &ext,
         "-CA",
         &at("ca.pem"),
         "-CAkey",
@@ -1154,8 +1177,9 @@ impl SecondDaemon {
         daemon
     }
 
-    /// Starts dockerd (again, on the same data: what ran with a restart policy starts again).
-    pub async fn run(&mut self) {
+    /// Starts dockerd. Only once: a dockerd started again on the same data root deletes the
+    /// first daemon's `docker0` (seen with Debian's 20.10), which the other tests need.
+    async fn run(&mut self) {
         let at = |name: &str| self.dir.0.join(name).to_str().unwrap().to_string();
         let tls = |name: &str| {
             self.dir
@@ -1201,8 +1225,29 @@ impl SecondDaemon {
         }
     }
 
-    /// Stops dockerd (SIGTERM, as a host going down stops it); its containers stop with it.
-    pub fn stop(&mut self) {
+    /// Freezes dockerd (SIGSTOP): it takes connections and answers nothing, as a host that
+    /// stopped answering; what it runs goes on.
+    pub fn freeze(&mut self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a frozen dockerd go on (SIGCONT).
+    pub fn thaw(&mut self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        if let Some(child) = &self.child {
+            let sent = Command::new("kill")
+                .args([signal, &child.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(sent.success(), "kill {signal} dockerd");
+        }
+    }
+
+    /// Stops dockerd (SIGTERM); its containers stop with it.
+    fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = Command::new("kill")
                 .args(["-TERM", &child.id().to_string()])
@@ -1235,6 +1280,7 @@ impl SecondDaemon {
 
 impl Drop for SecondDaemon {
     fn drop(&mut self) {
+        self.thaw();
         if self.child.is_some() {
             if let Ok(ids) = self.docker(&["ps", "-aq"]) {
                 for id in ids.lines().filter(|l| !l.is_empty()) {
@@ -1256,35 +1302,97 @@ impl Drop for SecondDaemon {
 /// Makes in `dir` a client certificate `<name>.crt` and `<name>.key`, signed by the authority
 /// `test_certificate` made there.
 pub fn test_client_certificate(dir: &std::path::Path, name: &str) {
-    let at = |file: &str| dir.join(file).to_str().unwrap().to_string();
-    std::fs::write(at("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
-    openssl(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        &format!("/CN={name}"),
-        "-keyout",
-        &at(&format!("{name}.key")),
-        "-out",
-        &at("client.csr"),
-    ]);
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        &at("client.csr"),
-        "-days",
-        "2",
-        "-extfile",
-        &at("client.ext"),
-        "-CA",
-        &at("ca.pem"),
-        "-CAkey",
-        &at("ca-key.pem"),
-        "-CAcreateserial",
-        "-out",
-        &at(&format!("{name}.crt")),
-    ]);
+    signed_by_test_authority(dir, name, "extendedKeyUsage=clientAuth");
+}
+
+/// An SSH server of its own on 127.0.0.1 (Debian's openssh-server), letting in one client key
+/// and forwarding to local sockets: a Docker host reached over `ssh://`. Its host key is made
+/// once per machine and kept, so the known hosts an `ssh` client adds for a port stay true
+/// from run to run. Stopped when dropped.
+pub struct SshServer {
+    child: Child,
+    pub port: u16,
+    /// The client's private key (OpenSSH's format).
+    pub client_key: String,
+    pub user: String,
+    _dir: TempDir,
+}
+
+impl SshServer {
+    pub async fn start() -> SshServer {
+        let keygen = |path: &std::path::Path| {
+            let out = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(path)
+                .output()
+                .expect("ssh-keygen runs");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let host_key = std::env::temp_dir().join("capstan-test-ssh-host-key");
+        if !host_key.exists() {
+            keygen(&host_key);
+        }
+        let dir = TempDir::new();
+        let client = dir.0.join("client");
+        keygen(&client);
+        let public = std::fs::read_to_string(client.with_extension("pub")).unwrap();
+        let authorized = dir.0.join("authorized_keys");
+        std::fs::write(&authorized, public).unwrap();
+        let port = free_port();
+        let config = dir.0.join("sshd_config");
+        std::fs::write(
+            &config,
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}\n\
+                 PidFile {}\nStrictModes no\nUsePAM no\nPermitRootLogin prohibit-password\n\
+                 PasswordAuthentication no\nAllowStreamLocalForwarding yes\n",
+                host_key.display(),
+                authorized.display(),
+                dir.0.join("sshd.pid").display()
+            ),
+        )
+        .unwrap();
+        // Its privilege separation needs this directory.
+        std::fs::create_dir_all("/run/sshd").unwrap();
+        let child = Command::new("/usr/sbin/sshd")
+            .args(["-D", "-e", "-f"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::File::create(dir.0.join("sshd.log")).unwrap(),
+            ))
+            .spawn()
+            .expect("sshd runs (Debian's openssh-server)");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "sshd did not start: {}",
+                std::fs::read_to_string(dir.0.join("sshd.log")).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .to_string();
+        SshServer {
+            child,
+            port,
+            client_key: std::fs::read_to_string(&client).unwrap(),
+            user,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for SshServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

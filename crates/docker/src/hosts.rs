@@ -5,6 +5,7 @@
 //! answering is left out of it (and its steps fail naming it) until it answers again.
 
 use crate::engine::{said, DockerEngine};
+use crate::tunnel::{Destination, Tunnel};
 use async_trait::async_trait;
 use bollard::Docker;
 use domain::engine::{Engine, StepWork};
@@ -42,8 +43,23 @@ struct Attached {
     host: Host,
     engine: Arc<DockerEngine>,
     answers: bool,
-    /// What reaches it (key files), removed with it.
-    _material: Option<Material>,
+    /// What reaches it (key files, an SSH tunnel), gone with it.
+    reach: Reach,
+}
+
+/// What a host is reached through, besides its client: dropped, the tunnel ends (first), then
+/// the files go.
+#[derive(Default)]
+struct Reach {
+    tunnel: Option<Tunnel>,
+    _files: Option<Material>,
+}
+
+impl Reach {
+    /// Whether it still reaches the host (an SSH tunnel ends with its connection).
+    fn holds(&mut self) -> bool {
+        self.tunnel.as_mut().is_none_or(Tunnel::is_open)
+    }
 }
 
 impl Hosts {
@@ -72,13 +88,13 @@ impl Hosts {
         }
         let known = self
             .held()
-            .get(&host.cluster_id)
+            .get_mut(&host.cluster_id)
             .filter(|a| a.host == *host)
-            .map(|a| a.engine.clone());
+            .and_then(|a| a.reach.holds().then(|| a.engine.clone()));
         if let Some(engine) = known {
             return Ok(engine);
         }
-        let (docker, material) = connect(host)?;
+        let (docker, reach) = connect(host).await?;
         let docker = answering(docker, host).await?;
         let publish = host
             .publish_address
@@ -96,7 +112,7 @@ impl Hosts {
                 host: host.clone(),
                 engine: engine.clone(),
                 answers: true,
-                _material: material,
+                reach,
             },
         );
         self.changed.send_modify(|n| *n += 1);
@@ -202,8 +218,8 @@ async fn look_at_hosts(hosts: std::sync::Weak<Hosts>) {
     }
 }
 
-/// The files of what reaches a host (a TLS client's key and certificate, an SSH key), in a
-/// folder only this user reads; removed when dropped.
+/// The files of what reaches a host (a TLS client's key and certificate; an SSH key and the
+/// tunnel's socket), in a folder only this user reads; removed when dropped.
 struct Material(std::path::PathBuf);
 
 impl Drop for Material {
@@ -240,47 +256,68 @@ impl Material {
     }
 }
 
-/// A client of `host`'s daemon (not yet asked anything), and the files it reads as it goes.
-fn connect(host: &Host) -> Result<(Docker, Option<Material>), String> {
+/// A client of `host`'s daemon (not yet asked anything), and what it reaches it through.
+async fn connect(host: &Host) -> Result<(Docker, Reach), String> {
     let version = bollard::API_DEFAULT_VERSION;
     let failed = |e: bollard::errors::Error| said(&format!("cannot reach {}", host.describe()), e);
     match &host.endpoint {
         DockerEndpoint::Local => Docker::connect_with_defaults()
-            .map(|d| (d, None))
+            .map(|d| (d, Reach::default()))
             .map_err(failed),
         DockerEndpoint::Unix { socket } => {
             Docker::connect_with_unix(socket, REQUEST_TIMEOUT, version)
-                .map(|d| (d, None))
+                .map(|d| (d, Reach::default()))
                 .map_err(failed)
         }
         DockerEndpoint::Tcp { address } => match &host.access.tls {
             None => Docker::connect_with_http(address, REQUEST_TIMEOUT, version)
-                .map(|d| (d, None))
+                .map(|d| (d, Reach::default()))
                 .map_err(failed),
             // bollard reads the client's key and certificate at each handshake: they stay
             // while the host is attached.
             Some(tls) => {
-                let material = Material::folder()?;
-                let key = material.write("key.pem", tls.key.expose())?;
-                let cert = material.write("cert.pem", &tls.certificate)?;
-                let ca = material.write("ca.pem", &tls.ca)?;
-                Docker::connect_with_ssl(address, &key, &cert, &ca, REQUEST_TIMEOUT, version)
-                    .map(|d| (d, Some(material)))
-                    .map_err(failed)
+                let files = Material::folder()?;
+                let key = files.write("key.pem", tls.key.expose())?;
+                let cert = files.write("cert.pem", &tls.certificate)?;
+                let ca = files.write("ca.pem", &tls.ca)?;
+                let docker =
+                    Docker::connect_with_ssl(address, &key, &cert, &ca, REQUEST_TIMEOUT, version)
+                        .map_err(failed)?;
+                let reach = Reach {
+                    tunnel: None,
+                    _files: Some(files),
+                };
+                Ok((docker, reach))
             }
         },
-        DockerEndpoint::Ssh { .. } => {
-            let (key, material) = match &host.access.ssh_private_key {
-                None => (None, None),
-                Some(key) => {
-                    let material = Material::folder()?;
-                    let path = material.write("id", key.expose())?;
-                    (Some(path.to_string_lossy().into_owned()), Some(material))
-                }
+        DockerEndpoint::Ssh {
+            user,
+            host: name,
+            port,
+            socket,
+        } => {
+            let files = Material::folder()?;
+            let destination = Destination {
+                user: user.as_deref(),
+                host: name,
+                port: *port,
+                socket,
+                key: host.access.ssh_private_key.as_ref(),
             };
-            Docker::connect_with_ssh(&host.endpoint.url(), REQUEST_TIMEOUT, version, key)
-                .map(|d| (d, material))
-                .map_err(failed)
+            let tunnel = Tunnel::open(&files.0, &destination)
+                .await
+                .map_err(|why| format!("{}: {why}", does_not_answer(host)))?;
+            let docker = Docker::connect_with_unix(
+                &tunnel.socket.to_string_lossy(),
+                REQUEST_TIMEOUT,
+                version,
+            )
+            .map_err(failed)?;
+            let reach = Reach {
+                tunnel: Some(tunnel),
+                _files: Some(files),
+            };
+            Ok((docker, reach))
         }
     }
 }

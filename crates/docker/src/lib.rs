@@ -16,6 +16,7 @@ mod plan;
 mod probe;
 mod rollout;
 mod terraform;
+mod tunnel;
 
 pub use db_recipe::DatabaseImages;
 pub use engine::{DockerEngine, DEFAULT_IMAGES_KEPT, DEFAULT_TERRAFORM_IMAGE};

@@ -13,13 +13,17 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DockerEndpointSpec {
     /// `unix:///path/to/docker.sock`, `tcp://host:port` (TLS, from the cluster's on-premise
-    /// credentials; plain only on a loopback address) or `ssh://user@host[:port]`.
+    /// credentials; plain only on a loopback address) or `ssh://user@host[:port][/socket]`
+    /// (the daemon's socket there, `/var/run/docker.sock` by default).
     pub endpoint: String,
     /// The address the host publishes workloads' ports on, which Capstan's router reaches;
     /// by default the endpoint's host (its own address for a socket).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publish_address: Option<String>,
 }
+
+/// Where a daemon listens on its own machine, unless told otherwise.
+const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
 
 /// How a daemon is reached.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -33,10 +37,13 @@ pub enum DockerEndpoint {
     Tcp {
         address: String,
     },
+    /// The daemon's socket on `host` (`/var/run/docker.sock` unless the URL's path names
+    /// another), reached through an SSH tunnel.
     Ssh {
         user: Option<String>,
         host: String,
         port: Option<u16>,
+        socket: String,
     },
 }
 
@@ -63,10 +70,18 @@ impl DockerEndpoint {
             });
         }
         if let Some(rest) = url.strip_prefix("ssh://") {
-            let (user, at) = match rest.trim_end_matches('/').split_once('@') {
+            let (authority, socket) = match rest.find('/') {
+                Some(at) if at + 1 < rest.len() => (&rest[..at], rest[at..].to_string()),
+                Some(at) => (&rest[..at], DEFAULT_SOCKET.to_string()),
+                None => (rest, DEFAULT_SOCKET.to_string()),
+            };
+            if socket.contains("..") {
+                return Err(bad("an ssh:// endpoint's socket path is absolute"));
+            }
+            let (user, at) = match authority.split_once('@') {
                 Some((user, at)) if !user.is_empty() => (Some(user.to_string()), at),
                 Some(_) => return Err(bad("an ssh:// endpoint's user is empty")),
-                None => (None, rest.trim_end_matches('/')),
+                None => (None, authority),
             };
             let (host, port) =
                 split_port(at).ok_or_else(|| bad("an ssh:// endpoint names a host"))?;
@@ -74,6 +89,7 @@ impl DockerEndpoint {
                 user,
                 host: host.to_string(),
                 port,
+                socket,
             });
         }
         Err(bad("must start with unix://, tcp:// or ssh://"))
@@ -85,10 +101,16 @@ impl DockerEndpoint {
             Self::Local => "the local Docker daemon".into(),
             Self::Unix { socket } => format!("unix://{socket}"),
             Self::Tcp { address } => format!("tcp://{address}"),
-            Self::Ssh { user, host, port } => format!(
-                "ssh://{}{host}{}",
+            Self::Ssh {
+                user,
+                host,
+                port,
+                socket,
+            } => format!(
+                "ssh://{}{host}{}{}",
                 user.as_ref().map(|u| format!("{u}@")).unwrap_or_default(),
-                port.map(|p| format!(":{p}")).unwrap_or_default()
+                port.map(|p| format!(":{p}")).unwrap_or_default(),
+                if socket == DEFAULT_SOCKET { "" } else { socket }
             ),
         }
     }
@@ -282,10 +304,13 @@ mod tests {
             DockerEndpoint::Ssh {
                 user: Some("deploy".into()),
                 host: "box.example.com".into(),
-                port: Some(2222)
+                port: Some(2222),
+                socket: "/var/run/docker.sock".into()
             }
         );
         assert_eq!(ssh.url(), "ssh://deploy@box.example.com:2222");
+        let elsewhere = DockerEndpoint::parse("ssh://box/run/user/1000/docker.sock").unwrap();
+        assert_eq!(elsewhere.url(), "ssh://box/run/user/1000/docker.sock");
         assert_eq!(ssh.remote_host(), Some("box.example.com"));
         for bad in [
             "http://x:1",
@@ -294,6 +319,7 @@ mod tests {
             "tcp://:2376",
             "tcp://a b:1",
             "ssh://@host",
+            "ssh://host/../etc",
             "tcp://10.0.0.5:99999",
         ] {
             assert!(DockerEndpoint::parse(bad).is_err(), "{bad}");
