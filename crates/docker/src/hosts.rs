@@ -106,7 +106,15 @@ impl Hosts {
             other => other.remote_host().is_some_and(is_loopback),
         };
         let engine = Arc::new(self.local.on(docker, publish, on_this_machine));
-        self.held().insert(
+        let mut held = self.held();
+        // Another call connected meanwhile: its engine stays (a caller may be using it, and
+        // its tunnel and files with it); this one goes.
+        if let Some(a) = held.get_mut(&host.cluster_id) {
+            if a.host == *host && a.reach.holds() {
+                return Ok(a.engine.clone());
+            }
+        }
+        held.insert(
             host.cluster_id,
             Attached {
                 host: host.clone(),
@@ -115,6 +123,7 @@ impl Hosts {
                 reach,
             },
         );
+        drop(held);
         self.changed.send_modify(|n| *n += 1);
         Ok(engine)
     }
@@ -385,16 +394,11 @@ impl Engine for Hosts {
         self.held()
             .retain(|id, a| named.get(id).is_some_and(|h| **h == a.host));
         let changed = self.held().len() != before;
+        // Attached ones are kept as they are (an SSH tunnel that ended is opened again); a
+        // host attached is told to the streams as it is.
         for host in hosts.iter().filter(|h| h.endpoint != DockerEndpoint::Local) {
-            if self.held().contains_key(&host.cluster_id) {
-                continue;
-            }
-            // A host attached is told to the streams as it is.
-            match self.engine_for(host).await {
-                Ok(_) => {}
-                Err(why) => {
-                    tracing::warn!(cluster = %host.cluster_id, error = %why, "a cluster's Docker host does not answer")
-                }
+            if let Err(why) = self.engine_for(host).await {
+                tracing::warn!(cluster = %host.cluster_id, error = %why, "a cluster's Docker host does not answer");
             }
         }
         if changed {
