@@ -12,8 +12,9 @@ use crate::ports::{Repo, Scope, Unit};
 use std::sync::Arc;
 use time::Duration;
 
-/// A cluster's log as an action writes it, numbered from when it began (as a request's log
-/// is), so the lines of later actions follow.
+/// A cluster's log as an action writes it, numbered from when it began by the system's clock
+/// (as a request's log is: a stand-in's manual clock may stand still), so the lines of later
+/// actions follow.
 struct ClusterLog {
     cluster: crate::ids::ClusterId,
     next: i64,
@@ -21,7 +22,8 @@ struct ClusterLog {
 }
 
 impl ClusterLog {
-    fn new(cluster: crate::ids::ClusterId, now: time::OffsetDateTime) -> Self {
+    fn new(cluster: crate::ids::ClusterId) -> Self {
+        let now = time::OffsetDateTime::now_utc();
         let millis = i64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
         Self {
             cluster,
@@ -175,7 +177,7 @@ impl Worker {
                 ClusterLogStep::PauseError,
             ),
         };
-        let mut log = ClusterLog::new(cluster.id, self.capstan.now());
+        let mut log = ClusterLog::new(cluster.id);
         // No unit is held while the engine works.
         let outcome = match host {
             Ok(host) => {
@@ -341,7 +343,7 @@ impl Worker {
             .reclaim_expired(&self.id, lease_now, lease_now + self.lease)
             .await?;
         for cluster in self.capstan.store.expired_clusters(lease_now).await? {
-            let mut log = ClusterLog::new(cluster.id, self.capstan.now());
+            let mut log = ClusterLog::new(cluster.id);
             let step = match cluster.run.state.action() {
                 Some(ClusterAction::Stop) => ClusterLogStep::PauseError,
                 _ => ClusterLogStep::CreateError,
