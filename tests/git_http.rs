@@ -85,28 +85,46 @@ impl TlsFront {
             .status()
             .unwrap();
         assert!(made.success(), "openssl made no certificate");
-        let port = {
-            let probe = TcpListener::bind("127.0.0.1:0").unwrap();
-            probe.local_addr().unwrap().port()
-        };
-        let socat = Command::new("socat")
-            .arg(format!(
-                "OPENSSL-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,verify=0,cert={},key={}",
-                certificate.display(),
-                key.display()
-            ))
-            .arg(format!("TCP:127.0.0.1:{}", behind.port))
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("socat is installed");
-        let started = std::time::Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < std::time::Duration::from_secs(10),
-                "socat does not listen"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        // A port found free may be taken before socat binds it (a container's published port,
+        // by docker-proxy): socat then ends at once, and something else would answer there.
+        // Another port is tried until socat itself listens.
+        let (port, socat) = (0..10)
+            .find_map(|_| {
+                let port = {
+                    let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+                    probe.local_addr().unwrap().port()
+                };
+                let mut socat = Command::new("socat")
+                    .arg(format!(
+                        "OPENSSL-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,verify=0,cert={},key={}",
+                        certificate.display(),
+                        key.display()
+                    ))
+                    .arg(format!("TCP:127.0.0.1:{}", behind.port))
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("socat is installed");
+                let started = std::time::Instant::now();
+                let mut listens = false;
+                while started.elapsed() < std::time::Duration::from_secs(10) {
+                    if socat.try_wait().unwrap().is_some() {
+                        break;
+                    }
+                    if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                        std::thread::sleep(std::time::Duration::from_millis(200));
+                        listens = socat.try_wait().unwrap().is_none();
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                if listens {
+                    return Some((port, socat));
+                }
+                let _ = socat.kill();
+                let _ = socat.wait();
+                None
+            })
+            .expect("socat listens on a port of its own");
         TlsFront {
             port,
             certificate,
