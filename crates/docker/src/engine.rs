@@ -11,7 +11,7 @@ use bollard::models::{
     ContainerStateStatusEnum, ContainerSummary, ContainerUpdateBody, HealthStatusEnum,
 };
 use bollard::query_parameters::{
-    CreateContainerOptions, CreateImageOptions, LogsOptions, RemoveContainerOptions,
+    CreateContainerOptions, CreateImageOptions, EventsOptions, LogsOptions, RemoveContainerOptions,
     RestartContainerOptions, StopContainerOptions, UploadToContainerOptions,
 };
 use bollard::Docker;
@@ -28,6 +28,8 @@ use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
 
 /// How long a new workload has to run (and pass its readiness probe) before it counts as
 /// deployed, when its probe gives no longer time.
@@ -40,8 +42,8 @@ const LOOK: Duration = Duration::from_millis(250);
 const LAST_LINES: usize = 20;
 /// How long a database has to accept connections (a first start initialises its data).
 const DATABASE_READY_TIMEOUT: Duration = Duration::from_secs(180);
-/// How long the daemon may take to mark a killed container OOM-killed.
-const OOM_MARK: Duration = Duration::from_millis(500);
+/// How long the daemon may take to report that a killed container was OOM-killed.
+const OOM_MARK: Duration = Duration::from_secs(3);
 /// How long one readiness command may take.
 const LOOK_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -517,31 +519,57 @@ impl DockerEngine {
         out
     }
 
+    /// Whether the daemon tells of an OOM kill of the container, in its state or its `oom`
+    /// events since `created`, within [`OOM_MARK`].
+    async fn oom_reported(&self, id: &str, created: Option<&str>) -> bool {
+        let since = created
+            .and_then(|c| OffsetDateTime::parse(c, &Rfc3339).ok())
+            .map_or(0, OffsetDateTime::unix_timestamp);
+        let deadline = Instant::now() + OOM_MARK;
+        loop {
+            let options = EventsOptions {
+                since: Some(since.to_string()),
+                until: Some((OffsetDateTime::now_utc().unix_timestamp() + 1).to_string()),
+                filters: Some(HashMap::from([
+                    ("container".to_string(), vec![id.to_string()]),
+                    ("event".to_string(), vec!["oom".to_string()]),
+                ])),
+            };
+            let told = self.docker.events(Some(options)).next().await;
+            if matches!(told, Some(Ok(_))) {
+                return true;
+            }
+            let marked = self.docker.inspect_container(id, None).await.ok();
+            if marked.and_then(|m| m.state?.oom_killed) == Some(true) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(LOOK).await;
+        }
+    }
+
     /// Why a container that should run does not, if it does not: exited, OOM-killed,
     /// restarted by Docker since the wait began (`restarts_before`), unhealthy. `None` while
     /// it runs.
     async fn trouble(&self, id: &str, restarts_before: i64) -> Result<Option<String>, String> {
-        let look = || async {
-            self.docker
-                .inspect_container(id, None)
-                .await
-                .map_err(|e| said("could not look at a container", e))
-        };
-        let mut seen = look().await?;
-        let killed = |s: &bollard::models::ContainerInspectResponse| {
-            s.state
-                .as_ref()
-                .is_some_and(|st| st.exit_code == Some(137) && st.oom_killed != Some(true))
-        };
-        if killed(&seen) {
-            // The daemon marks an OOM kill when its event arrives, which can be after the
-            // exit: a SIGKILL is looked at again before it is called a plain exit.
-            tokio::time::sleep(OOM_MARK).await;
-            seen = look().await?;
-        }
+        let seen = self
+            .docker
+            .inspect_container(id, None)
+            .await
+            .map_err(|e| said("could not look at a container", e))?;
+        let killed = seen
+            .state
+            .as_ref()
+            .is_some_and(|st| st.exit_code == Some(137) && st.oom_killed != Some(true));
+        // The kernel's OOM notice can reach the daemon after the exit: then the state never
+        // says so and only the daemon's `oom` event does. A SIGKILL is called a plain exit
+        // only once neither has told of one for a while.
+        let oom = killed && self.oom_reported(id, seen.created.as_deref()).await;
         let state = seen.state.unwrap_or_default();
         let restarted = seen.restart_count.unwrap_or(0) - restarts_before;
-        let why = if state.oom_killed == Some(true) {
+        let why = if oom || state.oom_killed == Some(true) {
             Some("it was OOM-killed (out of memory)".to_string())
         } else if matches!(
             state.status,
@@ -1109,11 +1137,8 @@ impl Engine for DockerEngine {
         environments: &[EnvironmentId],
     ) -> Result<(), String> {
         match action {
+            // The hosts' engine ([`crate::Hosts`]) has just seen the daemon answer.
             ClusterAction::Deploy => {
-                self.docker
-                    .ping()
-                    .await
-                    .map_err(|e| said("the Docker daemon did not answer", e))?;
                 for environment in environments {
                     self.ensure_environment_network(cluster.organization_id, *environment)
                         .await?;

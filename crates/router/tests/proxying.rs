@@ -469,9 +469,10 @@ fn trusting(dir: &std::path::Path, name: &str, port: u16) -> reqwest::Client {
         .unwrap()
 }
 
-#[tokio::test]
-async fn https_serves_each_name_with_its_certificate_and_reads_new_ones_without_a_restart() {
-    let dir = TempDir::new("certificates");
+/// A certificates' directory with a test authority, a certificate for shop.example.test and
+/// a wildcard one for *.apps.example.test.
+fn shop_and_apps(label: &str) -> TempDir {
+    let dir = TempDir::new(label);
     authority(dir.path());
     certificate(dir.path(), "shop.example.test", "shop.example.test");
     certificate(
@@ -479,6 +480,12 @@ async fn https_serves_each_name_with_its_certificate_and_reads_new_ones_without_
         "*.apps.example.test",
         "_wildcard.apps.example.test",
     );
+    dir
+}
+
+#[tokio::test]
+async fn https_serves_each_name_with_its_certificate_and_reads_new_ones_without_a_restart() {
+    let dir = shop_and_apps("certificates");
     let certificates = Arc::new(Certificates::default());
     assert_eq!(certificates.refresh(dir.path()), Ok(Some(2)));
     assert_eq!(
@@ -530,14 +537,7 @@ async fn https_serves_each_name_with_its_certificate_and_reads_new_ones_without_
 
 #[tokio::test]
 async fn acme_orders_for_the_routed_names_the_directory_has_no_certificate_for() {
-    let dir = TempDir::new("acme");
-    authority(dir.path());
-    certificate(dir.path(), "shop.example.test", "shop.example.test");
-    certificate(
-        dir.path(),
-        "*.apps.example.test",
-        "_wildcard.apps.example.test",
-    );
+    let dir = shop_and_apps("acme");
     // An authority nobody answers for: the orders fail and back off; what is asked is the test.
     let acme = Arc::new(
         Acme::new(AcmeSettings {

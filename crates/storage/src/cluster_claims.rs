@@ -97,33 +97,29 @@ pub(crate) async fn claim_cluster(
     .await
 }
 
-pub(crate) async fn expired_clusters(db: &Db, now: OffsetDateTime) -> StoreResult<Vec<Cluster>> {
-    let cipher = db.cipher.clone();
-    db.read(move |mut conn| async move {
-        let now = ts(now);
-        let rows: Vec<ClusterRow> = db_run!(conn, |c| cl::table
-            .filter(cl::state.eq_any(RUNNING))
-            .filter(cl::lease_until.lt(now))
-            .select(ClusterRow::as_select())
-            .load(c)
-            .await)
-        .map_err(store_error)?;
-        rows.into_iter()
-            .map(|r| Cluster::from_row(r, &cipher))
-            .collect()
-    })
-    .await
+/// Which clusters [`clusters`] reads.
+pub(crate) enum Clusters {
+    /// Running an action under a lease that ran out before this time.
+    Expired(OffsetDateTime),
+    /// ON_PREMISE: each names a Docker host.
+    OnPremise,
 }
 
-pub(crate) async fn on_premise_clusters(db: &Db) -> StoreResult<Vec<Cluster>> {
+pub(crate) async fn clusters(db: &Db, which: Clusters) -> StoreResult<Vec<Cluster>> {
     let cipher = db.cipher.clone();
     db.read(move |mut conn| async move {
-        let rows: Vec<ClusterRow> = db_run!(conn, |c| cl::table
-            .filter(cl::cloud_provider.eq(CloudProvider::OnPremise.as_str()))
-            .order(cl::id.asc())
-            .select(ClusterRow::as_select())
-            .load(c)
-            .await)
+        let rows: Vec<ClusterRow> = db_run!(conn, |c| {
+            let query = cl::table.order(cl::id.asc()).into_boxed();
+            let query = match which {
+                Clusters::Expired(now) => query
+                    .filter(cl::state.eq_any(RUNNING))
+                    .filter(cl::lease_until.lt(ts(now))),
+                Clusters::OnPremise => {
+                    query.filter(cl::cloud_provider.eq(CloudProvider::OnPremise.as_str()))
+                }
+            };
+            query.select(ClusterRow::as_select()).load(c).await
+        })
         .map_err(store_error)?;
         rows.into_iter()
             .map(|r| Cluster::from_row(r, &cipher))

@@ -605,11 +605,11 @@ impl QueueClaims for Db {
         &self,
         now: OffsetDateTime,
     ) -> StoreResult<Vec<domain::model::Cluster>> {
-        crate::cluster_claims::expired_clusters(self, now).await
+        crate::cluster_claims::clusters(self, crate::cluster_claims::Clusters::Expired(now)).await
     }
 
     async fn on_premise_clusters(&self) -> StoreResult<Vec<domain::model::Cluster>> {
-        crate::cluster_claims::on_premise_clusters(self).await
+        crate::cluster_claims::clusters(self, crate::cluster_claims::Clusters::OnPremise).await
     }
 
     async fn queue_depth(&self) -> StoreResult<domain::ports::QueueDepth> {

@@ -23,20 +23,17 @@ impl Capstan {
         p: &Principal,
         org: OrganizationId,
     ) -> DomainResult<Vec<Cluster>> {
-        let mut with_hosts = Vec::new();
-        {
+        let with_hosts = {
             let mut unit = self.reading().await?;
             let tx = &mut *unit;
             self.load::<Organization>(tx, p, org, Action::Read).await?;
-            for cluster in self
+            let clusters = self
                 .list::<Cluster>(tx, org, PageRequest::all())
                 .await?
-                .items
-            {
-                let host = self.host_of_cluster(tx, &cluster).await;
-                with_hosts.push((cluster, host));
-            }
-        }
+                .items;
+            let hosts = self.hosts_of_clusters(tx, &clusters).await?;
+            clusters.into_iter().zip(hosts).collect::<Vec<_>>()
+        };
         let seen = with_hosts
             .into_iter()
             .map(|(cluster, host)| self.as_its_host_shows(cluster, host));

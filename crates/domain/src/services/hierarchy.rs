@@ -100,6 +100,7 @@ impl Capstan {
         spec: ClusterSpec,
     ) -> DomainResult<ClusterSpec> {
         let mut spec = spec.validate()?;
+        let mut access = DockerAccess::default();
         if let Some(reference) = spec.cloud_provider_credentials.as_mut() {
             let creds: CloudCredentials = self
                 .load_in_org(tx, p, org, reference.credentials.id, Action::Read)
@@ -111,6 +112,9 @@ impl Capstan {
                 ));
             }
             reference.credentials.name = creds.name.to_string();
+            if spec.docker.is_some() {
+                access = DockerAccess::unseal(&creds.secret);
+            }
         }
         if let Some(docker) = &spec.docker {
             if provider != CloudProvider::OnPremise {
@@ -119,15 +123,6 @@ impl Capstan {
                     "only an ON_PREMISE cluster names a Docker daemon",
                 ));
             }
-            let access = match &spec.cloud_provider_credentials {
-                None => DockerAccess::default(),
-                Some(reference) => {
-                    let creds: CloudCredentials = self
-                        .load_in_org(tx, p, org, reference.credentials.id, Action::Read)
-                        .await?;
-                    DockerAccess::unseal(&creds.secret)
-                }
-            };
             Host::named(ClusterId::generate(), docker, access)?;
         }
         let groups: Vec<_> = spec.labels_groups.iter().map(|g| g.id).collect();

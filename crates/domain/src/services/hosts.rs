@@ -7,6 +7,7 @@ use crate::error::{DomainError, DomainResult};
 use crate::ids::EnvironmentId;
 use crate::model::{CloudCredentials, Cluster, DockerAccess, Environment, Host};
 use crate::ports::{Repo, Unit};
+use std::collections::HashMap;
 
 impl Capstan {
     /// The host `cluster` runs its environments on.
@@ -15,17 +16,50 @@ impl Capstan {
         tx: &mut Unit,
         cluster: &Cluster,
     ) -> DomainResult<Host> {
-        let Some(docker) = &cluster.spec.docker else {
-            return Ok(Host::local(cluster.id));
-        };
-        let access = match &cluster.spec.cloud_provider_credentials {
-            None => DockerAccess::default(),
-            Some(reference) => Repo::<CloudCredentials>::get(tx, reference.credentials.id)
+        let mut hosts = self
+            .hosts_of_clusters(tx, std::slice::from_ref(cluster))
+            .await?;
+        hosts.pop().ok_or(DomainError::NotFound("cluster"))?
+    }
+
+    /// The host each of `clusters` runs its environments on, in their order; their
+    /// credentials read at once.
+    pub(super) async fn hosts_of_clusters(
+        &self,
+        tx: &mut Unit,
+        clusters: &[Cluster],
+    ) -> DomainResult<Vec<DomainResult<Host>>> {
+        let wanted: Vec<_> = clusters
+            .iter()
+            .filter(|c| c.spec.docker.is_some())
+            .filter_map(|c| c.spec.cloud_provider_credentials.as_ref())
+            .map(|r| r.credentials.id)
+            .collect();
+        let credentials: HashMap<_, _> = if wanted.is_empty() {
+            HashMap::new()
+        } else {
+            Repo::<CloudCredentials>::get_many(tx, &wanted)
                 .await?
-                .map(|c| DockerAccess::unseal(&c.secret))
-                .unwrap_or_default(),
+                .into_iter()
+                .map(|c| (c.id, c))
+                .collect()
         };
-        Host::named(cluster.id, docker, access)
+        Ok(clusters
+            .iter()
+            .map(|cluster| {
+                let Some(docker) = &cluster.spec.docker else {
+                    return Ok(Host::local(cluster.id));
+                };
+                let access = cluster
+                    .spec
+                    .cloud_provider_credentials
+                    .as_ref()
+                    .and_then(|r| credentials.get(&r.credentials.id))
+                    .map(|c| DockerAccess::unseal(&c.secret))
+                    .unwrap_or_default();
+                Host::named(cluster.id, docker, access)
+            })
+            .collect())
     }
 
     /// The host `environment`'s workloads run on.
@@ -48,9 +82,14 @@ impl Capstan {
     pub async fn named_hosts(&self) -> DomainResult<Vec<Host>> {
         let clusters = self.store.on_premise_clusters().await?;
         let mut unit = self.reading().await?;
+        let named: Vec<Cluster> = clusters
+            .into_iter()
+            .filter(|c| c.spec.docker.is_some())
+            .collect();
         let mut hosts = Vec::new();
-        for cluster in clusters.iter().filter(|c| c.spec.docker.is_some()) {
-            match self.host_of_cluster(&mut *unit, cluster).await {
+        let found = self.hosts_of_clusters(&mut *unit, &named).await?;
+        for (cluster, host) in named.iter().zip(found) {
+            match host {
                 Ok(host) => hosts.push(host),
                 Err(e) => {
                     tracing::warn!(cluster = %cluster.id, error = %e, "a cluster's Docker host cannot be told")
