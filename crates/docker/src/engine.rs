@@ -132,7 +132,13 @@ impl DockerEngine {
             || host.starts_with("unix://")
             || host.contains("://127.0.0.1")
             || host.contains("://localhost");
-        Ok(Self {
+        Ok(Self::with_defaults(docker, publish_address, local))
+    }
+
+    /// The engine's default settings on `docker` (`local`: it runs where Capstan does),
+    /// whether it answers or not.
+    pub(crate) fn with_defaults(docker: Docker, publish_address: String, local: bool) -> Self {
+        Self {
             docker,
             publish_address,
             policy: OutboundPolicy::default(),
@@ -145,7 +151,7 @@ impl DockerEngine {
             backup_dir: std::path::PathBuf::from("backups"),
             terraform_image: DEFAULT_TERRAFORM_IMAGE.to_string(),
             switch_settle: None,
-        })
+        }
     }
 
     /// The same settings on another daemon: `docker`, its workloads' ports published on

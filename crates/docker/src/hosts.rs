@@ -29,6 +29,9 @@ const LOOK: Duration = Duration::from_secs(5);
 const OLDEST_API: (u32, u32) = (1, 41);
 /// A request's timeout on a host, in seconds (a build or a pull can take minutes).
 const REQUEST_TIMEOUT: u64 = 600;
+/// How long one host may take over its part of a call asked of every host (a listing, a
+/// removal): one that stopped answering since it was last pinged holds up no other.
+const EACH_HOST: Duration = Duration::from_secs(30);
 
 /// The engine over every host.
 pub struct Hosts {
@@ -37,6 +40,8 @@ pub struct Hosts {
     /// Bumped whenever the hosts that answer change: the merged reports end, and the caller
     /// asks for them again, over the hosts that answer then.
     changed: watch::Sender<u64>,
+    /// [`EACH_HOST`], shorter in tests.
+    each_host: Duration,
 }
 
 struct Attached {
@@ -66,11 +71,16 @@ impl Hosts {
     /// Runs on `local` unless a cluster names another host; looks at every host it knows
     /// (must be called within a Tokio runtime).
     pub fn new(local: DockerEngine) -> Arc<Self> {
+        Self::limited(local, EACH_HOST)
+    }
+
+    fn limited(local: DockerEngine, each_host: Duration) -> Arc<Self> {
         let (changed, _) = watch::channel(0);
         let hosts = Arc::new(Self {
             local: Arc::new(local),
             attached: Mutex::new(HashMap::new()),
             changed,
+            each_host,
         });
         tokio::spawn(look_at_hosts(Arc::downgrade(&hosts)));
         hosts
@@ -142,16 +152,37 @@ impl Hosts {
         }
     }
 
-    /// Every host's engine that answered when last looked at, the local one first.
-    fn answering(&self) -> Vec<Arc<DockerEngine>> {
-        let mut all = vec![self.local.clone()];
-        all.extend(
-            self.held()
-                .values()
-                .filter(|a| a.answers)
-                .map(|a| a.engine.clone()),
-        );
+    /// Every host's engine that answered when last looked at, the local one first, with
+    /// what names its host.
+    fn answering(&self) -> Vec<(String, Arc<DockerEngine>)> {
+        let mut all = vec![("the local Docker host".to_string(), self.local.clone())];
+        all.extend(self.held().values().filter(|a| a.answers).map(|a| {
+            (
+                format!("the Docker host {}", a.host.describe()),
+                a.engine.clone(),
+            )
+        }));
         all
+    }
+
+    /// `call` on every answering host at once, each given [`EACH_HOST`].
+    async fn on_each<T, F>(&self, call: impl Fn(Arc<DockerEngine>) -> F) -> Vec<Result<T, String>>
+    where
+        F: std::future::Future<Output = Result<T, String>>,
+    {
+        let limit = self.each_host;
+        let calls = self.answering().into_iter().map(|(name, engine)| {
+            let work = call(engine);
+            async move {
+                tokio::time::timeout(limit, work).await.unwrap_or_else(|_| {
+                    Err(format!(
+                        "{name} did not answer within {}s",
+                        limit.as_secs_f32()
+                    ))
+                })
+            }
+        });
+        futures_util::future::join_all(calls).await
     }
 
     /// Merges each answering host's stream (from `of`) until the hosts that answer change or
@@ -163,7 +194,7 @@ impl Hosts {
         let streams: Vec<BoxStream<'static, Option<T>>> = self
             .answering()
             .iter()
-            .filter_map(|engine| of(engine))
+            .filter_map(|(_, engine)| of(engine))
             .map(|s| {
                 s.map(Some)
                     .chain(futures_util::stream::once(async { None }))
@@ -422,8 +453,8 @@ impl Engine for Hosts {
     /// runs is compared the next time).
     async fn workloads(&self) -> Result<Vec<(OrganizationId, ServiceId)>, String> {
         let mut all = Vec::new();
-        for engine in self.answering() {
-            match engine.workloads().await {
+        for found in self.on_each(|e| async move { e.workloads().await }).await {
+            match found {
                 Ok(found) => all.extend(found),
                 Err(why) => {
                     tracing::warn!(error = %why, "could not list a Docker host's workloads")
@@ -437,8 +468,11 @@ impl Engine for Hosts {
 
     async fn clean_failed_jobs(&self, job: ServiceId) -> Result<Vec<String>, String> {
         let mut removed = Vec::new();
-        for engine in self.answering() {
-            removed.extend(engine.clean_failed_jobs(job).await?);
+        for found in self
+            .on_each(|e| async move { e.clean_failed_jobs(job).await })
+            .await
+        {
+            removed.extend(found?);
         }
         Ok(removed)
     }
@@ -491,9 +525,44 @@ impl Engine for Hosts {
     }
 
     async fn remove_workloads(&self, service: ServiceId) -> Result<(), String> {
-        for engine in self.answering() {
-            engine.remove_workloads(service).await?;
-        }
-        Ok(())
+        self.on_each(|e| async move { e.remove_workloads(service).await })
+            .await
+            .into_iter()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_host_that_stops_answering_mid_call_holds_up_nothing() {
+        // Accepts connections and never answers: a daemon frozen since its last ping.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = format!("tcp://{}", silent.local_addr().unwrap());
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((connection, _)) = silent.accept().await {
+                held.push(connection);
+            }
+        });
+        let docker =
+            Docker::connect_with_http(&address, REQUEST_TIMEOUT, bollard::API_DEFAULT_VERSION)
+                .unwrap();
+        let hosts = Hosts::limited(
+            DockerEngine::with_defaults(docker, "127.0.0.1".to_string(), true),
+            Duration::from_millis(200),
+        );
+        let removal = hosts.remove_workloads(ServiceId::generate()).await;
+        assert_eq!(
+            removal,
+            Err("the local Docker host did not answer within 0.2s".to_string())
+        );
+        assert_eq!(
+            hosts.workloads().await,
+            Ok(Vec::new()),
+            "a host that cannot be listed now is left out of the listing"
+        );
     }
 }
