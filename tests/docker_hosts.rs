@@ -67,6 +67,25 @@ async fn cluster_becomes(client: &Client, org: &str, cluster: &str, want: &str) 
     }
 }
 
+/// Waits (up to 30 s: the hosts are pinged every 5 s) for the cluster record's `has_access`
+/// to be `want`.
+async fn access_becomes(client: &Client, org: &str, cluster: &str, want: bool) {
+    let started = std::time::Instant::now();
+    loop {
+        let record = client
+            .get(&format!("/organization/{org}/cluster/{cluster}"))
+            .await;
+        if record["has_access"] == want {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "cluster {cluster}'s has_access is not {want}: {record}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 async fn ready(client: &Client, org: &str, cluster: &str) -> bool {
     client
         .get(&format!("/organization/{org}/cluster/{cluster}/isReady"))
@@ -245,7 +264,9 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
 
     // The second daemon stops answering: its clusters say so, their deployments fail naming
     // it, and the first cluster deploys on.
+    access_becomes(client, org, &on_socket, true).await;
     second.freeze();
+    access_becomes(client, org, &on_socket, false).await;
     let status = cluster_becomes(client, org, &on_socket, "DEPLOYMENT_ERROR").await;
     assert_eq!(status["is_deployed"], false);
     let reason = status["failure_reason"].as_str().unwrap_or_default();
@@ -255,6 +276,7 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
     );
     assert!(!ready(client, org, &on_socket).await);
     cluster_becomes(client, org, &first_cluster, "READY").await;
+    access_becomes(client, org, &first_cluster, true).await;
     post(client, &format!("/container/{on_second}/deploy"), json!({})).await;
     let (state, history) = deployed(client, &on_second).await;
     assert_eq!(state, "DEPLOYMENT_ERROR", "{history}");
@@ -269,6 +291,7 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
     // Back: the cluster recovers, and its environment deploys again.
     second.thaw();
     cluster_becomes(client, org, &on_socket, "DEPLOYED").await;
+    access_becomes(client, org, &on_socket, true).await;
     assert!(ready(client, org, &on_socket).await);
     post(client, &format!("/container/{on_second}/deploy"), json!({})).await;
     settled_in(client, "container", &on_second, "DEPLOYED").await;

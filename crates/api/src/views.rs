@@ -212,8 +212,7 @@ pub struct ClusterView {
     pub memory: i64,
     /// The organization's first cluster: where environments created without one go.
     pub is_default: bool,
-    /// Whether Capstan can reach it: always, as credentials a cluster names cannot be deleted
-    /// while it names them and the simulated engine needs nothing else.
+    /// Whether Capstan reaches it: its host answered when last looked at.
     pub has_access: bool,
 }
 
@@ -226,7 +225,7 @@ impl From<ClusterDetails> for ClusterView {
             cpu,
             memory,
             is_default: d.is_default,
-            has_access: true,
+            has_access: d.has_access,
             base: base(c.id.0, c.created_at, c.updated_at),
             name: c.name.into(),
             description: c.description,

@@ -419,6 +419,14 @@ impl Engine for Hosts {
         })
     }
 
+    /// From the pings every [`LOOK`]: the engine's own daemon is not among them.
+    fn answered(&self, host: &Host) -> Option<bool> {
+        self.held()
+            .get(&host.cluster_id)
+            .filter(|a| a.host == *host)
+            .map(|a| a.answers)
+    }
+
     async fn watch_hosts(&self, hosts: Vec<Host>) {
         let named: HashMap<ClusterId, &Host> = hosts.iter().map(|h| (h.cluster_id, h)).collect();
         let before = self.held().len();

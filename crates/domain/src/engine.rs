@@ -48,6 +48,13 @@ pub trait Engine: Send + Sync {
         None
     }
 
+    /// Whether `host` answered when last looked at, without asking it now; `None`: not
+    /// known (not looked at yet, or this engine has no hosts).
+    fn answered(&self, host: &Host) -> Option<bool> {
+        let _ = host;
+        None
+    }
+
     /// The hosts the clusters name besides the engine's own, as the store has them now: the
     /// engine watches what runs on each (and forgets the hosts no longer named).
     async fn watch_hosts(&self, hosts: Vec<Host>) {

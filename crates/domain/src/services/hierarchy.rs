@@ -34,6 +34,9 @@ pub struct ClusterDetails {
     /// The organization's default cluster: its first, where an environment created without
     /// naming one goes.
     pub is_default: bool,
+    /// Whether its host answered when last looked at (a cluster whose host is unknown yet,
+    /// or an engine of no hosts, counts as reached).
+    pub has_access: bool,
 }
 
 /// A project with what its record shows beside its own members.
@@ -73,10 +76,17 @@ impl Capstan {
         clusters: Vec<Cluster>,
     ) -> DomainResult<Vec<ClusterDetails>> {
         let default = self.default_cluster(tx, org).await?;
+        let hosts = self.hosts_of_clusters(tx, &clusters).await?;
         Ok(clusters
             .into_iter()
-            .map(|cluster| ClusterDetails {
+            .zip(hosts)
+            .map(|(cluster, host)| ClusterDetails {
                 is_default: Some(cluster.id) == default,
+                has_access: match (&self.engine, host) {
+                    (Some(engine), Ok(host)) => engine.answered(&host) != Some(false),
+                    (Some(_), Err(_)) => false,
+                    (None, _) => true,
+                },
                 cluster,
             })
             .collect())
