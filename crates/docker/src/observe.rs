@@ -9,7 +9,7 @@ use bollard::Docker;
 use domain::ids::{EnvironmentId, ServiceId};
 use domain::model::{Endpoint, Replica, RunState, RunningState};
 use futures_util::StreamExt;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use tokio::sync::mpsc;
@@ -21,8 +21,10 @@ fn when(text: Option<&str>) -> Option<OffsetDateTime> {
         .filter(|t| t.year() > 1)
 }
 
-/// A container as a replica of its service: its state in the public API's words.
-pub fn replica_of(seen: &ContainerInspectResponse) -> Replica {
+/// A container as a replica of its service: its state in the public API's words; `told_oom`:
+/// the daemon's events told of an OOM kill in its current life (its state may not say so, when
+/// the kernel's notice came after the exit).
+pub fn replica_of(seen: &ContainerInspectResponse, told_oom: bool) -> Replica {
     let state = seen.state.clone().unwrap_or_default();
     let labels = seen
         .config
@@ -34,6 +36,11 @@ pub fn replica_of(seen: &ContainerInspectResponse) -> Replica {
     let health = state.health.as_ref().and_then(|h| h.status);
     let (run, reason) = match state.status {
         _ if state.oom_killed == Some(true) => (RunState::Error, Some("OOMKilled")),
+        Some(ContainerStateStatusEnum::EXITED | ContainerStateStatusEnum::RESTARTING)
+            if told_oom =>
+        {
+            (RunState::Error, Some("OOMKilled"))
+        }
         Some(ContainerStateStatusEnum::RESTARTING) => (RunState::Error, Some("CrashLoop")),
         Some(ContainerStateStatusEnum::DEAD) => (RunState::Error, Some("Error")),
         Some(ContainerStateStatusEnum::CREATED) => (RunState::Starting, None),
@@ -112,12 +119,14 @@ fn endpoints_of(seen: &ContainerInspectResponse, host: &str) -> Vec<Endpoint> {
     out
 }
 
-/// Reads what runs of one service now.
+/// Reads what runs of one service now; `told_oom`: the containers the daemon's events told
+/// were OOM-killed since they last started.
 pub async fn report(
     docker: &Docker,
     service: ServiceId,
     environment: EnvironmentId,
     host: &str,
+    told_oom: &HashSet<String>,
 ) -> Result<RunningState, bollard::errors::Error> {
     let options = labelled(vec![of_service(service)]);
     let mut replicas = Vec::new();
@@ -137,7 +146,7 @@ pub async fn report(
         }
         // Every replica's, for the router to balance over (a link names the first).
         endpoints.extend(endpoints_of(&seen, host));
-        replicas.push(replica_of(&seen));
+        replicas.push(replica_of(&seen, told_oom.contains(&id)));
     }
     replicas.sort_by(|a, b| a.name.cmp(&b.name));
     endpoints.sort_by_key(|e| (e.internal_port, e.port));
@@ -183,8 +192,9 @@ pub async fn watch(docker: Docker, host: String, reports: mpsc::Sender<RunningSt
                 return;
             }
         };
+    let mut told_oom = HashSet::new();
     for (service, environment) in owners {
-        if let Ok(state) = report(&docker, service, environment, &host).await {
+        if let Ok(state) = report(&docker, service, environment, &host, &told_oom).await {
             if reports.send(state).await.is_err() {
                 return;
             }
@@ -192,11 +202,23 @@ pub async fn watch(docker: Docker, host: String, reports: mpsc::Sender<RunningSt
     }
     while let Some(event) = events.next().await {
         let Ok(event) = event else { return };
-        let attributes = event.actor.and_then(|a| a.attributes).unwrap_or_default();
+        let actor = event.actor.unwrap_or_default();
+        if let Some(id) = actor.id {
+            match event.action.as_deref() {
+                Some("oom") => {
+                    told_oom.insert(id);
+                }
+                Some("start" | "destroy") => {
+                    told_oom.remove(&id);
+                }
+                _ => {}
+            }
+        }
+        let attributes = actor.attributes.unwrap_or_default();
         let Some((service, environment)) = owner(&attributes) else {
             continue;
         };
-        match report(&docker, service, environment, &host).await {
+        match report(&docker, service, environment, &host, &told_oom).await {
             Ok(state) => {
                 if reports.send(state).await.is_err() {
                     return;
@@ -239,7 +261,7 @@ mod tests {
     #[test]
     fn containers_become_replicas_in_the_live_apis_words() {
         use ContainerStateStatusEnum as S;
-        let running = replica_of(&container("service", status(S::RUNNING, 0), 2));
+        let running = replica_of(&container("service", status(S::RUNNING, 0), 2), false);
         assert_eq!(running.state, RunState::Running);
         assert_eq!(running.restart_count, 2);
         assert_eq!(running.name, "capstan-x-0");
@@ -248,20 +270,29 @@ mod tests {
         assert!(running.started_at.is_some());
         assert_eq!(running.finished_at, None, "Docker's year 1 is never");
 
-        let looping = replica_of(&container("service", status(S::RESTARTING, 3), 5));
+        let looping = replica_of(&container("service", status(S::RESTARTING, 3), 5), false);
         assert_eq!(looping.state, RunState::Error);
         assert_eq!(looping.reason.as_deref(), Some("CrashLoop"));
         assert_eq!(looping.message.as_deref(), Some("exited with code 3"));
 
         let mut oom = status(S::EXITED, 137);
         oom.oom_killed = Some(true);
-        let killed = replica_of(&container("service", oom, 0));
+        let killed = replica_of(&container("service", oom, 0), false);
         assert_eq!(
             (killed.state, killed.reason.as_deref()),
             (RunState::Error, Some("OOMKilled"))
         );
 
-        let stopped = replica_of(&container("service", status(S::EXITED, 137), 0));
+        // The daemon's notice of the kill came after the exit: its state does not say so.
+        let told = replica_of(&container("service", status(S::EXITED, 137), 0), true);
+        assert_eq!(
+            (told.state, told.reason.as_deref()),
+            (RunState::Error, Some("OOMKilled"))
+        );
+        let started_again = replica_of(&container("service", status(S::RUNNING, 0), 1), true);
+        assert_eq!(started_again.state, RunState::Running);
+
+        let stopped = replica_of(&container("service", status(S::EXITED, 137), 0), false);
         assert_eq!(
             stopped.state,
             RunState::Stopped,
@@ -273,15 +304,15 @@ mod tests {
             status: Some(HealthStatusEnum::UNHEALTHY),
             ..Default::default()
         });
-        let unhealthy = replica_of(&container("service", sick, 0));
+        let unhealthy = replica_of(&container("service", sick, 0), false);
         assert_eq!(
             (unhealthy.state, unhealthy.healthy),
             (RunState::Warning, Some(false))
         );
 
-        let done = replica_of(&container("job", status(S::EXITED, 0), 0));
+        let done = replica_of(&container("job", status(S::EXITED, 0), 0), false);
         assert_eq!(done.state, RunState::Completed);
-        let failed = replica_of(&container("job", status(S::EXITED, 4), 0));
+        let failed = replica_of(&container("job", status(S::EXITED, 4), 0), false);
         assert_eq!((failed.state, failed.exit_code), (RunState::Error, Some(4)));
     }
 }
