@@ -49,41 +49,33 @@ async fn link_of(client: &Client, id: &str) -> String {
     }
 }
 
-/// The cluster's status, once it is `want` (within 60 s).
-async fn cluster_becomes(client: &Client, org: &str, cluster: &str, want: &str) -> Value {
+/// What `path` answers once its `member` is `want` (within 60 s: the hosts are pinged every
+/// 5 s, and a ping may take 5 s more).
+async fn member_becomes(client: &Client, path: &str, member: &str, want: Value) -> Value {
     let started = std::time::Instant::now();
     loop {
-        let status = client
-            .get(&format!("/organization/{org}/cluster/{cluster}/status"))
-            .await;
-        if status["status"] == want {
-            return status;
+        let answer = client.get(path).await;
+        if answer[member] == want {
+            return answer;
         }
         assert!(
             started.elapsed() < Duration::from_secs(60),
-            "cluster {cluster} is not {want}: {status}"
+            "{path}: {member} is not {want}: {answer}"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
-/// Waits (up to 30 s: the hosts are pinged every 5 s) for the cluster record's `has_access`
-/// to be `want`.
+/// The cluster's status, once it is `want`.
+async fn cluster_becomes(client: &Client, org: &str, cluster: &str, want: &str) -> Value {
+    let path = format!("/organization/{org}/cluster/{cluster}/status");
+    member_becomes(client, &path, "status", json!(want)).await
+}
+
+/// Waits for the cluster record's `has_access` to be `want`.
 async fn access_becomes(client: &Client, org: &str, cluster: &str, want: bool) {
-    let started = std::time::Instant::now();
-    loop {
-        let record = client
-            .get(&format!("/organization/{org}/cluster/{cluster}"))
-            .await;
-        if record["has_access"] == want {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "cluster {cluster}'s has_access is not {want}: {record}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let path = format!("/organization/{org}/cluster/{cluster}");
+    member_becomes(client, &path, "has_access", json!(want)).await;
 }
 
 async fn ready(client: &Client, org: &str, cluster: &str) -> bool {
