@@ -159,7 +159,6 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
     };
     let second_env = env_for("on-second", on_socket.clone()).await;
     let tls_env = env_for("over-tls", over_tls.clone()).await;
-    // Deploying a cluster readies its host for its environments: their networks.
     // And one reached over SSH: a tunnel to the daemon's socket.
     let ssh = SshServer::start().await;
     let ssh_credentials = client
@@ -191,6 +190,7 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
         cluster_becomes(client, org, cluster, "DEPLOYED").await;
         assert!(ready(client, org, cluster).await);
     }
+    // Deploying a cluster readied its host for its environments: their networks.
     for env in [&second_env, &tls_env, &ssh_env] {
         let networks = second
             .docker(&[

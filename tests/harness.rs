@@ -919,16 +919,20 @@ impl Stream {
     }
 }
 
-fn openssl(args: &[&str]) {
-    let made = Command::new("openssl")
-        .args(args)
+/// Runs a tool the tests need, which must succeed (else its error output is the failure).
+fn ran(command: &mut Command) {
+    let made = command
         .output()
-        .expect("openssl runs");
+        .unwrap_or_else(|e| panic!("{command:?} runs: {e}"));
     assert!(
         made.status.success(),
         "{}",
         String::from_utf8_lossy(&made.stderr)
     );
+}
+
+fn openssl(args: &[&str]) {
+    ran(Command::new("openssl").args(args));
 }
 
 /// Makes in `dir` a test authority (`ca.pem`, which clients trust) and a certificate it signs
@@ -1321,16 +1325,9 @@ pub struct SshServer {
 impl SshServer {
     pub async fn start() -> SshServer {
         let keygen = |path: &std::path::Path| {
-            let out = Command::new("ssh-keygen")
+            ran(Command::new("ssh-keygen")
                 .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-                .arg(path)
-                .output()
-                .expect("ssh-keygen runs");
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+                .arg(path));
         };
         let host_key = std::env::temp_dir().join("capstan-test-ssh-host-key");
         if !host_key.exists() {

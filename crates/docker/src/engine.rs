@@ -1133,8 +1133,8 @@ impl Engine for DockerEngine {
         done
     }
 
-    /// A cluster is this daemon: deploying it checks that it answers and makes its
-    /// environments' networks (their router needs nothing here: it reaches published ports).
+    /// A cluster is this daemon: deploying it makes its environments' networks (their router
+    /// needs nothing here: it reaches published ports).
     async fn run_cluster(
         &self,
         action: ClusterAction,
@@ -1143,7 +1143,7 @@ impl Engine for DockerEngine {
         environments: &[EnvironmentId],
     ) -> Result<(), String> {
         match action {
-            // The hosts' engine ([`crate::Hosts`]) has just seen the daemon answer.
+            // The hosts' engine ([`crate::Hosts`]) has just seen the daemon answer: no ping.
             ClusterAction::Deploy => {
                 for environment in environments {
                     self.ensure_environment_network(cluster.organization_id, *environment)

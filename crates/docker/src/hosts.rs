@@ -337,12 +337,17 @@ async fn connect(host: &Host) -> Result<(Docker, Reach), String> {
             socket,
         } => {
             let files = Material::folder()?;
+            let key = match &host.access.ssh_private_key {
+                // OpenSSH refuses a key file that does not end its last line.
+                Some(key) => Some(files.write("id", &format!("{}\n", key.expose().trim_end()))?),
+                None => None,
+            };
             let destination = Destination {
                 user: user.as_deref(),
                 host: name,
                 port: *port,
                 socket,
-                key: host.access.ssh_private_key.as_ref(),
+                key: key.as_deref(),
             };
             let tunnel = Tunnel::open(&files.0, &destination)
                 .await

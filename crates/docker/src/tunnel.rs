@@ -2,9 +2,8 @@
 //! owner-only folder) to the daemon's socket on the host, and the Docker client talks to that
 //! socket as to a local daemon. `ssh` checks the host's key against the user's known hosts
 //! (a host met for the first time is added, as `accept-new` does) and uses the credentials'
-//! private key, written beside the socket while the tunnel runs.
+//! private key, kept beside the socket while the tunnel runs.
 
-use domain::secret::Secret;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -14,7 +13,7 @@ const OPENS: Duration = Duration::from_secs(10);
 
 /// A running tunnel: the `ssh` process (killed when dropped) and its local socket.
 pub(crate) struct Tunnel {
-    _ssh: tokio::process::Child,
+    ssh: tokio::process::Child,
     pub(crate) socket: PathBuf,
 }
 
@@ -25,7 +24,8 @@ pub(crate) struct Destination<'a> {
     pub port: Option<u16>,
     /// The daemon's socket on the host.
     pub socket: &'a str,
-    pub key: Option<&'a Secret>,
+    /// The file of the private key to use (owner-only).
+    pub key: Option<&'a Path>,
 }
 
 impl Tunnel {
@@ -53,8 +53,7 @@ impl Tunnel {
         .arg("-L")
         .arg(format!("{}:{}", socket.display(), to.socket));
         if let Some(key) = to.key {
-            let path = write_owner_only(&folder.join("id"), key.expose())?;
-            ssh.arg("-i").arg(path).args(["-o", "IdentitiesOnly=yes"]);
+            ssh.arg("-i").arg(key).args(["-o", "IdentitiesOnly=yes"]);
         }
         if let Some(port) = to.port {
             ssh.arg("-p").arg(port.to_string());
@@ -85,29 +84,11 @@ impl Tunnel {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Ok(Self {
-            _ssh: child,
-            socket,
-        })
+        Ok(Self { ssh: child, socket })
     }
 
     /// Whether `ssh` still runs (a tunnel whose host went away has ended).
     pub(crate) fn is_open(&mut self) -> bool {
-        matches!(self._ssh.try_wait(), Ok(None))
+        matches!(self.ssh.try_wait(), Ok(None))
     }
-}
-
-fn write_owner_only(path: &Path, contents: &str) -> Result<PathBuf, String> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options
-        .open(path)
-        .map_err(|e| format!("cannot keep a host's key: {e}"))?;
-    // OpenSSH refuses a key file that does not end its last line.
-    let contents = format!("{}\n", contents.trim_end());
-    std::io::Write::write_all(&mut file, contents.as_bytes())
-        .map_err(|e| format!("cannot keep a host's key: {e}"))?;
-    Ok(path.to_path_buf())
 }

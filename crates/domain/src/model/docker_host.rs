@@ -76,7 +76,7 @@ impl DockerEndpoint {
                 None => (rest, DEFAULT_SOCKET.to_string()),
             };
             if socket.contains("..") {
-                return Err(bad("an ssh:// endpoint's socket path is absolute"));
+                return Err(bad("an ssh:// endpoint's socket path contains '..'"));
             }
             let (user, at) = match authority.split_once('@') {
                 Some((user, at)) if !user.is_empty() => (Some(user.to_string()), at),
