@@ -437,6 +437,24 @@ async fn every_role_gets_403_exactly_where_api_md_says<S: App>(t: T<S>) {
             (
                 Class::Write,
                 Method::POST,
+                format!("/organization/{org}/onPremise/credentials"),
+                Some(json!({"name": format!("p-{n}")})),
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/organization/{org}/onPremise/credentials"),
+                None,
+            ),
+            (
+                Class::Read,
+                Method::GET,
+                format!("/organization/{org}/cluster/{cluster}/logs"),
+                None,
+            ),
+            (
+                Class::Write,
+                Method::POST,
                 format!("/organization/{org}/helmRepository"),
                 Some(
                     json!({"name": format!("h-{n}"), "kind": "HTTPS", "url": "https://charts.example.com", "skip_tls_verification": false, "config": {}}),
