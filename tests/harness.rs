@@ -137,11 +137,7 @@ impl Server {
         env: &[(&str, &str)],
         args: &[&str],
     ) -> Self {
-        let port = free_port();
-        let (level, stderr) = match log {
-            Some(path) => ("debug", Stdio::from(std::fs::File::create(path).unwrap())),
-            None => ("warn", Stdio::inherit()),
-        };
+        let level = if log.is_some() { "debug" } else { "warn" };
         let mut command = Command::new(bin());
         command
             .arg("serve")
@@ -149,31 +145,43 @@ impl Server {
             .current_dir(&dir.0)
             .env("CAPSTAN_DATABASE_URL", database)
             .env("CAPSTAN_SECRET_KEY", TEST_KEY)
-            .env("CAPSTAN_LISTEN", format!("127.0.0.1:{port}"))
             .env("CAPSTAN_LOG", level)
             // The simulated engine unless a test asks for Docker: a daemon may answer here.
             .env("CAPSTAN_ENGINE", "simulated");
         with_env(&mut command, env);
-        let child = command
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        let base = format!("http://127.0.0.1:{port}");
-        let started = Instant::now();
         let client = reqwest::Client::new();
-        loop {
-            if let Ok(r) = client.get(format!("{base}/readyz")).send().await {
-                if r.status().is_success() {
+        let started = Instant::now();
+        // A port found free may be taken before capstan binds it (a container's published
+        // port): capstan then ends, and another port is tried.
+        let (child, base) = 'launched: loop {
+            let port = free_port();
+            let stderr = match log {
+                Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
+                None => Stdio::inherit(),
+            };
+            let mut child = command
+                .env("CAPSTAN_LISTEN", format!("127.0.0.1:{port}"))
+                .stdout(Stdio::null())
+                .stderr(stderr)
+                .spawn()
+                .unwrap();
+            let base = format!("http://127.0.0.1:{port}");
+            loop {
+                if let Ok(r) = client.get(format!("{base}/readyz")).send().await {
+                    if r.status().is_success() && child.try_wait().unwrap().is_none() {
+                        break 'launched (child, base);
+                    }
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "server did not start"
+                );
+                if child.try_wait().unwrap().is_some() {
                     break;
                 }
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "server did not start"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        };
         Self { child, base }
     }
 
