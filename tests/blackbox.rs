@@ -963,7 +963,10 @@ async fn metric(server: &Server, series: &str) -> f64 {
 /// the instances' metrics count it once between them.
 async fn a_client_waits_on_one_instance_for_a_deployment(database: &str, instances: usize) {
     let dir = TempDir::new();
-    let step = [("CAPSTAN_ENGINE_STEP_MS", "100")];
+    let step = [
+        ("CAPSTAN_ENGINE_STEP_MS", "100"),
+        ("CAPSTAN_LIVE_SOCKETS_PER_TOKEN", "4"),
+    ];
     let mut servers = Vec::new();
     for _ in 0..instances {
         servers.push(Server::start_with(&dir, database, None, &step).await);
@@ -1455,6 +1458,56 @@ async fn the_live_api_follows_a_deployment(database: &str, instances: usize) {
         "{line}"
     );
     assert!(line["message"]["safe_message"].is_string(), "{line}");
+
+    // The token holds four sockets here, the cap: a fifth is refused, naming the setting.
+    let (code, body) = live(base, &status_path, Some(&header))
+        .await
+        .err()
+        .expect("a fifth socket is refused");
+    assert_eq!(code, 429, "{body}");
+    assert!(body.contains("CAPSTAN_LIVE_SOCKETS_PER_TOKEN"), "{body}");
+    drop(by_param);
+    let mut again = live(base, &status_path, Some(&header))
+        .await
+        .expect("a closed socket gives its seat back");
+    again.next(Duration::from_secs(10)).await.unwrap();
+
+    // A socket ends within seconds of its token's deletion, on another instance too.
+    let name = "live-victim";
+    let victim = create_token(&dir, database, &["--organization-id", &org, "--name", name]);
+    let mut watched = live(base, &status_path, Some(&format!("Token {victim}")))
+        .await
+        .unwrap();
+    watched.next(Duration::from_secs(10)).await.unwrap();
+    let tokens = client.get(&format!("/organization/{org}/apiToken")).await;
+    let id = tokens["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .and_then(|t| t["id"].as_str())
+        .unwrap()
+        .to_string();
+    let (code, _) = client
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/organization/{org}/apiToken/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(code, 204);
+    let deleted = Instant::now();
+    let (code, reason) = watched
+        .closed(Duration::from_secs(10))
+        .await
+        .expect("the socket is closed by the server");
+    assert_eq!(code, 1008, "{reason}");
+    assert!(
+        deleted.elapsed() < Duration::from_secs(5),
+        "closed {:?} after the deletion",
+        deleted.elapsed()
+    );
+    assert!(!reason.contains(&victim), "{reason}");
     for server in servers {
         server.stop();
     }

@@ -96,7 +96,7 @@ async fn a_container_and_a_job_run_on_docker(database: Option<&str>) {
     let url = link_of(client, &web).await;
     assert!(
         url.starts_with(&format!(
-            "http://p8080-z{}.localhost:",
+            "http://p8080-z{}.{ROUTER_DOMAIN}:",
             web.replace('-', "")
         )),
         "{url}"

@@ -159,26 +159,49 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
     };
     let second_env = env_for("on-second", on_socket.clone()).await;
     let tls_env = env_for("over-tls", over_tls.clone()).await;
-    // And one reached over SSH: a tunnel to the daemon's socket.
+    // And one reached over SSH: a tunnel to the daemon's socket, the host's key pinned; a
+    // cluster pinning another key is never let through to it.
     let ssh = SshServer::start().await;
-    let ssh_credentials = client
-        .create(
-            &format!("/organization/{org}/onPremise/credentials"),
-            json!({"name": "second-ssh", "ssh_private_key": ssh.client_key}),
-        )
-        .await;
-    let over_ssh = client
-        .create(
-            &format!("/organization/{org}/cluster"),
-            json!({
-                "name": "second-ssh", "region": "on-premise", "cloud_provider": "ON_PREMISE",
-                "docker": {"endpoint": format!("ssh://{}@127.0.0.1:{}{}", ssh.user, ssh.port, second.socket.display())},
-                "cloud_provider_credentials": {
-                    "cloud_provider": "ON_PREMISE", "region": "on-premise",
-                    "credentials": {"id": ssh_credentials, "name": "second-ssh"}},
-            }),
-        )
-        .await;
+    let endpoint = format!(
+        "ssh://{}@127.0.0.1:{}{}",
+        ssh.user,
+        ssh.port,
+        second.socket.display()
+    );
+    let ssh_cluster = |name: &'static str, host_key: String| {
+        let (client_key, endpoint) = (ssh.client_key.clone(), endpoint.clone());
+        async move {
+            let credentials = client
+                .create(
+                    &format!("/organization/{org}/onPremise/credentials"),
+                    json!({"name": name, "ssh_private_key": client_key,
+                           "ssh_host_key": host_key}),
+                )
+                .await;
+            client
+                .create(
+                    &format!("/organization/{org}/cluster"),
+                    json!({
+                        "name": name, "region": "on-premise", "cloud_provider": "ON_PREMISE",
+                        "docker": {"endpoint": endpoint},
+                        "cloud_provider_credentials": {
+                            "cloud_provider": "ON_PREMISE", "region": "on-premise",
+                            "credentials": {"id": credentials, "name": name}},
+                    }),
+                )
+                .await
+        }
+    };
+    let over_ssh = ssh_cluster("second-ssh", ssh.host_key.clone()).await;
+    let impostor = ssh_cluster("impostor-ssh", ssh.other_key.clone()).await;
+    post(
+        client,
+        &format!("/organization/{org}/cluster/{impostor}/deploy"),
+        json!({}),
+    )
+    .await;
+    cluster_becomes(client, org, &impostor, "DEPLOYMENT_ERROR").await;
+    assert!(!ready(client, org, &impostor).await);
     let ssh_env = env_for("over-ssh", over_ssh.clone()).await;
     for cluster in [&on_socket, &over_tls, &over_ssh] {
         post(

@@ -429,6 +429,27 @@ impl Live {
         }
         panic!("no wanted message in {within:?}; seen: {seen:#?}");
     }
+
+    /// The close frame's code and reason, once the server closes the socket within `within`
+    /// (messages before it are skipped); none if it stays open or ends without one.
+    pub async fn closed(&mut self, within: Duration) -> Option<(u16, String)> {
+        use futures_util::StreamExt;
+        use tokio_tungstenite::tungstenite::Message;
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            match tokio::time::timeout_at(deadline, self.socket.next())
+                .await
+                .ok()??
+                .ok()?
+            {
+                Message::Close(Some(frame)) => {
+                    return Some((u16::from(frame.code), frame.reason.to_string()))
+                }
+                Message::Close(None) => return None,
+                _ => continue,
+            }
+        }
+    }
 }
 
 /// The image the Docker tests and benchmarks run: a static busybox, imported (no registry is
@@ -601,6 +622,9 @@ pub fn mysql_image() -> (String, String) {
 /// port of its own (and `extra` settings) on `database` (a SQLite file of its own when none), logging at debug level into
 /// `log`, an organization's environment and a Docker Hub registry record. Dropped, even by a
 /// failing test, it stops the server and removes every container of the organization.
+/// The domain the Docker tests' routers give names under.
+pub const ROUTER_DOMAIN: &str = "apps.localhost";
+
 pub struct Case {
     server: Option<Server>,
     pub client: Client,
@@ -622,9 +646,12 @@ impl Case {
         );
         // The router keeps its port across a restart, as links name it.
         let router = format!("127.0.0.1:{}", free_port());
+        // The router's names one level down, so that other names under `localhost` (which
+        // resolve to this machine) can be custom domains.
         let settings: Vec<(String, String)> = [
             ("CAPSTAN_ENGINE", "docker"),
             ("CAPSTAN_ROUTER_LISTEN", router.as_str()),
+            ("CAPSTAN_ROUTER_DOMAIN", ROUTER_DOMAIN),
         ]
         .iter()
         .chain(extra)
@@ -1326,6 +1353,10 @@ pub struct SshServer {
     pub port: u16,
     /// The client's private key (OpenSSH's format).
     pub client_key: String,
+    /// The server's public host key, as its `.pub` file holds it.
+    pub host_key: String,
+    /// A public key that is not the server's (the client's own).
+    pub other_key: String,
     pub user: String,
     _dir: TempDir,
 }
@@ -1389,6 +1420,8 @@ impl SshServer {
             child,
             port,
             client_key: std::fs::read_to_string(&client).unwrap(),
+            host_key: std::fs::read_to_string(host_key.with_extension("pub")).unwrap(),
+            other_key: std::fs::read_to_string(client.with_extension("pub")).unwrap(),
             user,
             _dir: dir,
         }

@@ -63,7 +63,23 @@ impl FromRequest for Auth {
 /// The caller of the live API: `Authorization` as on REST or, for browsers (which cannot set a
 /// WebSocket's headers), the `token` query parameter: an API token, a JWT, or the header's
 /// whole value. The parameter is read here only; no log line carries a query string.
-pub struct LiveAuth(pub Principal);
+/// The credential is kept: the socket checks it again as long as it stays open.
+pub struct LiveAuth(pub Principal, pub Credential);
+
+/// An `Authorization` value, never shown (not even by `Debug`).
+pub struct Credential(String);
+
+impl Credential {
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credential(..)")
+    }
+}
 
 impl FromRequest for LiveAuth {
     type Error = ApiError;
@@ -74,12 +90,13 @@ impl FromRequest for LiveAuth {
             let token = query_value(req, "token").ok().flatten()?;
             Some(Ok(authorization_of(token.trim())))
         });
+        let credential = header.clone().and_then(Result::ok).unwrap_or_default();
         let auth = authenticate_with(req, header);
         let query = query_without_nul(req.query_string());
         Box::pin(async move {
             let p = auth.await?;
             query?;
-            Ok(LiveAuth(p))
+            Ok(LiveAuth(p, Credential(credential)))
         })
     }
 }
@@ -124,7 +141,6 @@ fn authenticate_with(
     let user_agent: Option<String> = agent.map(|a| a.chars().take(256).collect());
     let state = state(req);
     let principal = async move {
-        let state = state?;
         let value = match header {
             None => return Err(ApiError::unauthorized("Authorization header is missing")),
             Some(Err(_)) => {
@@ -132,38 +148,44 @@ fn authenticate_with(
             }
             Some(Ok(v)) => v,
         };
-        let (scheme, credentials) = value.trim().split_once(' ').ok_or_else(|| {
-            ApiError::unauthorized("Authorization must be 'Token <api token>' or 'Bearer <jwt>'")
-        })?;
-        let credentials = credentials.trim();
-        if credentials.is_empty() {
-            return Err(ApiError::unauthorized(
-                "Authorization credentials are empty",
-            ));
-        }
-        if scheme.eq_ignore_ascii_case("token") {
-            Ok(state.capstan.authenticate_api_token(credentials).await?)
-        } else if scheme.eq_ignore_ascii_case("bearer") {
-            let Some(verifier) = &state.jwt else {
-                return Err(ApiError::unauthorized(
-                    "Bearer tokens are not accepted: no JWT key is configured",
-                ));
-            };
-            let subject = verifier
-                .subject(credentials)
-                .map_err(ApiError::unauthorized)?;
-            Ok(state.capstan.authenticate_user(&subject).await?)
-        } else {
-            Err(ApiError::unauthorized(
-                "Authorization must be 'Token <api token>' or 'Bearer <jwt>'",
-            ))
-        }
+        principal_of(&*state?, &value).await
     };
     async move {
         let mut p = principal.await?;
         p.origin = origin;
         p.user_agent = user_agent;
         Ok(p)
+    }
+}
+
+/// Who an `Authorization` value (`Token <api token>` or `Bearer <jwt>`) stands for now: a
+/// deleted token, a JWT past its expiry or a user no longer known is refused.
+pub(crate) async fn principal_of(state: &AppState, value: &str) -> Result<Principal, ApiError> {
+    let (scheme, credentials) = value.trim().split_once(' ').ok_or_else(|| {
+        ApiError::unauthorized("Authorization must be 'Token <api token>' or 'Bearer <jwt>'")
+    })?;
+    let credentials = credentials.trim();
+    if credentials.is_empty() {
+        return Err(ApiError::unauthorized(
+            "Authorization credentials are empty",
+        ));
+    }
+    if scheme.eq_ignore_ascii_case("token") {
+        Ok(state.capstan.authenticate_api_token(credentials).await?)
+    } else if scheme.eq_ignore_ascii_case("bearer") {
+        let Some(verifier) = &state.jwt else {
+            return Err(ApiError::unauthorized(
+                "Bearer tokens are not accepted: no JWT key is configured",
+            ));
+        };
+        let subject = verifier
+            .subject(credentials)
+            .map_err(ApiError::unauthorized)?;
+        Ok(state.capstan.authenticate_user(&subject).await?)
+    } else {
+        Err(ApiError::unauthorized(
+            "Authorization must be 'Token <api token>' or 'Bearer <jwt>'",
+        ))
     }
 }
 

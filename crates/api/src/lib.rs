@@ -55,6 +55,8 @@ pub struct AppState {
     /// they are relative. Never the request's `Host` or forwarded headers, which the client
     /// writes.
     pub links_base: Option<String>,
+    /// The live sockets each credential holds open here, against the cap.
+    pub live_sockets: live::sockets::Sockets,
     /// The OpenAPI document, rendered once.
     openapi_json: String,
 }
@@ -86,8 +88,15 @@ impl AppState {
             clock: std::sync::Arc::new(domain::clock::SystemClock),
             controls: None,
             links_base: None,
+            live_sockets: live::sockets::Sockets::default(),
             openapi_json: serde_json::to_string(&openapi()).unwrap_or_else(|_| "{}".into()),
         }
+    }
+
+    /// Caps the live sockets one credential may hold open on this instance.
+    pub fn with_live_sockets_per_token(mut self, cap: usize) -> Self {
+        self.live_sockets = live::sockets::Sockets::new(cap);
+        self
     }
 
     pub fn with_limiter(mut self, limiter: limits::RateLimiter) -> Self {

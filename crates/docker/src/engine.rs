@@ -949,6 +949,7 @@ impl DockerEngine {
             .collect();
         self.remove_all(&kept).await;
         let mut last_failure = String::new();
+        let mut failed: std::collections::VecDeque<String> = std::collections::VecDeque::new();
         for attempt in 0..=job.max_nb_restart.max(0) {
             let plan = plan::job_execution(
                 work.request,
@@ -990,6 +991,11 @@ impl DockerEngine {
                 "the job exited with code {code}; its last lines:\n{}",
                 lines.join("\n")
             );
+            failed.push_back(id);
+            if failed.len() > FAILED_ATTEMPTS_KEPT {
+                let oldest: Vec<String> = failed.pop_front().into_iter().collect();
+                self.remove_all(&oldest).await;
+            }
             log.warn(&format!(
                 "job execution {} exited with code {code}",
                 attempt + 1
@@ -998,6 +1004,10 @@ impl DockerEngine {
         Err(last_failure)
     }
 }
+
+/// How many failed executions of one run of a job are kept (the latest, with their output):
+/// a job that fails at every one of many restarts must not leave a container per attempt.
+pub const FAILED_ATTEMPTS_KEPT: usize = 3;
 
 impl DockerEngine {
     async fn carry_out(&self, work: &StepWork<'_>) -> Result<(), String> {

@@ -296,6 +296,21 @@ impl Material {
     }
 }
 
+/// Where the host key a cluster's SSH host showed first is kept (owner-only, one file per
+/// cluster, for as long as the machine keeps its temporary files): met again, the host must
+/// show the same.
+fn first_met_keys(host: &Host) -> Result<std::path::PathBuf, String> {
+    let dir = std::env::temp_dir().join("capstan-ssh-known-hosts");
+    let failed = |e: std::io::Error| format!("cannot keep the SSH host keys met: {e}");
+    std::fs::create_dir_all(&dir).map_err(failed)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(failed)?;
+    }
+    Ok(dir.join(format!("cluster-{}", host.cluster_id.0)))
+}
+
 /// A client of `host`'s daemon (not yet asked anything), and what it reaches it through.
 async fn connect(host: &Host) -> Result<(Docker, Reach), String> {
     let version = bollard::API_DEFAULT_VERSION;
@@ -342,12 +357,25 @@ async fn connect(host: &Host) -> Result<(Docker, Reach), String> {
                 Some(key) => Some(files.write("id", &format!("{}\n", key.expose().trim_end()))?),
                 None => None,
             };
+            let (known_hosts, accept_new) = match &host.access.ssh_host_key {
+                Some(pinned) => {
+                    let pattern = match port {
+                        Some(p) if *p != 22 => format!("[{name}]:{p}"),
+                        _ => name.clone(),
+                    };
+                    let line = format!("{pattern} {}\n", pinned.trim());
+                    (files.write("known_hosts", &line)?, false)
+                }
+                None => (first_met_keys(host)?, true),
+            };
             let destination = Destination {
                 user: user.as_deref(),
                 host: name,
                 port: *port,
                 socket,
                 key: key.as_deref(),
+                known_hosts: &known_hosts,
+                accept_new,
             };
             let tunnel = Tunnel::open(&files.0, &destination)
                 .await

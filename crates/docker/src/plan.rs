@@ -402,9 +402,14 @@ pub fn restart_policy() -> RestartPolicy {
     }
 }
 
+/// How many processes (threads included) one workload's container may hold: a fork bomb in
+/// one organization's workload must not exhaust the host every organization shares.
+pub const PIDS_LIMIT: i64 = 2048;
+
 impl ContainerPlan {
     /// Docker's create body. Never privileged, no added capability, no new privileges, no
-    /// host path mounted: the files are copied in before the start.
+    /// host path mounted, a bounded number of processes: the files are copied in before the
+    /// start.
     pub fn body(&self) -> ContainerCreateBody {
         let port_bindings = self
             .ports
@@ -438,6 +443,7 @@ impl ContainerPlan {
                 privileged: Some(false),
                 init: Some(self.init),
                 security_opt: Some(vec!["no-new-privileges:true".into()]),
+                pids_limit: Some(PIDS_LIMIT),
                 // Not restarted until it is deployed: a start that fails shows its own exit,
                 // and is not left crash-looping (see `restart_policy`).
                 restart_policy: Some(RestartPolicy {
@@ -624,6 +630,7 @@ mod tests {
             host.security_opt,
             Some(vec!["no-new-privileges:true".into()])
         );
+        assert_eq!(host.pids_limit, Some(PIDS_LIMIT));
         let binding = &host.port_bindings.unwrap()["8080/tcp"].clone().unwrap()[0];
         assert_eq!(binding.host_ip.as_deref(), Some("127.0.0.1"));
         assert_eq!(binding.host_port.as_deref(), Some("41000"));

@@ -1,8 +1,9 @@
 //! A Docker host reached over SSH: OpenSSH's `ssh` forwards a socket of Capstan's own (in an
 //! owner-only folder) to the daemon's socket on the host, and the Docker client talks to that
-//! socket as to a local daemon. `ssh` checks the host's key against the user's known hosts
-//! (a host met for the first time is added, as `accept-new` does) and uses the credentials'
-//! private key, kept beside the socket while the tunnel runs.
+//! socket as to a local daemon. `ssh` reads none of the operator's own files: it offers only
+//! the credentials' private key (kept beside the socket while the tunnel runs) and checks the
+//! host's key against the one the credentials pin, or the one recorded for that host when it
+//! was first met.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -26,6 +27,65 @@ pub(crate) struct Destination<'a> {
     pub socket: &'a str,
     /// The file of the private key to use (owner-only).
     pub key: Option<&'a Path>,
+    /// The host keys the host must hold one of (owner-only).
+    pub known_hosts: &'a Path,
+    /// Whether a host not in `known_hosts` yet is recorded there (its key met first).
+    pub accept_new: bool,
+}
+
+/// The options every tunnel runs with: none of the operator's own SSH files (configuration,
+/// keys, agent, known hosts) is read, only the cluster's key is offered, nothing but the
+/// socket is forwarded, and the host must hold the key `known_hosts` pins (or, with
+/// `accept_new`, the key met first is recorded there and required after).
+fn ssh_args(socket: &Path, to: &Destination<'_>) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    let mut push = |items: &[&str]| args.extend(items.iter().map(Into::into));
+    push(&["-N", "-T", "-a", "-x", "-F", "/dev/null"]);
+    for option in [
+        "BatchMode=yes",
+        "ExitOnForwardFailure=yes",
+        "ServerAliveInterval=10",
+        "ServerAliveCountMax=3",
+        "IdentitiesOnly=yes",
+        "IdentityAgent=none",
+        "ForwardAgent=no",
+        "PasswordAuthentication=no",
+        "KbdInteractiveAuthentication=no",
+        "GlobalKnownHostsFile=/dev/null",
+        "UpdateHostKeys=no",
+        "PermitLocalCommand=no",
+    ] {
+        push(&["-o", option]);
+    }
+    let checking = if to.accept_new {
+        "StrictHostKeyChecking=accept-new"
+    } else {
+        "StrictHostKeyChecking=yes"
+    };
+    push(&["-o", checking]);
+    args.push("-o".into());
+    args.push(format!("UserKnownHostsFile={}", to.known_hosts.display()).into());
+    // Without a key of the cluster's, an empty one: ssh adds the user's default keys only
+    // when it is given none.
+    args.push("-i".into());
+    args.push(
+        to.key
+            .unwrap_or(Path::new("/dev/null"))
+            .as_os_str()
+            .to_owned(),
+    );
+    if let Some(port) = to.port {
+        args.push("-p".into());
+        args.push(port.to_string().into());
+    }
+    args.push("-L".into());
+    args.push(format!("{}:{}", socket.display(), to.socket).into());
+    args.push("--".into());
+    args.push(match to.user {
+        Some(user) => format!("{user}@{}", to.host).into(),
+        None => to.host.into(),
+    });
+    args
 }
 
 impl Tunnel {
@@ -35,33 +95,7 @@ impl Tunnel {
         let socket = folder.join("docker.sock");
         let said = folder.join("ssh.err");
         let mut ssh = tokio::process::Command::new("ssh");
-        ssh.args([
-            "-N",
-            "-T",
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "ExitOnForwardFailure=yes",
-        ])
-        .args(["-o", "StrictHostKeyChecking=accept-new"])
-        .args([
-            "-o",
-            "ServerAliveInterval=10",
-            "-o",
-            "ServerAliveCountMax=3",
-        ])
-        .arg("-L")
-        .arg(format!("{}:{}", socket.display(), to.socket));
-        if let Some(key) = to.key {
-            ssh.arg("-i").arg(key).args(["-o", "IdentitiesOnly=yes"]);
-        }
-        if let Some(port) = to.port {
-            ssh.arg("-p").arg(port.to_string());
-        }
-        match to.user {
-            Some(user) => ssh.arg(format!("{user}@{}", to.host)),
-            None => ssh.arg(to.host),
-        };
+        ssh.args(ssh_args(&socket, to));
         let log = std::fs::File::create(&said).map_err(|e| format!("cannot run ssh: {e}"))?;
         let mut child = ssh
             .stdin(Stdio::null())
@@ -90,5 +124,61 @@ impl Tunnel {
     /// Whether `ssh` still runs (a tunnel whose host went away has ended).
     pub(crate) fn is_open(&mut self) -> bool {
         matches!(self.ssh.try_wait(), Ok(None))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(to: &Destination<'_>) -> Vec<String> {
+        ssh_args(Path::new("/run/t/docker.sock"), to)
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn ssh_reads_none_of_the_operators_files_and_the_destination_follows_a_double_dash() {
+        let known = Path::new("/run/t/known_hosts");
+        let to = Destination {
+            user: Some("deploy"),
+            host: "box.example.com",
+            port: Some(2222),
+            socket: "/var/run/docker.sock",
+            key: Some(Path::new("/run/t/id")),
+            known_hosts: known,
+            accept_new: false,
+        };
+        let args = argv(&to);
+        let joined = args.join(" ");
+        for wanted in [
+            "-F /dev/null",
+            "-o IdentitiesOnly=yes",
+            "-o IdentityAgent=none",
+            "-o GlobalKnownHostsFile=/dev/null",
+            "-o UserKnownHostsFile=/run/t/known_hosts",
+            "-o StrictHostKeyChecking=yes",
+            "-i /run/t/id",
+            "-p 2222",
+            "-L /run/t/docker.sock:/var/run/docker.sock",
+        ] {
+            assert!(joined.contains(wanted), "{wanted} in {joined}");
+        }
+        assert_eq!(&args[args.len() - 2..], ["--", "deploy@box.example.com"]);
+        let first_met = Destination {
+            user: None,
+            key: None,
+            accept_new: true,
+            ..to
+        };
+        let args = argv(&first_met);
+        let joined = args.join(" ");
+        assert!(
+            joined.contains("-o StrictHostKeyChecking=accept-new"),
+            "{joined}"
+        );
+        assert!(joined.contains("-i /dev/null"), "no default key: {joined}");
+        assert_eq!(&args[args.len() - 2..], ["--", "box.example.com"]);
     }
 }

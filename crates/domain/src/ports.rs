@@ -100,6 +100,8 @@ pub trait ServiceQueries: Send {
     /// The custom domains of `services`, by name.
     async fn custom_domains_of(&mut self, services: &[ServiceId])
         -> StoreResult<Vec<CustomDomain>>;
+    /// The name of every custom domain of the installation, wildcards included, sorted.
+    async fn custom_domain_names(&mut self) -> StoreResult<Vec<String>>;
     /// The services of one kind in an environment; with `out_of_date_only`, only those whose
     /// configuration changed since their deployment.
     async fn list_services_of_kind(

@@ -15,7 +15,7 @@ pub use acme::{
     LETS_ENCRYPT_STAGING_DIRECTORY,
 };
 pub use health::check_replicas;
-pub use proxy::{serve, serve_tls};
+pub use proxy::{serve, serve_tls, TrustedProxies};
 pub use tls::Certificates;
 
 use domain::model::{Backend, Route, RouteTable};

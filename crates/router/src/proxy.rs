@@ -4,18 +4,19 @@
 use crate::acme::CHALLENGE_PROTOCOL;
 use crate::{Certificates, Pick, Routes, STICKY_COOKIE};
 use bytes::Bytes;
-use domain::model::Backend;
+use domain::model::{host_name_of, Backend};
 use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full};
 use hyper::body::{Body as _, Incoming};
 use hyper::header::{
-    HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE, COOKIE, HOST, SET_COOKIE, UPGRADE,
+    HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE, COOKIE, FORWARDED, HOST,
+    SET_COOKIE, UPGRADE,
 };
 use hyper::{Request, Response, StatusCode, Uri};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -37,25 +38,41 @@ const HOP_BY_HOP: [&str; 7] = [
     "proxy-authorization",
 ];
 
+/// The client's address and those of the proxies before the router, as de facto standard.
+const X_FORWARDED_FOR: &str = "x-forwarded-for";
+
 /// How long a client has to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves plain HTTP on `listener` until `stop` ends (connections already open finish on
-/// their own).
-pub async fn serve(listener: TcpListener, routes: Routes, stop: impl Future<Output = ()>) {
+/// their own). Only peers in `trusted` have the forwarded headers they send passed on.
+pub async fn serve(
+    listener: TcpListener,
+    routes: Routes,
+    trusted: TrustedProxies,
+    stop: impl Future<Output = ()>,
+) {
     let upstream = upstream();
     accept(listener, stop, move |stream, peer| {
-        connection(stream, peer, "http", routes.clone(), upstream.clone())
+        let caller = Caller {
+            peer,
+            proto: "http",
+            sni: None,
+            trusted: trusted.trusts(peer.ip()),
+        };
+        connection(stream, caller, routes.clone(), upstream.clone())
     })
     .await;
 }
 
 /// Serves HTTPS on `listener`, each connection with the certificate its SNI name asks for
-/// (a name without one: the handshake fails), until `stop` ends.
+/// (a name without one: the handshake fails), until `stop` ends. Only peers in `trusted`
+/// have the forwarded headers they send passed on.
 pub async fn serve_tls(
     listener: TcpListener,
     routes: Routes,
     certificates: Arc<Certificates>,
+    trusted: TrustedProxies,
     stop: impl Future<Output = ()>,
 ) -> Result<(), String> {
     let acme = certificates.acme().is_some();
@@ -73,14 +90,30 @@ pub async fn serve_tls(
     let upstream = upstream();
     accept(listener, stop, move |stream, peer| {
         let (acceptor, routes, upstream) = (acceptor.clone(), routes.clone(), upstream.clone());
+        let trusted = trusted.trusts(peer.ip());
         async move {
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                // An ACME server's challenge ends with its handshake: no request follows.
-                Ok(Ok(tls)) if tls.get_ref().1.alpn_protocol() == Some(CHALLENGE_PROTOCOL) => {}
-                Ok(Ok(tls)) => connection(tls, peer, "https", routes, upstream).await,
-                Ok(Err(e)) => tracing::debug!(error = %e, "a TLS handshake failed"),
-                Err(_) => tracing::debug!("a TLS handshake took too long"),
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => return tracing::debug!(error = %e, "a TLS handshake failed"),
+                Err(_) => return tracing::debug!("a TLS handshake took too long"),
+            };
+            let (_, session) = tls.get_ref();
+            // An ACME server's challenge ends with its handshake: no request follows.
+            if session.alpn_protocol() == Some(CHALLENGE_PROTOCOL) {
+                return;
             }
+            // The certificate was chosen by this name: the requests must be for it too. Without
+            // one no certificate is chosen, so this is only in case that ever changes.
+            let Some(sni) = session.server_name().map(Arc::<str>::from) else {
+                return tracing::debug!("a TLS connection without an SNI name");
+            };
+            let caller = Caller {
+                peer,
+                proto: "https",
+                sni: Some(sni),
+                trusted,
+            };
+            connection(tls, caller, routes, upstream).await;
         }
     })
     .await;
@@ -115,18 +148,25 @@ where
     }
 }
 
-/// Serves one client connection with hyper's HTTP/1 server.
-async fn connection<IO>(
-    io: IO,
+/// What a connection tells of the requests it carries.
+#[derive(Debug, Clone)]
+struct Caller {
     peer: SocketAddr,
+    /// `http` or `https`: what X-Forwarded-Proto says.
     proto: &'static str,
-    routes: Routes,
-    upstream: Upstream,
-) where
+    /// The name the client's TLS handshake asked for (SNI); none over plain HTTP.
+    sni: Option<Arc<str>>,
+    /// Whether the peer is a proxy the operator trusts with the forwarded headers it sends.
+    trusted: bool,
+}
+
+/// Serves one client connection with hyper's HTTP/1 server.
+async fn connection<IO>(io: IO, caller: Caller, routes: Routes, upstream: Upstream)
+where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper::service::service_fn(move |req| {
-        forward(routes.clone(), upstream.clone(), req, peer, proto)
+        forward(routes.clone(), upstream.clone(), req, caller.clone())
     });
     let served = hyper::server::conn::http1::Builder::new()
         .serve_connection(TokioIo::new(io), service)
@@ -143,16 +183,12 @@ async fn forward(
     routes: Routes,
     upstream: Upstream,
     mut req: Request<Incoming>,
-    peer: SocketAddr,
-    proto: &'static str,
+    caller: Caller,
 ) -> Result<Response<Body>, Infallible> {
-    let host = req
-        .headers()
-        .get(HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_string)
-        .or_else(|| req.uri().authority().map(ToString::to_string))
-        .unwrap_or_default();
+    let host = host_of(&req);
+    if let Some((status, why)) = refusal(req.headers(), &host, caller.sni.as_deref()) {
+        return Ok(said(status, why));
+    }
     let cookie = sticky_cookie(req.headers());
     let path = req
         .uri()
@@ -161,7 +197,7 @@ async fn forward(
         .to_string();
     let upgrading = req.headers().contains_key(UPGRADE);
     let from_client = upgrading.then(|| hyper::upgrade::on(&mut req));
-    add_forwarded(req.headers_mut(), &host, peer, proto, upgrading);
+    add_forwarded(req.headers_mut(), &host, &caller, upgrading);
     let bodiless = req.body().is_end_stream();
     let (parts, body) = req.into_parts();
     let mut body = Some(body.boxed());
@@ -242,6 +278,44 @@ async fn forward(
     }
 }
 
+/// The name a request is for: its Host header, else its URI's authority (absolute form).
+fn host_of(req: &Request<Incoming>) -> String {
+    req.headers()
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| req.uri().authority().map(ToString::to_string))
+        .unwrap_or_default()
+}
+
+/// Why the router answers a request itself instead of routing it, if it does.
+fn refusal(
+    headers: &HeaderMap,
+    host: &str,
+    sni: Option<&str>,
+) -> Option<(StatusCode, &'static str)> {
+    // The router routes by the first; a replica (or a proxy behind it) may believe the other
+    // (RFC 9112, 3.2: a server answers 400).
+    if headers.get_all(HOST).iter().nth(1).is_some() {
+        return Some((
+            StatusCode::BAD_REQUEST,
+            "a request carries one Host header, not several",
+        ));
+    }
+    // The certificate vouched for the handshake's name only: a request for another on the
+    // same connection (a reused connection, or a name hidden behind an innocent one) is sent
+    // back to open its own (RFC 9110, 15.5.20).
+    if let Some(sni) = sni {
+        if host_name_of(host) != sni.trim_end_matches('.').to_ascii_lowercase() {
+            return Some((
+                StatusCode::MISDIRECTED_REQUEST,
+                "this connection's TLS name is not the request's host",
+            ));
+        }
+    }
+    None
+}
+
 fn nothing() -> Body {
     Empty::new().map_err(|never| match never {}).boxed()
 }
@@ -258,26 +332,42 @@ fn sticky_cookie(headers: &HeaderMap) -> Option<String> {
         .map(|(_, value)| value.to_string())
 }
 
-/// Drops the headers of one hop and adds X-Forwarded-For, -Host and -Proto.
-fn add_forwarded(
-    headers: &mut HeaderMap,
-    host: &str,
-    peer: SocketAddr,
-    proto: &'static str,
-    upgrading: bool,
-) {
+/// Drops the headers of one hop and sets X-Forwarded-For, -Host and -Proto: after the drop,
+/// so that a `Connection` header cannot name them away. What a peer the operator does not
+/// trust says of earlier hops (X-Forwarded-For, Forwarded) is dropped: anyone can write it,
+/// and replicas take it for their client's address.
+fn add_forwarded(headers: &mut HeaderMap, host: &str, caller: &Caller, upgrading: bool) {
     drop_hop_headers(headers, upgrading);
-    let forwarded_for = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-        Some(earlier) => format!("{earlier}, {}", peer.ip()),
-        None => peer.ip().to_string(),
-    };
+    let forwarded_for = forwarded_for(headers, caller);
+    if !caller.trusted {
+        headers.remove(FORWARDED);
+        headers.remove("x-real-ip");
+    }
     if let Ok(value) = HeaderValue::from_str(&forwarded_for) {
-        headers.insert("x-forwarded-for", value);
+        headers.insert(X_FORWARDED_FOR, value);
     }
     if let Ok(value) = HeaderValue::from_str(host) {
         headers.insert("x-forwarded-host", value);
     }
-    headers.insert("x-forwarded-proto", HeaderValue::from_static(proto));
+    headers.insert("x-forwarded-proto", HeaderValue::from_static(caller.proto));
+}
+
+/// X-Forwarded-For as the replica gets it: the peer's address, after the addresses a trusted
+/// proxy says came before it (every X-Forwarded-For it sent, in order).
+fn forwarded_for(headers: &HeaderMap, caller: &Caller) -> String {
+    let peer = caller.peer.ip().to_canonical().to_string();
+    if !caller.trusted {
+        return peer;
+    }
+    headers
+        .get_all(X_FORWARDED_FOR)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .chain([peer.as_str()])
+        .collect::<Vec<&str>>()
+        .join(", ")
 }
 
 /// Removes the headers of one hop: the fixed ones and those `Connection` names; `Connection`
@@ -289,6 +379,8 @@ fn drop_hop_headers(headers: &mut HeaderMap, upgrading: bool) {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        // Host is not one hop's: without it the replica would be sent its own address.
+        .filter(|name| *name != HOST)
         .filter(|name| !(upgrading && *name == UPGRADE))
         .collect();
     for name in named {
@@ -317,6 +409,90 @@ fn said(status: StatusCode, text: &'static str) -> Response<Body> {
     answer
 }
 
+/// The proxies in front of the router whose forwarded headers (X-Forwarded-For, Forwarded)
+/// are passed on: addresses and networks. Empty (the default): nobody's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustedProxies {
+    /// Each network's first address and prefix length (a whole address's: its length).
+    networks: Vec<(IpAddr, u8)>,
+}
+
+impl TrustedProxies {
+    /// Reads a list of addresses (`127.0.0.1`, `::1`) and networks (`10.0.0.0/8`,
+    /// `fd00::/8`), separated by commas or spaces. The error names the entry at fault.
+    pub fn parse(list: &str) -> Result<Self, String> {
+        let networks = list
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|entry| !entry.is_empty())
+            .map(network)
+            .collect::<Result<_, _>>()?;
+        Ok(Self { networks })
+    }
+
+    /// Whether the peer at `ip` is one of the trusted proxies.
+    pub fn trusts(&self, ip: IpAddr) -> bool {
+        // A dual-stack listener sees IPv4 peers as IPv4-mapped IPv6 addresses.
+        let ip = ip.to_canonical();
+        self.networks
+            .iter()
+            .any(|(base, prefix)| masked(ip, *prefix) == Some(*base))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.networks.is_empty()
+    }
+}
+
+/// An entry of a trusted proxies' list: an address, or a network as address/prefix (its
+/// first address and prefix length).
+fn network(entry: &str) -> Result<(IpAddr, u8), String> {
+    let not = || format!("'{entry}' is neither an IP address nor a network (address/prefix)");
+    let (address, prefix) = match entry.split_once('/') {
+        Some((address, prefix)) => (address, Some(prefix)),
+        None => (entry, None),
+    };
+    let address: IpAddr = address.parse().map_err(|_| not())?;
+    // Written as IPv4-mapped, it is the IPv4 address peers are compared as.
+    let (address, mapped) = match address.to_canonical() {
+        canonical @ IpAddr::V4(_) if address.is_ipv6() => (canonical, 96),
+        same => (same, 0),
+    };
+    let bits = bits_of(address);
+    let prefix = match prefix {
+        None => bits,
+        Some(p) => match p.parse::<u8>() {
+            Ok(p) if p >= mapped && p - mapped <= bits => p - mapped,
+            _ => return Err(not()),
+        },
+    };
+    masked(address, prefix)
+        .map(|base| (base, prefix))
+        .ok_or_else(not)
+}
+
+fn bits_of(ip: IpAddr) -> u8 {
+    match ip {
+        IpAddr::V4(_) => 32,
+        IpAddr::V6(_) => 128,
+    }
+}
+
+/// The first address of `ip`'s network of `prefix` bits; none when the prefix is longer than
+/// the address.
+fn masked(ip: IpAddr, prefix: u8) -> Option<IpAddr> {
+    let kept = u32::from(bits_of(ip)).checked_sub(u32::from(prefix))?;
+    Some(match ip {
+        IpAddr::V4(v4) => {
+            let mask = u32::MAX.checked_shl(kept).unwrap_or(0);
+            IpAddr::V4((u32::from(v4) & mask).into())
+        }
+        IpAddr::V6(v6) => {
+            let mask = u128::MAX.checked_shl(kept).unwrap_or(0);
+            IpAddr::V6((u128::from(v6) & mask).into())
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,5 +516,196 @@ mod tests {
         headers.insert(UPGRADE, HeaderValue::from_static("websocket"));
         drop_hop_headers(&mut headers, true);
         assert!(headers.contains_key(CONNECTION) && headers.contains_key(UPGRADE));
+    }
+
+    fn caller(peer: &str, trusted: bool, sni: Option<&str>) -> Caller {
+        Caller {
+            peer: SocketAddr::new(peer.parse().unwrap(), 40000),
+            proto: "https",
+            sni: sni.map(Arc::from),
+            trusted,
+        }
+    }
+
+    fn values(headers: &HeaderMap, name: &str) -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// What a client claims of earlier hops.
+    fn claiming() -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(HOST, HeaderValue::from_static("a.example"));
+        headers.append(X_FORWARDED_FOR, HeaderValue::from_static("6.6.6.6"));
+        headers.append(
+            X_FORWARDED_FOR,
+            HeaderValue::from_static("7.7.7.7, 8.8.8.8"),
+        );
+        headers.insert(FORWARDED, HeaderValue::from_static("for=6.6.6.6"));
+        headers.insert("x-real-ip", HeaderValue::from_static("6.6.6.6"));
+        headers.insert("x-forwarded-host", HeaderValue::from_static("evil.example"));
+        headers.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        headers
+    }
+
+    #[test]
+    fn a_client_s_forwarded_headers_are_replaced_by_what_the_router_saw() {
+        let mut headers = claiming();
+        let peer = caller("203.0.113.9", false, None);
+        add_forwarded(
+            &mut headers,
+            "a.example",
+            &Caller {
+                proto: "http",
+                ..peer
+            },
+            false,
+        );
+        assert_eq!(values(&headers, X_FORWARDED_FOR), ["203.0.113.9"]);
+        assert!(!headers.contains_key(FORWARDED), "{headers:?}");
+        assert!(!headers.contains_key("x-real-ip"), "{headers:?}");
+        assert_eq!(values(&headers, "x-forwarded-host"), ["a.example"]);
+        assert_eq!(values(&headers, "x-forwarded-proto"), ["http"]);
+        assert_eq!(values(&headers, "host"), ["a.example"]);
+    }
+
+    #[test]
+    fn a_trusted_proxy_s_forwarded_headers_are_kept_and_the_peer_appended() {
+        let mut headers = claiming();
+        add_forwarded(
+            &mut headers,
+            "a.example",
+            &caller("10.1.2.3", true, None),
+            false,
+        );
+        assert_eq!(
+            values(&headers, X_FORWARDED_FOR),
+            ["6.6.6.6, 7.7.7.7, 8.8.8.8, 10.1.2.3"]
+        );
+        assert_eq!(values(&headers, FORWARDED.as_str()), ["for=6.6.6.6"]);
+        assert_eq!(values(&headers, "x-forwarded-host"), ["a.example"]);
+        // An IPv4 peer on a dual-stack listener is named as IPv4.
+        let mut headers = HeaderMap::new();
+        add_forwarded(
+            &mut headers,
+            "a",
+            &caller("::ffff:10.1.2.3", true, None),
+            false,
+        );
+        assert_eq!(values(&headers, X_FORWARDED_FOR), ["10.1.2.3"]);
+    }
+
+    #[test]
+    fn connection_cannot_name_away_the_host_or_the_forwarded_headers() {
+        let mut headers = HeaderMap::new();
+        headers.insert(HOST, HeaderValue::from_static("a.example"));
+        headers.insert(
+            CONNECTION,
+            HeaderValue::from_static("Host, X-Forwarded-For, X-Forwarded-Host, X-Forwarded-Proto"),
+        );
+        headers.insert(X_FORWARDED_FOR, HeaderValue::from_static("6.6.6.6"));
+        add_forwarded(
+            &mut headers,
+            "a.example",
+            &caller("127.0.0.1", false, None),
+            false,
+        );
+        assert_eq!(values(&headers, "host"), ["a.example"]);
+        assert_eq!(values(&headers, X_FORWARDED_FOR), ["127.0.0.1"]);
+        assert_eq!(values(&headers, "x-forwarded-host"), ["a.example"]);
+        assert_eq!(values(&headers, "x-forwarded-proto"), ["https"]);
+        assert!(!headers.contains_key(CONNECTION));
+    }
+
+    #[test]
+    fn two_host_headers_and_a_host_other_than_the_tls_name_are_refused() {
+        let mut one = HeaderMap::new();
+        one.insert(HOST, HeaderValue::from_static("a.example"));
+        let mut two = one.clone();
+        two.append(HOST, HeaderValue::from_static("b.example"));
+        assert_eq!(refusal(&one, "a.example", None), None);
+        assert_eq!(
+            refusal(&two, "a.example", None).map(|r| r.0),
+            Some(StatusCode::BAD_REQUEST)
+        );
+        assert_eq!(
+            refusal(&two, "a.example", Some("a.example")).map(|r| r.0),
+            Some(StatusCode::BAD_REQUEST)
+        );
+        for (host, sni) in [
+            ("a.example", "a.example"),
+            ("A.Example:8443", "a.example"),
+            ("a.example.", "A.EXAMPLE"),
+            ("a.example", "a.example."),
+        ] {
+            assert_eq!(refusal(&one, host, Some(sni)), None, "{host} over {sni}");
+        }
+        for (host, sni) in [
+            ("b.example", "a.example"),
+            ("", "a.example"),
+            ("b.a.example", "a.example"),
+        ] {
+            assert_eq!(
+                refusal(&one, host, Some(sni)).map(|r| r.0),
+                Some(StatusCode::MISDIRECTED_REQUEST),
+                "{host} over {sni}"
+            );
+        }
+    }
+
+    #[test]
+    fn trusted_proxies_are_addresses_and_networks() {
+        let trusted =
+            TrustedProxies::parse(" 10.0.0.0/8, 127.0.0.1 fd00::/8,::1,192.168.1.7/24").unwrap();
+        let trusts = |ip: &str| trusted.trusts(ip.parse().unwrap());
+        for ip in [
+            "10.0.0.1",
+            "10.255.255.255",
+            "127.0.0.1",
+            "::ffff:127.0.0.1",
+            "fd12::1",
+            "::1",
+            "192.168.1.200",
+        ] {
+            assert!(trusts(ip), "{ip}");
+        }
+        for ip in [
+            "11.0.0.1",
+            "127.0.0.2",
+            "fe80::1",
+            "::2",
+            "192.168.2.1",
+            "::ffff:11.0.0.1",
+        ] {
+            assert!(!trusts(ip), "{ip}");
+        }
+        let mapped = TrustedProxies::parse("::ffff:10.0.0.0/104").unwrap();
+        assert!(mapped.trusts("10.9.9.9".parse().unwrap()));
+        assert!(!mapped.trusts("11.0.0.1".parse().unwrap()));
+        let every = TrustedProxies::parse("0.0.0.0/0").unwrap();
+        assert!(every.trusts("203.0.113.9".parse().unwrap()));
+        assert!(!every.trusts("2001:db8::1".parse().unwrap()));
+
+        let nobody = TrustedProxies::parse("").unwrap();
+        assert!(nobody.is_empty() && !nobody.trusts("127.0.0.1".parse().unwrap()));
+        assert_eq!(
+            TrustedProxies::parse(" , ").unwrap(),
+            TrustedProxies::default()
+        );
+        for bad in [
+            "10.0.0.0/33",
+            "::/129",
+            "localhost",
+            "10.0.0/8",
+            "10.0.0.0/",
+            "10.0.0.0/x",
+            "::ffff:10.0.0.0/95",
+        ] {
+            let why = TrustedProxies::parse(&format!("127.0.0.1,{bad}")).unwrap_err();
+            assert!(why.contains(&format!("'{bad}'")), "{why}");
+        }
     }
 }

@@ -5,6 +5,7 @@
 
 use capstan_router::{
     check_replicas, ordered_folder, serve, serve_tls, Acme, AcmeSettings, Certificates, Routes,
+    TrustedProxies,
 };
 use domain::model::{Backend, Route, RouteCheck, RouteTable};
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -66,11 +67,16 @@ async fn replica() -> u16 {
 }
 
 async fn router(table: RouteTable) -> u16 {
+    router_trusting(table, TrustedProxies::default()).await
+}
+
+/// A router that passes on the forwarded headers of the proxies in `trusted`.
+async fn router_trusting(table: RouteTable, trusted: TrustedProxies) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let routes = Routes::default();
     routes.replace(table);
-    tokio::spawn(serve(listener, routes, std::future::pending()));
+    tokio::spawn(serve(listener, routes, trusted, std::future::pending()));
     port
 }
 
@@ -249,7 +255,12 @@ async fn replicas_failing_their_check_are_taken_out_until_it_passes_again() {
             ..to(&[one, two])
         },
     )]));
-    tokio::spawn(serve(listener, routes.clone(), std::future::pending()));
+    tokio::spawn(serve(
+        listener,
+        routes.clone(),
+        TrustedProxies::default(),
+        std::future::pending(),
+    ));
     tokio::spawn(check_replicas(routes, std::future::pending()));
     let (one, two) = (one.to_string(), two.to_string());
     let both = |seen: &[(u16, String)]| {
@@ -506,6 +517,7 @@ async fn https_serves_each_name_with_its_certificate_and_reads_new_ones_without_
         listener,
         routes,
         certificates.clone(),
+        TrustedProxies::default(),
         std::future::pending(),
     ));
     for name in ["shop.example.test", "a.apps.example.test"] {
@@ -606,4 +618,205 @@ async fn a_replica_that_does_not_answer_is_a_bad_gateway() {
         .await
         .unwrap();
     assert_eq!(answer.status(), 502);
+}
+
+/// Sends `request` as written on a connection of its own: the answer's head and its body (as
+/// long as its Content-Length says).
+async fn raw(port: u16, request: &str) -> (String, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let answered = async {
+        let head = read_head(&mut stream).await.expect("the router hung up");
+        let head = String::from_utf8(head).unwrap();
+        let length = head
+            .lines()
+            .find_map(|l| {
+                let l = l.to_ascii_lowercase();
+                Some(
+                    l.strip_prefix("content-length:")?
+                        .trim()
+                        .parse::<usize>()
+                        .unwrap(),
+                )
+            })
+            .unwrap_or(0);
+        let mut body = vec![0u8; length];
+        stream.read_exact(&mut body).await.unwrap();
+        (head, String::from_utf8(body).unwrap())
+    };
+    tokio::time::timeout(Duration::from_secs(10), answered)
+        .await
+        .expect("the router answered")
+}
+
+/// The values of the header `name` in a request head the replica echoed (lower case).
+fn header_values(seen: &str, name: &str) -> Vec<String> {
+    seen.to_ascii_lowercase()
+        .lines()
+        .filter_map(|l| Some(l.strip_prefix(&format!("{name}:"))?.trim().to_string()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_client_s_forwarded_headers_are_replaced_unless_it_is_a_trusted_proxy() {
+    let replica = replica().await;
+    let routes = table(&[("p80-zone.localhost", to(&[replica]))]);
+    let send = |port: u16| {
+        reqwest::Client::new()
+            .get(format!("http://127.0.0.1:{port}/"))
+            .header("host", "p80-zone.localhost")
+            .header("x-forwarded-for", "6.6.6.6")
+            .header("forwarded", "for=6.6.6.6")
+            .header("x-forwarded-proto", "https")
+            .header("x-forwarded-host", "evil.example")
+            .send()
+    };
+
+    let untrusting = router(routes.clone()).await;
+    let seen = send(untrusting).await.unwrap().text().await.unwrap();
+    assert_eq!(
+        header_values(&seen, "x-forwarded-for"),
+        ["127.0.0.1"],
+        "{seen}"
+    );
+    assert!(header_values(&seen, "forwarded").is_empty(), "{seen}");
+    assert!(!seen.contains("6.6.6.6"), "{seen}");
+    assert_eq!(
+        header_values(&seen, "x-forwarded-proto"),
+        ["http"],
+        "{seen}"
+    );
+    assert_eq!(
+        header_values(&seen, "x-forwarded-host"),
+        ["p80-zone.localhost"],
+        "{seen}"
+    );
+
+    let trusted = TrustedProxies::parse("10.0.0.0/8,127.0.0.1").unwrap();
+    let trusting = router_trusting(routes, trusted).await;
+    let seen = send(trusting).await.unwrap().text().await.unwrap();
+    assert_eq!(
+        header_values(&seen, "x-forwarded-for"),
+        ["6.6.6.6, 127.0.0.1"],
+        "{seen}"
+    );
+    assert_eq!(header_values(&seen, "forwarded"), ["for=6.6.6.6"], "{seen}");
+    assert_eq!(
+        header_values(&seen, "x-forwarded-proto"),
+        ["http"],
+        "{seen}"
+    );
+}
+
+#[tokio::test]
+async fn connection_cannot_name_away_the_host() {
+    let replica = replica().await;
+    let port = router(table(&[("p80-zone.localhost", to(&[replica]))])).await;
+    let (head, seen) = raw(
+        port,
+        "GET / HTTP/1.1\r\nHost: p80-zone.localhost\r\nConnection: Host, X-Forwarded-For, \
+         X-Forwarded-Host, X-Forwarded-Proto\r\nX-Forwarded-For: 6.6.6.6\r\n\r\n",
+    )
+    .await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(
+        header_values(&seen, "host"),
+        ["p80-zone.localhost"],
+        "{seen}"
+    );
+    assert_eq!(
+        header_values(&seen, "x-forwarded-for"),
+        ["127.0.0.1"],
+        "{seen}"
+    );
+    assert_eq!(
+        header_values(&seen, "x-forwarded-host"),
+        ["p80-zone.localhost"],
+        "{seen}"
+    );
+    assert_eq!(
+        header_values(&seen, "x-forwarded-proto"),
+        ["http"],
+        "{seen}"
+    );
+}
+
+#[tokio::test]
+async fn a_request_with_two_host_headers_is_refused() {
+    let (one, two) = (replica().await, replica().await);
+    let port = router(table(&[
+        ("p80-zone.localhost", to(&[one])),
+        ("p80-ztwo.localhost", to(&[two])),
+    ]))
+    .await;
+    let (head, body) = raw(
+        port,
+        "GET / HTTP/1.1\r\nHost: p80-zone.localhost\r\nHost: p80-ztwo.localhost\r\n\r\n",
+    )
+    .await;
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}{body}");
+    assert!(body.contains("Host"), "the router's own answer: {body}");
+    let (head, _) = raw(port, "GET / HTTP/1.1\r\nHost: p80-zone.localhost\r\n\r\n").await;
+    assert!(
+        head.starts_with("HTTP/1.1 200"),
+        "one Host still routes: {head}"
+    );
+}
+
+#[tokio::test]
+async fn https_refuses_a_host_other_than_the_name_its_handshake_asked_for() {
+    let dir = shop_and_apps("misdirected");
+    let certificates = Arc::new(Certificates::default());
+    assert_eq!(certificates.refresh(dir.path()), Ok(Some(2)));
+    let replica = checked_replica(Arc::new(AtomicU16::new(200))).await;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let routes = Routes::default();
+    routes.replace(table(&[
+        ("shop.example.test", to(&[replica])),
+        ("*.apps.example.test", to(&[replica])),
+    ]));
+    tokio::spawn(serve_tls(
+        listener,
+        routes,
+        certificates,
+        TrustedProxies::default(),
+        std::future::pending(),
+    ));
+    let shop = trusting(dir.path(), "shop.example.test", port);
+    let url = format!("https://shop.example.test:{port}/");
+    for host in [
+        "a.apps.example.test".to_string(),
+        format!("a.apps.example.test:{port}"),
+        "example.test".to_string(),
+    ] {
+        let answer = shop.get(&url).header("host", &host).send().await.unwrap();
+        assert_eq!(answer.status(), 421, "{host} over shop.example.test");
+    }
+    for host in [
+        format!("shop.example.test:{port}"),
+        "SHOP.example.test.".to_string(),
+    ] {
+        let answer = shop.get(&url).header("host", &host).send().await.unwrap();
+        assert_eq!(answer.status(), 200, "{host}");
+        assert_eq!(answer.text().await.unwrap(), replica.to_string());
+    }
+    let apps = trusting(dir.path(), "a.apps.example.test", port);
+    let answer = apps
+        .get(format!("https://a.apps.example.test:{port}/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200, "a wildcard's name, asked for by SNI");
+    let answer = apps
+        .get(format!("https://a.apps.example.test:{port}/"))
+        .header("host", "b.apps.example.test")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.status(),
+        421,
+        "another name under the same wildcard opens its own connection"
+    );
 }

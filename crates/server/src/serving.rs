@@ -81,6 +81,7 @@ pub async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     let sender = delivery::HttpSender::new(settings.webhooks.timeout, webhook_policy)
         .map_err(anyhow::Error::msg)?;
     Ok(Capstan::new(Arc::new(db), clock)
+        .with_bounds(settings.bounds.clone())
         .with_git(git)
         .with_terraform_versions(settings.terraform_versions.clone())
         .with_checkouts(Arc::new(
@@ -209,6 +210,7 @@ pub async fn serve(
         .with_clock(clock)
         .with_limiter(limiter)
         .with_request_timeout(settings.request_timeout)
+        .with_live_sockets_per_token(settings.live_sockets_per_token)
         .with_cors_origins(settings.cors_origins.clone());
     if let Some(verifier) = settings.jwt.clone() {
         app_state = app_state.with_jwt(verifier);
@@ -284,11 +286,13 @@ pub async fn serve(
     Ok(())
 }
 
-/// The router's listeners (HTTPS when it has certificates), and the address its links name.
+/// The router's listeners (HTTPS when it has certificates), the address its links name, and
+/// the proxies whose forwarded headers they pass on.
 struct RouterListeners {
     http: tokio::net::TcpListener,
     tls: Option<RouterTlsListener>,
     address: domain::model::RouterAddress,
+    trusted: router::TrustedProxies,
 }
 
 /// The router's HTTPS listener, and the certificates it serves from `dir` (and ACME).
@@ -336,7 +340,12 @@ async fn router_listeners(
         domain: domain.to_string(),
         port: http.local_addr()?.port(),
     };
-    Ok(RouterListeners { http, tls, address })
+    Ok(RouterListeners {
+        http,
+        tls,
+        address,
+        trusted: settings.router_trusted_proxies.clone(),
+    })
 }
 
 /// How often the router reads its routes (and its certificates' directory) again: a service
@@ -394,16 +403,23 @@ fn serve_router(
         routes.clone(),
         stop(stopping.clone()),
     ));
+    let trusted = listeners.trusted;
     if let Some(tls) = listeners.tls {
-        let (routes, stopped) = (routes.clone(), stop(stopping.clone()));
+        let (routes, trusted, stopped) = (routes.clone(), trusted.clone(), stop(stopping.clone()));
         tokio::spawn(async move {
-            if let Err(e) = router::serve_tls(tls.listener, routes, tls.certificates, stopped).await
-            {
+            let served =
+                router::serve_tls(tls.listener, routes, tls.certificates, trusted, stopped).await;
+            if let Err(e) = served {
                 tracing::error!(error = %e, "the router cannot serve HTTPS");
             }
         });
     }
-    tokio::spawn(router::serve(listeners.http, routes, stop(stopping)));
+    tokio::spawn(router::serve(
+        listeners.http,
+        routes,
+        trusted,
+        stop(stopping),
+    ));
 }
 
 /// SIGTERM or SIGINT (actix hears them too, and stops gracefully).

@@ -66,6 +66,11 @@ pub struct RawSettings {
     /// ACME server's); unset: the public web's.
     #[arg(long, env = "CAPSTAN_ROUTER_ACME_ROOTS", global = true)]
     pub router_acme_roots: Option<PathBuf>,
+    /// The proxies in front of the router (addresses and networks, comma-separated, e.g.
+    /// `10.0.0.0/8,127.0.0.1`) whose X-Forwarded-For and Forwarded headers it passes on, the
+    /// peer's address appended. Unset: nobody's; a client's are replaced by its own address.
+    #[arg(long, env = "CAPSTAN_ROUTER_TRUSTED_PROXIES", global = true)]
+    pub router_trusted_proxies: Option<String>,
     /// sqlite://PATH (embedded default), sqlite::memory:, or postgres://...
     #[arg(
         long,
@@ -199,6 +204,42 @@ pub struct RawSettings {
         global = true
     )]
     pub max_api_tokens: String,
+    /// The most live-API sockets one token (or JWT) may hold open on one instance.
+    #[arg(
+        long,
+        env = "CAPSTAN_LIVE_SOCKETS_PER_TOKEN",
+        default_value = "32",
+        global = true
+    )]
+    pub live_sockets_per_token: String,
+    /// The most replicas one application or container may ask for (min and max_running_instances).
+    #[arg(
+        long,
+        env = "CAPSTAN_MAX_REPLICAS",
+        default_value = "20",
+        global = true
+    )]
+    pub max_replicas: String,
+    /// The most ports one service may declare.
+    #[arg(long, env = "CAPSTAN_MAX_PORTS", default_value = "20", global = true)]
+    pub max_ports: String,
+    /// The most restarts one job may ask for after a failed execution (max_nb_restart).
+    #[arg(
+        long,
+        env = "CAPSTAN_MAX_JOB_RESTARTS",
+        default_value = "20",
+        global = true
+    )]
+    pub max_job_restarts: String,
+    /// The most bytes of one variable's key and value (at most 131071: the kernel refuses a
+    /// longer environment string).
+    #[arg(
+        long,
+        env = "CAPSTAN_MAX_VARIABLE_BYTES",
+        default_value = "65536",
+        global = true
+    )]
+    pub max_variable_bytes: String,
     /// The address clients and git providers reach this server at (default: http://LISTEN).
     #[arg(long, env = "CAPSTAN_PUBLIC_URL", global = true)]
     pub public_url: Option<String>,
@@ -365,9 +406,14 @@ pub struct Settings {
     pub router_domain: String,
     /// Where the router serves HTTPS, with what certificates; none: no HTTPS.
     pub router_tls: Option<RouterTls>,
+    /// The proxies whose forwarded headers the router passes on.
+    pub router_trusted_proxies: router::TrustedProxies,
     pub database: DatabaseUrl,
     pub rate_limit_per_hour: u32,
     pub max_api_tokens: u64,
+    /// What one service may ask of the shared hosts.
+    pub bounds: domain::model::Bounds,
+    pub live_sockets_per_token: usize,
     pub secret_key: Option<[u8; 32]>,
     pub secret_key_previous: Vec<[u8; 32]>,
     pub jwt_hs256_secret: Option<String>,
@@ -427,6 +473,8 @@ impl fmt::Debug for Settings {
             .field("database", &redact_url(&self.database))
             .field("rate_limit_per_hour", &self.rate_limit_per_hour)
             .field("max_api_tokens", &self.max_api_tokens)
+            .field("bounds", &self.bounds)
+            .field("live_sockets_per_token", &self.live_sockets_per_token)
             .field("secret_key", &self.secret_key.map(|_| "***"))
             .field("secret_key_previous", &self.secret_key_previous.len())
             .field(
@@ -446,6 +494,7 @@ impl fmt::Debug for Settings {
             .field("router_listen", &self.router_listen)
             .field("router_domain", &self.router_domain)
             .field("router_tls", &self.router_tls)
+            .field("router_trusted_proxies", &self.router_trusted_proxies)
             .field("backup_dir", &self.backup_dir)
             .field("git_ca_file", &self.git_ca_file)
             .field("docker_terraform_image", &self.docker_terraform_image)
@@ -518,7 +567,56 @@ fn bad(variable: &'static str, flag: &'static str, reason: impl Into<String>) ->
     }
 }
 
+/// A whole number from 1 to `most`.
+fn bounded(
+    raw: &str,
+    variable: &'static str,
+    flag: &'static str,
+    most: u64,
+) -> Result<u64, SettingError> {
+    match raw.trim().parse::<u64>() {
+        Ok(n) if (1..=most).contains(&n) => Ok(n),
+        _ => Err(bad(
+            variable,
+            flag,
+            format!("'{raw}' is not a whole number from 1 to {most}"),
+        )),
+    }
+}
+
 impl RawSettings {
+    fn bounds(&self) -> Result<domain::model::Bounds, SettingError> {
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let most_variable = domain::model::KERNEL_ENV_STRING_LIMIT as u64 - 1;
+        Ok(domain::model::Bounds {
+            replicas: count(bounded(
+                &self.max_replicas,
+                "CAPSTAN_MAX_REPLICAS",
+                "max-replicas",
+                10_000,
+            )?),
+            ports: size(bounded(
+                &self.max_ports,
+                "CAPSTAN_MAX_PORTS",
+                "max-ports",
+                1_000,
+            )?),
+            job_restarts: count(bounded(
+                &self.max_job_restarts,
+                "CAPSTAN_MAX_JOB_RESTARTS",
+                "max-job-restarts",
+                10_000,
+            )?),
+            variable_bytes: size(bounded(
+                &self.max_variable_bytes,
+                "CAPSTAN_MAX_VARIABLE_BYTES",
+                "max-variable-bytes",
+                most_variable,
+            )?),
+        })
+    }
+
     fn router_tls(&self) -> Result<Option<RouterTls>, SettingError> {
         let Some(dir) = &self.router_certificates else {
             if self.router_acme.is_some() {
@@ -641,6 +739,15 @@ impl RawSettings {
             ));
         }
         let router_tls = self.router_tls()?;
+        let router_trusted_proxies =
+            router::TrustedProxies::parse(self.router_trusted_proxies.as_deref().unwrap_or(""))
+                .map_err(|why| {
+                    bad(
+                        "CAPSTAN_ROUTER_TRUSTED_PROXIES",
+                        "router-trusted-proxies",
+                        why,
+                    )
+                })?;
         let secret_key = match &self.secret_key {
             None => None,
             Some(k) => Some(parse_key(k).map_err(|e| bad("CAPSTAN_SECRET_KEY", "secret-key", e))?),
@@ -954,9 +1061,18 @@ impl RawSettings {
             router_listen,
             router_domain,
             router_tls,
+            router_trusted_proxies,
             database,
             rate_limit_per_hour,
             max_api_tokens,
+            bounds: self.bounds()?,
+            live_sockets_per_token: usize::try_from(bounded(
+                &self.live_sockets_per_token,
+                "CAPSTAN_LIVE_SOCKETS_PER_TOKEN",
+                "live-sockets-per-token",
+                100_000,
+            )?)
+            .unwrap_or(usize::MAX),
             secret_key,
             secret_key_previous,
             jwt_hs256_secret: self.jwt_hs256_secret.clone(),
@@ -1077,6 +1193,7 @@ mod tests {
         assert_eq!(s.database, DatabaseUrl::Sqlite("capstan.db".into()));
         assert_eq!(s.rate_limit_per_hour, 1000);
         assert_eq!(s.max_api_tokens, 100);
+        assert_eq!(s.bounds, domain::model::Bounds::default());
         assert_eq!(
             s.links_base, None,
             "links are relative unless a public URL is given"
@@ -1098,6 +1215,17 @@ mod tests {
             (vec!["--engine", "kubernetes"], "CAPSTAN_ENGINE"),
             (vec!["--engine-step-ms=-5"], "CAPSTAN_ENGINE_STEP_MS"),
             (vec!["--max-api-tokens", "0"], "CAPSTAN_MAX_API_TOKENS"),
+            (vec!["--max-replicas", "0"], "CAPSTAN_MAX_REPLICAS"),
+            (
+                vec!["--live-sockets-per-token", "none"],
+                "CAPSTAN_LIVE_SOCKETS_PER_TOKEN",
+            ),
+            (vec!["--max-ports", "x"], "CAPSTAN_MAX_PORTS"),
+            (vec!["--max-job-restarts=-1"], "CAPSTAN_MAX_JOB_RESTARTS"),
+            (
+                vec!["--max-variable-bytes", "131072"],
+                "CAPSTAN_MAX_VARIABLE_BYTES",
+            ),
             (
                 vec!["--webhook-allow-private", "maybe"],
                 "CAPSTAN_WEBHOOK_ALLOW_PRIVATE",
@@ -1121,6 +1249,14 @@ mod tests {
             (vec!["--router-listen", "nope"], "CAPSTAN_ROUTER_LISTEN"),
             (vec!["--router-domain", "a..b"], "CAPSTAN_ROUTER_DOMAIN"),
             (vec!["--router-domain=-a.b"], "CAPSTAN_ROUTER_DOMAIN"),
+            (
+                vec!["--router-trusted-proxies", "10.0.0.0/8,proxy.internal"],
+                "CAPSTAN_ROUTER_TRUSTED_PROXIES",
+            ),
+            (
+                vec!["--router-trusted-proxies", "10.0.0.0/33"],
+                "CAPSTAN_ROUTER_TRUSTED_PROXIES",
+            ),
             (
                 vec!["--router-certificates", "/nonexistent"],
                 "CAPSTAN_ROUTER_CERTIFICATES",
@@ -1194,6 +1330,17 @@ mod tests {
             assert_eq!(err.variable, var);
             assert!(!err.to_string().contains('\n'));
         }
+    }
+
+    #[test]
+    fn the_router_trusts_no_proxy_unless_told() {
+        let s = parse(&[]).unwrap();
+        assert!(s.router_trusted_proxies.is_empty());
+        let s = parse(&["--router-trusted-proxies", "10.0.0.0/8, 127.0.0.1"]).unwrap();
+        assert!(s.router_trusted_proxies.trusts("10.1.2.3".parse().unwrap()));
+        assert!(!s
+            .router_trusted_proxies
+            .trusts("192.0.2.1".parse().unwrap()));
     }
 
     #[test]

@@ -163,6 +163,16 @@ impl ServiceQueries for Session {
             .collect()
     }
 
+    async fn custom_domain_names(&mut self) -> StoreResult<Vec<String>> {
+        let (conn, _) = self.parts()?;
+        db_run!(*conn, |c| custom_domains::table
+            .select(custom_domains::domain)
+            .order(custom_domains::domain)
+            .load(c)
+            .await)
+        .map_err(store_error)
+    }
+
     async fn list_services_of_kind(
         &mut self,
         environment: EnvironmentId,

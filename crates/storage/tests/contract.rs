@@ -2643,6 +2643,21 @@ async fn custom_domains_are_unique_across_organizations(db: Db) {
         Some(held.clone())
     );
     assert_eq!(session.custom_domain_named("acme.com").await.unwrap(), None);
+    let wildcard = CustomDomain {
+        domain: "*.shop.acme.com".into(),
+        ..domain(&theirs)
+    };
+    Repo::<CustomDomain>::insert(&mut session, &wildcard)
+        .await
+        .unwrap();
+    assert_eq!(
+        session.custom_domain_names().await.unwrap(),
+        ["*.shop.acme.com", "www.acme.com"],
+        "every organization's names, wildcards too"
+    );
+    Repo::<CustomDomain>::delete(&mut session, wildcard.id)
+        .await
+        .unwrap();
     assert_eq!(
         session
             .custom_domains_of(&[mine.id, theirs.id])

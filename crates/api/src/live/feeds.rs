@@ -20,6 +20,9 @@ pub(super) trait Feed {
     const CHANGES: &'static [Change];
     /// The messages to send now: all of the state the first time, then what changed.
     async fn next(&mut self, capstan: &Capstan) -> Result<Vec<String>, ApiError>;
+    /// Who reads from now on (the socket's credential checked again: its role may have
+    /// changed).
+    fn principal(&mut self) -> &mut Principal;
 }
 
 fn json<T: serde::Serialize>(value: &T) -> String {
@@ -64,6 +67,10 @@ impl Feed for Status {
     // Running states, and deployment states (what runs where an engine reports nothing).
     const CHANGES: &'static [Change] = &[Change::Running, Change::Sequenced];
 
+    fn principal(&mut self) -> &mut Principal {
+        &mut self.principal
+    }
+
     async fn next(&mut self, capstan: &Capstan) -> Result<Vec<String>, ApiError> {
         let live = capstan
             .live_statuses(&self.principal, self.organization, self.scope)
@@ -91,6 +98,10 @@ impl DeploymentStatus {
 
 impl Feed for DeploymentStatus {
     const CHANGES: &'static [Change] = &[Change::Sequenced, Change::Queue];
+
+    fn principal(&mut self) -> &mut Principal {
+        &mut self.principal
+    }
 
     async fn next(&mut self, capstan: &Capstan) -> Result<Vec<String>, ApiError> {
         let staged = capstan
@@ -126,6 +137,10 @@ impl DeploymentLogs {
 
 impl Feed for DeploymentLogs {
     const CHANGES: &'static [Change] = &[Change::Logs];
+
+    fn principal(&mut self) -> &mut Principal {
+        &mut self.principal
+    }
 
     async fn next(&mut self, capstan: &Capstan) -> Result<Vec<String>, ApiError> {
         let log = capstan
@@ -227,6 +242,10 @@ fn start_of(raw: &str) -> Option<OffsetDateTime> {
 
 impl Feed for ServiceLogs {
     const CHANGES: &'static [Change] = &[Change::Output];
+
+    fn principal(&mut self) -> &mut Principal {
+        &mut self.principal
+    }
 
     async fn next(&mut self, capstan: &Capstan) -> Result<Vec<String>, ApiError> {
         let query = OutputQuery {

@@ -6,9 +6,10 @@
 
 mod feeds;
 mod messages;
+pub mod sockets;
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{query_value, LiveAuth};
+use crate::extract::{principal_of, query_value, Credential, LiveAuth};
 use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_ws::{CloseCode, CloseReason, Message};
@@ -46,7 +47,7 @@ fn optional(req: &HttpRequest, name: &str) -> ApiResult<Option<Uuid>> {
 
 async fn service_status(
     st: St,
-    LiveAuth(p): LiveAuth,
+    LiveAuth(p, credential): LiveAuth,
     req: HttpRequest,
     body: web::Payload,
 ) -> ApiResult<HttpResponse> {
@@ -59,12 +60,12 @@ async fn service_status(
             environment: optional(&req, "environment")?.map(Into::into),
         },
     );
-    open(st, &req, body, feed).await
+    open(st, &req, body, credential, feed).await
 }
 
 async fn service_logs(
     st: St,
-    LiveAuth(p): LiveAuth,
+    LiveAuth(p, credential): LiveAuth,
     req: HttpRequest,
     body: web::Payload,
 ) -> ApiResult<HttpResponse> {
@@ -82,12 +83,12 @@ async fn service_logs(
             limit: query_value(&req, "limit")?,
         },
     )?;
-    open(st, &req, body, feed).await
+    open(st, &req, body, credential, feed).await
 }
 
 async fn deployment_logs(
     st: St,
-    LiveAuth(p): LiveAuth,
+    LiveAuth(p, credential): LiveAuth,
     req: HttpRequest,
     body: web::Payload,
 ) -> ApiResult<HttpResponse> {
@@ -98,12 +99,12 @@ async fn deployment_logs(
         required(&req, "environment")?.into(),
         optional(&req, "version")?,
     );
-    open(st, &req, body, feed).await
+    open(st, &req, body, credential, feed).await
 }
 
 async fn deployment_status(
     st: St,
-    LiveAuth(p): LiveAuth,
+    LiveAuth(p, credential): LiveAuth,
     req: HttpRequest,
     body: web::Payload,
 ) -> ApiResult<HttpResponse> {
@@ -111,7 +112,7 @@ async fn deployment_status(
     required(&req, "project")?;
     let environment = required(&req, "environment")?;
     let feed = feeds::DeploymentStatus::new(p, environment.into());
-    open(st, &req, body, feed).await
+    open(st, &req, body, credential, feed).await
 }
 
 /// Checks the feed's first read (so a bad id or a missing right answers as on REST, before
@@ -120,8 +121,10 @@ async fn open<F: Feed + 'static>(
     st: St,
     req: &HttpRequest,
     body: web::Payload,
+    credential: Credential,
     mut feed: F,
 ) -> ApiResult<HttpResponse> {
+    let seat = st.live_sockets.take(credential.expose())?;
     let capstan = st.capstan.clone();
     // Read before the upgrade so that a refusal answers as REST does; the socket's loop reads
     // again once it listens (the feed sends nothing twice), so nothing between is missed.
@@ -129,9 +132,26 @@ async fn open<F: Feed + 'static>(
     let (response, session, stream) = actix_ws::handle(req, body)
         .map_err(|e| ApiError::bad_request(format!("not a WebSocket request: {e}")))?;
     let stopping = st.stopping.clone();
-    actix_web::rt::spawn(serve(capstan, session, stream, feed, first, stopping));
+    let held = Held {
+        state: st.into_inner(),
+        credential,
+        _seat: seat,
+    };
+    actix_web::rt::spawn(serve(capstan, session, stream, feed, first, stopping, held));
     Ok(response)
 }
+
+/// What an open socket holds on to: its credential, checked again every [`RECHECK`] (a token
+/// deleted, a role lowered or a JWT expired on any instance ends it), and its seat among the
+/// sockets its credential may open.
+struct Held {
+    state: std::sync::Arc<AppState>,
+    credential: Credential,
+    _seat: sockets::Seat,
+}
+
+/// How often an open socket's credential is checked again.
+const RECHECK: Duration = Duration::from_secs(1);
 
 async fn serve<F: Feed>(
     capstan: domain::services::Capstan,
@@ -140,8 +160,10 @@ async fn serve<F: Feed>(
     mut feed: F,
     first: Vec<String>,
     mut stopping: Option<tokio::sync::watch::Receiver<bool>>,
+    held: Held,
 ) {
     let mut pending = first;
+    let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
     loop {
         // Listening before the read: a change committed after it wakes the socket.
         let changes = capstan.changes();
@@ -181,6 +203,21 @@ async fn serve<F: Feed>(
                     }
                     Some(Ok(_)) => {}
                 },
+                _ = recheck.tick() => {
+                    match principal_of(&held.state, held.credential.expose()).await {
+                        Ok(now) => {
+                            let was = feed.principal();
+                            *was = domain::auth::Principal {
+                                origin: was.origin,
+                                user_agent: was.user_agent.take(),
+                                ..now
+                            };
+                            // Read again as the principal now is: a right lost ends it.
+                            break;
+                        }
+                        Err(e) => return close_for(session, &e).await,
+                    }
+                }
                 _ = tokio::time::sleep(KEEP_ALIVE) => {
                     if session.ping(b"").await.is_err() {
                         return;

@@ -51,8 +51,14 @@ macro_rules! with_dns {
     };
 }
 
+const ROUTER_DOMAIN: &str = "apps.capstan.test";
+
 fn checked(c: domain::services::Capstan) -> domain::services::Capstan {
     c.with_domain_check(Arc::new(FakeDns), Some(TARGET.into()))
+        .with_router(domain::model::RouterAddress {
+            domain: ROUTER_DOMAIN.into(),
+            port: 8000,
+        })
 }
 
 with_dns!(
@@ -173,6 +179,30 @@ async fn domains_are_unique_and_valid_host_names<S: App>(t: T<S>) {
     t.post(&path, json!({"domain": "x.acme.com"}))
         .await
         .expect_error(400, "generate_certificate");
+    // The names under the router's domain are those Capstan gives services (another
+    // organization's among them): none may be taken, nor covered by a wildcard.
+    let generated = format!("p8080-z{}.{ROUTER_DOMAIN}", uuid::Uuid::new_v4().simple());
+    for taken in [
+        generated.as_str(),
+        "apps.capstan.test",
+        "*.apps.capstan.test",
+        "*.deeper.apps.capstan.test",
+    ] {
+        let refused = t
+            .post(
+                &path,
+                json!({"domain": taken, "generate_certificate": true}),
+            )
+            .await
+            .expect_error(400, "domain: '");
+        assert!(
+            refused
+                .text
+                .contains("is under the router's domain 'apps.capstan.test'"),
+            "{taken}: {}",
+            refused.text
+        );
+    }
     let held = t
         .post(
             &path,

@@ -10,6 +10,7 @@ mod common;
 
 mod advanced_settings;
 mod bad_input;
+mod bounds;
 mod clusters;
 mod contract;
 mod controls;

@@ -130,6 +130,8 @@ pub struct OnPremiseCredentialsInput {
     pub docker_tls: Option<super::DockerTls>,
     #[serde(default)]
     pub ssh_private_key: Option<Secret>,
+    #[serde(default)]
+    pub ssh_host_key: Option<String>,
 }
 
 /// A validated request: the name, the public members, and the secret when one was sent (an
@@ -228,10 +230,13 @@ impl CredentialsDraft {
             }
             CloudProvider::OnPremise => {
                 let i: OnPremiseCredentialsInput = super::from_json(body)?;
-                let sent = i.docker_tls.is_some() || i.ssh_private_key.is_some();
+                let sent = i.docker_tls.is_some()
+                    || i.ssh_private_key.is_some()
+                    || i.ssh_host_key.is_some();
                 let access = super::DockerAccess {
                     tls: i.docker_tls,
                     ssh_private_key: i.ssh_private_key,
+                    ssh_host_key: i.ssh_host_key,
                 }
                 .validate()?;
                 Self {

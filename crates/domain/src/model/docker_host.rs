@@ -79,12 +79,21 @@ impl DockerEndpoint {
                 return Err(bad("an ssh:// endpoint's socket path contains '..'"));
             }
             let (user, at) = match authority.split_once('@') {
-                Some((user, at)) if !user.is_empty() => (Some(user.to_string()), at),
-                Some(_) => return Err(bad("an ssh:// endpoint's user is empty")),
+                Some((user, at)) if is_ssh_user(user) => (Some(user.to_string()), at),
+                Some(_) => {
+                    return Err(bad(
+                        "an ssh:// endpoint's user is letters, digits, '.', '_' and '-', \
+                         not first",
+                    ))
+                }
                 None => (None, authority),
             };
             let (host, port) =
                 split_port(at).ok_or_else(|| bad("an ssh:// endpoint names a host"))?;
+            // ssh would read a destination starting with '-' as an option.
+            if host.starts_with('-') {
+                return Err(bad("an ssh:// endpoint's host cannot start with '-'"));
+            }
             return Ok(Self::Ssh {
                 user,
                 host: host.to_string(),
@@ -125,6 +134,16 @@ impl DockerEndpoint {
     }
 }
 
+/// A user name as `ssh` takes it after `--`: nothing it could read as an option or a
+/// second destination.
+fn is_ssh_user(user: &str) -> bool {
+    !user.is_empty()
+        && !user.starts_with('-')
+        && user
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
 /// `host[:port]`, an IPv6 address in brackets; `None` when the host is empty or the port is
 /// not a number.
 fn split_port(at: &str) -> Option<(&str, Option<u16>)> {
@@ -163,6 +182,11 @@ pub struct DockerAccess {
     pub tls: Option<DockerTls>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_private_key: Option<Secret>,
+    /// The SSH host's public key (`ssh-ed25519 AAAA...`, as its `.pub` file holds it): only
+    /// a host holding its private half is spoken to. None: the key met first is recorded and
+    /// then required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_host_key: Option<String>,
 }
 
 /// A TLS client's material for a `tcp://` daemon started with `--tlsverify`: the authority its
@@ -202,6 +226,16 @@ impl DockerAccess {
                 ));
             }
         }
+        if let Some(key) = &self.ssh_host_key {
+            let parts: Vec<&str> = key.split_whitespace().collect();
+            let one_line = !key.contains(['\r', '\n']);
+            if !one_line || parts.len() < 2 || !is_host_key_type(parts[0]) {
+                return Err(DomainError::invalid(
+                    "ssh_host_key",
+                    "must be one public host key, e.g. 'ssh-ed25519 AAAA...'",
+                ));
+            }
+        }
         if let Some(key) = &self.ssh_private_key {
             if !is_private_key(key.expose()) {
                 return Err(DomainError::invalid(
@@ -212,6 +246,10 @@ impl DockerAccess {
         }
         Ok(self)
     }
+}
+
+fn is_host_key_type(kind: &str) -> bool {
+    kind.starts_with("ssh-") || kind.starts_with("ecdsa-sha2-") || kind.starts_with("sk-")
 }
 
 fn is_private_key(pem: &str) -> bool {
@@ -321,6 +359,10 @@ mod tests {
             "ssh://@host",
             "ssh://host/../etc",
             "tcp://10.0.0.5:99999",
+            "ssh://-oProxyCommand=touch@host",
+            "ssh://-oProxyCommand=x",
+            "ssh://a b@host",
+            "ssh://user@-host",
         ] {
             assert!(DockerEndpoint::parse(bad).is_err(), "{bad}");
         }
@@ -342,6 +384,7 @@ mod tests {
                 key: Secret::new("-----BEGIN PRIVATE KEY-----"),
             }),
             ssh_private_key: None,
+            ssh_host_key: None,
         };
         assert!(Host::named(id, &spec("tcp://10.0.0.5:2376"), tls.clone()).is_ok());
         let sealed = tls.seal();
@@ -350,5 +393,20 @@ mod tests {
             !format!("{tls:?}").contains("BEGIN PRIVATE KEY"),
             "the key is hidden"
         );
+    }
+
+    #[test]
+    fn a_pinned_host_key_is_one_public_key_line() {
+        let with = |key: &str| DockerAccess {
+            ssh_host_key: Some(key.into()),
+            ..DockerAccess::default()
+        };
+        assert!(with("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA")
+            .validate()
+            .is_ok());
+        for bad in ["AAAA", "ssh-ed25519", "ssh-ed25519 AAAA\nother AAAA", "x y"] {
+            let err = with(bad).validate().unwrap_err().to_string();
+            assert!(err.starts_with("ssh_host_key: "), "{bad}: {err}");
+        }
     }
 }

@@ -3,6 +3,7 @@
 #[macro_use]
 mod enums;
 mod advanced_settings;
+mod bounds;
 mod cluster;
 mod cluster_log;
 mod credentials;
@@ -42,6 +43,7 @@ mod webhook;
 mod workload_inputs;
 
 pub use advanced_settings::{Setting, SettingKind, SettingsTable, CLUSTER_SETTINGS};
+pub use bounds::{Bounds, KERNEL_ENV_STRING_LIMIT};
 pub use cluster::{
     Cluster, ClusterAction, ClusterCredentialsRef, ClusterRun, ClusterSpec, ClusterState,
     CredentialsRef, GroupRef, KubernetesMode, KUBERNETES_VERSION,
@@ -85,8 +87,8 @@ pub use restriction::{
     push_deploys, DeploymentRestriction, RestrictionInput, RestrictionMode, RestrictionType,
 };
 pub use route::{
-    host_name_of, is_routed, wildcard_over, Backend, Route, RouteCheck, RouteTable, RouterAddress,
-    STICKY_SESSION,
+    host_name_of, is_routed, is_within, wildcard_over, Backend, Route, RouteCheck, RouteTable,
+    RouterAddress, STICKY_SESSION,
 };
 pub use running_state::{Endpoint, Replica, RunState, RunningState};
 pub use service::*;

@@ -4,7 +4,7 @@
 
 use super::{CustomDomain, Port, RunState, RunningState, Service, ServiceSpec};
 use crate::ids::ServiceId;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Whether the router serves a service: an application or container with a public port
 /// (whose redeploys then switch the router to the new replicas before the old ones stop).
@@ -96,10 +96,14 @@ pub struct Route {
 
 /// Every host name the router serves, with the replicas answering it (none: the service does
 /// not run, and the router says so rather than "unknown host"). A name may be a wildcard
-/// (`*.example.com`), which answers for the names one label under it.
+/// (`*.example.com`), which answers for the names one label under it that no service claims.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RouteTable {
     pub routes: BTreeMap<String, Route>,
+    /// Names some service holds though they are not routed now (a custom domain whose check
+    /// fails, of a service not running, the router's own domain): no wildcard answers them,
+    /// or one organization's wildcard would serve the name another's users go to.
+    pub claimed: BTreeSet<String>,
 }
 
 /// The advanced setting that keeps a client on one replica (the `network` operations' sticky
@@ -108,11 +112,14 @@ pub const STICKY_SESSION: &str = "network.ingress.enable_sticky_session";
 
 impl RouteTable {
     /// The table of `services` as their engines last saw them run, with the custom domains
-    /// whose DNS check passed (each to its service's default public port).
+    /// whose DNS check passed (each to its service's default public port; none under the
+    /// router's own domain, which only generated names are), `claimed` every custom domain's
+    /// name.
     pub fn of(
         router: &RouterAddress,
         services: &[(Service, Option<RunningState>)],
         domains: &[CustomDomain],
+        claimed: &[String],
     ) -> Self {
         let mut routes = BTreeMap::new();
         for (service, seen) in services {
@@ -141,7 +148,10 @@ impl RouteTable {
             }
             let default = public.iter().find(|p| p.is_default).or(public.first());
             if let Some(port) = default {
-                for d in domains.iter().filter(|d| d.service_id == service.id) {
+                let own = |d: &&CustomDomain| {
+                    d.service_id == service.id && !is_within(&d.domain, &router.domain)
+                };
+                for d in domains.iter().filter(own) {
                     let route = Route {
                         certify: d.generate_certificate,
                         ..route_to(port)
@@ -150,17 +160,34 @@ impl RouteTable {
                 }
             }
         }
-        RouteTable { routes }
+        let mut claimed: BTreeSet<String> = claimed
+            .iter()
+            .filter(|name| !name.starts_with("*.") && !routes.contains_key(*name))
+            .cloned()
+            .collect();
+        claimed.insert(router.domain.clone());
+        RouteTable { routes, claimed }
     }
 
-    /// The route answering `host` (a Host header: any port and letter case), its own name's
-    /// or else a wildcard's one label up; `None`: the router serves no such name.
+    /// The route answering `host` (a Host header: any port and letter case): its own name's,
+    /// else a wildcard's one label up when no service claims the name; `None`: the router
+    /// serves no such name.
     pub fn route(&self, host: &str) -> Option<&Route> {
         let name = host_name_of(host);
-        self.routes
-            .get(&name)
-            .or_else(|| self.routes.get(&wildcard_over(&name)?))
+        if let Some(route) = self.routes.get(&name) {
+            return Some(route);
+        }
+        if self.claimed.contains(&name) {
+            return None;
+        }
+        self.routes.get(&wildcard_over(&name)?)
     }
+}
+
+/// Whether `name` (a wildcard's too) is `domain` or a name under it.
+pub fn is_within(name: &str, domain: &str) -> bool {
+    let name = name.strip_prefix("*.").map_or(name, |rest| rest);
+    name == domain || name.ends_with(&format!(".{domain}"))
 }
 
 /// The wildcard name that answers for `name` (one label up): `*.example.com` for
@@ -335,7 +362,7 @@ mod tests {
             },
             domain(&web, "*.apps.example.com"),
         ];
-        let table = RouteTable::of(&router, &services, &domains);
+        let table = RouteTable::of(&router, &services, &domains, &[]);
         let certified: Vec<&str> = table
             .routes
             .iter()
@@ -392,5 +419,60 @@ mod tests {
             None,
             "the default readiness probe is TCP"
         );
+    }
+
+    #[test]
+    fn a_wildcard_answers_only_names_no_service_claims_and_never_the_routers_own() {
+        let router = RouterAddress {
+            domain: "apps.localhost".into(),
+            port: 8000,
+        };
+        let (a, b) = (
+            container(serde_json::Value::Null),
+            container(serde_json::Value::Null),
+        );
+        let services = [
+            (
+                a.clone(),
+                Some(running(&a, RunState::Running, &[(81, 5001)])),
+            ),
+            (
+                b.clone(),
+                Some(running(&b, RunState::Running, &[(81, 6001)])),
+            ),
+        ];
+        let domains = [
+            domain(&a, "*.localhost"),
+            domain(&a, "*.apps.localhost"),
+            domain(&a, &router.host_of(b.id, 81)),
+            domain(&b, "shop.localhost"),
+        ];
+        let claimed = ["pending.localhost".to_string(), "shop.localhost".into()];
+        let table = RouteTable::of(&router, &services, &domains, &claimed);
+        let a_route = [backend(5001)];
+        assert_eq!(table.route("anything.localhost").unwrap().backends, a_route);
+        assert_eq!(
+            table.route("shop.localhost").unwrap().backends,
+            [backend(6001)],
+            "the exact name first"
+        );
+        assert!(
+            table.route("pending.localhost").is_none(),
+            "claimed by a domain not routed now"
+        );
+        assert!(table.route("apps.localhost").is_none(), "the router's own");
+        assert_eq!(
+            table.route(&router.host_of(b.id, 81)).unwrap().backends,
+            [backend(6001)],
+            "a generated name is never another service's custom domain"
+        );
+        assert!(
+            table.route("p1-zunknown.apps.localhost").is_none(),
+            "no wildcard under the router's domain"
+        );
+        assert!(is_within("*.apps.localhost", "apps.localhost"));
+        assert!(is_within("x.y.apps.localhost", "apps.localhost"));
+        assert!(!is_within("*.localhost", "apps.localhost"));
+        assert!(!is_within("myapps.localhost", "apps.localhost"));
     }
 }

@@ -9,8 +9,8 @@ use crate::error::{DomainError, DomainResult, StoreError};
 use crate::ids::{CustomDomainId, ServiceId};
 use crate::model::EventType;
 use crate::model::{
-    host_name, renamed, CustomDomain, CustomDomainInput, DnsCheck, DnsState, Service, ServiceKind,
-    VariableParent,
+    host_name, is_within, renamed, CustomDomain, CustomDomainInput, DnsCheck, DnsState, Service,
+    ServiceKind, VariableParent,
 };
 use crate::ports::{Repo, Scope, Unit};
 use std::collections::HashMap;
@@ -83,6 +83,23 @@ impl Capstan {
         })
     }
 
+    /// A domain's name as a user may give it: a host name, not the router's own domain nor
+    /// under it (the names there are the ones Capstan gives every organization's services).
+    fn domain_name(&self, given: &str) -> DomainResult<String> {
+        let domain = host_name("domain", given)?;
+        match &self.router {
+            Some(router) if is_within(&domain, &router.domain) => Err(DomainError::invalid(
+                "domain",
+                format!(
+                    "'{domain}' is under the router's domain '{}', whose names Capstan gives \
+                     services itself",
+                    router.domain
+                ),
+            )),
+            _ => Ok(domain),
+        }
+    }
+
     pub async fn list_custom_domains(
         &self,
         p: &Principal,
@@ -132,7 +149,7 @@ impl Capstan {
         service: ServiceId,
         input: CustomDomainInput,
     ) -> DomainResult<CustomDomain> {
-        let domain = host_name("domain", &input.domain)?;
+        let domain = self.domain_name(&input.domain)?;
         self.in_unit(&[Scope::EnvironmentOf(service)], async |tx| {
             let found = self
                 .owner_of::<CustomDomain>(tx, p, kind, service, Action::Write)
@@ -165,7 +182,7 @@ impl Capstan {
         id: CustomDomainId,
         input: CustomDomainInput,
     ) -> DomainResult<CustomDomain> {
-        let domain = host_name("domain", &input.domain)?;
+        let domain = self.domain_name(&input.domain)?;
         self.in_unit(&[Scope::EnvironmentOf(service)], async |tx| {
             self.owner_of::<CustomDomain>(tx, p, kind, service, Action::Write)
                 .await?;

@@ -107,6 +107,8 @@ pub struct Capstan {
     /// point at.
     resolver: Arc<dyn crate::dns::Resolver>,
     domain_target: Option<String>,
+    /// What one service may ask of the shared hosts.
+    bounds: crate::model::Bounds,
     /// Who hears how deployments end (metrics).
     observer: Arc<dyn crate::observe::Observer>,
     /// Where webhook deliveries go out; none: they wait.
@@ -144,6 +146,7 @@ impl Capstan {
             public_url: "http://127.0.0.1:8080".into(),
             resolver: Arc::new(crate::dns::NoResolver),
             domain_target: None,
+            bounds: crate::model::Bounds::default(),
             observer: Arc::new(crate::observe::NoObserver),
             outbound: None,
             engine_controls: Arc::default(),
@@ -217,6 +220,12 @@ impl Capstan {
     ) -> Self {
         self.resolver = resolver;
         self.domain_target = target.filter(|t| !t.trim().is_empty());
+        self
+    }
+
+    /// With the operator's bounds on what one service may ask.
+    pub fn with_bounds(mut self, bounds: crate::model::Bounds) -> Self {
+        self.bounds = bounds;
         self
     }
 

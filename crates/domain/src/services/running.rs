@@ -138,18 +138,19 @@ impl Capstan {
         let Some(router) = &self.router else {
             return Ok(RouteTable::default());
         };
-        let (pairs, domains) = {
+        let (pairs, domains, claimed) = {
             let mut unit = self.reading().await?;
             let tx = &mut *unit;
             let seen = tx.all_running_states().await?;
             let ids: Vec<ServiceId> = seen.iter().map(|s| s.service_id).collect();
             let services = self.by_id::<Service>(tx, ids.iter().copied()).await?;
             let domains = tx.custom_domains_of(&ids).await?;
+            let claimed = tx.custom_domain_names().await?;
             let pairs: Vec<(Service, Option<RunningState>)> = seen
                 .into_iter()
                 .filter_map(|s| Some((services.get(&s.service_id)?.clone(), Some(s))))
                 .collect();
-            (pairs, domains)
+            (pairs, domains, claimed)
         };
         // At once: one slow resolver answer must not hold up every route's refresh.
         let verdicts =
@@ -160,7 +161,7 @@ impl Capstan {
             .zip(verdicts)
             .filter_map(|(d, passed)| passed.then_some(d))
             .collect();
-        Ok(RouteTable::of(router, &pairs, &routed))
+        Ok(RouteTable::of(router, &pairs, &routed, &claimed))
     }
 
     /// Whether a custom domain's DNS check passes, from the last check while it is fresh: a

@@ -181,6 +181,7 @@ impl Capstan {
                 return Err(DomainError::state("the environment is being deleted"));
             }
             let mut draft = ServiceDraft::parse(kind, body, None)?;
+            self.bounds.check_service(&draft.spec)?;
             self.check_references(tx, p, env.organization_id, &mut draft.spec)
                 .await?;
             let now = self.now();
@@ -262,6 +263,7 @@ impl Capstan {
             self.attach_named_groups(tx, &service, body).await?;
             let body = ServiceDraft::edit_body(&service, body);
             let mut draft = ServiceDraft::parse(kind, &body, Some(&service.spec))?;
+            self.bounds.check_service(&draft.spec)?;
             self.check_references(tx, p, service.organization_id, &mut draft.spec)
                 .await?;
             service.name = draft.name;

@@ -192,7 +192,7 @@ impl Capstan {
             .into_iter()
             .next();
         let environment = service.environment_id;
-        let table = RouteTable::of(router, &[(service, seen)], &[]);
+        let table = RouteTable::of(router, &[(service, seen)], &[], &[]);
         let serving = table.routes.values().any(|r| !r.backends.is_empty());
         let state = match status.state {
             _ if serving => ServiceState::Deployed,

@@ -396,6 +396,7 @@ impl Capstan {
     }
 
     async fn insert_variable(&self, tx: &mut Unit, v: &Variable) -> DomainResult<()> {
+        self.bounds.check_variable(v)?;
         Repo::<Variable>::insert(tx, v).await.map_err(|e| match e {
             StoreError::Duplicate => DomainError::Conflict(Conflict::KeyTaken {
                 key: v.key.to_string(),
@@ -626,6 +627,7 @@ impl Capstan {
                 }
                 v.mount_path = mount_path(Some(path))?;
             }
+            self.bounds.check_variable(&v)?;
             v.updated_at = self.now();
             Repo::<Variable>::update(tx, &v)
                 .await

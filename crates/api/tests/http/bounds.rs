@@ -1,0 +1,110 @@
+//! What one service may ask of the hosts every organization shares, on both backends: replicas,
+//! ports, job restarts and the size of a variable are refused past the installation's bounds
+//! (the defaults here), with a 400 naming the member and the setting, on creation and edit.
+
+use crate::common;
+
+use common::{service_bodies, App, T};
+use serde_json::{json, Value};
+
+http_suite!(
+    services_past_a_bound_are_refused_naming_the_setting,
+    a_variable_past_the_size_bound_is_refused_naming_the_setting,
+);
+
+fn body_of(registry: &str, kind: &str) -> Value {
+    service_bodies(registry)
+        .into_iter()
+        .find(|(k, _)| *k == kind)
+        .unwrap()
+        .1
+}
+
+async fn services_past_a_bound_are_refused_naming_the_setting<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let registry = t.registry().await;
+    let path = format!("/environment/{env}/container");
+    let with = |member: &str, value: Value| {
+        let mut body = body_of(&registry, "container");
+        body[member] = value;
+        body
+    };
+    for (member, value) in [
+        ("max_running_instances", json!(10_000)),
+        ("max_running_instances", json!(1_i64 << 62)),
+        ("min_running_instances", json!(21)),
+    ] {
+        let mut body = with(member, value);
+        if member == "min_running_instances" {
+            body["max_running_instances"] = json!(21);
+        }
+        let refused = t.post(&path, body).await.expect_error(400, "");
+        assert!(
+            refused.text.contains("must be at most 20")
+                && refused.text.contains("CAPSTAN_MAX_REPLICAS"),
+            "{member}: {}",
+            refused.text
+        );
+    }
+    let ports: Vec<Value> = (0..10_000)
+        .map(|p| json!({"internal_port": 1024 + p, "publicly_accessible": false}))
+        .collect();
+    t.post(&path, with("ports", json!(ports)))
+        .await
+        .expect_error(
+            400,
+            "ports: must be at most 20 on this installation (CAPSTAN_MAX_PORTS)",
+        );
+    // Within the bounds: kept; an edit past one is refused the same way.
+    let web = t
+        .post(&path, with("max_running_instances", json!(20)))
+        .await
+        .expect(201)
+        .id();
+    t.put(
+        &format!("/container/{web}"),
+        with("max_running_instances", json!(21)),
+    )
+    .await
+    .expect_error(400, "max_running_instances: must be at most 20");
+    let jobs = format!("/environment/{env}/job");
+    let mut job = body_of(&registry, "job");
+    job["max_nb_restart"] = json!(1_000_000_000);
+    t.post(&jobs, job.clone()).await.expect_error(
+        400,
+        "max_nb_restart: must be at most 20 on this installation (CAPSTAN_MAX_JOB_RESTARTS)",
+    );
+    job["max_nb_restart"] = json!(20);
+    t.post(&jobs, job).await.expect(201);
+}
+
+async fn a_variable_past_the_size_bound_is_refused_naming_the_setting<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let path = format!("/environment/{env}/environmentVariable");
+    let big = "x".repeat(200 * 1024);
+    let refused = t
+        .post(&path, json!({"key": "BIG", "value": big}))
+        .await
+        .expect_error(400, "value: is 204803 bytes with its key");
+    assert!(
+        refused.text.contains("(CAPSTAN_MAX_VARIABLE_BYTES)") && !refused.text.contains("xxxx"),
+        "names the setting, not the value: {}",
+        refused.text
+    );
+    let secrets = format!("/environment/{env}/secret");
+    t.post(&secrets, json!({"key": "BIG", "value": big}))
+        .await
+        .expect_error(400, "value: is 204803 bytes");
+    let fits = "x".repeat(64 * 1024 - 3);
+    let id = t
+        .post(&path, json!({"key": "FIT", "value": fits}))
+        .await
+        .expect(201)
+        .id();
+    t.put(
+        &format!("{path}/{id}"),
+        json!({"key": "FIT", "value": format!("{fits}x")}),
+    )
+    .await
+    .expect_error(400, "value: is 65537 bytes with its key");
+}
