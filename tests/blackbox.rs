@@ -963,10 +963,7 @@ async fn metric(server: &Server, series: &str) -> f64 {
 /// the instances' metrics count it once between them.
 async fn a_client_waits_on_one_instance_for_a_deployment(database: &str, instances: usize) {
     let dir = TempDir::new();
-    let step = [
-        ("CAPSTAN_ENGINE_STEP_MS", "100"),
-        ("CAPSTAN_LIVE_SOCKETS_PER_TOKEN", "4"),
-    ];
+    let step = [("CAPSTAN_ENGINE_STEP_MS", "100")];
     let mut servers = Vec::new();
     for _ in 0..instances {
         servers.push(Server::start_with(&dir, database, None, &step).await);
@@ -1356,7 +1353,10 @@ async fn an_open_event_stream_ends_when_the_server_stops() {
 /// hear of a deployment run by whichever instance takes it.
 async fn the_live_api_follows_a_deployment(database: &str, instances: usize) {
     let dir = TempDir::new();
-    let step = [("CAPSTAN_ENGINE_STEP_MS", "100")];
+    let step = [
+        ("CAPSTAN_ENGINE_STEP_MS", "100"),
+        ("CAPSTAN_LIVE_SOCKETS_PER_TOKEN", "4"),
+    ];
     let mut servers = Vec::new();
     for _ in 0..instances {
         servers.push(Server::start_with(&dir, database, None, &step).await);

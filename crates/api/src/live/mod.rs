@@ -215,6 +215,10 @@ async fn serve<F: Feed>(
                             // Read again as the principal now is: a right lost ends it.
                             break;
                         }
+                        // The store failing for a moment is not the credential's fault.
+                        Err(e) if e.status.is_server_error() => {
+                            tracing::debug!(error = %e.message, "a live socket's credential could not be checked again");
+                        }
                         Err(e) => return close_for(session, &e).await,
                     }
                 }

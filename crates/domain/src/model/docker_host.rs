@@ -209,7 +209,8 @@ impl DockerAccess {
         Secret::new(serde_json::to_string(self).unwrap_or_default())
     }
 
-    pub fn validate(self) -> Result<Self, DomainError> {
+    pub fn validate(mut self) -> Result<Self, DomainError> {
+        self.ssh_host_key = self.ssh_host_key.map(|k| k.trim().to_string());
         if let Some(tls) = &self.tls {
             for (field, pem) in [
                 ("docker_tls.ca", tls.ca.as_str()),
