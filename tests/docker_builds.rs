@@ -9,6 +9,8 @@ mod harness;
 use git_http::{GitServer, Repository, TlsFront};
 use harness::*;
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 const BUILD_SECRET: &str = "build-arg-s3cret-value";
@@ -579,4 +581,115 @@ async fn an_https_repository_is_fetched_with_the_authority_given() {
     settled_in(client, "application", &app, "DEPLOYED").await;
     assert_eq!(fetch(host_port(&app), "/").await.trim(), "secure");
     let _ = docker(&["rmi", "-f", &image_of(&app, &commit)]);
+}
+
+/// A listener on 127.0.0.1 standing for a registry: it answers nothing and counts the
+/// connections made to it.
+fn counting_listener() -> (u16, Arc<AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&accepted);
+    std::thread::spawn(move || {
+        for _ in listener.incoming() {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    (port, accepted)
+}
+
+/// A Dockerfile makes the daemon pull nothing past the outbound policy: not an image named by
+/// a build argument, nor one a COPY --from or a RUN --mount takes files from, nor a FROM only
+/// Docker's reading of the escape directive sees, nor a BuildKit frontend. The repository is
+/// reached as `localhost` (the only name the policy allows), the registry as 127.0.0.1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dockerfile_makes_the_daemon_pull_nothing_past_the_outbound_policy() {
+    if !docker_ready() {
+        return;
+    }
+    let (port, accepted) = counting_listener();
+    let registry = format!("127.0.0.1:{port}/x");
+    let refused_by_policy = "refused by the outbound policy";
+    let refused_as_dockerfile = "the Dockerfile cannot be built";
+    let tricks = [
+        (
+            "argument",
+            format!("ARG BASE={registry}:1\nFROM ${{BASE}}\n"),
+            refused_by_policy,
+            Some(format!("{registry}:1")),
+        ),
+        (
+            "copy",
+            format!("FROM {IMAGE}:{TAG}\nCOPY --from={registry}:2 /bin/sh /sh\n"),
+            refused_by_policy,
+            Some(format!("{registry}:2")),
+        ),
+        (
+            "mount",
+            format!("FROM {IMAGE}:{TAG}\nRUN --mount=type=bind,from={registry}:3,target=/m true\n"),
+            refused_by_policy,
+            Some(format!("{registry}:3")),
+        ),
+        (
+            "escape",
+            format!("# escape=`\nFROM {IMAGE}:{TAG}\nRUN echo \\\nFROM {registry}:4\n"),
+            refused_by_policy,
+            Some(format!("{registry}:4")),
+        ),
+        (
+            "syntax",
+            format!("# syntax={registry}:5\nFROM {IMAGE}:{TAG}\n"),
+            refused_as_dockerfile,
+            None,
+        ),
+    ];
+    let root = TempDir::new();
+    let server = GitServer::start(&root.0, None);
+    let repo = Repository::create(&server, "team/tricks");
+    let paths: Vec<String> = tricks
+        .iter()
+        .map(|(name, ..)| format!("{name}/Dockerfile"))
+        .collect();
+    let files: Vec<(&str, &str)> = paths
+        .iter()
+        .zip(&tricks)
+        .map(|(path, (_, text, ..))| (path.as_str(), text.as_str()))
+        .collect();
+    let commit = repo.commit("tricks", &files);
+    let url = server.url("team/tricks").replace("127.0.0.1", "localhost");
+    let case = Case::start(None, &[("CAPSTAN_OUTBOUND_ALLOW", "localhost")]).await;
+    let (client, env) = (&case.client, &case.env);
+
+    for (name, _, refusal, image) in &tricks {
+        let app = client
+            .create(
+                &format!("/environment/{env}/application"),
+                json!({"name": name, "build_mode": "DOCKER", "dockerfile_path": "Dockerfile",
+                       "git_repository": {"url": url, "branch": "main",
+                                          "root_path": format!("/{name}")}}),
+            )
+            .await;
+        deploy(client, &app, &commit).await;
+        settled_in(client, "application", &app, "BUILD_ERROR").await;
+        let reason = last_reason(client, "application", &app).await;
+        assert!(reason.contains(refusal), "{name}: {reason}");
+        if let Some(image) = image {
+            assert!(reason.contains(image.as_str()), "{name}: {reason}");
+        } else {
+            assert!(reason.contains("# syntax"), "{name}: {reason}");
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        0,
+        "the daemon reached the registry"
+    );
+    // The listener does count: a connection of the test's own.
+    drop(std::net::TcpStream::connect(("127.0.0.1", port)).unwrap());
+    let started = std::time::Instant::now();
+    while accepted.load(Ordering::SeqCst) == 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "never counted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

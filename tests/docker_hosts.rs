@@ -104,7 +104,17 @@ async fn deployed(client: &Client, id: &str) -> (String, String) {
 
 async fn two_clusters_run_their_environments_on_their_own_daemons(database: Option<&str>) {
     let mut second = SecondDaemon::start().await;
-    let case = Case::start(database, &[]).await;
+    // As an operator would: organizations may name the sockets of one directory, and the
+    // loopback (where this test's daemon and sshd listen) is opened to the outbound policy.
+    let sockets = second.socket.parent().unwrap().to_path_buf();
+    let case = Case::start(
+        database,
+        &[
+            ("CAPSTAN_DOCKER_SOCKETS_DIR", sockets.to_str().unwrap()),
+            ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
+        ],
+    )
+    .await;
     let (client, org, registry) = (&case.client, &case.org, &case.registry);
     let (first_cluster, project) = case.cluster_and_project().await;
 
@@ -213,6 +223,55 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
         cluster_becomes(client, org, cluster, "DEPLOYED").await;
         assert!(ready(client, org, cluster).await);
     }
+    // A daemon is one organization's: another's cluster on it is refused at its deployment,
+    // and so is a cluster on the installation's own daemon, by whatever path it is reached.
+    let (stranger, their_org) = case.stranger("Strangers").await;
+    let theirs = stranger
+        .create(
+            &format!("/organization/{their_org}/cluster"),
+            json!({"name": "taken", "region": "on-premise", "cloud_provider": "ON_PREMISE",
+                   "docker": {"endpoint": format!("unix://{}", second.socket.display())}}),
+        )
+        .await;
+    post(
+        &stranger,
+        &format!("/organization/{their_org}/cluster/{theirs}/deploy"),
+        json!({}),
+    )
+    .await;
+    let refused = cluster_becomes(&stranger, &their_org, &theirs, "DEPLOYMENT_ERROR").await;
+    assert!(
+        refused
+            .to_string()
+            .contains("another organization's clusters run on"),
+        "{refused}"
+    );
+    let own_socket = sockets.join("own.sock");
+    let main_socket = std::env::var("DOCKER_HOST")
+        .ok()
+        .and_then(|h| h.strip_prefix("unix://").map(str::to_string))
+        .unwrap_or_else(|| "/var/run/docker.sock".into());
+    std::os::unix::fs::symlink(&main_socket, &own_socket).unwrap();
+    let own = client
+        .create(
+            &format!("/organization/{org}/cluster"),
+            json!({"name": "own", "region": "on-premise", "cloud_provider": "ON_PREMISE",
+                   "docker": {"endpoint": format!("unix://{}", own_socket.display())}}),
+        )
+        .await;
+    post(
+        client,
+        &format!("/organization/{org}/cluster/{own}/deploy"),
+        json!({}),
+    )
+    .await;
+    let refused = cluster_becomes(client, org, &own, "DEPLOYMENT_ERROR").await;
+    assert!(
+        refused
+            .to_string()
+            .contains("the Docker daemon this installation itself uses"),
+        "{refused}"
+    );
     // Deploying a cluster readied its host for its environments: their networks.
     for env in [&second_env, &tls_env, &ssh_env] {
         let networks = second

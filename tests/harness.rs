@@ -730,6 +730,19 @@ impl Case {
         )
     }
 
+    /// A client of another organization of this installation (an ADMIN token of its own),
+    /// and that organization.
+    pub async fn stranger(&self, name: &str) -> (Client, String) {
+        let token = create_token(&self.dir, &self.database, &["--organization-name", name]);
+        let client = Client {
+            http: reqwest::Client::new(),
+            base: self.client.base.clone(),
+            token,
+        };
+        let org = hierarchy_org(&client).await;
+        (client, org)
+    }
+
     /// What Capstan wrote of its own, at debug level.
     pub fn own_log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

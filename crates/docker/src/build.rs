@@ -10,7 +10,7 @@ use domain::engine::{Cancel, StepLog, StepWork};
 use domain::ids::{DeploymentRequestId, ServiceId};
 use domain::model::{BuildSource, GitAccess, GitRepository};
 use futures_util::StreamExt;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
 
 /// The label an image carries with the commit it was built from.
@@ -138,9 +138,6 @@ impl DockerEngine {
         })?;
         let text = std::fs::read_to_string(&dockerfile_at)
             .map_err(|e| format!("could not read the Dockerfile: {e}"))?;
-        for base in dockerfile::base_images(&text) {
-            self.ensure_image(&base, None, log, cancel).await?;
-        }
         let declared = dockerfile::declared_args(&text);
         let arguments: HashMap<String, String> = work
             .inputs
@@ -154,6 +151,19 @@ impl DockerEngine {
             names.sort();
             let names: Vec<&str> = names.into_iter().map(String::as_str).collect();
             log.info(&format!("build arguments: {}", names.join(", ")));
+        }
+        // Every image the daemon would pull during the build is pulled first, where the
+        // outbound policy sees it: the build then finds each on the host.
+        let passed: BTreeMap<String, String> = arguments.clone().into_iter().collect();
+        let pulled = dockerfile::pulled_images(&text, &passed)
+            .map_err(|reason| format!("the Dockerfile cannot be built: {reason}"))?;
+        if let Some(frontend) = dockerfile::frontend_image(&text) {
+            self.pull_permitted(&frontend).await.map_err(|why| {
+                format!("the Dockerfile cannot be built: its # syntax frontend: {why}")
+            })?;
+        }
+        for image in pulled {
+            self.ensure_image(&image, None, log, cancel).await?;
         }
         let relative = dockerfile_at
             .strip_prefix(&context)

@@ -402,7 +402,7 @@ impl DockerEngine {
     /// The image on the host, pulled from its registry when it is not there yet.
     /// Refuses a pull from a registry the outbound policy does not permit: one of its
     /// addresses private, loopback or link-local, and not allowed by the operator.
-    async fn pull_permitted(&self, image: &str) -> Result<(), String> {
+    pub(crate) async fn pull_permitted(&self, image: &str) -> Result<(), String> {
         let host = plan::registry_host(image);
         let addresses: Vec<std::net::IpAddr> = match host.parse::<std::net::IpAddr>() {
             Ok(ip) => vec![ip],

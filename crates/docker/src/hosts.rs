@@ -4,15 +4,15 @@
 //! What runs on every host that answers is reported as one stream; a host that stops
 //! answering is left out of it (and its steps fail naming it) until it answers again.
 
-use crate::engine::{said, DockerEngine};
+use crate::engine::DockerEngine;
 use crate::tunnel::{Destination, Tunnel};
 use async_trait::async_trait;
 use bollard::Docker;
 use domain::engine::{Engine, StepWork};
 use domain::ids::{ClusterId, EnvironmentId, OrganizationId, ServiceId};
 use domain::model::{
-    Cluster, ClusterAction, DockerEndpoint, Host, OutputLine, RegistryAccess, RunningState,
-    Service, WorkloadInputs,
+    Cluster, ClusterAction, DaemonIdentity, DockerEndpoint, Host, OutputLine, RegistryAccess,
+    RunningState, Service, WorkloadInputs,
 };
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
@@ -42,6 +42,8 @@ pub struct Hosts {
     changed: watch::Sender<u64>,
     /// [`EACH_HOST`], shorter in tests.
     each_host: Duration,
+    /// The Docker ID of the daemon this installation itself uses, once asked.
+    own_id: tokio::sync::OnceCell<String>,
 }
 
 struct Attached {
@@ -81,6 +83,7 @@ impl Hosts {
             attached: Mutex::new(HashMap::new()),
             changed,
             each_host,
+            own_id: tokio::sync::OnceCell::new(),
         });
         tokio::spawn(look_at_hosts(Arc::downgrade(&hosts)));
         hosts
@@ -106,6 +109,30 @@ impl Hosts {
         }
         let (docker, reach) = connect(host).await?;
         let docker = answering(docker, host).await?;
+        let found = self.identity(&docker, host).await?;
+        if found.installations_own {
+            return Err(format!(
+                "{} reaches the Docker daemon this installation itself uses",
+                host.describe()
+            ));
+        }
+        match &host.daemon_id {
+            None => {
+                return Err(format!(
+                    "the cluster on {} is not deployed: deploying it checks whose daemon \
+                     answers there",
+                    host.describe()
+                ))
+            }
+            Some(deployed) if *deployed != found.id => {
+                return Err(format!(
+                    "another Docker daemon answers at {} than the one its cluster was \
+                     deployed on: deploy the cluster again",
+                    host.describe()
+                ))
+            }
+            Some(_) => {}
+        }
         let publish = host
             .publish_address
             .clone()
@@ -138,12 +165,29 @@ impl Hosts {
         Ok(engine)
     }
 
+    /// Who answers through `docker` (the daemon's own ID), and whether it is the daemon this
+    /// installation uses itself.
+    async fn identity(&self, docker: &Docker, host: &Host) -> Result<DaemonIdentity, String> {
+        let id = daemon_id(docker)
+            .await
+            .map_err(|why| format!("{}: {why}", does_not_answer(host)))?;
+        let own = self
+            .own_id
+            .get_or_try_init(|| daemon_id(&self.local.docker))
+            .await
+            .map_err(|why| format!("the installation's own Docker daemon: {why}"))?;
+        Ok(DaemonIdentity {
+            installations_own: *own == id,
+            id,
+        })
+    }
+
     /// The engine of `host` if it answers now; why not, naming it, otherwise.
     async fn answering_engine(&self, host: &Host) -> Result<Arc<DockerEngine>, String> {
         let engine = self.engine_for(host).await?;
         match tokio::time::timeout(ANSWER, engine.docker.ping()).await {
             Ok(Ok(_)) => Ok(engine),
-            Ok(Err(e)) => Err(said(&does_not_answer(host), e)),
+            Ok(Err(e)) => Err(format!("{}: {}", does_not_answer(host), failure_words(&e))),
             Err(_) => Err(format!(
                 "{} within {}s",
                 does_not_answer(host),
@@ -214,6 +258,40 @@ impl Hosts {
             .filter_map(futures_util::future::ready)
             .take_until(until_changed);
         Some(merged.boxed())
+    }
+}
+
+/// Who the daemon is: its own ID, as `docker info` shows it, with its data root. Docker 20.10
+/// keeps the ID in `/etc/docker/key.json`, which two daemons of one machine share; they are
+/// still two daemons when their data differ, and one daemon reached two ways is the same.
+async fn daemon_id(docker: &Docker) -> Result<String, String> {
+    let info = tokio::time::timeout(ANSWER, docker.info())
+        .await
+        .map_err(|_| format!("it did not tell who it is within {}s", ANSWER.as_secs()))?
+        .map_err(|e| failure_words(&e))?;
+    let id = info
+        .id
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| "it did not tell who it is (no daemon ID)".to_string())?;
+    Ok(format!("{id}@{}", info.docker_root_dir.unwrap_or_default()))
+}
+
+/// What failed, in Capstan's own words: never the text a remote host answered, which a user
+/// who points a cluster at some service would read back.
+fn failure_words(e: &bollard::errors::Error) -> String {
+    use bollard::errors::Error as E;
+    match e {
+        E::DockerResponseServerError { status_code, .. } => {
+            format!("it answered HTTP {status_code}, not as a Docker daemon would")
+        }
+        E::RequestTimeoutError => "it did not answer in time".into(),
+        E::JsonDataError { .. } | E::JsonSerdeError { .. } => {
+            "its answer is not a Docker daemon's".into()
+        }
+        E::IOError { .. } | E::HyperResponseError { .. } | E::HyperLegacyError { .. } => {
+            "the connection to it failed".into()
+        }
+        _ => "it could not be asked".into(),
     }
 }
 
@@ -314,7 +392,9 @@ fn first_met_keys(host: &Host) -> Result<std::path::PathBuf, String> {
 /// A client of `host`'s daemon (not yet asked anything), and what it reaches it through.
 async fn connect(host: &Host) -> Result<(Docker, Reach), String> {
     let version = bollard::API_DEFAULT_VERSION;
-    let failed = |e: bollard::errors::Error| said(&format!("cannot reach {}", host.describe()), e);
+    let failed = |e: bollard::errors::Error| {
+        format!("cannot reach {}: {}", host.describe(), failure_words(&e))
+    };
     match &host.endpoint {
         DockerEndpoint::Local => Docker::connect_with_defaults()
             .map(|d| (d, Reach::default()))
@@ -399,7 +479,7 @@ async fn connect(host: &Host) -> Result<(Docker, Reach), String> {
 async fn answering(docker: Docker, host: &Host) -> Result<Docker, String> {
     let docker = match tokio::time::timeout(ANSWER, docker.negotiate_version()).await {
         Ok(Ok(docker)) => docker,
-        Ok(Err(e)) => return Err(said(&does_not_answer(host), e)),
+        Ok(Err(e)) => return Err(format!("{}: {}", does_not_answer(host), failure_words(&e))),
         Err(_) => {
             return Err(format!(
                 "{} within {}s",
@@ -443,6 +523,20 @@ impl Engine for Hosts {
         engine
             .run_cluster(action, cluster, host, environments)
             .await
+    }
+
+    async fn identify(&self, host: &Host) -> Option<Result<DaemonIdentity, String>> {
+        if host.endpoint == DockerEndpoint::Local {
+            return None;
+        }
+        Some(
+            async {
+                let (docker, _reach) = connect(host).await?;
+                let docker = answering(docker, host).await?;
+                self.identity(&docker, host).await
+            }
+            .await,
+        )
     }
 
     async fn reach(&self, host: &Host) -> Option<Result<String, String>> {

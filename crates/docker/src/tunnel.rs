@@ -88,6 +88,25 @@ fn ssh_args(socket: &Path, to: &Destination<'_>) -> Vec<std::ffi::OsString> {
     args
 }
 
+/// What `ssh` failed at, in Capstan's words: its own messages are told apart, but nothing it
+/// relays from the host (a banner, a refusal's text) reaches the user.
+fn ssh_failure(said: &str) -> &'static str {
+    let has = |text: &str| said.contains(text);
+    if has("Host key verification failed") || has("IDENTIFICATION HAS CHANGED") {
+        "the host's key is not the one pinned (ssh_host_key) or met first"
+    } else if has("Permission denied") {
+        "the host refused the credentials' key"
+    } else if has("Connection refused") {
+        "the connection was refused"
+    } else if has("timed out") {
+        "the connection timed out"
+    } else if has("Could not resolve hostname") {
+        "the host name does not resolve"
+    } else {
+        "ssh could not open the tunnel"
+    }
+}
+
 impl Tunnel {
     /// Opens a tunnel in `folder` (owner-only), once its local socket is there; why not, with
     /// what `ssh` said, otherwise.
@@ -108,7 +127,7 @@ impl Tunnel {
         while !socket.exists() {
             if let Ok(Some(status)) = child.try_wait() {
                 let why = std::fs::read_to_string(&said).unwrap_or_default();
-                return Err(format!("ssh ended ({status}): {}", why.trim()));
+                return Err(format!("ssh ended ({status}): {}", ssh_failure(&why)));
             }
             if started.elapsed() > OPENS {
                 return Err(format!(
@@ -130,6 +149,22 @@ impl Tunnel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_ssh_said_is_told_in_capstans_words() {
+        assert_eq!(
+            ssh_failure("Host key verification failed.\r\n"),
+            "the host's key is not the one pinned (ssh_host_key) or met first"
+        );
+        assert_eq!(
+            ssh_failure("Welcome to evil, secret=abc\nPermission denied (publickey)."),
+            "the host refused the credentials' key"
+        );
+        assert_eq!(
+            ssh_failure("secret banner"),
+            "ssh could not open the tunnel"
+        );
+    }
 
     fn argv(to: &Destination<'_>) -> Vec<String> {
         ssh_args(Path::new("/run/t/docker.sock"), to)

@@ -3,8 +3,9 @@
 
 use crate::ids::{EnvironmentId, OrganizationId, ServiceId};
 use crate::model::{
-    Cluster, ClusterAction, DeploymentLogLine, DeploymentRequest, Host, LogLevel, Masker,
-    OutputLine, RegistryAccess, RunningState, Service, ServiceState, StepName, WorkloadInputs,
+    Cluster, ClusterAction, DaemonIdentity, DeploymentLogLine, DeploymentRequest, Host, LogLevel,
+    Masker, OutputLine, RegistryAccess, RunningState, Service, ServiceState, StepName,
+    WorkloadInputs,
 };
 use async_trait::async_trait;
 use std::sync::Mutex;
@@ -44,6 +45,13 @@ pub trait Engine: Send + Sync {
     /// Whether `host` answers now: what it runs (its engine and version), or why it does
     /// not. `None`: this engine has no hosts to reach (the cluster's record is all there is).
     async fn reach(&self, host: &Host) -> Option<Result<String, String>> {
+        let _ = host;
+        None
+    }
+
+    /// Who answers at `host`'s endpoint now (asked without running anything there, whether
+    /// or not the cluster was checked before); `None`: this engine has no hosts to reach.
+    async fn identify(&self, host: &Host) -> Option<Result<DaemonIdentity, String>> {
         let _ = host;
         None
     }

@@ -360,6 +360,26 @@ pub trait ClusterLogs: Send {
     ) -> StoreResult<Vec<ClusterLogLine>>;
 }
 
+/// Which Docker daemon each cluster naming an endpoint was deployed on, by the daemon's own
+/// ID: a daemon one organization's clusters run on is never another's.
+#[async_trait]
+pub trait DaemonClaims: Send {
+    /// The organizations whose clusters were deployed on the daemon `daemon`.
+    async fn daemon_organizations(&mut self, daemon: &str) -> StoreResult<Vec<OrganizationId>>;
+    /// Records that `cluster` (of `organization`) was deployed on the daemon `daemon`.
+    async fn set_cluster_daemon(
+        &mut self,
+        cluster: ClusterId,
+        organization: OrganizationId,
+        daemon: &str,
+    ) -> StoreResult<()>;
+    /// The daemon each of `clusters` was deployed on, for those deployed on one.
+    async fn cluster_daemons(
+        &mut self,
+        clusters: &[ClusterId],
+    ) -> StoreResult<Vec<(ClusterId, String)>>;
+}
+
 /// When deployed cron jobs run next, as the scheduler takes their times.
 #[async_trait]
 pub trait CronTurns: Send {
@@ -628,6 +648,7 @@ pub trait Tx:
     + EventLog
     + DeploymentLogs
     + ClusterLogs
+    + DaemonClaims
     + ServiceOutputs
     + CronTurns
     + RunningStates
@@ -671,6 +692,9 @@ pub enum Scope {
     /// (PostgreSQL: a transaction-scoped advisory lock). A unit that deletes events in bulk
     /// (an organization's) takes it last, so it and the sequencer cannot deadlock on them.
     EventLog,
+    /// Every cluster's claim on its Docker daemon: one unit at a time tells whose a daemon
+    /// is (PostgreSQL: a transaction-scoped advisory lock).
+    DockerDaemons,
     /// A record that what the unit writes will refer to, held shared: it cannot be deleted
     /// before the unit ends, while other units may refer to it too. Taken after the unit's
     /// other scopes.

@@ -82,6 +82,13 @@ pub async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         .map_err(anyhow::Error::msg)?;
     Ok(Capstan::new(Arc::new(db), clock)
         .with_bounds(settings.bounds.clone())
+        .with_docker_hosts(domain::model::DockerHostsPolicy {
+            sockets_dir: settings
+                .docker_sockets_dir
+                .as_ref()
+                .map(|d| d.to_string_lossy().into_owned()),
+            outbound: settings.outbound.clone(),
+        })
         .with_git(git)
         .with_terraform_versions(settings.terraform_versions.clone())
         .with_checkouts(Arc::new(

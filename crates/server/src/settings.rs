@@ -149,6 +149,10 @@ pub struct RawSettings {
         global = true
     )]
     pub docker_keep_database_volumes: String,
+    /// The directory whose Docker sockets ON_PREMISE clusters may name (`unix://`); unset:
+    /// none (a cluster that names no endpoint runs on the installation's own daemon).
+    #[arg(long, env = "CAPSTAN_DOCKER_SOCKETS_DIR", global = true)]
+    pub docker_sockets_dir: Option<PathBuf>,
     /// The image terraform services run in, `{version}` standing for their version.
     #[arg(
         long,
@@ -424,6 +428,7 @@ pub struct Settings {
     pub docker_images_kept: usize,
     pub docker_database_images: docker::DatabaseImages,
     pub docker_keep_database_volumes: bool,
+    pub docker_sockets_dir: Option<PathBuf>,
     pub backup_dir: PathBuf,
     pub git_ca_file: Option<PathBuf>,
     pub docker_terraform_image: String,
@@ -491,6 +496,7 @@ impl fmt::Debug for Settings {
                 "docker_keep_database_volumes",
                 &self.docker_keep_database_volumes,
             )
+            .field("docker_sockets_dir", &self.docker_sockets_dir)
             .field("router_listen", &self.router_listen)
             .field("router_domain", &self.router_domain)
             .field("router_tls", &self.router_tls)
@@ -585,6 +591,20 @@ fn bounded(
 }
 
 impl RawSettings {
+    fn docker_sockets_dir(&self) -> Result<Option<PathBuf>, SettingError> {
+        let Some(dir) = &self.docker_sockets_dir else {
+            return Ok(None);
+        };
+        if !dir.is_absolute() || !dir.is_dir() {
+            return Err(bad(
+                "CAPSTAN_DOCKER_SOCKETS_DIR",
+                "docker-sockets-dir",
+                format!("'{}' is not an absolute path to a directory", dir.display()),
+            ));
+        }
+        Ok(Some(dir.clone()))
+    }
+
     fn bounds(&self) -> Result<domain::model::Bounds, SettingError> {
         let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
@@ -1083,6 +1103,7 @@ impl RawSettings {
             docker_images_kept,
             docker_database_images,
             docker_keep_database_volumes,
+            docker_sockets_dir: self.docker_sockets_dir()?,
             backup_dir: self.backup_dir.clone(),
             git_ca_file,
             docker_terraform_image: self.docker_terraform_image.trim().to_string(),
@@ -1216,6 +1237,10 @@ mod tests {
             (vec!["--engine-step-ms=-5"], "CAPSTAN_ENGINE_STEP_MS"),
             (vec!["--max-api-tokens", "0"], "CAPSTAN_MAX_API_TOKENS"),
             (vec!["--max-replicas", "0"], "CAPSTAN_MAX_REPLICAS"),
+            (
+                vec!["--docker-sockets-dir", "relative/dir"],
+                "CAPSTAN_DOCKER_SOCKETS_DIR",
+            ),
             (
                 vec!["--live-sockets-per-token", "none"],
                 "CAPSTAN_LIVE_SOCKETS_PER_TOKEN",

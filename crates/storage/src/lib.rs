@@ -3,6 +3,7 @@
 
 mod cipher;
 mod cluster_claims;
+mod cluster_daemons;
 mod cluster_logs;
 mod cron_turns;
 mod db;

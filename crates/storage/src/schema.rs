@@ -216,6 +216,14 @@ diesel::table! {
 }
 
 diesel::table! {
+    cluster_daemons (cluster_id) {
+        cluster_id -> Text,
+        organization_id -> Text,
+        daemon_id -> Text,
+    }
+}
+
+diesel::table! {
     cluster_logs (cluster_id, position) {
         cluster_id -> Text,
         position -> BigInt,

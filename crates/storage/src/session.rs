@@ -27,6 +27,7 @@ pub(crate) const CHANGES_CHANNEL: &str = "capstan_changes";
 
 /// Takes the sequencer's advisory lock (any fixed number is its key) until the transaction ends.
 pub(crate) const EVENT_LOG_LOCK: &str = "SELECT pg_advisory_xact_lock(7320411)";
+const DOCKER_DAEMONS_LOCK: &str = "SELECT pg_advisory_xact_lock(7320412)";
 
 type PgTransactions = <AsyncPgConnection as AsyncConnection>::TransactionManager;
 type SqliteTransactions = <SqliteConn as AsyncConnection>::TransactionManager;
@@ -186,6 +187,10 @@ impl Session {
             Scope::Referenced(Reference::Cluster(id)) => referenced!(clusters, id),
             Scope::Referenced(Reference::Webhook(id)) => referenced!(organization_webhooks, id),
             Scope::EventLog => diesel::sql_query(EVENT_LOG_LOCK)
+                .execute(c)
+                .await
+                .map(|_| Vec::new()),
+            Scope::DockerDaemons => diesel::sql_query(DOCKER_DAEMONS_LOCK)
                 .execute(c)
                 .await
                 .map(|_| Vec::new()),

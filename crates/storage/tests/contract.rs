@@ -10,7 +10,7 @@ use domain::ids::*;
 use domain::model::*;
 use domain::pagination::PageRequest;
 use domain::ports::{
-    Canceled, DeliveryClaims, DeploymentQueue, EventLog, Health, IdempotencyClaim,
+    Canceled, DaemonClaims, DeliveryClaims, DeploymentQueue, EventLog, Health, IdempotencyClaim,
     IdempotencyStore, Maintenance, QueueClaims, RateLimitStore, Repo, RuleQueries, Scope,
     ServiceLink, ServiceQueries, StageQueries, Store, StoredResponse, TokenStore, VariableQueries,
 };
@@ -82,6 +82,7 @@ contract!(
     link_variables_are_found_by_database_and_go_with_it,
     restrictions_are_kept_once_per_service_and_go_with_it,
     custom_domains_are_unique_across_organizations,
+    clusters_keep_the_daemon_they_were_deployed_on,
     groups_are_attached_and_held_by_their_services,
     deployment_rules_round_trip_and_hold_their_cluster,
     due_environment_rules_are_found_most_overdue_first,
@@ -2602,6 +2603,59 @@ async fn restrictions_are_kept_once_per_service_and_go_with_it(db: Db) {
         .await
         .unwrap()
         .is_none());
+}
+
+async fn clusters_keep_the_daemon_they_were_deployed_on(db: Db) {
+    let (mine, first, _, _) = hierarchy(&db).await;
+    let second = cluster(&db, mine.id, "second").await;
+    let (theirs, their_cluster, _, _) = hierarchy(&db).await;
+    let mut session = db.session().await.unwrap();
+    assert!(session.daemon_organizations("D1").await.unwrap().is_empty());
+    for c in [&first, &second] {
+        session
+            .set_cluster_daemon(c.id, mine.id, "D1")
+            .await
+            .unwrap();
+    }
+    session
+        .set_cluster_daemon(their_cluster.id, theirs.id, "D2")
+        .await
+        .unwrap();
+    assert_eq!(
+        session.daemon_organizations("D1").await.unwrap(),
+        [mine.id],
+        "once per organization"
+    );
+    // A cluster deployed again on another daemon keeps only that one.
+    session
+        .set_cluster_daemon(second.id, mine.id, "D3")
+        .await
+        .unwrap();
+    let mut found = session
+        .cluster_daemons(&[first.id, second.id, their_cluster.id])
+        .await
+        .unwrap();
+    found.sort();
+    let mut wanted = vec![
+        (first.id, "D1".to_string()),
+        (second.id, "D3".to_string()),
+        (their_cluster.id, "D2".to_string()),
+    ];
+    wanted.sort();
+    assert_eq!(found, wanted);
+    assert!(session.cluster_daemons(&[]).await.unwrap().is_empty());
+    drop(session);
+    // The claim goes with its cluster.
+    Repo::<Cluster>::delete(&mut db.session().await.unwrap(), second.id)
+        .await
+        .unwrap();
+    let mut session = db.session().await.unwrap();
+    assert!(session.daemon_organizations("D3").await.unwrap().is_empty());
+    assert_eq!(session.daemon_organizations("D1").await.unwrap(), [mine.id]);
+    assert_eq!(
+        session.daemon_organizations("D2").await.unwrap(),
+        [theirs.id]
+    );
 }
 
 async fn custom_domains_are_unique_across_organizations(db: Db) {

@@ -8,7 +8,39 @@ use common::{App, T};
 use domain::auth::Role;
 use serde_json::{json, Value};
 
-http_suite!(
+/// The operator's rules these tests' clusters live under: sockets under `/run`, and the
+/// private network and the loopback the outbound policy allows.
+fn hosts_allowed(c: domain::services::Capstan) -> domain::services::Capstan {
+    c.with_docker_hosts(domain::model::DockerHostsPolicy {
+        sockets_dir: Some("/run".into()),
+        outbound: domain::outbound_policy::OutboundPolicy::parse("10.0.0.0/8,127.0.0.1").unwrap(),
+    })
+}
+
+macro_rules! with_hosts_allowed {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    let b = crate::common::sqlite().await.unwrap().map(super::hosts_allowed);
+                    super::$name(crate::common::setup(b).await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    let Some(b) = crate::common::postgres().await else { return };
+                    super::$name(crate::common::setup(b.map(super::hosts_allowed)).await).await;
+                }
+            )*
+        }
+    };
+}
+
+with_hosts_allowed!(
     a_cluster_is_deployed_and_stopped_through_the_engine,
     a_failed_cluster_deployment_says_why,
     advanced_settings_have_defaults_and_are_checked,
@@ -92,6 +124,22 @@ async fn an_on_premise_cluster_names_its_docker_host_with_sealed_credentials<S: 
             on_premise("http", "http://10.0.0.5:2375", None),
             400,
             "docker.endpoint",
+        ),
+        (
+            on_premise("own", "unix:///var/run/docker.sock", None),
+            400,
+            "docker.endpoint: a unix:// endpoint must name a socket under the directory the \
+             operator allows (CAPSTAN_DOCKER_SOCKETS_DIR)",
+        ),
+        (
+            on_premise("private", "tcp://192.168.7.7:2376", Some(&creds)),
+            400,
+            "docker.endpoint: the host 192.168.7.7 is not one the outbound policy",
+        ),
+        (
+            on_premise("private-ssh", "ssh://deploy@172.16.0.9", None),
+            400,
+            "docker.endpoint: the host 172.16.0.9 is not one the outbound policy",
         ),
         (
             json!({"name": "cloud", "region": "eu-west-3", "cloud_provider": "CLOUDA",

@@ -266,6 +266,54 @@ pub struct Host {
     pub access: DockerAccess,
     /// None: the engine's own (for the local daemon) or the endpoint's host.
     pub publish_address: Option<String>,
+    /// The Docker ID of the daemon the cluster was deployed on (deploying checks whose it
+    /// is): the engine talks to the endpoint only while the same daemon answers there.
+    /// None: not checked yet (never for the local daemon, which is the installation's).
+    pub daemon_id: Option<String>,
+}
+
+/// Who answers at a cluster's endpoint: the daemon's own ID (`docker info`), and whether it
+/// is the daemon this installation itself uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonIdentity {
+    pub id: String,
+    pub installations_own: bool,
+}
+
+/// Where an organization may point a cluster: sockets under one directory of the operator's,
+/// remote hosts as the outbound policy lets calls made for users reach them.
+#[derive(Debug, Clone, Default)]
+pub struct DockerHostsPolicy {
+    /// The directory whose sockets `unix://` endpoints may name
+    /// (CAPSTAN_DOCKER_SOCKETS_DIR); none: no `unix://` endpoint.
+    pub sockets_dir: Option<String>,
+    pub outbound: crate::outbound_policy::OutboundPolicy,
+}
+
+impl DockerHostsPolicy {
+    /// Refuses a socket outside the operator's directory; the host name (or address) a
+    /// remote endpoint reaches, for the caller to check against the outbound policy.
+    pub fn check<'a>(&self, endpoint: &'a DockerEndpoint) -> Result<Option<&'a str>, DomainError> {
+        match endpoint {
+            DockerEndpoint::Local => Ok(None),
+            DockerEndpoint::Unix { socket } => {
+                let within = self.sockets_dir.as_deref().is_some_and(|dir| {
+                    let dir = dir.trim_end_matches('/');
+                    !dir.is_empty() && socket.starts_with(&format!("{dir}/"))
+                });
+                if within {
+                    Ok(None)
+                } else {
+                    Err(DomainError::invalid(
+                        "docker.endpoint",
+                        "a unix:// endpoint must name a socket under the directory the \
+                         operator allows (CAPSTAN_DOCKER_SOCKETS_DIR)",
+                    ))
+                }
+            }
+            other => Ok(other.remote_host()),
+        }
+    }
 }
 
 impl Host {
@@ -276,6 +324,7 @@ impl Host {
             endpoint: DockerEndpoint::Local,
             access: DockerAccess::default(),
             publish_address: None,
+            daemon_id: None,
         }
     }
 
@@ -310,6 +359,7 @@ impl Host {
             endpoint,
             access,
             publish_address: spec.publish_address.clone(),
+            daemon_id: None,
         })
     }
 
@@ -409,5 +459,32 @@ mod tests {
             let err = with(bad).validate().unwrap_err().to_string();
             assert!(err.starts_with("ssh_host_key: "), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn sockets_only_under_the_operators_directory() {
+        let socket = |path: &str| DockerEndpoint::Unix {
+            socket: path.into(),
+        };
+        let none = DockerHostsPolicy::default();
+        assert!(none.check(&socket("/run/docker.sock")).is_err());
+        let dir = DockerHostsPolicy {
+            sockets_dir: Some("/srv/daemons/".into()),
+            ..DockerHostsPolicy::default()
+        };
+        assert!(dir.check(&socket("/srv/daemons/a/docker.sock")).is_ok());
+        for outside in [
+            "/var/run/docker.sock",
+            "/srv/daemons-2/docker.sock",
+            "/srv/daemons",
+        ] {
+            let err = dir.check(&socket(outside)).unwrap_err().to_string();
+            assert!(
+                err.contains("CAPSTAN_DOCKER_SOCKETS_DIR"),
+                "{outside}: {err}"
+            );
+        }
+        let remote = DockerEndpoint::parse("ssh://u@box.example.com").unwrap();
+        assert_eq!(dir.check(&remote).unwrap(), Some("box.example.com"));
     }
 }

@@ -66,7 +66,10 @@ pub use deployment_rule::{
     EnvironmentDeploymentRule, EnvironmentRuleInput, ProjectDeploymentRule, ProjectRuleDraft,
     ProjectRuleInput, RuleOrderInput, Schedule, ScheduleInput, Turn, Weekday,
 };
-pub use docker_host::{DockerAccess, DockerEndpoint, DockerEndpointSpec, DockerTls, Host};
+pub use docker_host::{
+    DaemonIdentity, DockerAccess, DockerEndpoint, DockerEndpointSpec, DockerHostsPolicy, DockerTls,
+    Host,
+};
 pub use enums::*;
 pub use event::*;
 pub use fixture::*;

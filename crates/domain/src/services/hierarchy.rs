@@ -133,7 +133,8 @@ impl Capstan {
                     "only an ON_PREMISE cluster names a Docker daemon",
                 ));
             }
-            Host::named(ClusterId::generate(), docker, access)?;
+            let host = Host::named(ClusterId::generate(), docker, access)?;
+            self.endpoint_allowed(&host).await?;
         }
         let groups: Vec<_> = spec.labels_groups.iter().map(|g| g.id).collect();
         self.check_groups(tx, org, GroupKind::Labels, &groups)

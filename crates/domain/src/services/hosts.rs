@@ -35,6 +35,12 @@ impl Capstan {
             .filter_map(|c| c.spec.cloud_provider_credentials.as_ref())
             .map(|r| r.credentials.id)
             .collect();
+        let named: Vec<_> = clusters
+            .iter()
+            .filter(|c| c.spec.docker.is_some())
+            .map(|c| c.id)
+            .collect();
+        let daemons: HashMap<_, _> = tx.cluster_daemons(&named).await?.into_iter().collect();
         let credentials: HashMap<_, _> = if wanted.is_empty() {
             HashMap::new()
         } else {
@@ -57,7 +63,9 @@ impl Capstan {
                     .and_then(|r| credentials.get(&r.credentials.id))
                     .map(|c| DockerAccess::unseal(&c.secret))
                     .unwrap_or_default();
-                Host::named(cluster.id, docker, access)
+                let mut host = Host::named(cluster.id, docker, access)?;
+                host.daemon_id = daemons.get(&cluster.id).cloned();
+                Ok(host)
             })
             .collect())
     }
@@ -75,6 +83,65 @@ impl Capstan {
             .await?
             .ok_or(DomainError::NotFound("cluster"))?;
         self.host_of_cluster(tx, &cluster).await
+    }
+
+    /// Refuses an endpoint the operator does not let organizations name: a socket outside
+    /// CAPSTAN_DOCKER_SOCKETS_DIR, a remote host the outbound policy does not let calls made
+    /// for users reach (each address its name resolves to).
+    pub(super) async fn endpoint_allowed(&self, host: &Host) -> DomainResult<()> {
+        let Some(name) = self.docker_hosts.check(&host.endpoint)? else {
+            return Ok(());
+        };
+        let addresses = match name.parse::<std::net::IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => self.resolver.addresses(name).await.map_err(|_| {
+                DomainError::invalid(
+                    "docker.endpoint",
+                    format!("the host {name} does not resolve"),
+                )
+            })?,
+        };
+        let policy = &self.docker_hosts.outbound;
+        if addresses.is_empty() || addresses.iter().any(|ip| !policy.permits(name, *ip)) {
+            return Err(DomainError::invalid(
+                "docker.endpoint",
+                format!(
+                    "the host {name} is not one the outbound policy lets Capstan reach for \
+                     users: public addresses, and those the operator allows \
+                     (CAPSTAN_OUTBOUND_ALLOW)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Who answers at a cluster's endpoint, before its first deployment there: the daemon
+    /// the installation itself uses runs only clusters that name no endpoint, and a daemon
+    /// another organization's clusters run on is never this one's. Recorded on success.
+    pub(super) async fn claim_daemon(
+        &self,
+        cluster: &Cluster,
+        identity: &crate::model::DaemonIdentity,
+    ) -> DomainResult<()> {
+        if identity.installations_own {
+            return Err(DomainError::state(
+                "this endpoint reaches the Docker daemon this installation itself uses: a \
+                 cluster runs there only by naming no endpoint",
+            ));
+        }
+        self.in_unit(&[crate::ports::Scope::DockerDaemons], async |tx| {
+            let holders = tx.daemon_organizations(&identity.id).await?;
+            if holders.iter().any(|o| *o != cluster.organization_id) {
+                return Err(DomainError::state(
+                    "this endpoint reaches a Docker daemon another organization's clusters \
+                     run on",
+                ));
+            }
+            tx.set_cluster_daemon(cluster.id, cluster.organization_id, &identity.id)
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// The hosts every ON_PREMISE cluster names, for the engine to watch; a cluster whose host

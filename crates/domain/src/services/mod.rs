@@ -109,6 +109,8 @@ pub struct Capstan {
     domain_target: Option<String>,
     /// What one service may ask of the shared hosts.
     bounds: crate::model::Bounds,
+    /// Where an organization may point a cluster.
+    docker_hosts: crate::model::DockerHostsPolicy,
     /// Who hears how deployments end (metrics).
     observer: Arc<dyn crate::observe::Observer>,
     /// Where webhook deliveries go out; none: they wait.
@@ -147,6 +149,7 @@ impl Capstan {
             resolver: Arc::new(crate::dns::NoResolver),
             domain_target: None,
             bounds: crate::model::Bounds::default(),
+            docker_hosts: crate::model::DockerHostsPolicy::default(),
             observer: Arc::new(crate::observe::NoObserver),
             outbound: None,
             engine_controls: Arc::default(),
@@ -220,6 +223,12 @@ impl Capstan {
     ) -> Self {
         self.resolver = resolver;
         self.domain_target = target.filter(|t| !t.trim().is_empty());
+        self
+    }
+
+    /// With the operator's rules on where an organization may point a cluster.
+    pub fn with_docker_hosts(mut self, policy: crate::model::DockerHostsPolicy) -> Self {
+        self.docker_hosts = policy;
         self
     }
 

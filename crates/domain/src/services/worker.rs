@@ -179,6 +179,10 @@ impl Worker {
         };
         let mut log = ClusterLog::new(cluster.id);
         // No unit is held while the engine works.
+        let host = match (host, action) {
+            (Ok(host), ClusterAction::Deploy) => self.checked_host(&cluster, host).await,
+            (host, _) => host.map_err(|e| e.to_string()),
+        };
         let outcome = match host {
             Ok(host) => {
                 log.line(
@@ -209,6 +213,21 @@ impl Worker {
         }
         self.end_cluster(cluster, outcome, log.lines).await?;
         Ok(true)
+    }
+
+    /// `host` once who answers at its endpoint is known and may run the cluster (see
+    /// [`Capstan::claim_daemon`]); the engine then talks to that daemon only.
+    async fn checked_host(&self, cluster: &Cluster, mut host: Host) -> Result<Host, String> {
+        let Some(identity) = self.engine.identify(&host).await else {
+            return Ok(host);
+        };
+        let identity = identity?;
+        self.capstan
+            .claim_daemon(cluster, &identity)
+            .await
+            .map_err(|e| e.to_string())?;
+        host.daemon_id = Some(identity.id);
+        Ok(host)
     }
 
     /// Records how a cluster's action ended, with its log, unless another worker took the

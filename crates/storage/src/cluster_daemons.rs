@@ -1,0 +1,66 @@
+//! Which Docker daemon each cluster naming an endpoint was deployed on.
+
+use crate::db::{db_run, store_error};
+use crate::schema::cluster_daemons as cd;
+use crate::session::Session;
+use async_trait::async_trait;
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use domain::error::StoreResult;
+use domain::ids::{ClusterId, OrganizationId};
+use domain::ports::DaemonClaims;
+
+#[async_trait]
+impl DaemonClaims for Session {
+    async fn daemon_organizations(&mut self, daemon: &str) -> StoreResult<Vec<OrganizationId>> {
+        let daemon = daemon.to_string();
+        let (conn, _) = self.parts()?;
+        db_run!(*conn, |c| cd::table
+            .filter(cd::daemon_id.eq(daemon.clone()))
+            .select(cd::organization_id)
+            .distinct()
+            .load(c)
+            .await)
+        .map_err(store_error)
+    }
+
+    async fn set_cluster_daemon(
+        &mut self,
+        cluster: ClusterId,
+        organization: OrganizationId,
+        daemon: &str,
+    ) -> StoreResult<()> {
+        let daemon = daemon.to_string();
+        let (conn, _) = self.parts()?;
+        db_run!(*conn, |c| diesel::insert_into(cd::table)
+            .values((
+                cd::cluster_id.eq(cluster),
+                cd::organization_id.eq(organization),
+                cd::daemon_id.eq(daemon.clone()),
+            ))
+            .on_conflict(cd::cluster_id)
+            .do_update()
+            .set(cd::daemon_id.eq(daemon.clone()))
+            .execute(c)
+            .await)
+        .map_err(store_error)?;
+        Ok(())
+    }
+
+    async fn cluster_daemons(
+        &mut self,
+        clusters: &[ClusterId],
+    ) -> StoreResult<Vec<(ClusterId, String)>> {
+        if clusters.is_empty() {
+            return Ok(Vec::new());
+        }
+        let clusters = clusters.to_vec();
+        let (conn, _) = self.parts()?;
+        db_run!(*conn, |c| cd::table
+            .filter(cd::cluster_id.eq_any(clusters.clone()))
+            .select((cd::cluster_id, cd::daemon_id))
+            .load(c)
+            .await)
+        .map_err(store_error)
+    }
+}
