@@ -872,6 +872,20 @@ async fn exec_probes_gate_readiness_and_restart_what_is_not_alive() {
         asked.elapsed() >= Duration::from_secs(3),
         "DEPLOYED waited for the readiness command"
     );
+    // What it makes is marked as this installation's: it acts only on what is.
+    let ours = containers_of(&probed)[0]
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let installation = docker(&[
+        "inspect",
+        "-f",
+        "{{index .Config.Labels \"capstan.installation\"}}",
+        &ours,
+    ])
+    .unwrap();
+    assert!(!installation.trim().is_empty(), "what it makes is marked");
     let booted = |text: &str| text.matches("booting").count();
     let started = std::time::Instant::now();
     loop {

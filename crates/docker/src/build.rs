@@ -177,10 +177,10 @@ impl DockerEngine {
             t: Some(image.clone()),
             buildargs: Some(arguments),
             target: source.target_stage.unwrap_or_default().to_string(),
-            labels: Some(HashMap::from([
+            labels: Some(self.marked(HashMap::from([
                 (LABEL_SERVICE.to_string(), work.service.id.0.to_string()),
                 (LABEL_COMMIT.to_string(), commit.clone()),
-            ])),
+            ]))),
             rm: true,
             forcerm: true,
             ..Default::default()

@@ -107,6 +107,9 @@ pub struct DockerEngine {
     pub(crate) terraform_image: String,
     /// How long each turn of the router's switch to new replicas waits; none: no router.
     pub(crate) switch_settle: Option<Duration>,
+    /// The installation whose objects these are (see [`plan::LABEL_INSTALLATION`]); empty:
+    /// none told (every Capstan object of the daemon is its own).
+    installation: String,
 }
 
 /// Docker's answer to a failed call, as a step's reason.
@@ -151,6 +154,7 @@ impl DockerEngine {
             backup_dir: std::path::PathBuf::from("backups"),
             terraform_image: DEFAULT_TERRAFORM_IMAGE.to_string(),
             switch_settle: None,
+            installation: String::new(),
         }
     }
 
@@ -175,7 +179,41 @@ impl DockerEngine {
             backup_dir: self.backup_dir.clone(),
             terraform_image: self.terraform_image.clone(),
             switch_settle: self.switch_settle,
+            installation: self.installation.clone(),
         }
+    }
+
+    /// Marks what it makes as `installation`'s, and acts only on what is marked so: several
+    /// installations may share a daemon.
+    pub fn with_installation(mut self, installation: &str) -> Self {
+        self.installation = installation.to_string();
+        self
+    }
+
+    /// The label filters that narrow a listing to this installation's objects.
+    pub(crate) fn scope(&self) -> Vec<String> {
+        if self.installation.is_empty() {
+            return Vec::new();
+        }
+        vec![format!(
+            "{}={}",
+            plan::LABEL_INSTALLATION,
+            self.installation
+        )]
+    }
+
+    /// `filters` narrowed to this installation's objects.
+    pub(crate) fn scoped(&self, mut filters: Vec<String>) -> Vec<String> {
+        filters.extend(self.scope());
+        filters
+    }
+
+    /// `labels` with this installation's mark.
+    pub(crate) fn marked(&self, mut labels: HashMap<String, String>) -> HashMap<String, String> {
+        if !self.installation.is_empty() {
+            labels.insert(plan::LABEL_INSTALLATION.into(), self.installation.clone());
+        }
+        labels
     }
 
     /// Where its workloads' ports are published.
@@ -242,7 +280,7 @@ impl DockerEngine {
         let request = bollard::models::NetworkCreateRequest {
             name: name.clone(),
             driver: Some("bridge".into()),
-            labels: Some(HashMap::from([
+            labels: Some(self.marked(HashMap::from([
                 (
                     plan::LABEL_ORGANIZATION.to_string(),
                     organization.0.to_string(),
@@ -251,7 +289,7 @@ impl DockerEngine {
                     plan::LABEL_ENVIRONMENT.to_string(),
                     environment.0.to_string(),
                 ),
-            ])),
+            ]))),
             ..Default::default()
         };
         match self.docker.create_network(request).await {
@@ -268,13 +306,13 @@ impl DockerEngine {
     pub(crate) async fn ensure_volume(&self, service: &Service, name: &str) -> Result<(), String> {
         let request = bollard::models::VolumeCreateRequest {
             name: Some(name.to_string()),
-            labels: Some(HashMap::from([
+            labels: Some(self.marked(HashMap::from([
                 (LABEL_SERVICE.to_string(), service.id.0.to_string()),
                 (
                     plan::LABEL_ORGANIZATION.to_string(),
                     service.organization_id.0.to_string(),
                 ),
-            ])),
+            ]))),
             ..Default::default()
         };
         self.docker
@@ -363,7 +401,7 @@ impl DockerEngine {
     ) -> Result<Vec<ContainerSummary>, String> {
         let mut labels = vec![plan::of_service(service)];
         labels.extend(role.map(|r| format!("{LABEL_ROLE}={r}")));
-        let options = plan::labelled(labels);
+        let options = plan::labelled(self.scoped(labels));
         self.docker
             .list_containers(Some(options))
             .await
@@ -481,9 +519,11 @@ impl DockerEngine {
             name: Some(plan.name.clone()),
             ..Default::default()
         };
+        let mut body = plan.body();
+        body.labels = body.labels.map(|labels| self.marked(labels));
         let created = self
             .docker
-            .create_container(Some(options), plan.body())
+            .create_container(Some(options), body)
             .await
             .map_err(|e| said(&format!("could not create container {}", plan.name), e))?;
         if !plan.files.is_empty() {
@@ -1172,7 +1212,9 @@ impl Engine for DockerEngine {
     async fn workloads(&self) -> Result<Vec<(OrganizationId, ServiceId)>, String> {
         let found = self
             .docker
-            .list_containers(Some(plan::labelled(vec![LABEL_SERVICE.to_string()])))
+            .list_containers(Some(plan::labelled(
+                self.scoped(vec![LABEL_SERVICE.to_string()]),
+            )))
             .await
             .map_err(|e| said("could not list Capstan's containers", e))?;
         // A volume (a database's data, a terraform state) outlives its containers.
@@ -1181,7 +1223,7 @@ impl Engine for DockerEngine {
             .list_volumes(Some(bollard::query_parameters::ListVolumesOptions {
                 filters: Some(HashMap::from([(
                     "label".to_string(),
-                    vec![LABEL_SERVICE.to_string()],
+                    self.scoped(vec![LABEL_SERVICE.to_string()]),
                 )])),
             }))
             .await
@@ -1284,11 +1326,13 @@ impl Engine for DockerEngine {
         tokio::spawn(crate::liveness::watch(
             self.docker.clone(),
             self.probe_address().to_string(),
+            self.scope(),
             reports.clone(),
         ));
         tokio::spawn(crate::observe::watch(
             self.docker.clone(),
             self.probe_address().to_string(),
+            self.scope(),
             reports,
         ));
         let stream = futures_util::stream::unfold(received, |mut received| async move {
@@ -1303,7 +1347,11 @@ impl Engine for DockerEngine {
 
     fn output(&self) -> Option<futures_util::stream::BoxStream<'static, OutputLine>> {
         let (lines, received) = tokio::sync::mpsc::channel(1024);
-        tokio::spawn(crate::output::watch(self.docker.clone(), lines));
+        tokio::spawn(crate::output::watch(
+            self.docker.clone(),
+            self.scope(),
+            lines,
+        ));
         let stream = futures_util::stream::unfold(received, |mut received| async move {
             received.recv().await.map(|line| (line, received))
         });

@@ -40,22 +40,22 @@ fn watched(name: &str, labels: &HashMap<String, String>) -> Option<Watched> {
 pub async fn watch(
     docker: Docker,
     address: String,
+    scope: Vec<String>,
     reports: tokio::sync::mpsc::Sender<domain::model::RunningState>,
 ) {
+    // Only this installation's replicas: another's sharing the daemon are not its to restart.
+    let ours = [vec![LABEL_LIVENESS.to_string()], scope].concat();
     let options = EventsOptions {
         filters: Some(HashMap::from([
             ("type".to_string(), vec!["container".to_string()]),
-            ("label".to_string(), vec![LABEL_LIVENESS.to_string()]),
+            ("label".to_string(), ours.clone()),
         ])),
         ..Default::default()
     };
     let mut events = docker.events(Some(options));
     let mut replicas: HashMap<String, Watched> = HashMap::new();
     let running = ListContainersOptions {
-        filters: Some(HashMap::from([(
-            "label".to_string(),
-            vec![LABEL_LIVENESS.to_string()],
-        )])),
+        filters: Some(HashMap::from([("label".to_string(), ours)])),
         ..Default::default()
     };
     for c in docker

@@ -126,9 +126,12 @@ pub async fn report(
     service: ServiceId,
     environment: EnvironmentId,
     host: &str,
+    scope: &[String],
     told_oom: &HashSet<String>,
 ) -> Result<RunningState, bollard::errors::Error> {
-    let options = labelled(vec![of_service(service)]);
+    let mut filters = vec![of_service(service)];
+    filters.extend_from_slice(scope);
+    let options = labelled(filters);
     let mut replicas = Vec::new();
     let mut endpoints: Vec<Endpoint> = Vec::new();
     for c in docker.list_containers(Some(options)).await? {
@@ -170,17 +173,23 @@ fn owner(labels: &HashMap<String, String>) -> Option<(ServiceId, EnvironmentId)>
 
 /// Sends a report of every service with containers, then one per change, until the daemon's
 /// event stream ends or nobody listens.
-pub async fn watch(docker: Docker, host: String, reports: mpsc::Sender<RunningState>) {
+pub async fn watch(
+    docker: Docker,
+    host: String,
+    scope: Vec<String>,
+    reports: mpsc::Sender<RunningState>,
+) {
+    let ours = [vec![LABEL_SERVICE.to_string()], scope.clone()].concat();
     // Subscribed before the first look, so a change in between is not missed.
     let options = EventsOptions {
         filters: Some(HashMap::from([
             ("type".to_string(), vec!["container".to_string()]),
-            ("label".to_string(), vec![LABEL_SERVICE.to_string()]),
+            ("label".to_string(), ours.clone()),
         ])),
         ..Default::default()
     };
     let mut events = docker.events(Some(options));
-    let listed = labelled(vec![LABEL_SERVICE.to_string()]);
+    let listed = labelled(ours);
     let owners: BTreeSet<(ServiceId, EnvironmentId)> =
         match docker.list_containers(Some(listed)).await {
             Ok(found) => found
@@ -194,7 +203,7 @@ pub async fn watch(docker: Docker, host: String, reports: mpsc::Sender<RunningSt
         };
     let mut told_oom = HashSet::new();
     for (service, environment) in owners {
-        if let Ok(state) = report(&docker, service, environment, &host, &told_oom).await {
+        if let Ok(state) = report(&docker, service, environment, &host, &scope, &told_oom).await {
             if reports.send(state).await.is_err() {
                 return;
             }
@@ -218,7 +227,7 @@ pub async fn watch(docker: Docker, host: String, reports: mpsc::Sender<RunningSt
         let Some((service, environment)) = owner(&attributes) else {
             continue;
         };
-        match report(&docker, service, environment, &host, &told_oom).await {
+        match report(&docker, service, environment, &host, &scope, &told_oom).await {
             Ok(state) => {
                 if reports.send(state).await.is_err() {
                     return;

@@ -122,13 +122,14 @@ async fn follow_one(
 
 /// Sends the lines every Capstan container prints, until the daemon's event stream ends or
 /// nobody listens; its followers end with it.
-pub async fn watch(docker: Docker, lines: mpsc::Sender<OutputLine>) {
+pub async fn watch(docker: Docker, scope: Vec<String>, lines: mpsc::Sender<OutputLine>) {
+    let ours = [vec![LABEL_SERVICE.to_string()], scope].concat();
     // Subscribed before the first look, so a container started in between is not missed.
     let options = EventsOptions {
         filters: Some(HashMap::from([
             ("type".to_string(), vec!["container".to_string()]),
             ("event".to_string(), vec!["start".to_string()]),
-            ("label".to_string(), vec![LABEL_SERVICE.to_string()]),
+            ("label".to_string(), ours.clone()),
         ])),
         ..Default::default()
     };
@@ -136,10 +137,7 @@ pub async fn watch(docker: Docker, lines: mpsc::Sender<OutputLine>) {
     // Dropped when this returns, which aborts every follower: the lines' stream then ends and
     // its reader asks again.
     let mut followers = tokio::task::JoinSet::new();
-    let running = match docker
-        .list_containers(Some(labelled(vec![LABEL_SERVICE.to_string()])))
-        .await
-    {
+    let running = match docker.list_containers(Some(labelled(ours))).await {
         Ok(found) => found,
         Err(e) => {
             tracing::warn!(error = %e, "could not list Capstan's containers");

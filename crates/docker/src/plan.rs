@@ -20,6 +20,9 @@ pub const LABEL_SERVICE: &str = "capstan.service";
 pub const LABEL_ENVIRONMENT: &str = "capstan.environment";
 pub const LABEL_PROJECT: &str = "capstan.project";
 pub const LABEL_ORGANIZATION: &str = "capstan.organization";
+/// The installation that made it (its identity is kept in its database, shared by its
+/// instances): an installation acts only on what carries its own.
+pub const LABEL_INSTALLATION: &str = "capstan.installation";
 pub const LABEL_REQUEST: &str = "capstan.deployment-request";
 pub const LABEL_REPLICA: &str = "capstan.replica";
 /// What the object is: a long-running `service` replica or a `job` execution.

@@ -378,6 +378,9 @@ pub trait DaemonClaims: Send {
         &mut self,
         clusters: &[ClusterId],
     ) -> StoreResult<Vec<(ClusterId, String)>>;
+    /// This installation's identity, `proposed` when it has none yet: the same for every
+    /// instance on the database, for good.
+    async fn installation_id(&mut self, proposed: &str) -> StoreResult<String>;
 }
 
 /// When deployed cron jobs run next, as the scheduler takes their times.

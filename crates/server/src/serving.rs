@@ -111,7 +111,11 @@ pub async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
 
 /// The Docker engine as the settings have it: pulls and clones through the outbound policy;
 /// with a router, redeploys switch it to the new replicas before the old ones stop.
-fn docker_with_settings(docker: DockerEngine, settings: &Settings) -> DockerEngine {
+fn docker_with_settings(
+    docker: DockerEngine,
+    settings: &Settings,
+    installation: &str,
+) -> DockerEngine {
     let checkouts = git::GitCheckouts::new(settings.outbound.clone(), GIT_FETCH_TIMEOUT)
         .with_ca_file(settings.git_ca_file.clone());
     let docker = match settings.router_listen {
@@ -127,12 +131,18 @@ fn docker_with_settings(docker: DockerEngine, settings: &Settings) -> DockerEngi
             settings.backup_dir.clone(),
         )
         .with_terraform(settings.docker_terraform_image.clone())
+        .with_installation(installation)
 }
 
 /// The engine the settings ask for, and whether it runs workloads (Docker) that a router can
 /// send requests to; the start-up log says which and why. An engine asked for by name that
 /// cannot start stops the start-up.
-async fn engine(settings: &Settings) -> anyhow::Result<(Arc<dyn domain::engine::Engine>, bool)> {
+/// What the Docker engine makes carries `installation` (this installation's identity), and it
+/// acts only on what does.
+async fn engine(
+    settings: &Settings,
+    installation: &str,
+) -> anyhow::Result<(Arc<dyn domain::engine::Engine>, bool)> {
     let step = std::time::Duration::from_millis(settings.engine_step_ms);
     let simulated = || {
         let engine = Arc::new(SimulatedEngine::new(step)) as Arc<dyn domain::engine::Engine>;
@@ -151,13 +161,13 @@ async fn engine(settings: &Settings) -> anyhow::Result<(Arc<dyn domain::engine::
             let docker = DockerEngine::connect(address)
                 .await
                 .map_err(|e| anyhow::anyhow!("CAPSTAN_ENGINE=docker, but {e}"))?;
-            let docker = docker_with_settings(docker, settings);
+            let docker = docker_with_settings(docker, settings, installation);
             tracing::info!(engine = "docker", daemon = %docker.describe().await, "deployments run on Docker (CAPSTAN_ENGINE=docker)");
             Ok((docker::Hosts::new(docker), true))
         }
         EngineChoice::Auto => match DockerEngine::connect(address).await {
             Ok(docker) => {
-                let docker = docker_with_settings(docker, settings);
+                let docker = docker_with_settings(docker, settings, installation);
                 tracing::info!(engine = "docker", daemon = %docker.describe().await, "deployments run on Docker: a daemon answered (CAPSTAN_ENGINE=auto)");
                 Ok((docker::Hosts::new(docker), true))
             }
@@ -179,14 +189,17 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     domain::ids::seed_ids(settings.id_seed);
     let (clock, manual) = clock(&settings);
-    let (engine, runs_workloads) = engine(&settings).await?;
+    let capstan = open(&settings, clock.clone()).await?;
+    let installation = capstan
+        .installation_id()
+        .await
+        .map_err(|e| anyhow::anyhow!("could not read the installation's identity: {e}"))?;
+    let (engine, runs_workloads) = engine(&settings, &installation).await?;
     let router = match settings.router_listen {
         Some(at) if runs_workloads => Some(router_listeners(at, &settings).await?),
         _ => None,
     };
-    let mut capstan = open(&settings, clock.clone())
-        .await?
-        .with_engine(engine.clone());
+    let mut capstan = capstan.with_engine(engine.clone());
     if let Some(listeners) = &router {
         capstan = capstan.with_router(listeners.address.clone());
     }

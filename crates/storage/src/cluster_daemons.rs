@@ -1,7 +1,9 @@
-//! Which Docker daemon each cluster naming an endpoint was deployed on.
+//! Which Docker daemon each cluster naming an endpoint was deployed on, and who this
+//! installation is on the daemons it shares.
 
 use crate::db::{db_run, store_error};
 use crate::schema::cluster_daemons as cd;
+use crate::schema::installation;
 use crate::session::Session;
 use async_trait::async_trait;
 use diesel::prelude::*;
@@ -60,6 +62,25 @@ impl DaemonClaims for Session {
             .filter(cd::cluster_id.eq_any(clusters.clone()))
             .select((cd::cluster_id, cd::daemon_id))
             .load(c)
+            .await)
+        .map_err(store_error)
+    }
+
+    async fn installation_id(&mut self, proposed: &str) -> StoreResult<String> {
+        let proposed = proposed.to_string();
+        let (conn, _) = self.parts()?;
+        db_run!(*conn, |c| diesel::insert_into(installation::table)
+            .values((
+                installation::singleton.eq(1),
+                installation::id.eq(proposed.clone())
+            ))
+            .on_conflict_do_nothing()
+            .execute(c)
+            .await)
+        .map_err(store_error)?;
+        db_run!(*conn, |c| installation::table
+            .select(installation::id)
+            .first(c)
             .await)
         .map_err(store_error)
     }

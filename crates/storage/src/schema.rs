@@ -216,6 +216,13 @@ diesel::table! {
 }
 
 diesel::table! {
+    installation (singleton) {
+        singleton -> Integer,
+        id -> Text,
+    }
+}
+
+diesel::table! {
     cluster_daemons (cluster_id) {
         cluster_id -> Text,
         organization_id -> Text,

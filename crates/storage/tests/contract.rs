@@ -2656,6 +2656,9 @@ async fn clusters_keep_the_daemon_they_were_deployed_on(db: Db) {
         session.daemon_organizations("D2").await.unwrap(),
         [theirs.id]
     );
+    // The installation is who it first said it was, for every instance.
+    assert_eq!(session.installation_id("first").await.unwrap(), "first");
+    assert_eq!(session.installation_id("second").await.unwrap(), "first");
 }
 
 async fn custom_domains_are_unique_across_organizations(db: Db) {

@@ -144,6 +144,14 @@ impl Capstan {
         .await
     }
 
+    /// This installation's identity, made by the first instance to ask: what its engines
+    /// make on a Docker host carries it, and they act only on what does.
+    pub async fn installation_id(&self) -> DomainResult<String> {
+        let proposed = uuid::Uuid::new_v4().simple().to_string();
+        self.in_unit(&[], async |tx| Ok(tx.installation_id(&proposed).await?))
+            .await
+    }
+
     /// The hosts every ON_PREMISE cluster names, for the engine to watch; a cluster whose host
     /// cannot be told (its credentials gone) is left out, and said so.
     pub async fn named_hosts(&self) -> DomainResult<Vec<Host>> {
