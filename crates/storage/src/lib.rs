@@ -37,7 +37,7 @@ mod token_cache;
 
 pub use cipher::{key_id, Cipher, KeySource};
 pub use db::{DatabaseUrl, Db};
-pub use maintenance::TABLES;
+pub use maintenance::{KEPT_TABLES, TABLES};
 pub use migrate::run_migrations;
 pub use session::Session;
 

@@ -19,6 +19,7 @@ pub const TABLES: &[&str] = &[
     "api_tokens",
     "cloud_credentials",
     "clusters",
+    "cluster_daemons",
     "cluster_logs",
     "git_tokens",
     "helm_repositories",
@@ -47,6 +48,10 @@ pub const TABLES: &[&str] = &[
     "cron_turns",
     "database_backups",
 ];
+
+/// The tables no reset, snapshot or restore touches: who the installation is (what it made on
+/// Docker hosts carries that identity, whatever its data becomes).
+pub const KEPT_TABLES: &[&str] = &["installation"];
 
 /// What a reset that keeps tokens keeps: who can call, and where they belong.
 const CALLERS: &[&str] = &["organizations", "api_tokens", "organization_members"];

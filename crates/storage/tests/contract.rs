@@ -578,6 +578,7 @@ async fn every_table_is_listed_for_maintenance() {
     let (db, _url, _guard) = testing::sqlite().await;
     let listed: std::collections::BTreeSet<String> = capstan_storage::TABLES
         .iter()
+        .chain(capstan_storage::KEPT_TABLES)
         .map(|t| t.to_string())
         .collect();
     assert_eq!(tables(&db).await, listed);
@@ -635,7 +636,20 @@ async fn a_reset_empties_every_table_or_keeps_the_tokens(db: Db) {
     assert_eq!(db.queue_depth().await.unwrap(), Default::default());
     drop(read);
 
+    let mut session = db.session().await.unwrap();
+    let installation = session.installation_id("before").await.unwrap();
+    drop(session);
     db.reset(false).await.unwrap();
+    assert_eq!(
+        db.session()
+            .await
+            .unwrap()
+            .installation_id("after")
+            .await
+            .unwrap(),
+        installation,
+        "who the installation is outlives any reset"
+    );
     assert!(
         db.find_token_by_hash(&hash).await.unwrap().is_none(),
         "forgotten, even from memory"

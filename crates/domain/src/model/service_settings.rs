@@ -182,6 +182,20 @@ impl Probe {
                 ));
             }
         }
+        // The path goes into the request line the probe sends: a CR or LF there would write
+        // headers of its own, any control character or space a request of another shape.
+        if let Some(http) = &t.http {
+            let clean = !http
+                .path
+                .chars()
+                .any(|c| c.is_control() || c.is_whitespace());
+            if !http.path.starts_with('/') || !clean {
+                return Err(DomainError::invalid(
+                    format!("{field}.type.http.path"),
+                    "must be an absolute path without spaces or control characters",
+                ));
+            }
+        }
         if let Some(exec) = &t.exec {
             if exec.command.is_empty() {
                 return Err(DomainError::invalid(
@@ -401,6 +415,15 @@ mod tests {
             (
                 json!({"readiness_probe": {"type": {"exec": {"command": []}}}}),
                 "healthchecks.readiness_probe.type.exec.command",
+            ),
+            (
+                json!({"readiness_probe": {"type": {"http": {"port": 80,
+                       "path": "/ready HTTP/1.0\r\nX-Injected: 1\r\n"}}}}),
+                "healthchecks.readiness_probe.type.http.path",
+            ),
+            (
+                json!({"liveness_probe": {"type": {"http": {"port": 80, "path": "ready"}}}}),
+                "healthchecks.liveness_probe.type.http.path",
             ),
             (
                 json!({"readiness_probe": {"type": {"tcp": {"port": 80}}, "period_seconds": 0}}),
