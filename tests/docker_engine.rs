@@ -658,11 +658,15 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
         "the workload outlives Capstan"
     );
     let orphan = uuid::Uuid::new_v4();
+    // Made as this installation makes its workloads: marked as its own.
+    let installation = installation_of(&case.env);
     let stray = docker(&[
         "run",
         "-d",
         "--label",
         &format!("capstan.service={orphan}"),
+        "--label",
+        &format!("capstan.installation={installation}"),
         "--label",
         &format!("capstan.organization={org}"),
         "--label",

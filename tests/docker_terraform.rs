@@ -387,6 +387,8 @@ async fn a_state_migrates_to_its_backend_and_a_stale_lock_is_forced_open(databas
         "--label",
         "capstan.role=terraform",
         "--label",
+        &format!("capstan.installation={}", installation_of(env)),
+        "--label",
         &format!("capstan.organization={}", case.org),
         &image,
         "sleep",

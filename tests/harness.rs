@@ -790,6 +790,30 @@ pub async fn httpd(client: &Client, env: &str, registry: &str, name: &str, page:
 }
 
 /// The containers Capstan runs for a service, by Docker's own account.
+/// The installation whose engine made the environment's network (the label everything it
+/// makes carries), for objects a test makes by hand as that installation would.
+pub fn installation_of(environment: &str) -> String {
+    let network = docker(&[
+        "network",
+        "ls",
+        "-q",
+        "--filter",
+        &format!("label=capstan.environment={environment}"),
+    ])
+    .unwrap();
+    let network = network.lines().next().expect("the environment's network");
+    docker(&[
+        "network",
+        "inspect",
+        "-f",
+        "{{index .Labels \"capstan.installation\"}}",
+        network,
+    ])
+    .unwrap()
+    .trim()
+    .to_string()
+}
+
 pub fn containers_of(service: &str) -> Vec<String> {
     docker(&[
         "ps",
