@@ -16,6 +16,7 @@ pub mod error;
 pub mod git;
 pub mod hex;
 pub mod ids;
+pub mod ip_network;
 pub mod model;
 pub mod observe;
 pub mod outbound;

@@ -8,6 +8,7 @@
 //! The policy decides; the HTTP adapters apply it to every address they connect to (a URL that
 //! names an address, each address a host name resolves to, each redirect).
 
+use crate::ip_network::IpNetwork;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -17,8 +18,8 @@ pub const SETTING: &str = "CAPSTAN_OUTBOUND_ALLOW";
 /// One entry of the allow list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Allowed {
-    /// An address (prefix the whole length) or a network.
-    Network { base: IpAddr, prefix: u8 },
+    /// An address or a network.
+    Network(IpNetwork),
     /// A host name, whatever it resolves to.
     Host(String),
     /// Every name under a domain (`*.corp.example`), not the domain itself.
@@ -117,7 +118,7 @@ impl OutboundPolicy {
         self.every_address
             || is_public(ip)
             || self.allowed.iter().any(|a| match a {
-                Allowed::Network { base, prefix } => in_network(ip, *base, *prefix),
+                Allowed::Network(network) => network.contains(ip),
                 Allowed::Host(name) => same_name(host, name),
                 Allowed::Under(domain) => under(host, domain),
             })
@@ -157,17 +158,12 @@ impl OutboundPolicy {
 }
 
 fn entry_of(entry: &str) -> Option<Allowed> {
-    if let Some((base, prefix)) = entry.split_once('/') {
-        let base = canonical(base.parse::<IpAddr>().ok()?);
-        let prefix = prefix.parse::<u8>().ok()?;
-        let bits = if base.is_ipv4() { 32 } else { 128 };
-        return (prefix <= bits).then_some(Allowed::Network { base, prefix });
+    if entry.contains('/') {
+        return IpNetwork::parse(entry).map(Allowed::Network);
     }
     let bare = entry.trim_start_matches('[').trim_end_matches(']');
-    if let Ok(ip) = bare.parse::<IpAddr>() {
-        let ip = canonical(ip);
-        let prefix = if ip.is_ipv4() { 32 } else { 128 };
-        return Some(Allowed::Network { base: ip, prefix });
+    if let Some(address) = IpNetwork::parse(bare) {
+        return Some(Allowed::Network(address));
     }
     let name = entry.trim_end_matches('.').to_ascii_lowercase();
     match name.strip_prefix("*.") {
@@ -206,20 +202,6 @@ fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
-    }
-}
-
-fn in_network(ip: IpAddr, base: IpAddr, prefix: u8) -> bool {
-    match (ip, base) {
-        (IpAddr::V4(ip), IpAddr::V4(base)) => {
-            let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
-            u32::from(ip) & mask == u32::from(base) & mask
-        }
-        (IpAddr::V6(ip), IpAddr::V6(base)) => {
-            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
-            u128::from(ip) & mask == u128::from(base) & mask
-        }
-        _ => false,
     }
 }
 

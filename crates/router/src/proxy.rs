@@ -4,6 +4,7 @@
 use crate::acme::CHALLENGE_PROTOCOL;
 use crate::{Certificates, Pick, Routes, STICKY_COOKIE};
 use bytes::Bytes;
+use domain::ip_network::IpNetwork;
 use domain::model::{host_name_of, Backend};
 use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full};
 use hyper::body::{Body as _, Incoming};
@@ -413,8 +414,7 @@ fn said(status: StatusCode, text: &'static str) -> Response<Body> {
 /// are passed on: addresses and networks. Empty (the default): nobody's.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrustedProxies {
-    /// Each network's first address and prefix length (a whole address's: its length).
-    networks: Vec<(IpAddr, u8)>,
+    networks: Vec<IpNetwork>,
 }
 
 impl TrustedProxies {
@@ -424,73 +424,24 @@ impl TrustedProxies {
         let networks = list
             .split(|c: char| c == ',' || c.is_whitespace())
             .filter(|entry| !entry.is_empty())
-            .map(network)
+            .map(|entry| {
+                IpNetwork::parse(entry).ok_or_else(|| {
+                    format!("'{entry}' is neither an IP address nor a network (address/prefix)")
+                })
+            })
             .collect::<Result<_, _>>()?;
         Ok(Self { networks })
     }
 
-    /// Whether the peer at `ip` is one of the trusted proxies.
+    /// Whether the peer at `ip` is one of the trusted proxies (a dual-stack listener sees IPv4
+    /// peers as IPv4-mapped IPv6 addresses: they count as themselves).
     pub fn trusts(&self, ip: IpAddr) -> bool {
-        // A dual-stack listener sees IPv4 peers as IPv4-mapped IPv6 addresses.
-        let ip = ip.to_canonical();
-        self.networks
-            .iter()
-            .any(|(base, prefix)| masked(ip, *prefix) == Some(*base))
+        self.networks.iter().any(|n| n.contains(ip))
     }
 
     pub fn is_empty(&self) -> bool {
         self.networks.is_empty()
     }
-}
-
-/// An entry of a trusted proxies' list: an address, or a network as address/prefix (its
-/// first address and prefix length).
-fn network(entry: &str) -> Result<(IpAddr, u8), String> {
-    let not = || format!("'{entry}' is neither an IP address nor a network (address/prefix)");
-    let (address, prefix) = match entry.split_once('/') {
-        Some((address, prefix)) => (address, Some(prefix)),
-        None => (entry, None),
-    };
-    let address: IpAddr = address.parse().map_err(|_| not())?;
-    // Written as IPv4-mapped, it is the IPv4 address peers are compared as.
-    let (address, mapped) = match address.to_canonical() {
-        canonical @ IpAddr::V4(_) if address.is_ipv6() => (canonical, 96),
-        same => (same, 0),
-    };
-    let bits = bits_of(address);
-    let prefix = match prefix {
-        None => bits,
-        Some(p) => match p.parse::<u8>() {
-            Ok(p) if p >= mapped && p - mapped <= bits => p - mapped,
-            _ => return Err(not()),
-        },
-    };
-    masked(address, prefix)
-        .map(|base| (base, prefix))
-        .ok_or_else(not)
-}
-
-fn bits_of(ip: IpAddr) -> u8 {
-    match ip {
-        IpAddr::V4(_) => 32,
-        IpAddr::V6(_) => 128,
-    }
-}
-
-/// The first address of `ip`'s network of `prefix` bits; none when the prefix is longer than
-/// the address.
-fn masked(ip: IpAddr, prefix: u8) -> Option<IpAddr> {
-    let kept = u32::from(bits_of(ip)).checked_sub(u32::from(prefix))?;
-    Some(match ip {
-        IpAddr::V4(v4) => {
-            let mask = u32::MAX.checked_shl(kept).unwrap_or(0);
-            IpAddr::V4((u32::from(v4) & mask).into())
-        }
-        IpAddr::V6(v6) => {
-            let mask = u128::MAX.checked_shl(kept).unwrap_or(0);
-            IpAddr::V6((u128::from(v6) & mask).into())
-        }
-    })
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 type St = web::Data<AppState>;
 
-/// How long a socket may stay silent before it is pinged (so proxies keep it open).
+/// How often a socket is pinged (so proxies keep it open).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -163,7 +163,10 @@ async fn serve<F: Feed>(
     held: Held,
 ) {
     let mut pending = first;
-    let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
+    let start = tokio::time::Instant::now();
+    let mut recheck = tokio::time::interval_at(start + RECHECK, RECHECK);
+    // Its own clock: the rechecks would otherwise start the wait for a ping again each time.
+    let mut keep_alive = tokio::time::interval_at(start + KEEP_ALIVE, KEEP_ALIVE);
     loop {
         // Listening before the read: a change committed after it wakes the socket.
         let changes = capstan.changes();
@@ -205,6 +208,8 @@ async fn serve<F: Feed>(
                 },
                 _ = recheck.tick() => {
                     match principal_of(&held.state, held.credential.expose()).await {
+                        // Unchanged rights: nothing to read again.
+                        Ok(now) if now.memberships == feed.principal().memberships => {}
                         Ok(now) => {
                             let was = feed.principal();
                             *was = domain::auth::Principal {
@@ -222,7 +227,7 @@ async fn serve<F: Feed>(
                         Err(e) => return close_for(session, &e).await,
                     }
                 }
-                _ = tokio::time::sleep(KEEP_ALIVE) => {
+                _ = keep_alive.tick() => {
                     if session.ping(b"").await.is_err() {
                         return;
                     }

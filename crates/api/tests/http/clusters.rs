@@ -17,30 +17,8 @@ fn hosts_allowed(c: domain::services::Capstan) -> domain::services::Capstan {
     })
 }
 
-macro_rules! with_hosts_allowed {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[actix_rt::test]
-                async fn $name() {
-                    let b = crate::common::sqlite().await.unwrap().map(super::hosts_allowed);
-                    super::$name(crate::common::setup(b).await).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[actix_rt::test]
-                async fn $name() {
-                    let Some(b) = crate::common::postgres().await else { return };
-                    super::$name(crate::common::setup(b.map(super::hosts_allowed)).await).await;
-                }
-            )*
-        }
-    };
-}
-
-with_hosts_allowed!(
+http_suite_with!(
+    hosts_allowed;
     a_cluster_is_deployed_and_stopped_through_the_engine,
     a_failed_cluster_deployment_says_why,
     advanced_settings_have_defaults_and_are_checked,

@@ -28,29 +28,6 @@ impl Resolver for FakeDns {
     }
 }
 
-macro_rules! with_dns {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[actix_rt::test]
-                async fn $name() {
-                    let b = crate::common::sqlite().await.unwrap().map(super::checked);
-                    super::$name(crate::common::setup(b).await).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[actix_rt::test]
-                async fn $name() {
-                    let Some(b) = crate::common::postgres().await else { return };
-                    super::$name(crate::common::setup(b.map(super::checked)).await).await;
-                }
-            )*
-        }
-    };
-}
-
 const ROUTER_DOMAIN: &str = "apps.capstan.test";
 
 fn checked(c: domain::services::Capstan) -> domain::services::Capstan {
@@ -61,7 +38,8 @@ fn checked(c: domain::services::Capstan) -> domain::services::Capstan {
         })
 }
 
-with_dns!(
+http_suite_with!(
+    checked;
     domains_of_each_kind_are_kept_and_edited,
     domains_are_unique_and_valid_host_names,
     the_status_says_where_a_domain_points,

@@ -463,6 +463,32 @@ macro_rules! http_suite {
     };
 }
 
+/// As `http_suite!`, each backend's Capstan first given what the suite needs by `$with`, a
+/// function of the suite's module (`fn(Capstan) -> Capstan`).
+#[macro_export]
+macro_rules! http_suite_with {
+    ($with:ident; $($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    let b = $crate::common::sqlite().await.unwrap().map(super::$with);
+                    super::$name($crate::common::setup(b).await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    let Some(b) = $crate::common::postgres().await else { return };
+                    super::$name($crate::common::setup(b.map(super::$with)).await).await;
+                }
+            )*
+        }
+    };
+}
+
 /// As `http_suite!`, and on an in-memory SQLite database too (one connection for everything).
 #[macro_export]
 macro_rules! http_suite_with_memory {
