@@ -52,6 +52,72 @@ fn image_of(service: &str, commit: &str) -> String {
     format!("capstan-build/{}:{commit}", service.replace('-', ""))
 }
 
+/// Another organization of the installation may not run `image` (built for the case's
+/// organization): not by its name, not by its id; and checking for it answers as for an image
+/// that does not exist.
+async fn another_organization_cannot_have(case: &Case, image: &str) {
+    let (stranger, their_org) = case.stranger("Strangers").await;
+    let (_, their_env) = hierarchy(&stranger).await;
+    let registry = stranger
+        .create(
+            &format!("/organization/{their_org}/containerRegistry"),
+            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
+        )
+        .await;
+    let id = docker(&["image", "inspect", "--format", "{{.Id}}", image]).unwrap();
+    let (name, tag) = image.rsplit_once(':').unwrap();
+    let id = id.trim_start_matches("sha256:");
+    let unknown = format!("capstan-build/{}", "0".repeat(32));
+    let check = |name: String, tag: String| {
+        let (stranger, registry, their_env) = (&stranger, &registry, &their_env);
+        async move {
+            stranger
+                .call(
+                    reqwest::Method::POST,
+                    &format!("/environment/{their_env}/checkContainerImage"),
+                    Some(json!({"registry_id": registry, "image_name": name, "tag": tag})),
+                )
+                .await
+        }
+    };
+    for (n, (name, tag, unknown_name, unknown_tag, why)) in [
+        (
+            name,
+            tag,
+            unknown.as_str(),
+            tag,
+            "holds the images Capstan builds",
+        ),
+        (
+            "sha256",
+            id,
+            "sha256",
+            &*"0".repeat(64),
+            "an image id names",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let taken = stranger
+            .create(
+                &format!("/environment/{their_env}/container"),
+                json!({"name": format!("taken{n}"), "registry_id": registry,
+                       "image_name": name, "tag": tag}),
+            )
+            .await;
+        post(&stranger, &format!("/container/{taken}/deploy"), json!({})).await;
+        settled_in(&stranger, "container", &taken, "DEPLOYMENT_ERROR").await;
+        let reason = last_reason(&stranger, "container", &taken).await;
+        assert!(reason.contains(why), "{reason}");
+        assert!(containers_of(&taken).is_empty());
+        let there = check(name.to_string(), tag.to_string()).await;
+        let not_there = check(unknown_name.to_string(), unknown_tag.to_string()).await;
+        assert_eq!(there.0, not_there.0, "{there:?} {not_there:?}");
+        assert!(there.0 >= 400, "{there:?}");
+    }
+}
+
 async fn an_application_is_built_from_git_and_deployed(database: Option<&str>) {
     let root = TempDir::new();
     let server = GitServer::start(&root.0, None);
@@ -110,6 +176,7 @@ async fn an_application_is_built_from_git_and_deployed(database: Option<&str>) {
     assert!(docker(&["image", "inspect", &image_of(&app, &first)]).is_ok());
     let shown = client.get(&format!("/application/{app}")).await;
     assert_eq!(shown["git_repository"]["deployed_commit_id"], first);
+    another_organization_cannot_have(&case, &image_of(&app, &first)).await;
 
     // A second commit: built (its first step from the cache) and served.
     let second = repo.commit("two", &[("Dockerfile", &dockerfile("v2", ""))]);

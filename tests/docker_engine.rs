@@ -1472,5 +1472,158 @@ async fn an_image_is_pulled_with_its_registrys_credentials() {
     assert!(logs.contains(&format!("pulling image {image}")), "{logs}");
     assert!(!logs.contains(PASSWORD));
     assert!(!case.own_log().contains(PASSWORD));
+
+    // The image is on the host now; that lets no one else run it. The record with the wrong
+    // password, and another organization's record of the same registry without one, are
+    // refused by the registry at their pull, as before it was there.
+    post(client, &format!("/container/{refused}/deploy"), json!({})).await;
+    settled_in(client, "container", &refused, "DEPLOYMENT_ERROR").await;
+    let reason = reason_of(client, &refused).await;
+    assert!(reason.contains("could not pull"), "{reason}");
+    let (stranger, their_org) = case.stranger("Strangers").await;
+    let (_, their_env) = hierarchy(&stranger).await;
+    let theirs = stranger
+        .create(
+            &format!("/organization/{their_org}/containerRegistry"),
+            json!({"name": "same", "kind": "GENERIC_CR", "url": format!("http://{host}"),
+                   "config": {}}),
+        )
+        .await;
+    let taken = stranger
+        .create(
+            &format!("/environment/{their_env}/container"),
+            container(&theirs, "taken"),
+        )
+        .await;
+    post(&stranger, &format!("/container/{taken}/deploy"), json!({})).await;
+    settled_in(&stranger, "container", &taken, "DEPLOYMENT_ERROR").await;
+    let reason = reason_of(&stranger, &taken).await;
+    assert!(reason.contains("could not pull"), "{reason}");
+    assert!(containers_of(&taken).is_empty());
+    // Nor does the check of an image tell them it is on the host: their registry is asked.
+    let check = |name: &'static str| {
+        let (stranger, theirs, their_env) = (&stranger, &theirs, &their_env);
+        async move {
+            stranger
+                .call(
+                    reqwest::Method::POST,
+                    &format!("/environment/{their_env}/checkContainerImage"),
+                    Some(json!({"registry_id": theirs, "image_name": name, "tag": "1"})),
+                )
+                .await
+        }
+    };
+    let (on_host, absent) = (
+        check("capstan-test/private").await,
+        check("capstan-test/none").await,
+    );
+    assert_eq!(on_host.0, absent.0, "{on_host:?} {absent:?}");
+    assert_eq!(
+        on_host.1.to_string().replace("private", "none"),
+        absent.1.to_string()
+    );
+    assert!(on_host.0 >= 400, "{on_host:?}");
+    let (status, _) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/environment/{env}/checkContainerImage"),
+            Some(json!({"registry_id": right, "image_name": "capstan-test/private", "tag": "1"})),
+        )
+        .await;
+    assert!(
+        (200..300).contains(&status),
+        "its own organization is answered: {status}"
+    );
     let _ = docker(&["rmi", "-f", &image]);
+}
+
+/// The installation's own Docker host keeps its workloads from link-local addresses (the
+/// metadata service) and from the host's own services: the firewall's rules are in place for
+/// the environment's network (judged from the rules, and by a listener of the test's on the
+/// host that the workload tries through its gateway); a port not publicly accessible is
+/// published on the loopback only, whatever the publish address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workloads_reach_neither_link_local_addresses_nor_the_hosts_services() {
+    if !docker_ready() {
+        return;
+    }
+    let case = Case::start(None, &[("CAPSTAN_DOCKER_PUBLISH_ADDRESS", "127.0.0.2")]).await;
+    let (client, env) = (&case.client, &case.env);
+    let web = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({
+                "name": "web", "registry_id": case.registry, "image_name": IMAGE, "tag": TAG,
+                "entrypoint": "sh",
+                "arguments": ["-c", "mkdir -p /www && echo hi > /www/index.html && \
+                               (httpd -f -p 9090 -h /www &) && exec httpd -f -p 8080 -h /www"],
+                "ports": [{"internal_port": 8080, "publicly_accessible": true},
+                          {"internal_port": 9090, "publicly_accessible": false}],
+            }),
+        )
+        .await;
+    post(client, &format!("/container/{web}/deploy"), json!({})).await;
+    settled_in(client, "container", &web, "DEPLOYED").await;
+    let seen = containers_of(&web).pop().unwrap();
+    let id = seen.split(' ').next().unwrap().to_string();
+    let bound = |port: &str| docker(&["port", &id, port]).unwrap();
+    assert!(
+        bound("8080/tcp").starts_with("127.0.0.2:"),
+        "{}",
+        bound("8080/tcp")
+    );
+    assert!(
+        bound("9090/tcp").starts_with("127.0.0.1:"),
+        "{}",
+        bound("9090/tcp")
+    );
+
+    let rules = |chain: &str| {
+        let out = Command::new("iptables")
+            .args(["-w", "-S", chain])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert!(
+        rules("DOCKER-USER").contains("-A DOCKER-USER -i cap+ -j CAPSTAN-FORWARD"),
+        "{}",
+        rules("DOCKER-USER")
+    );
+    assert!(rules("CAPSTAN-FORWARD").contains("-A CAPSTAN-FORWARD -d 169.254.0.0/16 -j REJECT"));
+    assert!(rules("INPUT").contains("-A INPUT -i cap+ -j CAPSTAN-INPUT"));
+    let input = rules("CAPSTAN-INPUT");
+    let last = input.lines().last().unwrap_or_default();
+    assert!(last.starts_with("-A CAPSTAN-INPUT -j REJECT"), "{input}");
+    let network = format!("capstan-env-{}", env.replace('-', ""));
+    let bridge = docker(&[
+        "network",
+        "inspect",
+        "--format",
+        "{{index .Options \"com.docker.network.bridge.name\"}}",
+        &network,
+    ])
+    .unwrap();
+    assert!(bridge.starts_with("cap") && bridge.len() <= 15, "{bridge}");
+    let gateway = docker(&[
+        "network",
+        "inspect",
+        "--format",
+        "{{(index .IPAM.Config 0).Gateway}}",
+        &network,
+    ])
+    .unwrap();
+
+    // A service of the host, listening on every address: the workload does not reach it
+    // through its network's gateway.
+    let listener = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let port = port.to_string();
+    let tried = docker(&["exec", &id, "busybox", "nc", "-w", "3", &gateway, &port]);
+    assert!(tried.is_err(), "{tried:?}");
+    assert!(
+        listener.accept().is_err(),
+        "nothing reached the host's listener through the gateway"
+    );
 }

@@ -652,6 +652,8 @@ impl Case {
             ("CAPSTAN_ENGINE", "docker"),
             ("CAPSTAN_ROUTER_LISTEN", router.as_str()),
             ("CAPSTAN_ROUTER_DOMAIN", ROUTER_DOMAIN),
+            // The tests' images are made on this machine, as an operator's shared ones.
+            ("CAPSTAN_HOST_IMAGES", "capstan-test/"),
         ]
         .iter()
         .chain(extra)

@@ -3,6 +3,7 @@
 //! per service (the newest few), so deploying a commit built before reuses its image.
 
 use crate::engine::{said, DockerEngine};
+use crate::images::{ImageAccess, BUILT_REPOSITORY};
 use crate::plan::LABEL_SERVICE;
 use bollard::query_parameters::{BuildImageOptions, ListImagesOptions, RemoveImageOptions};
 use domain::dockerfile;
@@ -20,7 +21,7 @@ const FAILURE_LINES: usize = 15;
 
 /// The image a service's build of `commit` is tagged as.
 pub fn built_image(service: ServiceId, commit: &str) -> String {
-    format!("capstan-build/{}:{commit}", service.0.simple())
+    format!("{BUILT_REPOSITORY}{}:{commit}", service.0.simple())
 }
 
 fn is_full_commit(revision: &str) -> bool {
@@ -163,7 +164,8 @@ impl DockerEngine {
             })?;
         }
         for image in pulled {
-            self.ensure_image(&image, None, log, cancel).await?;
+            self.ensure_image(&image, ImageAccess::Named(None), log, cancel)
+                .await?;
         }
         let relative = dockerfile_at
             .strip_prefix(&context)
@@ -183,8 +185,12 @@ impl DockerEngine {
             ]))),
             rm: true,
             forcerm: true,
+            // On the environment's network, behind its firewall rules (not Docker's default
+            // bridge, which every container of the host may share).
+            networkmode: Some(crate::plan::network_name(work.service.environment_id)),
             ..Default::default()
         };
+        self.ensure_network(work.service).await?;
         log.info(&format!("building image {image}"));
         self.run_build(options, archive, log, cancel).await?;
         log.info(&format!("built image {image}"));

@@ -59,6 +59,7 @@ pub fn database_plan(
         DatabaseAccessibility::Public => vec![PlannedPort {
             internal: connection.port,
             host: host_port,
+            public: true,
         }],
         DatabaseAccessibility::Private => Vec::new(),
     };

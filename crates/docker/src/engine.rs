@@ -2,6 +2,7 @@
 
 use crate::db_recipe::{self, DatabaseImages};
 use crate::exec;
+use crate::images::{self, HostImages, ImageAccess};
 use crate::plan::{self, ContainerPlan, LABEL_ROLE, LABEL_SERVICE};
 use crate::probe;
 use crate::terraform::Run;
@@ -89,6 +90,8 @@ pub struct DockerEngine {
     /// What image pulls may reach: the daemon pulls, but only from a registry whose
     /// addresses the outbound policy permits.
     policy: OutboundPolicy,
+    /// The repositories every organization may run from the host without a pull.
+    host_images: HostImages,
     /// Whether the daemon runs on this host (its socket, or a loopback address).
     local: bool,
     /// What fetches the repositories services are built from.
@@ -145,6 +148,7 @@ impl DockerEngine {
             docker,
             publish_address,
             policy: OutboundPolicy::default(),
+            host_images: HostImages::default(),
             local,
             checkouts: None,
             images_kept: DEFAULT_IMAGES_KEPT,
@@ -170,6 +174,7 @@ impl DockerEngine {
             docker,
             publish_address,
             policy: self.policy.clone(),
+            host_images: self.host_images.clone(),
             local: on_this_machine,
             checkouts: self.checkouts.clone(),
             images_kept: self.images_kept,
@@ -280,6 +285,10 @@ impl DockerEngine {
         let request = bollard::models::NetworkCreateRequest {
             name: name.clone(),
             driver: Some("bridge".into()),
+            options: Some(HashMap::from([(
+                "com.docker.network.bridge.name".to_string(),
+                plan::bridge_name(environment),
+            )])),
             labels: Some(self.marked(HashMap::from([
                 (
                     plan::LABEL_ORGANIZATION.to_string(),
@@ -380,6 +389,13 @@ impl DockerEngine {
         self
     }
 
+    /// Lets every organization run the images of the repositories `shared` names from the
+    /// host, without a pull (every other image an organization names is pulled each time).
+    pub fn with_host_images(mut self, shared: HostImages) -> Self {
+        self.host_images = shared;
+        self
+    }
+
     /// The daemon's version and API version, for the start-up log.
     pub async fn describe(&self) -> String {
         match self.docker.version().await {
@@ -460,14 +476,27 @@ impl DockerEngine {
         }
     }
 
+    /// An image an organization names is pulled with its registry access each time, unless
+    /// the operator shares its repository (see [`crate::images`]).
     pub(crate) async fn ensure_image(
         &self,
         image: &str,
-        registry: Option<&RegistryAccess>,
+        access: ImageAccess<'_>,
         log: &StepLog,
         cancel: &Cancel,
     ) -> Result<(), String> {
-        if self.docker.inspect_image(image).await.is_ok() {
+        let registry = match access {
+            ImageAccess::Host => None,
+            ImageAccess::Named(registry) => {
+                images::nameable(image)?;
+                registry
+            }
+        };
+        let from_host = match access {
+            ImageAccess::Host => true,
+            ImageAccess::Named(_) => self.host_images.shares(image),
+        };
+        if from_host && self.docker.inspect_image(image).await.is_ok() {
             log.info(&format!("image {image} is on the Docker host"));
             return Ok(());
         }
@@ -689,12 +718,25 @@ impl DockerEngine {
 
     /// A free port on the publish address, when this host is the Docker host's (a local
     /// daemon): created with it, a container keeps it while stopped. `None` lets Docker choose.
-    fn free_port(&self) -> Option<u16> {
+    fn free_port(&self, public: bool) -> Option<u16> {
         if !self.local {
             return None;
         }
-        let listener = std::net::TcpListener::bind((self.probe_address(), 0)).ok()?;
+        let address = if public {
+            self.probe_address()
+        } else {
+            plan::LOOPBACK
+        };
+        let listener = std::net::TcpListener::bind((address, 0)).ok()?;
         listener.local_addr().ok().map(|a| a.port())
+    }
+
+    /// Where probes reach the workloads' published ports.
+    fn reach(&self) -> probe::Reach {
+        probe::Reach {
+            published: self.probe_address().to_string(),
+            loopback: self.local,
+        }
     }
 
     /// Where the host reaches a published port.
@@ -738,9 +780,7 @@ impl DockerEngine {
             for id in ids {
                 ready &= match readiness {
                     Readiness::UpFor(at_least) => started.elapsed() >= *at_least,
-                    Readiness::Probe(p) => {
-                        probe::passes(&self.docker, id, p, self.probe_address()).await
-                    }
+                    Readiness::Probe(p) => probe::passes(&self.docker, id, p, &self.reach()).await,
                     Readiness::Command { cmd, env } => {
                         exec::run(&self.docker, id, cmd, env, None, LOOK_TIMEOUT)
                             .await
@@ -803,19 +843,18 @@ impl DockerEngine {
         }
         for port in plans.iter_mut().flat_map(|p| p.ports.iter_mut()) {
             if port.host.is_none() {
-                port.host = self.free_port();
+                port.host = self.free_port(port.public);
             }
         }
         let Some(first) = plans.first() else {
             return Ok(());
         };
-        self.ensure_image(
-            &first.image,
-            work.inputs.registry.as_ref(),
-            log,
-            work.cancel,
-        )
-        .await?;
+        let access = match &service.spec {
+            ServiceSpec::Container(_) => ImageAccess::Named(work.inputs.registry.as_ref()),
+            _ => ImageAccess::Host,
+        };
+        self.ensure_image(&first.image, access, log, work.cancel)
+            .await?;
         self.ensure_network(service).await?;
         if let Some(volume) = &first.volume {
             self.ensure_volume(service, &volume.name).await?;
@@ -961,10 +1000,14 @@ impl DockerEngine {
     }
 
     /// The image a job runs: its registry's, or the one built from its repository.
-    fn job_image(&self, work: &StepWork<'_>, job: &JobSpec) -> Result<String, String> {
+    fn job_image<'w>(
+        &self,
+        work: &StepWork<'w>,
+        job: &JobSpec,
+    ) -> Result<(String, ImageAccess<'w>), String> {
         match plan::job_image(job, work.inputs) {
-            Some(image) => Ok(image),
-            None => self.image_built_for(work),
+            Some(image) => Ok((image, ImageAccess::Named(work.inputs.registry.as_ref()))),
+            None => Ok((self.image_built_for(work)?, ImageAccess::Host)),
         }
     }
 
@@ -975,7 +1018,7 @@ impl DockerEngine {
         run: &JobCommand,
     ) -> Result<(), String> {
         let log = work.log;
-        let image = self.job_image(work, job)?;
+        let (image, _) = self.job_image(work, job)?;
         self.ensure_network(work.service).await?;
         let limit =
             Duration::from_secs(u64::try_from(job.max_duration_seconds.max(1)).unwrap_or(300));
@@ -1105,17 +1148,15 @@ impl DockerEngine {
                 }
             }
             (ServiceSpec::Job(job), A::Deploy | A::Redeploy, _) => {
-                let image = self.job_image(work, job)?;
-                self.ensure_image(&image, work.inputs.registry.as_ref(), log, work.cancel)
-                    .await
+                let (image, access) = self.job_image(work, job)?;
+                self.ensure_image(&image, access, log, work.cancel).await
             }
             // A lifecycle job runs its on_stop, or its on_delete before it goes.
             (ServiceSpec::Job(job), A::Stop | A::Delete | A::Uninstall, _) => {
                 let ran = match plan::job_command(job, action, false) {
                     Some(run) => {
-                        let image = self.job_image(work, job)?;
-                        self.ensure_image(&image, work.inputs.registry.as_ref(), log, work.cancel)
-                            .await?;
+                        let (image, access) = self.job_image(work, job)?;
+                        self.ensure_image(&image, access, log, work.cancel).await?;
                         self.run_job(work, job, &run).await
                     }
                     None => Ok(()),
@@ -1255,7 +1296,12 @@ impl Engine for DockerEngine {
         tag: &str,
     ) -> Result<bool, String> {
         let image = plan::image_reference(Some(registry), name, tag);
-        if self.docker.inspect_image(&image).await.is_ok() {
+        // What only this host holds (another organization's build or private pull) is
+        // answered as what does not exist: the registry is asked, with the caller's access.
+        if images::nameable(&image).is_err() {
+            return Ok(false);
+        }
+        if self.host_images.shares(&image) && self.docker.inspect_image(&image).await.is_ok() {
             return Ok(true);
         }
         self.pull_permitted(&image).await?;
@@ -1325,7 +1371,7 @@ impl Engine for DockerEngine {
         let (reports, received) = tokio::sync::mpsc::channel(64);
         tokio::spawn(crate::liveness::watch(
             self.docker.clone(),
-            self.probe_address().to_string(),
+            self.reach(),
             self.scope(),
             reports.clone(),
         ));

@@ -39,7 +39,7 @@ fn watched(name: &str, labels: &HashMap<String, String>) -> Option<Watched> {
 /// Probes until the daemon's event stream ends or the engine's reader of `reports` left.
 pub async fn watch(
     docker: Docker,
-    address: String,
+    reach: probe::Reach,
     scope: Vec<String>,
     reports: tokio::sync::mpsc::Sender<domain::model::RunningState>,
 ) {
@@ -118,7 +118,7 @@ pub async fn watch(
                     .map(|(id, _)| id.clone())
                     .collect();
                 for id in due {
-                    probe_one(&docker, &address, &id, &mut replicas).await;
+                    probe_one(&docker, &reach, &id, &mut replicas).await;
                 }
             }
             () = reports.closed() => return,
@@ -128,13 +128,13 @@ pub async fn watch(
 
 async fn probe_one(
     docker: &Docker,
-    address: &str,
+    reach: &probe::Reach,
     id: &str,
     replicas: &mut HashMap<String, Watched>,
 ) {
     let Some(w) = replicas.get(id) else { return };
     let probe = w.probe.clone();
-    let alive = probe::passes(docker, id, &probe, address).await;
+    let alive = probe::passes(docker, id, &probe, reach).await;
     let Some(w) = replicas.get_mut(id) else {
         return;
     };

@@ -58,7 +58,13 @@ pub struct PlannedPort {
     pub internal: u16,
     /// The host port it had before (kept across redeploys); none lets Docker choose.
     pub host: Option<u16>,
+    /// Publicly accessible: published at the publish address. Any other port is published
+    /// only on the host's loopback, for Capstan's own probes, never at another address.
+    pub public: bool,
 }
+
+/// Where a port not publicly accessible is published.
+pub const LOOPBACK: &str = "127.0.0.1";
 
 /// A named volume mounted into the container (a database's data): never a host path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +105,13 @@ pub struct ContainerPlan {
 /// host name its connection variables give).
 pub fn network_name(environment: domain::ids::EnvironmentId) -> String {
     format!("capstan-env-{}", environment.0.simple())
+}
+
+/// The host interface of an environment's network: `cap` and the id's last twelve hex digits
+/// (its random part), fifteen characters as Linux allows, matched by the firewall's `cap+`.
+pub fn bridge_name(environment: domain::ids::EnvironmentId) -> String {
+    let id = environment.0.simple().to_string();
+    format!("cap{}", &id[id.len() - 12..])
 }
 
 /// The volume keeping a terraform service's state.
@@ -257,10 +270,11 @@ pub fn service_replicas(
         let ports = runtime
             .ports
             .iter()
-            .filter_map(|p| u16::try_from(p.internal_port).ok())
-            .map(|internal| PlannedPort {
+            .filter_map(|p| Some((u16::try_from(p.internal_port).ok()?, p.publicly_accessible)))
+            .map(|(internal, public)| PlannedPort {
                 internal,
                 host: previous.get(&(replica, internal)).copied(),
+                public,
             })
             .collect();
         plans.push(ContainerPlan {
@@ -363,6 +377,7 @@ pub fn job_execution(
             .map(|internal| PlannedPort {
                 internal,
                 host: None,
+                public: false,
             })
             .into_iter()
             .collect(),
@@ -421,7 +436,11 @@ impl ContainerPlan {
                 (
                     format!("{}/tcp", p.internal),
                     Some(vec![PortBinding {
-                        host_ip: Some(self.publish_address.clone()),
+                        host_ip: Some(if p.public {
+                            self.publish_address.clone()
+                        } else {
+                            LOOPBACK.to_string()
+                        }),
                         host_port: Some(p.host.map(|h| h.to_string()).unwrap_or_default()),
                     }]),
                 )
@@ -594,11 +613,13 @@ mod tests {
             [
                 PlannedPort {
                     internal: 8080,
-                    host: Some(41000)
+                    host: Some(41000),
+                    public: true,
                 },
                 PlannedPort {
                     internal: 9090,
-                    host: None
+                    host: None,
+                    public: false,
                 },
             ],
             "the host port it had is kept"
@@ -637,6 +658,28 @@ mod tests {
         let binding = &host.port_bindings.unwrap()["8080/tcp"].clone().unwrap()[0];
         assert_eq!(binding.host_ip.as_deref(), Some("127.0.0.1"));
         assert_eq!(binding.host_port.as_deref(), Some("41000"));
+    }
+
+    #[test]
+    fn a_port_not_publicly_accessible_is_published_only_on_the_loopback() {
+        let s = container(json!({
+            "registry_id": uuid::Uuid::new_v4(), "image_name": "web", "tag": "1", "name": "web",
+            "ports": [{"internal_port": 8080, "publicly_accessible": true}, {"internal_port": 9090}],
+        }));
+        let image = container_image(&s, &inputs()).unwrap();
+        let plans = service_replicas(
+            &request(&s),
+            &s,
+            &image,
+            &inputs(),
+            "10.1.2.3",
+            &HashMap::new(),
+        )
+        .unwrap();
+        let bindings = plans[0].body().host_config.unwrap().port_bindings.unwrap();
+        let ip = |port: &str| bindings[port].clone().unwrap()[0].host_ip.clone().unwrap();
+        assert_eq!(ip("8080/tcp"), "10.1.2.3");
+        assert_eq!(ip("9090/tcp"), "127.0.0.1");
     }
 
     fn job(schedule: serde_json::Value) -> JobSpec {

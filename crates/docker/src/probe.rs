@@ -10,13 +10,38 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// The host port a container publishes for `internal`.
-fn published(seen: &ContainerInspectResponse, internal: i64) -> Option<u16> {
+/// Where Capstan reaches a workload's published ports.
+#[derive(Clone, Debug)]
+pub struct Reach {
+    /// The address its public ports are published at, as this host reaches it.
+    pub published: String,
+    /// Whether the Docker host is this one: its loopback, where the other ports are
+    /// published, is then this host's.
+    pub loopback: bool,
+}
+
+/// The address and host port a container publishes `internal` at, as `reach` reaches them:
+/// none when published only on another host's loopback.
+fn published(
+    seen: &ContainerInspectResponse,
+    internal: i64,
+    reach: &Reach,
+) -> Option<(String, u16)> {
     let ports = seen.network_settings.as_ref()?.ports.as_ref()?;
     let bindings = ports.get(&format!("{internal}/tcp"))?.as_ref()?;
-    bindings
-        .iter()
-        .find_map(|b| b.host_port.as_deref()?.parse::<u16>().ok())
+    bindings.iter().find_map(|b| {
+        let port = b.host_port.as_deref()?.parse::<u16>().ok()?;
+        let on_loopback = b
+            .host_ip
+            .as_deref()
+            .and_then(|ip| ip.parse::<std::net::IpAddr>().ok())
+            .is_some_and(|ip| ip.is_loopback());
+        match (on_loopback, reach.loopback) {
+            (false, _) => Some((reach.published.clone(), port)),
+            (true, true) => Some((b.host_ip.clone()?, port)),
+            (true, false) => None,
+        }
+    })
 }
 
 /// How long a TCP probe's connection must stay open (or send something) to count.
@@ -64,7 +89,7 @@ async fn exec_passes(docker: &Docker, id: &str, command: &[String], timeout: Dur
 
 /// Whether the probe passes now (a gRPC probe, which needs a client of the workload's own
 /// service, is not run: it passes).
-pub async fn passes(docker: &Docker, id: &str, probe: &Probe, address: &str) -> bool {
+pub async fn passes(docker: &Docker, id: &str, probe: &Probe, reach: &Reach) -> bool {
     let t = &probe.probe_type;
     let timeout = Duration::from_secs(u64::try_from(probe.timeout_seconds.max(1)).unwrap_or(5));
     if let Some(exec) = &t.exec {
@@ -81,11 +106,13 @@ pub async fn passes(docker: &Docker, id: &str, probe: &Probe, address: &str) -> 
     let Ok(seen) = docker.inspect_container(id, None).await else {
         return false;
     };
-    let Some(host_port) = published(&seen, port) else {
+    let Some((address, host_port)) = published(&seen, port, reach) else {
         return false;
     };
     let check = async {
-        let mut stream = TcpStream::connect((address, host_port)).await.ok()?;
+        let mut stream = TcpStream::connect((address.as_str(), host_port))
+            .await
+            .ok()?;
         let Some(http) = &t.http else {
             return Some(accepted(&mut stream).await);
         };

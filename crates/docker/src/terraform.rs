@@ -265,7 +265,8 @@ impl DockerEngine {
         let image = self
             .terraform_image
             .replace("{version}", &spec.provider_version.explicit_version);
-        self.ensure_image(&image, None, log, work.cancel).await?;
+        self.ensure_image(&image, crate::images::ImageAccess::Host, log, work.cancel)
+            .await?;
         let repo = &spec.terraform_files_source.git.git_repository;
         let (git, revision) = crate::build::fetched_source(work, repo)?;
         let (scratch, _) = self

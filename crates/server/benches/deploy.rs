@@ -127,6 +127,7 @@ async fn main() {
         None,
         &[
             ("CAPSTAN_ENGINE", "docker"),
+            ("CAPSTAN_HOST_IMAGES", "capstan-test/"),
             ("CAPSTAN_ROUTER_LISTEN", "off"),
         ],
     )

@@ -78,6 +78,7 @@ async fn main() {
         None,
         &[
             ("CAPSTAN_ENGINE", "docker"),
+            ("CAPSTAN_HOST_IMAGES", "capstan-test/"),
             ("CAPSTAN_LOG", "warn"),
             ("CAPSTAN_ROUTER_LISTEN", &format!("127.0.0.1:{router_port}")),
         ],

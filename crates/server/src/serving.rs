@@ -131,7 +131,29 @@ fn docker_with_settings(
             settings.backup_dir.clone(),
         )
         .with_terraform(settings.docker_terraform_image.clone())
+        .with_host_images(settings.host_images.clone())
         .with_installation(installation)
+}
+
+/// The firewall rules around the workloads of the installation's own Docker host, unless the
+/// settings leave the firewall alone. Where they cannot be kept (no iptables, no right to
+/// change it: a user's laptop), the start-up goes on and says so.
+async fn firewall(settings: &Settings) {
+    if !settings.docker_firewall {
+        tracing::info!("the host's firewall is left alone (CAPSTAN_DOCKER_FIREWALL=false)");
+        return;
+    }
+    match docker::firewall::guard().await {
+        Ok(()) => tracing::info!(
+            interfaces = docker::firewall::INTERFACES,
+            "workloads reach neither link-local addresses nor this host's own services"
+        ),
+        Err(why) => tracing::warn!(
+            reason = %why,
+            "the firewall rules around workloads could not be kept: they may reach link-local \
+             addresses (the metadata service) and this host's services (CAPSTAN_DOCKER_FIREWALL)"
+        ),
+    }
 }
 
 /// The engine the settings ask for, and whether it runs workloads (Docker) that a router can
@@ -163,12 +185,14 @@ async fn engine(
                 .map_err(|e| anyhow::anyhow!("CAPSTAN_ENGINE=docker, but {e}"))?;
             let docker = docker_with_settings(docker, settings, installation);
             tracing::info!(engine = "docker", daemon = %docker.describe().await, "deployments run on Docker (CAPSTAN_ENGINE=docker)");
+            firewall(settings).await;
             Ok((docker::Hosts::new(docker), true))
         }
         EngineChoice::Auto => match DockerEngine::connect(address).await {
             Ok(docker) => {
                 let docker = docker_with_settings(docker, settings, installation);
                 tracing::info!(engine = "docker", daemon = %docker.describe().await, "deployments run on Docker: a daemon answered (CAPSTAN_ENGINE=auto)");
+                firewall(settings).await;
                 Ok((docker::Hosts::new(docker), true))
             }
             Err(why) => {

@@ -141,6 +141,11 @@ pub struct RawSettings {
     /// `POSTGRESQL=registry.local/postgres:{version},REDIS=...` (`{version}` is the database's).
     #[arg(long, env = "CAPSTAN_DOCKER_DATABASE_IMAGES", global = true)]
     pub docker_database_images: Option<String>,
+    /// Image repositories every organization may run from the Docker host without a pull:
+    /// names, or prefixes ending in `/`, comma-separated. Every other image an organization
+    /// names is pulled with its own registry access at each deployment.
+    #[arg(long, env = "CAPSTAN_HOST_IMAGES", global = true)]
+    pub host_images: Option<String>,
     /// Whether a deleted database's volume (its data) is kept.
     #[arg(
         long,
@@ -149,6 +154,16 @@ pub struct RawSettings {
         global = true
     )]
     pub docker_keep_database_volumes: String,
+    /// Whether Capstan keeps firewall rules on its own Docker host (iptables): its workloads
+    /// and builds reach neither link-local addresses (the cloud's metadata service) nor the
+    /// host's own services. `false` leaves the host's firewall alone.
+    #[arg(
+        long,
+        env = "CAPSTAN_DOCKER_FIREWALL",
+        default_value = "true",
+        global = true
+    )]
+    pub docker_firewall: String,
     /// The directory whose Docker sockets ON_PREMISE clusters may name (`unix://`); unset:
     /// none (a cluster that names no endpoint runs on the installation's own daemon).
     #[arg(long, env = "CAPSTAN_DOCKER_SOCKETS_DIR", global = true)]
@@ -427,7 +442,9 @@ pub struct Settings {
     pub docker_publish_address: std::net::IpAddr,
     pub docker_images_kept: usize,
     pub docker_database_images: docker::DatabaseImages,
+    pub host_images: docker::HostImages,
     pub docker_keep_database_volumes: bool,
+    pub docker_firewall: bool,
     pub docker_sockets_dir: Option<PathBuf>,
     pub backup_dir: PathBuf,
     pub git_ca_file: Option<PathBuf>,
@@ -492,6 +509,8 @@ impl fmt::Debug for Settings {
             .field("docker_publish_address", &self.docker_publish_address)
             .field("docker_images_kept", &self.docker_images_kept)
             .field("docker_database_images", &self.docker_database_images)
+            .field("host_images", &self.host_images)
+            .field("docker_firewall", &self.docker_firewall)
             .field(
                 "docker_keep_database_volumes",
                 &self.docker_keep_database_volumes,
@@ -875,10 +894,17 @@ impl RawSettings {
                         why,
                     )
                 })?;
+        let host_images = docker::HostImages::parse(self.host_images.as_deref().unwrap_or(""))
+            .map_err(|why| bad("CAPSTAN_HOST_IMAGES", "host-images", why))?;
         let docker_keep_database_volumes = switch(
             &self.docker_keep_database_volumes,
             "CAPSTAN_DOCKER_KEEP_DATABASE_VOLUMES",
             "docker-keep-database-volumes",
+        )?;
+        let docker_firewall = switch(
+            &self.docker_firewall,
+            "CAPSTAN_DOCKER_FIREWALL",
+            "docker-firewall",
         )?;
         let terraform_versions = match self.terraform_versions.as_deref() {
             None => domain::services::DEFAULT_TERRAFORM_VERSIONS
@@ -1102,7 +1128,9 @@ impl RawSettings {
             docker_publish_address,
             docker_images_kept,
             docker_database_images,
+            host_images,
             docker_keep_database_volumes,
+            docker_firewall,
             docker_sockets_dir: self.docker_sockets_dir()?,
             backup_dir: self.backup_dir.clone(),
             git_ca_file,
@@ -1246,6 +1274,10 @@ mod tests {
                 "CAPSTAN_LIVE_SOCKETS_PER_TOKEN",
             ),
             (vec!["--max-ports", "x"], "CAPSTAN_MAX_PORTS"),
+            (
+                vec!["--host-images", "capstan-build/"],
+                "CAPSTAN_HOST_IMAGES",
+            ),
             (vec!["--max-job-restarts=-1"], "CAPSTAN_MAX_JOB_RESTARTS"),
             (
                 vec!["--max-variable-bytes", "131072"],

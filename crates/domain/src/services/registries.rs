@@ -302,7 +302,7 @@ impl Capstan {
         } else {
             Err(DomainError::invalid(
                 "image_name",
-                format!("the image {name}:{tag} is neither in its registry nor on the host"),
+                format!("the image {name}:{tag} cannot be had from its registry with its access"),
             ))
         }
     }
