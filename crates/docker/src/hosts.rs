@@ -46,6 +46,14 @@ pub struct Hosts {
     own_id: tokio::sync::OnceCell<String>,
 }
 
+/// An engine that answered when last looked at: what names its host, and the cluster that
+/// names it (none: the local daemon).
+struct Answering {
+    name: String,
+    cluster: Option<ClusterId>,
+    engine: Arc<DockerEngine>,
+}
+
 struct Attached {
     host: Host,
     engine: Arc<DockerEngine>,
@@ -198,14 +206,22 @@ impl Hosts {
 
     /// Every host's engine that answered when last looked at, the local one first, with
     /// what names its host.
-    fn answering(&self) -> Vec<(String, Arc<DockerEngine>)> {
-        let mut all = vec![("the local Docker host".to_string(), self.local.clone())];
-        all.extend(self.held().values().filter(|a| a.answers).map(|a| {
-            (
-                format!("the Docker host {}", a.host.describe()),
-                a.engine.clone(),
-            )
-        }));
+    fn answering(&self) -> Vec<Answering> {
+        let mut all = vec![Answering {
+            name: "the local Docker host".to_string(),
+            cluster: None,
+            engine: self.local.clone(),
+        }];
+        all.extend(
+            self.held()
+                .values()
+                .filter(|a| a.answers)
+                .map(|a| Answering {
+                    name: format!("the Docker host {}", a.host.describe()),
+                    cluster: Some(a.host.cluster_id),
+                    engine: a.engine.clone(),
+                }),
+        );
         all
     }
 
@@ -215,7 +231,8 @@ impl Hosts {
         F: std::future::Future<Output = Result<T, String>>,
     {
         let limit = self.each_host;
-        let calls = self.answering().into_iter().map(|(name, engine)| {
+        let calls = self.answering().into_iter().map(|answering| {
+            let Answering { name, engine, .. } = answering;
             let work = call(engine);
             async move {
                 tokio::time::timeout(limit, work).await.unwrap_or_else(|_| {
@@ -233,12 +250,12 @@ impl Hosts {
     /// one stream ends (its host stopped answering): the caller then asks again.
     fn merged<T: Send + 'static>(
         &self,
-        of: impl Fn(&DockerEngine) -> Option<BoxStream<'static, T>>,
+        of: impl Fn(Option<ClusterId>, &DockerEngine) -> Option<BoxStream<'static, T>>,
     ) -> Option<BoxStream<'static, T>> {
         let streams: Vec<BoxStream<'static, Option<T>>> = self
             .answering()
             .iter()
-            .filter_map(|(_, engine)| of(engine))
+            .filter_map(|a| of(a.cluster, &a.engine))
             .map(|s| {
                 s.map(Some)
                     .chain(futures_util::stream::once(async { None }))
@@ -576,12 +593,24 @@ impl Engine for Hosts {
         tokio::time::sleep(wait).await;
     }
 
+    /// Each report names the cluster whose host made it (none: the local daemon), for the
+    /// domain to keep only those of that cluster's own services.
     fn observe(&self) -> Option<BoxStream<'static, RunningState>> {
-        self.merged(|engine| engine.observe())
+        self.merged(|cluster, engine| {
+            let reports = engine.observe()?;
+            Some(
+                reports
+                    .map(move |mut report| {
+                        report.reported_by = cluster;
+                        report
+                    })
+                    .boxed(),
+            )
+        })
     }
 
     fn output(&self) -> Option<BoxStream<'static, OutputLine>> {
-        self.merged(|engine| engine.output())
+        self.merged(|_, engine| engine.output())
     }
 
     /// What every answering host runs; one that cannot be asked now is left out (what it

@@ -169,6 +169,7 @@ pub async fn report(
         replicas,
         endpoints,
         observed_at: OffsetDateTime::now_utc(),
+        reported_by: None,
     })
 }
 

@@ -259,6 +259,15 @@ pub struct RawSettings {
         global = true
     )]
     pub max_variable_bytes: String,
+    /// The most bytes of all the environment variables one service sees (every scope), keys,
+    /// values and separators (at most 2 MiB: the kernel's bound for a program's environment).
+    #[arg(
+        long,
+        env = "CAPSTAN_MAX_SERVICE_VARIABLES_BYTES",
+        default_value = "1048576",
+        global = true
+    )]
+    pub max_service_variables_bytes: String,
     /// The address clients and git providers reach this server at (default: http://LISTEN).
     #[arg(long, env = "CAPSTAN_PUBLIC_URL", global = true)]
     pub public_url: Option<String>,
@@ -652,6 +661,12 @@ impl RawSettings {
                 "CAPSTAN_MAX_VARIABLE_BYTES",
                 "max-variable-bytes",
                 most_variable,
+            )?),
+            service_variables_bytes: size(bounded(
+                &self.max_service_variables_bytes,
+                "CAPSTAN_MAX_SERVICE_VARIABLES_BYTES",
+                "max-service-variables-bytes",
+                domain::model::KERNEL_ARGUMENTS_LIMIT as u64,
             )?),
         })
     }
@@ -1279,6 +1294,10 @@ mod tests {
                 "CAPSTAN_HOST_IMAGES",
             ),
             (vec!["--max-job-restarts=-1"], "CAPSTAN_MAX_JOB_RESTARTS"),
+            (
+                vec!["--max-service-variables-bytes", "3000000"],
+                "CAPSTAN_MAX_SERVICE_VARIABLES_BYTES",
+            ),
             (
                 vec!["--max-variable-bytes", "131072"],
                 "CAPSTAN_MAX_VARIABLE_BYTES",

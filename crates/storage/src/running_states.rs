@@ -55,6 +55,7 @@ impl RunningRow {
             replicas: parsed(&self.replicas)?,
             endpoints: parsed(&self.endpoints)?,
             observed_at: utc(self.observed_at),
+            reported_by: None,
         })
     }
 }

@@ -3539,6 +3539,7 @@ fn running(env: &Environment, s: &Service, state: RunState, port: u16) -> Runnin
             port,
         }],
         observed_at: time::OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(5),
+        reported_by: None,
     }
 }
 

@@ -17,6 +17,7 @@ http_suite!(
     simulated_failures_end_in_the_matching_error_state,
     configuration_changes_make_a_deployed_service_out_of_date,
     links_are_empty_until_an_engine_publishes_ports,
+    a_report_counts_only_from_its_services_cluster,
     output_ingress_and_failed_jobs_answer_on_an_engine_that_runs_nothing,
     terraform_versions_and_resources_answer_on_an_engine_that_keeps_no_state,
     terraform_actions_show_as_their_sub_action_trigger_and_audit_words,
@@ -506,6 +507,47 @@ async fn links_are_empty_until_an_engine_publishes_ports<S: App>(t: T<S>) {
     t.get(&format!("/environment/{unknown}/link"))
         .await
         .expect(404);
+}
+
+/// What an engine reports of a service counts only when it comes from the host of the
+/// service's own cluster: a report tagged by another cluster's host (whose daemon may carry
+/// any labels) changes neither its links nor its routes.
+async fn a_report_counts_only_from_its_services_cluster<S: App>(t: T<S>) {
+    use domain::model::{Endpoint, RunState, RunningState};
+    let (_, _, env) = t.hierarchy().await;
+    let registry = t.registry().await;
+    let c = t
+        .post(
+            &format!("/environment/{env}/container"),
+            json!({"name": "web", "registry_id": registry, "image_name": "nginx", "tag": "1",
+                   "ports": [{"internal_port": 80, "publicly_accessible": true}]}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let report = |from: Option<domain::ids::ClusterId>| RunningState {
+        service_id: c.parse().unwrap(),
+        environment_id: env.parse().unwrap(),
+        state: RunState::Running,
+        replicas: Vec::new(),
+        endpoints: vec![Endpoint {
+            internal_port: 80,
+            host: "127.0.0.9".into(),
+            port: 4242,
+        }],
+        observed_at: time::OffsetDateTime::now_utc(),
+        reported_by: from,
+    };
+    let path = format!("/container/{c}/link");
+    t.capstan
+        .record_running(&report(Some(domain::ids::ClusterId::generate())))
+        .await
+        .unwrap();
+    let seen = t.get(&path).await.expect(200).body["results"].clone();
+    assert_eq!(seen, json!([]), "another host's report is dropped");
+    t.capstan.record_running(&report(None)).await.unwrap();
+    let seen = t.get(&path).await.expect(200).body["results"].clone();
+    assert_eq!(seen.as_array().map(Vec::len), Some(1), "{seen}");
 }
 
 /// The simulated engine runs nothing: no service prints, no failed execution is kept; the

@@ -4,6 +4,7 @@
 
 use super::{ServiceSpec, Variable, VariableType};
 use crate::error::DomainError;
+use crate::ids::VariableId;
 
 /// The kernel refuses a single environment string (`KEY=value`) longer than this
 /// (MAX_ARG_STRLEN): a variable past it could be kept but never deployed.
@@ -19,7 +20,14 @@ pub struct Bounds {
     pub job_restarts: i64,
     /// The bytes of one variable's key and value together: CAPSTAN_MAX_VARIABLE_BYTES.
     pub variable_bytes: usize,
+    /// The bytes of all the environment variables one service sees, from every scope:
+    /// CAPSTAN_MAX_SERVICE_VARIABLES_BYTES.
+    pub service_variables_bytes: usize,
 }
+
+/// The most bytes the kernel takes for a program's arguments and environment together, on a
+/// host with the usual 8 MiB stack (a quarter of it): a workload given more cannot start.
+pub const KERNEL_ARGUMENTS_LIMIT: usize = 2 * 1024 * 1024;
 
 impl Default for Bounds {
     fn default() -> Self {
@@ -28,6 +36,7 @@ impl Default for Bounds {
             ports: 20,
             job_restarts: 20,
             variable_bytes: 64 * 1024,
+            service_variables_bytes: 1024 * 1024,
         }
     }
 }
@@ -92,6 +101,35 @@ impl Bounds {
                     "is {size} bytes with its key; at most {} on this installation \
                      (CAPSTAN_MAX_VARIABLE_BYTES)",
                     self.variable_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The bytes one variable adds to the environment of the services that see it: its key, its
+/// value (an alias: the value it names, looked up in `values`), `=` and the string's end. A
+/// file is not in the environment.
+pub fn environment_bytes(v: &Variable, aliased: impl Fn(VariableId) -> usize) -> usize {
+    let value = match v.variable_type {
+        VariableType::File => return 0,
+        VariableType::Alias => v.aliased_variable_id.map_or(0, aliased),
+        _ => v.value.as_ref().map_or(0, |s| s.expose().len()),
+    };
+    v.key.to_string().len() + value + 2
+}
+
+impl Bounds {
+    /// Refuses a service whose environment variables would come to `total` bytes.
+    pub fn check_service_variables(&self, total: usize) -> Result<(), DomainError> {
+        if total > self.service_variables_bytes {
+            return Err(DomainError::invalid(
+                "value",
+                format!(
+                    "would give a service {total} bytes of environment variables; at most {} \
+                     on this installation (CAPSTAN_MAX_SERVICE_VARIABLES_BYTES)",
+                    self.service_variables_bytes
                 ),
             ));
         }

@@ -43,7 +43,7 @@ mod webhook;
 mod workload_inputs;
 
 pub use advanced_settings::{Setting, SettingKind, SettingsTable, CLUSTER_SETTINGS};
-pub use bounds::{Bounds, KERNEL_ENV_STRING_LIMIT};
+pub use bounds::{environment_bytes, Bounds, KERNEL_ARGUMENTS_LIMIT, KERNEL_ENV_STRING_LIMIT};
 pub use cluster::{
     Cluster, ClusterAction, ClusterCredentialsRef, ClusterRun, ClusterSpec, ClusterState,
     CredentialsRef, GroupRef, KubernetesMode, KUBERNETES_VERSION,

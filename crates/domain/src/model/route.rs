@@ -304,6 +304,7 @@ mod tests {
                 })
                 .collect(),
             observed_at: OffsetDateTime::UNIX_EPOCH,
+            reported_by: None,
         }
     }
 

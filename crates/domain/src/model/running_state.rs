@@ -2,7 +2,7 @@
 //! exit, and where its ports are published. Engines report it as it changes; every instance reads
 //! it from the store.
 
-use crate::ids::{EnvironmentId, ServiceId};
+use crate::ids::{ClusterId, EnvironmentId, ServiceId};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -60,6 +60,10 @@ pub struct RunningState {
     pub replicas: Vec<Replica>,
     pub endpoints: Vec<Endpoint>,
     pub observed_at: OffsetDateTime,
+    /// The cluster whose named Docker host reported it; none: the installation's own daemon
+    /// (and a state read back from the store). A report counts only from the cluster of the
+    /// service's environment: any host may carry labels naming any service.
+    pub reported_by: Option<ClusterId>,
 }
 
 impl RunningState {

@@ -63,9 +63,25 @@ fn links_of(
 impl Capstan {
     /// Keeps what an engine saw run of a service (its observer's report); a report of a
     /// service deleted meanwhile is dropped.
+    /// A report from a host other than its service's cluster's (any host may carry labels
+    /// naming any service: a daemon an organization points a cluster at is its own) is
+    /// dropped, and said so.
     pub async fn record_running(&self, state: &RunningState) -> DomainResult<()> {
         self.in_unit(&[], async |tx| {
-            if Repo::<Service>::get(tx, state.service_id).await?.is_none() {
+            let Some(service) = Repo::<Service>::get(tx, state.service_id).await? else {
+                return Ok(());
+            };
+            let Some(env) = Repo::<Environment>::get(tx, service.environment_id).await? else {
+                return Ok(());
+            };
+            let cluster = Repo::<Cluster>::get(tx, env.cluster_id).await?;
+            let runs_on = cluster.filter(|c| c.spec.docker.is_some()).map(|c| c.id);
+            if runs_on != state.reported_by || env.id != state.environment_id {
+                tracing::warn!(
+                    service = %state.service_id,
+                    reported_by = ?state.reported_by,
+                    "dropped a report of a service from a Docker host not its cluster's"
+                );
                 return Ok(());
             }
             Ok(tx.put_running_state(state).await?)

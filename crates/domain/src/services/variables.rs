@@ -395,8 +395,56 @@ impl Capstan {
             .ok_or_else(|| DomainError::Internal("variable vanished".into()))
     }
 
+    /// Refuses `changed` (new, or edited) when a service that sees it would then hold more
+    /// bytes of environment variables than the bound: it could not start ("argument list too
+    /// long"). Every scope a service sees counts, as its workload gets them all.
+    async fn check_service_totals(&self, tx: &mut Unit, changed: &Variable) -> DomainResult<()> {
+        let filter = crate::ports::ServiceFilter {
+            project: Some(changed.project_id),
+            environment: changed.environment_id,
+            ..Default::default()
+        };
+        let mut services = tx.find_services(&filter, PageRequest::all()).await?.items;
+        if let Some(only) = changed.service_id {
+            services.retain(|s| s.id == only);
+        }
+        if services.is_empty() {
+            return Ok(());
+        }
+        let mut parents = vec![changed.project_id.0];
+        parents.extend(services.iter().map(|s| s.environment_id.0));
+        parents.extend(services.iter().map(|s| s.id.0));
+        parents.sort();
+        parents.dedup();
+        let mut variables = tx
+            .list_variables(&parents, None, PageRequest::all())
+            .await?
+            .items;
+        variables.retain(|v| v.id != changed.id);
+        variables.push(changed.clone());
+        let values: std::collections::HashMap<VariableId, usize> = variables
+            .iter()
+            .map(|v| (v.id, v.value.as_ref().map_or(0, |s| s.expose().len())))
+            .collect();
+        let aliased = |id: VariableId| values.get(&id).copied().unwrap_or(0);
+        for service in &services {
+            let total: usize = variables
+                .iter()
+                .filter(|v| match (v.service_id, v.environment_id) {
+                    (Some(owner), _) => owner == service.id,
+                    (None, Some(env)) => env == service.environment_id,
+                    (None, None) => true,
+                })
+                .map(|v| environment_bytes(v, aliased))
+                .sum();
+            self.bounds.check_service_variables(total)?;
+        }
+        Ok(())
+    }
+
     async fn insert_variable(&self, tx: &mut Unit, v: &Variable) -> DomainResult<()> {
         self.bounds.check_variable(v)?;
+        self.check_service_totals(tx, v).await?;
         Repo::<Variable>::insert(tx, v).await.map_err(|e| match e {
             StoreError::Duplicate => DomainError::Conflict(Conflict::KeyTaken {
                 key: v.key.to_string(),
@@ -628,6 +676,7 @@ impl Capstan {
                 v.mount_path = mount_path(Some(path))?;
             }
             self.bounds.check_variable(&v)?;
+            self.check_service_totals(tx, &v).await?;
             v.updated_at = self.now();
             Repo::<Variable>::update(tx, &v)
                 .await
