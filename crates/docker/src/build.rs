@@ -163,6 +163,13 @@ impl DockerEngine {
                 format!("the Dockerfile cannot be built: its # syntax frontend: {why}")
             })?;
         }
+        let fetched = dockerfile::fetched_urls(&text)
+            .map_err(|reason| format!("the Dockerfile cannot be built: {reason}"))?;
+        for url in &fetched {
+            self.fetch_permitted(url)
+                .await
+                .map_err(|why| format!("the Dockerfile cannot be built: {why}"))?;
+        }
         for image in pulled {
             self.ensure_image(&image, ImageAccess::Named(None), log, cancel)
                 .await?;

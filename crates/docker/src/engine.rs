@@ -458,21 +458,36 @@ impl DockerEngine {
     /// addresses private, loopback or link-local, and not allowed by the operator.
     pub(crate) async fn pull_permitted(&self, image: &str) -> Result<(), String> {
         let host = plan::registry_host(image);
+        self.host_permitted(&host)
+            .await
+            .map_err(|why| format!("could not pull image {image}: {why}"))
+    }
+
+    /// Refuses a URL a build would make the daemon fetch (`ADD <url>`) where the outbound
+    /// policy does not let calls made for users go.
+    pub(crate) async fn fetch_permitted(&self, url: &str) -> Result<(), String> {
+        let Some(host) = domain::dockerfile::url_host(url) else {
+            return Err(format!("could not fetch {url}: it names no host"));
+        };
+        self.host_permitted(&host)
+            .await
+            .map_err(|why| format!("could not fetch {url}: {why}"))
+    }
+
+    /// Whether every address `host` resolves to (now) is one the outbound policy permits.
+    async fn host_permitted(&self, host: &str) -> Result<(), String> {
         let addresses: Vec<std::net::IpAddr> = match host.parse::<std::net::IpAddr>() {
             Ok(ip) => vec![ip],
-            Err(_) => tokio::net::lookup_host((host.as_str(), 443))
+            Err(_) => tokio::net::lookup_host((host, 443))
                 .await
-                .map_err(|e| format!("could not pull image {image}: {host} does not resolve: {e}"))?
+                .map_err(|e| format!("{host} does not resolve: {e}"))?
                 .map(|a| a.ip())
                 .collect(),
         };
-        if addresses.iter().all(|ip| self.policy.permits(&host, *ip)) {
+        if addresses.iter().all(|ip| self.policy.permits(host, *ip)) {
             Ok(())
         } else {
-            Err(format!(
-                "could not pull image {image}: {}",
-                self.policy.refusal(&host)
-            ))
+            Err(self.policy.refusal(host).to_string())
         }
     }
 

@@ -755,6 +755,75 @@ pub fn pulled_images(
     Ok(images)
 }
 
+/// The sources of an `ADD` (every word but its destination), in shell or JSON form.
+fn add_sources(instruction: &Instruction, escape: char) -> Vec<String> {
+    let args = instruction.args.trim();
+    let words = match serde_json::from_str::<Vec<String>>(args) {
+        Ok(json) if args.starts_with('[') => json,
+        _ => words(args, escape),
+    };
+    let count = words.len().saturating_sub(1);
+    words.into_iter().take(count).collect()
+}
+
+/// Every URL the build of `text` makes the daemon fetch: each `ADD` source that is an
+/// `http://` or `https://` URL. `Err` names (as written) an `ADD` Capstan cannot check: a
+/// source made of variables (it may become a URL only at build time), or one in an `ONBUILD`
+/// (a later build's, which Capstan does not see).
+pub fn fetched_urls(text: &str) -> Result<Vec<String>, String> {
+    let file = parse(text);
+    let escape = file.directives.escape;
+    let mut urls = Vec::new();
+    for instruction in &file.instructions {
+        let (add, later) = match instruction.keyword.as_str() {
+            "ADD" => (
+                Some(Instruction::new(&instruction.text, instruction.line)),
+                false,
+            ),
+            "ONBUILD" => {
+                let inner = Instruction::new(&instruction.args, instruction.line);
+                (Some(inner).filter(|i| i.keyword == "ADD"), true)
+            }
+            _ => (None, false),
+        };
+        let Some(add) = add else { continue };
+        for source in add_sources(&add, escape) {
+            let lower = source.to_ascii_lowercase();
+            let remote = lower.starts_with("http://") || lower.starts_with("https://");
+            if source.contains('$') {
+                return Err(format!(
+                    "{}: its source is made of variables, which may name a URL the daemon \
+                     would fetch past the outbound policy; name it as written (COPY for the \
+                     repository's files)",
+                    instruction.at()
+                ));
+            }
+            if remote && later {
+                return Err(format!(
+                    "{}: it would make a later build, which Capstan cannot check, fetch a URL",
+                    instruction.at()
+                ));
+            }
+            if remote && !urls.contains(&source) {
+                urls.push(source);
+            }
+        }
+    }
+    Ok(urls)
+}
+
+/// The host (without its port) a URL names.
+pub fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None => host.split(':').next()?,
+    };
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
+
 /// The BuildKit frontend image a `# syntax` directive names, if any: the classic builder
 /// Capstan builds with pulls none, but it is checked against the outbound policy all the same.
 pub fn frontend_image(text: &str) -> Option<String> {
@@ -821,6 +890,32 @@ FROM registry.local:5000/team/base:1 as final
 ";
 
     const LOCAL: &str = "127.0.0.1:5999/x";
+
+    #[test]
+    fn an_add_from_a_url_is_fetched_and_one_made_of_variables_refused() {
+        let text = "FROM x\nADD http://127.0.0.1:5999/a.tgz /a\n\
+                    ADD [\"HTTPS://example.com/b\", \"/b\"]\nADD local.txt other.txt /c/\n";
+        assert_eq!(
+            fetched_urls(text).unwrap(),
+            ["http://127.0.0.1:5999/a.tgz", "HTTPS://example.com/b"]
+        );
+        for refused in [
+            "FROM x\nARG U=http://127.0.0.1/x\nADD $U /x\n",
+            "FROM x\nENV U=http://127.0.0.1/x\nADD ${U} /x\n",
+            "FROM x\nONBUILD ADD http://127.0.0.1/x /x\n",
+        ] {
+            assert!(fetched_urls(refused).is_err(), "{refused}");
+        }
+        assert!(fetched_urls("FROM x\nADD . /app\nONBUILD ADD . /x\n")
+            .unwrap()
+            .is_empty());
+        assert_eq!(url_host("http://u:p@[::1]:80/x").as_deref(), Some("::1"));
+        assert_eq!(
+            url_host("https://Example.com:8443?x").as_deref(),
+            Some("example.com")
+        );
+        assert_eq!(url_host("http:///x"), None);
+    }
 
     fn none() -> BTreeMap<String, String> {
         BTreeMap::new()
