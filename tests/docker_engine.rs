@@ -1627,3 +1627,166 @@ async fn workloads_reach_neither_link_local_addresses_nor_the_hosts_services() {
         "nothing reached the host's listener through the gateway"
     );
 }
+
+/// One request sent as written to the router at `port` (`Connection: close`); the whole answer.
+async fn raw_request(port: u16, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("the router answered")
+        .unwrap();
+    String::from_utf8_lossy(&answer).to_string()
+}
+
+/// The router, through the built binary, keeps names and headers to their owners: another
+/// organization cannot take a service's generated name or the router's domain as a custom
+/// domain, and its wildcard does not answer a name a service claims; what a client says of
+/// itself (`X-Forwarded-For`, `Forwarded`, `X-Real-IP`) does not reach the workload, `Connection`
+/// cannot remove the Host header, two Host headers are refused, and a TLS request whose Host is
+/// not the name its handshake asked for answers 421.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_router_keeps_names_and_headers_to_their_owners() {
+    if !docker_ready() {
+        return;
+    }
+    let certificates = TempDir::new();
+    test_certificate(&certificates.0, "shop.localhost");
+    let tls_port = free_port().to_string();
+    let case = Case::start(
+        None,
+        &[
+            ("CAPSTAN_CUSTOM_DOMAIN_TARGET", "127.0.0.1"),
+            (
+                "CAPSTAN_ROUTER_CERTIFICATES",
+                certificates.0.to_str().unwrap(),
+            ),
+            (
+                "CAPSTAN_ROUTER_TLS_LISTEN",
+                &format!("127.0.0.1:{tls_port}"),
+            ),
+        ],
+    )
+    .await;
+    let (client, env, registry) = (&case.client, &case.env, &case.registry);
+    // The workload echoes the request's headers as CGI saw them.
+    let script = "mkdir -p /www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\n\
+                  echo\\nenv\\n' > /www/cgi-bin/env && busybox chmod +x /www/cgi-bin/env && \
+                  echo shop > /www/index.html && exec httpd -f -p 8080 -h /www";
+    let shop = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({
+                "name": "shop", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                "entrypoint": "sh", "arguments": ["-c", script],
+                "ports": [{"internal_port": 8080, "publicly_accessible": true}],
+            }),
+        )
+        .await;
+    post(
+        client,
+        &format!("/container/{shop}/customDomain"),
+        json!({"domain": "shop.localhost", "generate_certificate": false}),
+    )
+    .await;
+    post(client, &format!("/container/{shop}/deploy"), json!({})).await;
+    settled_in(client, "container", &shop, "DEPLOYED").await;
+    let link = link_of(client, &shop).await;
+    let (generated, router_port) = link
+        .strip_prefix("http://")
+        .unwrap()
+        .rsplit_once(':')
+        .unwrap();
+    let router_port: u16 = router_port.parse().unwrap();
+    assert_eq!(
+        through_router(&format!("http://shop.localhost:{router_port}"), "/")
+            .await
+            .status(),
+        200
+    );
+
+    // Another organization: neither the generated name, nor the router's domain or a
+    // wildcard over it; its wildcard over `localhost` does not take `shop.localhost`.
+    let (stranger, their_org) = case.stranger("Strangers").await;
+    let (_, their_env) = hierarchy(&stranger).await;
+    let their_registry = stranger
+        .create(
+            &format!("/organization/{their_org}/containerRegistry"),
+            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
+        )
+        .await;
+    let theirs = httpd(&stranger, &their_env, &their_registry, "theirs", "theirs").await;
+    for taken in [generated, ROUTER_DOMAIN, &format!("*.{ROUTER_DOMAIN}")] {
+        let (status, body) = stranger
+            .call(
+                reqwest::Method::POST,
+                &format!("/container/{theirs}/customDomain"),
+                Some(json!({"domain": taken, "generate_certificate": false})),
+            )
+            .await;
+        assert_eq!(status, 400, "{taken}: {body}");
+    }
+    post(
+        &stranger,
+        &format!("/container/{theirs}/customDomain"),
+        json!({"domain": "*.localhost", "generate_certificate": false}),
+    )
+    .await;
+    post(&stranger, &format!("/container/{theirs}/deploy"), json!({})).await;
+    settled_in(&stranger, "container", &theirs, "DEPLOYED").await;
+    let unclaimed = format!("http://anything.localhost:{router_port}");
+    let answer = through_router(&unclaimed, "/").await;
+    assert_eq!(answer.text().await.unwrap().trim(), "theirs");
+    for name in ["shop.localhost", generated] {
+        let answer = through_router(&format!("http://{name}:{router_port}"), "/").await;
+        assert_eq!(answer.text().await.unwrap().trim(), "shop", "{name}");
+    }
+
+    // What a client says of itself does not reach the workload; Host stays.
+    let echoed = raw_request(
+        router_port,
+        "GET /cgi-bin/env HTTP/1.1\r\nHost: shop.localhost\r\nConnection: close, Host\r\n\
+         X-Forwarded-For: 6.6.6.6\r\nForwarded: for=6.6.6.6\r\nX-Real-IP: 6.6.6.6\r\n\r\n",
+    )
+    .await;
+    assert!(echoed.starts_with("HTTP/1.1 200"), "{echoed}");
+    assert!(echoed.contains("HTTP_HOST=shop.localhost"), "{echoed}");
+    assert!(
+        echoed.contains("HTTP_X_FORWARDED_FOR=127.0.0.1"),
+        "{echoed}"
+    );
+    assert!(!echoed.contains("6.6.6.6"), "{echoed}");
+    let twice = raw_request(
+        router_port,
+        "GET / HTTP/1.1\r\nHost: anything.localhost\r\nHost: shop.localhost\r\n\
+         Connection: close\r\n\r\n",
+    )
+    .await;
+    assert!(twice.starts_with("HTTP/1.1 400"), "{twice}");
+
+    // Over TLS, the Host must be the name the handshake asked for.
+    let authority = std::fs::read(certificates.0.join("ca.pem")).unwrap();
+    let https = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&authority).unwrap())
+        .resolve(
+            "shop.localhost",
+            std::net::SocketAddr::from(([127, 0, 0, 1], tls_port.parse().unwrap())),
+        )
+        .build()
+        .unwrap();
+    let url = format!("https://shop.localhost:{tls_port}/");
+    let answer = https.get(&url).send().await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let answer = https
+        .get(&url)
+        .header("host", "anything.localhost")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 421);
+    docker_cleanup(&their_org);
+}
