@@ -1790,3 +1790,63 @@ async fn the_router_keeps_names_and_headers_to_their_owners() {
     assert_eq!(answer.status(), 421);
     docker_cleanup(&their_org);
 }
+
+/// What holds for every workload, kept tested: never privileged, no new privileges, no added
+/// capability, no host path, no Docker socket, a bounded number of processes; each
+/// environment on a network of its own, where another environment's workloads are not even
+/// names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workload_is_contained_and_its_environment_apart() {
+    if !docker_ready() {
+        return;
+    }
+    let case = Case::start(None, &[]).await;
+    let (client, env, registry) = (&case.client, &case.env, &case.registry);
+    let project = client.get(&format!("/environment/{env}")).await["project"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let other_env = client
+        .create(
+            &format!("/project/{project}/environment"),
+            json!({"name": "apart"}),
+        )
+        .await;
+    let here = httpd(client, env, registry, "here", "here").await;
+    let apart = httpd(client, &other_env, registry, "apart", "apart").await;
+    for service in [&here, &apart] {
+        post(client, &format!("/container/{service}/deploy"), json!({})).await;
+        settled_in(client, "container", service, "DEPLOYED").await;
+    }
+    let id_of = |service: &str| {
+        containers_of(service)[0]
+            .split(' ')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let (here_id, apart_id) = (id_of(&here), id_of(&apart));
+    for id in [&here_id, &apart_id] {
+        let seen = docker(&[
+            "inspect",
+            "--format",
+            "{{.HostConfig.Privileged}}|{{json .HostConfig.SecurityOpt}}|{{json .HostConfig.CapAdd}}|\
+             {{json .HostConfig.Binds}}|{{range .Mounts}}{{.Type}} {{end}}|{{.HostConfig.PidsLimit}}",
+            id,
+        ])
+        .unwrap();
+        assert_eq!(
+            seen, "false|[\"no-new-privileges:true\"]|null|null||2048",
+            "{seen}"
+        );
+        let socket = docker(&["exec", id, "busybox", "test", "-e", "/var/run/docker.sock"]);
+        assert!(socket.is_err(), "no Docker socket inside");
+    }
+    // Its own name answers on its network; from another environment's, it is no name at all.
+    let name = docker(&["inspect", "--format", "{{.Name}}", &here_id]).unwrap();
+    let name = name.trim_start_matches('/');
+    let reached = docker(&["exec", &here_id, "busybox", "nc", "-w", "2", name, "8080"]);
+    assert!(reached.is_ok(), "{reached:?}");
+    let apart_reach = docker(&["exec", &apart_id, "busybox", "nc", "-w", "2", name, "8080"]);
+    assert!(apart_reach.is_err(), "{apart_reach:?}");
+}
