@@ -904,6 +904,54 @@ async fn exec_probes_gate_readiness_and_restart_what_is_not_alive() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert_eq!(containers_of(&probed).len(), 1, "restarted, not replaced");
+
+    // A replica of another installation sharing the daemon, its liveness probe failing the
+    // same way: not this installation's to probe or restart.
+    let liveness = docker(&[
+        "inspect",
+        "-f",
+        "{{index .Config.Labels \"capstan.liveness\"}}",
+        &ours,
+    ])
+    .unwrap();
+    let foreign_service = uuid::Uuid::new_v4().to_string();
+    let foreign = docker(&[
+        "run",
+        "-d",
+        "--label",
+        &format!("capstan.liveness={liveness}"),
+        "--label",
+        "capstan.installation=another-installation",
+        "--label",
+        &format!("capstan.service={foreign_service}"),
+        "--label",
+        &format!("capstan.organization={}", case.org),
+        "--label",
+        "capstan.role=service",
+        &format!("{IMAGE}:{TAG}"),
+        "sleep",
+        "1000",
+    ])
+    .unwrap();
+    let started_at = |id: &str| docker(&["inspect", "-f", "{{.State.StartedAt}}", id]).unwrap();
+    let first_start = started_at(&foreign);
+    let ours_before = started_at(&ours);
+    let waited = std::time::Instant::now();
+    // Ours keeps being restarted meanwhile (the prober is at work); the stranger is not.
+    while started_at(&ours) == ours_before {
+        assert!(
+            waited.elapsed() < Duration::from_secs(40),
+            "the prober stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        started_at(&foreign),
+        first_start,
+        "another installation's replica was restarted"
+    );
+    let _ = docker(&["rm", "-f", &foreign]);
     let (status, _) = client
         .call(
             reqwest::Method::DELETE,
