@@ -4,6 +4,7 @@
 //! What runs on every host that answers is reported as one stream; a host that stops
 //! answering is left out of it (and its steps fail naming it) until it answers again.
 
+use crate::daemon::{daemon_of, Daemon};
 use crate::engine::DockerEngine;
 use crate::tunnel::{Destination, Tunnel};
 use async_trait::async_trait;
@@ -43,7 +44,7 @@ pub struct Hosts {
     /// [`EACH_HOST`], shorter in tests.
     each_host: Duration,
     /// The Docker ID of the daemon this installation itself uses, once asked.
-    own_id: tokio::sync::OnceCell<String>,
+    own_id: tokio::sync::OnceCell<Daemon>,
 }
 
 /// An engine that answered when last looked at: what names its host, and the cluster that
@@ -185,8 +186,8 @@ impl Hosts {
             .await
             .map_err(|why| format!("the installation's own Docker daemon: {why}"))?;
         Ok(DaemonIdentity {
-            installations_own: *own == id,
-            id,
+            installations_own: own.same_place(&id),
+            id: id.claim(),
         })
     }
 
@@ -278,19 +279,13 @@ impl Hosts {
     }
 }
 
-/// Who the daemon is: its own ID, as `docker info` shows it, with its data root. Docker 20.10
-/// keeps the ID in `/etc/docker/key.json`, which two daemons of one machine share; they are
-/// still two daemons when their data differ, and one daemon reached two ways is the same.
-async fn daemon_id(docker: &Docker) -> Result<String, String> {
+/// Who the daemon is, as `docker info` tells it (see [`crate::daemon`]).
+async fn daemon_id(docker: &Docker) -> Result<Daemon, String> {
     let info = tokio::time::timeout(ANSWER, docker.info())
         .await
         .map_err(|_| format!("it did not tell who it is within {}s", ANSWER.as_secs()))?
         .map_err(|e| failure_words(&e))?;
-    let id = info
-        .id
-        .filter(|id| !id.is_empty())
-        .ok_or_else(|| "it did not tell who it is (no daemon ID)".to_string())?;
-    Ok(format!("{id}@{}", info.docker_root_dir.unwrap_or_default()))
+    daemon_of(info)
 }
 
 /// What failed, in Capstan's own words: never the text a remote host answered, which a user

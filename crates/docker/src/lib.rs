@@ -4,6 +4,7 @@
 
 mod backups;
 mod build;
+mod daemon;
 mod db_recipe;
 mod engine;
 mod exec;

@@ -272,10 +272,12 @@ pub struct Host {
     pub daemon_id: Option<String>,
 }
 
-/// Who answers at a cluster's endpoint: the daemon's own ID (`docker info`), and whether it
-/// is the daemon this installation itself uses.
+/// Who answers at a cluster's endpoint, and whether it is the daemon this installation itself
+/// uses (or a node of the same Swarm).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DaemonIdentity {
+    /// What a cluster claims: the daemon's own ID (`docker info`), or for a node of a Swarm
+    /// the Swarm's, so that its managers and workers are one daemon to claim.
     pub id: String,
     pub installations_own: bool,
 }

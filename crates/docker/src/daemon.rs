@@ -1,0 +1,104 @@
+//! Who answers at a Docker endpoint: the daemon itself, and the Swarm it is a node of. A
+//! Swarm is one place to run on (its managers schedule onto every node), so its nodes are one
+//! daemon for whom may claim it.
+
+use bollard::models::{LocalNodeState, SystemInfo};
+
+/// A daemon, as `docker info` tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Daemon {
+    /// The daemon's own ID with its data root. Docker 20.10 keeps the ID in
+    /// `/etc/docker/key.json`, which two daemons of one machine share; they are still two
+    /// daemons when their data differ, and one daemon reached two ways is the same.
+    pub node: String,
+    /// The Swarm it is an active node of: `swarm:` and the least of its managers' node IDs,
+    /// which every node, manager or worker, is told (a worker is not told the Swarm's own ID).
+    pub swarm: Option<String>,
+}
+
+impl Daemon {
+    /// What a cluster claims: the Swarm when it is a node of one, else the daemon.
+    pub fn claim(&self) -> String {
+        self.swarm.clone().unwrap_or_else(|| self.node.clone())
+    }
+
+    /// Whether the two are one daemon, or nodes of one Swarm.
+    pub fn same_place(&self, other: &Daemon) -> bool {
+        self.node == other.node || (self.swarm.is_some() && self.swarm == other.swarm)
+    }
+}
+
+/// The daemon `info` describes.
+pub(crate) fn daemon_of(info: SystemInfo) -> Result<Daemon, String> {
+    let id = info
+        .id
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| "it did not tell who it is (no daemon ID)".to_string())?;
+    let node = format!("{id}@{}", info.docker_root_dir.unwrap_or_default());
+    let swarm = info
+        .swarm
+        .filter(|s| s.local_node_state == Some(LocalNodeState::ACTIVE))
+        .and_then(|s| {
+            s.remote_managers
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|m| m.node_id.filter(|id| !id.is_empty()))
+                .min()
+                .or_else(|| s.cluster.and_then(|c| c.id))
+        })
+        .map(|key| format!("swarm:{key}"));
+    Ok(Daemon { node, swarm })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bollard::models::{ClusterInfo, PeerNode, SwarmInfo};
+
+    fn info(id: &str, swarm: Option<SwarmInfo>) -> SystemInfo {
+        SystemInfo {
+            id: Some(id.into()),
+            docker_root_dir: Some("/var/lib/docker".into()),
+            swarm,
+            ..Default::default()
+        }
+    }
+
+    fn member(managers: &[&str], cluster: Option<&str>) -> SwarmInfo {
+        SwarmInfo {
+            local_node_state: Some(LocalNodeState::ACTIVE),
+            remote_managers: Some(
+                managers
+                    .iter()
+                    .map(|m| PeerNode {
+                        node_id: Some((*m).into()),
+                        addr: Some("10.0.0.1:2377".into()),
+                    })
+                    .collect(),
+            ),
+            cluster: cluster.map(|c| ClusterInfo {
+                id: Some(c.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_swarms_manager_and_worker_claim_one_swarm() {
+        let manager = daemon_of(info("A", Some(member(&["m2", "m1"], Some("c"))))).unwrap();
+        let worker = daemon_of(info("B", Some(member(&["m1", "m2"], None)))).unwrap();
+        assert_eq!(manager.claim(), "swarm:m1");
+        assert_eq!(manager.claim(), worker.claim());
+        assert!(manager.same_place(&worker));
+        let alone = daemon_of(info("C", None)).unwrap();
+        assert_eq!(alone.claim(), "C@/var/lib/docker");
+        assert!(!alone.same_place(&manager));
+        let inactive = SwarmInfo {
+            local_node_state: Some(LocalNodeState::INACTIVE),
+            ..member(&["m1"], None)
+        };
+        assert_eq!(daemon_of(info("D", Some(inactive))).unwrap().swarm, None);
+        assert!(daemon_of(info("", None)).is_err());
+    }
+}
