@@ -1589,7 +1589,8 @@ async fn an_image_is_pulled_with_its_registrys_credentials() {
 /// metadata service) and from the host's own services: the firewall's rules are in place for
 /// the environment's network (judged from the rules, and by a listener of the test's on the
 /// host that the workload tries through its gateway); a port not publicly accessible is
-/// published on the loopback only, whatever the publish address.
+/// published on the loopback only, whatever the publish address; and no cluster may name
+/// this host's daemon socket, a loopback address or an ssh option.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workloads_reach_neither_link_local_addresses_nor_the_hosts_services() {
     if !docker_ready() {
@@ -1597,6 +1598,25 @@ async fn workloads_reach_neither_link_local_addresses_nor_the_hosts_services() {
     }
     let case = Case::start(None, &[("CAPSTAN_DOCKER_PUBLISH_ADDRESS", "127.0.0.2")]).await;
     let (client, env) = (&case.client, &case.env);
+    // Nor may an organization point a cluster at this host's daemon or services: no socket
+    // (no CAPSTAN_DOCKER_SOCKETS_DIR here), no loopback address (the outbound policy), no
+    // option for ssh in the user part.
+    for endpoint in [
+        "unix:///var/run/docker.sock",
+        "tcp://127.0.0.1:2375",
+        "ssh://-oProxyCommand=true@example.com",
+    ] {
+        let (status, body) = client
+            .call(
+                reqwest::Method::POST,
+                &format!("/organization/{}/cluster", case.org),
+                Some(json!({"name": "mine", "region": "on-premise",
+                            "cloud_provider": "ON_PREMISE",
+                            "docker": {"endpoint": endpoint}})),
+            )
+            .await;
+        assert_eq!(status, 400, "{endpoint}: {body}");
+    }
     let web = client
         .create(
             &format!("/environment/{env}/container"),
