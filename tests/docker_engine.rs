@@ -7,7 +7,7 @@
 mod harness;
 
 use harness::*;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::process::Command;
 use std::time::Duration;
 
@@ -1353,114 +1353,6 @@ async fn job_limits_hold_and_an_uninstall_removes_what_runs() {
     client.get(&format!("/container/{web}")).await;
 }
 
-/// A registry on 127.0.0.1 that serves the test image as `capstan-test/private:1` only to
-/// `user`:`password` (Basic), as a registry's v2 API does: its base, the manifest, the config
-/// and the one layer. The image's parts come from `docker save` of the local test image.
-async fn private_registry(user: &str, password: &str) -> wiremock::MockServer {
-    use base64::Engine as _;
-    use sha2::{Digest, Sha256};
-    use wiremock::matchers::{header, method, path};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-    let dir = TempDir::new();
-    let saved = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "cd {} && docker save {IMAGE}:{TAG} | tar -x",
-            dir.0.display()
-        ))
-        .status()
-        .unwrap();
-    assert!(saved.success());
-    let manifest: Value =
-        serde_json::from_slice(&std::fs::read(dir.0.join("manifest.json")).unwrap()).unwrap();
-    let config = std::fs::read(dir.0.join(manifest[0]["Config"].as_str().unwrap())).unwrap();
-    let layer_path = dir.0.join(manifest[0]["Layers"][0].as_str().unwrap());
-    let layer = Command::new("gzip")
-        .args(["-n", "-c"])
-        .arg(&layer_path)
-        .output()
-        .unwrap()
-        .stdout;
-    let digest = |bytes: &[u8]| format!("sha256:{:x}", Sha256::digest(bytes));
-    let image_manifest = json!({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-        "config": {"mediaType": "application/vnd.docker.container.image.v1+json",
-                   "size": config.len(), "digest": digest(&config)},
-        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
-                    "size": layer.len(), "digest": digest(&layer)}],
-    });
-    let manifest_bytes = serde_json::to_vec(&image_manifest).unwrap();
-    let server = MockServer::start().await;
-    let basic = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
-    );
-    let name = "/v2/capstan-test/private";
-    let answers = [
-        (
-            "/v2/".to_string(),
-            b"{}".to_vec(),
-            "application/json".to_string(),
-            None,
-        ),
-        (
-            format!("{name}/manifests/1"),
-            manifest_bytes.clone(),
-            "application/vnd.docker.distribution.manifest.v2+json".to_string(),
-            Some(digest(&manifest_bytes)),
-        ),
-        // The daemon asks again by the digest the tag's answer gave.
-        (
-            format!("{name}/manifests/{}", digest(&manifest_bytes)),
-            manifest_bytes.clone(),
-            "application/vnd.docker.distribution.manifest.v2+json".to_string(),
-            Some(digest(&manifest_bytes)),
-        ),
-        (
-            format!("{name}/blobs/{}", digest(&config)),
-            config.clone(),
-            "application/octet-stream".to_string(),
-            None,
-        ),
-        (
-            format!("{name}/blobs/{}", digest(&layer)),
-            layer.clone(),
-            "application/octet-stream".to_string(),
-            None,
-        ),
-    ];
-    for (at, body, kind, content_digest) in answers {
-        for verb in ["GET", "HEAD"] {
-            let mut answer = ResponseTemplate::new(200)
-                .insert_header("Content-Type", kind.as_str())
-                .insert_header("Docker-Distribution-API-Version", "registry/2.0")
-                .set_body_raw(body.clone(), kind.as_str());
-            if let Some(d) = &content_digest {
-                answer = answer.insert_header("Docker-Content-Digest", d.as_str());
-            }
-            Mock::given(method(verb))
-                .and(path(at.as_str()))
-                .and(header("Authorization", basic.as_str()))
-                .respond_with(answer)
-                .with_priority(1)
-                .mount(&server)
-                .await;
-        }
-    }
-    // Anything else, and everything without the credentials: asked to authenticate.
-    Mock::given(wiremock::matchers::any())
-        .respond_with(
-            ResponseTemplate::new(401)
-                .insert_header("WWW-Authenticate", "Basic realm=\"capstan-test\"")
-                .insert_header("Docker-Distribution-API-Version", "registry/2.0"),
-        )
-        .with_priority(10)
-        .mount(&server)
-        .await;
-    server
-}
-
 /// An image from a registry that asks for credentials is pulled with the registry record's,
 /// runs, and the password reaches no log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1469,10 +1361,10 @@ async fn an_image_is_pulled_with_its_registrys_credentials() {
         return;
     }
     const PASSWORD: &str = "pull-s3cret-of-the-registry";
-    let registry_server = private_registry("puller", PASSWORD).await;
-    let host = registry_server.address().to_string();
+    let registry_server = LocalRegistry::start("puller", PASSWORD).await;
+    registry_server.push(&format!("{IMAGE}:{TAG}"), "capstan-test/private:1");
+    let host = registry_server.address.clone();
     let image = format!("{host}/capstan-test/private:1");
-    let _ = docker(&["rmi", "-f", &image]);
     let case = Case::start(None, &[("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1")]).await;
     let (client, env, org) = (&case.client, &case.env, &case.org);
     let make = |password: &str| {
