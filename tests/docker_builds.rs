@@ -56,29 +56,20 @@ fn image_of(service: &str, commit: &str) -> String {
 /// organization): not by its name, not by its id; and checking for it answers as for an image
 /// that does not exist.
 async fn another_organization_cannot_have(case: &Case, image: &str) {
-    let (stranger, their_org) = case.stranger("Strangers").await;
-    let (_, their_env) = hierarchy(&stranger).await;
-    let registry = stranger
-        .create(
-            &format!("/organization/{their_org}/containerRegistry"),
-            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
-        )
-        .await;
+    let them = case.stranger_with_environment("Strangers").await;
+    let (stranger, their_env, registry) = (&them.client, &them.env, &them.registry);
     let id = docker(&["image", "inspect", "--format", "{{.Id}}", image]).unwrap();
     let (name, tag) = image.rsplit_once(':').unwrap();
     let id = id.trim_start_matches("sha256:");
     let unknown = format!("capstan-build/{}", "0".repeat(32));
-    let check = |name: String, tag: String| {
-        let (stranger, registry, their_env) = (&stranger, &registry, &their_env);
-        async move {
-            stranger
-                .call(
-                    reqwest::Method::POST,
-                    &format!("/environment/{their_env}/checkContainerImage"),
-                    Some(json!({"registry_id": registry, "image_name": name, "tag": tag})),
-                )
-                .await
-        }
+    let check = |name: String, tag: String| async move {
+        stranger
+            .call(
+                reqwest::Method::POST,
+                &format!("/environment/{their_env}/checkContainerImage"),
+                Some(json!({"registry_id": registry, "image_name": name, "tag": tag})),
+            )
+            .await
     };
     for (n, (name, tag, unknown_name, unknown_tag, why)) in [
         (
@@ -106,9 +97,9 @@ async fn another_organization_cannot_have(case: &Case, image: &str) {
                        "image_name": name, "tag": tag}),
             )
             .await;
-        post(&stranger, &format!("/container/{taken}/deploy"), json!({})).await;
-        settled_in(&stranger, "container", &taken, "DEPLOYMENT_ERROR").await;
-        let reason = last_reason(&stranger, "container", &taken).await;
+        post(stranger, &format!("/container/{taken}/deploy"), json!({})).await;
+        settled_in(stranger, "container", &taken, "DEPLOYMENT_ERROR").await;
+        let reason = last_reason(stranger, "container", &taken).await;
         assert!(reason.contains(why), "{reason}");
         assert!(containers_of(&taken).is_empty());
         let there = check(name.to_string(), tag.to_string()).await;

@@ -410,10 +410,10 @@ async fn a_container_and_a_job_run_on_docker(database: Option<&str>) {
     );
 }
 
-/// A custom domain whose DNS check passes (`*.localhost` names resolve to the machine, the
-/// target here) is routed to its service, over HTTP and over HTTPS with a certificate from the
-/// router's directory; one whose check fails (`.invalid` names resolve nowhere) is not.
-async fn custom_domains_answer_over_http_and_https(database: Option<&str>) {
+/// A case whose custom domains resolving to this machine pass their check, and whose router
+/// serves HTTPS with a certificate for `shop.localhost` (its authority's `ca.pem` in the
+/// directory returned) at the port returned.
+async fn shop_case(database: Option<&str>) -> (Case, TempDir, String) {
     let certificates = TempDir::new();
     test_certificate(&certificates.0, "shop.localhost");
     let tls_port = free_port().to_string();
@@ -432,6 +432,14 @@ async fn custom_domains_answer_over_http_and_https(database: Option<&str>) {
         ],
     )
     .await;
+    (case, certificates, tls_port)
+}
+
+/// A custom domain whose DNS check passes (`*.localhost` names resolve to the machine, the
+/// target here) is routed to its service, over HTTP and over HTTPS with a certificate from the
+/// router's directory; one whose check fails (`.invalid` names resolve nowhere) is not.
+async fn custom_domains_answer_over_http_and_https(database: Option<&str>) {
+    let (case, certificates, tls_port) = shop_case(database).await;
     let (client, env, registry) = (&case.client, &case.env, &case.registry);
     let shop = client
         .create(
@@ -1353,6 +1361,14 @@ async fn job_limits_hold_and_an_uninstall_removes_what_runs() {
     client.get(&format!("/container/{web}")).await;
 }
 
+/// Deploys `container`, whose image its registry refuses to pull: the deployment fails so.
+async fn pull_refused(client: &Client, container: &str) {
+    post(client, &format!("/container/{container}/deploy"), json!({})).await;
+    settled_in(client, "container", container, "DEPLOYMENT_ERROR").await;
+    let reason = reason_of(client, container).await;
+    assert!(reason.contains("could not pull"), "{reason}");
+}
+
 /// An image from a registry that asks for credentials is pulled with the registry record's,
 /// runs, and the password reaches no log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1394,10 +1410,7 @@ async fn an_image_is_pulled_with_its_registrys_credentials() {
             container(&wrong, "refused"),
         )
         .await;
-    post(client, &format!("/container/{refused}/deploy"), json!({})).await;
-    settled_in(client, "container", &refused, "DEPLOYMENT_ERROR").await;
-    let reason = reason_of(client, &refused).await;
-    assert!(reason.contains("could not pull"), "{reason}");
+    pull_refused(client, &refused).await;
     let pulled = client
         .create(
             &format!("/environment/{env}/container"),
@@ -1416,12 +1429,9 @@ async fn an_image_is_pulled_with_its_registrys_credentials() {
     // The image is on the host now; that lets no one else run it. The record with the wrong
     // password, and another organization's record of the same registry without one, are
     // refused by the registry at their pull, as before it was there.
-    post(client, &format!("/container/{refused}/deploy"), json!({})).await;
-    settled_in(client, "container", &refused, "DEPLOYMENT_ERROR").await;
-    let reason = reason_of(client, &refused).await;
-    assert!(reason.contains("could not pull"), "{reason}");
-    let (stranger, their_org) = case.stranger("Strangers").await;
-    let (_, their_env) = hierarchy(&stranger).await;
+    pull_refused(client, &refused).await;
+    let them = case.stranger_with_environment("Strangers").await;
+    let (stranger, their_org, their_env) = (&them.client, &them.org, &them.env);
     let theirs = stranger
         .create(
             &format!("/organization/{their_org}/containerRegistry"),
@@ -1435,23 +1445,18 @@ async fn an_image_is_pulled_with_its_registrys_credentials() {
             container(&theirs, "taken"),
         )
         .await;
-    post(&stranger, &format!("/container/{taken}/deploy"), json!({})).await;
-    settled_in(&stranger, "container", &taken, "DEPLOYMENT_ERROR").await;
-    let reason = reason_of(&stranger, &taken).await;
-    assert!(reason.contains("could not pull"), "{reason}");
+    pull_refused(stranger, &taken).await;
     assert!(containers_of(&taken).is_empty());
     // Nor does the check of an image tell them it is on the host: their registry is asked.
-    let check = |name: &'static str| {
-        let (stranger, theirs, their_env) = (&stranger, &theirs, &their_env);
-        async move {
-            stranger
-                .call(
-                    reqwest::Method::POST,
-                    &format!("/environment/{their_env}/checkContainerImage"),
-                    Some(json!({"registry_id": theirs, "image_name": name, "tag": "1"})),
-                )
-                .await
-        }
+    let theirs = &theirs;
+    let check = |name: &'static str| async move {
+        stranger
+            .call(
+                reqwest::Method::POST,
+                &format!("/environment/{their_env}/checkContainerImage"),
+                Some(json!({"registry_id": theirs, "image_name": name, "tag": "1"})),
+            )
+            .await
     };
     let (on_host, absent) = (
         check("capstan-test/private").await,
@@ -1614,24 +1619,7 @@ async fn the_router_keeps_names_and_headers_to_their_owners() {
     if !docker_ready() {
         return;
     }
-    let certificates = TempDir::new();
-    test_certificate(&certificates.0, "shop.localhost");
-    let tls_port = free_port().to_string();
-    let case = Case::start(
-        None,
-        &[
-            ("CAPSTAN_CUSTOM_DOMAIN_TARGET", "127.0.0.1"),
-            (
-                "CAPSTAN_ROUTER_CERTIFICATES",
-                certificates.0.to_str().unwrap(),
-            ),
-            (
-                "CAPSTAN_ROUTER_TLS_LISTEN",
-                &format!("127.0.0.1:{tls_port}"),
-            ),
-        ],
-    )
-    .await;
+    let (case, certificates, tls_port) = shop_case(None).await;
     let (client, env, registry) = (&case.client, &case.env, &case.registry);
     // The workload echoes the request's headers as CGI saw them.
     let script = "mkdir -p /www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\n\
@@ -1671,15 +1659,9 @@ async fn the_router_keeps_names_and_headers_to_their_owners() {
 
     // Another organization: neither the generated name, nor the router's domain or a
     // wildcard over it; its wildcard over `localhost` does not take `shop.localhost`.
-    let (stranger, their_org) = case.stranger("Strangers").await;
-    let (_, their_env) = hierarchy(&stranger).await;
-    let their_registry = stranger
-        .create(
-            &format!("/organization/{their_org}/containerRegistry"),
-            json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
-        )
-        .await;
-    let theirs = httpd(&stranger, &their_env, &their_registry, "theirs", "theirs").await;
+    let them = case.stranger_with_environment("Strangers").await;
+    let stranger = &them.client;
+    let theirs = httpd(stranger, &them.env, &them.registry, "theirs", "theirs").await;
     for taken in [generated, ROUTER_DOMAIN, &format!("*.{ROUTER_DOMAIN}")] {
         let (status, body) = stranger
             .call(
@@ -1691,13 +1673,13 @@ async fn the_router_keeps_names_and_headers_to_their_owners() {
         assert_eq!(status, 400, "{taken}: {body}");
     }
     post(
-        &stranger,
+        stranger,
         &format!("/container/{theirs}/customDomain"),
         json!({"domain": "*.localhost", "generate_certificate": false}),
     )
     .await;
-    post(&stranger, &format!("/container/{theirs}/deploy"), json!({})).await;
-    settled_in(&stranger, "container", &theirs, "DEPLOYED").await;
+    post(stranger, &format!("/container/{theirs}/deploy"), json!({})).await;
+    settled_in(stranger, "container", &theirs, "DEPLOYED").await;
     let unclaimed = format!("http://anything.localhost:{router_port}");
     let answer = through_router(&unclaimed, "/").await;
     assert_eq!(answer.text().await.unwrap().trim(), "theirs");
@@ -1748,7 +1730,6 @@ async fn the_router_keeps_names_and_headers_to_their_owners() {
         .await
         .unwrap();
     assert_eq!(answer.status(), 421);
-    docker_cleanup(&their_org);
 }
 
 /// What holds for every workload, kept tested: never privileged, no new privileges, no added

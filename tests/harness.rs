@@ -745,6 +745,25 @@ impl Case {
         (client, org)
     }
 
+    /// Another organization of this installation with an environment (on a cluster naming no
+    /// endpoint) and a Docker Hub registry of its own.
+    pub async fn stranger_with_environment(&self, name: &str) -> Stranger {
+        let (client, org) = self.stranger(name).await;
+        let (_, env) = hierarchy(&client).await;
+        let registry = client
+            .create(
+                &format!("/organization/{org}/containerRegistry"),
+                json!({"name": "hub", "kind": "DOCKER_HUB", "url": "https://docker.io", "config": {}}),
+            )
+            .await;
+        Stranger {
+            client,
+            org,
+            env,
+            registry,
+        }
+    }
+
     /// What Capstan wrote of its own, at debug level.
     pub fn own_log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
@@ -757,6 +776,21 @@ impl Case {
             details["cluster_id"].as_str().unwrap().to_string(),
             details["project"]["id"].as_str().unwrap().to_string(),
         )
+    }
+}
+
+/// Another organization of a case's installation, ready to deploy (see
+/// [`Case::stranger_with_environment`]); what it ran goes when dropped.
+pub struct Stranger {
+    pub client: Client,
+    pub org: String,
+    pub env: String,
+    pub registry: String,
+}
+
+impl Drop for Stranger {
+    fn drop(&mut self) {
+        docker_cleanup(&self.org);
     }
 }
 
