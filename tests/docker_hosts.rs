@@ -3,7 +3,9 @@
 //! and a TLS listener), reached through its socket, over TCP with TLS and over SSH. Each
 //! environment's workload runs on its cluster's daemon, seen through each daemon; the second
 //! daemon frozen (answering nothing), its cluster's status and its deployments say so while the
-//! first cluster deploys on; back, its cluster recovers. Only 127.0.0.1 is reached.
+//! first cluster deploys on; back, its cluster recovers. A two-node Swarm, each node a dockerd
+//! in a network namespace of its own, is one daemon to claim. Only 127.0.0.1 and the lab's own
+//! namespaces are reached.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod harness;
@@ -398,4 +400,52 @@ async fn postgres_two_clusters_run_their_environments_on_their_own_daemons() {
         return;
     };
     two_clusters_run_their_environments_on_their_own_daemons(Some(&url)).await;
+}
+
+/// A cluster of `org` named `name` on the Docker socket `socket`, asked to deploy; its id.
+async fn deployed_on(client: &Client, org: &str, name: &str, socket: &std::path::Path) -> String {
+    let cluster = client
+        .create(
+            &format!("/organization/{org}/cluster"),
+            json!({"name": name, "region": "on-premise", "cloud_provider": "ON_PREMISE",
+                   "docker": {"endpoint": format!("unix://{}", socket.display())}}),
+        )
+        .await;
+    post(
+        client,
+        &format!("/organization/{org}/cluster/{cluster}/deploy"),
+        json!({}),
+    )
+    .await;
+    cluster
+}
+
+/// A Swarm is one daemon to claim: once one organization's cluster is deployed on its manager,
+/// another organization's cluster on its worker is refused at its deployment, while a second
+/// cluster of the first organization on that worker is deployed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swarms_nodes_are_one_daemon_to_claim() {
+    if !docker_ready() {
+        return;
+    }
+    let lab = SwarmLab::start(2).await;
+    let case = Case::start(
+        None,
+        &[("CAPSTAN_DOCKER_SOCKETS_DIR", lab.dir().to_str().unwrap())],
+    )
+    .await;
+    let (client, org) = (&case.client, &case.org);
+    let manager = deployed_on(client, org, "manager", &lab.socket(1)).await;
+    cluster_becomes(client, org, &manager, "DEPLOYED").await;
+    let them = case.stranger_with_environment("Strangers").await;
+    let worker = deployed_on(&them.client, &them.org, "worker", &lab.socket(2)).await;
+    let refused = cluster_becomes(&them.client, &them.org, &worker, "DEPLOYMENT_ERROR").await;
+    assert!(
+        refused
+            .to_string()
+            .contains("another organization's clusters run on"),
+        "{refused}"
+    );
+    let own_worker = deployed_on(client, org, "own-worker", &lab.socket(2)).await;
+    cluster_becomes(client, org, &own_worker, "DEPLOYED").await;
 }

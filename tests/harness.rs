@@ -1607,3 +1607,205 @@ impl Drop for LocalRegistry {
         let _ = self.child.wait();
     }
 }
+
+/// A Docker Swarm of `nodes` nodes on this machine, each a dockerd in a network namespace of
+/// its own (as `../shared/reference/swarm-lab.md` has it): the namespaces joined by a bridge in
+/// a namespace of its own on 10.213.250.0/24, none with a route out, nothing touching the
+/// host's own daemon or firewall. The first node is the manager. Each node's socket is
+/// `socket(i)` under `dir()`. Taken down when dropped.
+pub struct SwarmLab {
+    run: String,
+    nodes: Vec<Child>,
+    dir: TempDir,
+}
+
+impl SwarmLab {
+    pub async fn start(nodes: usize) -> SwarmLab {
+        let run = format!("{}", std::process::id() % 100_000);
+        let dir = TempDir::new();
+        let ip = |args: &[&str]| {
+            let out = Command::new("ip").args(args).output().expect("ip runs");
+            assert!(
+                out.status.success(),
+                "ip {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let switch = format!("capswarm-{run}-sw");
+        let _ = Command::new("ip").args(["netns", "del", &switch]).output();
+        ip(&["netns", "add", &switch]);
+        ip(&["-n", &switch, "link", "set", "lo", "up"]);
+        ip(&["-n", &switch, "link", "add", "br0", "type", "bridge"]);
+        ip(&["-n", &switch, "link", "set", "br0", "up"]);
+        // Mounts the cgroup hierarchies again (`ip netns exec` gives a fresh /sys) and names
+        // the node (Swarm's node names come from the host name), then runs the daemon.
+        let init = dir.0.join("nsinit.sh");
+        std::fs::write(
+            &init,
+            "mount -t tmpfs -o mode=755 cgroup_root /sys/fs/cgroup\n\
+             for c in cpu cpuacct cpuset memory devices freezer blkio pids; do\n\
+             mkdir -p /sys/fs/cgroup/$c && mount -t cgroup -o $c cgroup /sys/fs/cgroup/$c; done\n\
+             mkdir -p /sys/fs/cgroup/systemd && \
+             mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd\n\
+             echo \"$1\" > /proc/sys/kernel/hostname; shift; exec \"$@\"\n",
+        )
+        .unwrap();
+        let mut lab = SwarmLab {
+            run: run.clone(),
+            nodes: Vec::new(),
+            dir,
+        };
+        for i in 1..=nodes {
+            let ns = lab.namespace(i);
+            let _ = Command::new("ip").args(["netns", "del", &ns]).output();
+            ip(&["netns", "add", &ns]);
+            ip(&["-n", &ns, "link", "set", "lo", "up"]);
+            let port = format!("p{i}");
+            ip(&[
+                "-n", &switch, "link", "add", &port, "type", "veth", "peer", "name", "eth0",
+                "netns", &ns,
+            ]);
+            ip(&["-n", &switch, "link", "set", &port, "master", "br0", "up"]);
+            ip(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("{}/24", lab.address(i)),
+                "dev",
+                "eth0",
+            ]);
+            ip(&["-n", &ns, "link", "set", "eth0", "up"]);
+            let at = |name: &str| lab.dir.0.join(format!("n{i}")).join(name);
+            std::fs::create_dir_all(at("")).unwrap();
+            let log = std::fs::File::create(at("dockerd.log")).unwrap();
+            let child = Command::new("ip")
+                .args(["netns", "exec", &ns, "unshare", "--uts", "sh"])
+                .arg(&init)
+                .arg(format!("capswarm-{run}-n{i}"))
+                .arg("dockerd")
+                .arg("-H")
+                .arg(format!("unix://{}", lab.socket(i).display()))
+                .arg("--data-root")
+                .arg(at("data"))
+                .arg("--exec-root")
+                .arg(at("exec"))
+                .arg("--pidfile")
+                .arg(at("dockerd.pid"))
+                .env("DOCKER_SERVICE_PREFER_OFFLINE_IMAGE", "1")
+                .stdout(Stdio::from(log.try_clone().unwrap()))
+                .stderr(Stdio::from(log))
+                .spawn()
+                .expect("dockerd runs in its namespace");
+            lab.nodes.push(child);
+        }
+        for i in 1..=nodes {
+            let started = Instant::now();
+            while lab.docker(i, &["version"]).is_err() {
+                assert!(
+                    started.elapsed() < Duration::from_secs(60),
+                    "swarm node {i} did not start: {}",
+                    std::fs::read_to_string(lab.dir.0.join(format!("n{i}/dockerd.log")))
+                        .unwrap_or_default()
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        let manager = format!("{}:2377", lab.address(1));
+        lab.docker(
+            1,
+            &[
+                "swarm",
+                "init",
+                "--advertise-addr",
+                &lab.address(1),
+                "--listen-addr",
+                &manager,
+                "--dispatcher-heartbeat",
+                "2s",
+            ],
+        )
+        .expect("swarm init");
+        let token = lab
+            .docker(1, &["swarm", "join-token", "-q", "worker"])
+            .unwrap();
+        for i in 2..=nodes {
+            let listen = format!("{}:2377", lab.address(i));
+            lab.docker(
+                i,
+                &[
+                    "swarm",
+                    "join",
+                    "--advertise-addr",
+                    &lab.address(i),
+                    "--listen-addr",
+                    &listen,
+                    "--token",
+                    token.trim(),
+                    &manager,
+                ],
+            )
+            .expect("swarm join");
+        }
+        lab
+    }
+
+    fn namespace(&self, node: usize) -> String {
+        format!("capswarm-{}-{node}", self.run)
+    }
+
+    fn address(&self, node: usize) -> String {
+        format!("10.213.250.{}", 10 + node)
+    }
+
+    /// The folder every node's socket is in.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir.0
+    }
+
+    /// Node `node`'s socket (from 1).
+    pub fn socket(&self, node: usize) -> PathBuf {
+        self.dir.0.join(format!("n{node}.sock"))
+    }
+
+    /// The docker CLI on node `node`.
+    pub fn docker(&self, node: usize, args: &[&str]) -> Result<String, String> {
+        let out = Command::new("docker")
+            .arg("-H")
+            .arg(format!("unix://{}", self.socket(node).display()))
+            .args(args)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).to_string())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+        }
+    }
+}
+
+impl Drop for SwarmLab {
+    fn drop(&mut self) {
+        for node in (1..=self.nodes.len()).rev() {
+            let _ = self.docker(node, &["swarm", "leave", "--force"]);
+        }
+        for node in 1..=self.nodes.len() {
+            if let Ok(pid) =
+                std::fs::read_to_string(self.dir.0.join(format!("n{node}/dockerd.pid")))
+            {
+                let _ = Command::new("kill").args(["-TERM", pid.trim()]).status();
+            }
+        }
+        for child in &mut self.nodes {
+            let _ = child.wait();
+        }
+        for node in 1..=self.nodes.len() {
+            let _ = Command::new("ip")
+                .args(["netns", "del", &self.namespace(node)])
+                .output();
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &format!("capswarm-{}-sw", self.run)])
+            .output();
+    }
+}
