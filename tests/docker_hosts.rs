@@ -423,14 +423,10 @@ async fn deployed_on(client: &Client, org: &str, name: &str, socket: &std::path:
 /// A Swarm is one daemon to claim: once one organization's cluster is deployed on its manager,
 /// another organization's cluster on its worker is refused at its deployment, while a second
 /// cluster of the first organization on that worker is deployed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_swarms_nodes_are_one_daemon_to_claim() {
-    if !docker_ready() {
-        return;
-    }
+async fn a_swarms_nodes_are_one_daemon_to_claim(database: Option<&str>) {
     let lab = SwarmLab::start(2).await;
     let case = Case::start(
-        None,
+        database,
         &[("CAPSTAN_DOCKER_SOCKETS_DIR", lab.dir().to_str().unwrap())],
     )
     .await;
@@ -448,4 +444,24 @@ async fn a_swarms_nodes_are_one_daemon_to_claim() {
     );
     let own_worker = deployed_on(client, org, "own-worker", &lab.socket(2)).await;
     cluster_becomes(client, org, &own_worker, "DEPLOYED").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_swarms_nodes_are_one_daemon_to_claim() {
+    if !docker_ready() {
+        return;
+    }
+    a_swarms_nodes_are_one_daemon_to_claim(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_swarms_nodes_are_one_daemon_to_claim() {
+    if !docker_ready() {
+        return;
+    }
+    let Some(storage::DatabaseUrl::Postgres(url)) = storage::testing::postgres_database().await
+    else {
+        return;
+    };
+    a_swarms_nodes_are_one_daemon_to_claim(Some(&url)).await;
 }

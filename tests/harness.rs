@@ -1621,7 +1621,9 @@ pub struct SwarmLab {
 
 impl SwarmLab {
     pub async fn start(nodes: usize) -> SwarmLab {
-        let run = format!("{}", std::process::id() % 100_000);
+        static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let run = format!("{}x{n}", std::process::id() % 100_000);
         let dir = TempDir::new();
         let ip = |args: &[&str]| {
             let out = Command::new("ip").args(args).output().expect("ip runs");
