@@ -1791,3 +1791,102 @@ async fn a_workload_is_contained_and_its_environment_apart() {
     let apart_reach = docker(&["exec", &apart_id, "busybox", "nc", "-w", "2", name, "8080"]);
     assert!(apart_reach.is_err(), "{apart_reach:?}");
 }
+
+/// Nothing Capstan made outlives what it was made for: a deleted environment's network goes
+/// with it, and at start-up reconciliation takes what a gone environment or service left (a
+/// network, an image built from git) that this installation made, and nothing of another's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_deleted_environment_or_service_leaves_goes() {
+    if !docker_ready() {
+        return;
+    }
+    let mut case = Case::start(None, &[]).await;
+    let (client, env, registry) = (&case.client, &case.env, &case.registry);
+    let project = client.get(&format!("/environment/{env}")).await["project"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let doomed = client
+        .create(
+            &format!("/project/{project}/environment"),
+            json!({"name": "doomed"}),
+        )
+        .await;
+    let web = httpd(client, &doomed, registry, "web", "web").await;
+    post(client, &format!("/container/{web}/deploy"), json!({})).await;
+    settled_in(client, "container", &web, "DEPLOYED").await;
+    let network = |env: &str| format!("capstan-env-{}", env.replace('-', ""));
+    assert!(docker(&["network", "inspect", &network(&doomed)]).is_ok());
+    let installation = installation_of(&doomed);
+    let (status, _) = client
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/environment/{doomed}"),
+            None,
+        )
+        .await;
+    assert!(status == 202 || status == 204, "{status}");
+    let gone = |check: &dyn Fn() -> bool, what: &str| {
+        let started = std::time::Instant::now();
+        while !check() {
+            assert!(started.elapsed() < Duration::from_secs(30), "{what} stayed");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    gone(
+        &|| docker(&["network", "inspect", &network(&doomed)]).is_err(),
+        "the deleted environment's network",
+    );
+    assert!(containers_of(&web).is_empty());
+
+    // Left while Capstan was down: a network of an environment, an image of a service, that
+    // no longer exist; and another installation's network.
+    let (lost_env, lost_service) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    let org = case.org.clone();
+    let labels = |installation: &str| {
+        [
+            format!("capstan.installation={installation}"),
+            format!("capstan.organization={org}"),
+            format!("capstan.environment={lost_env}"),
+        ]
+    };
+    let make_network = |name: &str, installation: &str| {
+        let mut args = vec!["network".to_string(), "create".to_string()];
+        for label in labels(installation) {
+            args.extend(["--label".to_string(), label]);
+        }
+        args.push(name.to_string());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        docker(&args).unwrap();
+    };
+    let lost_network = network(&lost_env.to_string());
+    let foreign_network = format!("capstan-test-foreign-{}", lost_env.simple());
+    make_network(&lost_network, &installation);
+    make_network(&foreign_network, "another-installation");
+    let image = format!("capstan-build/{}:lost", lost_service.simple());
+    let built = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "printf 'FROM {IMAGE}:{TAG}\\nLABEL capstan.service={lost_service} \
+             capstan.organization={org} capstan.installation={installation}\\n' | \
+             docker build -q -t {image} -"
+        ))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    case.crash();
+    case.restart().await;
+    gone(
+        &|| docker(&["network", "inspect", &lost_network]).is_err(),
+        "a gone environment's network",
+    );
+    gone(
+        &|| docker(&["image", "inspect", &image]).is_err(),
+        "a gone service's built image",
+    );
+    assert!(
+        docker(&["network", "inspect", &foreign_network]).is_ok(),
+        "another installation's network is not this one's to remove"
+    );
+    let _ = docker(&["network", "rm", &foreign_network]);
+}

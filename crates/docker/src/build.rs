@@ -188,6 +188,10 @@ impl DockerEngine {
             target: source.target_stage.unwrap_or_default().to_string(),
             labels: Some(self.marked(HashMap::from([
                 (LABEL_SERVICE.to_string(), work.service.id.0.to_string()),
+                (
+                    crate::plan::LABEL_ORGANIZATION.to_string(),
+                    work.service.organization_id.0.to_string(),
+                ),
                 (LABEL_COMMIT.to_string(), commit.clone()),
             ]))),
             rm: true,
@@ -317,15 +321,47 @@ impl DockerEngine {
 
     /// Removes the service's built images past the newest `images_kept` (never `current`).
     /// An image a container still runs stays; a failure to prune fails nothing.
-    async fn prune(&self, service: ServiceId, current: &str, log: &StepLog) {
+    /// The images this installation built for `service`.
+    async fn built_images_of(
+        &self,
+        service: ServiceId,
+    ) -> Result<Vec<bollard::models::ImageSummary>, String> {
         let options = ListImagesOptions {
             filters: Some(HashMap::from([(
                 "label".to_string(),
-                vec![format!("{LABEL_SERVICE}={}", service.0)],
+                self.scoped(vec![format!("{LABEL_SERVICE}={}", service.0)]),
             )])),
             ..Default::default()
         };
-        let Ok(mut images) = self.docker.list_images(Some(options)).await else {
+        self.docker
+            .list_images(Some(options))
+            .await
+            .map_err(|e| said("could not list the images built", e))
+    }
+
+    /// Removes every image built for `service` (gone): its tags, and with the last the image.
+    pub(crate) async fn remove_built_images(&self, service: ServiceId) -> Result<(), String> {
+        for image in self.built_images_of(service).await? {
+            for tag in &image.repo_tags {
+                match self
+                    .docker
+                    .remove_image(tag, None::<RemoveImageOptions>, None)
+                    .await
+                {
+                    Ok(_)
+                    | Err(bollard::errors::Error::DockerResponseServerError {
+                        status_code: 404,
+                        ..
+                    }) => {}
+                    Err(e) => return Err(said(&format!("could not remove the image {tag}"), e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn prune(&self, service: ServiceId, current: &str, log: &StepLog) {
+        let Ok(mut images) = self.built_images_of(service).await else {
             return;
         };
         images.sort_by_key(|i| std::cmp::Reverse(i.created));

@@ -1286,10 +1286,23 @@ impl Engine for DockerEngine {
             .map_err(|e| said("could not list Capstan's volumes", e))?
             .volumes
             .unwrap_or_default();
+        // So do the images built from git.
+        let images = self
+            .docker
+            .list_images(Some(bollard::query_parameters::ListImagesOptions {
+                filters: Some(HashMap::from([(
+                    "label".to_string(),
+                    self.scoped(vec![LABEL_SERVICE.to_string()]),
+                )])),
+                ..Default::default()
+            }))
+            .await
+            .map_err(|e| said("could not list Capstan's images", e))?;
         let labelled = found
             .iter()
             .filter_map(|c| c.labels.as_ref())
-            .chain(volumes.iter().map(|v| &v.labels));
+            .chain(volumes.iter().map(|v| &v.labels))
+            .chain(images.iter().map(|i| &i.labels));
         let mut services: Vec<(OrganizationId, ServiceId)> = labelled
             .filter_map(|labels| {
                 let org = labels.get(plan::LABEL_ORGANIZATION)?.parse().ok()?;
@@ -1378,7 +1391,61 @@ impl Engine for DockerEngine {
             self.remove_named_volume(&plan::state_volume_name(service))
                 .await?;
         }
-        Ok(())
+        self.remove_built_images(service).await
+    }
+
+    async fn environments(&self) -> Result<Vec<(OrganizationId, EnvironmentId)>, String> {
+        let networks = self
+            .docker
+            .list_networks(Some(bollard::query_parameters::ListNetworksOptions {
+                filters: Some(HashMap::from([(
+                    "label".to_string(),
+                    self.scoped(vec![plan::LABEL_ENVIRONMENT.to_string()]),
+                )])),
+            }))
+            .await
+            .map_err(|e| said("could not list Capstan's networks", e))?;
+        let mut found: Vec<(OrganizationId, EnvironmentId)> = networks
+            .iter()
+            .filter_map(|n| {
+                let labels = n.labels.as_ref()?;
+                let org = labels.get(plan::LABEL_ORGANIZATION)?.parse().ok()?;
+                let env = labels.get(plan::LABEL_ENVIRONMENT)?.parse().ok()?;
+                Some((OrganizationId(org), EnvironmentId(env)))
+            })
+            .collect();
+        found.sort();
+        found.dedup();
+        Ok(found)
+    }
+
+    async fn remove_environment(&self, environment: EnvironmentId) -> Result<(), String> {
+        let name = plan::network_name(environment);
+        let ours = self
+            .docker
+            .inspect_network(&name, None)
+            .await
+            .ok()
+            .and_then(|n| n.labels)
+            .is_some_and(|labels| {
+                self.installation.is_empty()
+                    || labels.get(plan::LABEL_INSTALLATION) == Some(&self.installation)
+            });
+        if !ours {
+            return Ok(());
+        }
+        match self.docker.remove_network(&name).await {
+            Ok(()) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(()),
+            // Something still runs on it (a workload on its way out): the next try takes it.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 403 | 409,
+                ..
+            }) => Ok(()),
+            Err(e) => Err(said(&format!("could not remove the network {name}"), e)),
+        }
     }
 
     /// Docker's event stream, read by a task of its own while the stream is listened to.

@@ -625,6 +625,34 @@ impl Engine for Hosts {
         Ok(all)
     }
 
+    async fn environments(&self) -> Result<Vec<(OrganizationId, EnvironmentId)>, String> {
+        let mut all = Vec::new();
+        for found in self
+            .on_each(|e| async move { e.environments().await })
+            .await
+        {
+            match found {
+                Ok(found) => all.extend(found),
+                Err(why) => {
+                    tracing::warn!(error = %why, "could not list a Docker host's networks")
+                }
+            }
+        }
+        all.sort();
+        all.dedup();
+        Ok(all)
+    }
+
+    async fn remove_environment(&self, environment: EnvironmentId) -> Result<(), String> {
+        for done in self
+            .on_each(|e| async move { e.remove_environment(environment).await })
+            .await
+        {
+            done?;
+        }
+        Ok(())
+    }
+
     async fn clean_failed_jobs(&self, job: ServiceId) -> Result<Vec<String>, String> {
         let mut removed = Vec::new();
         for found in self

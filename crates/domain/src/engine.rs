@@ -160,6 +160,19 @@ pub trait Engine: Send + Sync {
         let _ = service;
         Ok(())
     }
+
+    /// The environments it keeps something of (a network), with their organizations (by its
+    /// own marks), for reconciliation.
+    async fn environments(&self) -> Result<Vec<(OrganizationId, EnvironmentId)>, String> {
+        Ok(Vec::new())
+    }
+
+    /// Removes what it keeps of an environment that no longer exists (its network), once no
+    /// workload uses it any more (else it is left for the next try).
+    async fn remove_environment(&self, environment: EnvironmentId) -> Result<(), String> {
+        let _ = environment;
+        Ok(())
+    }
 }
 
 /// Tells a running step that its request was canceled.

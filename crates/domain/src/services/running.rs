@@ -216,8 +216,9 @@ const CHECK_KEPT_FAILING: time::Duration = time::Duration::seconds(10);
 
 impl Capstan {
     /// Tells the engine which hosts the clusters name, then compares what the engine runs
-    /// with what exists: workloads of services that are gone
-    /// (deleted while Capstan was down, or left by a deletion cut short) are removed. Only
+    /// with what exists: workloads (containers, volumes, built images) of services that are
+    /// gone (deleted while Capstan was down, or left by a deletion cut short) are removed, and
+    /// then the networks of environments that are gone. Only
     /// workloads of this installation's organizations are considered: another Capstan may use
     /// the same Docker host. Returns how many services' workloads went.
     pub async fn reconcile(&self, engine: &dyn crate::engine::Engine) -> DomainResult<usize> {
@@ -227,6 +228,7 @@ impl Capstan {
             .await
             .map_err(crate::error::DomainError::Internal)?;
         if found.is_empty() {
+            self.reconcile_environments(engine).await?;
             return Ok(0);
         }
         let gone: Vec<ServiceId> = {
@@ -259,6 +261,49 @@ impl Capstan {
                 .await
                 .map_err(crate::error::DomainError::Internal)?;
         }
+        self.reconcile_environments(engine).await?;
         Ok(gone.len())
+    }
+
+    /// Removes what the engine keeps of this installation's environments that are gone (their
+    /// networks: Docker's address pools hold a few dozen).
+    async fn reconcile_environments(&self, engine: &dyn crate::engine::Engine) -> DomainResult<()> {
+        let found = engine
+            .environments()
+            .await
+            .map_err(crate::error::DomainError::Internal)?;
+        if found.is_empty() {
+            return Ok(());
+        }
+        let gone: Vec<EnvironmentId> = {
+            let mut unit = self.reading().await?;
+            let tx = &mut *unit;
+            let ours: HashSet<OrganizationId> = self
+                .by_id::<Organization>(tx, found.iter().map(|(o, _)| *o))
+                .await?
+                .into_keys()
+                .collect();
+            let candidates: Vec<EnvironmentId> = found
+                .iter()
+                .filter(|(o, _)| ours.contains(o))
+                .map(|(_, e)| *e)
+                .collect();
+            let existing: HashSet<EnvironmentId> = self
+                .by_id::<Environment>(tx, candidates.iter().copied())
+                .await?
+                .into_keys()
+                .collect();
+            candidates
+                .into_iter()
+                .filter(|e| !existing.contains(e))
+                .collect()
+        };
+        for environment in gone {
+            engine
+                .remove_environment(environment)
+                .await
+                .map_err(crate::error::DomainError::Internal)?;
+        }
+        Ok(())
     }
 }

@@ -697,7 +697,28 @@ impl Worker {
             .await?;
         if ended {
             self.ended(&r);
+            if r.action == DeploymentAction::Delete && r.deletes_environment() {
+                self.environment_gone(r.environment_id).await;
+            }
         }
         Ok(())
+    }
+
+    /// Once an environment's deletion took it away, what the engine keeps of it (its network)
+    /// goes too; what cannot go now is reconciliation's to take later.
+    async fn environment_gone(&self, environment: EnvironmentId) {
+        let exists = match self.capstan.reading().await {
+            Ok(mut unit) => Repo::<Environment>::get(&mut *unit, environment)
+                .await
+                .map(|e| e.is_some())
+                .unwrap_or(true),
+            Err(_) => true,
+        };
+        if exists {
+            return;
+        }
+        if let Err(why) = self.engine.remove_environment(environment).await {
+            tracing::warn!(environment = %environment, error = %why, "could not remove a deleted environment's network; reconciliation will");
+        }
     }
 }
