@@ -1020,6 +1020,20 @@ async fn pulls_reach_only_registries_the_outbound_policy_permits() {
         );
         let log = client.get(&format!("/environment/{env}/logs")).await;
         assert!(!log.to_string().contains("registry-secret-pw"));
+        // The operator, who may widen the policy, is told too: a warning naming the target
+        // and the setting, and never the credentials.
+        let own = case.own_log();
+        let warned = own.lines().find(|l| {
+            l.contains("WARN") && l.contains("an outward call was refused by the outbound policy")
+        });
+        assert_eq!(warned.is_some(), refused, "{own}");
+        if let Some(line) = warned {
+            assert!(
+                line.contains("127.0.0.1") && line.contains("CAPSTAN_OUTBOUND_ALLOW"),
+                "{line}"
+            );
+        }
+        assert!(!own.contains("registry-secret-pw"));
     }
 }
 
@@ -1730,6 +1744,20 @@ async fn the_router_keeps_names_and_headers_to_their_owners() {
         .await
         .unwrap();
     assert_eq!(answer.status(), 421);
+
+    // The router reads its routes every second: their age, a metric, stays small.
+    let metrics = reqwest::get(format!("{}/metrics", case.base()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let age: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("capstan_router_routes_age_seconds "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no routes' age in {metrics}"));
+    assert!((0.0..5.0).contains(&age), "{age}");
 }
 
 /// What holds for every workload, kept tested: never privileged, no new privileges, no added

@@ -26,6 +26,9 @@ pub struct Metrics {
     queue: IntGaugeVec,
     webhook_attempts: IntCounterVec,
     connections: IntCounter,
+    routes_age: prometheus::Gauge,
+    /// When the router's routes were last read; none: no router, or not yet.
+    routes_read_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// Registers a metric with the registry.
@@ -106,6 +109,16 @@ impl Metrics {
                      the load it puts on the database, near zero when idle",
                 )?,
             )?,
+            routes_age: registered(
+                &registry,
+                prometheus::Gauge::new(
+                    "router_routes_age_seconds",
+                    "Seconds since this instance's router last read its routes (read every \
+                     second: a growing age is a router serving stale routes); absent without \
+                     a router",
+                )?,
+            )?,
+            routes_read_at: std::sync::Mutex::new(None),
             registry,
         })
     }
@@ -132,8 +145,17 @@ impl Metrics {
         let lent = capstan.connections_lent();
         self.connections
             .inc_by(lent.saturating_sub(self.connections.get()));
+        let read_at = *self
+            .routes_read_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut families = self.registry.gather();
+        match read_at {
+            Some(at) => self.routes_age.set(at.elapsed().as_secs_f64()),
+            None => families.retain(|f| f.name() != "capstan_router_routes_age_seconds"),
+        }
         let mut out = Vec::new();
-        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+        if let Err(e) = TextEncoder::new().encode(&families, &mut out) {
             tracing::error!(error = %e, "metrics could not be encoded");
         }
         String::from_utf8(out).unwrap_or_default()
@@ -147,6 +169,13 @@ impl domain::observe::Observer for Metrics {
         self.deployment_seconds
             .with_label_values(&labels)
             .observe(seconds);
+    }
+
+    fn routes_read(&self) {
+        *self
+            .routes_read_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::time::Instant::now());
     }
 
     fn webhook_attempt(&self, outcome: &'static str) {
@@ -209,6 +238,7 @@ mod tests {
             "capstan_rate_limit_refusals_total",
             "capstan_deployments_finished_total",
             "capstan_deployment_duration_seconds",
+            "capstan_router_routes_age_seconds",
         ] {
             assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
         }

@@ -9,6 +9,8 @@ pub trait Observer: Send + Sync {
     fn deployment_finished(&self, action: DeploymentAction, status: RequestStatus, seconds: f64);
     /// A webhook delivery attempt ended: `outcome` is `delivered`, `retrying` or `failed`.
     fn webhook_attempt(&self, outcome: &'static str);
+    /// The router's routes were read afresh (its table's age starts again).
+    fn routes_read(&self) {}
 }
 
 /// Reports to no one.

@@ -149,11 +149,15 @@ impl OutboundPolicy {
         self.refused(Reason::Address(host.to_string()))
     }
 
+    /// Every refusal is also the operator's news (logged at WARN with its target and the
+    /// setting that would allow it): the user who met it cannot widen the policy.
     fn refused(&self, reason: Reason) -> Refused {
-        Refused {
+        let refused = Refused {
             reason,
             also: self.hint,
-        }
+        };
+        tracing::warn!(refusal = %refused, "an outward call was refused by the outbound policy");
+        refused
     }
 }
 

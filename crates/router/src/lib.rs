@@ -52,19 +52,28 @@ pub enum Pick {
 pub const STICKY_COOKIE: &str = "capstan_replica";
 
 impl Routes {
+    /// Always takes: a lock poisoned by a panic elsewhere is taken back (the table is only
+    /// ever replaced whole, so what it held is never half-written), and said so.
     pub fn replace(&self, table: RouteTable) {
-        if let Ok(mut held) = self.table.write() {
-            *held = table;
-        }
+        let mut held = self.table.write().unwrap_or_else(|poisoned| {
+            tracing::warn!("the router's route table lock was poisoned; taking it back");
+            poisoned.into_inner()
+        });
+        *held = table;
+    }
+
+    /// The table, read even after a panic elsewhere poisoned its lock.
+    fn table(&self) -> std::sync::RwLockReadGuard<'_, RouteTable> {
+        self.table
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The replica the next request for `host` goes to: among those passing their checks
     /// (those not checked yet only when none passes), in turn, or the one `cookie` names on
     /// a sticky route; never one in `tried`.
     pub fn pick(&self, host: &str, cookie: Option<&str>, tried: &[Backend]) -> Pick {
-        let Ok(table) = self.table.read() else {
-            return Pick::Unknown;
-        };
+        let table = self.table();
         let Some(route) = table.route(host) else {
             return Pick::Unknown;
         };
@@ -123,9 +132,7 @@ impl Routes {
 
     /// Every replica a check watches, with its check.
     fn checked(&self) -> Vec<(Backend, domain::model::RouteCheck)> {
-        let Ok(table) = self.table.read() else {
-            return Vec::new();
-        };
+        let table = self.table();
         let mut out: Vec<(Backend, domain::model::RouteCheck)> = table
             .routes
             .values()
@@ -180,6 +187,24 @@ mod tests {
             backend: backend(port),
             stick: None,
         }
+    }
+
+    #[test]
+    fn a_table_poisoned_by_a_panic_is_still_read_and_replaced() {
+        let routes = Routes::default();
+        let held = routes.table.clone();
+        let _ = std::thread::spawn(move || {
+            let _writing = held.write();
+            panic!("a panic while the table is held");
+        })
+        .join();
+        assert!(routes.table.is_poisoned());
+        let mut table = RouteTable::default();
+        table
+            .routes
+            .insert("web.localhost".into(), route(&[8080], false, false));
+        routes.replace(table);
+        assert_eq!(routes.pick("web.localhost", None, &[]), to(8080));
     }
 
     fn routes(entries: &[(&str, Route)]) -> Routes {

@@ -103,6 +103,11 @@ impl Capstan {
         };
         let policy = &self.docker_hosts.outbound;
         if addresses.is_empty() || addresses.iter().any(|ip| !policy.permits(name, *ip)) {
+            tracing::warn!(
+                host = %name,
+                "a cluster's Docker endpoint was refused by the outbound policy; \
+                 CAPSTAN_OUTBOUND_ALLOW would allow it"
+            );
             return Err(DomainError::invalid(
                 "docker.endpoint",
                 format!(

@@ -177,6 +177,7 @@ impl Capstan {
             .zip(verdicts)
             .filter_map(|(d, passed)| passed.then_some(d))
             .collect();
+        self.observer.routes_read();
         Ok(RouteTable::of(router, &pairs, &routed, &claimed))
     }
 
