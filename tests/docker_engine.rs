@@ -468,6 +468,25 @@ async fn custom_domains_answer_over_http_and_https(database: Option<&str>) {
     let answer = through_router(&custom, "/env.txt").await;
     assert_eq!(answer.status(), 200);
     assert!(answer.text().await.unwrap().contains("HOSTNAME="));
+    // Its links list the generated name and the custom domain whose check passes (the
+    // user's: not Capstan's domain), not the one whose check fails.
+    let links = client.get(&format!("/container/{shop}/link")).await;
+    let listed: Vec<(String, bool)> = links["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["url"].as_str().unwrap().to_string(),
+                l["is_qovery_domain"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [(link.clone(), true), (custom.clone(), false)],
+        "{links}"
+    );
     let elsewhere = format!("http://nowhere.invalid:{router_port}");
     assert_eq!(
         through_router_once(&elsewhere, "/env.txt").await.status(),

@@ -53,7 +53,7 @@ impl LinkList {
                     url: l.url,
                     internal_port: l.internal_port,
                     external_port: l.external_port,
-                    is_qovery_domain: true,
+                    is_qovery_domain: l.generated,
                     is_default: l.is_default,
                 })
                 .collect(),

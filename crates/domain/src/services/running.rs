@@ -19,6 +19,8 @@ pub struct PublicLink {
     pub internal_port: i64,
     pub external_port: i64,
     pub is_default: bool,
+    /// A name Capstan gives (under the router's domain), not a custom domain of the user's.
+    pub generated: bool,
 }
 
 /// The links of a service's publicly accessible ports: the router's names for them when a
@@ -55,6 +57,7 @@ fn links_of(
                 internal_port: p.internal_port,
                 external_port,
                 is_default: p.is_default,
+                generated: true,
             })
         })
         .collect()
@@ -113,7 +116,45 @@ impl Capstan {
         let tx = &mut *unit;
         let service = self.load_service(tx, p, kind, id, Action::Read).await?;
         let seen = tx.running_states(&[id]).await?;
-        Ok(links_of(&service, seen.first(), self.router.as_ref()))
+        let domains = tx.custom_domains_of(&[id]).await?;
+        drop(unit);
+        let links = links_of(&service, seen.first(), self.router.as_ref());
+        Ok(self.with_custom_domains(links, &domains).await)
+    }
+
+    /// `links` and, after them, a link for each custom domain whose DNS check passes, of a
+    /// service whose generated link it has: the router answers the domain at the service's
+    /// default public port (a wildcard names no one address, and gets none).
+    async fn with_custom_domains(
+        &self,
+        mut links: Vec<PublicLink>,
+        domains: &[CustomDomain],
+    ) -> Vec<PublicLink> {
+        let Some(router) = &self.router else {
+            return links;
+        };
+        let mut custom = Vec::new();
+        for d in domains {
+            if d.domain.starts_with("*.") || is_within(&d.domain, &router.domain) {
+                continue;
+            }
+            let own: Vec<&PublicLink> = links
+                .iter()
+                .filter(|l| l.service_id == d.service_id)
+                .collect();
+            let Some(port) = own.iter().find(|l| l.is_default).or(own.first()) else {
+                continue;
+            };
+            if self.domain_points_here(d).await {
+                custom.push(PublicLink {
+                    url: router.url_of(&d.domain),
+                    generated: false,
+                    ..(*port).clone()
+                });
+            }
+        }
+        links.extend(custom);
+        links
     }
 
     /// `GET /environment/{id}/link`: every service's links.
@@ -138,13 +179,16 @@ impl Capstan {
         }
         let ids: Vec<ServiceId> = services.iter().map(|s| s.id).collect();
         let seen = tx.running_states(&ids).await?;
-        Ok(services
+        let domains = tx.custom_domains_of(&ids).await?;
+        drop(unit);
+        let links = services
             .iter()
             .flat_map(|s| {
                 let seen = seen.iter().find(|r| r.service_id == s.id);
                 links_of(s, seen, self.router.as_ref())
             })
-            .collect())
+            .collect();
+        Ok(self.with_custom_domains(links, &domains).await)
     }
 
     /// What the router serves: the public ports of every service an engine has seen, at their
