@@ -315,6 +315,13 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
     }
     for id in all {
         settled_in(client, "container", id, "DEPLOYED").await;
+        // Its link is known as its deployment ends, whichever host runs it.
+        let links = client.get(&format!("/container/{id}/link")).await;
+        assert_eq!(
+            links["results"].as_array().map(Vec::len),
+            Some(1),
+            "{links}"
+        );
     }
     // Each workload on its own daemon, and only there.
     let second_docker = |args: &[&str]| second.docker(args);

@@ -1394,6 +1394,20 @@ impl Engine for DockerEngine {
         self.remove_built_images(service).await
     }
 
+    async fn report(&self, _host: &Host, service: &Service) -> Option<RunningState> {
+        let scope = self.scope();
+        crate::observe::report(
+            &self.docker,
+            service.id,
+            service.environment_id,
+            self.probe_address(),
+            &scope,
+            &std::collections::HashSet::new(),
+        )
+        .await
+        .ok()
+    }
+
     async fn environments(&self) -> Result<Vec<(OrganizationId, EnvironmentId)>, String> {
         let networks = self
             .docker

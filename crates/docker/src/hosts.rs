@@ -625,6 +625,13 @@ impl Engine for Hosts {
         Ok(all)
     }
 
+    async fn report(&self, host: &Host, service: &Service) -> Option<RunningState> {
+        let engine = self.engine_for(host).await.ok()?;
+        let mut report = engine.report(host, service).await?;
+        report.reported_by = (host.endpoint != DockerEndpoint::Local).then_some(host.cluster_id);
+        Some(report)
+    }
+
     async fn environments(&self) -> Result<Vec<(OrganizationId, EnvironmentId)>, String> {
         let mut all = Vec::new();
         for found in self

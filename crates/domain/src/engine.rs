@@ -161,6 +161,13 @@ pub trait Engine: Send + Sync {
         Ok(())
     }
 
+    /// What runs of `service` on `host` now, read at once (the stream of reports may lag
+    /// behind a deployment that just ended); `None` when it cannot tell.
+    async fn report(&self, host: &Host, service: &Service) -> Option<RunningState> {
+        let _ = (host, service);
+        None
+    }
+
     /// The environments it keeps something of (a network), with their organizations (by its
     /// own marks), for reconciliation.
     async fn environments(&self) -> Result<Vec<(OrganizationId, EnvironmentId)>, String> {

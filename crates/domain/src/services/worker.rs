@@ -481,6 +481,9 @@ impl Worker {
                 Ran::Lost => return Ok(()),
             }
             if i + 1 == phases.len() {
+                if r.deploys() {
+                    self.report_now(&host, &service).await;
+                }
                 return self.succeed(r, *phase, &log).await;
             }
             r.end_step(StepStatus::Success, self.capstan.now());
@@ -702,6 +705,17 @@ impl Worker {
             }
         }
         Ok(())
+    }
+
+    /// Keeps what runs of a service just deployed, as its engine reads it now: its links are
+    /// there when its deployment ends, on any host (the stream of reports may lag behind).
+    async fn report_now(&self, host: &Host, service: &Service) {
+        let Some(report) = self.engine.report(host, service).await else {
+            return;
+        };
+        if let Err(e) = self.capstan.record_running(&report).await {
+            tracing::warn!(service = %service.id, error = %e, "could not keep a service's running state");
+        }
     }
 
     /// Once an environment's deletion took it away, what the engine keeps of it (its network)
