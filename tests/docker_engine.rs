@@ -793,6 +793,43 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
         );
     }
 
+    // Killed while a redeploy's new replica warms up beside the old one (the router's
+    // rolling switch): the cut request ends in error and leaves the previous set only.
+    let id_of = |seen: &str| seen.split(' ').next().unwrap().to_string();
+    let previous = id_of(&containers_of(&slow)[0]);
+    post(client, &format!("/container/{slow}/redeploy"), json!({})).await;
+    let started = std::time::Instant::now();
+    while containers_of(&slow).len() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no new replica"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    case.crash();
+    case.restart().await;
+    let client = &case.client;
+    let status = settle(
+        client,
+        &format!("/container/{slow}/status"),
+        Duration::from_secs(90),
+    )
+    .await;
+    assert_eq!(status["state"], "DEPLOYMENT_ERROR", "{status}");
+    let started = std::time::Instant::now();
+    loop {
+        let left: Vec<String> = containers_of(&slow).iter().map(|c| id_of(c)).collect();
+        if left == [previous.clone()] {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the previous set only: {left:?} (previous {previous})"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(fetch(host_port(&slow), "/").await.trim(), "late");
+
     let (status, _) = client
         .call(reqwest::Method::DELETE, &format!("/container/{web}"), None)
         .await;

@@ -1394,6 +1394,31 @@ impl Engine for DockerEngine {
         self.remove_built_images(service).await
     }
 
+    async fn discard(
+        &self,
+        _host: &Host,
+        service: &Service,
+        request: DeploymentRequestId,
+    ) -> Result<(), String> {
+        let all = self.owned(service.id, Some("service")).await?;
+        let of_request = |c: &ContainerSummary| {
+            c.labels
+                .as_ref()
+                .and_then(|l| l.get(plan::LABEL_REQUEST))
+                .is_some_and(|id| *id == request.0.to_string())
+        };
+        let (started, earlier): (Vec<_>, Vec<_>) = all.iter().partition(|c| of_request(c));
+        if earlier.is_empty() {
+            return Ok(());
+        }
+        for c in started {
+            if let Some(id) = &c.id {
+                self.remove(id).await?;
+            }
+        }
+        Ok(())
+    }
+
     async fn report(&self, _host: &Host, service: &Service) -> Option<RunningState> {
         let scope = self.scope();
         crate::observe::report(

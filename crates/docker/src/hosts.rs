@@ -10,7 +10,7 @@ use crate::tunnel::{Destination, Tunnel};
 use async_trait::async_trait;
 use bollard::Docker;
 use domain::engine::{Engine, StepWork};
-use domain::ids::{ClusterId, EnvironmentId, OrganizationId, ServiceId};
+use domain::ids::{ClusterId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use domain::model::{
     Cluster, ClusterAction, DaemonIdentity, DockerEndpoint, Host, OutputLine, RegistryAccess,
     RunningState, Service, WorkloadInputs,
@@ -623,6 +623,18 @@ impl Engine for Hosts {
         all.sort();
         all.dedup();
         Ok(all)
+    }
+
+    async fn discard(
+        &self,
+        host: &Host,
+        service: &Service,
+        request: DeploymentRequestId,
+    ) -> Result<(), String> {
+        self.engine_for(host)
+            .await?
+            .discard(host, service, request)
+            .await
     }
 
     async fn report(&self, host: &Host, service: &Service) -> Option<RunningState> {

@@ -1,7 +1,7 @@
 //! The engine port: what carries out the steps of a deployment request. The server wires an
 //! adapter (the simulated engine by default); the worker in `services::worker` drives it.
 
-use crate::ids::{EnvironmentId, OrganizationId, ServiceId};
+use crate::ids::{DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use crate::model::{
     Cluster, ClusterAction, DaemonIdentity, DeploymentLogLine, DeploymentRequest, Host, LogLevel,
     Masker, OutputLine, RegistryAccess, RunningState, Service, ServiceState, StepName,
@@ -158,6 +158,19 @@ pub trait Engine: Send + Sync {
     /// Removes every workload it runs of a service that no longer exists.
     async fn remove_workloads(&self, service: ServiceId) -> Result<(), String> {
         let _ = service;
+        Ok(())
+    }
+
+    /// Removes what `request` (a deployment cut short: its worker died) started of `service`
+    /// on `host`, when what an earlier deployment started still runs there: the service is
+    /// left with the set its failed deployment implies, the previous one.
+    async fn discard(
+        &self,
+        host: &Host,
+        service: &Service,
+        request: DeploymentRequestId,
+    ) -> Result<(), String> {
+        let _ = (host, service, request);
         Ok(())
     }
 

@@ -395,9 +395,38 @@ impl Worker {
                 r.state = transition(state, Event::Failed).map_err(forbidden)?;
                 r.finish(RequestStatus::Error, Some(WORKER_LOST.into()), now);
                 self.record_failure(&r, &log).await?;
+                if r.deploys() {
+                    self.discard_cut_short(&r).await;
+                }
             }
         }
         Ok(count)
+    }
+
+    /// What a deployment cut short started goes, where the previous set still runs: its
+    /// failure leaves that set, not both.
+    async fn discard_cut_short(&self, r: &DeploymentRequest) {
+        let found = async {
+            let mut unit = self.capstan.reading().await?;
+            let tx = &mut *unit;
+            let service = Repo::<Service>::get(tx, r.service_id).await?;
+            let host = self
+                .capstan
+                .host_of_environment(tx, r.environment_id)
+                .await?;
+            DomainResult::Ok(service.map(|s| (s, host)))
+        };
+        match found.await {
+            Ok(Some((service, host))) => {
+                if let Err(why) = self.engine.discard(&host, &service, r.id).await {
+                    tracing::warn!(request = %r.id, error = %why, "could not remove what a deployment cut short started");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(request = %r.id, error = %e, "could not read what a deployment cut short started")
+            }
+        }
     }
 
     async fn run(&self, mut r: DeploymentRequest) -> DomainResult<()> {
