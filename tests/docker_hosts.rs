@@ -3,8 +3,9 @@
 //! and a TLS listener), reached through its socket, over TCP with TLS and over SSH. Each
 //! environment's workload runs on its cluster's daemon, seen through each daemon; the second
 //! daemon frozen (answering nothing), its cluster's status and its deployments say so while the
-//! first cluster deploys on; back, its cluster recovers. A two-node Swarm, each node a dockerd
-//! in a network namespace of its own, is one daemon to claim. Only 127.0.0.1 and the lab's own
+//! first cluster deploys on; back, its cluster recovers. A daemon restarting under Capstan is
+//! followed again, and a two-node Swarm is one daemon to claim (each node a dockerd in a
+//! network namespace of its own). Only 127.0.0.1 and the lab's own
 //! namespaces are reached.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -471,4 +472,64 @@ async fn postgres_a_swarms_nodes_are_one_daemon_to_claim() {
         return;
     };
     a_swarms_nodes_are_one_daemon_to_claim(Some(&url)).await;
+}
+
+/// The Docker daemon restarting under Capstan (a dockerd of the test's own, in a network
+/// namespace of its own, never the machine's main daemon): the workload comes back with it,
+/// Capstan's reports and output followers reconnect (the service is seen running again and
+/// what it prints after the restart is kept), and the next deployment leaves one container.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_restarting_under_capstan_is_followed_again() {
+    if !docker_ready() {
+        return;
+    }
+    let mut lab = SwarmLab::start(1).await;
+    lab.load(1, &format!("{IMAGE}:{TAG}"));
+    let case = Case::start(
+        None,
+        &[("CAPSTAN_DOCKER_SOCKETS_DIR", lab.dir().to_str().unwrap())],
+    )
+    .await;
+    let (client, org, registry) = (&case.client, &case.org, &case.registry);
+    let cluster = deployed_on(client, org, "restarting", &lab.socket(1)).await;
+    cluster_becomes(client, org, &cluster, "DEPLOYED").await;
+    let (_, project) = case.cluster_and_project().await;
+    let env = client
+        .create(
+            &format!("/project/{project}/environment"),
+            json!({"name": "on-lab", "cluster": cluster}),
+        )
+        .await;
+    let ticker = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({"name": "ticker", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                   "entrypoint": "sh",
+                   "arguments": ["-c", "echo started-; while true; do echo tick; sleep 1; done"]}),
+        )
+        .await;
+    post(client, &format!("/container/{ticker}/deploy"), json!({})).await;
+    settled_in(client, "container", &ticker, "DEPLOYED").await;
+    let started = |printed: &str| printed.matches("started-").count();
+    let printed = output_of(client, "container", &ticker, "started-").await;
+    assert_eq!(started(&printed), 1, "{printed}");
+
+    lab.restart(1).await;
+    // Back with the daemon (its restart policy), seen running, its new output kept.
+    let waited = std::time::Instant::now();
+    loop {
+        let printed = output_of(client, "container", &ticker, "started-").await;
+        let running = client.get(&format!("/container/{ticker}/status")).await;
+        if started(&printed) >= 2 && running["state"] == "DEPLOYED" {
+            break;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "not followed again after the daemon's restart: {running} {printed}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    post(client, &format!("/container/{ticker}/redeploy"), json!({})).await;
+    settled_in(client, "container", &ticker, "DEPLOYED").await;
+    assert_eq!(on_daemon(|args| lab.docker(1, args), &ticker).len(), 1);
 }

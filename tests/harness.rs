@@ -1678,40 +1678,11 @@ impl SwarmLab {
                 "eth0",
             ]);
             ip(&["-n", &ns, "link", "set", "eth0", "up"]);
-            let at = |name: &str| lab.dir.0.join(format!("n{i}")).join(name);
-            std::fs::create_dir_all(at("")).unwrap();
-            let log = std::fs::File::create(at("dockerd.log")).unwrap();
-            let child = Command::new("ip")
-                .args(["netns", "exec", &ns, "unshare", "--uts", "sh"])
-                .arg(&init)
-                .arg(format!("capswarm-{run}-n{i}"))
-                .arg("dockerd")
-                .arg("-H")
-                .arg(format!("unix://{}", lab.socket(i).display()))
-                .arg("--data-root")
-                .arg(at("data"))
-                .arg("--exec-root")
-                .arg(at("exec"))
-                .arg("--pidfile")
-                .arg(at("dockerd.pid"))
-                .env("DOCKER_SERVICE_PREFER_OFFLINE_IMAGE", "1")
-                .stdout(Stdio::from(log.try_clone().unwrap()))
-                .stderr(Stdio::from(log))
-                .spawn()
-                .expect("dockerd runs in its namespace");
+            let child = lab.spawn(i);
             lab.nodes.push(child);
         }
         for i in 1..=nodes {
-            let started = Instant::now();
-            while lab.docker(i, &["version"]).is_err() {
-                assert!(
-                    started.elapsed() < Duration::from_secs(60),
-                    "swarm node {i} did not start: {}",
-                    std::fs::read_to_string(lab.dir.0.join(format!("n{i}/dockerd.log")))
-                        .unwrap_or_default()
-                );
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+            lab.answers(i).await;
         }
         let manager = format!("{}:2377", lab.address(1));
         lab.docker(
@@ -1754,6 +1725,83 @@ impl SwarmLab {
 
     fn namespace(&self, node: usize) -> String {
         format!("capswarm-{}-{node}", self.run)
+    }
+
+    /// Starts node `node`'s dockerd in its namespace.
+    fn spawn(&self, node: usize) -> Child {
+        let at = |name: &str| self.dir.0.join(format!("n{node}")).join(name);
+        std::fs::create_dir_all(at("")).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(at("dockerd.log"))
+            .unwrap();
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.namespace(node),
+                "unshare",
+                "--uts",
+                "sh",
+            ])
+            .arg(self.dir.0.join("nsinit.sh"))
+            .arg(format!("capswarm-{}-n{node}", self.run))
+            .arg("dockerd")
+            .arg("-H")
+            .arg(format!("unix://{}", self.socket(node).display()))
+            .arg("--data-root")
+            .arg(at("data"))
+            .arg("--exec-root")
+            .arg(at("exec"))
+            .arg("--pidfile")
+            .arg(at("dockerd.pid"))
+            .env("DOCKER_SERVICE_PREFER_OFFLINE_IMAGE", "1")
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("dockerd runs in its namespace")
+    }
+
+    /// Waits for node `node`'s dockerd to answer.
+    async fn answers(&self, node: usize) {
+        let started = Instant::now();
+        while self.docker(node, &["version"]).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "swarm node {node} did not start: {}",
+                std::fs::read_to_string(self.dir.0.join(format!("n{node}/dockerd.log")))
+                    .unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Stops node `node`'s dockerd (SIGTERM: its containers stop with it) and starts it again,
+    /// as an operator restarting the daemon does.
+    pub async fn restart(&mut self, node: usize) {
+        if let Ok(pid) = std::fs::read_to_string(self.dir.0.join(format!("n{node}/dockerd.pid"))) {
+            let _ = Command::new("kill").args(["-TERM", pid.trim()]).status();
+        }
+        let _ = self.nodes[node - 1].wait();
+        self.nodes[node - 1] = self.spawn(node);
+        self.answers(node).await;
+    }
+
+    /// Loads `image` from the main daemon into node `node`.
+    pub fn load(&self, node: usize, image: &str) {
+        let loaded = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "docker save {image} | docker -H unix://{} load",
+                self.socket(node).display()
+            ))
+            .output()
+            .unwrap();
+        assert!(
+            loaded.status.success(),
+            "could not load {image}: {loaded:?}"
+        );
     }
 
     fn address(&self, node: usize) -> String {
