@@ -533,3 +533,51 @@ async fn a_daemon_restarting_under_capstan_is_followed_again() {
     settled_in(client, "container", &ticker, "DEPLOYED").await;
     assert_eq!(on_daemon(|args| lab.docker(1, args), &ticker).len(), 1);
 }
+
+/// A daemon that answers slowly (a socket in front of it holding each call): a step waits
+/// within its timeouts and the deployment ends DEPLOYED; one slower than the timeouts fails
+/// naming the host that did not answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_daemon_is_waited_for_within_the_timeouts_and_then_named() {
+    if !docker_ready() {
+        return;
+    }
+    let lab = SwarmLab::start(1).await;
+    lab.load(1, &format!("{IMAGE}:{TAG}"));
+    let sockets = TempDir::new();
+    let slow = sockets.0.join("slow.sock");
+    let delay = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(200));
+    slow_socket(&slow, lab.socket(1), delay.clone());
+    let case = Case::start(
+        None,
+        &[("CAPSTAN_DOCKER_SOCKETS_DIR", sockets.0.to_str().unwrap())],
+    )
+    .await;
+    let (client, org, registry) = (&case.client, &case.org, &case.registry);
+    let cluster = deployed_on(client, org, "slow", &slow).await;
+    cluster_becomes(client, org, &cluster, "DEPLOYED").await;
+    let (_, project) = case.cluster_and_project().await;
+    let env = client
+        .create(
+            &format!("/project/{project}/environment"),
+            json!({"name": "on-slow", "cluster": cluster}),
+        )
+        .await;
+    let sleeper = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({"name": "sleeper", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                   "entrypoint": "sleep", "arguments": ["1000"]}),
+        )
+        .await;
+    post(client, &format!("/container/{sleeper}/deploy"), json!({})).await;
+    settled_in(client, "container", &sleeper, "DEPLOYED").await;
+    assert_eq!(on_daemon(|args| lab.docker(1, args), &sleeper).len(), 1);
+
+    // Slower than the timeouts: the redeploy fails, naming the host.
+    delay.store(60_000, std::sync::atomic::Ordering::Relaxed);
+    post(client, &format!("/container/{sleeper}/redeploy"), json!({})).await;
+    let (state, reason) = deployed(client, &sleeper).await;
+    assert_eq!(state, "DEPLOYMENT_ERROR", "{reason}");
+    assert!(reason.contains(&slow.display().to_string()), "{reason}");
+}

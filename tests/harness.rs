@@ -1859,3 +1859,46 @@ impl Drop for SwarmLab {
             .output();
     }
 }
+
+/// A Unix socket at `at` in front of the Docker socket `to` that holds each piece a client
+/// sends for the delay `delay` holds (in milliseconds, changeable while it runs): a daemon that
+/// answers slowly. Stops with the test.
+pub fn slow_socket(
+    at: &std::path::Path,
+    to: PathBuf,
+    delay: std::sync::Arc<std::sync::atomic::AtomicU64>,
+) {
+    let listener = tokio::net::UnixListener::bind(at).expect("the slow socket binds");
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let (to, delay) = (to.clone(), delay.clone());
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let Ok(daemon) = tokio::net::UnixStream::connect(&to).await else {
+                    return;
+                };
+                let (mut from_client, mut to_client) = client.into_split();
+                let (mut from_daemon, mut to_daemon) = daemon.into_split();
+                let up = async move {
+                    let mut buffer = vec![0u8; 64 * 1024];
+                    loop {
+                        let read = match from_client.read(&mut buffer).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        let wait = delay.load(std::sync::atomic::Ordering::Relaxed);
+                        tokio::time::sleep(Duration::from_millis(wait)).await;
+                        if to_daemon.write_all(&buffer[..read]).await.is_err() {
+                            break;
+                        }
+                    }
+                    let _ = to_daemon.shutdown().await;
+                };
+                let down = async move {
+                    let _ = tokio::io::copy(&mut from_daemon, &mut to_client).await;
+                };
+                tokio::join!(up, down);
+            });
+        }
+    });
+}
