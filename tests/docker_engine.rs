@@ -7,7 +7,7 @@
 mod harness;
 
 use harness::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::process::Command;
 use std::time::Duration;
 
@@ -762,15 +762,8 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
         assert!(started.elapsed() < Duration::from_secs(30), "never started");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    case.crash();
-    case.restart().await;
+    let status = killed_and_settled(&mut case, &slow).await;
     let client = &case.client;
-    let status = settle(
-        client,
-        &format!("/container/{slow}/status"),
-        Duration::from_secs(90),
-    )
-    .await;
     assert!(
         status["state"] == "DEPLOYED" || status["state"] == "DEPLOYMENT_ERROR",
         "the cut request ended: {status}"
@@ -795,8 +788,7 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
 
     // Killed while a redeploy's new replica warms up beside the old one (the router's
     // rolling switch): the cut request ends in error and leaves the previous set only.
-    let id_of = |seen: &str| seen.split(' ').next().unwrap().to_string();
-    let previous = id_of(&containers_of(&slow)[0]);
+    let previous = container_ids(&slow)[0].clone();
     post(client, &format!("/container/{slow}/redeploy"), json!({})).await;
     let started = std::time::Instant::now();
     while containers_of(&slow).len() < 2 {
@@ -806,19 +798,12 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    case.crash();
-    case.restart().await;
+    let status = killed_and_settled(&mut case, &slow).await;
     let client = &case.client;
-    let status = settle(
-        client,
-        &format!("/container/{slow}/status"),
-        Duration::from_secs(90),
-    )
-    .await;
     assert_eq!(status["state"], "DEPLOYMENT_ERROR", "{status}");
     let started = std::time::Instant::now();
     loop {
-        let left: Vec<String> = containers_of(&slow).iter().map(|c| id_of(c)).collect();
+        let left = container_ids(&slow);
         if left == [previous.clone()] {
             break;
         }
@@ -941,11 +926,7 @@ async fn exec_probes_gate_readiness_and_restart_what_is_not_alive() {
         "DEPLOYED waited for the readiness command"
     );
     // What it makes is marked as this installation's: it acts only on what is.
-    let ours = containers_of(&probed)[0]
-        .split(' ')
-        .next()
-        .unwrap()
-        .to_string();
+    let ours = container_ids(&probed)[0].clone();
     let installation = docker(&[
         "inspect",
         "-f",
@@ -1599,8 +1580,7 @@ async fn workloads_reach_neither_link_local_addresses_nor_the_hosts_services() {
         .await;
     post(client, &format!("/container/{web}/deploy"), json!({})).await;
     settled_in(client, "container", &web, "DEPLOYED").await;
-    let seen = containers_of(&web).pop().unwrap();
-    let id = seen.split(' ').next().unwrap().to_string();
+    let id = container_ids(&web).pop().unwrap();
     let bound = |port: &str| docker(&["port", &id, port]).unwrap();
     assert!(
         bound("8080/tcp").starts_with("127.0.0.2:"),
@@ -1843,14 +1823,10 @@ async fn a_workload_is_contained_and_its_environment_apart() {
         post(client, &format!("/container/{service}/deploy"), json!({})).await;
         settled_in(client, "container", service, "DEPLOYED").await;
     }
-    let id_of = |service: &str| {
-        containers_of(service)[0]
-            .split(' ')
-            .next()
-            .unwrap()
-            .to_string()
-    };
-    let (here_id, apart_id) = (id_of(&here), id_of(&apart));
+    let (here_id, apart_id) = (
+        container_ids(&here)[0].clone(),
+        container_ids(&apart)[0].clone(),
+    );
     for id in [&here_id, &apart_id] {
         let seen = docker(&[
             "inspect",
@@ -1874,6 +1850,19 @@ async fn a_workload_is_contained_and_its_environment_apart() {
     assert!(reached.is_ok(), "{reached:?}");
     let apart_reach = docker(&["exec", &apart_id, "busybox", "nc", "-w", "2", name, "8080"]);
     assert!(apart_reach.is_err(), "{apart_reach:?}");
+}
+
+/// Capstan killed (-9) and started again on the same database; the container's status once
+/// its cut deployment has ended.
+async fn killed_and_settled(case: &mut Case, container: &str) -> Value {
+    case.crash();
+    case.restart().await;
+    settle(
+        &case.client,
+        &format!("/container/{container}/status"),
+        Duration::from_secs(90),
+    )
+    .await
 }
 
 /// Nothing Capstan made outlives what it was made for: a deleted environment's network goes

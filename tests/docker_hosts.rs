@@ -428,6 +428,21 @@ async fn deployed_on(client: &Client, org: &str, name: &str, socket: &std::path:
     cluster
 }
 
+/// An environment of the case's project on a cluster named `name`, deployed on the Docker
+/// socket `socket`.
+async fn environment_on(case: &Case, name: &str, socket: &std::path::Path) -> String {
+    let (client, org) = (&case.client, &case.org);
+    let cluster = deployed_on(client, org, name, socket).await;
+    cluster_becomes(client, org, &cluster, "DEPLOYED").await;
+    let (_, project) = case.cluster_and_project().await;
+    client
+        .create(
+            &format!("/project/{project}/environment"),
+            json!({"name": format!("on-{name}"), "cluster": cluster}),
+        )
+        .await
+}
+
 /// A Swarm is one daemon to claim: once one organization's cluster is deployed on its manager,
 /// another organization's cluster on its worker is refused at its deployment, while a second
 /// cluster of the first organization on that worker is deployed.
@@ -490,16 +505,8 @@ async fn a_daemon_restarting_under_capstan_is_followed_again() {
         &[("CAPSTAN_DOCKER_SOCKETS_DIR", lab.dir().to_str().unwrap())],
     )
     .await;
-    let (client, org, registry) = (&case.client, &case.org, &case.registry);
-    let cluster = deployed_on(client, org, "restarting", &lab.socket(1)).await;
-    cluster_becomes(client, org, &cluster, "DEPLOYED").await;
-    let (_, project) = case.cluster_and_project().await;
-    let env = client
-        .create(
-            &format!("/project/{project}/environment"),
-            json!({"name": "on-lab", "cluster": cluster}),
-        )
-        .await;
+    let (client, registry) = (&case.client, &case.registry);
+    let env = environment_on(&case, "restarting", &lab.socket(1)).await;
     let ticker = client
         .create(
             &format!("/environment/{env}/container"),
@@ -553,16 +560,8 @@ async fn a_slow_daemon_is_waited_for_within_the_timeouts_and_then_named() {
         &[("CAPSTAN_DOCKER_SOCKETS_DIR", sockets.0.to_str().unwrap())],
     )
     .await;
-    let (client, org, registry) = (&case.client, &case.org, &case.registry);
-    let cluster = deployed_on(client, org, "slow", &slow).await;
-    cluster_becomes(client, org, &cluster, "DEPLOYED").await;
-    let (_, project) = case.cluster_and_project().await;
-    let env = client
-        .create(
-            &format!("/project/{project}/environment"),
-            json!({"name": "on-slow", "cluster": cluster}),
-        )
-        .await;
+    let (client, registry) = (&case.client, &case.registry);
+    let env = environment_on(&case, "slow", &slow).await;
     let sleeper = client
         .create(
             &format!("/environment/{env}/container"),

@@ -470,6 +470,60 @@ pub fn docker(args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// Runs the docker CLI on the daemon at `socket`; its standard output.
+pub fn docker_at(socket: &std::path::Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new("docker")
+        .arg("-H")
+        .arg(format!("unix://{}", socket.display()))
+        .args(args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).to_string())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// Loads `image` from the main daemon into the daemon at `socket`.
+pub fn load_image(socket: &std::path::Path, image: &str) {
+    let loaded = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "docker save {image} | docker -H unix://{} load",
+            socket.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        loaded.status.success(),
+        "could not load {image} into {}: {}",
+        socket.display(),
+        String::from_utf8_lossy(&loaded.stderr)
+    );
+}
+
+/// Runs `ip` (iproute2), which must succeed.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .expect("ip runs (iproute2)");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The ids of the containers Capstan runs for a service (see [`containers_of`]).
+pub fn container_ids(service: &str) -> Vec<String> {
+    containers_of(service)
+        .iter()
+        .filter_map(|c| c.split(' ').next().map(str::to_string))
+        .collect()
+}
+
 /// Whether a daemon answers, and the test image is on it (made from the host's static busybox
 /// with `docker import`: no registry is reachable here).
 pub fn docker_ready() -> bool {
@@ -1244,17 +1298,6 @@ impl SecondDaemon {
         let dir = TempDir::new();
         // Linux names are at most 15 bytes: one of this process's own, and of this daemon's.
         let bridge = format!("capbr{}-{n}", std::process::id() % 10_000);
-        let ip = |args: &[&str]| {
-            let out = Command::new("ip")
-                .args(args)
-                .output()
-                .expect("ip runs (iproute2)");
-            assert!(
-                out.status.success(),
-                "ip {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
         let _ = Command::new("ip").args(["link", "del", &bridge]).output();
         ip(&["link", "add", &bridge, "type", "bridge"]);
         ip(&["addr", "add", &format!("10.213.{n}.1/24"), "dev", &bridge]);
@@ -1272,20 +1315,7 @@ impl SecondDaemon {
             dir,
         };
         daemon.run().await;
-        let image = format!("{IMAGE}:{TAG}");
-        let loaded = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "docker save {image} | docker -H unix://{} load",
-                daemon.socket.display()
-            ))
-            .output()
-            .unwrap();
-        assert!(
-            loaded.status.success(),
-            "could not load the test image into the second daemon: {}",
-            String::from_utf8_lossy(&loaded.stderr)
-        );
+        load_image(&daemon.socket, &format!("{IMAGE}:{TAG}"));
         daemon
     }
 
@@ -1370,17 +1400,7 @@ impl SecondDaemon {
 
     /// The docker CLI on this daemon.
     pub fn docker(&self, args: &[&str]) -> Result<String, String> {
-        let out = Command::new("docker")
-            .arg("-H")
-            .arg(format!("unix://{}", self.socket.display()))
-            .args(args)
-            .output()
-            .map_err(|e| e.to_string())?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).to_string())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
-        }
+        docker_at(&self.socket, args)
     }
 
     /// The TLS material a client of its TCP listener needs: (authority, certificate, key).
@@ -1625,14 +1645,6 @@ impl SwarmLab {
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let run = format!("{}x{n}", std::process::id() % 100_000);
         let dir = TempDir::new();
-        let ip = |args: &[&str]| {
-            let out = Command::new("ip").args(args).output().expect("ip runs");
-            assert!(
-                out.status.success(),
-                "ip {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
         let switch = format!("capswarm-{run}-sw");
         let _ = Command::new("ip").args(["netns", "del", &switch]).output();
         ip(&["netns", "add", &switch]);
@@ -1790,18 +1802,7 @@ impl SwarmLab {
 
     /// Loads `image` from the main daemon into node `node`.
     pub fn load(&self, node: usize, image: &str) {
-        let loaded = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "docker save {image} | docker -H unix://{} load",
-                self.socket(node).display()
-            ))
-            .output()
-            .unwrap();
-        assert!(
-            loaded.status.success(),
-            "could not load {image}: {loaded:?}"
-        );
+        load_image(&self.socket(node), image);
     }
 
     fn address(&self, node: usize) -> String {
@@ -1820,17 +1821,7 @@ impl SwarmLab {
 
     /// The docker CLI on node `node`.
     pub fn docker(&self, node: usize, args: &[&str]) -> Result<String, String> {
-        let out = Command::new("docker")
-            .arg("-H")
-            .arg(format!("unix://{}", self.socket(node).display()))
-            .args(args)
-            .output()
-            .map_err(|e| e.to_string())?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).to_string())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
-        }
+        docker_at(&self.socket(node), args)
     }
 }
 

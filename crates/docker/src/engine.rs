@@ -500,16 +500,12 @@ impl DockerEngine {
         log: &StepLog,
         cancel: &Cancel,
     ) -> Result<(), String> {
-        let registry = match access {
-            ImageAccess::Host => None,
+        let (registry, from_host) = match access {
+            ImageAccess::Host => (None, true),
             ImageAccess::Named(registry) => {
                 images::nameable(image)?;
-                registry
+                (registry, self.host_images.shares(image))
             }
-        };
-        let from_host = match access {
-            ImageAccess::Host => true,
-            ImageAccess::Named(_) => self.host_images.shares(image),
         };
         if from_host && self.docker.inspect_image(image).await.is_ok() {
             log.info(&format!("image {image} is on the Docker host"));

@@ -98,11 +98,7 @@ pub fn replica_of(seen: &ContainerInspectResponse, told_oom: bool) -> Replica {
 /// published on the Docker host's loopback (not publicly accessible), which only that host
 /// reaches, and which are told only when `host` is a loopback address too.
 fn endpoints_of(seen: &ContainerInspectResponse, host: &str) -> Vec<Endpoint> {
-    let loopback = |ip: Option<&str>| {
-        ip.and_then(|ip| ip.parse::<std::net::IpAddr>().ok())
-            .is_some_and(|ip| ip.is_loopback())
-    };
-    let host_is_loopback = loopback(Some(host));
+    let host_is_loopback = crate::plan::is_loopback(Some(host));
     let ports = seen
         .network_settings
         .as_ref()
@@ -114,7 +110,7 @@ fn endpoints_of(seen: &ContainerInspectResponse, host: &str) -> Vec<Endpoint> {
             let internal = port.split('/').next()?.parse::<u16>().ok()?;
             let published = bindings?
                 .iter()
-                .filter(|b| host_is_loopback || !loopback(b.host_ip.as_deref()))
+                .filter(|b| host_is_loopback || !crate::plan::is_loopback(b.host_ip.as_deref()))
                 .find_map(|b| b.host_port.as_deref()?.parse::<u16>().ok())?;
             Some(Endpoint {
                 internal_port: internal,

@@ -66,6 +66,13 @@ pub struct PlannedPort {
 /// Where a port not publicly accessible is published.
 pub const LOOPBACK: &str = "127.0.0.1";
 
+/// Whether a port binding's (or a host's) address is a loopback one.
+pub fn is_loopback(address: Option<&str>) -> bool {
+    address
+        .and_then(|ip| ip.parse::<std::net::IpAddr>().ok())
+        .is_some_and(|ip| ip.is_loopback())
+}
+
 /// A named volume mounted into the container (a database's data): never a host path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedVolume {

@@ -31,12 +31,10 @@ fn published(
     let bindings = ports.get(&format!("{internal}/tcp"))?.as_ref()?;
     bindings.iter().find_map(|b| {
         let port = b.host_port.as_deref()?.parse::<u16>().ok()?;
-        let on_loopback = b
-            .host_ip
-            .as_deref()
-            .and_then(|ip| ip.parse::<std::net::IpAddr>().ok())
-            .is_some_and(|ip| ip.is_loopback());
-        match (on_loopback, reach.loopback) {
+        match (
+            crate::plan::is_loopback(b.host_ip.as_deref()),
+            reach.loopback,
+        ) {
             (false, _) => Some((reach.published.clone(), port)),
             (true, true) => Some((b.host_ip.clone()?, port)),
             (true, false) => None,

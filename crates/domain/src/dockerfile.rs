@@ -775,19 +775,19 @@ pub fn fetched_urls(text: &str) -> Result<Vec<String>, String> {
     let escape = file.directives.escape;
     let mut urls = Vec::new();
     for instruction in &file.instructions {
+        let inner;
         let (add, later) = match instruction.keyword.as_str() {
-            "ADD" => (
-                Some(Instruction::new(&instruction.text, instruction.line)),
-                false,
-            ),
+            "ADD" => (instruction, false),
             "ONBUILD" => {
-                let inner = Instruction::new(&instruction.args, instruction.line);
-                (Some(inner).filter(|i| i.keyword == "ADD"), true)
+                inner = Instruction::new(&instruction.args, instruction.line);
+                (&inner, true)
             }
-            _ => (None, false),
+            _ => continue,
         };
-        let Some(add) = add else { continue };
-        for source in add_sources(&add, escape) {
+        if add.keyword != "ADD" {
+            continue;
+        }
+        for source in add_sources(add, escape) {
             let lower = source.to_ascii_lowercase();
             let remote = lower.starts_with("http://") || lower.starts_with("https://");
             if source.contains('$') {

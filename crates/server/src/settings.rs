@@ -1293,6 +1293,10 @@ mod tests {
                 vec!["--host-images", "capstan-build/"],
                 "CAPSTAN_HOST_IMAGES",
             ),
+            (
+                vec!["--docker-firewall", "maybe"],
+                "CAPSTAN_DOCKER_FIREWALL",
+            ),
             (vec!["--max-job-restarts=-1"], "CAPSTAN_MAX_JOB_RESTARTS"),
             (
                 vec!["--max-service-variables-bytes", "3000000"],

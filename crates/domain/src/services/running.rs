@@ -133,27 +133,34 @@ impl Capstan {
         let Some(router) = &self.router else {
             return links;
         };
-        let mut custom = Vec::new();
-        for d in domains {
-            if d.domain.starts_with("*.") || is_within(&d.domain, &router.domain) {
-                continue;
-            }
-            let own: Vec<&PublicLink> = links
-                .iter()
-                .filter(|l| l.service_id == d.service_id)
-                .collect();
-            let Some(port) = own.iter().find(|l| l.is_default).or(own.first()) else {
-                continue;
-            };
-            if self.domain_points_here(d).await {
-                custom.push(PublicLink {
+        let candidates: Vec<(&CustomDomain, PublicLink)> = domains
+            .iter()
+            .filter(|d| !d.domain.starts_with("*.") && !is_within(&d.domain, &router.domain))
+            .filter_map(|d| {
+                let own: Vec<&PublicLink> = links
+                    .iter()
+                    .filter(|l| l.service_id == d.service_id)
+                    .collect();
+                let port = own.iter().find(|l| l.is_default).or(own.first())?;
+                Some((d, (*port).clone()))
+            })
+            .collect();
+        // At once, as the route table's: one slow resolver answer holds up no other.
+        let verdicts = futures_util::future::join_all(
+            candidates.iter().map(|(d, _)| self.domain_points_here(d)),
+        )
+        .await;
+        links.extend(
+            candidates
+                .into_iter()
+                .zip(verdicts)
+                .filter(|(_, passed)| *passed)
+                .map(|((d, port), _)| PublicLink {
                     url: router.url_of(&d.domain),
                     generated: false,
-                    ..(*port).clone()
-                });
-            }
-        }
-        links.extend(custom);
+                    ..port
+                }),
+        );
         links
     }
 
@@ -272,83 +279,56 @@ impl Capstan {
             .workloads()
             .await
             .map_err(crate::error::DomainError::Internal)?;
-        if found.is_empty() {
-            self.reconcile_environments(engine).await?;
-            return Ok(0);
-        }
-        let gone: Vec<ServiceId> = {
-            let mut unit = self.reading().await?;
-            let tx = &mut *unit;
-            let orgs: Vec<OrganizationId> = found.iter().map(|(o, _)| *o).collect();
-            let ours: HashSet<OrganizationId> = self
-                .by_id::<Organization>(tx, orgs)
-                .await?
-                .into_keys()
-                .collect();
-            let candidates: Vec<ServiceId> = found
-                .iter()
-                .filter(|(o, _)| ours.contains(o))
-                .map(|(_, s)| *s)
-                .collect();
-            let existing: HashSet<ServiceId> = self
-                .by_id::<Service>(tx, candidates.iter().copied())
-                .await?
-                .into_keys()
-                .collect();
-            candidates
-                .into_iter()
-                .filter(|s| !existing.contains(s))
-                .collect()
-        };
+        let gone = self.gone::<Service>(found).await?;
         for service in &gone {
             engine
                 .remove_workloads(*service)
                 .await
                 .map_err(crate::error::DomainError::Internal)?;
         }
-        self.reconcile_environments(engine).await?;
-        Ok(gone.len())
-    }
-
-    /// Removes what the engine keeps of this installation's environments that are gone (their
-    /// networks: Docker's address pools hold a few dozen).
-    async fn reconcile_environments(&self, engine: &dyn crate::engine::Engine) -> DomainResult<()> {
+        // Networks: Docker's address pools hold a few dozen.
         let found = engine
             .environments()
             .await
             .map_err(crate::error::DomainError::Internal)?;
-        if found.is_empty() {
-            return Ok(());
-        }
-        let gone: Vec<EnvironmentId> = {
-            let mut unit = self.reading().await?;
-            let tx = &mut *unit;
-            let ours: HashSet<OrganizationId> = self
-                .by_id::<Organization>(tx, found.iter().map(|(o, _)| *o))
-                .await?
-                .into_keys()
-                .collect();
-            let candidates: Vec<EnvironmentId> = found
-                .iter()
-                .filter(|(o, _)| ours.contains(o))
-                .map(|(_, e)| *e)
-                .collect();
-            let existing: HashSet<EnvironmentId> = self
-                .by_id::<Environment>(tx, candidates.iter().copied())
-                .await?
-                .into_keys()
-                .collect();
-            candidates
-                .into_iter()
-                .filter(|e| !existing.contains(e))
-                .collect()
-        };
-        for environment in gone {
+        for environment in self.gone::<Environment>(found).await? {
             engine
                 .remove_environment(environment)
                 .await
                 .map_err(crate::error::DomainError::Internal)?;
         }
-        Ok(())
+        Ok(gone.len())
+    }
+
+    /// Of the records an engine found things of (by the organization and id its marks name),
+    /// those of this installation's organizations that no longer exist.
+    async fn gone<T: Record>(&self, found: Vec<(OrganizationId, T::Id)>) -> DomainResult<Vec<T::Id>>
+    where
+        dyn crate::ports::Tx: Repo<T>,
+    {
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        let ours: HashSet<OrganizationId> = self
+            .by_id::<Organization>(tx, found.iter().map(|(o, _)| *o))
+            .await?
+            .into_keys()
+            .collect();
+        let candidates: Vec<T::Id> = found
+            .into_iter()
+            .filter(|(o, _)| ours.contains(o))
+            .map(|(_, id)| id)
+            .collect();
+        let existing: HashSet<T::Id> = self
+            .by_id::<T>(tx, candidates.iter().copied())
+            .await?
+            .into_keys()
+            .collect();
+        Ok(candidates
+            .into_iter()
+            .filter(|id| !existing.contains(id))
+            .collect())
     }
 }
