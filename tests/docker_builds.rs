@@ -114,7 +114,7 @@ async fn an_application_is_built_from_git_and_deployed(database: Option<&str>) {
     let server = GitServer::start(&root.0, None);
     let repo = Repository::create(&server, "team/web");
     let first = repo.commit("one", &[("Dockerfile", &dockerfile("v1", ""))]);
-    let case = Case::start(
+    let mut case = Case::start(
         database,
         &[
             ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
@@ -256,6 +256,52 @@ async fn an_application_is_built_from_git_and_deployed(database: Option<&str>) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(docker(&["image", "inspect", &image_of(&app, &slow)]).is_err());
+
+    // Capstan killed during a build, before any new container starts: the request ends
+    // BUILD_ERROR once its claim lapses, the previous replica alone runs and answers, the
+    // build stops and its commit has no image.
+    let cut = repo.commit(
+        "cut",
+        &[(
+            "Dockerfile",
+            &dockerfile("v4", "RUN echo cut-in-build && sleep 120\n"),
+        )],
+    );
+    deploy(client, &app, &cut).await;
+    let started = std::time::Instant::now();
+    while !deployment_log(client, env).await.contains("cut-in-build") {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the build never began"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let before = container_ids(&app);
+    case.crash();
+    case.restart().await;
+    let (client, env) = (&case.client, &case.env);
+    let status = settle(
+        client,
+        &format!("/application/{app}/status"),
+        Duration::from_secs(90),
+    )
+    .await;
+    assert_eq!(status["state"], "BUILD_ERROR", "{status}");
+    assert_eq!(container_ids(&app), before, "the previous set only");
+    assert_eq!(fetch(host_port(&app), "/").await.trim(), "hello v1");
+    let started = std::time::Instant::now();
+    loop {
+        let running = docker(&["ps", "--format", "{{.Command}}"]).unwrap();
+        if !running.contains("cut-in-build") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the cut build still runs: {running}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(docker(&["image", "inspect", &image_of(&app, &cut)]).is_err());
 
     // Two more builds: only the newest two images of the service are kept (one a container
     // runs is kept too).

@@ -768,11 +768,17 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
         status["state"] == "DEPLOYED" || status["state"] == "DEPLOYMENT_ERROR",
         "the cut request ended: {status}"
     );
-    assert!(
-        containers_of(&slow).len() <= 1,
-        "{:?}",
-        containers_of(&slow)
-    );
+    // Its final state says what runs: its replica if it ended DEPLOYED, none if in error.
+    let expected = usize::from(status["state"] == "DEPLOYED");
+    let started = std::time::Instant::now();
+    while containers_of(&slow).len() != expected {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{status}: {:?}",
+            containers_of(&slow)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     post(client, &format!("/container/{slow}/deploy"), json!({})).await;
     settled_in(client, "container", &slow, "DEPLOYED").await;
     assert_eq!(containers_of(&slow).len(), 1, "one set of containers");
@@ -799,7 +805,6 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let status = killed_and_settled(&mut case, &slow).await;
-    let client = &case.client;
     assert_eq!(status["state"], "DEPLOYMENT_ERROR", "{status}");
     let started = std::time::Instant::now();
     loop {
@@ -815,6 +820,9 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
     }
     assert_eq!(fetch(host_port(&slow), "/").await.trim(), "late");
 
+    killed_while_the_previous_replica_drains(&mut case).await;
+    let client = &case.client;
+
     let (status, _) = client
         .call(reqwest::Method::DELETE, &format!("/container/{web}"), None)
         .await;
@@ -827,6 +835,78 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Killed while a redeploy's previous replica drains (it ignores SIGTERM, so its stop takes
+/// the grace period): the new replica was ready and took the routes, so the request ends
+/// DEPLOYED and the new replica alone runs and answers.
+async fn killed_while_the_previous_replica_drains(case: &mut Case) {
+    let (env, registry) = (case.env.clone(), case.registry.clone());
+    let client = &case.client;
+    let drain = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({
+                "name": "draining", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                "entrypoint": "sh",
+                "arguments": ["-c", "trap '' TERM; mkdir -p /www; hostname > /www/index.html; httpd -f -p 8080 -h /www & wait"],
+                "ports": [{"internal_port": 8080, "publicly_accessible": true}],
+                "healthchecks": {"readiness_probe": {"type": {"tcp": {"port": 8080}},
+                    "initial_delay_seconds": 0, "period_seconds": 1, "timeout_seconds": 1,
+                    "success_threshold": 1, "failure_threshold": 60}},
+            }),
+        )
+        .await;
+    post(client, &format!("/container/{drain}/deploy"), json!({})).await;
+    settled_in(client, "container", &drain, "DEPLOYED").await;
+    let previous = container_ids(&drain);
+    post(client, &format!("/container/{drain}/redeploy"), json!({})).await;
+    let retiring = || {
+        docker(&[
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=capstan.service={drain}"),
+            "--format",
+            "{{.Names}}",
+        ])
+        .unwrap()
+        .lines()
+        .any(|n| n.ends_with("-retiring"))
+    };
+    let started = std::time::Instant::now();
+    while !retiring() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "never retired: {:?}",
+            containers_of(&drain)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Past the switch's second settle (3 s): the previous replica's stop has begun.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        container_ids(&drain).contains(&previous[0]),
+        "the previous replica drains: {:?}",
+        containers_of(&drain)
+    );
+    let status = killed_and_settled(case, &drain).await;
+    assert_eq!(status["state"], "DEPLOYED", "{status}");
+    let started = std::time::Instant::now();
+    let now = loop {
+        let left = containers_of(&drain);
+        if left.len() == 1 && !left[0].starts_with(&previous[0]) && left[0].ends_with("running") {
+            break left[0].split(' ').next().unwrap().to_string();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the new replica alone: {left:?} (previous {previous:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(fetch(host_port(&drain), "/").await.trim(), now);
+    let log = deployment_log(&case.client, &env).await;
+    assert!(log.contains("during the router's switch"), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

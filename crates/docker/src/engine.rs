@@ -9,14 +9,15 @@ use crate::terraform::Run;
 use async_trait::async_trait;
 use bollard::auth::DockerCredentials;
 use bollard::models::{
-    ContainerStateStatusEnum, ContainerSummary, ContainerUpdateBody, HealthStatusEnum,
+    ContainerStateStatusEnum, ContainerSummary, ContainerSummaryStateEnum, ContainerUpdateBody,
+    HealthStatusEnum,
 };
 use bollard::query_parameters::{
     CreateContainerOptions, CreateImageOptions, EventsOptions, LogsOptions, RemoveContainerOptions,
     RestartContainerOptions, StopContainerOptions, UploadToContainerOptions,
 };
 use bollard::Docker;
-use domain::engine::{Cancel, Engine, StepLog, StepWork};
+use domain::engine::{Cancel, Cut, Engine, Kept, StepLog, StepWork};
 use domain::git::Checkouts;
 use domain::ids::{DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use domain::model::{
@@ -439,6 +440,14 @@ impl DockerEngine {
         }
     }
 
+    /// Removes each of `ids`, stopping at the first that cannot go.
+    async fn remove_each(&self, ids: &[String]) -> Result<(), String> {
+        for id in ids {
+            self.remove(id).await?;
+        }
+        Ok(())
+    }
+
     /// Removes every container of a service; how many there were.
     async fn remove_owned(&self, service: ServiceId) -> Result<usize, String> {
         let ids: Vec<String> = self
@@ -447,9 +456,7 @@ impl DockerEngine {
             .into_iter()
             .filter_map(|c| c.id)
             .collect();
-        for id in &ids {
-            self.remove(id).await?;
-        }
+        self.remove_each(&ids).await?;
         Ok(ids.len())
     }
 
@@ -1390,12 +1397,13 @@ impl Engine for DockerEngine {
         self.remove_built_images(service).await
     }
 
-    async fn discard(
+    async fn settle_cut(
         &self,
         _host: &Host,
         service: &Service,
         request: DeploymentRequestId,
-    ) -> Result<(), String> {
+        cut: Cut,
+    ) -> Result<Kept, String> {
         let all = self.owned(service.id, Some("service")).await?;
         let of_request = |c: &ContainerSummary| {
             c.labels
@@ -1404,15 +1412,20 @@ impl Engine for DockerEngine {
                 .is_some_and(|id| *id == request.0.to_string())
         };
         let (started, earlier): (Vec<_>, Vec<_>) = all.iter().partition(|c| of_request(c));
-        if earlier.is_empty() {
-            return Ok(());
-        }
-        for c in started {
-            if let Some(id) = &c.id {
-                self.remove(id).await?;
-            }
-        }
-        Ok(())
+        let running = |c: &&ContainerSummary| c.state == Some(ContainerSummaryStateEnum::RUNNING);
+        let ids = |set: &[&ContainerSummary]| -> Vec<String> {
+            set.iter().filter_map(|c| c.id.clone()).collect()
+        };
+        // Ready and routed to: the switch is finished, without the drain it was giving the
+        // earlier replicas (already out of the routes, or about to be).
+        let kept = if cut == Cut::InSwitch && !started.is_empty() && started.iter().all(running) {
+            self.remove_each(&ids(&earlier)).await?;
+            Kept::Started
+        } else {
+            self.remove_each(&ids(&started)).await?;
+            Kept::Previous
+        };
+        Ok(kept)
     }
 
     async fn report(&self, _host: &Host, service: &Service) -> Option<RunningState> {

@@ -9,7 +9,7 @@ use crate::engine::DockerEngine;
 use crate::tunnel::{Destination, Tunnel};
 use async_trait::async_trait;
 use bollard::Docker;
-use domain::engine::{Engine, StepWork};
+use domain::engine::{Cut, Engine, Kept, StepWork};
 use domain::ids::{ClusterId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use domain::model::{
     Cluster, ClusterAction, DaemonIdentity, DockerEndpoint, Host, OutputLine, RegistryAccess,
@@ -625,15 +625,16 @@ impl Engine for Hosts {
         Ok(all)
     }
 
-    async fn discard(
+    async fn settle_cut(
         &self,
         host: &Host,
         service: &Service,
         request: DeploymentRequestId,
-    ) -> Result<(), String> {
+        cut: Cut,
+    ) -> Result<Kept, String> {
         self.engine_for(host)
             .await?
-            .discard(host, service, request)
+            .settle_cut(host, service, request, cut)
             .await
     }
 

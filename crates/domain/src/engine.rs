@@ -24,6 +24,24 @@ pub struct StepWork<'a> {
     pub cancel: &'a Cancel,
 }
 
+/// How far a deployment cut short had come when its worker died.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Before its new replicas were all ready (building, pulling, starting, warming up).
+    BeforeSwitch,
+    /// In the router's switch: its replicas were ready and the routes were turning to them.
+    InSwitch,
+}
+
+/// Which set of replicas a settled cut left running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// What ran before the cut deployment (nothing, for a first one).
+    Previous,
+    /// The cut deployment's own replicas.
+    Started,
+}
+
 #[async_trait]
 pub trait Engine: Send + Sync {
     /// Performs one step. It takes as long as it takes: the worker renews its claim on the
@@ -161,17 +179,20 @@ pub trait Engine: Send + Sync {
         Ok(())
     }
 
-    /// Removes what `request` (a deployment cut short: its worker died) started of `service`
-    /// on `host`, when what an earlier deployment started still runs there: the service is
-    /// left with the set its failed deployment implies, the previous one.
-    async fn discard(
+    /// Settles what a deployment cut short (its worker died) left of `service` on `host`, by
+    /// how far it had come: before the switch, what `request` started goes (the set an
+    /// earlier deployment started is what its failure leaves); in the switch, its replicas
+    /// passed their readiness and took the routes, so when they still run the earlier set
+    /// goes instead. Answers which set it kept.
+    async fn settle_cut(
         &self,
         host: &Host,
         service: &Service,
         request: DeploymentRequestId,
-    ) -> Result<(), String> {
-        let _ = (host, service, request);
-        Ok(())
+        cut: Cut,
+    ) -> Result<Kept, String> {
+        let _ = (host, service, request, cut);
+        Ok(Kept::Previous)
     }
 
     /// What runs of `service` on `host` now, read at once (the stream of reports may lag

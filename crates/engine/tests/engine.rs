@@ -6,10 +6,11 @@
 use capstan_engine::{PoolSettings, SimulatedEngine, WorkerPool};
 use domain::auth::{Principal, Role};
 use domain::clock::{Clock, SystemClock};
+use domain::engine::{Cut, Kept};
 use domain::ids::{EnvironmentId, ServiceId};
 use domain::model::*;
 use domain::ports::{QueueClaims, Store};
-use domain::services::{Capstan, DeployInput, WORKER_LOST};
+use domain::services::{Capstan, DeployInput, SWITCHED_WHEN_LOST, WORKER_LOST};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,6 +49,7 @@ both_backends!(
     an_idle_pool_leaves_the_store_alone,
     a_queued_deployment_wakes_an_idle_worker,
     a_long_step_keeps_its_claim_and_a_cancel_stops_it_at_once,
+    a_deployment_cut_short_ends_as_its_engine_settles_it,
 );
 
 /// An engine whose deployment step runs until it is canceled (or 30 s), logging as it goes.
@@ -669,4 +671,134 @@ async fn a_long_step_keeps_its_claim_and_a_cancel_stops_it_at_once(db: Db) {
         .iter()
         .all(|l| l.step == StepName::Deployment && l.service_id == a));
     assert_eq!(lines[2].level, LogLevel::Warning);
+}
+
+/// An engine that settles a cut deployment as it is told to, noting how far the worker said
+/// the deployment had come.
+struct Settling {
+    kept: Kept,
+    cuts: std::sync::Mutex<Vec<Cut>>,
+}
+
+#[async_trait::async_trait]
+impl domain::engine::Engine for Settling {
+    async fn run_step(&self, _: domain::engine::StepWork<'_>) -> Result<(), String> {
+        Ok(())
+    }
+    async fn run_cluster(
+        &self,
+        _: ClusterAction,
+        _: &Cluster,
+        _: &Host,
+        _: &[EnvironmentId],
+    ) -> Result<(), String> {
+        Ok(())
+    }
+    async fn pause(&self, wait: Duration) {
+        tokio::time::sleep(wait).await;
+    }
+    async fn settle_cut(
+        &self,
+        _: &Host,
+        _: &Service,
+        _: domain::ids::DeploymentRequestId,
+        cut: Cut,
+    ) -> Result<Kept, String> {
+        self.cuts.lock().unwrap().push(cut);
+        Ok(self.kept)
+    }
+}
+
+/// A deployment whose worker died in `step` (its lease already run out).
+async fn cut_in(store: &storage::Db, w: &World, name: &str, step: StepName) -> ServiceId {
+    let id = w.database(name).await;
+    w.deploy(id).await;
+    let now = SystemClock.now();
+    let mut claimed = store
+        .claim_next("dead-worker", now, now + time::Duration::milliseconds(50))
+        .await
+        .unwrap()
+        .unwrap();
+    claimed.state = transition(claimed.state, Event::Started { builds: false }).unwrap();
+    for (name, done) in [
+        (StepName::Deployment, step != StepName::Deployment),
+        (step, false),
+    ] {
+        claimed.steps.push(Step {
+            name,
+            status: done.then_some(StepStatus::Success),
+            started_at: now,
+            finished_at: done.then_some(now),
+        });
+        if name == step {
+            break;
+        }
+    }
+    store.read().await.unwrap().record(&claimed).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    id
+}
+
+/// A deployment cut in the router's switch ends DEPLOYED when the engine kept its replicas
+/// (they were ready and serve), in error when it kept the previous ones; one cut before the
+/// switch is told so, and ends in error.
+async fn a_deployment_cut_short_ends_as_its_engine_settles_it(db: Db) {
+    let w = world(db.clone()).await;
+    for (n, (kept, step, cut, state)) in [
+        (
+            Kept::Started,
+            StepName::RouterDeployment,
+            Cut::InSwitch,
+            ServiceState::Deployed,
+        ),
+        (
+            Kept::Previous,
+            StepName::RouterDeployment,
+            Cut::InSwitch,
+            ServiceState::DeploymentError,
+        ),
+        (
+            Kept::Previous,
+            StepName::Deployment,
+            Cut::BeforeSwitch,
+            ServiceState::DeploymentError,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = cut_in(&db, &w, &format!("cut{n}"), step).await;
+        let engine = Arc::new(Settling {
+            kept,
+            cuts: Default::default(),
+        });
+        let pool = WorkerPool::start(
+            w.capstan.clone(),
+            engine.clone(),
+            PoolSettings {
+                workers: 1,
+                step: Duration::from_millis(20),
+            },
+        );
+        let done = w.wait(id, settled).await;
+        pool.shutdown().await;
+        assert_eq!(done.state, state, "{kept:?} {step:?}");
+        assert_eq!(*engine.cuts.lock().unwrap(), [cut]);
+        let lines = db
+            .read()
+            .await
+            .unwrap()
+            .environment_logs(w.env, 100)
+            .await
+            .unwrap();
+        let said = if state == ServiceState::Deployed {
+            SWITCHED_WHEN_LOST
+        } else {
+            WORKER_LOST
+        };
+        assert!(
+            lines.iter().any(|l| l.message == said),
+            "{kept:?} {step:?}: {lines:?}"
+        );
+    }
 }

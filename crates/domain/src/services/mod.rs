@@ -82,7 +82,7 @@ pub use variables::{
     VariableInput,
 };
 pub use webhooks::{Delivery, GitIntegration, Received};
-pub use worker::{worker_id, Worker, LEASE, WORKER_LOST};
+pub use worker::{worker_id, Worker, LEASE, SWITCHED_WHEN_LOST, WORKER_LOST};
 
 use crate::auth::{Action, Principal};
 use crate::clock::Clock;

@@ -3,7 +3,7 @@
 
 use super::Capstan;
 use crate::clock::{Clock, SystemClock};
-use crate::engine::{Cancel, Engine, StepLog, StepWork};
+use crate::engine::{Cancel, Cut, Engine, Kept, StepLog, StepWork};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::EnvironmentId;
 use crate::model::*;
@@ -48,6 +48,9 @@ impl ClusterLog {
 /// Why a request ended when its worker died.
 pub const WORKER_LOST: &str =
     "the worker running this request stopped before it finished (the server was stopped or crashed)";
+
+/// What the log of a deployment cut in the router's switch says when it ends DEPLOYED.
+pub const SWITCHED_WHEN_LOST: &str = "the worker running this request stopped during the router's switch; its replicas were ready and serve, and the previous ones were removed";
 
 /// A name for a claimant (a worker, a sender) unique across processes and machines: the
 /// process id shows which server it was, the uuid tells claimants apart.
@@ -352,8 +355,7 @@ impl Worker {
         Ok(held)
     }
 
-    /// Ends the requests whose worker died in the error state matching where they were
-    /// (a cancel in progress ends canceled); returns how many.
+    /// Ends the requests whose worker died (see `end_orphan`); returns how many.
     pub async fn recover(&self) -> DomainResult<usize> {
         let lease_now = SystemClock.now();
         let orphans = self
@@ -372,40 +374,68 @@ impl Worker {
                 .await?;
         }
         let count = orphans.len();
-        let now = self.capstan.now();
-        for mut r in orphans {
-            let log = StepLog::new(&r, Masker::default());
-            if let Some(step) = r.steps.last().filter(|s| s.status.is_none()) {
-                log.enter(step.name);
-            }
-            log.error(WORKER_LOST);
-            let mut state = r.state;
-            if state.is_waiting() {
-                state = transition(state, Event::Started { builds: false }).map_err(forbidden)?;
-            }
-            r.end_step(StepStatus::Error, now);
-            if r.cancel_requested {
-                // A cancel was asked for: it ends canceled all the same.
-                r.state = transition(state, Event::CancelRequested)
-                    .and_then(|s| transition(s, Event::Canceled))
-                    .map_err(forbidden)?;
-                r.finish(RequestStatus::Canceled, Some(WORKER_LOST.into()), now);
-                self.record(&r, &log).await?;
-            } else {
-                r.state = transition(state, Event::Failed).map_err(forbidden)?;
-                r.finish(RequestStatus::Error, Some(WORKER_LOST.into()), now);
-                self.record_failure(&r, &log).await?;
-                if r.deploys() {
-                    self.discard_cut_short(&r).await;
-                }
-            }
+        for r in orphans {
+            self.end_orphan(r).await?;
         }
         Ok(count)
     }
 
-    /// What a deployment cut short started goes, where the previous set still runs: its
-    /// failure leaves that set, not both.
-    async fn discard_cut_short(&self, r: &DeploymentRequest) {
+    /// Ends a request whose worker died. A deployment cut in the router's switch, whose
+    /// replicas still run, ends DEPLOYED (they were ready and took the routes); any other
+    /// ends in the error state matching where it was, and what it started goes.
+    async fn end_orphan(&self, mut r: DeploymentRequest) -> DomainResult<()> {
+        let log = StepLog::new(&r, Masker::default());
+        let step = r
+            .steps
+            .last()
+            .filter(|s| s.status.is_none())
+            .map(|s| s.name);
+        if let Some(step) = step {
+            log.enter(step);
+        }
+        // A cancel asked for wins: the request ends canceled, leaving what ran before it.
+        let switching = step == Some(StepName::RouterDeployment) && !r.cancel_requested;
+        if r.deploys() {
+            let cut = if switching {
+                Cut::InSwitch
+            } else {
+                Cut::BeforeSwitch
+            };
+            if let Some((Kept::Started, host, service)) = self.settle_cut(&r, cut).await {
+                log.info(SWITCHED_WHEN_LOST);
+                self.report_now(&host, &service).await;
+                let last = Phase {
+                    step: StepName::RouterDeployment,
+                    then: Event::Succeeded,
+                };
+                return self.succeed(r, last, &log).await;
+            }
+        }
+        log.error(WORKER_LOST);
+        let now = self.capstan.now();
+        let mut state = r.state;
+        if state.is_waiting() {
+            state = transition(state, Event::Started { builds: false }).map_err(forbidden)?;
+        }
+        r.end_step(StepStatus::Error, now);
+        if r.cancel_requested {
+            // A cancel was asked for: it ends canceled all the same.
+            r.state = transition(state, Event::CancelRequested)
+                .and_then(|s| transition(s, Event::Canceled))
+                .map_err(forbidden)?;
+            r.finish(RequestStatus::Canceled, Some(WORKER_LOST.into()), now);
+            self.record(&r, &log).await?;
+        } else {
+            r.state = transition(state, Event::Failed).map_err(forbidden)?;
+            r.finish(RequestStatus::Error, Some(WORKER_LOST.into()), now);
+            self.record_failure(&r, &log).await?;
+        }
+        Ok(())
+    }
+
+    /// What a deployment cut short left, settled by the engine to one set; `None` when it
+    /// could not be (the service gone, the host unreadable: reconciliation takes it later).
+    async fn settle_cut(&self, r: &DeploymentRequest, cut: Cut) -> Option<(Kept, Host, Service)> {
         let found = async {
             let mut unit = self.capstan.reading().await?;
             let tx = &mut *unit;
@@ -416,15 +446,18 @@ impl Worker {
                 .await?;
             DomainResult::Ok(service.map(|s| (s, host)))
         };
-        match found.await {
-            Ok(Some((service, host))) => {
-                if let Err(why) = self.engine.discard(&host, &service, r.id).await {
-                    tracing::warn!(request = %r.id, error = %why, "could not remove what a deployment cut short started");
-                }
-            }
-            Ok(None) => {}
+        let (service, host) = match found.await {
+            Ok(found) => found?,
             Err(e) => {
-                tracing::warn!(request = %r.id, error = %e, "could not read what a deployment cut short started")
+                tracing::warn!(request = %r.id, error = %e, "could not read what a deployment cut short started");
+                return None;
+            }
+        };
+        match self.engine.settle_cut(&host, &service, r.id, cut).await {
+            Ok(kept) => Some((kept, host, service)),
+            Err(why) => {
+                tracing::warn!(request = %r.id, error = %why, "could not settle what a deployment cut short started");
+                None
             }
         }
     }
