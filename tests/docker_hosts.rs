@@ -493,6 +493,7 @@ async fn postgres_a_swarms_nodes_are_one_daemon_to_claim() {
 /// namespace of its own, never the machine's main daemon): the workload comes back with it,
 /// Capstan's reports and output followers reconnect (the service is seen running again and
 /// what it prints after the restart is kept), and the next deployment leaves one container.
+/// A deployment under way then ends naming the cause, leaving nothing running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_restarting_under_capstan_is_followed_again() {
     if !docker_ready() {
@@ -539,6 +540,43 @@ async fn a_daemon_restarting_under_capstan_is_followed_again() {
     post(client, &format!("/container/{ticker}/redeploy"), json!({})).await;
     settled_in(client, "container", &ticker, "DEPLOYED").await;
     assert_eq!(on_daemon(|args| lab.docker(1, args), &ticker).len(), 1);
+
+    // A deployment under way when the daemon restarts (a job running its command): it ends
+    // with a reason naming what happened; nothing of it is left running, and the next one runs.
+    let job = client
+        .create(
+            &format!("/environment/{env}/job"),
+            json!({"name": "long", "source": {"image": {"registry_id": registry,
+                       "image_name": IMAGE, "tag": TAG}},
+                   "schedule": {"on_start": {"entrypoint": "sh",
+                                             "arguments": ["-c", "trap 'exit 143' TERM; sleep 20 & wait"]}}}),
+        )
+        .await;
+    post(client, &format!("/job/{job}/deploy"), json!({})).await;
+    let waited = std::time::Instant::now();
+    while on_daemon(|args| lab.docker(1, args), &job).is_empty() {
+        assert!(waited.elapsed() < Duration::from_secs(60), "never started");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    lab.restart(1).await;
+    let status = settle(
+        client,
+        &format!("/job/{job}/status"),
+        Duration::from_secs(120),
+    )
+    .await;
+    let history = client
+        .get(&format!("/job/{job}/deploymentHistoryV2"))
+        .await
+        .to_string();
+    assert_eq!(status["state"], "DEPLOYMENT_ERROR", "{history}");
+    assert!(
+        history.contains("its Docker daemon stopping or restarting"),
+        "{history}"
+    );
+    assert!(on_daemon(|args| lab.docker(1, args), &job).is_empty());
+    post(client, &format!("/job/{job}/deploy"), json!({})).await;
+    settled_in(client, "job", &job, "DEPLOYED").await;
 }
 
 /// A daemon that answers slowly (a socket in front of it holding each call): a step waits

@@ -116,9 +116,38 @@ pub struct DockerEngine {
     installation: String,
 }
 
-/// Docker's answer to a failed call, as a step's reason.
+/// How a workload's process ended, as a reason says it: the signals a code stands for named
+/// (a SIGTERM Capstan did not send is its daemon stopping, or a stop by hand).
+fn exited(code: i64) -> String {
+    match code {
+        143 => format!("exited with code {code} (stopped by SIGTERM, not by Capstan: its Docker daemon stopping or restarting, or a stop by hand)"),
+        137 => format!("exited with code {code} (killed by SIGKILL)"),
+        _ => format!("exited with code {code}"),
+    }
+}
+
+/// What a workload last wrote, as a reason quotes it.
+fn wrote(lines: &[String]) -> String {
+    if lines.is_empty() {
+        "it wrote nothing".to_string()
+    } else {
+        format!("its last lines:\n{}", lines.join("\n"))
+    }
+}
+
+/// Docker's answer to a failed call, as a step's reason. A call the daemon never answered
+/// (it stopped, or restarts) says so, not the HTTP client's words.
 pub(crate) fn said(what: &str, e: bollard::errors::Error) -> String {
-    format!("{what}: {e}")
+    use bollard::errors::Error as E;
+    match e {
+        E::IOError { err } => format!("{what}: the Docker daemon could not be reached ({err})"),
+        E::HyperResponseError { .. } | E::HyperLegacyError { .. } => {
+            format!(
+                "{what}: the connection to the Docker daemon failed (it stopped or is restarting)"
+            )
+        }
+        e => format!("{what}: {e}"),
+    }
 }
 
 impl DockerEngine {
@@ -669,8 +698,8 @@ impl DockerEngine {
             Some(ContainerStateStatusEnum::EXITED | ContainerStateStatusEnum::DEAD)
         ) {
             Some(format!(
-                "it exited with code {}",
-                state.exit_code.unwrap_or_default()
+                "it {}",
+                exited(state.exit_code.unwrap_or_default())
             ))
         } else if restarted > 0 || state.restarting == Some(true) {
             Some(format!(
@@ -685,12 +714,7 @@ impl DockerEngine {
             None => Ok(None),
             Some(why) => {
                 let lines = self.last_lines(id, LAST_LINES).await;
-                let output = if lines.is_empty() {
-                    "it wrote nothing".to_string()
-                } else {
-                    format!("its last lines:\n{}", lines.join("\n"))
-                };
-                Ok(Some(format!("{why}; {output}")))
+                Ok(Some(format!("{why}; {}", wrote(&lines))))
             }
         }
     }
@@ -1088,10 +1112,7 @@ impl DockerEngine {
                 log.info("the job succeeded (exit code 0)");
                 return Ok(());
             }
-            last_failure = format!(
-                "the job exited with code {code}; its last lines:\n{}",
-                lines.join("\n")
-            );
+            last_failure = format!("the job {}; {}", exited(code), wrote(&lines));
             failed.push_back(id);
             if failed.len() > FAILED_ATTEMPTS_KEPT {
                 let oldest: Vec<String> = failed.pop_front().into_iter().collect();
@@ -1532,5 +1553,28 @@ impl Engine for DockerEngine {
             received.recv().await.map(|line| (line, received))
         });
         Some(stream.boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_name_the_signal_and_a_daemon_out_of_reach() {
+        assert!(exited(143).contains("its Docker daemon stopping or restarting"));
+        assert!(exited(137).contains("SIGKILL"));
+        assert_eq!(exited(3), "exited with code 3");
+        assert_eq!(wrote(&[]), "it wrote nothing");
+        let refused = bollard::errors::Error::IOError {
+            err: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+        };
+        let said = said("could not look at a container", refused);
+        assert!(
+            said.starts_with(
+                "could not look at a container: the Docker daemon could not be reached"
+            ),
+            "{said}"
+        );
     }
 }
