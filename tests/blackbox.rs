@@ -1528,3 +1528,101 @@ async fn postgres_the_live_api_on_one_instance_follows_a_deployment_another_runs
     };
     the_live_api_follows_a_deployment(&url, 2).await;
 }
+
+/// A filesystem of the test's own (a small tmpfs), unmounted when dropped.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(at: std::path::PathBuf, size: &str) -> SmallDisk {
+        std::fs::create_dir_all(&at).unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&at)
+            .status()
+            .unwrap();
+        assert!(mounted.success(), "mounting a tmpfs needs root, as CI has");
+        SmallDisk(at)
+    }
+
+    /// Fills what is left of it; the file that holds the space.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let filler = self.0.join("filler");
+        let mut file = std::fs::File::create(&filler).unwrap();
+        for chunk in [1 << 20, 4096, 512] {
+            let bytes = vec![0u8; chunk];
+            while file
+                .write_all(&bytes)
+                .and_then(|()| file.sync_all())
+                .is_ok()
+            {}
+        }
+        filler
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// SQLite on a full filesystem: writes are refused with a 503 that says why, reads go on, and
+/// once space is freed writes are taken again; nothing acknowledged is lost, across a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_on_a_full_disk_refuses_writes_and_keeps_what_it_acknowledged() {
+    let dir = TempDir::new();
+    let disk = SmallDisk::mount(dir.0.join("disk"), "16m");
+    let database = format!("sqlite://{}", disk.0.join("data.db").display());
+    let token = create_token(&dir, &database, &["--organization-name", "Full"]);
+    let server = Server::start(&dir, &database).await;
+    let client = Client {
+        http: reqwest::Client::new(),
+        base: format!("{}/v1", server.base),
+        token,
+    };
+    let org = hierarchy_org(&client).await;
+    let filler = disk.fill();
+
+    let mut kept = Vec::new();
+    let refused = loop {
+        assert!(kept.len() < 5000, "never refused");
+        let (status, body) = client
+            .call(
+                reqwest::Method::POST,
+                &format!("/organization/{org}/project"),
+                Some(json!({"name": format!("p{}", kept.len())})),
+            )
+            .await;
+        match status {
+            201 => kept.push(body["id"].as_str().unwrap().to_string()),
+            503 => break body,
+            other => panic!("{other}: {body}"),
+        }
+    };
+    assert!(
+        refused.to_string().contains("the database's disk is full"),
+        "{refused}"
+    );
+    let listed = client.get(&format!("/organization/{org}/project")).await;
+    assert!(listed["results"].is_array(), "reads go on: {listed}");
+
+    std::fs::remove_file(&filler).unwrap();
+    let after = client
+        .create(
+            &format!("/organization/{org}/project"),
+            json!({"name": "after"}),
+        )
+        .await;
+    kept.push(after);
+    server.stop();
+
+    let server = Server::start(&dir, &database).await;
+    let client = Client {
+        base: format!("{}/v1", server.base),
+        ..client
+    };
+    for id in &kept {
+        client.get(&format!("/project/{id}")).await;
+    }
+}

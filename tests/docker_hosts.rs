@@ -4,13 +4,15 @@
 //! environment's workload runs on its cluster's daemon, seen through each daemon; the second
 //! daemon frozen (answering nothing), its cluster's status and its deployments say so while the
 //! first cluster deploys on; back, its cluster recovers. A daemon restarting under Capstan is
-//! followed again, and a two-node Swarm is one daemon to claim (each node a dockerd in a
-//! network namespace of its own). Only 127.0.0.1 and the lab's own
-//! namespaces are reached.
+//! followed again, a build that fills its daemon's disk fails naming it, and a two-node Swarm
+//! is one daemon to claim (each node a dockerd in a network namespace of its own). Only
+//! 127.0.0.1 and the lab's own namespaces are reached.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod git_http;
 mod harness;
 
+use git_http::{GitServer, Repository};
 use harness::*;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -617,4 +619,93 @@ async fn a_slow_daemon_is_waited_for_within_the_timeouts_and_then_named() {
     let (state, reason) = deployed(client, &sleeper).await;
     assert_eq!(state, "DEPLOYMENT_ERROR", "{reason}");
     assert!(reason.contains(&slow.display().to_string()), "{reason}");
+}
+
+/// A build that runs its daemon out of space (a daemon whose data root is a small tmpfs) ends
+/// BUILD_ERROR naming the cause and leaves no image of its own, tagged or dangling; what ran
+/// before still runs, and once the space is back the next deployment succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_build_that_fills_its_daemons_disk_fails_naming_it() {
+    if !docker_ready() {
+        return;
+    }
+    let lab = SwarmLab::small(1, "128m").await;
+    lab.load(1, &format!("{IMAGE}:{TAG}"));
+    let root = TempDir::new();
+    let server = GitServer::start(&root.0, None);
+    let repo = Repository::create(&server, "team/big");
+    let dockerfile = |run: &str| {
+        format!(
+            "FROM {IMAGE}:{TAG}\nRUN {run}\nCMD [\"sh\", \"-c\", \"echo up; exec sleep 1000\"]\n"
+        )
+    };
+    let small = repo.commit(
+        "small",
+        &[("Dockerfile", &dockerfile("echo small > /small"))],
+    );
+    let case = Case::start(
+        None,
+        &[
+            ("CAPSTAN_DOCKER_SOCKETS_DIR", lab.dir().to_str().unwrap()),
+            ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
+        ],
+    )
+    .await;
+    let client = &case.client;
+    let env = environment_on(&case, "small-disk", &lab.socket(1)).await;
+    let app = client
+        .create(
+            &format!("/environment/{env}/application"),
+            json!({"name": "big", "build_mode": "DOCKER", "dockerfile_path": "Dockerfile",
+                   "git_repository": {"url": server.url("team/big"), "branch": "main",
+                                      "root_path": "/"}}),
+        )
+        .await;
+    let deploy = |commit: String| {
+        let path = format!("/application/{app}/deploy");
+        async move { post(client, &path, json!({"git_commit_id": commit})).await }
+    };
+    deploy(small.clone()).await;
+    settled_in(client, "application", &app, "DEPLOYED").await;
+    let running = on_daemon(|args| lab.docker(1, args), &app);
+    let images = |filter: &str| {
+        lab.docker(1, &["images", "-q", "--filter", filter])
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let dangling_before = images("dangling=true");
+
+    let big = repo.commit(
+        "big",
+        &[(
+            "Dockerfile",
+            &dockerfile("dd if=/dev/zero of=/big bs=1M count=400"),
+        )],
+    );
+    deploy(big.clone()).await;
+    settled_in(client, "application", &app, "BUILD_ERROR").await;
+    let history = client
+        .get(&format!("/application/{app}/deploymentHistoryV2"))
+        .await
+        .to_string();
+    assert!(history.contains("No space left on device"), "{history}");
+    assert!(
+        !history.contains("\\u001b"),
+        "no terminal escapes: {history}"
+    );
+    let reference = format!("capstan-build/{}:{big}", app.replace('-', ""));
+    assert!(lab.docker(1, &["image", "inspect", &reference]).is_err());
+    assert_eq!(
+        images("dangling=true"),
+        dangling_before,
+        "no dangling image"
+    );
+    assert_eq!(on_daemon(|args| lab.docker(1, args), &app), running);
+
+    let fits = repo.commit("fits", &[("Dockerfile", &dockerfile("echo fits > /fits"))]);
+    deploy(fits).await;
+    settled_in(client, "application", &app, "DEPLOYED").await;
+    assert_eq!(on_daemon(|args| lab.docker(1, args), &app).len(), 1);
 }

@@ -1637,10 +1637,22 @@ pub struct SwarmLab {
     run: String,
     nodes: Vec<Child>,
     dir: TempDir,
+    /// Each node's data root is a tmpfs of this size (a small disk to fill).
+    data_size: Option<String>,
 }
 
 impl SwarmLab {
     pub async fn start(nodes: usize) -> SwarmLab {
+        Self::with_data_size(nodes, None).await
+    }
+
+    /// A lab whose nodes keep their data (images, containers, volumes) on a tmpfs of `size`
+    /// (`mount`'s words: `96m`) each.
+    pub async fn small(nodes: usize, size: &str) -> SwarmLab {
+        Self::with_data_size(nodes, Some(size.to_string())).await
+    }
+
+    async fn with_data_size(nodes: usize, data_size: Option<String>) -> SwarmLab {
         static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let run = format!("{}x{n}", std::process::id() % 100_000);
@@ -1668,6 +1680,7 @@ impl SwarmLab {
             run: run.clone(),
             nodes: Vec::new(),
             dir,
+            data_size,
         };
         for i in 1..=nodes {
             let ns = lab.namespace(i);
@@ -1742,7 +1755,15 @@ impl SwarmLab {
     /// Starts node `node`'s dockerd in its namespace.
     fn spawn(&self, node: usize) -> Child {
         let at = |name: &str| self.dir.0.join(format!("n{node}")).join(name);
-        std::fs::create_dir_all(at("")).unwrap();
+        std::fs::create_dir_all(at("data")).unwrap();
+        if let Some(size) = self.data_size.as_ref().filter(|_| !mounted(&at("data"))) {
+            let mounted = Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+                .arg(at("data"))
+                .status()
+                .unwrap();
+            assert!(mounted.success(), "a tmpfs for node {node}'s data");
+        }
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -1841,6 +1862,10 @@ impl Drop for SwarmLab {
             let _ = child.wait();
         }
         for node in 1..=self.nodes.len() {
+            let data = self.dir.0.join(format!("n{node}/data"));
+            if self.data_size.is_some() && mounted(&data) {
+                let _ = Command::new("umount").arg("-l").arg(&data).status();
+            }
             let _ = Command::new("ip")
                 .args(["netns", "del", &self.namespace(node)])
                 .output();
@@ -1849,6 +1874,14 @@ impl Drop for SwarmLab {
             .args(["netns", "del", &format!("capswarm-{}-sw", self.run)])
             .output();
     }
+}
+
+/// Whether a filesystem is mounted at `at`.
+fn mounted(at: &std::path::Path) -> bool {
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(1) == Some(&*at.display().to_string()))
 }
 
 /// A Unix socket at `at` in front of the Docker socket `to` that holds each piece a client

@@ -73,13 +73,15 @@ impl From<DomainError> for ApiError {
             DomainError::Forbidden(_) => StatusCode::FORBIDDEN,
             DomainError::NotFound(_) => StatusCode::NOT_FOUND,
             DomainError::Conflict(_) => StatusCode::CONFLICT,
-            DomainError::Unavailable(_) | DomainError::Upstream(_) => {
+            DomainError::Unavailable(_) | DomainError::StoreFull(_) | DomainError::Upstream(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             DomainError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let cause = match &e {
-            DomainError::Internal(c) | DomainError::Unavailable(c) => Some(c.clone()),
+            DomainError::Internal(c) | DomainError::Unavailable(c) | DomainError::StoreFull(c) => {
+                Some(c.clone())
+            }
             _ => None,
         };
         Self {

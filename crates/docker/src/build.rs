@@ -286,6 +286,7 @@ impl DockerEngine {
                 None => return Ok(()),
                 Some(Ok(info)) => {
                     for line in info.stream.iter().flat_map(|s| s.lines()) {
+                        let line = without_escapes(line);
                         let line = line.trim_end();
                         if line.is_empty() {
                             continue;
@@ -383,9 +384,40 @@ impl DockerEngine {
     }
 }
 
+/// A line of the daemon's build output without its terminal escapes (the colour it gives a
+/// step's standard error): the log and a failure's reason are read as text.
+fn without_escapes(line: &str) -> String {
+    let mut plain = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            plain.push(c);
+            continue;
+        }
+        if chars.next_if_eq(&'[').is_some() {
+            // A control sequence ends at its first letter (or `@`..`~`).
+            for end in chars.by_ref() {
+                if ('@'..='~').contains(&end) {
+                    break;
+                }
+            }
+        }
+    }
+    plain
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn build_output_loses_its_terminal_escapes() {
+        assert_eq!(
+            without_escapes("\u{1b}[91mdd: error writing '/big'\u{1b}[0m"),
+            "dd: error writing '/big'"
+        );
+        assert_eq!(without_escapes("Step 2/7 : RUN x"), "Step 2/7 : RUN x");
+    }
 
     #[test]
     fn paths_stay_inside_the_checkout() {

@@ -24,6 +24,9 @@ pub enum DomainError {
     /// The store could not be reached or is saturated.
     #[error("service temporarily unavailable")]
     Unavailable(String),
+    /// The store's disk is full: writes are refused until the operator frees space; reads go on.
+    #[error("writes are refused: the database's disk is full (reads go on; writes are taken again once space is freed)")]
+    StoreFull(String),
     /// Something outside Capstan that the action needs (a git provider) failed or refused;
     /// the reason is the client's to read (it names no secret).
     #[error("{0}")]
@@ -96,6 +99,9 @@ pub enum StoreError {
     NotFound,
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// The database's disk is full: the unit was not kept.
+    #[error("store full: {0}")]
+    Full(String),
     /// What was asked cannot be done as things stand (the reason says why, for the client).
     #[error("{0}")]
     Refused(String),
@@ -119,6 +125,7 @@ impl From<StoreError> for DomainError {
             }),
             StoreError::NotFound => DomainError::NotFound("resource"),
             StoreError::Unavailable(m) => DomainError::Unavailable(m),
+            StoreError::Full(m) => DomainError::StoreFull(m),
             StoreError::Refused(m) => DomainError::state(m),
             StoreError::Other(m) => DomainError::Internal(m),
         }

@@ -534,6 +534,11 @@ pub(crate) fn store_error(e: DieselError) -> StoreError {
         DieselError::DatabaseError(DatabaseErrorKind::ClosedConnection, info) => {
             StoreError::Unavailable(info.message().to_string())
         }
+        // SQLite on a full filesystem: nothing of the unit was kept, and writes can be asked
+        // again once the operator frees space (503).
+        DieselError::DatabaseError(_, info) if info.message().contains("disk is full") => {
+            StoreError::Full(info.message().to_string())
+        }
         DieselError::DatabaseError(_, info) if info.message().contains("database is locked") => {
             StoreError::Unavailable(info.message().to_string())
         }

@@ -146,7 +146,7 @@ impl Capstan {
             Ok(queued) => Ok(queued),
             Err(e) if !refused => Err(e),
             // The store failed: the turn stays due, for the next pass.
-            Err(e @ DomainError::Unavailable(_)) => Err(e),
+            Err(e @ (DomainError::Unavailable(_) | DomainError::StoreFull(_))) => Err(e),
             // Refused (the job is busy, or cannot run): this run is skipped, its turn taken,
             // so it is not asked again and again.
             Err(_) => {

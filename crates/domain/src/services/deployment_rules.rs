@@ -421,7 +421,7 @@ impl Capstan {
         let failure = match queued {
             Ok(taken) => return Ok(taken),
             Err(e) if !refused => return Err(e),
-            Err(e @ DomainError::Unavailable(_)) => return Err(e),
+            Err(e @ (DomainError::Unavailable(_) | DomainError::StoreFull(_))) => return Err(e),
             Err(
                 DomainError::Conflict(_) | DomainError::Invalid { .. } | DomainError::NotFound(_),
             ) => None,

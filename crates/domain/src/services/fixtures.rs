@@ -22,7 +22,7 @@ fn at(at: &str) -> impl Fn(DomainError) -> DomainError + '_ {
             field: format!("{at}.{field}"),
             message,
         },
-        DomainError::Unavailable(_) | DomainError::Internal(_) => e,
+        DomainError::Unavailable(_) | DomainError::StoreFull(_) | DomainError::Internal(_) => e,
         other => DomainError::invalid(at, other.to_string()),
     }
 }
