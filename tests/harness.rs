@@ -213,6 +213,11 @@ impl Server {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
     }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for Server {
@@ -751,6 +756,11 @@ impl Case {
 
     pub fn base(&self) -> &str {
         &self.server.as_ref().expect("a server runs").base
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.server.as_ref().expect("a server runs").pid()
     }
 
     /// kill -9 of the server.

@@ -1,0 +1,263 @@
+//! The soak: every action on every kind that runs on Docker (a container behind the router, an
+//! application built from git, a job, a database, a terraform configuration), cycle after
+//! cycle, each kind in an environment of its own made and deleted in every cycle. Once every
+//! service and environment is deleted, nothing labelled with the organization is left on the
+//! daemon; Capstan's resident memory and open descriptors are sampled after each cycle and
+//! must settle (docs/performance.md gives the figures and the bounds).
+//!
+//! `CAPSTAN_SOAK_CYCLES` sets the number of cycles: CI runs the short form (the default, 7:
+//! five warm-up cycles and two measured), a longer run is asked for by hand.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod git_http;
+mod harness;
+
+use git_http::{GitServer, Repository};
+use harness::*;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// Cycles before memory is measured: caches, pools and the allocator's arenas fill first.
+const WARM_UP: usize = 5;
+/// How much resident memory may grow over the measured cycles.
+const MEMORY_GROWTH: f64 = 0.05;
+/// How many more descriptors than after the warm-up may be open at the end.
+const DESCRIPTORS_MORE: usize = 16;
+
+/// The actions of one cycle, each with the state it ends in, before the service is deleted.
+const ACTIONS: [(&str, &str); 5] = [
+    ("deploy", "DEPLOYED"),
+    ("redeploy", "DEPLOYED"),
+    ("restart-service", "RESTARTED"),
+    ("stop", "STOPPED"),
+    ("deploy", "DEPLOYED"),
+];
+
+/// One kind of the soak: its path segment and what creates it.
+struct Kind {
+    segment: &'static str,
+    body: Value,
+    /// What a deployment is asked with (the commit, for what is built from git).
+    deploy: Value,
+}
+
+fn kinds(registry: &str, git: &GitServer, commit: &str, redis_version: &str) -> Vec<Kind> {
+    let pinned = json!({"git_commit_id": commit});
+    vec![
+        Kind {
+            segment: "container",
+            body: json!({"name": "web", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                "entrypoint": "sh",
+                "arguments": ["-c", "mkdir -p /www && echo soak > /www/index.html && exec httpd -f -p 8080 -h /www"],
+                "ports": [{"internal_port": 8080, "publicly_accessible": true, "protocol": "HTTP"}]}),
+            deploy: json!({}),
+        },
+        Kind {
+            segment: "application",
+            body: json!({"name": "app", "build_mode": "DOCKER", "dockerfile_path": "Dockerfile",
+                "git_repository": {"url": git.url("team/soak"), "branch": "main", "root_path": "/"}}),
+            deploy: pinned.clone(),
+        },
+        Kind {
+            segment: "job",
+            body: json!({"name": "task", "source": {"image": {"registry_id": registry,
+                    "image_name": IMAGE, "tag": TAG}},
+                "schedule": {"on_start": {"entrypoint": "sh", "arguments": ["-c", "echo ran"]}}}),
+            deploy: json!({}),
+        },
+        Kind {
+            segment: "database",
+            body: json!({"name": "cache", "type": "REDIS", "version": redis_version,
+                "mode": "CONTAINER"}),
+            deploy: json!({}),
+        },
+        Kind {
+            segment: "terraform",
+            body: json!({"name": "infra",
+                "auto_deploy_config": {"auto_deploy": false, "terraform_action": "DEFAULT"},
+                "terraform_files_source": {"git_repository": {"url": git.url("team/soak"),
+                    "branch": "main", "root_path": "/infra", "git_token_id": null}},
+                "terraform_variables_source": {"tf_var_file_paths": [], "tf_vars": []},
+                "backend": {"kubernetes": {}}, "engine": "TERRAFORM",
+                "provider_version": {"read_from_terraform_block": false, "explicit_version": "1.0.3"},
+                "timeout_sec": 600,
+                "job_resources": {"cpu_milli": 500, "ram_mib": 256, "gpu": 0, "storage_gib": 1},
+                "use_cluster_credentials": false, "action_extra_arguments": {}}),
+            deploy: pinned,
+        },
+    ]
+}
+
+/// Waits until `path` answers 404.
+async fn gone(client: &Client, path: &str) {
+    let started = Instant::now();
+    loop {
+        let (status, body) = client.call(reqwest::Method::GET, path, None).await;
+        if status == 404 {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{path} stays: {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn delete(client: &Client, path: &str) {
+    let (status, body) = client.call(reqwest::Method::DELETE, path, None).await;
+    assert!(
+        status == 202 || status == 204,
+        "DELETE {path}: {status} {body}"
+    );
+    gone(client, path).await;
+}
+
+/// One cycle of one kind: an environment, the service in it, every action, then both deleted.
+async fn cycle(client: &Client, project: &str, n: usize, kind: &Kind) {
+    let env = client
+        .create(
+            &format!("/project/{project}/environment"),
+            json!({"name": format!("{}-{n}", kind.segment)}),
+        )
+        .await;
+    let seg = kind.segment;
+    let id = client
+        .create(&format!("/environment/{env}/{seg}"), kind.body.clone())
+        .await;
+    for (action, state) in ACTIONS {
+        let body = if action == "deploy" {
+            kind.deploy.clone()
+        } else {
+            json!({})
+        };
+        post(client, &format!("/{seg}/{id}/{action}"), body).await;
+        settled_in(client, seg, &id, state).await;
+    }
+    delete(client, &format!("/{seg}/{id}")).await;
+    delete(client, &format!("/environment/{env}")).await;
+}
+
+/// Resident memory (kB) and open descriptors of the process `pid`.
+fn footprint(pid: u32) -> (u64, usize) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    let descriptors = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    (rss, descriptors)
+}
+
+/// What the daemon holds labelled with `org`: containers, volumes, networks, images.
+fn labelled(org: &str) -> Vec<String> {
+    let label = format!("label=capstan.organization={org}");
+    let mut left = Vec::new();
+    for what in [
+        &["ps", "-a", "-q", "--filter", &label][..],
+        &["volume", "ls", "-q", "--filter", &label],
+        &["network", "ls", "-q", "--filter", &label],
+        &["images", "-q", "--filter", &label],
+    ] {
+        let found = docker(what).unwrap();
+        left.extend(found.lines().map(|l| format!("{} {l}", what[0])));
+    }
+    left
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_action_on_every_kind_leaves_nothing_and_memory_settles() {
+    if !docker_ready() {
+        return;
+    }
+    let cycles: usize = std::env::var("CAPSTAN_SOAK_CYCLES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(WARM_UP + 2)
+        .max(WARM_UP + 1);
+    terraform_image();
+    let (_, redis_version) = redis_image();
+    let root = TempDir::new();
+    let git = GitServer::start(&root.0, None);
+    let repo = Repository::create(&git, "team/soak");
+    let commit = repo.commit(
+        "soak",
+        &[
+            (
+                "Dockerfile",
+                &format!(
+                    "FROM {IMAGE}:{TAG}\nRUN mkdir -p /www && echo built > /www/index.html\n\
+                     CMD [\"httpd\", \"-f\", \"-p\", \"8080\", \"-h\", \"/www\"]\n"
+                ),
+            ),
+            (
+                "infra/main.tf",
+                "output \"greeting\" {\n  value = \"soaked\"\n}\n",
+            ),
+        ],
+    );
+    let case = Case::start(
+        None,
+        &[
+            ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
+            (
+                "CAPSTAN_DOCKER_TERRAFORM_IMAGE",
+                "capstan-test/terraform:{version}",
+            ),
+            (
+                "CAPSTAN_DOCKER_DATABASE_IMAGES",
+                "REDIS=capstan-test/redis:{version}",
+            ),
+        ],
+    )
+    .await;
+    let client = &case.client;
+    let (_, project) = case.cluster_and_project().await;
+    let kinds = kinds(&case.registry, &git, &commit, &redis_version);
+
+    let mut samples = Vec::new();
+    for n in 1..=cycles {
+        let started = Instant::now();
+        futures_util::future::join_all(kinds.iter().map(|k| cycle(client, &project, n, k))).await;
+        let (rss, descriptors) = footprint(case.pid());
+        println!(
+            "cycle {n}: {:.1} s, resident {rss} kB, {descriptors} descriptors",
+            started.elapsed().as_secs_f64()
+        );
+        samples.push((rss, descriptors));
+    }
+    delete(client, &format!("/environment/{}", case.env)).await;
+
+    let started = Instant::now();
+    loop {
+        let left = labelled(&case.org);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "left on the daemon: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let (warm_rss, warm_descriptors) = samples[WARM_UP - 1];
+    let (last_rss, last_descriptors) = samples[cycles - 1];
+    let growth = last_rss as f64 / warm_rss as f64 - 1.0;
+    println!(
+        "after {WARM_UP} warm-up cycles: resident {warm_rss} kB; after {cycles}: {last_rss} kB \
+         ({:+.1} %); descriptors {warm_descriptors} -> {last_descriptors}",
+        growth * 100.0
+    );
+    assert!(
+        growth < MEMORY_GROWTH,
+        "resident memory grew {:.1} % over the measured cycles: {samples:?}",
+        growth * 100.0
+    );
+    assert!(
+        last_descriptors <= warm_descriptors + DESCRIPTORS_MORE,
+        "descriptors: {samples:?}"
+    );
+}
