@@ -1947,7 +1947,8 @@ async fn killed_and_settled(case: &mut Case, container: &str) -> Value {
 
 /// Nothing Capstan made outlives what it was made for: a deleted environment's network goes
 /// with it, and at start-up reconciliation takes what a gone environment or service left (a
-/// network, an image built from git) that this installation made, and nothing of another's.
+/// network, an image built from git) and replicas of a live service that no live deployment
+/// started, that this installation made, and nothing of another's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_a_deleted_environment_or_service_leaves_goes() {
     if !docker_ready() {
@@ -1992,6 +1993,38 @@ async fn what_a_deleted_environment_or_service_leaves_goes() {
     );
     assert!(containers_of(&web).is_empty());
 
+    // Its service deleted first, an environment is deleted at once: its network goes with it
+    // all the same, not at the next reconciliation (a minute later).
+    let emptied = client
+        .create(
+            &format!("/project/{project}/environment"),
+            json!({"name": "emptied"}),
+        )
+        .await;
+    let lone = httpd(client, &emptied, registry, "lone", "lone").await;
+    post(client, &format!("/container/{lone}/deploy"), json!({})).await;
+    settled_in(client, "container", &lone, "DEPLOYED").await;
+    for path in [
+        format!("/container/{lone}"),
+        format!("/environment/{emptied}"),
+    ] {
+        let (status, _) = client.call(reqwest::Method::DELETE, &path, None).await;
+        assert!(status == 202 || status == 204, "{path}: {status}");
+        let started = std::time::Instant::now();
+        while client.call(reqwest::Method::GET, &path, None).await.0 != 404 {
+            assert!(started.elapsed() < Duration::from_secs(30), "{path} stays");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let started = std::time::Instant::now();
+    while docker(&["network", "inspect", &network(&emptied)]).is_ok() {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the network of an environment deleted at once stays"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
     // Left while Capstan was down: a network of an environment, an image of a service, that
     // no longer exist; and another installation's network.
     let (lost_env, lost_service) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
@@ -2027,8 +2060,55 @@ async fn what_a_deleted_environment_or_service_leaves_goes() {
         .output()
         .unwrap();
     assert!(built.status.success(), "{built:?}");
+    // Replicas of a live service that no live deployment started (a request that does not
+    // exist): what a dead instance could not settle. Another installation's stays.
+    let kept = httpd(&case.client, &case.env, &case.registry, "kept", "kept").await;
+    post(
+        &case.client,
+        &format!("/container/{kept}/deploy"),
+        json!({}),
+    )
+    .await;
+    settled_in(&case.client, "container", &kept, "DEPLOYED").await;
+    let live = container_ids(&kept);
+    let replica = |installation: &str| {
+        let env = &case.env;
+        docker(&[
+            "run",
+            "-d",
+            "--label",
+            &format!("capstan.service={kept}"),
+            "--label",
+            &format!("capstan.installation={installation}"),
+            "--label",
+            &format!("capstan.organization={org}"),
+            "--label",
+            &format!("capstan.environment={env}"),
+            "--label",
+            "capstan.role=service",
+            "--label",
+            &format!("capstan.deployment-request={}", uuid::Uuid::new_v4()),
+            &format!("{IMAGE}:{TAG}"),
+            "sleep",
+            "300",
+        ])
+        .unwrap()
+    };
+    let stale = replica(&installation);
+    let foreign = replica("another-installation");
     case.crash();
     case.restart().await;
+    gone(
+        &|| docker(&["inspect", &stale]).is_err(),
+        "a replica no live deployment started",
+    );
+    let left = container_ids(&kept);
+    assert!(left.contains(&live[0]), "the live replica stays: {left:?}");
+    assert!(
+        left.iter().any(|id| foreign.starts_with(id.as_str())),
+        "another installation's stays: {left:?}"
+    );
+    let _ = docker(&["rm", "-f", &foreign]);
     gone(
         &|| docker(&["network", "inspect", &lost_network]).is_err(),
         "a gone environment's network",

@@ -138,7 +138,17 @@ impl Server {
         args: &[&str],
     ) -> Self {
         let level = if log.is_some() { "debug" } else { "warn" };
-        let mut command = Command::new(bin());
+        // A profiler to run the server under, by hand (`CAPSTAN_TEST_PROFILER="heaptrack -o
+        // /tmp/capstan"`): the soak's figures are read this way when memory grows.
+        let mut command = match std::env::var("CAPSTAN_TEST_PROFILER") {
+            Ok(profiler) if !profiler.trim().is_empty() => {
+                let mut words = profiler.split_whitespace();
+                let mut command = Command::new(words.next().unwrap_or_default());
+                command.args(words).arg(bin());
+                command
+            }
+            _ => Command::new(bin()),
+        };
         command
             .arg("serve")
             .args(args)

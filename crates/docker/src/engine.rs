@@ -17,7 +17,7 @@ use bollard::query_parameters::{
     RestartContainerOptions, StopContainerOptions, UploadToContainerOptions,
 };
 use bollard::Docker;
-use domain::engine::{Cancel, Cut, Engine, Kept, StepLog, StepWork};
+use domain::engine::{Cancel, Cut, Engine, Kept, ReplicaSet, StepLog, StepWork};
 use domain::git::Checkouts;
 use domain::ids::{DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use domain::model::{
@@ -1416,6 +1416,30 @@ impl Engine for DockerEngine {
                 .await?;
         }
         self.remove_built_images(service).await
+    }
+
+    async fn replica_sets(&self) -> Result<Vec<ReplicaSet>, String> {
+        let replicas = plan::labelled(self.scoped(vec![format!("{LABEL_ROLE}=service")]));
+        let found = self
+            .docker
+            .list_containers(Some(replicas))
+            .await
+            .map_err(|e| said("could not list Capstan's replicas", e))?;
+        let mut sets: Vec<ReplicaSet> = found
+            .iter()
+            .filter_map(|c| {
+                let labels = c.labels.as_ref()?;
+                let id = |label: &str| labels.get(label)?.parse::<uuid::Uuid>().ok();
+                Some(ReplicaSet {
+                    organization: OrganizationId(id(plan::LABEL_ORGANIZATION)?),
+                    service: ServiceId(id(LABEL_SERVICE)?),
+                    request: DeploymentRequestId(id(plan::LABEL_REQUEST)?),
+                })
+            })
+            .collect();
+        sets.sort();
+        sets.dedup();
+        Ok(sets)
     }
 
     async fn settle_cut(

@@ -9,7 +9,7 @@ use crate::engine::DockerEngine;
 use crate::tunnel::{Destination, Tunnel};
 use async_trait::async_trait;
 use bollard::Docker;
-use domain::engine::{Cut, Engine, Kept, StepWork};
+use domain::engine::{Cut, Engine, Kept, ReplicaSet, StepWork};
 use domain::ids::{ClusterId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use domain::model::{
     Cluster, ClusterAction, DaemonIdentity, DockerEndpoint, Host, OutputLine, RegistryAccess,
@@ -245,6 +245,24 @@ impl Hosts {
             }
         });
         futures_util::future::join_all(calls).await
+    }
+
+    /// What `list` finds on every answering host, sorted, once each; a host that cannot
+    /// answer is logged (naming `what` it was asked for) and left out.
+    async fn gathered<T: Ord, F>(&self, what: &str, list: impl Fn(Arc<DockerEngine>) -> F) -> Vec<T>
+    where
+        F: std::future::Future<Output = Result<Vec<T>, String>>,
+    {
+        let mut all = Vec::new();
+        for found in self.on_each(list).await {
+            match found {
+                Ok(found) => all.extend(found),
+                Err(why) => tracing::warn!(error = %why, "could not list a Docker host's {what}"),
+            }
+        }
+        all.sort();
+        all.dedup();
+        all
     }
 
     /// Merges each answering host's stream (from `of`) until the hosts that answer change or
@@ -611,18 +629,15 @@ impl Engine for Hosts {
     /// What every answering host runs; one that cannot be asked now is left out (what it
     /// runs is compared the next time).
     async fn workloads(&self) -> Result<Vec<(OrganizationId, ServiceId)>, String> {
-        let mut all = Vec::new();
-        for found in self.on_each(|e| async move { e.workloads().await }).await {
-            match found {
-                Ok(found) => all.extend(found),
-                Err(why) => {
-                    tracing::warn!(error = %why, "could not list a Docker host's workloads")
-                }
-            }
-        }
-        all.sort();
-        all.dedup();
-        Ok(all)
+        Ok(self
+            .gathered("workloads", |e| async move { e.workloads().await })
+            .await)
+    }
+
+    async fn replica_sets(&self) -> Result<Vec<ReplicaSet>, String> {
+        Ok(self
+            .gathered("replicas", |e| async move { e.replica_sets().await })
+            .await)
     }
 
     async fn settle_cut(
@@ -646,21 +661,9 @@ impl Engine for Hosts {
     }
 
     async fn environments(&self) -> Result<Vec<(OrganizationId, EnvironmentId)>, String> {
-        let mut all = Vec::new();
-        for found in self
-            .on_each(|e| async move { e.environments().await })
-            .await
-        {
-            match found {
-                Ok(found) => all.extend(found),
-                Err(why) => {
-                    tracing::warn!(error = %why, "could not list a Docker host's networks")
-                }
-            }
-        }
-        all.sort();
-        all.dedup();
-        Ok(all)
+        Ok(self
+            .gathered("networks", |e| async move { e.environments().await })
+            .await)
     }
 
     async fn remove_environment(&self, environment: EnvironmentId) -> Result<(), String> {

@@ -24,6 +24,14 @@ pub struct StepWork<'a> {
     pub cancel: &'a Cancel,
 }
 
+/// The replicas of one service that one deployment request started, as an engine finds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ReplicaSet {
+    pub organization: OrganizationId,
+    pub service: ServiceId,
+    pub request: DeploymentRequestId,
+}
+
 /// How far a deployment cut short had come when its worker died.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cut {
@@ -108,6 +116,12 @@ pub trait Engine: Send + Sync {
     /// The services it finds workloads of, with their organizations (by its own marks on
     /// them), for reconciliation.
     async fn workloads(&self) -> Result<Vec<(OrganizationId, ServiceId)>, String> {
+        Ok(Vec::new())
+    }
+
+    /// The sets of replicas it runs (or keeps stopped): each service's, by the request that
+    /// started them, with their organizations, for reconciliation.
+    async fn replica_sets(&self) -> Result<Vec<ReplicaSet>, String> {
         Ok(Vec::new())
     }
 

@@ -703,6 +703,32 @@ impl Capstan {
         p: &Principal,
         environment: EnvironmentId,
     ) -> DomainResult<Deletion<EnvironmentStatus>> {
+        let deletion = self.deleting_environment(p, environment).await?;
+        if matches!(deletion, Deletion::Done) {
+            self.environment_network_gone(environment);
+        }
+        Ok(deletion)
+    }
+
+    /// An environment deleted at once leaves what its engine keeps of it (its network, from
+    /// services deleted before it) to go now, not at the next reconciliation: networks are
+    /// few (Docker's address pools hold a few dozen).
+    fn environment_network_gone(&self, environment: EnvironmentId) {
+        let Some(engine) = self.engine.clone() else {
+            return;
+        };
+        tokio::spawn(async move {
+            if let Err(why) = engine.remove_environment(environment).await {
+                tracing::warn!(environment = %environment, error = %why, "could not remove a deleted environment's network; reconciliation will");
+            }
+        });
+    }
+
+    async fn deleting_environment(
+        &self,
+        p: &Principal,
+        environment: EnvironmentId,
+    ) -> DomainResult<Deletion<EnvironmentStatus>> {
         self.in_unit(&[], async |tx| {
             let (env, services, requests) = self.environment_for_action(tx, p, environment).await?;
             let busy = |s: &Service| installed(s, &requests);

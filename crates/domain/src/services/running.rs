@@ -286,6 +286,7 @@ impl Capstan {
                 .await
                 .map_err(crate::error::DomainError::Internal)?;
         }
+        self.retire_stale_sets(engine).await?;
         // Networks: Docker's address pools hold a few dozen.
         let found = engine
             .environments()
@@ -298,6 +299,66 @@ impl Capstan {
                 .map_err(crate::error::DomainError::Internal)?;
         }
         Ok(gone.len())
+    }
+
+    /// Removes each existing service's replicas that a request other than its live one started
+    /// (the live one: its newest deployment that succeeded), unless a deployment of it is
+    /// under way: what an instance that died left and could not settle. A service none of
+    /// whose recent deployments succeeded is left as it is.
+    async fn retire_stale_sets(&self, engine: &dyn crate::engine::Engine) -> DomainResult<()> {
+        /// How many of a service's newest deployments are read to find its live one.
+        const HISTORY: i64 = 50;
+        let sets = engine
+            .replica_sets()
+            .await
+            .map_err(crate::error::DomainError::Internal)?;
+        let mut by_service: std::collections::BTreeMap<ServiceId, Vec<DeploymentRequestId>> =
+            std::collections::BTreeMap::new();
+        for set in sets {
+            by_service.entry(set.service).or_default().push(set.request);
+        }
+        for (id, requests) in by_service {
+            let read = async {
+                let mut unit = self.reading().await?;
+                let tx = &mut *unit;
+                let Some(service) = Repo::<Service>::get(tx, id).await? else {
+                    return Ok(None);
+                };
+                let host = self.host_of_environment(tx, service.environment_id).await?;
+                let deploys = [DeploymentAction::Deploy, DeploymentAction::Redeploy];
+                let history = tx
+                    .service_requests(id, Some(&deploys), None, HISTORY)
+                    .await?;
+                DomainResult::Ok(Some((service, host, history)))
+            };
+            let Some((service, host, history)) = read.await? else {
+                continue;
+            };
+            if history.iter().any(|r| !r.status.is_finished()) {
+                continue;
+            }
+            let Some(live) = history
+                .iter()
+                .find(|r| r.status == RequestStatus::Success)
+                .map(|r| r.id)
+            else {
+                continue;
+            };
+            for stale in requests.into_iter().filter(|r| *r != live) {
+                let settled = engine
+                    .settle_cut(&host, &service, stale, crate::engine::Cut::BeforeSwitch)
+                    .await;
+                match settled {
+                    Ok(_) => {
+                        tracing::info!(service = %id, request = %stale, "removed replicas no live deployment started")
+                    }
+                    Err(why) => {
+                        tracing::warn!(service = %id, request = %stale, error = %why, "could not remove replicas no live deployment started")
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Of the records an engine found things of (by the organization and id its marks name),
