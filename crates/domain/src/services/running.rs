@@ -303,8 +303,10 @@ impl Capstan {
 
     /// Removes each existing service's replicas that a request other than its live one started
     /// (the live one: its newest deployment that succeeded), unless a deployment of it is
-    /// under way: what an instance that died left and could not settle. A service none of
-    /// whose recent deployments succeeded is left as it is.
+    /// under way: what an instance that died left and could not settle. Only services with
+    /// replicas of more than one request are read (an idle installation's are one set each,
+    /// and cost no transaction a minute); one none of whose recent deployments succeeded is
+    /// left as it is.
     async fn retire_stale_sets(&self, engine: &dyn crate::engine::Engine) -> DomainResult<()> {
         /// How many of a service's newest deployments are read to find its live one.
         const HISTORY: i64 = 50;
@@ -317,7 +319,7 @@ impl Capstan {
         for set in sets {
             by_service.entry(set.service).or_default().push(set.request);
         }
-        for (id, requests) in by_service {
+        for (id, requests) in by_service.into_iter().filter(|(_, r)| r.len() > 1) {
             let read = async {
                 let mut unit = self.reading().await?;
                 let tx = &mut *unit;
