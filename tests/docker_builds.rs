@@ -39,6 +39,34 @@ async fn deploy(client: &Client, id: &str, commit: &str) {
     .await;
 }
 
+/// Waits until a build's step printing `marker` runs (its output is in the log).
+async fn build_begun(client: &Client, env: &str, marker: &str) {
+    let started = std::time::Instant::now();
+    while !deployment_log(client, env).await.contains(marker) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the build never began"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until no container runs a build step whose command holds `marker`.
+async fn build_stopped(marker: &str) {
+    let started = std::time::Instant::now();
+    loop {
+        let running = docker(&["ps", "--format", "{{.Command}}"]).unwrap();
+        if !running.contains(marker) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the build still runs: {running}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// The last deployment's reason (why it failed).
 async fn last_reason(client: &Client, kind: &str, id: &str) -> String {
     let history = client.get(&format!("/{kind}/{id}/deploymentHistory")).await;
@@ -219,17 +247,7 @@ async fn an_application_is_built_from_git_and_deployed(database: Option<&str>) {
         )],
     );
     deploy(client, &app, &slow).await;
-    let started = std::time::Instant::now();
-    while !deployment_log(client, env)
-        .await
-        .contains("sleeping-in-build")
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the build never began"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    build_begun(client, env, "sleeping-in-build").await;
     post(
         client,
         &format!("/environment/{env}/cancelDeployment"),
@@ -243,18 +261,7 @@ async fn an_application_is_built_from_git_and_deployed(database: Option<&str>) {
     )
     .await;
     assert_eq!(status["state"], "CANCELED", "{status}");
-    let started = std::time::Instant::now();
-    loop {
-        let running = docker(&["ps", "--format", "{{.Command}}"]).unwrap();
-        if !running.contains("sleeping-in-build") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the canceled build still runs: {running}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    build_stopped("sleeping-in-build").await;
     assert!(docker(&["image", "inspect", &image_of(&app, &slow)]).is_err());
 
     // Capstan killed during a build, before any new container starts: the request ends
@@ -268,14 +275,7 @@ async fn an_application_is_built_from_git_and_deployed(database: Option<&str>) {
         )],
     );
     deploy(client, &app, &cut).await;
-    let started = std::time::Instant::now();
-    while !deployment_log(client, env).await.contains("cut-in-build") {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the build never began"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    build_begun(client, env, "cut-in-build").await;
     let before = container_ids(&app);
     case.crash();
     case.restart().await;
@@ -289,18 +289,7 @@ async fn an_application_is_built_from_git_and_deployed(database: Option<&str>) {
     assert_eq!(status["state"], "BUILD_ERROR", "{status}");
     assert_eq!(container_ids(&app), before, "the previous set only");
     assert_eq!(fetch(host_port(&app), "/").await.trim(), "hello v1");
-    let started = std::time::Instant::now();
-    loop {
-        let running = docker(&["ps", "--format", "{{.Command}}"]).unwrap();
-        if !running.contains("cut-in-build") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the cut build still runs: {running}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    build_stopped("cut-in-build").await;
     assert!(docker(&["image", "inspect", &image_of(&app, &cut)]).is_err());
 
     // Two more builds: only the newest two images of the service are kept (one a container

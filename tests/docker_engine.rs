@@ -742,20 +742,14 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
 
     // Killed during a deployment: the request ends once its claim lapses, leaving one set of
     // containers, and the next deployment replaces it.
-    let slow = client
-        .create(
-            &format!("/environment/{env}/container"),
-            json!({
-                "name": "slow", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
-                "entrypoint": "sh",
-                "arguments": ["-c", "sleep 8; mkdir -p /www && echo late > /www/index.html && exec httpd -f -p 8080 -h /www"],
-                "ports": [{"internal_port": 8080, "publicly_accessible": true}],
-                "healthchecks": {"readiness_probe": {"type": {"tcp": {"port": 8080}},
-                    "initial_delay_seconds": 0, "period_seconds": 1, "timeout_seconds": 1,
-                    "success_threshold": 1, "failure_threshold": 60}},
-            }),
-        )
-        .await;
+    let slow = ready_on_8080(
+        client,
+        &env,
+        &registry,
+        "slow",
+        "sleep 8; mkdir -p /www && echo late > /www/index.html && exec httpd -f -p 8080 -h /www",
+    )
+    .await;
     post(client, &format!("/container/{slow}/deploy"), json!({})).await;
     let started = std::time::Instant::now();
     while containers_of(&slow).is_empty() {
@@ -837,26 +831,43 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
     }
 }
 
-/// Killed while a redeploy's previous replica drains (it ignores SIGTERM, so its stop takes
-/// the grace period): the new replica was ready and took the routes, so the request ends
-/// DEPLOYED and the new replica alone runs and answers.
-async fn killed_while_the_previous_replica_drains(case: &mut Case) {
-    let (env, registry) = (case.env.clone(), case.registry.clone());
-    let client = &case.client;
-    let drain = client
+/// A container running `script` (sh -c) that is ready once it listens on its public port 8080.
+async fn ready_on_8080(
+    client: &Client,
+    env: &str,
+    registry: &str,
+    name: &str,
+    script: &str,
+) -> String {
+    client
         .create(
             &format!("/environment/{env}/container"),
             json!({
-                "name": "draining", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
-                "entrypoint": "sh",
-                "arguments": ["-c", "trap '' TERM; mkdir -p /www; hostname > /www/index.html; httpd -f -p 8080 -h /www & wait"],
+                "name": name, "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                "entrypoint": "sh", "arguments": ["-c", script],
                 "ports": [{"internal_port": 8080, "publicly_accessible": true}],
                 "healthchecks": {"readiness_probe": {"type": {"tcp": {"port": 8080}},
                     "initial_delay_seconds": 0, "period_seconds": 1, "timeout_seconds": 1,
                     "success_threshold": 1, "failure_threshold": 60}},
             }),
         )
-        .await;
+        .await
+}
+
+/// Killed while a redeploy's previous replica drains (it ignores SIGTERM, so its stop takes
+/// the grace period): the new replica was ready and took the routes, so the request ends
+/// DEPLOYED and the new replica alone runs and answers.
+async fn killed_while_the_previous_replica_drains(case: &mut Case) {
+    let (env, registry) = (case.env.clone(), case.registry.clone());
+    let client = &case.client;
+    let drain = ready_on_8080(
+        client,
+        &env,
+        &registry,
+        "draining",
+        "trap '' TERM; mkdir -p /www; hostname > /www/index.html; httpd -f -p 8080 -h /www & wait",
+    )
+    .await;
     post(client, &format!("/container/{drain}/deploy"), json!({})).await;
     settled_in(client, "container", &drain, "DEPLOYED").await;
     let previous = container_ids(&drain);
