@@ -46,18 +46,21 @@ async fn act(client: &Client, id: &str, action: &str, want: &str) {
 }
 
 /// A Docker test's world whose databases run `images` (a CAPSTAN_DOCKER_DATABASE_IMAGES entry),
-/// their backups kept in `backups`.
-async fn case_for(database: Option<&str>, images: &str, backups: &TempDir) -> Case {
+/// their backups kept in `backups`, with the settings `more`.
+async fn case_for(
+    database: Option<&str>,
+    images: &str,
+    backups: &TempDir,
+    more: &[(&str, &str)],
+) -> Case {
     let backup_dir = backups.0.display().to_string();
-    Case::start(
-        database,
-        &[
-            ("CAPSTAN_BACKUP_DIR", &backup_dir),
-            ("CAPSTAN_DOCKER_DATABASE_IMAGES", images),
-            ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
-        ],
-    )
-    .await
+    let mut settings = vec![
+        ("CAPSTAN_BACKUP_DIR", backup_dir.as_str()),
+        ("CAPSTAN_DOCKER_DATABASE_IMAGES", images),
+        ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
+    ];
+    settings.extend_from_slice(more);
+    Case::start(database, &settings).await
 }
 
 /// A database of `kind` at `version` created and deployed from `image`: (its id, its master
@@ -142,8 +145,16 @@ async fn restored(client: &Client, db: &str, backup: &str) {
 async fn a_database_keeps_its_data_and_its_applications_reach_it(database: Option<&str>) {
     let (image, version) = postgres_image();
     let backups = TempDir::new();
+    // A dump whose backup no store knows (its database deleted while Capstan was down), and a
+    // file Capstan did not write.
+    let stray = backups
+        .0
+        .join(format!("{}.dump", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&stray, "a deleted database's rows").unwrap();
+    let foreign = backups.0.join("notes.dump");
+    std::fs::write(&foreign, "the operator's").unwrap();
     let images = "POSTGRESQL=capstan-test/postgres:{version}";
-    let case = case_for(database, images, &backups).await;
+    let case = case_for(database, images, &backups, &[]).await;
     let (client, env) = (&case.client, &case.env);
     let what = ("POSTGRESQL", version.as_str(), image.as_str());
     let (db, password) = deployed(client, env, what, ("superuser", 5432)).await;
@@ -191,6 +202,10 @@ async fn a_database_keeps_its_data_and_its_applications_reach_it(database: Optio
         .await;
     assert_eq!(status, 204);
     assert!(!file.exists(), "the dump goes with its backup");
+    // Reconciliation at start-up took the dump no backup owns, and only it.
+    assert!(!stray.exists(), "a dump of no backup is collected");
+    assert!(foreign.exists(), "a file Capstan did not write stays");
+    let (_, kept) = backup_taken(client, &db, &backups).await;
 
     // An application beside it connects with the connection variables it was given.
     let root = TempDir::new();
@@ -225,18 +240,21 @@ async fn a_database_keeps_its_data_and_its_applications_reach_it(database: Optio
     let printed = output_of(client, "application", &app, "kept across deploys").await;
     assert!(!printed.contains(&password), "{printed}");
 
-    // Deleted, it takes its volume with it.
+    // Deleted, it takes its volume and its backups' dumps with it.
     let volume = format!("capstan-data-{}", db.replace('-', ""));
     assert!(docker(&["volume", "inspect", &volume]).is_ok());
+    assert!(kept.exists());
     let (status, _) = client
         .call(reqwest::Method::DELETE, &format!("/database/{db}"), None)
         .await;
     assert!(status == 202 || status == 204, "{status}");
     let started = std::time::Instant::now();
-    while docker(&["volume", "inspect", &volume]).is_ok() {
+    while docker(&["volume", "inspect", &volume]).is_ok() || kept.exists() {
         assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the volume outlived its database"
+            started.elapsed() < Duration::from_secs(30),
+            "the volume or a backup outlived its database (the volume is there: {}, the dump: {})",
+            docker(&["volume", "inspect", &volume]).is_ok(),
+            kept.exists()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -300,7 +318,14 @@ async fn backup_ended(client: &Client, db: &str) -> serde_json::Value {
 async fn a_redis_database_keeps_its_data_and_its_applications_reach_it(database: Option<&str>) {
     let (image, version) = redis_image();
     let backups = TempDir::new();
-    let case = case_for(database, "REDIS=capstan-test/redis:{version}", &backups).await;
+    let keep = [("CAPSTAN_DOCKER_KEEP_DATABASE_VOLUMES", "true")];
+    let case = case_for(
+        database,
+        "REDIS=capstan-test/redis:{version}",
+        &backups,
+        &keep,
+    )
+    .await;
     let (client, env) = (&case.client, &case.env);
     let what = ("REDIS", version.as_str(), image.as_str());
     let (db, password) = deployed(client, env, what, ("default", 6379)).await;
@@ -383,6 +408,26 @@ async fn a_redis_database_keeps_its_data_and_its_applications_reach_it(database:
         "-f",
         &format!("capstan-build/{}:{commit}", reader.replace('-', "")),
     ]);
+
+    // Deleted where the settings keep deleted databases' data: its volume and its dump stay.
+    let volume = format!("capstan-data-{}", db.replace('-', ""));
+    let (status, _) = client
+        .call(reqwest::Method::DELETE, &format!("/database/{db}"), None)
+        .await;
+    assert!(status == 202 || status == 204, "{status}");
+    let started = std::time::Instant::now();
+    while client
+        .call(reqwest::Method::GET, &format!("/database/{db}"), None)
+        .await
+        .0
+        != 404
+    {
+        assert!(started.elapsed() < Duration::from_secs(30), "not deleted");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(docker(&["volume", "inspect", &volume]).is_ok(), "kept");
+    assert!(file.exists(), "the dump is kept with the volume");
+    let _ = docker(&["volume", "rm", &volume]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -428,7 +473,13 @@ fn mysql(container: &str, password: &str, statement: &str) -> String {
 async fn a_mysql_database_keeps_its_data_and_restores_a_backup(database: Option<&str>) {
     let (image, version) = mysql_image();
     let backups = TempDir::new();
-    let case = case_for(database, "MYSQL=capstan-test/mysql:{version}", &backups).await;
+    let case = case_for(
+        database,
+        "MYSQL=capstan-test/mysql:{version}",
+        &backups,
+        &[],
+    )
+    .await;
     let (client, env) = (&case.client, &case.env);
     let what = ("MYSQL", version.as_str(), image.as_str());
     let (db, password) = deployed(client, env, what, ("superuser", 3306)).await;

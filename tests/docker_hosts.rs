@@ -4,7 +4,8 @@
 //! environment's workload runs on its cluster's daemon, seen through each daemon; the second
 //! daemon frozen (answering nothing), its cluster's status and its deployments say so while the
 //! first cluster deploys on; back, its cluster recovers. A daemon restarting under Capstan is
-//! followed again, a build that fills its daemon's disk fails naming it, and a two-node Swarm
+//! followed again, a build and a pull that fill their daemon's disk fail naming it, and a
+//! two-node Swarm
 //! is one daemon to claim (each node a dockerd in a network namespace of its own). Only
 //! 127.0.0.1 and the lab's own namespaces are reached.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -708,4 +709,111 @@ async fn a_build_that_fills_its_daemons_disk_fails_naming_it() {
     deploy(fits).await;
     settled_in(client, "application", &app, "DEPLOYED").await;
     assert_eq!(on_daemon(|args| lab.docker(1, args), &app).len(), 1);
+}
+
+/// A pull that runs out of space on its daemon (a 128 MB tmpfs data root, a 200 MB layer) ends
+/// DEPLOYMENT_ERROR naming the cause and leaves no image of its own; the next deployment, of an
+/// image that fits, runs. The registry is served inside the node's namespace at 127.0.0.1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_that_fills_its_daemons_disk_fails_naming_it() {
+    if !docker_ready() {
+        return;
+    }
+    const PASSWORD: &str = "pull-s3cret-small-disk";
+    let lab = SwarmLab::small(1, "128m").await;
+    let registry = LocalRegistry::start("puller", PASSWORD).await;
+    let big = format!("capstan-test/too-big:{}", std::process::id());
+    let mut build = std::process::Command::new("docker")
+        .args(["build", "-q", "-t", &big, "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let dockerfile =
+            format!("FROM {IMAGE}:{TAG}\nRUN dd if=/dev/zero of=/big bs=1M count=200\n");
+        build
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(dockerfile.as_bytes())
+            .unwrap();
+    }
+    assert!(build.wait().unwrap().success(), "the big image builds");
+    registry.push(&big, "team/big:1");
+    registry.push(&format!("{IMAGE}:{TAG}"), "team/small:1");
+    let _ = docker(&["rmi", &big]);
+    let _served = registry.served_in(&lab, 1).await;
+
+    let case = Case::start(
+        None,
+        &[
+            ("CAPSTAN_DOCKER_SOCKETS_DIR", lab.dir().to_str().unwrap()),
+            ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
+        ],
+    )
+    .await;
+    let (client, org) = (&case.client, &case.org);
+    let env = environment_on(&case, "small-disk", &lab.socket(1)).await;
+    let host = &registry.address;
+    let registry_id = client
+        .create(
+            &format!("/organization/{org}/containerRegistry"),
+            json!({"name": "lab", "kind": "GENERIC_CR", "url": format!("http://{host}"),
+                   "config": {"username": "puller", "password": PASSWORD}}),
+        )
+        .await;
+    let container = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({"name": "big", "registry_id": registry_id, "image_name": "team/big",
+                   "tag": "1", "entrypoint": "sh",
+                   "arguments": ["-c", "echo up; exec sleep 1000"]}),
+        )
+        .await;
+    let images = |filter: &str| {
+        lab.docker(1, &["images", "-q", "--filter", filter])
+            .unwrap()
+    };
+    let dangling_before = images("dangling=true");
+    post(client, &format!("/container/{container}/deploy"), json!({})).await;
+    settled_in(client, "container", &container, "DEPLOYMENT_ERROR").await;
+    let history = client
+        .get(&format!("/container/{container}/deploymentHistoryV2"))
+        .await
+        .to_string();
+    assert!(
+        history.to_lowercase().contains("no space left on device"),
+        "{history}"
+    );
+    assert!(!history.contains(PASSWORD));
+    assert_eq!(
+        images(&format!("reference={host}/team/big")),
+        "",
+        "no image of the failed pull"
+    );
+    assert_eq!(
+        images("dangling=true"),
+        dangling_before,
+        "no dangling image"
+    );
+    assert!(on_daemon(|args| lab.docker(1, args), &container).is_empty());
+
+    let (status, answer) = client
+        .call(
+            reqwest::Method::PUT,
+            &format!("/container/{container}"),
+            Some(
+                json!({"name": "big", "registry_id": registry_id, "image_name": "team/small",
+                        "tag": "1", "entrypoint": "sh",
+                        "arguments": ["-c", "echo up; exec sleep 1000"]}),
+            ),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    post(client, &format!("/container/{container}/deploy"), json!({})).await;
+    settled_in(client, "container", &container, "DEPLOYED").await;
+    assert_eq!(on_daemon(|args| lab.docker(1, args), &container).len(), 1);
+    assert!(!case.own_log().contains(PASSWORD));
 }

@@ -1641,6 +1641,50 @@ impl LocalRegistry {
     }
 }
 
+impl LocalRegistry {
+    /// The same registry (its storage, its users) served at the same address inside node
+    /// `node`'s network namespace too: what the node's daemon pulls from, with no route out of
+    /// its namespace. Stopped when dropped.
+    pub async fn served_in(&self, lab: &SwarmLab, node: usize) -> ServedIn {
+        let namespace = lab.namespace(node);
+        let child = Command::new("ip")
+            .args(["netns", "exec", &namespace, "docker-registry", "serve"])
+            .arg(self.dir.0.join("config.yml"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("docker-registry runs in the namespace");
+        let port = self.address.rsplit(':').next().unwrap().to_string();
+        let reached = || {
+            Command::new("ip")
+                .args(["netns", "exec", &namespace, "bash", "-c"])
+                .arg(format!("exec 3<>/dev/tcp/127.0.0.1/{port}"))
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let started = Instant::now();
+        while !reached() {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the registry did not start in {namespace}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        ServedIn(child)
+    }
+}
+
+/// A registry served in a lab node's namespace; stopped when dropped.
+pub struct ServedIn(Child);
+
+impl Drop for ServedIn {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 impl Drop for LocalRegistry {
     fn drop(&mut self) {
         let _ = self.child.kill();

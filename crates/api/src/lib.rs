@@ -57,8 +57,6 @@ pub struct AppState {
     pub links_base: Option<String>,
     /// The live sockets each credential holds open here, against the cap.
     pub live_sockets: live::sockets::Sockets,
-    /// The OpenAPI document, rendered once.
-    openapi_json: String,
 }
 
 impl AppState {
@@ -89,7 +87,6 @@ impl AppState {
             controls: None,
             links_base: None,
             live_sockets: live::sockets::Sockets::default(),
-            openapi_json: serde_json::to_string(&openapi()).unwrap_or_else(|_| "{}".into()),
         }
     }
 
@@ -158,10 +155,15 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     openapi::document(&endpoints())
 }
 
-async fn openapi_json(state: web::Data<AppState>) -> HttpResponse {
+/// The document, made once per process: it is the same for every app, and making it (every
+/// route's schemas, then their JSON) costs more than anything else an app's start does.
+static OPENAPI_JSON: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| serde_json::to_string(&openapi()).unwrap_or_else(|_| "{}".into()));
+
+async fn openapi_json() -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/json")
-        .body(state.openapi_json.clone())
+        .body(OPENAPI_JSON.as_str())
 }
 
 async fn docs_page() -> HttpResponse {

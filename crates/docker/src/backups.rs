@@ -6,7 +6,8 @@ use crate::db_recipe::{self, Recipe};
 use crate::engine::{said, DockerEngine};
 use crate::exec;
 use bollard::query_parameters::DownloadFromContainerOptions;
-use domain::model::{Service, WorkloadInputs};
+use domain::ids::BackupId;
+use domain::model::{dump_of, Service, WorkloadInputs};
 use futures_util::StreamExt;
 use std::io::Read;
 use std::path::PathBuf;
@@ -163,6 +164,19 @@ impl DockerEngine {
             }
         }
         Ok(())
+    }
+
+    /// The dumps in the backup directory.
+    pub(crate) fn dumps(&self) -> Result<Vec<BackupId>, String> {
+        let entries = match std::fs::read_dir(&self.backup_dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(format!("could not read the backup directory: {e}")),
+        };
+        Ok(entries
+            .filter_map(Result::ok)
+            .filter_map(|e| dump_of(&e.file_name().to_string_lossy()))
+            .collect())
     }
 
     pub(crate) fn drop_backup(&self, file: &str) -> Result<(), String> {

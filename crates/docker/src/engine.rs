@@ -19,7 +19,7 @@ use bollard::query_parameters::{
 use bollard::Docker;
 use domain::engine::{Cancel, Cut, Engine, Kept, ReplicaSet, StepLog, StepWork};
 use domain::git::Checkouts;
-use domain::ids::{DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
+use domain::ids::{BackupId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use domain::model::{
     Cluster, ClusterAction, DeploymentAction, DeploymentStatus, Host, JobCommand, JobSpec,
     OutputLine, RegistryAccess, RunningState, Service, ServiceKind, ServiceSpec, ServiceSubAction,
@@ -1393,6 +1393,14 @@ impl Engine for DockerEngine {
 
     async fn remove_backup(&self, file: &str) -> Result<(), String> {
         self.drop_backup(file)
+    }
+
+    /// A deleted database's dumps are its data too: kept with its volume.
+    async fn held_backups(&self) -> Result<Vec<BackupId>, String> {
+        if self.keep_volumes {
+            return Ok(Vec::new());
+        }
+        self.dumps()
     }
 
     async fn terraform_state(

@@ -10,7 +10,9 @@ use crate::tunnel::{Destination, Tunnel};
 use async_trait::async_trait;
 use bollard::Docker;
 use domain::engine::{Cut, Engine, Kept, ReplicaSet, StepWork};
-use domain::ids::{ClusterId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
+use domain::ids::{
+    BackupId, ClusterId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId,
+};
 use domain::model::{
     Cluster, ClusterAction, DaemonIdentity, DockerEndpoint, Host, OutputLine, RegistryAccess,
     RunningState, Service, WorkloadInputs,
@@ -723,6 +725,10 @@ impl Engine for Hosts {
     /// Backups are kept on this machine, whichever host the database runs on.
     async fn remove_backup(&self, file: &str) -> Result<(), String> {
         self.local.remove_backup(file).await
+    }
+
+    async fn held_backups(&self) -> Result<Vec<BackupId>, String> {
+        self.local.held_backups().await
     }
 
     async fn terraform_state(

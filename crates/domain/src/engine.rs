@@ -1,7 +1,7 @@
 //! The engine port: what carries out the steps of a deployment request. The server wires an
 //! adapter (the simulated engine by default); the worker in `services::worker` drives it.
 
-use crate::ids::{DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
+use crate::ids::{BackupId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use crate::model::{
     Cluster, ClusterAction, DaemonIdentity, DeploymentLogLine, DeploymentRequest, Host, LogLevel,
     Masker, OutputLine, RegistryAccess, RunningState, Service, ServiceState, StepName,
@@ -174,6 +174,12 @@ pub trait Engine: Send + Sync {
     async fn remove_backup(&self, file: &str) -> Result<(), String> {
         let _ = file;
         Ok(())
+    }
+
+    /// The backups it keeps dumps of that may go once their records are gone, for
+    /// reconciliation: none when the settings keep a deleted database's data.
+    async fn held_backups(&self) -> Result<Vec<BackupId>, String> {
+        Ok(Vec::new())
     }
 
     /// The state file a terraform service's runs keep (none: it has not run, or this engine

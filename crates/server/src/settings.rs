@@ -146,7 +146,7 @@ pub struct RawSettings {
     /// names is pulled with its own registry access at each deployment.
     #[arg(long, env = "CAPSTAN_HOST_IMAGES", global = true)]
     pub host_images: Option<String>,
-    /// Whether a deleted database's volume (its data) is kept.
+    /// Whether a deleted database's volume (its data) and its backups' dumps are kept.
     #[arg(
         long,
         env = "CAPSTAN_DOCKER_KEEP_DATABASE_VOLUMES",
@@ -180,7 +180,8 @@ pub struct RawSettings {
     /// `ENGINE=version` entries, comma-separated (`OPEN_TOFU=1.9.0,TERRAFORM=1.5.7`).
     #[arg(long, env = "CAPSTAN_TERRAFORM_VERSIONS", global = true)]
     pub terraform_versions: Option<String>,
-    /// Where databases' backups are kept (a directory Capstan makes, readable by its user).
+    /// Where databases' backups are kept (a directory Capstan makes, readable by its user):
+    /// one installation's, shared by its instances, by no other installation.
     #[arg(
         long,
         env = "CAPSTAN_BACKUP_DIR",

@@ -33,8 +33,26 @@ pub struct DatabaseBackup {
 impl DatabaseBackup {
     /// The name the engine keeps its dump under.
     pub fn file_name(&self) -> String {
-        format!("{}.dump", self.id.0.simple())
+        dump_file(self.id)
     }
+}
+
+const DUMP: &str = ".dump";
+
+/// The name the engine keeps backup `id`'s dump under.
+pub fn dump_file(id: BackupId) -> String {
+    format!("{}{DUMP}", id.0.simple())
+}
+
+/// The backup a file of the engine's holds the dump of, when it is named as `dump_file`
+/// names them (anything else in the directory is not Capstan's to touch).
+pub fn dump_of(file: &str) -> Option<BackupId> {
+    let id = file.strip_suffix(DUMP)?;
+    // Only the simple form `dump_file` writes: a name Capstan did not write is left alone.
+    (id.len() == 32)
+        .then(|| uuid::Uuid::try_parse(id).ok())
+        .flatten()
+        .map(BackupId)
 }
 
 impl Record for DatabaseBackup {
@@ -47,5 +65,26 @@ impl Record for DatabaseBackup {
     }
     fn organization_id(&self) -> OrganizationId {
         self.organization_id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dump_names_its_backup_and_nothing_else_is_taken_for_one() {
+        let id = BackupId(uuid::Uuid::new_v4());
+        assert_eq!(dump_of(&dump_file(id)), Some(id));
+        let hyphenated = format!("{}.dump", id.0);
+        for other in [
+            hyphenated.as_str(),
+            "notes.dump",
+            "backup.sql",
+            ".dump",
+            &id.0.simple().to_string(),
+        ] {
+            assert_eq!(dump_of(other), None, "{other}");
+        }
     }
 }

@@ -55,7 +55,7 @@ pub use credentials::{
 };
 pub use cron::{CronSchedule, CronTurn};
 pub use custom_domain::{host_name, renamed, CustomDomain, CustomDomainInput, DnsCheck, DnsState};
-pub use database_backup::{BackupState, DatabaseBackup};
+pub use database_backup::{dump_file, dump_of, BackupState, DatabaseBackup};
 pub use database_connection::{container_versions, DatabaseConnection};
 pub use deployment::{
     plan, queue_up, DeployTarget, DeploymentRequest, DeploymentSnapshot, Origin, Phase,

@@ -8,7 +8,7 @@ use crate::engine::Engine;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{BackupId, ServiceId};
 use crate::model::{
-    BackupState, DatabaseBackup, DeploymentStatus, Host, Masker, Service, ServiceKind,
+    dump_file, BackupState, DatabaseBackup, DeploymentStatus, Host, Masker, Service, ServiceKind,
     WorkloadInputs,
 };
 use crate::pagination::{Page, PageRequest};
@@ -180,6 +180,31 @@ impl Capstan {
             self.delete::<DatabaseBackup>(tx, found.id, "nothing").await
         })
         .await
+    }
+
+    /// Removes the dumps whose backups are gone: their database was deleted, by whichever path
+    /// (itself, its environment, its project, its organization), and its records with it. The
+    /// engine holds none when the settings keep a deleted database's data. How many went.
+    pub async fn collect_backups(&self, engine: &dyn Engine) -> DomainResult<usize> {
+        let held = engine.held_backups().await.map_err(DomainError::Internal)?;
+        if held.is_empty() {
+            return Ok(0);
+        }
+        let existing = {
+            let mut unit = self.reading().await?;
+            self.by_id::<DatabaseBackup>(&mut *unit, held.iter().copied())
+                .await?
+        };
+        let mut removed = 0;
+        for gone in held.into_iter().filter(|id| !existing.contains_key(id)) {
+            match engine.remove_backup(&dump_file(gone)).await {
+                Ok(()) => removed += 1,
+                Err(why) => {
+                    tracing::warn!(backup = %gone, error = %why, "could not remove the dump of a deleted database's backup")
+                }
+            }
+        }
+        Ok(removed)
     }
 
     /// `POST /database/{id}/backup/{backupId}/restore`: the backup's data loaded back into the

@@ -272,7 +272,7 @@ impl Capstan {
     /// gone (deleted while Capstan was down, or left by a deletion cut short) are removed, and
     /// then the networks of environments that are gone. Only
     /// workloads of this installation's organizations are considered: another Capstan may use
-    /// the same Docker host. Returns how many services' workloads went.
+    /// the same Docker host. Last, the dumps of backups that are gone. Returns how many services' workloads went.
     pub async fn reconcile(&self, engine: &dyn crate::engine::Engine) -> DomainResult<usize> {
         engine.watch_hosts(self.named_hosts().await?).await;
         let found = engine
@@ -297,6 +297,13 @@ impl Capstan {
                 .remove_environment(environment)
                 .await
                 .map_err(crate::error::DomainError::Internal)?;
+        }
+        let dumps = self.collect_backups(engine).await?;
+        if dumps > 0 {
+            tracing::info!(
+                count = dumps,
+                "removed the backups of databases that no longer exist"
+            );
         }
         Ok(gone.len())
     }

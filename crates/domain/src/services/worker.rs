@@ -762,8 +762,14 @@ impl Worker {
             .await?;
         if ended {
             self.ended(&r);
-            if r.action == DeploymentAction::Delete && r.deletes_environment() {
-                self.environment_gone(r.environment_id).await;
+            if r.action == DeploymentAction::Delete {
+                // A deleted database's backups went with its record: their dumps go now.
+                if let Err(e) = self.capstan.collect_backups(self.engine.as_ref()).await {
+                    tracing::warn!(error = %e, "could not remove the dumps of a deleted database's backups; reconciliation will");
+                }
+                if r.deletes_environment() {
+                    self.environment_gone(r.environment_id).await;
+                }
             }
         }
         Ok(())
