@@ -269,10 +269,10 @@ const CHECK_KEPT_FAILING: time::Duration = time::Duration::seconds(10);
 impl Capstan {
     /// Tells the engine which hosts the clusters name, then compares what the engine runs
     /// with what exists: workloads (containers, volumes, built images) of services that are
-    /// gone (deleted while Capstan was down, or left by a deletion cut short) are removed, and
-    /// then the networks of environments that are gone. Only
-    /// workloads of this installation's organizations are considered: another Capstan may use
-    /// the same Docker host. Last, the dumps of backups that are gone. Returns how many services' workloads went.
+    /// gone (deleted while Capstan was down, or left by a deletion cut short) are removed, then
+    /// the networks of environments that are gone, then the dumps of backups that are gone.
+    /// Only workloads of this installation's organizations are considered: another Capstan may
+    /// use the same Docker host. Returns how many services' workloads went.
     pub async fn reconcile(&self, engine: &dyn crate::engine::Engine) -> DomainResult<usize> {
         engine.watch_hosts(self.named_hosts().await?).await;
         let found = engine
