@@ -244,10 +244,7 @@ async fn a_database_keeps_its_data_and_its_applications_reach_it(database: Optio
     let volume = format!("capstan-data-{}", db.replace('-', ""));
     assert!(docker(&["volume", "inspect", &volume]).is_ok());
     assert!(kept.exists());
-    let (status, _) = client
-        .call(reqwest::Method::DELETE, &format!("/database/{db}"), None)
-        .await;
-    assert!(status == 202 || status == 204, "{status}");
+    delete_asked(client, &format!("/database/{db}")).await;
     let started = std::time::Instant::now();
     while docker(&["volume", "inspect", &volume]).is_ok() || kept.exists() {
         assert!(
@@ -411,20 +408,7 @@ async fn a_redis_database_keeps_its_data_and_its_applications_reach_it(database:
 
     // Deleted where the settings keep deleted databases' data: its volume and its dump stay.
     let volume = format!("capstan-data-{}", db.replace('-', ""));
-    let (status, _) = client
-        .call(reqwest::Method::DELETE, &format!("/database/{db}"), None)
-        .await;
-    assert!(status == 202 || status == 204, "{status}");
-    let started = std::time::Instant::now();
-    while client
-        .call(reqwest::Method::GET, &format!("/database/{db}"), None)
-        .await
-        .0
-        != 404
-    {
-        assert!(started.elapsed() < Duration::from_secs(30), "not deleted");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    deleted(client, &format!("/database/{db}")).await;
     assert!(docker(&["volume", "inspect", &volume]).is_ok(), "kept");
     assert!(file.exists(), "the dump is kept with the volume");
     let _ = docker(&["volume", "rm", &volume]);

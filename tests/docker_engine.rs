@@ -322,10 +322,7 @@ async fn a_container_and_a_job_run_on_docker(database: Option<&str>) {
         pod["containers"][0]["last_terminated_state"]["exit_code"], 5,
         "{pod}"
     );
-    let (status_code, _) = client
-        .call(reqwest::Method::DELETE, &format!("/container/{late}"), None)
-        .await;
-    assert!(status_code == 202 || status_code == 204);
+    delete_asked(client, &format!("/container/{late}")).await;
 
     // Jobs: one succeeds, one fails; their output is in the deployment log.
     let job = |name: &str, script: &str| {
@@ -390,10 +387,7 @@ async fn a_container_and_a_job_run_on_docker(database: Option<&str>) {
     );
 
     // Deleting removes what runs.
-    let (status, _) = client
-        .call(reqwest::Method::DELETE, &format!("/container/{web}"), None)
-        .await;
-    assert!(status == 202 || status == 204, "{status}");
+    delete_asked(client, &format!("/container/{web}")).await;
     let started = std::time::Instant::now();
     while !containers_of(&web).is_empty() {
         assert!(
@@ -817,10 +811,7 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
     killed_while_the_previous_replica_drains(&mut case).await;
     let client = &case.client;
 
-    let (status, _) = client
-        .call(reqwest::Method::DELETE, &format!("/container/{web}"), None)
-        .await;
-    assert!(status == 202 || status == 204, "{status}");
+    delete_asked(client, &format!("/container/{web}")).await;
     let started = std::time::Instant::now();
     while !containers_of(&web).is_empty() {
         assert!(
@@ -1195,10 +1186,7 @@ async fn a_lifecycle_job_runs_on_its_environments_events() {
     let text = deployment_log(client, env).await;
     assert!(text.contains("lifecycle-stop"), "{text}");
     assert!(!text.contains("lifecycle-delete"), "{text}");
-    let (status, _) = client
-        .call(reqwest::Method::DELETE, &format!("/job/{job}"), None)
-        .await;
-    assert!(status == 202 || status == 204, "{status}");
+    delete_asked(client, &format!("/job/{job}")).await;
     let started = std::time::Instant::now();
     loop {
         let text = deployment_log(client, env).await;

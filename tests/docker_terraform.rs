@@ -194,10 +194,7 @@ async fn a_terraform_service_applies_plans_and_destroys(database: Option<&str>) 
 
     // Deleted: its state's volume goes with it.
     let volume = format!("capstan-tfstate-{}", tf.replace('-', ""));
-    let (status, _) = client
-        .call(reqwest::Method::DELETE, &format!("/terraform/{tf}"), None)
-        .await;
-    assert!(status == 202 || status == 204, "{status}");
+    delete_asked(client, &format!("/terraform/{tf}")).await;
     let started = std::time::Instant::now();
     while docker(&["volume", "inspect", &volume]).is_ok() {
         assert!(

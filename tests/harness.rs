@@ -1010,6 +1010,32 @@ pub async fn output_of(client: &Client, kind: &str, id: &str, holding: &str) -> 
     }
 }
 
+/// Asks for `path`'s deletion, which must be taken (202: under way; 204: done).
+pub async fn delete_asked(client: &Client, path: &str) {
+    let (status, body) = client.call(reqwest::Method::DELETE, path, None).await;
+    assert!(
+        status == 202 || status == 204,
+        "DELETE {path}: {status} {body}"
+    );
+}
+
+/// Deletes `path` and waits until it answers 404.
+pub async fn deleted(client: &Client, path: &str) {
+    delete_asked(client, path).await;
+    let started = Instant::now();
+    loop {
+        let (status, body) = client.call(reqwest::Method::GET, path, None).await;
+        if status == 404 {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{path} stays: {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// The service's status once settled; a state other than `want` fails with the reason its
 /// last request gave.
 pub async fn settled_in(client: &Client, kind: &str, id: &str, want: &str) {

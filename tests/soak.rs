@@ -90,31 +90,6 @@ fn kinds(registry: &str, git: &GitServer, commit: &str, redis_version: &str) -> 
     ]
 }
 
-/// Waits until `path` answers 404.
-async fn gone(client: &Client, path: &str) {
-    let started = Instant::now();
-    loop {
-        let (status, body) = client.call(reqwest::Method::GET, path, None).await;
-        if status == 404 {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "{path} stays: {status} {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-async fn delete(client: &Client, path: &str) {
-    let (status, body) = client.call(reqwest::Method::DELETE, path, None).await;
-    assert!(
-        status == 202 || status == 204,
-        "DELETE {path}: {status} {body}"
-    );
-    gone(client, path).await;
-}
-
 /// One cycle of one kind: an environment, the service in it, every action, then both deleted.
 async fn cycle(client: &Client, project: &str, n: usize, kind: &Kind) {
     let env = client
@@ -136,8 +111,8 @@ async fn cycle(client: &Client, project: &str, n: usize, kind: &Kind) {
         post(client, &format!("/{seg}/{id}/{action}"), body).await;
         settled_in(client, seg, &id, state).await;
     }
-    delete(client, &format!("/{seg}/{id}")).await;
-    delete(client, &format!("/environment/{env}")).await;
+    deleted(client, &format!("/{seg}/{id}")).await;
+    deleted(client, &format!("/environment/{env}")).await;
 }
 
 /// What the process `pid` holds after a cycle.
@@ -254,7 +229,7 @@ async fn every_action_on_every_kind_leaves_nothing_and_memory_settles() {
         );
         samples.push(now);
     }
-    delete(client, &format!("/environment/{}", case.env)).await;
+    deleted(client, &format!("/environment/{}", case.env)).await;
 
     let started = Instant::now();
     loop {
