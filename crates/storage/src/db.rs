@@ -381,7 +381,6 @@ impl Db {
                     );
                     Pool::builder(manager)
                         .max_size(size)
-                        .queue_mode(WARM_FIRST)
                         .wait_timeout(Some(Duration::from_secs(30)))
                         .runtime(deadpool_runtime())
                         .build()
@@ -517,12 +516,6 @@ fn sqlite_setup(
         .boxed()
     }
 }
-
-/// The connection returned last is taken first: its caches (SQLite's pages, the prepared
-/// statements) are warm, and the connections a burst opened rest instead of each filling
-/// caches of its own in turn (taken in turn, every connection of the pool ends up holding a
-/// copy of every statement: memory that grows for many minutes after start-up).
-pub(crate) const WARM_FIRST: deadpool::managed::QueueMode = deadpool::managed::QueueMode::Lifo;
 
 fn deadpool_runtime() -> deadpool::Runtime {
     deadpool::Runtime::Tokio1

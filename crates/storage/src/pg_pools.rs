@@ -117,7 +117,6 @@ fn build(
     // every checkout would cost a round trip per unit of work.
     Pool::builder(manager)
         .max_size(size.max(1))
-        .queue_mode(crate::db::WARM_FIRST)
         .wait_timeout(Some(Duration::from_secs(10)))
         .create_timeout(Some(Duration::from_secs(10)))
         .runtime(deadpool::Runtime::Tokio1)
