@@ -1349,6 +1349,62 @@ async fn an_open_event_stream_ends_when_the_server_stops() {
     while let Ok(Some(_)) = stream.chunk().await {}
 }
 
+/// A client reuses a connection it left idle for longer than the servers of some frameworks keep
+/// one (actix-web's default is 5 s): the server must not close it first, or a request sent at the
+/// moment it does fails half sent (seen as the soak's flake: an incomplete message on a POST).
+#[tokio::test]
+async fn an_idle_connection_is_kept_longer_than_clients_keep_theirs() {
+    use tokio::io::AsyncWriteExt;
+    let dir = TempDir::new();
+    let database = format!("sqlite://{}", dir.0.join("data.db").display());
+    let server = Server::start(&dir, &database).await;
+    let address = server.base.trim_start_matches("http://").to_string();
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let request = format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\n\r\n");
+    for round in 0..2 {
+        if round == 1 {
+            tokio::time::sleep(Duration::from_secs(7)).await;
+        }
+        socket.write_all(request.as_bytes()).await.unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(10), one_answer(&mut socket))
+            .await
+            .expect("an answer within 10 s");
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "round {round}: the server answered {answer:?} on the reused connection"
+        );
+    }
+}
+
+/// One whole HTTP/1.1 answer with a `content-length` (what is read so far if the peer closes).
+async fn one_answer(socket: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut read = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        let text = String::from_utf8_lossy(&read).to_string();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")?
+                        .trim()
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or(0usize);
+            if body.len() >= length {
+                return text;
+            }
+        }
+        match socket.read(&mut chunk).await {
+            Ok(0) | Err(_) => return text,
+            Ok(n) => read.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
 /// The live API, on `instances` instances sharing `database`: sockets opened on the last one
 /// hear of a deployment run by whichever instance takes it.
 async fn the_live_api_follows_a_deployment(database: &str, instances: usize) {

@@ -151,11 +151,6 @@ struct TokenCreate {
     name: String,
 }
 
-// A request allocates many small strings (rows, records, JSON) and frees them on another
-// part of the path; mimalloc's per-thread free lists serve that better than glibc's arenas.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let settings = match cli.settings.check() {

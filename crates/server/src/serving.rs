@@ -43,6 +43,11 @@ const GIT_FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60
 const GIT_STATUS_CACHE_SECONDS: i64 = 1;
 /// How many webhook deliveries one sender sends at once.
 const WEBHOOK_BATCH: i64 = 16;
+/// How long an idle client connection is kept open. A server that closes first races a client
+/// reusing the connection at that instant, and the client's request (a POST is not retried) fails
+/// half sent: so longer than the idle timeouts of load balancers (60 s) and of the Go and
+/// reqwest clients (90 s), which close theirs first.
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The application's clock: the system's, or one the controls move (`CAPSTAN_CLOCK=manual`).
 pub fn clock(settings: &Settings) -> (Arc<dyn Clock>, Option<Arc<ManualClock>>) {
@@ -283,7 +288,9 @@ pub async fn serve(
     }
     let app_state = app_state.with_stopping(stopping);
     let state = actix_web::web::Data::new(app_state);
-    let server = actix_web::HttpServer::new(move || api::app(state.clone())).shutdown_timeout(20);
+    let server = actix_web::HttpServer::new(move || api::app(state.clone()))
+        .keep_alive(KEEP_ALIVE)
+        .shutdown_timeout(20);
     let (server, listen) = match listener {
         Some(l) => {
             let at = l.local_addr()?;
