@@ -4,10 +4,7 @@
 //! on PostgreSQL, when another instance says it did); a task makes its listener *before* it
 //! reads the store, so a change committed after that read is never missed.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Mutex, MutexGuard};
-use std::task::{Context, Poll, Waker};
+use tokio::sync::Notify;
 
 /// A kind of change some task waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -135,30 +132,34 @@ impl From<Change> for ChangeSet {
     }
 }
 
+/// A listener of one kind of change: completes at the first ring after it was made, polled or
+/// not yet (tokio's `Notified` is woken by `notify_waiters` from its making on).
+pub type Rung<'a> = tokio::sync::futures::Notified<'a>;
+
 /// One bell per kind of change.
 #[derive(Default)]
 pub struct Changes {
-    bells: [Bell; Change::ALL.len()],
+    bells: [Notify; Change::ALL.len()],
 }
 
 impl Changes {
     /// Wakes every task listening for one of `set`.
     pub fn ring(&self, set: ChangeSet) {
         for change in set.iter() {
-            self.bells[change as usize].ring();
+            self.bells[change as usize].notify_waiters();
         }
     }
 
     /// Completes at the first ring of `change` after this call (make it before reading the
     /// store, await it after).
     pub fn listen(&self, change: Change) -> Rung<'_> {
-        self.bells[change as usize].listen()
+        self.bells[change as usize].notified()
     }
 }
 
 /// One bell on its own: what a manual clock rings when moved.
 #[derive(Default)]
-pub struct Signal(Bell);
+pub struct Signal(Notify);
 
 impl std::fmt::Debug for Signal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -168,84 +169,12 @@ impl std::fmt::Debug for Signal {
 
 impl Signal {
     pub fn ring(&self) {
-        self.0.ring();
+        self.0.notify_waiters();
     }
 
     /// Completes at the first ring after this call.
     pub fn listen(&self) -> Rung<'_> {
-        self.0.listen()
-    }
-}
-
-#[derive(Default)]
-struct Bell {
-    state: Mutex<BellState>,
-}
-
-#[derive(Default)]
-struct BellState {
-    rung: u64,
-    next_listener: u64,
-    /// The wakers of listeners now waiting, by listener.
-    waiting: Vec<(u64, Waker)>,
-}
-
-impl Bell {
-    fn state(&self) -> MutexGuard<'_, BellState> {
-        // Nothing panics while holding it; a poisoned state is still whole.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn ring(&self) {
-        let woken = {
-            let mut s = self.state();
-            s.rung = s.rung.wrapping_add(1);
-            std::mem::take(&mut s.waiting)
-        };
-        for (_, waker) in woken {
-            waker.wake();
-        }
-    }
-
-    fn listen(&self) -> Rung<'_> {
-        let mut s = self.state();
-        let id = s.next_listener;
-        s.next_listener = s.next_listener.wrapping_add(1);
-        Rung {
-            bell: self,
-            seen: s.rung,
-            id,
-        }
-    }
-}
-
-/// A listener of one bell: a future that completes once it has rung.
-pub struct Rung<'a> {
-    bell: &'a Bell,
-    seen: u64,
-    id: u64,
-}
-
-impl Future for Rung<'_> {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut s = self.bell.state();
-        if s.rung != self.seen {
-            return Poll::Ready(());
-        }
-        match s.waiting.iter_mut().find(|(id, _)| *id == self.id) {
-            Some((_, waker)) => waker.clone_from(cx.waker()),
-            None => s.waiting.push((self.id, cx.waker().clone())),
-        }
-        Poll::Pending
-    }
-}
-
-impl Drop for Rung<'_> {
-    fn drop(&mut self) {
-        // A listener given up (its task woke for another reason) leaves nothing behind.
-        self.bell.state().waiting.retain(|(id, _)| *id != self.id);
+        self.0.notified()
     }
 }
 
@@ -281,24 +210,23 @@ mod tests {
         for _ in 0..3 {
             drop(changes.listen(Change::Sequenced));
         }
-        assert!(changes.bells[Change::Sequenced as usize]
-            .state()
-            .waiting
-            .is_empty());
+        // Each waits (polled once, on a task of its own) before the ring.
+        let (waiting, mut waited) = tokio::sync::mpsc::unbounded_channel();
         let waiters: Vec<_> = (0..3)
             .map(|_| {
                 let changes = changes.clone();
-                tokio::spawn(async move { changes.listen(Change::Sequenced).await })
+                let waiting = waiting.clone();
+                tokio::spawn(async move {
+                    let rung = changes.listen(Change::Sequenced);
+                    tokio::pin!(rung);
+                    rung.as_mut().enable();
+                    waiting.send(()).ok();
+                    rung.await
+                })
             })
             .collect();
-        // Each waits before the ring.
-        while changes.bells[Change::Sequenced as usize]
-            .state()
-            .waiting
-            .len()
-            < 3
-        {
-            tokio::task::yield_now().await;
+        for _ in 0..3 {
+            waited.recv().await.expect("a waiter");
         }
         changes.ring(ChangeSet::ALL);
         for w in waiters {

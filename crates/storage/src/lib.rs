@@ -16,6 +16,7 @@ mod listener;
 mod maintenance;
 mod mark_changed;
 mod migrate;
+mod pg_names;
 mod pg_pools;
 mod queries;
 mod queue;

@@ -1,7 +1,7 @@
 //! Hears, on PostgreSQL, the changes other instances commit (`LISTEN`), and rings them here:
 //! a deployment queued through one instance is taken by the first free worker of any.
 
-use crate::session::CHANGES_CHANNEL;
+use crate::pg_names::CHANGES_CHANNEL;
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use domain::changes::{ChangeSet, Changes};
 use futures_util::StreamExt;

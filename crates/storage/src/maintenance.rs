@@ -86,7 +86,7 @@ fn postgres_reset(keep_tokens: bool) -> String {
     let tables: Vec<&str> = emptied(keep_tokens).collect();
     let mut sql = format!(
         "{}; TRUNCATE {};",
-        crate::session::EVENT_LOG_LOCK,
+        crate::pg_names::EVENT_LOG_LOCK,
         tables.join(", ")
     );
     if keep_tokens {

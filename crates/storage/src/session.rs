@@ -4,6 +4,7 @@
 use crate::cipher::Cipher;
 use crate::db::{store_error, Conn, Db, SqliteConn};
 use crate::group_commit::GroupCommit;
+use crate::pg_names::{CHANGES_CHANNEL, DOCKER_DAEMONS_LOCK, EVENT_LOG_LOCK};
 use crate::schema::{
     clusters, container_registries, environments, git_tokens, organization_webhooks, organizations,
     projects, services,
@@ -21,13 +22,6 @@ use domain::error::{StoreError, StoreResult};
 use domain::ports::{Reference, Scope, Store, Tx};
 use futures_util::FutureExt;
 use std::sync::Arc;
-
-/// The PostgreSQL channel on which instances tell each other of changes (`domain::changes`).
-pub(crate) const CHANGES_CHANNEL: &str = "capstan_changes";
-
-/// Takes the sequencer's advisory lock (any fixed number is its key) until the transaction ends.
-pub(crate) const EVENT_LOG_LOCK: &str = "SELECT pg_advisory_xact_lock(7320411)";
-const DOCKER_DAEMONS_LOCK: &str = "SELECT pg_advisory_xact_lock(7320412)";
 
 type PgTransactions = <AsyncPgConnection as AsyncConnection>::TransactionManager;
 type SqliteTransactions = <SqliteConn as AsyncConnection>::TransactionManager;

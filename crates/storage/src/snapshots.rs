@@ -147,7 +147,7 @@ fn copy_back(from: &str, postgres: bool) -> String {
     let mut sql = if postgres {
         format!(
             "{}; TRUNCATE {};",
-            crate::session::EVENT_LOG_LOCK,
+            crate::pg_names::EVENT_LOG_LOCK,
             TABLES.join(", ")
         )
     } else {
