@@ -315,7 +315,7 @@ pub struct Db {
     /// Tokens already found, on an embedded store only (see `token_cache`).
     pub(crate) tokens: Option<Arc<TokenCache>>,
     /// Where a SQLite store keeps its snapshots (PostgreSQL keeps them in the database).
-    pub(crate) snapshot_dir: Option<Arc<crate::snapshots::SnapshotDir>>,
+    pub(crate) snapshot_dir: Option<Arc<crate::snapshot_dir::SnapshotDir>>,
     /// Rung by committed units (and, on PostgreSQL, by the other instances' notifications).
     pub(crate) changes: Arc<domain::changes::Changes>,
     /// How many times a connection was lent (a unit of work, a claim, a query of its own): the
@@ -405,10 +405,9 @@ impl Db {
         // Only the one server on a SQLite file sees every deletion (see `token_cache`).
         let tokens = drivers.is_none().then(Arc::default);
         let snapshot_dir = match url {
-            DatabaseUrl::Sqlite(path) => Some(Arc::new(crate::snapshots::SnapshotDir::for_sqlite(
-                path,
-                url.is_sqlite_memory(),
-            ))),
+            DatabaseUrl::Sqlite(path) => Some(Arc::new(
+                crate::snapshot_dir::SnapshotDir::for_sqlite(path, url.is_sqlite_memory()),
+            )),
             DatabaseUrl::Postgres(_) => None,
         };
         let changes = Arc::new(domain::changes::Changes::default());

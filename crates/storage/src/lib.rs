@@ -28,6 +28,7 @@ mod running_states;
 mod schema;
 mod service_output;
 mod session;
+mod snapshot_dir;
 mod snapshots;
 mod stages;
 mod stored_specs;

@@ -10,58 +10,17 @@
 
 use crate::db::{db_run, db_transaction, db_write_transaction, store_error, Conn, Db};
 use crate::maintenance::TABLES;
+use crate::snapshot_dir::SnapshotDir;
 use crate::token_cache::ForgetOnDrop;
 use diesel::sql_types::{BigInt, Text};
 use diesel::{Connection, QueryableByName};
 use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
 use domain::error::{StoreError, StoreResult};
 use domain::model::{Snapshot, SnapshotName};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use time::OffsetDateTime;
 
 const MIGRATIONS: &str = "__diesel_schema_migrations";
-
-/// Where a SQLite store keeps its snapshots; a temporary folder goes with the store.
-#[derive(Debug)]
-pub(crate) struct SnapshotDir {
-    path: PathBuf,
-    temporary: bool,
-}
-
-impl SnapshotDir {
-    /// `<database>.snapshots`, or a folder of its own under the system's temporary one for a
-    /// database in memory.
-    pub(crate) fn for_sqlite(database: &str, memory: bool) -> Self {
-        if memory {
-            let path = std::env::temp_dir().join(format!(
-                "capstan-snapshots-{}-{}",
-                std::process::id(),
-                uuid::Uuid::new_v4().simple()
-            ));
-            Self {
-                path,
-                temporary: true,
-            }
-        } else {
-            Self {
-                path: PathBuf::from(format!("{database}.snapshots")),
-                temporary: false,
-            }
-        }
-    }
-
-    fn file(&self, name: &SnapshotName) -> PathBuf {
-        self.path.join(format!("{name}.db"))
-    }
-}
-
-impl Drop for SnapshotDir {
-    fn drop(&mut self) {
-        if self.temporary {
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
-    }
-}
 
 #[derive(QueryableByName)]
 struct Meta {
