@@ -1,12 +1,12 @@
 //! Where a SQLite store keeps its snapshots (`snapshots` makes and restores them).
 
 use domain::model::SnapshotName;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Where a SQLite store keeps its snapshots; a temporary folder goes with the store.
 #[derive(Debug)]
 pub(crate) struct SnapshotDir {
-    pub(crate) path: PathBuf,
+    path: PathBuf,
     temporary: bool,
 }
 
@@ -30,6 +30,10 @@ impl SnapshotDir {
                 temporary: false,
             }
         }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     pub(crate) fn file(&self, name: &SnapshotName) -> PathBuf {

@@ -175,8 +175,8 @@ impl Db {
         if file.exists() {
             return Err(StoreError::Duplicate);
         }
-        std::fs::create_dir_all(&dir.path).map_err(io)?;
-        let partial = dir.path.join(format!(".{name}.partial"));
+        std::fs::create_dir_all(dir.path()).map_err(io)?;
+        let partial = dir.path().join(format!(".{name}.partial"));
         self.vacuum_into(&partial).await?;
         // The copy is a database of its own: its note is written there, then it takes its name.
         let noted = (|| {
@@ -411,7 +411,7 @@ impl Db {
             }
         } else {
             let dir = self.snapshot_dir()?;
-            let entries = match std::fs::read_dir(&dir.path) {
+            let entries = match std::fs::read_dir(dir.path()) {
                 Ok(entries) => entries,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(found),
                 Err(e) => return Err(io(e)),
