@@ -622,6 +622,81 @@ async fn a_slow_daemon_is_waited_for_within_the_timeouts_and_then_named() {
     assert!(reason.contains(&slow.display().to_string()), "{reason}");
 }
 
+/// A daemon that drops one call (a container's creation) and then answers: the step runs
+/// again after a second and the deployment ends DEPLOYED, its log saying why it ran twice. A
+/// failure that would recur (the workload exits at once) fails at the first run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_the_daemon_drops_is_made_again_and_a_workloads_own_failure_is_not() {
+    if !docker_ready() {
+        return;
+    }
+    let lab = SwarmLab::start(1).await;
+    lab.load(1, &format!("{IMAGE}:{TAG}"));
+    let sockets = TempDir::new();
+    let refusing = sockets.0.join("refusing.sock");
+    let refusals = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    refusing_socket(&refusing, lab.socket(1), refusals.clone());
+    let case = Case::start(
+        None,
+        &[("CAPSTAN_DOCKER_SOCKETS_DIR", sockets.0.to_str().unwrap())],
+    )
+    .await;
+    let (client, registry) = (&case.client, &case.registry);
+    let env = environment_on(&case, "refusing", &refusing).await;
+    let sleeper = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({"name": "sleeper", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                   "entrypoint": "sleep", "arguments": ["1000"]}),
+        )
+        .await;
+    refusals.store(1, std::sync::atomic::Ordering::SeqCst);
+    post(client, &format!("/container/{sleeper}/deploy"), json!({})).await;
+    let (state, history) = deployed(client, &sleeper).await;
+    assert_eq!(state, "DEPLOYED", "{history}");
+    assert_eq!(refusals.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(on_daemon(|args| lab.docker(1, args), &sleeper).len(), 1);
+    let log = deployment_log(client, &env).await;
+    assert!(
+        log.contains("the connection to the Docker daemon failed")
+            && log.contains("this may pass, so the step runs again in 1 s (retry 1 of 3)"),
+        "{log}"
+    );
+    assert!(!log.contains("retry 2 of 3"), "{log}");
+
+    let quitter = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({"name": "quitter", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                   "entrypoint": "sh", "arguments": ["-c", "echo giving up; exit 3"]}),
+        )
+        .await;
+    post(client, &format!("/container/{quitter}/deploy"), json!({})).await;
+    let (state, history) = deployed(client, &quitter).await;
+    assert_eq!(state, "DEPLOYMENT_ERROR", "{history}");
+    assert!(history.contains("exited with code 3"), "{history}");
+    let log: Vec<Value> = serde_json::from_str(&deployment_log(client, &env).await).unwrap();
+    let lines = |holding: &str| {
+        log.iter()
+            .filter(|l| {
+                l["message"]["safe_message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(holding))
+            })
+            .count()
+    };
+    assert_eq!(
+        lines("runs again"),
+        1,
+        "only the sleeper's dropped call: {log:?}"
+    );
+    assert_eq!(
+        lines("started container"),
+        2,
+        "the sleeper's second run and the quitter's only one: {log:?}"
+    );
+}
+
 /// A build that runs its daemon out of space (a daemon whose data root is a small tmpfs) ends
 /// BUILD_ERROR naming the cause and leaves no image of its own, tagged or dangling; what ran
 /// before still runs, and once the space is back the next deployment succeeds.

@@ -3,9 +3,11 @@
 //! and loaded back by the type's restore steps.
 
 use crate::db_recipe::{self, Recipe};
-use crate::engine::{said, DockerEngine};
+use crate::engine::DockerEngine;
+use crate::errors::said;
 use crate::exec;
 use bollard::query_parameters::DownloadFromContainerOptions;
+use domain::engine::EngineError;
 use domain::ids::BackupId;
 use domain::model::{dump_of, Service, WorkloadInputs};
 use futures_util::StreamExt;
@@ -19,7 +21,7 @@ pub(crate) async fn file_of(
     docker: &bollard::Docker,
     id: &str,
     path: &str,
-) -> Result<Vec<u8>, Option<String>> {
+) -> Result<Vec<u8>, Option<EngineError>> {
     let options = DownloadFromContainerOptions {
         path: path.to_string(),
     };
@@ -34,7 +36,7 @@ pub(crate) async fn file_of(
             Err(e) => return Err(Some(said(&format!("could not read {path}"), e))),
         }
     }
-    let unreadable = |e: std::io::Error| Some(format!("could not read {path}: {e}"));
+    let unreadable = |e: std::io::Error| Some(format!("could not read {path}: {e}").into());
     let mut entries = tar::Archive::new(archive.as_slice());
     let mut first = entries
         .entries()
@@ -52,9 +54,9 @@ const BACKUP_TIMEOUT: Duration = Duration::from_secs(3600);
 
 impl DockerEngine {
     /// The file a backup is kept in: a plain name, never a path.
-    fn backup_path(&self, file: &str) -> Result<PathBuf, String> {
+    fn backup_path(&self, file: &str) -> Result<PathBuf, EngineError> {
         if file.is_empty() || file.contains(['/', '\\']) || file.starts_with('.') {
-            return Err(format!("'{file}' is not a backup's name"));
+            return Err(format!("'{file}' is not a backup's name").into());
         }
         Ok(self.backup_dir.join(file))
     }
@@ -64,7 +66,7 @@ impl DockerEngine {
         &self,
         database: &Service,
         inputs: &WorkloadInputs,
-    ) -> Result<(String, Recipe), String> {
+    ) -> Result<(String, Recipe), EngineError> {
         let (spec, connection, password) = db_recipe::database_of(database, inputs)?;
         let recipe = db_recipe::recipe(spec.db_type, &connection, &password);
         let running = self
@@ -80,7 +82,7 @@ impl DockerEngine {
         Ok((running, recipe))
     }
 
-    async fn dump(&self, id: &str, recipe: &Recipe) -> Result<Vec<u8>, String> {
+    async fn dump(&self, id: &str, recipe: &Recipe) -> Result<Vec<u8>, EngineError> {
         let ran = exec::run(
             &self.docker,
             id,
@@ -92,18 +94,16 @@ impl DockerEngine {
         .await?;
         let tool = recipe.dump.first().map_or("the dump", String::as_str);
         if !ran.succeeded() {
-            return Err(format!(
-                "{tool} exited with code {}: {}",
-                ran.code,
-                ran.complaint()
-            ));
+            return Err(
+                format!("{tool} exited with code {}: {}", ran.code, ran.complaint()).into(),
+            );
         }
         let Some(inside) = recipe.dump_file else {
             return Ok(ran.stdout);
         };
         file_of(&self.docker, id, inside)
             .await
-            .map_err(|why| why.unwrap_or_else(|| format!("the dump wrote no {inside}")))
+            .map_err(|why| why.unwrap_or_else(|| format!("the dump wrote no {inside}").into()))
     }
 
     pub(crate) async fn take_backup(
@@ -111,7 +111,7 @@ impl DockerEngine {
         database: &Service,
         inputs: &WorkloadInputs,
         file: &str,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, EngineError> {
         let path = self.backup_path(file)?;
         let (id, recipe) = self.running_database(database, inputs).await?;
         let bytes = self.dump(&id, &recipe).await?;
@@ -140,7 +140,7 @@ impl DockerEngine {
         database: &Service,
         inputs: &WorkloadInputs,
         file: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         let path = self.backup_path(file)?;
         let (id, recipe) = self.running_database(database, inputs).await?;
         let bytes = std::fs::read(&path).map_err(|e| format!("could not read the backup: {e}"))?;
@@ -160,18 +160,19 @@ impl DockerEngine {
                     step.cmd.first().map_or("the restore", String::as_str),
                     ran.code,
                     ran.complaint()
-                ));
+                )
+                .into());
             }
         }
         Ok(())
     }
 
     /// The dumps in the backup directory.
-    pub(crate) fn dumps(&self) -> Result<Vec<BackupId>, String> {
+    pub(crate) fn dumps(&self) -> Result<Vec<BackupId>, EngineError> {
         let entries = match std::fs::read_dir(&self.backup_dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(format!("could not read the backup directory: {e}")),
+            Err(e) => return Err(format!("could not read the backup directory: {e}").into()),
         };
         Ok(entries
             .filter_map(Result::ok)
@@ -179,11 +180,11 @@ impl DockerEngine {
             .collect())
     }
 
-    pub(crate) fn drop_backup(&self, file: &str) -> Result<(), String> {
+    pub(crate) fn drop_backup(&self, file: &str) -> Result<(), EngineError> {
         match std::fs::remove_file(self.backup_path(file)?) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(format!("could not remove the backup: {e}")),
+            Err(e) => Err(format!("could not remove the backup: {e}").into()),
         }
     }
 }

@@ -2,11 +2,13 @@
 //! the daemon, the build's output in the step's log. An image is tagged by its commit and kept
 //! per service (the newest few), so deploying a commit built before reuses its image.
 
-use crate::engine::{said, DockerEngine};
+use crate::engine::DockerEngine;
+use crate::errors::said;
 use crate::images::{ImageAccess, BUILT_REPOSITORY};
 use crate::plan::LABEL_SERVICE;
 use bollard::query_parameters::{BuildImageOptions, ListImagesOptions, RemoveImageOptions};
 use domain::dockerfile;
+use domain::engine::EngineError;
 use domain::engine::{Cancel, StepLog, StepWork};
 use domain::ids::{DeploymentRequestId, ServiceId};
 use domain::model::{BuildSource, GitAccess, GitRepository};
@@ -50,7 +52,7 @@ pub(crate) fn inside(base: &Path, relative: &str) -> Option<PathBuf> {
 pub(crate) fn fetched_source<'a>(
     work: &'a StepWork<'_>,
     repo: &GitRepository,
-) -> Result<(&'a GitAccess, String), String> {
+) -> Result<(&'a GitAccess, String), EngineError> {
     let git = work
         .inputs
         .git
@@ -76,18 +78,18 @@ impl Drop for Scratch {
 }
 
 /// The context as Docker takes it: a tar of the directory, symbolic links kept as links.
-fn context_archive(dir: &Path) -> Result<Vec<u8>, String> {
+fn context_archive(dir: &Path) -> Result<Vec<u8>, EngineError> {
     let mut tar = tar::Builder::new(Vec::new());
     tar.follow_symlinks(false);
     tar.append_dir_all(".", dir)
         .and_then(|()| tar.into_inner())
-        .map_err(|e| format!("could not pack the build context: {e}"))
+        .map_err(|e| format!("could not pack the build context: {e}").into())
 }
 
 impl DockerEngine {
     /// The image a deployment of a service built from git runs: the one its build step made
     /// (or found), else the deployed commit's.
-    pub(crate) fn image_built_for(&self, work: &StepWork<'_>) -> Result<String, String> {
+    pub(crate) fn image_built_for(&self, work: &StepWork<'_>) -> Result<String, EngineError> {
         if let Some(image) = self.built_images().get(&work.request.id).cloned() {
             return Ok(image);
         }
@@ -112,7 +114,7 @@ impl DockerEngine {
         &self,
         work: &StepWork<'_>,
         source: BuildSource<'_>,
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         let (log, cancel) = (work.log, work.cancel);
         let (git, revision) = fetched_source(work, source.repository)?;
         if is_full_commit(&revision) && self.reuse(work, &revision, log).await {
@@ -168,7 +170,7 @@ impl DockerEngine {
         for url in &fetched {
             self.fetch_permitted(url)
                 .await
-                .map_err(|why| format!("the Dockerfile cannot be built: {why}"))?;
+                .map_err(|why| why.context("the Dockerfile cannot be built"))?;
         }
         for image in pulled {
             self.ensure_image(&image, ImageAccess::Named(None), log, cancel)
@@ -231,7 +233,7 @@ impl DockerEngine {
         revision: &str,
         log: &StepLog,
         cancel: &Cancel,
-    ) -> Result<(Scratch, String), String> {
+    ) -> Result<(Scratch, String), EngineError> {
         let scratch =
             Scratch(std::env::temp_dir().join(format!("capstan-build-{}", request.0.simple())));
         let _ = std::fs::remove_dir_all(&scratch.0);
@@ -248,7 +250,7 @@ impl DockerEngine {
         into: &Path,
         log: &StepLog,
         cancel: &Cancel,
-    ) -> Result<String, String> {
+    ) -> Result<String, EngineError> {
         let checkouts = self
             .checkouts
             .as_ref()
@@ -271,7 +273,7 @@ impl DockerEngine {
         archive: Vec<u8>,
         log: &StepLog,
         cancel: &Cancel,
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         let mut building =
             self.docker
                 .build_image(options, None, Some(bollard::body_full(archive.into())));
@@ -316,7 +318,8 @@ impl DockerEngine {
             return Err(format!(
                 "the build failed{at}: {failure}; its output:\n{}",
                 tail.join("\n")
-            ));
+            )
+            .into());
         }
     }
 
@@ -326,7 +329,7 @@ impl DockerEngine {
     async fn built_images_of(
         &self,
         service: ServiceId,
-    ) -> Result<Vec<bollard::models::ImageSummary>, String> {
+    ) -> Result<Vec<bollard::models::ImageSummary>, EngineError> {
         let options = ListImagesOptions {
             filters: Some(HashMap::from([(
                 "label".to_string(),
@@ -341,7 +344,7 @@ impl DockerEngine {
     }
 
     /// Removes every image built for `service` (gone): its tags, and with the last the image.
-    pub(crate) async fn remove_built_images(&self, service: ServiceId) -> Result<(), String> {
+    pub(crate) async fn remove_built_images(&self, service: ServiceId) -> Result<(), EngineError> {
         for image in self.built_images_of(service).await? {
             for tag in &image.repo_tags {
                 match self

@@ -3,6 +3,7 @@
 //! daemon for whom may claim it.
 
 use bollard::models::{LocalNodeState, SystemInfo};
+use domain::engine::EngineError;
 
 /// A daemon, as `docker info` tells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +30,7 @@ impl Daemon {
 }
 
 /// The daemon `info` describes.
-pub(crate) fn daemon_of(info: SystemInfo) -> Result<Daemon, String> {
+pub(crate) fn daemon_of(info: SystemInfo) -> Result<Daemon, EngineError> {
     let id = info
         .id
         .filter(|id| !id.is_empty())

@@ -4,7 +4,9 @@
 //! a dump back. The conventions are the official images' (environment variables, data
 //! directories, client tools on the path).
 
+use crate::errors::BadSetting;
 use crate::plan::{self, ContainerPlan, PlannedFile, PlannedPort, PlannedVolume, LABEL_REPLICA};
+use domain::engine::EngineError;
 use domain::model::{
     DatabaseAccessibility, DatabaseConnection, DatabaseMode, DatabaseSpec, DatabaseType,
     DeploymentRequest, Service, ServiceSpec, WorkloadInputs,
@@ -15,7 +17,7 @@ use std::collections::HashMap;
 pub fn database_of<'a>(
     service: &'a Service,
     inputs: &WorkloadInputs,
-) -> Result<(&'a DatabaseSpec, DatabaseConnection, String), String> {
+) -> Result<(&'a DatabaseSpec, DatabaseConnection, String), EngineError> {
     let (ServiceSpec::Database(spec), Some(connection)) =
         (&service.spec, DatabaseConnection::of(service))
     else {
@@ -48,7 +50,7 @@ pub fn database_plan(
     images: &DatabaseImages,
     publish_address: &str,
     previous: &HashMap<(usize, u16), u16>,
-) -> Result<ContainerPlan, String> {
+) -> Result<ContainerPlan, EngineError> {
     let (spec, connection, password) = database_of(service, inputs)?;
     let host_port = previous.get(&(0, connection.port)).copied();
     let recipe = recipe(spec.db_type, &connection, &password);
@@ -104,7 +106,7 @@ impl Default for DatabaseImages {
 impl DatabaseImages {
     /// Reads `TYPE=image` entries separated by commas (`POSTGRESQL=registry.local/pg:{version}`);
     /// a type not named keeps its official image. The error names the entry at fault.
-    pub fn parse(list: &str) -> Result<Self, String> {
+    pub fn parse(list: &str) -> Result<Self, BadSetting> {
         let mut images = Self::default();
         for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
             let (kind, image) = entry
@@ -117,7 +119,7 @@ impl DatabaseImages {
                     format!("'{kind}' is not a database type (POSTGRESQL, MYSQL, MONGODB, REDIS)")
                 })?;
             if image.trim().is_empty() {
-                return Err(format!("'{entry}' names no image"));
+                return Err(format!("'{entry}' names no image").into());
             }
             images.0.insert(*kind, image.trim().to_string());
         }
@@ -349,6 +351,7 @@ mod tests {
         assert_eq!(set.image(DatabaseType::Mysql, "8.4"), "mysql:8.4");
         assert!(DatabaseImages::parse("ORACLE=x")
             .unwrap_err()
+            .0
             .contains("ORACLE"));
         assert!(DatabaseImages::parse("POSTGRESQL").is_err());
         assert!(DatabaseImages::parse("").is_ok());

@@ -1,8 +1,10 @@
 //! A command run inside a running container through Docker's exec API: what it prints and
 //! how it ends (health checks, dumps and restores of databases).
 
+use crate::errors::said;
 use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::Docker;
+use domain::engine::EngineError;
 use futures_util::StreamExt;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -36,7 +38,7 @@ pub async fn run(
     env: &[String],
     stdin: Option<Vec<u8>>,
     timeout: Duration,
-) -> Result<Ran, String> {
+) -> Result<Ran, EngineError> {
     let name = cmd.first().map_or("the command", String::as_str);
     let config = CreateExecOptions {
         cmd: Some(cmd.to_vec()),
@@ -49,18 +51,18 @@ pub async fn run(
     let exec = docker
         .create_exec(id, config)
         .await
-        .map_err(|e| format!("could not run {} in the container: {e}", name))?;
+        .map_err(|e| said(&format!("could not run {name} in the container"), e))?;
     let work = async {
         let started = docker
             .start_exec(&exec.id, None)
             .await
-            .map_err(|e| format!("could not run {} in the container: {e}", name))?;
+            .map_err(|e| said(&format!("could not run {name} in the container"), e))?;
         let StartExecResults::Attached {
             mut output,
             mut input,
         } = started
         else {
-            return Err("the command ran detached".to_string());
+            return Err(EngineError::terminal("the command ran detached"));
         };
         let feeding = async move {
             if let Some(bytes) = stdin {
@@ -87,11 +89,11 @@ pub async fn run(
         let seen = docker
             .inspect_exec(&exec.id)
             .await
-            .map_err(|e| format!("lost the command {}: {e}", name))?;
+            .map_err(|e| said(&format!("lost the command {name}"), e))?;
         ran.code = seen.exit_code.unwrap_or(-1);
         Ok(ran)
     };
     tokio::time::timeout(timeout, work)
         .await
-        .map_err(|_| format!("{} took over {} s", name, timeout.as_secs()))?
+        .map_err(|_| EngineError::from(format!("{} took over {} s", name, timeout.as_secs())))?
 }

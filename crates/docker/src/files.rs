@@ -2,16 +2,14 @@
 //! read-only (0444) at its mount path, its directories made as needed.
 
 use crate::plan::PlannedFile;
+use domain::engine::EngineError;
 
-pub fn archive(files: &[PlannedFile]) -> Result<Vec<u8>, String> {
+pub fn archive(files: &[PlannedFile]) -> Result<Vec<u8>, EngineError> {
     let mut builder = tar::Builder::new(Vec::new());
     for f in files {
         let path = f.path.trim_start_matches('/');
         if path.is_empty() || path.split('/').any(|part| part == "..") {
-            return Err(format!(
-                "a file variable's mount path is not a file: {}",
-                f.path
-            ));
+            return Err(format!("a file variable's mount path is not a file: {}", f.path).into());
         }
         let mut header = tar::Header::new_gnu();
         header.set_size(f.content.len() as u64);
@@ -23,7 +21,7 @@ pub fn archive(files: &[PlannedFile]) -> Result<Vec<u8>, String> {
     }
     builder
         .into_inner()
-        .map_err(|e| format!("could not write the file variables: {e}"))
+        .map_err(|e| format!("could not write the file variables: {e}").into())
 }
 
 #[cfg(test)]

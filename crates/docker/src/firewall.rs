@@ -9,6 +9,7 @@
 //! The rules live in chains of Capstan's own, added once and checked at every start (several
 //! instances and installations sharing the host keep the same rules).
 
+use domain::engine::EngineError;
 use tokio::process::Command;
 
 /// The interfaces the rules apply to: every bridge of a network Capstan made.
@@ -48,7 +49,7 @@ fn rules() -> Vec<(&'static str, Vec<&'static str>)> {
 /// The jumps into Capstan's chains from the chains traffic passes: (chain, target).
 const JUMPS: [(&str, &str); 2] = [("DOCKER-USER", FORWARD_CHAIN), ("INPUT", INPUT_CHAIN)];
 
-async fn iptables(args: &[&str]) -> Result<(), String> {
+async fn iptables(args: &[&str]) -> Result<(), EngineError> {
     let out = Command::new("iptables")
         .arg("-w")
         .args(args)
@@ -62,12 +63,13 @@ async fn iptables(args: &[&str]) -> Result<(), String> {
             "iptables {} failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        )
+        .into())
     }
 }
 
 /// Adds `rule` to `chain` unless it is there; `first`: at the top of the chain.
-async fn ensure(chain: &str, rule: &[&str], first: bool) -> Result<(), String> {
+async fn ensure(chain: &str, rule: &[&str], first: bool) -> Result<(), EngineError> {
     let check = [&["-C", chain][..], rule].concat();
     if iptables(&check).await.is_ok() {
         return Ok(());
@@ -81,7 +83,7 @@ async fn ensure(chain: &str, rule: &[&str], first: bool) -> Result<(), String> {
 }
 
 /// Puts the rules in place (what is there already stays); what failed when not all could be.
-pub async fn guard() -> Result<(), String> {
+pub async fn guard() -> Result<(), EngineError> {
     for chain in [FORWARD_CHAIN, INPUT_CHAIN] {
         // Made by another start meanwhile, or before: either way it is there.
         let _ = iptables(&["-N", chain]).await;

@@ -6,9 +6,11 @@
 
 use crate::daemon::{daemon_of, Daemon};
 use crate::engine::DockerEngine;
+use crate::errors::failure_words;
 use crate::tunnel::{Destination, Tunnel};
 use async_trait::async_trait;
 use bollard::Docker;
+use domain::engine::EngineError;
 use domain::engine::{Cut, Engine, Kept, ReplicaSet, StepWork};
 use domain::ids::{
     BackupId, ClusterId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId,
@@ -106,7 +108,7 @@ impl Hosts {
 
     /// The engine of `host`, connected the first time (or again when its cluster's endpoint
     /// changed); why not, naming the host, when it does not answer.
-    async fn engine_for(&self, host: &Host) -> Result<Arc<DockerEngine>, String> {
+    async fn engine_for(&self, host: &Host) -> Result<Arc<DockerEngine>, EngineError> {
         if host.endpoint == DockerEndpoint::Local {
             return Ok(self.local.clone());
         }
@@ -125,7 +127,8 @@ impl Hosts {
             return Err(format!(
                 "{} reaches the Docker daemon this installation itself uses",
                 host.describe()
-            ));
+            )
+            .into());
         }
         match &host.daemon_id {
             None => {
@@ -133,14 +136,16 @@ impl Hosts {
                     "the cluster on {} is not deployed: deploying it checks whose daemon \
                      answers there",
                     host.describe()
-                ))
+                )
+                .into())
             }
             Some(deployed) if *deployed != found.id => {
                 return Err(format!(
                     "another Docker daemon answers at {} than the one its cluster was \
                      deployed on: deploy the cluster again",
                     host.describe()
-                ))
+                )
+                .into())
             }
             Some(_) => {}
         }
@@ -178,15 +183,15 @@ impl Hosts {
 
     /// Who answers through `docker` (the daemon's own ID), and whether it is the daemon this
     /// installation uses itself.
-    async fn identity(&self, docker: &Docker, host: &Host) -> Result<DaemonIdentity, String> {
+    async fn identity(&self, docker: &Docker, host: &Host) -> Result<DaemonIdentity, EngineError> {
         let id = daemon_id(docker)
             .await
-            .map_err(|why| format!("{}: {why}", does_not_answer(host)))?;
+            .map_err(|why| why.context(&does_not_answer(host)))?;
         let own = self
             .own_id
             .get_or_try_init(|| daemon_id(&self.local.docker))
             .await
-            .map_err(|why| format!("the installation's own Docker daemon: {why}"))?;
+            .map_err(|why| why.context("the installation's own Docker daemon"))?;
         Ok(DaemonIdentity {
             installations_own: own.same_place(&id),
             id: id.claim(),
@@ -194,17 +199,10 @@ impl Hosts {
     }
 
     /// The engine of `host` if it answers now; why not, naming it, otherwise.
-    async fn answering_engine(&self, host: &Host) -> Result<Arc<DockerEngine>, String> {
+    async fn answering_engine(&self, host: &Host) -> Result<Arc<DockerEngine>, EngineError> {
         let engine = self.engine_for(host).await?;
-        match tokio::time::timeout(ANSWER, engine.docker.ping()).await {
-            Ok(Ok(_)) => Ok(engine),
-            Ok(Err(e)) => Err(format!("{}: {}", does_not_answer(host), failure_words(&e))),
-            Err(_) => Err(format!(
-                "{} within {}s",
-                does_not_answer(host),
-                ANSWER.as_secs()
-            )),
-        }
+        answer_of(host, engine.docker.ping()).await?;
+        Ok(engine)
     }
 
     /// Every host's engine that answered when last looked at, the local one first, with
@@ -229,9 +227,12 @@ impl Hosts {
     }
 
     /// `call` on every answering host at once, each given [`EACH_HOST`].
-    async fn on_each<T, F>(&self, call: impl Fn(Arc<DockerEngine>) -> F) -> Vec<Result<T, String>>
+    async fn on_each<T, F>(
+        &self,
+        call: impl Fn(Arc<DockerEngine>) -> F,
+    ) -> Vec<Result<T, EngineError>>
     where
-        F: std::future::Future<Output = Result<T, String>>,
+        F: std::future::Future<Output = Result<T, EngineError>>,
     {
         let limit = self.each_host;
         let calls = self.answering().into_iter().map(|answering| {
@@ -239,10 +240,10 @@ impl Hosts {
             let work = call(engine);
             async move {
                 tokio::time::timeout(limit, work).await.unwrap_or_else(|_| {
-                    Err(format!(
+                    Err(EngineError::transient(format!(
                         "{name} did not answer within {}s",
                         limit.as_secs_f32()
-                    ))
+                    )))
                 })
             }
         });
@@ -253,7 +254,7 @@ impl Hosts {
     /// answer is logged (naming `what` it was asked for) and left out.
     async fn gathered<T: Ord, F>(&self, what: &str, list: impl Fn(Arc<DockerEngine>) -> F) -> Vec<T>
     where
-        F: std::future::Future<Output = Result<Vec<T>, String>>,
+        F: std::future::Future<Output = Result<Vec<T>, EngineError>>,
     {
         let mut all = Vec::new();
         for found in self.on_each(list).await {
@@ -300,31 +301,12 @@ impl Hosts {
 }
 
 /// Who the daemon is, as `docker info` tells it (see [`crate::daemon`]).
-async fn daemon_id(docker: &Docker) -> Result<Daemon, String> {
+async fn daemon_id(docker: &Docker) -> Result<Daemon, EngineError> {
     let info = tokio::time::timeout(ANSWER, docker.info())
         .await
         .map_err(|_| format!("it did not tell who it is within {}s", ANSWER.as_secs()))?
         .map_err(|e| failure_words(&e))?;
     daemon_of(info)
-}
-
-/// What failed, in Capstan's own words: never the text a remote host answered, which a user
-/// who points a cluster at some service would read back.
-fn failure_words(e: &bollard::errors::Error) -> String {
-    use bollard::errors::Error as E;
-    match e {
-        E::DockerResponseServerError { status_code, .. } => {
-            format!("it answered HTTP {status_code}, not as a Docker daemon would")
-        }
-        E::RequestTimeoutError => "it did not answer in time".into(),
-        E::JsonDataError { .. } | E::JsonSerdeError { .. } => {
-            "its answer is not a Docker daemon's".into()
-        }
-        E::IOError { .. } | E::HyperResponseError { .. } | E::HyperLegacyError { .. } => {
-            "the connection to it failed".into()
-        }
-        _ => "it could not be asked".into(),
-    }
 }
 
 fn does_not_answer(host: &Host) -> String {
@@ -379,7 +361,7 @@ impl Drop for Material {
 }
 
 impl Material {
-    fn folder() -> Result<Self, String> {
+    fn folder() -> Result<Self, EngineError> {
         let dir = std::env::temp_dir().join(format!("capstan-host-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot keep a host's keys: {e}"))?;
         #[cfg(unix)]
@@ -391,7 +373,7 @@ impl Material {
         Ok(Self(dir))
     }
 
-    fn write(&self, name: &str, contents: &str) -> Result<std::path::PathBuf, String> {
+    fn write(&self, name: &str, contents: &str) -> Result<std::path::PathBuf, EngineError> {
         let path = self.0.join(name);
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);
@@ -409,7 +391,7 @@ impl Material {
 /// Where the host key a cluster's SSH host showed first is kept (owner-only, one file per
 /// cluster, for as long as the machine keeps its temporary files): met again, the host must
 /// show the same.
-fn first_met_keys(host: &Host) -> Result<std::path::PathBuf, String> {
+fn first_met_keys(host: &Host) -> Result<std::path::PathBuf, EngineError> {
     let dir = std::env::temp_dir().join("capstan-ssh-known-hosts");
     let failed = |e: std::io::Error| format!("cannot keep the SSH host keys met: {e}");
     std::fs::create_dir_all(&dir).map_err(failed)?;
@@ -422,10 +404,10 @@ fn first_met_keys(host: &Host) -> Result<std::path::PathBuf, String> {
 }
 
 /// A client of `host`'s daemon (not yet asked anything), and what it reaches it through.
-async fn connect(host: &Host) -> Result<(Docker, Reach), String> {
+async fn connect(host: &Host) -> Result<(Docker, Reach), EngineError> {
     let version = bollard::API_DEFAULT_VERSION;
     let failed = |e: bollard::errors::Error| {
-        format!("cannot reach {}: {}", host.describe(), failure_words(&e))
+        failure_words(&e).context(&format!("cannot reach {}", host.describe()))
     };
     match &host.endpoint {
         DockerEndpoint::Local => Docker::connect_with_defaults()
@@ -491,7 +473,7 @@ async fn connect(host: &Host) -> Result<(Docker, Reach), String> {
             };
             let tunnel = Tunnel::open(&files.0, &destination)
                 .await
-                .map_err(|why| format!("{}: {why}", does_not_answer(host)))?;
+                .map_err(|why| why.context(&does_not_answer(host)))?;
             let docker = Docker::connect_with_unix(
                 &tunnel.socket.to_string_lossy(),
                 REQUEST_TIMEOUT,
@@ -507,19 +489,25 @@ async fn connect(host: &Host) -> Result<(Docker, Reach), String> {
     }
 }
 
+/// What `host` answers to `call` within [`ANSWER`]; why not, naming the host: a call not
+/// answered in time may be answered if made again.
+async fn answer_of<T>(
+    host: &Host,
+    call: impl std::future::Future<Output = Result<T, bollard::errors::Error>>,
+) -> Result<T, EngineError> {
+    match tokio::time::timeout(ANSWER, call).await {
+        Ok(answer) => answer.map_err(|e| failure_words(&e).context(&does_not_answer(host))),
+        Err(_) => Err(EngineError::transient(format!(
+            "{} within {}s",
+            does_not_answer(host),
+            ANSWER.as_secs()
+        ))),
+    }
+}
+
 /// `docker`, once it answers and speaks an API new enough; its version agreed.
-async fn answering(docker: Docker, host: &Host) -> Result<Docker, String> {
-    let docker = match tokio::time::timeout(ANSWER, docker.negotiate_version()).await {
-        Ok(Ok(docker)) => docker,
-        Ok(Err(e)) => return Err(format!("{}: {}", does_not_answer(host), failure_words(&e))),
-        Err(_) => {
-            return Err(format!(
-                "{} within {}s",
-                does_not_answer(host),
-                ANSWER.as_secs()
-            ))
-        }
-    };
+async fn answering(docker: Docker, host: &Host) -> Result<Docker, EngineError> {
+    let docker = answer_of(host, docker.negotiate_version()).await?;
     let version = docker.client_version();
     if (version.major_version as u32, version.minor_version as u32) < OLDEST_API {
         return Err(format!(
@@ -529,14 +517,15 @@ async fn answering(docker: Docker, host: &Host) -> Result<Docker, String> {
             version.minor_version,
             OLDEST_API.0,
             OLDEST_API.1
-        ));
+        )
+        .into());
     }
     Ok(docker)
 }
 
 #[async_trait]
 impl Engine for Hosts {
-    async fn run_step(&self, work: StepWork<'_>) -> Result<(), String> {
+    async fn run_step(&self, work: StepWork<'_>) -> Result<(), EngineError> {
         let engine = self.answering_engine(work.host).await?;
         engine.run_step(work).await
     }
@@ -550,14 +539,14 @@ impl Engine for Hosts {
         cluster: &Cluster,
         host: &Host,
         environments: &[EnvironmentId],
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         let engine = self.answering_engine(host).await?;
         engine
             .run_cluster(action, cluster, host, environments)
             .await
     }
 
-    async fn identify(&self, host: &Host) -> Option<Result<DaemonIdentity, String>> {
+    async fn identify(&self, host: &Host) -> Option<Result<DaemonIdentity, EngineError>> {
         if host.endpoint == DockerEndpoint::Local {
             return None;
         }
@@ -571,7 +560,7 @@ impl Engine for Hosts {
         )
     }
 
-    async fn reach(&self, host: &Host) -> Option<Result<String, String>> {
+    async fn reach(&self, host: &Host) -> Option<Result<String, EngineError>> {
         Some(match self.answering_engine(host).await {
             Ok(engine) => Ok(engine.describe().await),
             Err(why) => Err(why),
@@ -630,13 +619,13 @@ impl Engine for Hosts {
 
     /// What every answering host runs; one that cannot be asked now is left out (what it
     /// runs is compared the next time).
-    async fn workloads(&self) -> Result<Vec<(OrganizationId, ServiceId)>, String> {
+    async fn workloads(&self) -> Result<Vec<(OrganizationId, ServiceId)>, EngineError> {
         Ok(self
             .gathered("workloads", |e| async move { e.workloads().await })
             .await)
     }
 
-    async fn replica_sets(&self) -> Result<Vec<ReplicaSet>, String> {
+    async fn replica_sets(&self) -> Result<Vec<ReplicaSet>, EngineError> {
         Ok(self
             .gathered("replicas", |e| async move { e.replica_sets().await })
             .await)
@@ -648,7 +637,7 @@ impl Engine for Hosts {
         service: &Service,
         request: DeploymentRequestId,
         cut: Cut,
-    ) -> Result<Kept, String> {
+    ) -> Result<Kept, EngineError> {
         self.engine_for(host)
             .await?
             .settle_cut(host, service, request, cut)
@@ -662,13 +651,13 @@ impl Engine for Hosts {
         Some(report)
     }
 
-    async fn environments(&self) -> Result<Vec<(OrganizationId, EnvironmentId)>, String> {
+    async fn environments(&self) -> Result<Vec<(OrganizationId, EnvironmentId)>, EngineError> {
         Ok(self
             .gathered("networks", |e| async move { e.environments().await })
             .await)
     }
 
-    async fn remove_environment(&self, environment: EnvironmentId) -> Result<(), String> {
+    async fn remove_environment(&self, environment: EnvironmentId) -> Result<(), EngineError> {
         for done in self
             .on_each(|e| async move { e.remove_environment(environment).await })
             .await
@@ -678,7 +667,7 @@ impl Engine for Hosts {
         Ok(())
     }
 
-    async fn clean_failed_jobs(&self, job: ServiceId) -> Result<Vec<String>, String> {
+    async fn clean_failed_jobs(&self, job: ServiceId) -> Result<Vec<String>, EngineError> {
         let mut removed = Vec::new();
         for found in self
             .on_each(|e| async move { e.clean_failed_jobs(job).await })
@@ -695,7 +684,7 @@ impl Engine for Hosts {
         registry: &RegistryAccess,
         name: &str,
         tag: &str,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, EngineError> {
         let engine = self.answering_engine(host).await?;
         engine.image_available(host, registry, name, tag).await
     }
@@ -706,7 +695,7 @@ impl Engine for Hosts {
         database: &Service,
         inputs: &WorkloadInputs,
         file: &str,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, EngineError> {
         let engine = self.answering_engine(host).await?;
         engine.backup_database(host, database, inputs, file).await
     }
@@ -717,17 +706,17 @@ impl Engine for Hosts {
         database: &Service,
         inputs: &WorkloadInputs,
         file: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         let engine = self.answering_engine(host).await?;
         engine.restore_database(host, database, inputs, file).await
     }
 
     /// Backups are kept on this machine, whichever host the database runs on.
-    async fn remove_backup(&self, file: &str) -> Result<(), String> {
+    async fn remove_backup(&self, file: &str) -> Result<(), EngineError> {
         self.local.remove_backup(file).await
     }
 
-    async fn held_backups(&self) -> Result<Vec<BackupId>, String> {
+    async fn held_backups(&self) -> Result<Vec<BackupId>, EngineError> {
         self.local.held_backups().await
     }
 
@@ -735,12 +724,12 @@ impl Engine for Hosts {
         &self,
         host: &Host,
         service: &Service,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, EngineError> {
         let engine = self.answering_engine(host).await?;
         engine.terraform_state(host, service).await
     }
 
-    async fn remove_workloads(&self, service: ServiceId) -> Result<(), String> {
+    async fn remove_workloads(&self, service: ServiceId) -> Result<(), EngineError> {
         self.on_each(|e| async move { e.remove_workloads(service).await })
             .await
             .into_iter()
@@ -773,7 +762,9 @@ mod tests {
         let removal = hosts.remove_workloads(ServiceId::generate()).await;
         assert_eq!(
             removal,
-            Err("the local Docker host did not answer within 0.2s".to_string())
+            Err(EngineError::transient(
+                "the local Docker host did not answer within 0.2s"
+            ))
         );
         assert_eq!(
             hosts.workloads().await,

@@ -6,6 +6,8 @@
 //! service itself, what the operator chose (database and terraform images), and repositories
 //! the operator shares with every organization (`CAPSTAN_HOST_IMAGES`).
 
+use crate::errors::BadSetting;
+use domain::engine::EngineError;
 use domain::model::RegistryAccess;
 
 /// The repository the images Capstan builds are tagged in (`capstan-build/<service>:<commit>`).
@@ -29,7 +31,7 @@ pub struct HostImages(Vec<String>);
 
 impl HostImages {
     /// From the setting's comma-separated entries; refuses one that names no repository.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, BadSetting> {
         let mut shared = Vec::new();
         for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
             let name = entry.trim_end_matches('/');
@@ -43,13 +45,15 @@ impl HostImages {
             if !valid || name.contains('@') {
                 return Err(format!(
                     "'{entry}' is not an image repository (nor a prefix ending in /)"
-                ));
+                )
+                .into());
             }
             let name = without_hub(name);
             if name == "capstan-build" || name.starts_with(BUILT_REPOSITORY) {
                 return Err(format!(
                     "'{entry}' would share the images Capstan builds for each organization"
-                ));
+                )
+                .into());
             }
             let prefix = if entry.ends_with('/') { "/" } else { "" };
             shared.push(format!("{name}{prefix}"));
@@ -91,20 +95,22 @@ fn without_hub(name: &str) -> &str {
 /// Refuses a reference an organization may not name: one into the repository of Capstan's
 /// builds (another service's image, or a pull that would replace one), or an image id (it
 /// names whatever one host holds, which no registry vouches for).
-pub fn nameable(image: &str) -> Result<(), String> {
+pub fn nameable(image: &str) -> Result<(), EngineError> {
     let repository = repository(image);
     if repository.starts_with(BUILT_REPOSITORY) || repository == "capstan-build" {
         return Err(format!(
             "image {image}: {BUILT_REPOSITORY} holds the images Capstan builds for their own \
              services; no other service may name one"
-        ));
+        )
+        .into());
     }
     let is_hex = |s: &str| s.len() == 64 && s.chars().all(|c| c.is_ascii_hexdigit());
     if repository == "sha256" || image.starts_with("sha256:") || is_hex(repository) {
         return Err(format!(
             "image {image}: an image id names what one Docker host holds, not an image of a \
              registry; name a repository with a tag or a digest"
-        ));
+        )
+        .into());
     }
     Ok(())
 }

@@ -7,6 +7,7 @@ mod build;
 mod daemon;
 mod db_recipe;
 mod engine;
+mod errors;
 mod exec;
 mod files;
 pub mod firewall;
@@ -23,6 +24,7 @@ mod tunnel;
 
 pub use db_recipe::DatabaseImages;
 pub use engine::{DockerEngine, DEFAULT_IMAGES_KEPT, DEFAULT_TERRAFORM_IMAGE};
+pub use errors::BadSetting;
 pub use hosts::Hosts;
 pub use images::HostImages;
 pub use plan::{image_reference, LABEL_SERVICE};

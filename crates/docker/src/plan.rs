@@ -8,6 +8,7 @@ use bollard::models::{
     PortBinding, RestartPolicy,
 };
 use bollard::query_parameters::ListContainersOptions;
+use domain::engine::EngineError;
 use domain::ids::ServiceId;
 use domain::model::{
     DeploymentAction, DeploymentRequest, JobCommand, JobSpec, Probe, RegistryAccess, RegistryKind,
@@ -258,9 +259,9 @@ pub fn service_replicas(
     inputs: &WorkloadInputs,
     publish_address: &str,
     previous: &HashMap<(usize, u16), u16>,
-) -> Result<Vec<ContainerPlan>, String> {
+) -> Result<Vec<ContainerPlan>, EngineError> {
     let Some(runtime) = runtime_of(&service.spec) else {
-        return Err(refused(&service.spec));
+        return Err(refused(&service.spec).into());
     };
     let (entrypoint, cmd) = command(runtime.entrypoint.as_deref(), &runtime.arguments);
     let (nano_cpus, memory_bytes) = limits(runtime.cpu, runtime.memory);
@@ -791,6 +792,7 @@ mod tests {
             &HashMap::new(),
         )
         .unwrap_err();
+        let why = why.to_string();
         assert!(why.contains("HELM") && why.contains("Kubernetes"), "{why}");
     }
 }

@@ -5,10 +5,12 @@
 //! them out of the routes), waits for the routers to stop sending them requests, and only then
 //! stops them, with time to finish the requests in flight.
 
-use crate::engine::{said, DockerEngine};
+use crate::engine::DockerEngine;
+use crate::errors::said;
 use crate::plan::ContainerPlan;
 use bollard::models::{ContainerSummary, ContainerSummaryStateEnum};
 use bollard::query_parameters::{RenameContainerOptions, StopContainerOptions};
+use domain::engine::EngineError;
 use domain::engine::StepWork;
 use domain::model::{is_routed, DeploymentRequest, Service};
 use std::time::Duration;
@@ -51,7 +53,7 @@ impl DockerEngine {
         work: &StepWork<'_>,
         old: &[ContainerSummary],
         plans: &mut [ContainerPlan],
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         let generation = generation(work.request);
         for p in plans.iter_mut() {
             p.name = format!("{}-{generation}", p.name);
@@ -69,7 +71,7 @@ impl DockerEngine {
     }
 
     /// The router's switch to the new replicas, then the old ones' retirement.
-    pub(crate) async fn switch_routes(&self, work: &StepWork<'_>) -> Result<(), String> {
+    pub(crate) async fn switch_routes(&self, work: &StepWork<'_>) -> Result<(), EngineError> {
         let log = work.log;
         let generation = generation(work.request);
         let old: Vec<ContainerSummary> = self

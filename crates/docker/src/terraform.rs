@@ -4,7 +4,9 @@
 //! of their own), the run's output in the deployment log.
 
 use crate::engine::{DockerEngine, Ended};
+use crate::errors::said;
 use crate::plan::{self, ContainerPlan, PlannedFile, PlannedVolume, LABEL_REPLICA};
+use domain::engine::EngineError;
 use domain::engine::StepWork;
 use domain::model::{ServiceSubAction, TerraformSpec};
 use std::path::Path;
@@ -157,7 +159,7 @@ fn variables(source: &serde_json::Value) -> (Vec<String>, Vec<String>) {
 }
 
 /// The files under `dir` as files of the runner's workspace.
-fn workspace_files(dir: &Path) -> Result<Vec<PlannedFile>, String> {
+fn workspace_files(dir: &Path) -> Result<Vec<PlannedFile>, EngineError> {
     let mut out = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(at) = pending.pop() {
@@ -192,7 +194,7 @@ impl DockerEngine {
         &self,
         service: &domain::model::Service,
         spec: &TerraformSpec,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, EngineError> {
         let volume = plan::state_volume_name(service.id);
         if self.docker.inspect_volume(&volume).await.is_err() {
             return Ok(None);
@@ -241,7 +243,7 @@ impl DockerEngine {
                 reader.body(),
             )
             .await
-            .map_err(|e| crate::engine::said("could not read the state", e))?;
+            .map_err(|e| said("could not read the state", e))?;
         let mut read = crate::backups::file_of(&self.docker, &created.id, SNAPSHOT).await;
         if matches!(read, Err(None)) {
             read = crate::backups::file_of(&self.docker, &created.id, LOCAL_STATE).await;
@@ -260,7 +262,7 @@ impl DockerEngine {
         work: &StepWork<'_>,
         spec: &TerraformSpec,
         run: Run,
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         let log = work.log;
         let image = self
             .terraform_image
@@ -355,15 +357,16 @@ impl DockerEngine {
         let code = match ended {
             Ok(Ended::Exited(code)) => code,
             Ok(Ended::Canceled) => {
-                return Err(format!("canceled while terraform {} ran", run.word()))
+                return Err(format!("canceled while terraform {} ran", run.word()).into())
             }
             Ok(Ended::TimedOut) => {
                 return Err(format!(
                     "terraform ran past its timeout_sec ({} s) and was stopped",
                     limit.as_secs()
-                ))
+                )
+                .into())
             }
-            Err(e) => return Err(crate::engine::said("lost the terraform run", e)),
+            Err(e) => return Err(said("lost the terraform run", e)),
         };
         if code == 0 {
             log.info(&format!("terraform {} succeeded", run.word()));
@@ -372,7 +375,8 @@ impl DockerEngine {
             Err(format!(
                 "terraform {} exited with code {code} (its output is in the deployment log)",
                 run.word()
-            ))
+            )
+            .into())
         }
     }
 }

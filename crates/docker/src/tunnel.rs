@@ -5,6 +5,7 @@
 //! host's key against the one the credentials pin, or the one recorded for that host when it
 //! was first met.
 
+use domain::engine::EngineError;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -110,7 +111,7 @@ fn ssh_failure(said: &str) -> &'static str {
 impl Tunnel {
     /// Opens a tunnel in `folder` (owner-only), once its local socket is there; why not, with
     /// what `ssh` said, otherwise.
-    pub(crate) async fn open(folder: &Path, to: &Destination<'_>) -> Result<Self, String> {
+    pub(crate) async fn open(folder: &Path, to: &Destination<'_>) -> Result<Self, EngineError> {
         let socket = folder.join("docker.sock");
         let said = folder.join("ssh.err");
         let mut ssh = tokio::process::Command::new("ssh");
@@ -127,13 +128,12 @@ impl Tunnel {
         while !socket.exists() {
             if let Ok(Some(status)) = child.try_wait() {
                 let why = std::fs::read_to_string(&said).unwrap_or_default();
-                return Err(format!("ssh ended ({status}): {}", ssh_failure(&why)));
+                return Err(format!("ssh ended ({status}): {}", ssh_failure(&why)).into());
             }
             if started.elapsed() > OPENS {
-                return Err(format!(
-                    "the SSH tunnel did not open within {}s",
-                    OPENS.as_secs()
-                ));
+                return Err(
+                    format!("the SSH tunnel did not open within {}s", OPENS.as_secs()).into(),
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -4,7 +4,7 @@
 //! the service's description; see docs/deployments.md.
 
 use async_trait::async_trait;
-use domain::engine::{Engine, StepWork};
+use domain::engine::{Engine, EngineError, StepWork};
 use domain::ids::EnvironmentId;
 use domain::model::{
     Cluster, ClusterAction, DeploymentAction, DeploymentRequest, Host, RegistryAccess, Service,
@@ -54,7 +54,7 @@ fn failure_asked(step: StepName, request: &DeploymentRequest, service: &Service)
 impl Engine for SimulatedEngine {
     /// Ignores a cancel: a simulated step always runs its time, and the request ends
     /// canceled after it, as it did before steps could be stopped.
-    async fn run_step(&self, work: StepWork<'_>) -> Result<(), String> {
+    async fn run_step(&self, work: StepWork<'_>) -> Result<(), EngineError> {
         let (step, request, service) = (work.step, work.request, work.service);
         tokio::time::sleep(self.step).await;
         work.log.info(&format!(
@@ -63,9 +63,9 @@ impl Engine for SimulatedEngine {
         ));
         if failure_asked(step, request, service) {
             let what = failure_word(step, request.action);
-            return Err(format!(
+            return Err(EngineError::terminal(format!(
                 "simulated {what} failure (asked for with {FAILURE_MARKER}{what})"
-            ));
+            )));
         }
         Ok(())
     }
@@ -78,7 +78,7 @@ impl Engine for SimulatedEngine {
         _registry: &RegistryAccess,
         name: &str,
         _tag: &str,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, EngineError> {
         Ok(!name.contains(&format!("{FAILURE_MARKER}pull")))
     }
 
@@ -90,7 +90,7 @@ impl Engine for SimulatedEngine {
         cluster: &Cluster,
         _host: &Host,
         _environments: &[EnvironmentId],
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         tokio::time::sleep(self.step * 2).await;
         let what = match action {
             ClusterAction::Deploy => "deploy",
@@ -102,9 +102,9 @@ impl Engine for SimulatedEngine {
             .as_deref()
             .is_some_and(|d| d.contains(&marker))
         {
-            return Err(format!(
+            return Err(EngineError::terminal(format!(
                 "simulated cluster {what} failure (asked for with {marker})"
-            ));
+            )));
         }
         Ok(())
     }

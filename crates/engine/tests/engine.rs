@@ -6,7 +6,7 @@
 use capstan_engine::{PoolSettings, SimulatedEngine, WorkerPool};
 use domain::auth::{Principal, Role};
 use domain::clock::{Clock, SystemClock};
-use domain::engine::{Cut, Kept};
+use domain::engine::{Cut, EngineError, Kept};
 use domain::ids::{EnvironmentId, ServiceId};
 use domain::model::*;
 use domain::ports::{QueueClaims, Store};
@@ -50,6 +50,9 @@ both_backends!(
     a_queued_deployment_wakes_an_idle_worker,
     a_long_step_keeps_its_claim_and_a_cancel_stops_it_at_once,
     a_deployment_cut_short_ends_as_its_engine_settles_it,
+    a_step_that_fails_in_a_way_that_may_pass_runs_again_and_succeeds,
+    a_terminal_failure_fails_the_step_at_once,
+    a_step_that_keeps_failing_transiently_fails_after_three_retries,
 );
 
 /// An engine whose deployment step runs until it is canceled (or 30 s), logging as it goes.
@@ -59,7 +62,10 @@ struct Endless {
 
 #[async_trait::async_trait]
 impl domain::engine::Engine for Endless {
-    async fn run_step(&self, work: domain::engine::StepWork<'_>) -> Result<(), String> {
+    async fn run_step(
+        &self,
+        work: domain::engine::StepWork<'_>,
+    ) -> Result<(), domain::engine::EngineError> {
         let started = Instant::now();
         work.log.info("started");
         let secret = work
@@ -85,7 +91,7 @@ impl domain::engine::Engine for Endless {
         _: &Cluster,
         _: &Host,
         _: &[EnvironmentId],
-    ) -> Result<(), String> {
+    ) -> Result<(), domain::engine::EngineError> {
         Ok(())
     }
     async fn pause(&self, wait: Duration) {
@@ -682,7 +688,10 @@ struct Settling {
 
 #[async_trait::async_trait]
 impl domain::engine::Engine for Settling {
-    async fn run_step(&self, _: domain::engine::StepWork<'_>) -> Result<(), String> {
+    async fn run_step(
+        &self,
+        _: domain::engine::StepWork<'_>,
+    ) -> Result<(), domain::engine::EngineError> {
         Ok(())
     }
     async fn run_cluster(
@@ -691,7 +700,7 @@ impl domain::engine::Engine for Settling {
         _: &Cluster,
         _: &Host,
         _: &[EnvironmentId],
-    ) -> Result<(), String> {
+    ) -> Result<(), domain::engine::EngineError> {
         Ok(())
     }
     async fn pause(&self, wait: Duration) {
@@ -703,7 +712,7 @@ impl domain::engine::Engine for Settling {
         _: &Service,
         _: domain::ids::DeploymentRequestId,
         cut: Cut,
-    ) -> Result<Kept, String> {
+    ) -> Result<Kept, domain::engine::EngineError> {
         self.cuts.lock().unwrap().push(cut);
         Ok(self.kept)
     }
@@ -801,4 +810,143 @@ async fn a_deployment_cut_short_ends_as_its_engine_settles_it(db: Db) {
             "{kept:?} {step:?}: {lines:?}"
         );
     }
+}
+
+/// An engine whose steps fail with the errors it is given, one per run, then succeed; its
+/// pauses pass twenty times faster than asked (the retries' waits with them).
+struct Flaky {
+    failures: std::sync::Mutex<std::collections::VecDeque<EngineError>>,
+    runs: std::sync::atomic::AtomicUsize,
+    paused: std::sync::Mutex<Vec<Duration>>,
+}
+
+impl Flaky {
+    fn failing(failures: impl IntoIterator<Item = EngineError>) -> Arc<Self> {
+        Arc::new(Self {
+            failures: std::sync::Mutex::new(failures.into_iter().collect()),
+            runs: Default::default(),
+            paused: Default::default(),
+        })
+    }
+
+    fn runs(&self) -> usize {
+        self.runs.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The waits asked for that were not a renewal's (a third of the lease).
+    fn backoffs(&self, renewal: Duration) -> Vec<Duration> {
+        let paused = self.paused.lock().unwrap();
+        paused.iter().copied().filter(|p| *p != renewal).collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl domain::engine::Engine for Flaky {
+    async fn run_step(&self, work: domain::engine::StepWork<'_>) -> Result<(), EngineError> {
+        self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        work.log.info("asking the daemon");
+        match self.failures.lock().unwrap().pop_front() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+    async fn run_cluster(
+        &self,
+        _: ClusterAction,
+        _: &Cluster,
+        _: &Host,
+        _: &[EnvironmentId],
+    ) -> Result<(), EngineError> {
+        Ok(())
+    }
+    async fn pause(&self, wait: Duration) {
+        self.paused.lock().unwrap().push(wait);
+        tokio::time::sleep(wait / 20).await;
+    }
+}
+
+/// Deploys a database with `engine` on one worker; its status once settled and the messages
+/// of its log.
+async fn deployed_by(db: Db, engine: Arc<Flaky>) -> (ServiceStatus, Vec<(LogLevel, String)>) {
+    let store = db.clone();
+    let w = world(db).await;
+    let a = w.database("a").await;
+    let worker =
+        domain::services::Worker::new(w.capstan.clone(), engine, time::Duration::SECOND * 30);
+    w.deploy(a).await;
+    assert!(worker.run_next().await.unwrap(), "the worker ran a request");
+    let status = w.wait(a, settled).await;
+    let mut unit = store.read().await.unwrap();
+    let lines = unit.environment_logs(w.env, 100).await.unwrap();
+    let messages = lines.into_iter().map(|l| (l.level, l.message)).collect();
+    (status, messages)
+}
+
+const RENEWAL: Duration = Duration::from_secs(10);
+
+async fn a_step_that_fails_in_a_way_that_may_pass_runs_again_and_succeeds(db: Db) {
+    let engine = Flaky::failing([EngineError::transient(
+        "could not create the container: the connection to the Docker daemon was reset",
+    )]);
+    let (status, log) = deployed_by(db, engine.clone()).await;
+    assert_eq!(status.state, ServiceState::Deployed, "{status:?} {log:?}");
+    assert_eq!(engine.runs(), 2, "run once more");
+    assert_eq!(engine.backoffs(RENEWAL), [Duration::from_secs(1)]);
+    assert_eq!(
+        log,
+        [
+            (LogLevel::Info, "asking the daemon".to_string()),
+            (
+                LogLevel::Warning,
+                "could not create the container: the connection to the Docker daemon was reset; \
+                 this may pass, so the step runs again in 1 s (retry 1 of 3)"
+                    .to_string()
+            ),
+            (LogLevel::Info, "asking the daemon".to_string()),
+        ]
+    );
+}
+
+async fn a_terminal_failure_fails_the_step_at_once(db: Db) {
+    let engine =
+        Flaky::failing([EngineError::terminal("no such image: web:9")
+            .with_hint("check the image's name and tag")]);
+    let (status, log) = deployed_by(db, engine.clone()).await;
+    assert_eq!(status.state, ServiceState::DeploymentError, "{status:?}");
+    assert_eq!(engine.runs(), 1, "not run again");
+    assert!(engine.backoffs(RENEWAL).is_empty());
+    let reason = "no such image: web:9 (hint: check the image's name and tag)";
+    assert_eq!(
+        log,
+        [
+            (LogLevel::Info, "asking the daemon".to_string()),
+            (LogLevel::Error, reason.to_string()),
+        ]
+    );
+}
+
+async fn a_step_that_keeps_failing_transiently_fails_after_three_retries(db: Db) {
+    let refused = || EngineError::transient("the Docker daemon could not be reached");
+    let engine = Flaky::failing([refused(), refused(), refused(), refused(), refused()]);
+    let (status, log) = deployed_by(db, engine.clone()).await;
+    assert_eq!(status.state, ServiceState::DeploymentError, "{status:?}");
+    assert_eq!(engine.runs(), 4, "one run and three more");
+    assert_eq!(
+        engine.backoffs(RENEWAL),
+        [1, 2, 4].map(Duration::from_secs),
+        "waits of 1, 2 and 4 s"
+    );
+    let retries: Vec<&str> = log
+        .iter()
+        .filter(|(level, _)| *level == LogLevel::Warning)
+        .map(|(_, m)| m.rsplit("(").next().unwrap())
+        .collect();
+    assert_eq!(retries, ["retry 1 of 3)", "retry 2 of 3)", "retry 3 of 3)"]);
+    assert_eq!(
+        log.last().unwrap(),
+        &(
+            LogLevel::Error,
+            "the Docker daemon could not be reached".to_string()
+        )
+    );
 }

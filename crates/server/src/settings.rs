@@ -907,11 +907,11 @@ impl RawSettings {
                     bad(
                         "CAPSTAN_DOCKER_DATABASE_IMAGES",
                         "docker-database-images",
-                        why,
+                        why.to_string(),
                     )
                 })?;
         let host_images = docker::HostImages::parse(self.host_images.as_deref().unwrap_or(""))
-            .map_err(|why| bad("CAPSTAN_HOST_IMAGES", "host-images", why))?;
+            .map_err(|why| bad("CAPSTAN_HOST_IMAGES", "host-images", why.to_string()))?;
         let docker_keep_database_volumes = switch(
             &self.docker_keep_database_volumes,
             "CAPSTAN_DOCKER_KEEP_DATABASE_VOLUMES",

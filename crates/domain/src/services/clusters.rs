@@ -3,6 +3,7 @@
 
 use super::Capstan;
 use crate::auth::{Action, Principal};
+use crate::engine::EngineError;
 use crate::error::DomainResult;
 use crate::ids::{ClusterId, OrganizationId};
 use crate::model::EventType;
@@ -69,12 +70,12 @@ impl Capstan {
         };
         let reached = match host {
             Ok(host) => engine.reach(&host).await,
-            Err(e) => Some(Err(e.to_string())),
+            Err(e) => Some(Err(EngineError::terminal(e.to_string()))),
         };
         if let Some(Err(why)) = reached {
             if cluster.run.state == ClusterState::Deployed {
                 cluster.run.state = ClusterState::DeploymentError;
-                cluster.run.reason = Some(why);
+                cluster.run.reason = Some(why.to_string());
             }
         }
         cluster

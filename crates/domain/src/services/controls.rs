@@ -2,9 +2,9 @@
 //! These are an operator's controls, not a tenant's use cases: the API gates them behind their
 //! own token, and no principal is involved.
 
+use super::fault_controls::HOLDABLE;
 use super::Capstan;
 use crate::changes::ChangeSet;
-use crate::engine::HOLDABLE;
 use crate::error::{DomainError, DomainResult, StoreError};
 use crate::ids::ServiceId;
 use crate::model::{

@@ -4,7 +4,7 @@
 
 use super::Capstan;
 use crate::auth::{Action, Principal};
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineError};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{BackupId, ServiceId};
 use crate::model::{
@@ -93,7 +93,7 @@ impl Capstan {
     async fn end_backup(
         &self,
         mut backup: DatabaseBackup,
-        done: Result<i64, String>,
+        done: Result<i64, EngineError>,
         masker: &Masker,
     ) -> DomainResult<()> {
         match done {
@@ -103,7 +103,7 @@ impl Capstan {
             }
             Err(why) => {
                 backup.state = BackupState::Failed;
-                backup.reason = Some(masker.mask(&why));
+                backup.reason = Some(masker.mask(&why.to_string()));
             }
         }
         backup.updated_at = self.now();
@@ -175,7 +175,7 @@ impl Capstan {
         self.backup_engine()?
             .remove_backup(&found.file_name())
             .await
-            .map_err(DomainError::Upstream)?;
+            .map_err(|e| DomainError::Upstream(e.to_string()))?;
         self.in_unit(&[Scope::EnvironmentOf(database)], async |tx| {
             self.delete::<DatabaseBackup>(tx, found.id, "nothing").await
         })
@@ -186,7 +186,10 @@ impl Capstan {
     /// (itself, its environment, its project, its organization), and its records with it. The
     /// engine holds none when the settings keep a deleted database's data. How many went.
     pub async fn collect_backups(&self, engine: &dyn Engine) -> DomainResult<usize> {
-        let held = engine.held_backups().await.map_err(DomainError::Internal)?;
+        let held = engine
+            .held_backups()
+            .await
+            .map_err(|e| DomainError::Internal(e.to_string()))?;
         if held.is_empty() {
             return Ok(0);
         }

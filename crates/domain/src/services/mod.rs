@@ -10,6 +10,7 @@ mod cron_runs;
 mod custom_domains;
 mod database_backups;
 mod database_links;
+mod fault_controls;
 mod git_reads;
 mod terraform;
 pub use database_links::DatabaseCredentials;
@@ -82,7 +83,7 @@ pub use variables::{
     VariableInput,
 };
 pub use webhooks::{Delivery, GitIntegration, Received};
-pub use worker::{worker_id, Worker, LEASE, SWITCHED_WHEN_LOST, WORKER_LOST};
+pub use worker::{worker_id, Worker, LEASE, RETRY_BACKOFF, SWITCHED_WHEN_LOST, WORKER_LOST};
 
 use crate::auth::{Action, Principal};
 use crate::clock::Clock;
@@ -116,7 +117,7 @@ pub struct Capstan {
     /// Where webhook deliveries go out; none: they wait.
     outbound: Option<Arc<Outbound>>,
     /// Holds and failures a test suite asked of the engine.
-    engine_controls: Arc<crate::engine::EngineControls>,
+    engine_controls: Arc<fault_controls::EngineControls>,
     /// How many API tokens an organization may hold: each is a rate-limit quota of its own.
     max_api_tokens: u64,
     /// What runs the workloads, for the use cases that act on them outside a deployment

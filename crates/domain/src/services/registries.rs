@@ -2,6 +2,7 @@
 
 use super::Capstan;
 use crate::auth::{Action, Principal};
+use crate::engine::Failure;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{ClusterId, ContainerRegistryId, OrganizationId};
 use crate::model::EventType;
@@ -290,12 +291,9 @@ impl Capstan {
         let found = engine
             .image_available(&host, &access, name, tag)
             .await
-            .map_err(|why| {
-                if why.contains("refused by the outbound policy") {
-                    DomainError::invalid("registry_id", why)
-                } else {
-                    DomainError::Upstream(why)
-                }
+            .map_err(|why| match why.failure() {
+                Failure::Refused => DomainError::invalid("registry_id", why.to_string()),
+                _ => DomainError::Upstream(why.to_string()),
             })?;
         if found {
             Ok(())

@@ -278,25 +278,25 @@ impl Capstan {
         let found = engine
             .workloads()
             .await
-            .map_err(crate::error::DomainError::Internal)?;
+            .map_err(|e| crate::error::DomainError::Internal(e.to_string()))?;
         let gone = self.gone::<Service>(found).await?;
         for service in &gone {
             engine
                 .remove_workloads(*service)
                 .await
-                .map_err(crate::error::DomainError::Internal)?;
+                .map_err(|e| crate::error::DomainError::Internal(e.to_string()))?;
         }
         self.retire_stale_sets(engine).await?;
         // Networks: Docker's address pools hold a few dozen.
         let found = engine
             .environments()
             .await
-            .map_err(crate::error::DomainError::Internal)?;
+            .map_err(|e| crate::error::DomainError::Internal(e.to_string()))?;
         for environment in self.gone::<Environment>(found).await? {
             engine
                 .remove_environment(environment)
                 .await
-                .map_err(crate::error::DomainError::Internal)?;
+                .map_err(|e| crate::error::DomainError::Internal(e.to_string()))?;
         }
         let dumps = self.collect_backups(engine).await?;
         if dumps > 0 {
@@ -320,7 +320,7 @@ impl Capstan {
         let sets = engine
             .replica_sets()
             .await
-            .map_err(crate::error::DomainError::Internal)?;
+            .map_err(|e| crate::error::DomainError::Internal(e.to_string()))?;
         let mut by_service: std::collections::BTreeMap<ServiceId, Vec<DeploymentRequestId>> =
             std::collections::BTreeMap::new();
         for set in sets {

@@ -45,10 +45,12 @@ impl Capstan {
         match engine
             .terraform_state(&host, &service)
             .await
-            .map_err(DomainError::Upstream)?
+            .map_err(|e| DomainError::Upstream(e.to_string()))?
         {
             None => Ok(Vec::new()),
-            Some(state) => state_resources(id, &state).map_err(DomainError::Upstream),
+            Some(state) => {
+                state_resources(id, &state).map_err(|e| DomainError::Upstream(e.to_string()))
+            }
         }
     }
 }

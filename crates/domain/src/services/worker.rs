@@ -3,7 +3,7 @@
 
 use super::Capstan;
 use crate::clock::{Clock, SystemClock};
-use crate::engine::{Cancel, Cut, Engine, Kept, StepLog, StepWork};
+use crate::engine::{Cancel, Cut, Engine, EngineError, Kept, StepLog, StepWork};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::EnvironmentId;
 use crate::model::*;
@@ -69,9 +69,18 @@ const RENEW_EVERY: u32 = 10;
 /// as it does), so this only bounds how long a dead worker's request waits.
 pub const LEASE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a step that failed in a way that may pass (see [`EngineError::is_retriable`])
+/// waits before it runs again: three more tries, seven seconds in all, before the request
+/// fails. Each wait is well inside a lease.
+pub const RETRY_BACKOFF: [std::time::Duration; 3] = [
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(2),
+    std::time::Duration::from_secs(4),
+];
+
 /// How a running step ended.
 enum Ran {
-    Done(Result<(), String>),
+    Done(Result<(), EngineError>),
     Canceled,
     /// The claim went (a reset, or another worker took over).
     Lost,
@@ -196,7 +205,8 @@ impl Worker {
                 let outcome = self
                     .engine
                     .run_cluster(action, &cluster, &host, &environments)
-                    .await;
+                    .await
+                    .map_err(|e| e.to_string());
                 if outcome.is_ok() {
                     if let Some(Ok(runs)) = self.engine.reach(&host).await {
                         log.line(
@@ -224,7 +234,7 @@ impl Worker {
         let Some(identity) = self.engine.identify(&host).await else {
             return Ok(host);
         };
-        let identity = identity?;
+        let identity = identity.map_err(|e| e.to_string())?;
         self.capstan
             .claim_daemon(cluster, &identity)
             .await
@@ -534,11 +544,11 @@ impl Worker {
                 return self.fail(r, reason, &log).await;
             }
             let ran = self
-                .run_renewing(phase.step, &r, &service, &inputs, &host, &log)
+                .run_retrying(phase.step, &mut r, &service, &inputs, &host, &log)
                 .await?;
             match ran {
                 Ran::Done(Ok(())) => {}
-                Ran::Done(Err(reason)) => return self.fail(r, reason, &log).await,
+                Ran::Done(Err(e)) => return self.fail(r, e.to_string(), &log).await,
                 Ran::Canceled => return self.cancel(r, &log).await,
                 Ran::Lost => return Ok(()),
             }
@@ -571,6 +581,64 @@ impl Worker {
             None => WorkloadInputs::default(),
         };
         Ok((service, inputs))
+    }
+
+    /// Runs one step, and again after each of [`RETRY_BACKOFF`]'s waits while it fails in a
+    /// way that may pass; the log says each time why and when it runs again. A cancel or a
+    /// lost claim during a wait ends it.
+    async fn run_retrying(
+        &self,
+        step: StepName,
+        r: &mut DeploymentRequest,
+        service: &Service,
+        inputs: &WorkloadInputs,
+        host: &Host,
+        log: &StepLog,
+    ) -> DomainResult<Ran> {
+        let mut waits = RETRY_BACKOFF.iter();
+        loop {
+            let ran = self
+                .run_renewing(step, r, service, inputs, host, log)
+                .await?;
+            let Ran::Done(Err(e)) = &ran else {
+                return Ok(ran);
+            };
+            let Some(wait) = waits.next().filter(|_| e.is_retriable()) else {
+                return Ok(ran);
+            };
+            let retry = RETRY_BACKOFF.len() - waits.len();
+            log.warn(&format!(
+                "{e}; this may pass, so the step runs again in {} s (retry {retry} of {})",
+                wait.as_secs(),
+                RETRY_BACKOFF.len()
+            ));
+            if let Some(ended) = self.still_held(r, log).await? {
+                return Ok(ended);
+            }
+            self.engine.pause(*wait).await;
+            if let Some(ended) = self.still_held(r, log).await? {
+                return Ok(ended);
+            }
+        }
+    }
+
+    /// Renews the claim on a running request and stores its log: `Some` how it ended when the
+    /// claim went or the request was canceled.
+    async fn still_held(
+        &self,
+        r: &mut DeploymentRequest,
+        log: &StepLog,
+    ) -> DomainResult<Option<Ran>> {
+        r.lease_until = Some(self.lease_until());
+        let held = self
+            .capstan
+            .in_unit(&[], async |tx| self.renew(tx, r, log).await)
+            .await?;
+        Ok(match held {
+            None => Some(Ran::Lost),
+            Some(true) if r.action.cancellable() => Some(Ran::Canceled),
+            Some(_) => None,
+        })
     }
 
     /// Runs one step while renewing the claim on its request, storing the log the step writes

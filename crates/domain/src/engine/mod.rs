@@ -1,0 +1,246 @@
+//! The engine port: what carries out the steps of a deployment request. The server wires an
+//! adapter (the simulated engine by default); the worker in `services::worker` drives it.
+
+use crate::ids::{BackupId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
+use crate::model::{
+    Cluster, ClusterAction, DaemonIdentity, DeploymentRequest, Host, OutputLine, RegistryAccess,
+    RunningState, Service, StepName, WorkloadInputs,
+};
+use async_trait::async_trait;
+
+mod cancel;
+mod error;
+mod step_log;
+
+pub use cancel::{Cancel, CancelHandle};
+pub use error::{EngineError, Failure};
+pub use step_log::StepLog;
+
+/// What one step is given: the request and its service, what the workload runs with and where
+/// (its environment's cluster's host), where the step writes its log, and the signal that the
+/// request was canceled.
+pub struct StepWork<'a> {
+    pub step: StepName,
+    pub request: &'a DeploymentRequest,
+    pub service: &'a Service,
+    pub inputs: &'a WorkloadInputs,
+    pub host: &'a Host,
+    pub log: &'a StepLog,
+    pub cancel: &'a Cancel,
+}
+
+/// The replicas of one service that one deployment request started, as an engine finds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ReplicaSet {
+    pub organization: OrganizationId,
+    pub service: ServiceId,
+    pub request: DeploymentRequestId,
+}
+
+/// How far a deployment cut short had come when its worker died.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Before its new replicas were all ready (building, pulling, starting, warming up).
+    BeforeSwitch,
+    /// In the router's switch: its replicas were ready and the routes were turning to them.
+    InSwitch,
+}
+
+/// Which set of replicas a settled cut left running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// What ran before the cut deployment (nothing, for a first one).
+    Previous,
+    /// The cut deployment's own replicas.
+    Started,
+}
+
+#[async_trait]
+pub trait Engine: Send + Sync {
+    /// Performs one step. It takes as long as it takes: the worker renews its claim on the
+    /// request meanwhile. Once `work.cancel` fires the step should stop what it started and
+    /// return; whatever it returns then, the request ends canceled. `Err` carries the reason the
+    /// step failed, as the client will read it, and whether trying again may help.
+    async fn run_step(&self, work: StepWork<'_>) -> Result<(), EngineError>;
+
+    /// Deploys or stops a cluster on its host (deploying reaches the host and readies it for
+    /// its `environments`). `Err` carries the reason it failed.
+    async fn run_cluster(
+        &self,
+        action: ClusterAction,
+        cluster: &Cluster,
+        host: &Host,
+        environments: &[EnvironmentId],
+    ) -> Result<(), EngineError>;
+
+    /// Whether `host` answers now: what it runs (its engine and version), or why it does
+    /// not. `None`: this engine has no hosts to reach (the cluster's record is all there is).
+    async fn reach(&self, host: &Host) -> Option<Result<String, EngineError>> {
+        let _ = host;
+        None
+    }
+
+    /// Who answers at `host`'s endpoint now (asked without running anything there, whether
+    /// or not the cluster was checked before); `None`: this engine has no hosts to reach.
+    async fn identify(&self, host: &Host) -> Option<Result<DaemonIdentity, EngineError>> {
+        let _ = host;
+        None
+    }
+
+    /// Whether `host` answered when last looked at, without asking it now; `None`: not
+    /// known (not looked at yet, or this engine has no hosts).
+    fn answered(&self, host: &Host) -> Option<bool> {
+        let _ = host;
+        None
+    }
+
+    /// The hosts the clusters name besides the engine's own, as the store has them now: the
+    /// engine watches what runs on each (and forgets the hosts no longer named).
+    async fn watch_hosts(&self, hosts: Vec<Host>) {
+        let _ = hosts;
+    }
+
+    /// Waits `wait` (the pace at which a held deployment looks whether it may go on, and a
+    /// running step's claim is renewed).
+    async fn pause(&self, wait: std::time::Duration);
+
+    /// What runs, as it changes: a report of every workload it knows at once, then one each
+    /// time a workload's state changes, until the stream ends (the engine lost its source; the
+    /// caller asks again). `None`: this engine runs nothing to observe.
+    fn observe(&self) -> Option<futures_util::stream::BoxStream<'static, RunningState>> {
+        None
+    }
+
+    /// What its workloads print, line by line as they print it (unmasked: the caller masks
+    /// before it keeps), until the stream ends (the caller asks again; a line read twice is
+    /// kept once). `None`: this engine runs nothing that prints.
+    fn output(&self) -> Option<futures_util::stream::BoxStream<'static, OutputLine>> {
+        None
+    }
+
+    /// The services it finds workloads of, with their organizations (by its own marks on
+    /// them), for reconciliation.
+    async fn workloads(&self) -> Result<Vec<(OrganizationId, ServiceId)>, EngineError> {
+        Ok(Vec::new())
+    }
+
+    /// The sets of replicas it runs (or keeps stopped): each service's, by the request that
+    /// started them, with their organizations, for reconciliation.
+    async fn replica_sets(&self) -> Result<Vec<ReplicaSet>, EngineError> {
+        Ok(Vec::new())
+    }
+
+    /// Removes the failed executions it keeps of a job (a failed run is kept, with its output,
+    /// until this or the job's next run); the names of those removed.
+    async fn clean_failed_jobs(&self, job: ServiceId) -> Result<Vec<String>, EngineError> {
+        let _ = job;
+        Ok(Vec::new())
+    }
+
+    /// Whether the image `name:tag` of `registry` can be run: on the engine's host already,
+    /// or in its registry. `Err` says why it could not be told.
+    async fn image_available(
+        &self,
+        host: &Host,
+        registry: &RegistryAccess,
+        name: &str,
+        tag: &str,
+    ) -> Result<bool, EngineError> {
+        let _ = (host, registry, name, tag);
+        Err(EngineError::terminal("this engine runs no images"))
+    }
+
+    /// Dumps a running database with its own tool into the backup `file` (a name the engine
+    /// keeps it under); the dump's size in bytes.
+    async fn backup_database(
+        &self,
+        host: &Host,
+        database: &Service,
+        inputs: &WorkloadInputs,
+        file: &str,
+    ) -> Result<i64, EngineError> {
+        let _ = (host, database, inputs, file);
+        Err(EngineError::terminal(
+            "this engine keeps no database backups",
+        ))
+    }
+
+    /// Loads the backup `file` back into the running database.
+    async fn restore_database(
+        &self,
+        host: &Host,
+        database: &Service,
+        inputs: &WorkloadInputs,
+        file: &str,
+    ) -> Result<(), EngineError> {
+        let _ = (host, database, inputs, file);
+        Err(EngineError::terminal(
+            "this engine keeps no database backups",
+        ))
+    }
+
+    /// Removes the backup `file` (none kept: nothing to do).
+    async fn remove_backup(&self, file: &str) -> Result<(), EngineError> {
+        let _ = file;
+        Ok(())
+    }
+
+    /// The backups it keeps dumps of that may go once their records are gone, for
+    /// reconciliation: none when the settings keep a deleted database's data.
+    async fn held_backups(&self) -> Result<Vec<BackupId>, EngineError> {
+        Ok(Vec::new())
+    }
+
+    /// The state file a terraform service's runs keep (none: it has not run, or this engine
+    /// keeps none).
+    async fn terraform_state(
+        &self,
+        host: &Host,
+        service: &Service,
+    ) -> Result<Option<String>, EngineError> {
+        let _ = (host, service);
+        Ok(None)
+    }
+
+    /// Removes every workload it runs of a service that no longer exists.
+    async fn remove_workloads(&self, service: ServiceId) -> Result<(), EngineError> {
+        let _ = service;
+        Ok(())
+    }
+
+    /// Settles what a deployment cut short (its worker died) left of `service` on `host`, by
+    /// how far it had come: before the switch, what `request` started goes (the set an
+    /// earlier deployment started is what its failure leaves); in the switch, its replicas
+    /// passed their readiness and took the routes, so when they still run the earlier set
+    /// goes instead. Answers which set it kept.
+    async fn settle_cut(
+        &self,
+        host: &Host,
+        service: &Service,
+        request: DeploymentRequestId,
+        cut: Cut,
+    ) -> Result<Kept, EngineError> {
+        let _ = (host, service, request, cut);
+        Ok(Kept::Previous)
+    }
+
+    /// What runs of `service` on `host` now, read at once (the stream of reports may lag
+    /// behind a deployment that just ended); `None` when it cannot tell.
+    async fn report(&self, host: &Host, service: &Service) -> Option<RunningState> {
+        let _ = (host, service);
+        None
+    }
+
+    /// The environments it keeps something of (a network), with their organizations (by its
+    /// own marks), for reconciliation.
+    async fn environments(&self) -> Result<Vec<(OrganizationId, EnvironmentId)>, EngineError> {
+        Ok(Vec::new())
+    }
+
+    /// Removes what it keeps of an environment that no longer exists (its network), once no
+    /// workload uses it any more (else it is left for the next try).
+    async fn remove_environment(&self, environment: EnvironmentId) -> Result<(), EngineError> {
+        let _ = environment;
+        Ok(())
+    }
+}
