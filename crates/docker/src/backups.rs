@@ -58,7 +58,7 @@ impl DockerEngine {
         if file.is_empty() || file.contains(['/', '\\']) || file.starts_with('.') {
             return Err(format!("'{file}' is not a backup's name").into());
         }
-        Ok(self.backup_dir.join(file))
+        Ok(self.settings.backup_dir.join(file))
     }
 
     /// The database's running container and its recipe.
@@ -115,7 +115,7 @@ impl DockerEngine {
         let path = self.backup_path(file)?;
         let (id, recipe) = self.running_database(database, inputs).await?;
         let bytes = self.dump(&id, &recipe).await?;
-        std::fs::create_dir_all(&self.backup_dir)
+        std::fs::create_dir_all(&self.settings.backup_dir)
             .map_err(|e| format!("could not make the backup directory: {e}"))?;
         let partial = path.with_extension("partial");
         {
@@ -169,7 +169,7 @@ impl DockerEngine {
 
     /// The dumps in the backup directory.
     pub(crate) fn dumps(&self) -> Result<Vec<BackupId>, EngineError> {
-        let entries = match std::fs::read_dir(&self.backup_dir) {
+        let entries = match std::fs::read_dir(&self.settings.backup_dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(format!("could not read the backup directory: {e}").into()),

@@ -252,6 +252,7 @@ impl DockerEngine {
         cancel: &Cancel,
     ) -> Result<String, EngineError> {
         let checkouts = self
+            .settings
             .checkouts
             .as_ref()
             .ok_or("this Capstan fetches no git repository")?;
@@ -369,7 +370,7 @@ impl DockerEngine {
             return;
         };
         images.sort_by_key(|i| std::cmp::Reverse(i.created));
-        for old in images.iter().skip(self.images_kept) {
+        for old in images.iter().skip(self.settings.images_kept) {
             for tag in &old.repo_tags {
                 if tag == current {
                     continue;

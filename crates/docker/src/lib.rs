@@ -4,8 +4,11 @@
 
 mod backups;
 mod build;
+mod connect;
+mod containers;
 mod daemon;
 mod db_recipe;
+mod diagnosis;
 mod engine;
 mod errors;
 mod exec;
@@ -13,14 +16,20 @@ mod files;
 pub mod firewall;
 mod hosts;
 mod images;
+mod job;
 mod liveness;
+mod networks;
 mod observe;
 mod output;
 mod plan;
+mod port;
 mod probe;
+mod pulls;
+mod replicas;
 mod rollout;
 mod terraform;
 mod tunnel;
+mod volumes;
 
 pub use db_recipe::DatabaseImages;
 pub use engine::{DockerEngine, DEFAULT_IMAGES_KEPT, DEFAULT_TERRAFORM_IMAGE};

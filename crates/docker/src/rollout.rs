@@ -40,7 +40,7 @@ impl DockerEngine {
     /// Whether a deploy of `service` starts its new replicas beside the old ones: with a
     /// router in front of it, and no volume the old and new would share.
     pub(crate) fn rolls(&self, service: &Service, plans: &[ContainerPlan]) -> bool {
-        self.switch_settle.is_some()
+        self.settings.switch_settle.is_some()
             && is_routed(service)
             && plans.iter().all(|p| p.volume.is_none())
     }
@@ -84,7 +84,7 @@ impl DockerEngine {
         let serving = old
             .iter()
             .any(|c| c.state == Some(ContainerSummaryStateEnum::RUNNING));
-        let Some(settle) = self.switch_settle.filter(|_| serving) else {
+        let Some(settle) = self.settings.switch_settle.filter(|_| serving) else {
             let ids: Vec<String> = old.iter().filter_map(|c| c.id.clone()).collect();
             self.remove_all(&ids).await;
             log.info("the router sends requests to the new replicas");
@@ -136,7 +136,7 @@ impl DockerEngine {
     /// Waits this long at each turn of a switch; none: no router, and redeploys replace the
     /// replicas in place (keeping their ports).
     pub fn with_router(mut self, settle: Duration) -> Self {
-        self.switch_settle = Some(settle);
+        self.settings.switch_settle = Some(settle);
         self
     }
 }

@@ -3,12 +3,15 @@
 //! the action asked for, the state on a volume of the service (unless the files name a backend
 //! of their own), the run's output in the deployment log.
 
-use crate::engine::{DockerEngine, Ended};
+use crate::containers::Ended;
+use crate::engine::DockerEngine;
 use crate::errors::said;
 use crate::plan::{self, ContainerPlan, PlannedFile, PlannedVolume, LABEL_REPLICA};
 use domain::engine::EngineError;
 use domain::engine::StepWork;
-use domain::model::{ServiceSubAction, TerraformSpec};
+use domain::model::{
+    DeploymentAction, DeploymentStatus, ServiceKind, ServiceSubAction, StepName, TerraformSpec,
+};
 use std::path::Path;
 use std::time::Duration;
 
@@ -188,6 +191,39 @@ fn workspace_files(dir: &Path) -> Result<Vec<PlannedFile>, EngineError> {
 }
 
 impl DockerEngine {
+    /// A step of a terraform service's request: its run at deployment (the action its request
+    /// asks for), its destroy at deletion (its state volume with it, unless kept).
+    pub(crate) async fn terraform_step(
+        &self,
+        work: &StepWork<'_>,
+        tf: &TerraformSpec,
+    ) -> Result<(), EngineError> {
+        use DeploymentAction as A;
+        let (service, action) = (work.service, work.request.action);
+        match (action, work.step) {
+            (A::Deploy | A::Redeploy, StepName::Executing) => {
+                let sub_action = ServiceSubAction::of(
+                    Some(ServiceKind::Terraform),
+                    action,
+                    work.request.snapshot.terraform_action,
+                );
+                let run = Run::of(sub_action).ok_or("no terraform action for this request")?;
+                self.run_terraform(work, tf, run).await
+            }
+            (A::Delete | A::Uninstall, _) => {
+                if service.deployment_status != DeploymentStatus::NeverDeployed {
+                    self.run_terraform(work, tf, Run::Destroy).await?;
+                }
+                if action == A::Delete && !self.settings.keep_volumes {
+                    self.remove_named_volume(&plan::state_volume_name(service.id))
+                        .await?;
+                }
+                Ok(())
+            }
+            (A::Deploy | A::Redeploy | A::Stop | A::Restart | A::Diff, _) => Ok(()),
+        }
+    }
+
     /// The state a terraform service's last run left (its copy on the volume), read through a
     /// container of its image made (never started) to mount it; none when it never ran.
     pub(crate) async fn read_terraform_state(
@@ -200,6 +236,7 @@ impl DockerEngine {
             return Ok(None);
         }
         let image = self
+            .settings
             .terraform_image
             .replace("{version}", &spec.provider_version.explicit_version);
         let reader = ContainerPlan {
@@ -265,6 +302,7 @@ impl DockerEngine {
     ) -> Result<(), EngineError> {
         let log = work.log;
         let image = self
+            .settings
             .terraform_image
             .replace("{version}", &spec.provider_version.explicit_version);
         self.ensure_image(&image, crate::images::ImageAccess::Host, log, work.cancel)

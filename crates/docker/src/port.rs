@@ -1,0 +1,387 @@
+//! The Docker engine as the domain's engine port: a step carried out by the module of its
+//! service's kind, and what reconciliation, backups and reports ask of the daemon.
+
+use crate::containers::Act;
+use crate::engine::DockerEngine;
+use crate::errors::said;
+use crate::images;
+use crate::plan::{self, LABEL_ROLE, LABEL_SERVICE};
+use async_trait::async_trait;
+use bollard::models::{ContainerSummary, ContainerSummaryStateEnum};
+use domain::engine::{Cut, Engine, EngineError, Kept, ReplicaSet, StepWork};
+use domain::ids::{BackupId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
+use domain::model::{
+    Cluster, ClusterAction, DeploymentAction, Host, OutputLine, RegistryAccess, RunningState,
+    Service, ServiceSpec, StepName, WorkloadInputs,
+};
+use futures_util::StreamExt;
+use std::collections::HashMap;
+use std::time::Duration;
+
+impl DockerEngine {
+    /// A step, by its service's kind; a build, whatever the kind, by what it builds from.
+    async fn carry_out(&self, work: &StepWork<'_>) -> Result<(), EngineError> {
+        use DeploymentAction as A;
+        let (service, action) = (work.service, work.request.action);
+        if matches!(action, A::Deploy | A::Redeploy) && work.step == StepName::Build {
+            return match service.spec.build_source() {
+                Some(source) => self.build(work, source).await,
+                None => Ok(()),
+            };
+        }
+        match &service.spec {
+            ServiceSpec::Container(_) | ServiceSpec::Application(_) | ServiceSpec::Database(_) => {
+                self.replicas_step(work).await
+            }
+            ServiceSpec::Job(job) => self.job_step(work, job).await,
+            ServiceSpec::Terraform(tf) => self.terraform_step(work, tf).await,
+            spec => match action {
+                A::Stop => self.each_owned(service, work.log, Act::Stop).await,
+                A::Delete | A::Uninstall => self.remove_service(work).await,
+                _ => Err(plan::refused(spec).into()),
+            },
+        }
+    }
+}
+
+#[async_trait]
+impl Engine for DockerEngine {
+    async fn run_step(&self, work: StepWork<'_>) -> Result<(), EngineError> {
+        let done = self.carry_out(&work).await;
+        // A deployment's last step, whatever its end, no longer needs what its build made.
+        let last = match work.service.spec {
+            ServiceSpec::Job(_) => StepName::Executing,
+            _ => StepName::Deployment,
+        };
+        if work.step == last || done.is_err() {
+            self.forget_build(work.request.id);
+        }
+        done
+    }
+
+    /// A cluster is this daemon: deploying it makes its environments' networks (their router
+    /// needs nothing here: it reaches published ports).
+    async fn run_cluster(
+        &self,
+        action: ClusterAction,
+        cluster: &Cluster,
+        _host: &Host,
+        environments: &[EnvironmentId],
+    ) -> Result<(), EngineError> {
+        match action {
+            // The hosts' engine ([`crate::Hosts`]) has just seen the daemon answer: no ping.
+            ClusterAction::Deploy => {
+                for environment in environments {
+                    self.ensure_environment_network(cluster.organization_id, *environment)
+                        .await?;
+                }
+                Ok(())
+            }
+            ClusterAction::Stop => Ok(()),
+        }
+    }
+
+    async fn pause(&self, wait: Duration) {
+        tokio::time::sleep(wait).await;
+    }
+
+    async fn workloads(&self) -> Result<Vec<(OrganizationId, ServiceId)>, EngineError> {
+        let found = self
+            .docker
+            .list_containers(Some(plan::labelled(
+                self.scoped(vec![LABEL_SERVICE.to_string()]),
+            )))
+            .await
+            .map_err(|e| said("could not list Capstan's containers", e))?;
+        // A volume (a database's data, a terraform state) outlives its containers.
+        let volumes = self
+            .docker
+            .list_volumes(Some(bollard::query_parameters::ListVolumesOptions {
+                filters: Some(HashMap::from([(
+                    "label".to_string(),
+                    self.scoped(vec![LABEL_SERVICE.to_string()]),
+                )])),
+            }))
+            .await
+            .map_err(|e| said("could not list Capstan's volumes", e))?
+            .volumes
+            .unwrap_or_default();
+        // So do the images built from git.
+        let images = self
+            .docker
+            .list_images(Some(bollard::query_parameters::ListImagesOptions {
+                filters: Some(HashMap::from([(
+                    "label".to_string(),
+                    self.scoped(vec![LABEL_SERVICE.to_string()]),
+                )])),
+                ..Default::default()
+            }))
+            .await
+            .map_err(|e| said("could not list Capstan's images", e))?;
+        let labelled = found
+            .iter()
+            .filter_map(|c| c.labels.as_ref())
+            .chain(volumes.iter().map(|v| &v.labels))
+            .chain(images.iter().map(|i| &i.labels));
+        let mut services: Vec<(OrganizationId, ServiceId)> = labelled
+            .filter_map(|labels| {
+                let org = labels.get(plan::LABEL_ORGANIZATION)?.parse().ok()?;
+                let service = labels.get(LABEL_SERVICE)?.parse().ok()?;
+                Some((OrganizationId(org), ServiceId(service)))
+            })
+            .collect();
+        services.sort();
+        services.dedup();
+        Ok(services)
+    }
+
+    /// On the host, or in its registry (the daemon asks it, once the outbound policy permits).
+    async fn image_available(
+        &self,
+        _host: &Host,
+        registry: &RegistryAccess,
+        name: &str,
+        tag: &str,
+    ) -> Result<bool, EngineError> {
+        let image = plan::image_reference(Some(registry), name, tag);
+        // What only this host holds (another organization's build or private pull) is
+        // answered as what does not exist: the registry is asked, with the caller's access.
+        if images::nameable(&image).is_err() {
+            return Ok(false);
+        }
+        if self.settings.host_images.shares(&image)
+            && self.docker.inspect_image(&image).await.is_ok()
+        {
+            return Ok(true);
+        }
+        self.pull_permitted(&image).await?;
+        match self
+            .docker
+            .inspect_registry_image(&image, Self::credentials(Some(registry)))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 401 | 403 | 404,
+                ..
+            }) => Ok(false),
+            Err(e) => Err(said(&format!("could not ask for image {image}"), e)),
+        }
+    }
+
+    async fn backup_database(
+        &self,
+        _host: &Host,
+        database: &Service,
+        inputs: &WorkloadInputs,
+        file: &str,
+    ) -> Result<i64, EngineError> {
+        self.take_backup(database, inputs, file).await
+    }
+
+    async fn restore_database(
+        &self,
+        _host: &Host,
+        database: &Service,
+        inputs: &WorkloadInputs,
+        file: &str,
+    ) -> Result<(), EngineError> {
+        self.load_backup(database, inputs, file).await
+    }
+
+    async fn remove_backup(&self, file: &str) -> Result<(), EngineError> {
+        self.drop_backup(file)
+    }
+
+    /// A deleted database's dumps are its data too: kept with its volume.
+    async fn held_backups(&self) -> Result<Vec<BackupId>, EngineError> {
+        if self.settings.keep_volumes {
+            return Ok(Vec::new());
+        }
+        self.dumps()
+    }
+
+    async fn terraform_state(
+        &self,
+        _host: &Host,
+        service: &Service,
+    ) -> Result<Option<String>, EngineError> {
+        match &service.spec {
+            ServiceSpec::Terraform(spec) => self.read_terraform_state(service, spec).await,
+            _ => Ok(None),
+        }
+    }
+
+    /// Its containers, and its volumes: a database's data, a terraform state (unless the
+    /// settings keep them).
+    async fn remove_workloads(&self, service: ServiceId) -> Result<(), EngineError> {
+        self.remove_owned(service).await?;
+        if !self.settings.keep_volumes {
+            self.remove_volume_of(service).await?;
+            self.remove_named_volume(&plan::state_volume_name(service))
+                .await?;
+        }
+        self.remove_built_images(service).await
+    }
+
+    async fn replica_sets(&self) -> Result<Vec<ReplicaSet>, EngineError> {
+        let replicas = plan::labelled(self.scoped(vec![format!("{LABEL_ROLE}=service")]));
+        let found = self
+            .docker
+            .list_containers(Some(replicas))
+            .await
+            .map_err(|e| said("could not list Capstan's replicas", e))?;
+        let mut sets: Vec<ReplicaSet> = found
+            .iter()
+            .filter_map(|c| {
+                let labels = c.labels.as_ref()?;
+                let id = |label: &str| labels.get(label)?.parse::<uuid::Uuid>().ok();
+                Some(ReplicaSet {
+                    organization: OrganizationId(id(plan::LABEL_ORGANIZATION)?),
+                    service: ServiceId(id(LABEL_SERVICE)?),
+                    request: DeploymentRequestId(id(plan::LABEL_REQUEST)?),
+                })
+            })
+            .collect();
+        sets.sort();
+        sets.dedup();
+        Ok(sets)
+    }
+
+    async fn settle_cut(
+        &self,
+        _host: &Host,
+        service: &Service,
+        request: DeploymentRequestId,
+        cut: Cut,
+    ) -> Result<Kept, EngineError> {
+        let all = self.owned(service.id, Some("service")).await?;
+        let of_request = |c: &ContainerSummary| {
+            c.labels
+                .as_ref()
+                .and_then(|l| l.get(plan::LABEL_REQUEST))
+                .is_some_and(|id| *id == request.0.to_string())
+        };
+        let (started, earlier): (Vec<_>, Vec<_>) = all.iter().partition(|c| of_request(c));
+        let running = |c: &&ContainerSummary| c.state == Some(ContainerSummaryStateEnum::RUNNING);
+        let ids = |set: &[&ContainerSummary]| -> Vec<String> {
+            set.iter().filter_map(|c| c.id.clone()).collect()
+        };
+        // Ready and routed to: the switch is finished, without the drain it was giving the
+        // earlier replicas (already out of the routes, or about to be).
+        let kept = if cut == Cut::InSwitch && !started.is_empty() && started.iter().all(running) {
+            self.remove_each(&ids(&earlier)).await?;
+            Kept::Started
+        } else {
+            self.remove_each(&ids(&started)).await?;
+            Kept::Previous
+        };
+        Ok(kept)
+    }
+
+    async fn report(&self, _host: &Host, service: &Service) -> Option<RunningState> {
+        let scope = self.scope();
+        crate::observe::report(
+            &self.docker,
+            service.id,
+            service.environment_id,
+            self.probe_address(),
+            &scope,
+            &std::collections::HashSet::new(),
+        )
+        .await
+        .ok()
+    }
+
+    async fn environments(&self) -> Result<Vec<(OrganizationId, EnvironmentId)>, EngineError> {
+        let networks = self
+            .docker
+            .list_networks(Some(bollard::query_parameters::ListNetworksOptions {
+                filters: Some(HashMap::from([(
+                    "label".to_string(),
+                    self.scoped(vec![plan::LABEL_ENVIRONMENT.to_string()]),
+                )])),
+            }))
+            .await
+            .map_err(|e| said("could not list Capstan's networks", e))?;
+        let mut found: Vec<(OrganizationId, EnvironmentId)> = networks
+            .iter()
+            .filter_map(|n| {
+                let labels = n.labels.as_ref()?;
+                let org = labels.get(plan::LABEL_ORGANIZATION)?.parse().ok()?;
+                let env = labels.get(plan::LABEL_ENVIRONMENT)?.parse().ok()?;
+                Some((OrganizationId(org), EnvironmentId(env)))
+            })
+            .collect();
+        found.sort();
+        found.dedup();
+        Ok(found)
+    }
+
+    async fn remove_environment(&self, environment: EnvironmentId) -> Result<(), EngineError> {
+        let name = plan::network_name(environment);
+        let ours = self
+            .docker
+            .inspect_network(&name, None)
+            .await
+            .ok()
+            .and_then(|n| n.labels)
+            .is_some_and(|labels| {
+                self.settings.installation.is_empty()
+                    || labels.get(plan::LABEL_INSTALLATION) == Some(&self.settings.installation)
+            });
+        if !ours {
+            return Ok(());
+        }
+        match self.docker.remove_network(&name).await {
+            Ok(()) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(()),
+            // Something still runs on it (a workload on its way out): the next try takes it.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 403 | 409,
+                ..
+            }) => Ok(()),
+            Err(e) => Err(said(&format!("could not remove the network {name}"), e)),
+        }
+    }
+
+    /// Docker's event stream, read by a task of its own while the stream is listened to.
+    fn observe(&self) -> Option<futures_util::stream::BoxStream<'static, RunningState>> {
+        let (reports, received) = tokio::sync::mpsc::channel(64);
+        tokio::spawn(crate::liveness::watch(
+            self.docker.clone(),
+            self.reach(),
+            self.scope(),
+            reports.clone(),
+        ));
+        tokio::spawn(crate::observe::watch(
+            self.docker.clone(),
+            self.probe_address().to_string(),
+            self.scope(),
+            reports,
+        ));
+        let stream = futures_util::stream::unfold(received, |mut received| async move {
+            received.recv().await.map(|state| (state, received))
+        });
+        Some(stream.boxed())
+    }
+
+    async fn clean_failed_jobs(&self, job: ServiceId) -> Result<Vec<String>, EngineError> {
+        self.remove_failed_executions(job).await
+    }
+
+    fn output(&self) -> Option<futures_util::stream::BoxStream<'static, OutputLine>> {
+        let (lines, received) = tokio::sync::mpsc::channel(1024);
+        tokio::spawn(crate::output::watch(
+            self.docker.clone(),
+            self.scope(),
+            lines,
+        ));
+        let stream = futures_util::stream::unfold(received, |mut received| async move {
+            received.recv().await.map(|line| (line, received))
+        });
+        Some(stream.boxed())
+    }
+}

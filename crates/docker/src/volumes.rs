@@ -1,0 +1,78 @@
+//! The volumes that outlive their containers: a database's data, a terraform state.
+
+use crate::engine::DockerEngine;
+use crate::errors::said;
+use crate::plan::{self, LABEL_SERVICE};
+use domain::engine::EngineError;
+use domain::engine::StepLog;
+use domain::ids::ServiceId;
+use domain::model::{Service, ServiceSpec};
+use std::collections::HashMap;
+
+impl DockerEngine {
+    /// The volume of a database, made the first time (labelled, so it is found again).
+    pub(crate) async fn ensure_volume(
+        &self,
+        service: &Service,
+        name: &str,
+    ) -> Result<(), EngineError> {
+        let request = bollard::models::VolumeCreateRequest {
+            name: Some(name.to_string()),
+            labels: Some(self.marked(HashMap::from([
+                (LABEL_SERVICE.to_string(), service.id.0.to_string()),
+                (
+                    plan::LABEL_ORGANIZATION.to_string(),
+                    service.organization_id.0.to_string(),
+                ),
+            ]))),
+            ..Default::default()
+        };
+        self.docker
+            .create_volume(request)
+            .await
+            .map(|_| ())
+            .map_err(|e| said(&format!("could not make the volume {name}"), e))
+    }
+
+    /// Removes a deleted database's volume (its data), unless the settings keep it.
+    pub(crate) async fn remove_volume(
+        &self,
+        service: &Service,
+        log: &StepLog,
+    ) -> Result<(), EngineError> {
+        if !matches!(service.spec, ServiceSpec::Database(_)) {
+            return Ok(());
+        }
+        let name = plan::volume_name(service.id);
+        if self.settings.keep_volumes {
+            log.info(&format!(
+                "the volume {name} is kept (CAPSTAN_DOCKER_KEEP_DATABASE_VOLUMES)"
+            ));
+            return Ok(());
+        }
+        if self.remove_volume_of(service.id).await? {
+            log.info(&format!("removed the volume {name} and its data"));
+        }
+        Ok(())
+    }
+
+    /// Removes the volume of a database, if there is one; whether there was.
+    pub(crate) async fn remove_volume_of(&self, service: ServiceId) -> Result<bool, EngineError> {
+        self.remove_named_volume(&plan::volume_name(service)).await
+    }
+
+    /// Removes a volume, if there is one; whether there was.
+    pub(crate) async fn remove_named_volume(&self, name: &str) -> Result<bool, EngineError> {
+        match self
+            .docker
+            .remove_volume(name, None::<bollard::query_parameters::RemoveVolumeOptions>)
+            .await
+        {
+            Ok(()) => Ok(true),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(false),
+            Err(e) => Err(said(&format!("could not remove the volume {name}"), e)),
+        }
+    }
+}
