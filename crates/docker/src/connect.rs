@@ -7,7 +7,7 @@ use crate::errors::failure_words;
 use crate::tunnel::{Destination, Tunnel};
 use bollard::Docker;
 use domain::engine::EngineError;
-use domain::model::{DockerEndpoint, Host};
+use domain::model::{DockerEndpoint, DockerHost};
 use std::time::Duration;
 
 /// How long a host has to answer a ping.
@@ -41,7 +41,7 @@ pub(crate) async fn daemon_id(docker: &Docker) -> Result<Daemon, EngineError> {
     daemon_of(info)
 }
 
-pub(crate) fn does_not_answer(host: &Host) -> String {
+pub(crate) fn does_not_answer(host: &DockerHost) -> String {
     format!("the Docker host {} does not answer", host.describe())
 }
 
@@ -93,7 +93,7 @@ impl Material {
 /// Where the host key a cluster's SSH host showed first is kept (owner-only, one file per
 /// cluster, for as long as the machine keeps its temporary files): met again, the host must
 /// show the same.
-fn first_met_keys(host: &Host) -> Result<std::path::PathBuf, EngineError> {
+fn first_met_keys(host: &DockerHost) -> Result<std::path::PathBuf, EngineError> {
     let dir = std::env::temp_dir().join("capstan-ssh-known-hosts");
     let failed = |e: std::io::Error| format!("cannot keep the SSH host keys met: {e}");
     std::fs::create_dir_all(&dir).map_err(failed)?;
@@ -106,7 +106,7 @@ fn first_met_keys(host: &Host) -> Result<std::path::PathBuf, EngineError> {
 }
 
 /// A client of `host`'s daemon (not yet asked anything), and what it reaches it through.
-pub(crate) async fn connect(host: &Host) -> Result<(Docker, Reach), EngineError> {
+pub(crate) async fn connect(host: &DockerHost) -> Result<(Docker, Reach), EngineError> {
     let version = bollard::API_DEFAULT_VERSION;
     let failed = |e: bollard::errors::Error| {
         failure_words(&e).context(&format!("cannot reach {}", host.describe()))
@@ -194,7 +194,7 @@ pub(crate) async fn connect(host: &Host) -> Result<(Docker, Reach), EngineError>
 /// What `host` answers to `call` within [`ANSWER`]; why not, naming the host: a call not
 /// answered in time may be answered if made again.
 pub(crate) async fn answer_of<T>(
-    host: &Host,
+    host: &DockerHost,
     call: impl std::future::Future<Output = Result<T, bollard::errors::Error>>,
 ) -> Result<T, EngineError> {
     match tokio::time::timeout(ANSWER, call).await {
@@ -208,7 +208,7 @@ pub(crate) async fn answer_of<T>(
 }
 
 /// `docker`, once it answers and speaks an API new enough; its version agreed.
-pub(crate) async fn answering(docker: Docker, host: &Host) -> Result<Docker, EngineError> {
+pub(crate) async fn answering(docker: Docker, host: &DockerHost) -> Result<Docker, EngineError> {
     let docker = answer_of(host, docker.negotiate_version()).await?;
     let version = docker.client_version();
     if (version.major_version as u32, version.minor_version as u32) < OLDEST_API {

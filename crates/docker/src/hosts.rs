@@ -12,12 +12,12 @@ use crate::engine::DockerEngine;
 use async_trait::async_trait;
 use bollard::Docker;
 use domain::engine::EngineError;
-use domain::engine::{Cut, Engine, Kept, ReplicaSet, StepWork};
+use domain::engine::{Cut, Engine, Kept, ReplicaSet, StepWork, Target};
 use domain::ids::{
     BackupId, ClusterId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId,
 };
 use domain::model::{
-    Cluster, ClusterAction, DaemonIdentity, DockerEndpoint, Host, OutputLine, RegistryAccess,
+    Cluster, ClusterAction, DaemonIdentity, DockerEndpoint, DockerHost, OutputLine, RegistryAccess,
     RunningState, Service, WorkloadInputs,
 };
 use futures_util::stream::BoxStream;
@@ -55,7 +55,7 @@ struct Answering {
 }
 
 struct Attached {
-    host: Host,
+    host: DockerHost,
     engine: Arc<DockerEngine>,
     answers: bool,
     /// What reaches it (key files, an SSH tunnel), gone with it.
@@ -88,7 +88,7 @@ impl Hosts {
 
     /// The engine of `host`, connected the first time (or again when its cluster's endpoint
     /// changed); why not, naming the host, when it does not answer.
-    async fn engine_for(&self, host: &Host) -> Result<Arc<DockerEngine>, EngineError> {
+    async fn engine_for(&self, host: &DockerHost) -> Result<Arc<DockerEngine>, EngineError> {
         if host.endpoint == DockerEndpoint::Local {
             return Ok(self.local.clone());
         }
@@ -163,7 +163,11 @@ impl Hosts {
 
     /// Who answers through `docker` (the daemon's own ID), and whether it is the daemon this
     /// installation uses itself.
-    async fn identity(&self, docker: &Docker, host: &Host) -> Result<DaemonIdentity, EngineError> {
+    async fn identity(
+        &self,
+        docker: &Docker,
+        host: &DockerHost,
+    ) -> Result<DaemonIdentity, EngineError> {
         let id = daemon_id(docker)
             .await
             .map_err(|why| why.context(&does_not_answer(host)))?;
@@ -179,7 +183,7 @@ impl Hosts {
     }
 
     /// The engine of `host` if it answers now; why not, naming it, otherwise.
-    async fn answering_engine(&self, host: &Host) -> Result<Arc<DockerEngine>, EngineError> {
+    async fn answering_engine(&self, host: &DockerHost) -> Result<Arc<DockerEngine>, EngineError> {
         let engine = self.engine_for(host).await?;
         answer_of(host, engine.docker.ping()).await?;
         Ok(engine)
@@ -313,7 +317,8 @@ async fn look_at_hosts(hosts: std::sync::Weak<Hosts>) {
 #[async_trait]
 impl Engine for Hosts {
     async fn run_step(&self, work: StepWork<'_>) -> Result<(), EngineError> {
-        let engine = self.answering_engine(work.host).await?;
+        let Target::Docker(host) = work.target;
+        let engine = self.answering_engine(host).await?;
         engine.run_step(work).await
     }
 
@@ -324,16 +329,18 @@ impl Engine for Hosts {
         &self,
         action: ClusterAction,
         cluster: &Cluster,
-        host: &Host,
+        target: &Target,
         environments: &[EnvironmentId],
     ) -> Result<(), EngineError> {
+        let Target::Docker(host) = target;
         let engine = self.answering_engine(host).await?;
         engine
-            .run_cluster(action, cluster, host, environments)
+            .run_cluster(action, cluster, target, environments)
             .await
     }
 
-    async fn identify(&self, host: &Host) -> Option<Result<DaemonIdentity, EngineError>> {
+    async fn identify(&self, target: &Target) -> Option<Result<DaemonIdentity, EngineError>> {
+        let Target::Docker(host) = target;
         if host.endpoint == DockerEndpoint::Local {
             return None;
         }
@@ -347,7 +354,8 @@ impl Engine for Hosts {
         )
     }
 
-    async fn reach(&self, host: &Host) -> Option<Result<String, EngineError>> {
+    async fn reach(&self, target: &Target) -> Option<Result<String, EngineError>> {
+        let Target::Docker(host) = target;
         Some(match self.answering_engine(host).await {
             Ok(engine) => Ok(engine.describe().await),
             Err(why) => Err(why),
@@ -355,15 +363,23 @@ impl Engine for Hosts {
     }
 
     /// From the pings every [`LOOK`]: the engine's own daemon is not among them.
-    fn answered(&self, host: &Host) -> Option<bool> {
+    fn answered(&self, target: &Target) -> Option<bool> {
+        let Target::Docker(host) = target;
         self.held()
             .get(&host.cluster_id)
             .filter(|a| a.host == *host)
             .map(|a| a.answers)
     }
 
-    async fn watch_hosts(&self, hosts: Vec<Host>) {
-        let named: HashMap<ClusterId, &Host> = hosts.iter().map(|h| (h.cluster_id, h)).collect();
+    async fn watch_targets(&self, targets: Vec<Target>) {
+        let hosts: Vec<DockerHost> = targets
+            .into_iter()
+            .map(|target| match target {
+                Target::Docker(host) => host,
+            })
+            .collect();
+        let named: HashMap<ClusterId, &DockerHost> =
+            hosts.iter().map(|h| (h.cluster_id, h)).collect();
         let before = self.held().len();
         self.held()
             .retain(|id, a| named.get(id).is_some_and(|h| **h == a.host));
@@ -420,20 +436,22 @@ impl Engine for Hosts {
 
     async fn settle_cut(
         &self,
-        host: &Host,
+        target: &Target,
         service: &Service,
         request: DeploymentRequestId,
         cut: Cut,
     ) -> Result<Kept, EngineError> {
+        let Target::Docker(host) = target;
         self.engine_for(host)
             .await?
-            .settle_cut(host, service, request, cut)
+            .settle_cut(target, service, request, cut)
             .await
     }
 
-    async fn report(&self, host: &Host, service: &Service) -> Option<RunningState> {
+    async fn report(&self, target: &Target, service: &Service) -> Option<RunningState> {
+        let Target::Docker(host) = target;
         let engine = self.engine_for(host).await.ok()?;
-        let mut report = engine.report(host, service).await?;
+        let mut report = engine.report(target, service).await?;
         report.reported_by = (host.endpoint != DockerEndpoint::Local).then_some(host.cluster_id);
         Some(report)
     }
@@ -467,35 +485,40 @@ impl Engine for Hosts {
 
     async fn image_available(
         &self,
-        host: &Host,
+        target: &Target,
         registry: &RegistryAccess,
         name: &str,
         tag: &str,
     ) -> Result<bool, EngineError> {
+        let Target::Docker(host) = target;
         let engine = self.answering_engine(host).await?;
-        engine.image_available(host, registry, name, tag).await
+        engine.image_available(target, registry, name, tag).await
     }
 
     async fn backup_database(
         &self,
-        host: &Host,
+        target: &Target,
         database: &Service,
         inputs: &WorkloadInputs,
         file: &str,
     ) -> Result<i64, EngineError> {
+        let Target::Docker(host) = target;
         let engine = self.answering_engine(host).await?;
-        engine.backup_database(host, database, inputs, file).await
+        engine.backup_database(target, database, inputs, file).await
     }
 
     async fn restore_database(
         &self,
-        host: &Host,
+        target: &Target,
         database: &Service,
         inputs: &WorkloadInputs,
         file: &str,
     ) -> Result<(), EngineError> {
+        let Target::Docker(host) = target;
         let engine = self.answering_engine(host).await?;
-        engine.restore_database(host, database, inputs, file).await
+        engine
+            .restore_database(target, database, inputs, file)
+            .await
     }
 
     /// Backups are kept on this machine, whichever host the database runs on.
@@ -509,11 +532,12 @@ impl Engine for Hosts {
 
     async fn terraform_state(
         &self,
-        host: &Host,
+        target: &Target,
         service: &Service,
     ) -> Result<Option<String>, EngineError> {
+        let Target::Docker(host) = target;
         let engine = self.answering_engine(host).await?;
-        engine.terraform_state(host, service).await
+        engine.terraform_state(target, service).await
     }
 
     async fn remove_workloads(&self, service: ServiceId) -> Result<(), EngineError> {

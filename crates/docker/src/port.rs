@@ -8,11 +8,11 @@ use crate::images;
 use crate::plan::{self, LABEL_ROLE, LABEL_SERVICE};
 use async_trait::async_trait;
 use bollard::models::{ContainerSummary, ContainerSummaryStateEnum};
-use domain::engine::{Cut, Engine, EngineError, Kept, ReplicaSet, StepWork};
+use domain::engine::{Cut, Engine, EngineError, Kept, ReplicaSet, StepWork, Target};
 use domain::ids::{BackupId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use domain::model::{
-    Cluster, ClusterAction, DeploymentAction, Host, OutputLine, RegistryAccess, RunningState,
-    Service, ServiceSpec, StepName, WorkloadInputs,
+    Cluster, ClusterAction, DeploymentAction, OutputLine, RegistryAccess, RunningState, Service,
+    ServiceSpec, StepName, WorkloadInputs,
 };
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -65,7 +65,7 @@ impl Engine for DockerEngine {
         &self,
         action: ClusterAction,
         cluster: &Cluster,
-        _host: &Host,
+        _target: &Target,
         environments: &[EnvironmentId],
     ) -> Result<(), EngineError> {
         match action {
@@ -138,7 +138,7 @@ impl Engine for DockerEngine {
     /// On the host, or in its registry (the daemon asks it, once the outbound policy permits).
     async fn image_available(
         &self,
-        _host: &Host,
+        _target: &Target,
         registry: &RegistryAccess,
         name: &str,
         tag: &str,
@@ -171,7 +171,7 @@ impl Engine for DockerEngine {
 
     async fn backup_database(
         &self,
-        _host: &Host,
+        _target: &Target,
         database: &Service,
         inputs: &WorkloadInputs,
         file: &str,
@@ -181,7 +181,7 @@ impl Engine for DockerEngine {
 
     async fn restore_database(
         &self,
-        _host: &Host,
+        _target: &Target,
         database: &Service,
         inputs: &WorkloadInputs,
         file: &str,
@@ -203,7 +203,7 @@ impl Engine for DockerEngine {
 
     async fn terraform_state(
         &self,
-        _host: &Host,
+        _target: &Target,
         service: &Service,
     ) -> Result<Option<String>, EngineError> {
         match &service.spec {
@@ -250,7 +250,7 @@ impl Engine for DockerEngine {
 
     async fn settle_cut(
         &self,
-        _host: &Host,
+        _target: &Target,
         service: &Service,
         request: DeploymentRequestId,
         cut: Cut,
@@ -279,7 +279,7 @@ impl Engine for DockerEngine {
         Ok(kept)
     }
 
-    async fn report(&self, _host: &Host, service: &Service) -> Option<RunningState> {
+    async fn report(&self, _target: &Target, service: &Service) -> Option<RunningState> {
         let scope = self.scope();
         crate::observe::report(
             &self.docker,

@@ -4,11 +4,10 @@
 //! the service's description; see docs/deployments.md.
 
 use async_trait::async_trait;
-use domain::engine::{Engine, EngineError, StepWork};
+use domain::engine::{Engine, EngineError, StepWork, Target};
 use domain::ids::EnvironmentId;
 use domain::model::{
-    Cluster, ClusterAction, DeploymentAction, DeploymentRequest, Host, RegistryAccess, Service,
-    StepName,
+    Cluster, ClusterAction, DeploymentAction, DeploymentRequest, RegistryAccess, Service, StepName,
 };
 use std::time::Duration;
 
@@ -74,7 +73,7 @@ impl Engine for SimulatedEngine {
     /// (`capstan-fail-pull`).
     async fn image_available(
         &self,
-        _host: &Host,
+        _target: &Target,
         _registry: &RegistryAccess,
         name: &str,
         _tag: &str,
@@ -88,7 +87,7 @@ impl Engine for SimulatedEngine {
         &self,
         action: ClusterAction,
         cluster: &Cluster,
-        _host: &Host,
+        _target: &Target,
         _environments: &[EnvironmentId],
     ) -> Result<(), EngineError> {
         tokio::time::sleep(self.step * 2).await;

@@ -6,7 +6,7 @@
 use capstan_engine::{PoolSettings, SimulatedEngine, WorkerPool};
 use domain::auth::{Principal, Role};
 use domain::clock::{Clock, SystemClock};
-use domain::engine::{Cut, EngineError, Kept};
+use domain::engine::{Cut, EngineError, Kept, Target};
 use domain::ids::{EnvironmentId, ServiceId};
 use domain::model::*;
 use domain::ports::{QueueClaims, Store};
@@ -89,7 +89,7 @@ impl domain::engine::Engine for Endless {
         &self,
         _: ClusterAction,
         _: &Cluster,
-        _: &Host,
+        _: &Target,
         _: &[EnvironmentId],
     ) -> Result<(), domain::engine::EngineError> {
         Ok(())
@@ -698,7 +698,7 @@ impl domain::engine::Engine for Settling {
         &self,
         _: ClusterAction,
         _: &Cluster,
-        _: &Host,
+        _: &Target,
         _: &[EnvironmentId],
     ) -> Result<(), domain::engine::EngineError> {
         Ok(())
@@ -708,7 +708,7 @@ impl domain::engine::Engine for Settling {
     }
     async fn settle_cut(
         &self,
-        _: &Host,
+        _: &Target,
         _: &Service,
         _: domain::ids::DeploymentRequestId,
         cut: Cut,
@@ -854,7 +854,7 @@ impl domain::engine::Engine for Flaky {
         &self,
         _: ClusterAction,
         _: &Cluster,
-        _: &Host,
+        _: &Target,
         _: &[EnvironmentId],
     ) -> Result<(), EngineError> {
         Ok(())

@@ -11,9 +11,10 @@ use api::limits::RateLimiter;
 use api::AppState;
 use docker::DockerEngine;
 use domain::clock::{Clock, ManualClock, SystemClock};
+use domain::engine::TargetKind;
 use domain::services::{GitIntegration, Outbound};
 use domain::Capstan;
-use engine::{PoolSettings, SimulatedEngine, WorkerPool};
+use engine::{Engines, PoolSettings, SimulatedEngine, WorkerPool};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -140,6 +141,11 @@ fn docker_with_settings(
         .with_installation(installation)
 }
 
+/// The engines of a Docker installation: every Docker target runs on the hosts' adapter.
+fn docker_engines(docker: DockerEngine) -> Arc<dyn domain::engine::Engine> {
+    Arc::new(Engines::new().register(TargetKind::Docker, docker::Hosts::new(docker)))
+}
+
 /// The firewall rules around the workloads of the installation's own Docker host, unless the
 /// settings leave the firewall alone. Where they cannot be kept (no iptables, no right to
 /// change it: a user's laptop), the start-up goes on and says so.
@@ -172,8 +178,8 @@ async fn engine(
 ) -> anyhow::Result<(Arc<dyn domain::engine::Engine>, bool)> {
     let step = std::time::Duration::from_millis(settings.engine_step_ms);
     let simulated = || {
-        let engine = Arc::new(SimulatedEngine::new(step)) as Arc<dyn domain::engine::Engine>;
-        (engine, false)
+        let engine = Engines::every_kind(Arc::new(SimulatedEngine::new(step)));
+        (Arc::new(engine) as Arc<dyn domain::engine::Engine>, false)
     };
     let address = settings.docker_publish_address.to_string();
     match settings.engine {
@@ -191,14 +197,14 @@ async fn engine(
             let docker = docker_with_settings(docker, settings, installation);
             tracing::info!(engine = "docker", daemon = %docker.describe().await, "deployments run on Docker (CAPSTAN_ENGINE=docker)");
             firewall(settings).await;
-            Ok((docker::Hosts::new(docker), true))
+            Ok((docker_engines(docker), true))
         }
         EngineChoice::Auto => match DockerEngine::connect(address).await {
             Ok(docker) => {
                 let docker = docker_with_settings(docker, settings, installation);
                 tracing::info!(engine = "docker", daemon = %docker.describe().await, "deployments run on Docker: a daemon answered (CAPSTAN_ENGINE=auto)");
                 firewall(settings).await;
-                Ok((docker::Hosts::new(docker), true))
+                Ok((docker_engines(docker), true))
             }
             Err(why) => {
                 tracing::info!(engine = "simulated", reason = %why, "deployments run on the simulated engine: no Docker daemon answered (CAPSTAN_ENGINE=auto)");

@@ -3,7 +3,7 @@
 
 use crate::ids::{BackupId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use crate::model::{
-    Cluster, ClusterAction, DaemonIdentity, DeploymentRequest, Host, OutputLine, RegistryAccess,
+    Cluster, ClusterAction, DaemonIdentity, DeploymentRequest, OutputLine, RegistryAccess,
     RunningState, Service, StepName, WorkloadInputs,
 };
 use async_trait::async_trait;
@@ -11,20 +11,22 @@ use async_trait::async_trait;
 mod cancel;
 mod error;
 mod step_log;
+mod target;
 
 pub use cancel::{Cancel, CancelHandle};
 pub use error::{EngineError, Failure};
 pub use step_log::StepLog;
+pub use target::{Target, TargetKind};
 
 /// What one step is given: the request and its service, what the workload runs with and where
-/// (its environment's cluster's host), where the step writes its log, and the signal that the
+/// (its environment's cluster's target), where the step writes its log, and the signal that the
 /// request was canceled.
 pub struct StepWork<'a> {
     pub step: StepName,
     pub request: &'a DeploymentRequest,
     pub service: &'a Service,
     pub inputs: &'a WorkloadInputs,
-    pub host: &'a Host,
+    pub target: &'a Target,
     pub log: &'a StepLog,
     pub cancel: &'a Cancel,
 }
@@ -63,41 +65,41 @@ pub trait Engine: Send + Sync {
     /// step failed, as the client will read it, and whether trying again may help.
     async fn run_step(&self, work: StepWork<'_>) -> Result<(), EngineError>;
 
-    /// Deploys or stops a cluster on its host (deploying reaches the host and readies it for
+    /// Deploys or stops a cluster at its target (deploying reaches it and readies it for
     /// its `environments`). `Err` carries the reason it failed.
     async fn run_cluster(
         &self,
         action: ClusterAction,
         cluster: &Cluster,
-        host: &Host,
+        target: &Target,
         environments: &[EnvironmentId],
     ) -> Result<(), EngineError>;
 
-    /// Whether `host` answers now: what it runs (its engine and version), or why it does
-    /// not. `None`: this engine has no hosts to reach (the cluster's record is all there is).
-    async fn reach(&self, host: &Host) -> Option<Result<String, EngineError>> {
-        let _ = host;
+    /// Whether `target` answers now: what it runs (its engine and version), or why it does
+    /// not. `None`: this engine has nothing to reach (the cluster's record is all there is).
+    async fn reach(&self, target: &Target) -> Option<Result<String, EngineError>> {
+        let _ = target;
         None
     }
 
-    /// Who answers at `host`'s endpoint now (asked without running anything there, whether
-    /// or not the cluster was checked before); `None`: this engine has no hosts to reach.
-    async fn identify(&self, host: &Host) -> Option<Result<DaemonIdentity, EngineError>> {
-        let _ = host;
+    /// Who answers at `target` now (asked without running anything there, whether or not the
+    /// cluster was checked before); `None`: this engine has nothing to reach.
+    async fn identify(&self, target: &Target) -> Option<Result<DaemonIdentity, EngineError>> {
+        let _ = target;
         None
     }
 
-    /// Whether `host` answered when last looked at, without asking it now; `None`: not
-    /// known (not looked at yet, or this engine has no hosts).
-    fn answered(&self, host: &Host) -> Option<bool> {
-        let _ = host;
+    /// Whether `target` answered when last looked at, without asking it now; `None`: not
+    /// known (not looked at yet, or this engine has nothing to reach).
+    fn answered(&self, target: &Target) -> Option<bool> {
+        let _ = target;
         None
     }
 
-    /// The hosts the clusters name besides the engine's own, as the store has them now: the
-    /// engine watches what runs on each (and forgets the hosts no longer named).
-    async fn watch_hosts(&self, hosts: Vec<Host>) {
-        let _ = hosts;
+    /// The targets the clusters name besides the engine's own place, as the store has them
+    /// now: the engine watches what runs at each (and forgets those no longer named).
+    async fn watch_targets(&self, targets: Vec<Target>) {
+        let _ = targets;
     }
 
     /// Waits `wait` (the pace at which a held deployment looks whether it may go on, and a
@@ -137,16 +139,16 @@ pub trait Engine: Send + Sync {
         Ok(Vec::new())
     }
 
-    /// Whether the image `name:tag` of `registry` can be run: on the engine's host already,
+    /// Whether the image `name:tag` of `registry` can be run: at `target` already,
     /// or in its registry. `Err` says why it could not be told.
     async fn image_available(
         &self,
-        host: &Host,
+        target: &Target,
         registry: &RegistryAccess,
         name: &str,
         tag: &str,
     ) -> Result<bool, EngineError> {
-        let _ = (host, registry, name, tag);
+        let _ = (target, registry, name, tag);
         Err(EngineError::terminal("this engine runs no images"))
     }
 
@@ -154,12 +156,12 @@ pub trait Engine: Send + Sync {
     /// keeps it under); the dump's size in bytes.
     async fn backup_database(
         &self,
-        host: &Host,
+        target: &Target,
         database: &Service,
         inputs: &WorkloadInputs,
         file: &str,
     ) -> Result<i64, EngineError> {
-        let _ = (host, database, inputs, file);
+        let _ = (target, database, inputs, file);
         Err(EngineError::terminal(
             "this engine keeps no database backups",
         ))
@@ -168,12 +170,12 @@ pub trait Engine: Send + Sync {
     /// Loads the backup `file` back into the running database.
     async fn restore_database(
         &self,
-        host: &Host,
+        target: &Target,
         database: &Service,
         inputs: &WorkloadInputs,
         file: &str,
     ) -> Result<(), EngineError> {
-        let _ = (host, database, inputs, file);
+        let _ = (target, database, inputs, file);
         Err(EngineError::terminal(
             "this engine keeps no database backups",
         ))
@@ -195,10 +197,10 @@ pub trait Engine: Send + Sync {
     /// keeps none).
     async fn terraform_state(
         &self,
-        host: &Host,
+        target: &Target,
         service: &Service,
     ) -> Result<Option<String>, EngineError> {
-        let _ = (host, service);
+        let _ = (target, service);
         Ok(None)
     }
 
@@ -208,26 +210,26 @@ pub trait Engine: Send + Sync {
         Ok(())
     }
 
-    /// Settles what a deployment cut short (its worker died) left of `service` on `host`, by
+    /// Settles what a deployment cut short (its worker died) left of `service` at `target`, by
     /// how far it had come: before the switch, what `request` started goes (the set an
     /// earlier deployment started is what its failure leaves); in the switch, its replicas
     /// passed their readiness and took the routes, so when they still run the earlier set
     /// goes instead. Answers which set it kept.
     async fn settle_cut(
         &self,
-        host: &Host,
+        target: &Target,
         service: &Service,
         request: DeploymentRequestId,
         cut: Cut,
     ) -> Result<Kept, EngineError> {
-        let _ = (host, service, request, cut);
+        let _ = (target, service, request, cut);
         Ok(Kept::Previous)
     }
 
-    /// What runs of `service` on `host` now, read at once (the stream of reports may lag
+    /// What runs of `service` at `target` now, read at once (the stream of reports may lag
     /// behind a deployment that just ended); `None` when it cannot tell.
-    async fn report(&self, host: &Host, service: &Service) -> Option<RunningState> {
-        let _ = (host, service);
+    async fn report(&self, target: &Target, service: &Service) -> Option<RunningState> {
+        let _ = (target, service);
         None
     }
 

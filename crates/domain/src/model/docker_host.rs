@@ -260,7 +260,7 @@ fn is_private_key(pem: &str) -> bool {
 /// Where an environment's workloads run: its cluster's daemon, how it is reached, and the
 /// address its published ports answer at.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Host {
+pub struct DockerHost {
     pub cluster_id: ClusterId,
     pub endpoint: DockerEndpoint,
     pub access: DockerAccess,
@@ -318,7 +318,7 @@ impl DockerHostsPolicy {
     }
 }
 
-impl Host {
+impl DockerHost {
     /// The daemon Capstan itself uses, for a cluster that names none.
     pub fn local(cluster_id: ClusterId) -> Self {
         Self {
@@ -428,8 +428,12 @@ mod tests {
             publish_address: None,
         };
         let id = ClusterId::generate();
-        assert!(Host::named(id, &spec("tcp://10.0.0.5:2375"), DockerAccess::default()).is_err());
-        assert!(Host::named(id, &spec("tcp://127.0.0.1:2375"), DockerAccess::default()).is_ok());
+        assert!(
+            DockerHost::named(id, &spec("tcp://10.0.0.5:2375"), DockerAccess::default()).is_err()
+        );
+        assert!(
+            DockerHost::named(id, &spec("tcp://127.0.0.1:2375"), DockerAccess::default()).is_ok()
+        );
         let tls = DockerAccess {
             tls: Some(DockerTls {
                 ca: "-----BEGIN CERTIFICATE-----".into(),
@@ -439,7 +443,7 @@ mod tests {
             ssh_private_key: None,
             ssh_host_key: None,
         };
-        assert!(Host::named(id, &spec("tcp://10.0.0.5:2376"), tls.clone()).is_ok());
+        assert!(DockerHost::named(id, &spec("tcp://10.0.0.5:2376"), tls.clone()).is_ok());
         let sealed = tls.seal();
         assert_eq!(DockerAccess::unseal(&sealed), tls);
         assert!(

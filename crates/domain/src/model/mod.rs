@@ -67,8 +67,8 @@ pub use deployment_rule::{
     ProjectRuleInput, RuleOrderInput, Schedule, ScheduleInput, Turn, Weekday,
 };
 pub use docker_host::{
-    DaemonIdentity, DockerAccess, DockerEndpoint, DockerEndpointSpec, DockerHostsPolicy, DockerTls,
-    Host,
+    DaemonIdentity, DockerAccess, DockerEndpoint, DockerEndpointSpec, DockerHost,
+    DockerHostsPolicy, DockerTls,
 };
 pub use enums::*;
 pub use event::*;

@@ -32,7 +32,7 @@ impl Capstan {
                 .list::<Cluster>(tx, org, PageRequest::all())
                 .await?
                 .items;
-            let hosts = self.hosts_of_clusters(tx, &clusters).await?;
+            let hosts = self.targets_of_clusters(tx, &clusters).await?;
             clusters.into_iter().zip(hosts).collect::<Vec<_>>()
         };
         let seen = with_hosts
@@ -54,7 +54,7 @@ impl Capstan {
             let mut unit = self.reading().await?;
             let tx = &mut *unit;
             let cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Read).await?;
-            let host = self.host_of_cluster(tx, &cluster).await;
+            let host = self.target_of_cluster(tx, &cluster).await;
             (cluster, host)
         };
         Ok(self.as_its_host_shows(cluster, host).await)
@@ -63,7 +63,7 @@ impl Capstan {
     async fn as_its_host_shows(
         &self,
         mut cluster: Cluster,
-        host: DomainResult<crate::model::Host>,
+        host: DomainResult<crate::engine::Target>,
     ) -> Cluster {
         let Some(engine) = &self.engine else {
             return cluster;

@@ -4,11 +4,11 @@
 
 use super::Capstan;
 use crate::auth::{Action, Principal};
-use crate::engine::{Engine, EngineError};
+use crate::engine::{Engine, EngineError, Target};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{BackupId, ServiceId};
 use crate::model::{
-    dump_file, BackupState, DatabaseBackup, DeploymentStatus, Host, Masker, Service, ServiceKind,
+    dump_file, BackupState, DatabaseBackup, DeploymentStatus, Masker, Service, ServiceKind,
     WorkloadInputs,
 };
 use crate::pagination::{Page, PageRequest};
@@ -28,14 +28,16 @@ impl Capstan {
         p: &Principal,
         database: ServiceId,
         action: Action,
-    ) -> DomainResult<(Service, WorkloadInputs, Host)> {
+    ) -> DomainResult<(Service, WorkloadInputs, Target)> {
         let mut unit = self.reading().await?;
         let tx = &mut *unit;
         let service = self
             .load_service(tx, p, ServiceKind::Database, database, action)
             .await?;
         let inputs = self.inputs_of(tx, &service).await?;
-        let host = self.host_of_environment(tx, service.environment_id).await?;
+        let host = self
+            .target_of_environment(tx, service.environment_id)
+            .await?;
         Ok((service, inputs, host))
     }
 
@@ -154,7 +156,7 @@ impl Capstan {
         database: ServiceId,
         backup: BackupId,
         action: Action,
-    ) -> DomainResult<(Service, WorkloadInputs, Host, DatabaseBackup)> {
+    ) -> DomainResult<(Service, WorkloadInputs, Target, DatabaseBackup)> {
         let (service, inputs, host) = self.database_and_inputs(p, database, action).await?;
         let mut unit = self.reading().await?;
         let found = Repo::<DatabaseBackup>::get(&mut *unit, backup)

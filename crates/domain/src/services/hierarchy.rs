@@ -6,8 +6,8 @@ use crate::error::{DomainError, DomainResult};
 use crate::ids::{ClusterId, OrganizationId, ProjectId};
 use crate::model::EventType;
 use crate::model::{
-    CloudCredentials, CloudProvider, Cluster, ClusterRun, ClusterSpec, DockerAccess, GroupKind,
-    Host, Organization, Project,
+    CloudCredentials, CloudProvider, Cluster, ClusterRun, ClusterSpec, DockerAccess, DockerHost,
+    GroupKind, Organization, Project,
 };
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{Scope, Unit};
@@ -76,7 +76,7 @@ impl Capstan {
         clusters: Vec<Cluster>,
     ) -> DomainResult<Vec<ClusterDetails>> {
         let default = self.default_cluster(tx, org).await?;
-        let hosts = self.hosts_of_clusters(tx, &clusters).await?;
+        let hosts = self.targets_of_clusters(tx, &clusters).await?;
         Ok(clusters
             .into_iter()
             .zip(hosts)
@@ -133,7 +133,7 @@ impl Capstan {
                     "only an ON_PREMISE cluster names a Docker daemon",
                 ));
             }
-            let host = Host::named(ClusterId::generate(), docker, access)?;
+            let host = DockerHost::named(ClusterId::generate(), docker, access)?;
             self.endpoint_allowed(&host).await?;
         }
         let groups: Vec<_> = spec.labels_groups.iter().map(|g| g.id).collect();

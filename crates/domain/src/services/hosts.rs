@@ -1,34 +1,35 @@
-//! Where environments' workloads run: their cluster's host, the Docker daemon an ON_PREMISE
-//! cluster names (reached with what its credentials hold, unsealed only here), else the one
-//! the engine itself uses.
+//! Where environments' workloads run: their cluster's target. For a Docker cluster, the daemon
+//! an ON_PREMISE cluster names (reached with what its credentials hold, unsealed only here),
+//! else the one the engine itself uses.
 
 use super::Capstan;
+use crate::engine::Target;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::EnvironmentId;
-use crate::model::{CloudCredentials, Cluster, DockerAccess, Environment, Host};
+use crate::model::{CloudCredentials, Cluster, DockerAccess, DockerHost, Environment};
 use crate::ports::{Repo, Unit};
 use std::collections::HashMap;
 
 impl Capstan {
-    /// The host `cluster` runs its environments on.
-    pub(super) async fn host_of_cluster(
+    /// Where `cluster` runs its environments.
+    pub(super) async fn target_of_cluster(
         &self,
         tx: &mut Unit,
         cluster: &Cluster,
-    ) -> DomainResult<Host> {
-        let mut hosts = self
-            .hosts_of_clusters(tx, std::slice::from_ref(cluster))
+    ) -> DomainResult<Target> {
+        let mut targets = self
+            .targets_of_clusters(tx, std::slice::from_ref(cluster))
             .await?;
-        hosts.pop().ok_or(DomainError::NotFound("cluster"))?
+        targets.pop().ok_or(DomainError::NotFound("cluster"))?
     }
 
-    /// The host each of `clusters` runs its environments on, in their order; their
-    /// credentials read at once.
-    pub(super) async fn hosts_of_clusters(
+    /// Where each of `clusters` runs its environments, in their order; their credentials
+    /// read at once.
+    pub(super) async fn targets_of_clusters(
         &self,
         tx: &mut Unit,
         clusters: &[Cluster],
-    ) -> DomainResult<Vec<DomainResult<Host>>> {
+    ) -> DomainResult<Vec<DomainResult<Target>>> {
         let wanted: Vec<_> = clusters
             .iter()
             .filter(|c| c.spec.docker.is_some())
@@ -54,7 +55,7 @@ impl Capstan {
             .iter()
             .map(|cluster| {
                 let Some(docker) = &cluster.spec.docker else {
-                    return Ok(Host::local(cluster.id));
+                    return Ok(Target::Docker(DockerHost::local(cluster.id)));
                 };
                 let access = cluster
                     .spec
@@ -63,32 +64,32 @@ impl Capstan {
                     .and_then(|r| credentials.get(&r.credentials.id))
                     .map(|c| DockerAccess::unseal(&c.secret))
                     .unwrap_or_default();
-                let mut host = Host::named(cluster.id, docker, access)?;
+                let mut host = DockerHost::named(cluster.id, docker, access)?;
                 host.daemon_id = daemons.get(&cluster.id).cloned();
-                Ok(host)
+                Ok(Target::Docker(host))
             })
             .collect())
     }
 
-    /// The host `environment`'s workloads run on.
-    pub(super) async fn host_of_environment(
+    /// Where `environment`'s workloads run.
+    pub(super) async fn target_of_environment(
         &self,
         tx: &mut Unit,
         environment: EnvironmentId,
-    ) -> DomainResult<Host> {
+    ) -> DomainResult<Target> {
         let env = Repo::<Environment>::get(tx, environment)
             .await?
             .ok_or(DomainError::NotFound("environment"))?;
         let cluster = Repo::<Cluster>::get(tx, env.cluster_id)
             .await?
             .ok_or(DomainError::NotFound("cluster"))?;
-        self.host_of_cluster(tx, &cluster).await
+        self.target_of_cluster(tx, &cluster).await
     }
 
     /// Refuses an endpoint the operator does not let organizations name: a socket outside
     /// CAPSTAN_DOCKER_SOCKETS_DIR, a remote host the outbound policy does not let calls made
     /// for users reach (each address its name resolves to).
-    pub(super) async fn endpoint_allowed(&self, host: &Host) -> DomainResult<()> {
+    pub(super) async fn endpoint_allowed(&self, host: &DockerHost) -> DomainResult<()> {
         let Some(name) = self.docker_hosts.check(&host.endpoint)? else {
             return Ok(());
         };
@@ -157,25 +158,25 @@ impl Capstan {
             .await
     }
 
-    /// The hosts every ON_PREMISE cluster names, for the engine to watch; a cluster whose host
-    /// cannot be told (its credentials gone) is left out, and said so.
-    pub async fn named_hosts(&self) -> DomainResult<Vec<Host>> {
+    /// The targets every ON_PREMISE cluster names, for the engine to watch; a cluster whose
+    /// target cannot be told (its credentials gone) is left out, and said so.
+    pub async fn named_targets(&self) -> DomainResult<Vec<Target>> {
         let clusters = self.store.on_premise_clusters().await?;
         let mut unit = self.reading().await?;
         let named: Vec<Cluster> = clusters
             .into_iter()
             .filter(|c| c.spec.docker.is_some())
             .collect();
-        let mut hosts = Vec::new();
-        let found = self.hosts_of_clusters(&mut *unit, &named).await?;
-        for (cluster, host) in named.iter().zip(found) {
-            match host {
-                Ok(host) => hosts.push(host),
+        let mut targets = Vec::new();
+        let found = self.targets_of_clusters(&mut *unit, &named).await?;
+        for (cluster, target) in named.iter().zip(found) {
+            match target {
+                Ok(target) => targets.push(target),
                 Err(e) => {
                     tracing::warn!(cluster = %cluster.id, error = %e, "a cluster's Docker host cannot be told")
                 }
             }
         }
-        Ok(hosts)
+        Ok(targets)
     }
 }

@@ -282,7 +282,7 @@ impl Capstan {
                 .filter(|r| r.organization_id == env.organization_id)
                 .ok_or_else(|| DomainError::invalid("registry_id", "no such container registry"))?
                 .access();
-            (access, self.host_of_environment(tx, environment).await?)
+            (access, self.target_of_environment(tx, environment).await?)
         };
         let engine = self
             .engine

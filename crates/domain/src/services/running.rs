@@ -274,7 +274,7 @@ impl Capstan {
     /// Only workloads of this installation's organizations are considered: another Capstan may
     /// use the same Docker host. Returns how many services' workloads went.
     pub async fn reconcile(&self, engine: &dyn crate::engine::Engine) -> DomainResult<usize> {
-        engine.watch_hosts(self.named_hosts().await?).await;
+        engine.watch_targets(self.named_targets().await?).await;
         let found = engine
             .workloads()
             .await
@@ -333,7 +333,9 @@ impl Capstan {
                 let Some(service) = Repo::<Service>::get(tx, id).await? else {
                     return Ok(None);
                 };
-                let host = self.host_of_environment(tx, service.environment_id).await?;
+                let host = self
+                    .target_of_environment(tx, service.environment_id)
+                    .await?;
                 let deploys = [DeploymentAction::Deploy, DeploymentAction::Redeploy];
                 let history = tx
                     .service_requests(id, Some(&deploys), None, HISTORY)

@@ -35,7 +35,7 @@ impl Capstan {
                 .load_service(&mut *unit, p, ServiceKind::Terraform, id, Action::Read)
                 .await?;
             let host = self
-                .host_of_environment(&mut *unit, service.environment_id)
+                .target_of_environment(&mut *unit, service.environment_id)
                 .await?;
             (service, host)
         };

@@ -3,7 +3,7 @@
 
 use super::Capstan;
 use crate::clock::{Clock, SystemClock};
-use crate::engine::{Cancel, Cut, Engine, EngineError, Kept, StepLog, StepWork};
+use crate::engine::{Cancel, Cut, Engine, EngineError, Kept, StepLog, StepWork, Target};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::EnvironmentId;
 use crate::model::*;
@@ -159,9 +159,9 @@ impl Worker {
         let Some(action) = cluster.run.state.action() else {
             return Ok(true);
         };
-        let (host, environments) = {
+        let (target, environments) = {
             let mut unit = self.capstan.reading().await?;
-            let host = self.capstan.host_of_cluster(&mut *unit, &cluster).await;
+            let target = self.capstan.target_of_cluster(&mut *unit, &cluster).await;
             let environments: Vec<EnvironmentId> = unit
                 .find_environments(
                     cluster.organization_id,
@@ -173,7 +173,7 @@ impl Worker {
                 .iter()
                 .map(|e| e.id)
                 .collect();
-            (host, environments)
+            (target, environments)
         };
         let (verb, begun, done, failed) = match action {
             ClusterAction::Deploy => (
@@ -191,28 +191,28 @@ impl Worker {
         };
         let mut log = ClusterLog::new(cluster.id);
         // No unit is held while the engine works.
-        let host = match (host, action) {
-            (Ok(host), ClusterAction::Deploy) => self.checked_host(&cluster, host).await,
-            (host, _) => host.map_err(|e| e.to_string()),
+        let target = match (target, action) {
+            (Ok(target), ClusterAction::Deploy) => self.checked_target(&cluster, target).await,
+            (target, _) => target.map_err(|e| e.to_string()),
         };
-        let outcome = match host {
-            Ok(host) => {
+        let outcome = match target {
+            Ok(target) => {
                 log.line(
                     begun,
                     LogLevel::Info,
-                    format!("{verb} the cluster on {}", host.describe()),
+                    format!("{verb} the cluster on {}", target.describe()),
                 );
                 let outcome = self
                     .engine
-                    .run_cluster(action, &cluster, &host, &environments)
+                    .run_cluster(action, &cluster, &target, &environments)
                     .await
                     .map_err(|e| e.to_string());
                 if outcome.is_ok() {
-                    if let Some(Ok(runs)) = self.engine.reach(&host).await {
+                    if let Some(Ok(runs)) = self.engine.reach(&target).await {
                         log.line(
                             ClusterLogStep::ValidateSystemRequirements,
                             LogLevel::Info,
-                            format!("{} answers: {runs}", host.describe()),
+                            format!("{} answers: {runs}", target.describe()),
                         );
                     }
                 }
@@ -228,19 +228,18 @@ impl Worker {
         Ok(true)
     }
 
-    /// `host` once who answers at its endpoint is known and may run the cluster (see
-    /// [`Capstan::claim_daemon`]); the engine then talks to that daemon only.
-    async fn checked_host(&self, cluster: &Cluster, mut host: Host) -> Result<Host, String> {
-        let Some(identity) = self.engine.identify(&host).await else {
-            return Ok(host);
+    /// `target` once who answers there is known and may run the cluster (see
+    /// [`Capstan::claim_daemon`]); the engine then talks to that one only.
+    async fn checked_target(&self, cluster: &Cluster, target: Target) -> Result<Target, String> {
+        let Some(identity) = self.engine.identify(&target).await else {
+            return Ok(target);
         };
         let identity = identity.map_err(|e| e.to_string())?;
         self.capstan
             .claim_daemon(cluster, &identity)
             .await
             .map_err(|e| e.to_string())?;
-        host.daemon_id = Some(identity.id);
-        Ok(host)
+        Ok(target.claimed_by(identity.id))
     }
 
     /// Records how a cluster's action ended, with its log, unless another worker took the
@@ -411,9 +410,9 @@ impl Worker {
             } else {
                 Cut::BeforeSwitch
             };
-            if let Some((Kept::Started, host, service)) = self.settle_cut(&r, cut).await {
+            if let Some((Kept::Started, target, service)) = self.settle_cut(&r, cut).await {
                 log.info(SWITCHED_WHEN_LOST);
-                self.report_now(&host, &service).await;
+                self.report_now(&target, &service).await;
                 let last = Phase {
                     step: StepName::RouterDeployment,
                     then: Event::Succeeded,
@@ -445,26 +444,26 @@ impl Worker {
 
     /// What a deployment cut short left, settled by the engine to one set; `None` when it
     /// could not be (the service gone, the host unreadable: reconciliation takes it later).
-    async fn settle_cut(&self, r: &DeploymentRequest, cut: Cut) -> Option<(Kept, Host, Service)> {
+    async fn settle_cut(&self, r: &DeploymentRequest, cut: Cut) -> Option<(Kept, Target, Service)> {
         let found = async {
             let mut unit = self.capstan.reading().await?;
             let tx = &mut *unit;
             let service = Repo::<Service>::get(tx, r.service_id).await?;
-            let host = self
+            let target = self
                 .capstan
-                .host_of_environment(tx, r.environment_id)
+                .target_of_environment(tx, r.environment_id)
                 .await?;
-            DomainResult::Ok(service.map(|s| (s, host)))
+            DomainResult::Ok(service.map(|s| (s, target)))
         };
-        let (service, host) = match found.await {
+        let (service, target) = match found.await {
             Ok(found) => found?,
             Err(e) => {
                 tracing::warn!(request = %r.id, error = %e, "could not read what a deployment cut short started");
                 return None;
             }
         };
-        match self.engine.settle_cut(&host, &service, r.id, cut).await {
-            Ok(kept) => Some((kept, host, service)),
+        match self.engine.settle_cut(&target, &service, r.id, cut).await {
+            Ok(kept) => Some((kept, target, service)),
             Err(why) => {
                 tracing::warn!(request = %r.id, error = %why, "could not settle what a deployment cut short started");
                 None
@@ -489,14 +488,14 @@ impl Worker {
             self.record(&r, &log).await?;
             return Ok(());
         };
-        let host = {
+        let target = {
             let mut unit = self.capstan.reading().await?;
             self.capstan
-                .host_of_environment(&mut *unit, r.environment_id)
+                .target_of_environment(&mut *unit, r.environment_id)
                 .await
         };
-        let host = match host {
-            Ok(host) => host,
+        let target = match target {
+            Ok(target) => target,
             Err(e) => {
                 let reason = format!("the environment's cluster names no usable host: {e}");
                 r.finish(RequestStatus::Error, Some(reason), self.capstan.now());
@@ -544,7 +543,7 @@ impl Worker {
                 return self.fail(r, reason, &log).await;
             }
             let ran = self
-                .run_retrying(phase.step, &mut r, &service, &inputs, &host, &log)
+                .run_retrying(phase.step, &mut r, &service, &inputs, &target, &log)
                 .await?;
             match ran {
                 Ran::Done(Ok(())) => {}
@@ -554,7 +553,7 @@ impl Worker {
             }
             if i + 1 == phases.len() {
                 if r.deploys() {
-                    self.report_now(&host, &service).await;
+                    self.report_now(&target, &service).await;
                 }
                 return self.succeed(r, *phase, &log).await;
             }
@@ -592,13 +591,13 @@ impl Worker {
         r: &mut DeploymentRequest,
         service: &Service,
         inputs: &WorkloadInputs,
-        host: &Host,
+        target: &Target,
         log: &StepLog,
     ) -> DomainResult<Ran> {
         let mut waits = RETRY_BACKOFF.iter();
         loop {
             let ran = self
-                .run_renewing(step, r, service, inputs, host, log)
+                .run_renewing(step, r, service, inputs, target, log)
                 .await?;
             let Ran::Done(Err(e)) = &ran else {
                 return Ok(ran);
@@ -649,7 +648,7 @@ impl Worker {
         r: &DeploymentRequest,
         service: &Service,
         inputs: &WorkloadInputs,
-        host: &Host,
+        target: &Target,
         log: &StepLog,
     ) -> DomainResult<Ran> {
         use futures_util::future::{select, Either};
@@ -664,7 +663,7 @@ impl Worker {
             request: r,
             service,
             inputs,
-            host,
+            target,
             log,
             cancel: &cancel,
         };
@@ -845,8 +844,8 @@ impl Worker {
 
     /// Keeps what runs of a service just deployed, as its engine reads it now: its links are
     /// there when its deployment ends, on any host (the stream of reports may lag behind).
-    async fn report_now(&self, host: &Host, service: &Service) {
-        let Some(report) = self.engine.report(host, service).await else {
+    async fn report_now(&self, target: &Target, service: &Service) {
+        let Some(report) = self.engine.report(target, service).await else {
             return;
         };
         if let Err(e) = self.capstan.record_running(&report).await {
