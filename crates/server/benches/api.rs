@@ -7,7 +7,7 @@
 //! wrk's connections (default 64), `CAPSTAN_BENCH_THREADS` wrk's threads (default 2).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../../../tests/harness.rs"]
+#[path = "../../../tests/harness/mod.rs"]
 mod harness;
 mod measure;
 

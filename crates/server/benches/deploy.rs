@@ -5,7 +5,7 @@
 //! printed. Asserts nothing about time.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../../../tests/harness.rs"]
+#[path = "../../../tests/harness/mod.rs"]
 mod harness;
 
 use harness::{

@@ -6,7 +6,7 @@
 //! rates and their ratios to the direct one are printed. Asserts nothing about time.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../../../tests/harness.rs"]
+#[path = "../../../tests/harness/mod.rs"]
 mod harness;
 mod measure;
 
