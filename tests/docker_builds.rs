@@ -41,14 +41,12 @@ async fn deploy(client: &Client, id: &str, commit: &str) {
 
 /// Waits until a build's step printing `marker` runs (its output is in the log).
 async fn build_begun(client: &Client, env: &str, marker: &str) {
-    let started = std::time::Instant::now();
-    while !deployment_log(client, env).await.contains(marker) {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the build never began"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        || "the build never began".to_string(),
+        async || (deployment_log(client, env).await.contains(marker)).then_some(()),
+    )
+    .await;
 }
 
 /// Waits until no container runs a build step whose command holds `marker`.
@@ -791,9 +789,10 @@ async fn a_dockerfile_makes_the_daemon_pull_nothing_past_the_outbound_policy() {
     );
     // The listener does count: a connection of the test's own.
     drop(std::net::TcpStream::connect(("127.0.0.1", port)).unwrap());
-    let started = std::time::Instant::now();
-    while accepted.load(Ordering::SeqCst) == 0 {
-        assert!(started.elapsed() < Duration::from_secs(10), "never counted");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        Duration::from_secs(10),
+        || "never counted".to_string(),
+        async || (accepted.load(Ordering::SeqCst) != 0).then_some(()),
+    )
+    .await;
 }

@@ -227,14 +227,12 @@ async fn a_container_and_a_job_run_on_docker(database: Option<&str>) {
         .unwrap()
         .to_string();
     docker(&["stop", "-t", "1", &running]).unwrap();
-    let started = std::time::Instant::now();
-    while client.get(&ingress).await["status"] != "STOPPED" {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the router still has a replica"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(20),
+        || "the router still has a replica".to_string(),
+        async || (client.get(&ingress).await["status"] == "STOPPED").then_some(()),
+    )
+    .await;
     assert_eq!(
         client.get(&format!("/container/{web}/status")).await["state"],
         "DEPLOYED"
@@ -255,11 +253,12 @@ async fn a_container_and_a_job_run_on_docker(database: Option<&str>) {
         containers_of(&web)
     );
     // Stopped, its name is still the router's, which says it does not run.
-    let started = std::time::Instant::now();
-    while through_router_once(&url, "/env.txt").await.status() != 503 {
-        assert!(started.elapsed() < Duration::from_secs(20), "still routed");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(20),
+        || "still routed".to_string(),
+        async || (through_router_once(&url, "/env.txt").await.status() == 503).then_some(()),
+    )
+    .await;
     post(client, &format!("/container/{web}/deploy"), json!({})).await;
     settled_in(client, "container", &web, "DEPLOYED").await;
     assert_eq!(containers_of(&web).len(), 1, "the stopped one went");
@@ -388,14 +387,12 @@ async fn a_container_and_a_job_run_on_docker(database: Option<&str>) {
 
     // Deleting removes what runs.
     delete_asked(client, &format!("/container/{web}")).await;
-    let started = std::time::Instant::now();
-    while !containers_of(&web).is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the container stays"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        || "the container stays".to_string(),
+        async || (containers_of(&web).is_empty()).then_some(()),
+    )
+    .await;
     let own = case.own_log();
     let leaks: Vec<&str> = own.lines().filter(|l| l.contains(SECRET)).collect();
     assert!(
@@ -715,21 +712,18 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
         url,
         "found again where it runs"
     );
-    let started = std::time::Instant::now();
-    while !containers_of(&orphan.to_string()).is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the stray container {stray} stays"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    while docker(&["volume", "inspect", &stray_volume]).is_ok() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the stray volume {stray_volume} stays"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        || format!("the stray container {stray} stays"),
+        async || (containers_of(&orphan.to_string()).is_empty()).then_some(()),
+    )
+    .await;
+    eventually(
+        Duration::from_secs(30),
+        || format!("the stray volume {stray_volume} stays"),
+        async || (docker(&["volume", "inspect", &stray_volume]).is_err()).then_some(()),
+    )
+    .await;
     post(client, &format!("/container/{web}/redeploy"), json!({})).await;
     settled_in(client, "container", &web, "DEPLOYED").await;
     assert_eq!(containers_of(&web).len(), 1, "one set of containers");
@@ -745,11 +739,12 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
     )
     .await;
     post(client, &format!("/container/{slow}/deploy"), json!({})).await;
-    let started = std::time::Instant::now();
-    while containers_of(&slow).is_empty() {
-        assert!(started.elapsed() < Duration::from_secs(30), "never started");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        || "never started".to_string(),
+        async || (!(containers_of(&slow).is_empty())).then_some(()),
+    )
+    .await;
     let status = killed_and_settled(&mut case, &slow).await;
     let client = &case.client;
     assert!(
@@ -758,15 +753,12 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
     );
     // Its final state says what runs: its replica if it ended DEPLOYED, none if in error.
     let expected = usize::from(status["state"] == "DEPLOYED");
-    let started = std::time::Instant::now();
-    while containers_of(&slow).len() != expected {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{status}: {:?}",
-            containers_of(&slow)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        || format!("{status}: {:?}", containers_of(&slow)),
+        async || (containers_of(&slow).len() == expected).then_some(()),
+    )
+    .await;
     post(client, &format!("/container/{slow}/deploy"), json!({})).await;
     settled_in(client, "container", &slow, "DEPLOYED").await;
     assert_eq!(containers_of(&slow).len(), 1, "one set of containers");
@@ -784,42 +776,35 @@ async fn a_killed_capstan_adopts_what_runs_and_removes_what_is_gone(database: Op
     // rolling switch): the cut request ends in error and leaves the previous set only.
     let previous = container_ids(&slow)[0].clone();
     post(client, &format!("/container/{slow}/redeploy"), json!({})).await;
-    let started = std::time::Instant::now();
-    while containers_of(&slow).len() < 2 {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no new replica"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        || "no new replica".to_string(),
+        async || (containers_of(&slow).len() >= 2).then_some(()),
+    )
+    .await;
     let status = killed_and_settled(&mut case, &slow).await;
     assert_eq!(status["state"], "DEPLOYMENT_ERROR", "{status}");
-    let started = std::time::Instant::now();
-    loop {
-        let left = container_ids(&slow);
-        if left == [previous.clone()] {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the previous set only: {left:?} (previous {previous})"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        || {
+            let left = container_ids(&slow);
+            format!("the previous set only: {left:?} (previous {previous})")
+        },
+        async || (container_ids(&slow) == [previous.clone()]).then_some(()),
+    )
+    .await;
     assert_eq!(fetch(host_port(&slow), "/").await.trim(), "late");
 
     killed_while_the_previous_replica_drains(&mut case).await;
     let client = &case.client;
 
     delete_asked(client, &format!("/container/{web}")).await;
-    let started = std::time::Instant::now();
-    while !containers_of(&web).is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the container stays"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        || "the container stays".to_string(),
+        async || (containers_of(&web).is_empty()).then_some(()),
+    )
+    .await;
 }
 
 /// A container running `script` (sh -c) that is ready once it listens on its public port 8080.
@@ -876,15 +861,12 @@ async fn killed_while_the_previous_replica_drains(case: &mut Case) {
         .lines()
         .any(|n| n.ends_with("-retiring"))
     };
-    let started = std::time::Instant::now();
-    while !retiring() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "never retired: {:?}",
-            containers_of(&drain)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        || format!("never retired: {:?}", containers_of(&drain)),
+        async || retiring().then_some(()),
+    )
+    .await;
     // Past the switch's second settle (3 s): the previous replica's stop has begun.
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(
@@ -894,18 +876,21 @@ async fn killed_while_the_previous_replica_drains(case: &mut Case) {
     );
     let status = killed_and_settled(case, &drain).await;
     assert_eq!(status["state"], "DEPLOYED", "{status}");
-    let started = std::time::Instant::now();
-    let now = loop {
-        let left = containers_of(&drain);
-        if left.len() == 1 && !left[0].starts_with(&previous[0]) && left[0].ends_with("running") {
-            break left[0].split(' ').next().unwrap().to_string();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the new replica alone: {left:?} (previous {previous:?})"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let now = eventually(
+        Duration::from_secs(30),
+        || {
+            let left = containers_of(&drain);
+            format!("the new replica alone: {left:?} (previous {previous:?})")
+        },
+        async || {
+            let left = containers_of(&drain);
+            let alone = left.len() == 1
+                && !left[0].starts_with(&previous[0])
+                && left[0].ends_with("running");
+            alone.then(|| left[0].split(' ').next().unwrap().to_string())
+        },
+    )
+    .await;
     assert_eq!(fetch(host_port(&drain), "/").await.trim(), now);
     let log = deployment_log(&case.client, &env).await;
     assert!(log.contains("during the router's switch"), "{log}");
@@ -1018,18 +1003,15 @@ async fn exec_probes_gate_readiness_and_restart_what_is_not_alive() {
     .unwrap();
     assert!(!installation.trim().is_empty(), "what it makes is marked");
     let booted = |text: &str| text.matches("booting").count();
-    let started = std::time::Instant::now();
-    loop {
-        let printed = output_of(client, "container", &probed, "booting").await;
-        if booted(&printed) >= 2 {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(40),
-            "never restarted for failing its liveness probe: {printed}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    eventually(
+        Duration::from_secs(40),
+        || "never restarted for failing its liveness probe".to_string(),
+        async || {
+            let printed = output_of(client, "container", &probed, "booting").await;
+            (booted(&printed) >= 2).then_some(())
+        },
+    )
+    .await;
     assert_eq!(containers_of(&probed).len(), 1, "restarted, not replaced");
 
     // A replica of another installation sharing the daemon, its liveness probe failing the
@@ -1063,15 +1045,13 @@ async fn exec_probes_gate_readiness_and_restart_what_is_not_alive() {
     let started_at = |id: &str| docker(&["inspect", "-f", "{{.State.StartedAt}}", id]).unwrap();
     let first_start = started_at(&foreign);
     let ours_before = started_at(&ours);
-    let waited = std::time::Instant::now();
     // Ours keeps being restarted meanwhile (the prober is at work); the stranger is not.
-    while started_at(&ours) == ours_before {
-        assert!(
-            waited.elapsed() < Duration::from_secs(40),
-            "the prober stopped"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    eventually(
+        Duration::from_secs(40),
+        || "the prober stopped".to_string(),
+        async || (started_at(&ours) != ours_before).then_some(()),
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(
         started_at(&foreign),
@@ -1187,26 +1167,21 @@ async fn a_lifecycle_job_runs_on_its_environments_events() {
     assert!(text.contains("lifecycle-stop"), "{text}");
     assert!(!text.contains("lifecycle-delete"), "{text}");
     delete_asked(client, &format!("/job/{job}")).await;
-    let started = std::time::Instant::now();
-    loop {
-        let text = deployment_log(client, env).await;
-        if text.contains("lifecycle-delete") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "on_delete never ran: {text}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let started = std::time::Instant::now();
-    while !containers_of(&job).is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the job's executions stay"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        || "on_delete never ran".to_string(),
+        async || {
+            let text = deployment_log(client, env).await;
+            text.contains("lifecycle-delete").then_some(())
+        },
+    )
+    .await;
+    eventually(
+        Duration::from_secs(30),
+        || "the job's executions stay".to_string(),
+        async || (containers_of(&job).is_empty()).then_some(()),
+    )
+    .await;
 }
 
 /// A cron job's deployment keeps its schedule and runs nothing; at its time (on a clock the
@@ -1480,14 +1455,12 @@ async fn job_limits_hold_and_an_uninstall_removes_what_runs() {
     settled_in(client, "container", &web, "DEPLOYED").await;
     assert_eq!(containers_of(&web).len(), 1);
     post(client, &format!("/container/{web}/uninstall"), json!({})).await;
-    let started = std::time::Instant::now();
-    while !containers_of(&web).is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "uninstalled, yet it runs"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        || "uninstalled, yet it runs".to_string(),
+        async || (containers_of(&web).is_empty()).then_some(()),
+    )
+    .await;
     client.get(&format!("/container/{web}")).await;
 }
 
@@ -2009,20 +1982,19 @@ async fn what_a_deleted_environment_or_service_leaves_goes() {
     ] {
         let (status, _) = client.call(reqwest::Method::DELETE, &path, None).await;
         assert!(status == 202 || status == 204, "{path}: {status}");
-        let started = std::time::Instant::now();
-        while client.call(reqwest::Method::GET, &path, None).await.0 != 404 {
-            assert!(started.elapsed() < Duration::from_secs(30), "{path} stays");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        eventually(
+            Duration::from_secs(30),
+            || format!("{path} stays"),
+            async || (client.call(reqwest::Method::GET, &path, None).await.0 == 404).then_some(()),
+        )
+        .await;
     }
-    let started = std::time::Instant::now();
-    while docker(&["network", "inspect", &network(&emptied)]).is_ok() {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "the network of an environment deleted at once stays"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        Duration::from_secs(5),
+        || "the network of an environment deleted at once stays".to_string(),
+        async || (docker(&["network", "inspect", &network(&emptied)]).is_err()).then_some(()),
+    )
+    .await;
 
     // Left while Capstan was down: a network of an environment, an image of a service, that
     // no longer exist; and another installation's network.

@@ -556,11 +556,12 @@ async fn a_daemon_restarting_under_capstan_is_followed_again() {
         )
         .await;
     post(client, &format!("/job/{job}/deploy"), json!({})).await;
-    let waited = std::time::Instant::now();
-    while on_daemon(|args| lab.docker(1, args), &job).is_empty() {
-        assert!(waited.elapsed() < Duration::from_secs(60), "never started");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        || "never started".to_string(),
+        async || (!(on_daemon(|args| lab.docker(1, args), &job).is_empty())).then_some(()),
+    )
+    .await;
     lab.restart(1).await;
     let status = settle(
         client,

@@ -195,14 +195,12 @@ async fn a_terraform_service_applies_plans_and_destroys(database: Option<&str>) 
     // Deleted: its state's volume goes with it.
     let volume = format!("capstan-tfstate-{}", tf.replace('-', ""));
     delete_asked(client, &format!("/terraform/{tf}")).await;
-    let started = std::time::Instant::now();
-    while docker(&["volume", "inspect", &volume]).is_ok() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the state's volume outlived its service"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        || "the state's volume outlived its service".to_string(),
+        async || (docker(&["volume", "inspect", &volume]).is_err()).then_some(()),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

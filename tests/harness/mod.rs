@@ -28,6 +28,7 @@ mod ssh;
 mod streams;
 mod swarm;
 mod tls;
+mod waiting;
 mod workloads;
 
 pub use acme::*;
@@ -42,4 +43,5 @@ pub use ssh::*;
 pub use streams::*;
 pub use swarm::*;
 pub use tls::*;
+pub use waiting::*;
 pub use workloads::*;

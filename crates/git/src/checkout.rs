@@ -98,16 +98,19 @@ impl GitCheckouts {
 }
 
 /// What git's complaint means, in the port's words (its own text kept for the unexpected).
+/// An HTTP status is read only where git gives one ("returned error: 403"): the complaint
+/// quotes the URL, whose port may hold the same digits.
 fn failure(stderr: &str) -> GitError {
     let lower = stderr.to_ascii_lowercase();
+    let answered = |status: u16| lower.contains(&format!("returned error: {status}"));
     if lower.contains("authentication failed")
-        || lower.contains("401")
-        || lower.contains("403")
+        || answered(401)
+        || answered(403)
         || lower.contains("could not read username")
     {
         GitError::Unauthorized
     } else if lower.contains("not found")
-        || lower.contains("404")
+        || answered(404)
         || lower.contains("couldn't find remote ref")
         || lower.contains("not our ref")
         || lower.contains("unadvertised object")
@@ -378,6 +381,30 @@ mod tests {
             GitError::Unreachable(why) => assert!(why.contains("CAPSTAN_GIT_CA_FILE"), "{why}"),
             other => panic!("{other:?}"),
         }
+        // A port that holds a status's digits is no status.
+        match failure(
+            "fatal: unable to access 'https://127.0.0.1:34015/team/r/': server certificate \
+             verification failed. CAfile: none CRLfile: none",
+        ) {
+            GitError::Unreachable(why) => assert!(why.contains("CAPSTAN_GIT_CA_FILE"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            failure("fatal: unable to access 'https://h:40404/r/': Failed to connect to h"),
+            GitError::Unreachable("connection failed".into())
+        );
+        assert_eq!(
+            failure(
+                "fatal: unable to access 'https://h/r/': The requested URL returned error: 403"
+            ),
+            GitError::Unauthorized
+        );
+        assert_eq!(
+            failure(
+                "fatal: unable to access 'https://h/r/': The requested URL returned error: 404"
+            ),
+            GitError::NotFound
+        );
         assert_eq!(
             failure("weird\nfatal: odd"),
             GitError::Unexpected("git said: weird; fatal: odd".into())
