@@ -12,7 +12,10 @@ use crate::engine::DockerEngine;
 use async_trait::async_trait;
 use bollard::Docker;
 use domain::engine::EngineError;
-use domain::engine::{Cut, Engine, Kept, ReplicaSet, StepWork, Target};
+use domain::engine::{
+    Cut, DatabaseBackups, Engine, HostReach, ImageChecks, Kept, ReplicaSet, StepWork, Target,
+    TerraformStates,
+};
 use domain::ids::{
     BackupId, ClusterId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId,
 };
@@ -316,6 +319,26 @@ async fn look_at_hosts(hosts: std::sync::Weak<Hosts>) {
 
 #[async_trait]
 impl Engine for Hosts {
+    fn name(&self, _target: &Target) -> &'static str {
+        "the Docker engine"
+    }
+
+    fn image_checks(&self, _target: &Target) -> Option<&dyn ImageChecks> {
+        Some(self)
+    }
+
+    fn database_backups(&self, _target: &Target) -> Option<&dyn DatabaseBackups> {
+        Some(self)
+    }
+
+    fn terraform_states(&self, _target: &Target) -> Option<&dyn TerraformStates> {
+        Some(self)
+    }
+
+    fn host_reach(&self, _target: &Target) -> Option<&dyn HostReach> {
+        Some(self)
+    }
+
     async fn run_step(&self, work: StepWork<'_>) -> Result<(), EngineError> {
         let Target::Docker(host) = work.target;
         let engine = self.answering_engine(host).await?;
@@ -337,38 +360,6 @@ impl Engine for Hosts {
         engine
             .run_cluster(action, cluster, target, environments)
             .await
-    }
-
-    async fn identify(&self, target: &Target) -> Option<Result<DaemonIdentity, EngineError>> {
-        let Target::Docker(host) = target;
-        if host.endpoint == DockerEndpoint::Local {
-            return None;
-        }
-        Some(
-            async {
-                let (docker, _reach) = connect(host).await?;
-                let docker = answering(docker, host).await?;
-                self.identity(&docker, host).await
-            }
-            .await,
-        )
-    }
-
-    async fn reach(&self, target: &Target) -> Option<Result<String, EngineError>> {
-        let Target::Docker(host) = target;
-        Some(match self.answering_engine(host).await {
-            Ok(engine) => Ok(engine.describe().await),
-            Err(why) => Err(why),
-        })
-    }
-
-    /// From the pings every [`LOOK`]: the engine's own daemon is not among them.
-    fn answered(&self, target: &Target) -> Option<bool> {
-        let Target::Docker(host) = target;
-        self.held()
-            .get(&host.cluster_id)
-            .filter(|a| a.host == *host)
-            .map(|a| a.answers)
     }
 
     async fn watch_targets(&self, targets: Vec<Target>) {
@@ -483,6 +474,58 @@ impl Engine for Hosts {
         Ok(removed)
     }
 
+    /// Backups are kept on this machine, whichever host the database runs on.
+    async fn remove_backup(&self, file: &str) -> Result<(), EngineError> {
+        self.local.remove_backup(file).await
+    }
+
+    async fn held_backups(&self) -> Result<Vec<BackupId>, EngineError> {
+        self.local.held_backups().await
+    }
+
+    async fn remove_workloads(&self, service: ServiceId) -> Result<(), EngineError> {
+        self.on_each(|e| async move { e.remove_workloads(service).await })
+            .await
+            .into_iter()
+            .collect()
+    }
+}
+
+#[async_trait]
+impl HostReach for Hosts {
+    async fn reach(&self, target: &Target) -> Result<String, EngineError> {
+        let Target::Docker(host) = target;
+        let engine = self.answering_engine(host).await?;
+        Ok(engine.describe().await)
+    }
+
+    async fn identify(&self, target: &Target) -> Option<Result<DaemonIdentity, EngineError>> {
+        let Target::Docker(host) = target;
+        if host.endpoint == DockerEndpoint::Local {
+            return None;
+        }
+        Some(
+            async {
+                let (docker, _reach) = connect(host).await?;
+                let docker = answering(docker, host).await?;
+                self.identity(&docker, host).await
+            }
+            .await,
+        )
+    }
+
+    /// From the pings every [`LOOK`]: the engine's own daemon is not among them.
+    fn answered(&self, target: &Target) -> Option<bool> {
+        let Target::Docker(host) = target;
+        self.held()
+            .get(&host.cluster_id)
+            .filter(|a| a.host == *host)
+            .map(|a| a.answers)
+    }
+}
+
+#[async_trait]
+impl ImageChecks for Hosts {
     async fn image_available(
         &self,
         target: &Target,
@@ -494,7 +537,10 @@ impl Engine for Hosts {
         let engine = self.answering_engine(host).await?;
         engine.image_available(target, registry, name, tag).await
     }
+}
 
+#[async_trait]
+impl DatabaseBackups for Hosts {
     async fn backup_database(
         &self,
         target: &Target,
@@ -520,16 +566,10 @@ impl Engine for Hosts {
             .restore_database(target, database, inputs, file)
             .await
     }
+}
 
-    /// Backups are kept on this machine, whichever host the database runs on.
-    async fn remove_backup(&self, file: &str) -> Result<(), EngineError> {
-        self.local.remove_backup(file).await
-    }
-
-    async fn held_backups(&self) -> Result<Vec<BackupId>, EngineError> {
-        self.local.held_backups().await
-    }
-
+#[async_trait]
+impl TerraformStates for Hosts {
     async fn terraform_state(
         &self,
         target: &Target,
@@ -538,13 +578,6 @@ impl Engine for Hosts {
         let Target::Docker(host) = target;
         let engine = self.answering_engine(host).await?;
         engine.terraform_state(target, service).await
-    }
-
-    async fn remove_workloads(&self, service: ServiceId) -> Result<(), EngineError> {
-        self.on_each(|e| async move { e.remove_workloads(service).await })
-            .await
-            .into_iter()
-            .collect()
     }
 }
 

@@ -8,7 +8,10 @@ use crate::images;
 use crate::plan::{self, LABEL_ROLE, LABEL_SERVICE};
 use async_trait::async_trait;
 use bollard::models::{ContainerSummary, ContainerSummaryStateEnum};
-use domain::engine::{Cut, Engine, EngineError, Kept, ReplicaSet, StepWork, Target};
+use domain::engine::{
+    Cut, DatabaseBackups, Engine, EngineError, ImageChecks, Kept, ReplicaSet, StepWork, Target,
+    TerraformStates,
+};
 use domain::ids::{BackupId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use domain::model::{
     Cluster, ClusterAction, DeploymentAction, OutputLine, RegistryAccess, RunningState, Service,
@@ -46,6 +49,22 @@ impl DockerEngine {
 
 #[async_trait]
 impl Engine for DockerEngine {
+    fn name(&self, _target: &Target) -> &'static str {
+        "the Docker engine"
+    }
+
+    fn image_checks(&self, _target: &Target) -> Option<&dyn ImageChecks> {
+        Some(self)
+    }
+
+    fn database_backups(&self, _target: &Target) -> Option<&dyn DatabaseBackups> {
+        Some(self)
+    }
+
+    fn terraform_states(&self, _target: &Target) -> Option<&dyn TerraformStates> {
+        Some(self)
+    }
+
     async fn run_step(&self, work: StepWork<'_>) -> Result<(), EngineError> {
         let done = self.carry_out(&work).await;
         // A deployment's last step, whatever its end, no longer needs what its build made.
@@ -135,60 +154,6 @@ impl Engine for DockerEngine {
         Ok(services)
     }
 
-    /// On the host, or in its registry (the daemon asks it, once the outbound policy permits).
-    async fn image_available(
-        &self,
-        _target: &Target,
-        registry: &RegistryAccess,
-        name: &str,
-        tag: &str,
-    ) -> Result<bool, EngineError> {
-        let image = plan::image_reference(Some(registry), name, tag);
-        // What only this host holds (another organization's build or private pull) is
-        // answered as what does not exist: the registry is asked, with the caller's access.
-        if images::nameable(&image).is_err() {
-            return Ok(false);
-        }
-        if self.settings.host_images.shares(&image)
-            && self.docker.inspect_image(&image).await.is_ok()
-        {
-            return Ok(true);
-        }
-        self.pull_permitted(&image).await?;
-        match self
-            .docker
-            .inspect_registry_image(&image, Self::credentials(Some(registry)))
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 401 | 403 | 404,
-                ..
-            }) => Ok(false),
-            Err(e) => Err(said(&format!("could not ask for image {image}"), e)),
-        }
-    }
-
-    async fn backup_database(
-        &self,
-        _target: &Target,
-        database: &Service,
-        inputs: &WorkloadInputs,
-        file: &str,
-    ) -> Result<i64, EngineError> {
-        self.take_backup(database, inputs, file).await
-    }
-
-    async fn restore_database(
-        &self,
-        _target: &Target,
-        database: &Service,
-        inputs: &WorkloadInputs,
-        file: &str,
-    ) -> Result<(), EngineError> {
-        self.load_backup(database, inputs, file).await
-    }
-
     async fn remove_backup(&self, file: &str) -> Result<(), EngineError> {
         self.drop_backup(file)
     }
@@ -199,17 +164,6 @@ impl Engine for DockerEngine {
             return Ok(Vec::new());
         }
         self.dumps()
-    }
-
-    async fn terraform_state(
-        &self,
-        _target: &Target,
-        service: &Service,
-    ) -> Result<Option<String>, EngineError> {
-        match &service.spec {
-            ServiceSpec::Terraform(spec) => self.read_terraform_state(service, spec).await,
-            _ => Ok(None),
-        }
     }
 
     /// Its containers, and its volumes: a database's data, a terraform state (unless the
@@ -383,5 +337,79 @@ impl Engine for DockerEngine {
             received.recv().await.map(|line| (line, received))
         });
         Some(stream.boxed())
+    }
+}
+
+#[async_trait]
+impl ImageChecks for DockerEngine {
+    /// On the host, or in its registry (the daemon asks it, once the outbound policy permits).
+    async fn image_available(
+        &self,
+        _target: &Target,
+        registry: &RegistryAccess,
+        name: &str,
+        tag: &str,
+    ) -> Result<bool, EngineError> {
+        let image = plan::image_reference(Some(registry), name, tag);
+        // What only this host holds (another organization's build or private pull) is
+        // answered as what does not exist: the registry is asked, with the caller's access.
+        if images::nameable(&image).is_err() {
+            return Ok(false);
+        }
+        if self.settings.host_images.shares(&image)
+            && self.docker.inspect_image(&image).await.is_ok()
+        {
+            return Ok(true);
+        }
+        self.pull_permitted(&image).await?;
+        match self
+            .docker
+            .inspect_registry_image(&image, Self::credentials(Some(registry)))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 401 | 403 | 404,
+                ..
+            }) => Ok(false),
+            Err(e) => Err(said(&format!("could not ask for image {image}"), e)),
+        }
+    }
+}
+
+#[async_trait]
+impl DatabaseBackups for DockerEngine {
+    async fn backup_database(
+        &self,
+        _target: &Target,
+        database: &Service,
+        inputs: &WorkloadInputs,
+        file: &str,
+    ) -> Result<i64, EngineError> {
+        self.take_backup(database, inputs, file).await
+    }
+
+    async fn restore_database(
+        &self,
+        _target: &Target,
+        database: &Service,
+        inputs: &WorkloadInputs,
+        file: &str,
+    ) -> Result<(), EngineError> {
+        self.load_backup(database, inputs, file).await
+    }
+}
+
+#[async_trait]
+impl TerraformStates for DockerEngine {
+    async fn terraform_state(
+        &self,
+        _target: &Target,
+        service: &Service,
+    ) -> Result<Option<String>, EngineError> {
+        match &service.spec {
+            ServiceSpec::Terraform(spec) => self.read_terraform_state(service, spec).await,
+            _ => Ok(None),
+        }
     }
 }

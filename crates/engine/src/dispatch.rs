@@ -4,12 +4,12 @@
 //! runs) goes to every adapter, and their answers are put together here.
 
 use async_trait::async_trait;
-use domain::engine::{Cut, Engine, EngineError, Kept, ReplicaSet, StepWork, Target, TargetKind};
-use domain::ids::{BackupId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
-use domain::model::{
-    Cluster, ClusterAction, DaemonIdentity, OutputLine, RegistryAccess, RunningState, Service,
-    WorkloadInputs,
+use domain::engine::{
+    Cut, DatabaseBackups, Engine, EngineError, HostReach, ImageChecks, Kept, ReplicaSet, StepWork,
+    Target, TargetKind, TerraformStates,
 };
+use domain::ids::{BackupId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
+use domain::model::{Cluster, ClusterAction, OutputLine, RunningState, Service};
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use std::future::Future;
@@ -120,6 +120,29 @@ impl Engines {
 
 #[async_trait]
 impl Engine for Engines {
+    fn name(&self, target: &Target) -> &'static str {
+        self.of(target)
+            .map_or("no engine of this installation", |adapter| {
+                adapter.name(target)
+            })
+    }
+
+    fn image_checks(&self, target: &Target) -> Option<&dyn ImageChecks> {
+        self.of(target).ok()?.image_checks(target)
+    }
+
+    fn database_backups(&self, target: &Target) -> Option<&dyn DatabaseBackups> {
+        self.of(target).ok()?.database_backups(target)
+    }
+
+    fn terraform_states(&self, target: &Target) -> Option<&dyn TerraformStates> {
+        self.of(target).ok()?.terraform_states(target)
+    }
+
+    fn host_reach(&self, target: &Target) -> Option<&dyn HostReach> {
+        self.of(target).ok()?.host_reach(target)
+    }
+
     async fn run_step(&self, work: StepWork<'_>) -> Result<(), EngineError> {
         self.of(work.target)?.run_step(work).await
     }
@@ -134,24 +157,6 @@ impl Engine for Engines {
         self.of(target)?
             .run_cluster(action, cluster, target, environments)
             .await
-    }
-
-    async fn reach(&self, target: &Target) -> Option<Result<String, EngineError>> {
-        match self.of(target) {
-            Ok(adapter) => adapter.reach(target).await,
-            Err(why) => Some(Err(why)),
-        }
-    }
-
-    async fn identify(&self, target: &Target) -> Option<Result<DaemonIdentity, EngineError>> {
-        match self.of(target) {
-            Ok(adapter) => adapter.identify(target).await,
-            Err(why) => Some(Err(why)),
-        }
-    }
-
-    fn answered(&self, target: &Target) -> Option<bool> {
-        self.of(target).ok()?.answered(target)
     }
 
     /// Each adapter is told the targets of its kinds.
@@ -198,42 +203,6 @@ impl Engine for Engines {
         Ok(removed)
     }
 
-    async fn image_available(
-        &self,
-        target: &Target,
-        registry: &RegistryAccess,
-        name: &str,
-        tag: &str,
-    ) -> Result<bool, EngineError> {
-        self.of(target)?
-            .image_available(target, registry, name, tag)
-            .await
-    }
-
-    async fn backup_database(
-        &self,
-        target: &Target,
-        database: &Service,
-        inputs: &WorkloadInputs,
-        file: &str,
-    ) -> Result<i64, EngineError> {
-        self.of(target)?
-            .backup_database(target, database, inputs, file)
-            .await
-    }
-
-    async fn restore_database(
-        &self,
-        target: &Target,
-        database: &Service,
-        inputs: &WorkloadInputs,
-        file: &str,
-    ) -> Result<(), EngineError> {
-        self.of(target)?
-            .restore_database(target, database, inputs, file)
-            .await
-    }
-
     async fn remove_backup(&self, file: &str) -> Result<(), EngineError> {
         self.each(|adapter| adapter.remove_backup(file))
             .await
@@ -243,14 +212,6 @@ impl Engine for Engines {
 
     async fn held_backups(&self) -> Result<Vec<BackupId>, EngineError> {
         self.listed(|adapter| adapter.held_backups()).await
-    }
-
-    async fn terraform_state(
-        &self,
-        target: &Target,
-        service: &Service,
-    ) -> Result<Option<String>, EngineError> {
-        self.of(target)?.terraform_state(target, service).await
     }
 
     async fn remove_workloads(&self, service: ServiceId) -> Result<(), EngineError> {
@@ -294,11 +255,14 @@ mod tests {
     use domain::ids::ClusterId;
     use domain::model::DockerHost;
 
-    /// An adapter that answers its name to `reach`, and lists one workload.
+    /// An adapter by its name, which lists one workload.
     struct Named(&'static str, OrganizationId, ServiceId);
 
     #[async_trait]
     impl Engine for Named {
+        fn name(&self, _: &Target) -> &'static str {
+            self.0
+        }
         async fn run_step(&self, _: StepWork<'_>) -> Result<(), EngineError> {
             Ok(())
         }
@@ -310,9 +274,6 @@ mod tests {
             _: &[EnvironmentId],
         ) -> Result<(), EngineError> {
             Ok(())
-        }
-        async fn reach(&self, _: &Target) -> Option<Result<String, EngineError>> {
-            Some(Ok(self.0.to_string()))
         }
         async fn pause(&self, _: Duration) {}
         async fn workloads(&self) -> Result<Vec<(OrganizationId, ServiceId)>, EngineError> {
@@ -337,9 +298,9 @@ mod tests {
         let engines = Engines::new()
             .register(TargetKind::Docker, named("first"))
             .register(TargetKind::Docker, named("docker"));
-        let reached = engines.reach(&docker_target()).await.unwrap().unwrap();
+        let named = engines.name(&docker_target());
         assert_eq!(
-            reached, "docker",
+            named, "docker",
             "the kind registered again takes the new adapter"
         );
     }
@@ -347,12 +308,17 @@ mod tests {
     #[tokio::test]
     async fn a_target_no_adapter_runs_is_refused_naming_its_kind() {
         let none = Engines::new();
-        let why = none.reach(&docker_target()).await.unwrap().unwrap_err();
+        let target = docker_target();
+        let Err(why) = none.of(&target) else {
+            panic!("an adapter for no kind registered")
+        };
         assert!(!why.is_retriable());
         assert_eq!(
             why.reason(),
             "no engine of this installation runs Docker clusters"
         );
+        assert_eq!(none.name(&target), "no engine of this installation");
+        assert!(none.database_backups(&target).is_none());
         assert_eq!(none.workloads().await.unwrap(), []);
         assert!(none.observe().is_none());
     }
@@ -361,7 +327,6 @@ mod tests {
     async fn an_adapter_of_every_kind_is_asked_once() {
         let engines = Engines::every_kind(named("simulated"));
         assert_eq!(engines.workloads().await.unwrap().len(), 1);
-        let reached = engines.reach(&docker_target()).await.unwrap().unwrap();
-        assert_eq!(reached, "simulated");
+        assert_eq!(engines.name(&docker_target()), "simulated");
     }
 }

@@ -4,7 +4,7 @@
 //! the service's description; see docs/deployments.md.
 
 use async_trait::async_trait;
-use domain::engine::{Engine, EngineError, StepWork, Target};
+use domain::engine::{Engine, EngineError, ImageChecks, StepWork, Target};
 use domain::ids::EnvironmentId;
 use domain::model::{
     Cluster, ClusterAction, DeploymentAction, DeploymentRequest, RegistryAccess, Service, StepName,
@@ -51,6 +51,14 @@ fn failure_asked(step: StepName, request: &DeploymentRequest, service: &Service)
 
 #[async_trait]
 impl Engine for SimulatedEngine {
+    fn name(&self, _target: &Target) -> &'static str {
+        "the simulated engine"
+    }
+
+    fn image_checks(&self, _target: &Target) -> Option<&dyn ImageChecks> {
+        Some(self)
+    }
+
     /// Ignores a cancel: a simulated step always runs its time, and the request ends
     /// canceled after it, as it did before steps could be stopped.
     async fn run_step(&self, work: StepWork<'_>) -> Result<(), EngineError> {
@@ -67,18 +75,6 @@ impl Engine for SimulatedEngine {
             )));
         }
         Ok(())
-    }
-
-    /// Any image runs on the simulated engine, except one whose name asks to be missing
-    /// (`capstan-fail-pull`).
-    async fn image_available(
-        &self,
-        _target: &Target,
-        _registry: &RegistryAccess,
-        name: &str,
-        _tag: &str,
-    ) -> Result<bool, EngineError> {
-        Ok(!name.contains(&format!("{FAILURE_MARKER}pull")))
     }
 
     /// Two steps' time; fails when the cluster's description asks for it
@@ -110,5 +106,20 @@ impl Engine for SimulatedEngine {
 
     async fn pause(&self, wait: Duration) {
         tokio::time::sleep(wait).await;
+    }
+}
+
+#[async_trait]
+impl ImageChecks for SimulatedEngine {
+    /// Any image runs on the simulated engine, except one whose name asks to be missing
+    /// (`capstan-fail-pull`).
+    async fn image_available(
+        &self,
+        _target: &Target,
+        _registry: &RegistryAccess,
+        name: &str,
+        _tag: &str,
+    ) -> Result<bool, EngineError> {
+        Ok(!name.contains(&format!("{FAILURE_MARKER}pull")))
     }
 }

@@ -62,6 +62,9 @@ struct Endless {
 
 #[async_trait::async_trait]
 impl domain::engine::Engine for Endless {
+    fn name(&self, _: &Target) -> &'static str {
+        "a test's engine"
+    }
     async fn run_step(
         &self,
         work: domain::engine::StepWork<'_>,
@@ -688,6 +691,9 @@ struct Settling {
 
 #[async_trait::async_trait]
 impl domain::engine::Engine for Settling {
+    fn name(&self, _: &Target) -> &'static str {
+        "a test's engine"
+    }
     async fn run_step(
         &self,
         _: domain::engine::StepWork<'_>,
@@ -842,6 +848,9 @@ impl Flaky {
 
 #[async_trait::async_trait]
 impl domain::engine::Engine for Flaky {
+    fn name(&self, _: &Target) -> &'static str {
+        "a test's engine"
+    }
     async fn run_step(&self, work: domain::engine::StepWork<'_>) -> Result<(), EngineError> {
         self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         work.log.info("asking the daemon");

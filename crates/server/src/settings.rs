@@ -354,16 +354,10 @@ pub struct WebhookSettings {
 }
 
 /// A whole number of at least 1 from a setting's text.
-fn positive(
-    raw: &str,
-    variable: &'static str,
-    flag: &'static str,
-    unit: &str,
-) -> Result<u64, SettingError> {
+fn positive(raw: &str, flag: &str, unit: &str) -> Result<u64, SettingError> {
     match raw.trim().parse::<u64>() {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(bad(
-            variable,
             flag,
             format!("'{raw}' is not a whole number of {unit} of at least 1"),
         )),
@@ -399,11 +393,11 @@ pub fn parse_key(raw: &str) -> Result<[u8; 32], &'static str> {
 }
 
 /// An on/off setting.
-fn switch(raw: &str, variable: &'static str, flag: &'static str) -> Result<bool, SettingError> {
+fn switch(raw: &str, flag: &str) -> Result<bool, SettingError> {
     match raw.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" | "" => Ok(false),
-        other => Err(bad(variable, flag, format!("'{other}' is not on or off"))),
+        other => Err(bad(flag, format!("'{other}' is not on or off"))),
     }
 }
 
@@ -563,8 +557,8 @@ pub fn redact_url(url: &DatabaseUrl) -> String {
 /// A setting that cannot be used: which one, and why.
 #[derive(Debug)]
 pub struct SettingError {
-    pub variable: &'static str,
-    pub flag: &'static str,
+    pub variable: String,
+    pub flag: String,
     pub reason: String,
 }
 
@@ -587,32 +581,35 @@ fn acme_directory(given: &str) -> Result<String, SettingError> {
         "letsencrypt-staging" => Ok(router::LETS_ENCRYPT_STAGING_DIRECTORY.to_string()),
         url if url.starts_with("https://") && url.len() > "https://".len() => Ok(url.to_string()),
         other => Err(bad(
-            "CAPSTAN_ROUTER_ACME",
             "router-acme",
             format!("'{other}' is neither letsencrypt, letsencrypt-staging nor an https:// URL"),
         )),
     }
 }
 
-fn bad(variable: &'static str, flag: &'static str, reason: impl Into<String>) -> SettingError {
+/// The setting whose flag is `--{flag}` cannot be used, for `reason`; its variable is the one
+/// clap reads it from.
+fn bad(flag: &str, reason: impl Into<String>) -> SettingError {
+    static DECLARED: std::sync::OnceLock<clap::Command> = std::sync::OnceLock::new();
+    let declared =
+        DECLARED.get_or_init(|| RawSettings::augment_args(clap::Command::new("capstan")));
+    let variable = declared
+        .get_arguments()
+        .find(|a| a.get_long() == Some(flag))
+        .and_then(|a| a.get_env())
+        .map(|env| env.to_string_lossy().into_owned());
     SettingError {
-        variable,
-        flag,
+        variable: variable.unwrap_or_else(|| format!("(no variable for --{flag})")),
+        flag: flag.to_string(),
         reason: reason.into(),
     }
 }
 
 /// A whole number from 1 to `most`.
-fn bounded(
-    raw: &str,
-    variable: &'static str,
-    flag: &'static str,
-    most: u64,
-) -> Result<u64, SettingError> {
+fn bounded(raw: &str, flag: &str, most: u64) -> Result<u64, SettingError> {
     match raw.trim().parse::<u64>() {
         Ok(n) if (1..=most).contains(&n) => Ok(n),
         _ => Err(bad(
-            variable,
             flag,
             format!("'{raw}' is not a whole number from 1 to {most}"),
         )),
@@ -626,7 +623,6 @@ impl RawSettings {
         };
         if !dir.is_absolute() || !dir.is_dir() {
             return Err(bad(
-                "CAPSTAN_DOCKER_SOCKETS_DIR",
                 "docker-sockets-dir",
                 format!("'{}' is not an absolute path to a directory", dir.display()),
             ));
@@ -639,33 +635,16 @@ impl RawSettings {
         let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let most_variable = domain::model::KERNEL_ENV_STRING_LIMIT as u64 - 1;
         Ok(domain::model::Bounds {
-            replicas: count(bounded(
-                &self.max_replicas,
-                "CAPSTAN_MAX_REPLICAS",
-                "max-replicas",
-                10_000,
-            )?),
-            ports: size(bounded(
-                &self.max_ports,
-                "CAPSTAN_MAX_PORTS",
-                "max-ports",
-                1_000,
-            )?),
-            job_restarts: count(bounded(
-                &self.max_job_restarts,
-                "CAPSTAN_MAX_JOB_RESTARTS",
-                "max-job-restarts",
-                10_000,
-            )?),
+            replicas: count(bounded(&self.max_replicas, "max-replicas", 10_000)?),
+            ports: size(bounded(&self.max_ports, "max-ports", 1_000)?),
+            job_restarts: count(bounded(&self.max_job_restarts, "max-job-restarts", 10_000)?),
             variable_bytes: size(bounded(
                 &self.max_variable_bytes,
-                "CAPSTAN_MAX_VARIABLE_BYTES",
                 "max-variable-bytes",
                 most_variable,
             )?),
             service_variables_bytes: size(bounded(
                 &self.max_service_variables_bytes,
-                "CAPSTAN_MAX_SERVICE_VARIABLES_BYTES",
                 "max-service-variables-bytes",
                 domain::model::KERNEL_ARGUMENTS_LIMIT as u64,
             )?),
@@ -676,7 +655,6 @@ impl RawSettings {
         let Some(dir) = &self.router_certificates else {
             if self.router_acme.is_some() {
                 return Err(bad(
-                    "CAPSTAN_ROUTER_ACME",
                     "router-acme",
                     "ACME needs CAPSTAN_ROUTER_CERTIFICATES: its orders are kept there",
                 ));
@@ -685,7 +663,6 @@ impl RawSettings {
         };
         if !dir.is_dir() {
             return Err(bad(
-                "CAPSTAN_ROUTER_CERTIFICATES",
                 "router-certificates",
                 format!("{} is not a directory", dir.display()),
             ));
@@ -693,26 +670,24 @@ impl RawSettings {
         let at = self.router_tls_listen.trim();
         let listen = at.parse().map_err(|_| {
             bad(
-                "CAPSTAN_ROUTER_TLS_LISTEN",
                 "router-tls-listen",
                 format!("'{at}' is not an address like 0.0.0.0:443"),
             )
         })?;
-        let acme =
-            match self.router_acme.as_deref().map(str::trim) {
-                None | Some("") => None,
-                Some(directory) => Some(router::AcmeSettings {
-                    directory: acme_directory(directory)?,
-                    contact: self.acme_contact()?,
-                    roots: match &self.router_acme_roots {
-                        None => None,
-                        Some(path) => Some(router::read_roots(path).map_err(|e| {
-                            bad("CAPSTAN_ROUTER_ACME_ROOTS", "router-acme-roots", e)
-                        })?),
-                    },
-                    cache: router::ordered_folder(dir),
-                }),
-            };
+        let acme = match self.router_acme.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(directory) => Some(router::AcmeSettings {
+                directory: acme_directory(directory)?,
+                contact: self.acme_contact()?,
+                roots: match &self.router_acme_roots {
+                    None => None,
+                    Some(path) => {
+                        Some(router::read_roots(path).map_err(|e| bad("router-acme-roots", e))?)
+                    }
+                },
+                cache: router::ordered_folder(dir),
+            }),
+        };
         Ok(Some(RouterTls {
             listen,
             certificates: dir.clone(),
@@ -734,7 +709,6 @@ impl RawSettings {
                 Ok(Some(format!("mailto:{address}")))
             }
             _ => Err(bad(
-                "CAPSTAN_ROUTER_ACME_CONTACT",
                 "router-acme-contact",
                 format!("'{contact}' is not an email address"),
             )),
@@ -744,18 +718,16 @@ impl RawSettings {
     pub fn check(&self) -> Result<Settings, SettingError> {
         let listen = self.listen.trim().parse().map_err(|_| {
             bad(
-                "CAPSTAN_LISTEN",
                 "listen",
                 format!("'{}' is not an address like 127.0.0.1:8080", self.listen),
             )
         })?;
-        let database = DatabaseUrl::parse(&self.database_url)
-            .map_err(|e| bad("CAPSTAN_DATABASE_URL", "database-url", e))?;
+        let database =
+            DatabaseUrl::parse(&self.database_url).map_err(|e| bad("database-url", e))?;
         let rate_limit_per_hour = match self.rate_limit_per_hour.trim().parse::<u32>() {
             Ok(n) if n > 0 => n,
             _ => {
                 return Err(bad(
-                    "CAPSTAN_RATE_LIMIT_PER_HOUR",
                     "rate-limit-per-hour",
                     format!(
                         "'{}' is not a whole number of at least 1",
@@ -768,7 +740,6 @@ impl RawSettings {
             "off" => None,
             at => Some(at.parse().map_err(|_| {
                 bad(
-                    "CAPSTAN_ROUTER_LISTEN",
                     "router-listen",
                     format!("'{at}' is neither an address like 0.0.0.0:80 nor off"),
                 )
@@ -788,7 +759,6 @@ impl RawSettings {
         });
         if !labels_ok {
             return Err(bad(
-                "CAPSTAN_ROUTER_DOMAIN",
                 "router-domain",
                 format!("'{}' is not a domain name", self.router_domain),
             ));
@@ -796,26 +766,17 @@ impl RawSettings {
         let router_tls = self.router_tls()?;
         let router_trusted_proxies =
             router::TrustedProxies::parse(self.router_trusted_proxies.as_deref().unwrap_or(""))
-                .map_err(|why| {
-                    bad(
-                        "CAPSTAN_ROUTER_TRUSTED_PROXIES",
-                        "router-trusted-proxies",
-                        why,
-                    )
-                })?;
+                .map_err(|why| bad("router-trusted-proxies", why))?;
         let secret_key = match &self.secret_key {
             None => None,
-            Some(k) => Some(parse_key(k).map_err(|e| bad("CAPSTAN_SECRET_KEY", "secret-key", e))?),
+            Some(k) => Some(parse_key(k).map_err(|e| bad("secret-key", e))?),
         };
         let mut secret_key_previous = Vec::new();
         for k in self.secret_key_previous.iter().flat_map(|k| k.split(',')) {
             if k.trim().is_empty() {
                 continue;
             }
-            secret_key_previous.push(
-                parse_key(k)
-                    .map_err(|e| bad("CAPSTAN_SECRET_KEY_PREVIOUS", "secret-key-previous", e))?,
-            );
+            secret_key_previous.push(parse_key(k).map_err(|e| bad("secret-key-previous", e))?);
         }
         if self
             .jwt_hs256_secret
@@ -823,49 +784,42 @@ impl RawSettings {
             .is_some_and(|s| s.len() < 32)
         {
             return Err(bad(
-                "CAPSTAN_JWT_HS256_SECRET",
                 "jwt-hs256-secret",
                 "must be at least 32 characters long",
             ));
         }
-        let jwt = match (&self.jwt_hs256_secret, &self.jwt_public_key_file) {
-            (Some(_), Some(_)) => {
-                return Err(bad(
-                    "CAPSTAN_JWT_PUBLIC_KEY_FILE",
-                    "jwt-public-key-file",
-                    "give either CAPSTAN_JWT_HS256_SECRET or a public key file, not both",
-                ))
-            }
-            (Some(secret), None) => Some(JwtVerifier::hs256(secret.as_bytes())),
-            (None, Some(path)) => {
-                let pem = std::fs::read(path).map_err(|_| {
-                    bad(
-                        "CAPSTAN_JWT_PUBLIC_KEY_FILE",
+        let jwt =
+            match (&self.jwt_hs256_secret, &self.jwt_public_key_file) {
+                (Some(_), Some(_)) => {
+                    return Err(bad(
                         "jwt-public-key-file",
-                        format!("{} is not a readable file", path.display()),
-                    )
-                })?;
-                Some(JwtVerifier::from_public_key_pem(&pem).map_err(|e| {
-                    bad(
-                        "CAPSTAN_JWT_PUBLIC_KEY_FILE",
-                        "jwt-public-key-file",
-                        format!("{}: {e}", path.display()),
-                    )
-                })?)
+                        "give either CAPSTAN_JWT_HS256_SECRET or a public key file, not both",
+                    ))
+                }
+                (Some(secret), None) => Some(JwtVerifier::hs256(secret.as_bytes())),
+                (None, Some(path)) => {
+                    let pem = std::fs::read(path).map_err(|_| {
+                        bad(
+                            "jwt-public-key-file",
+                            format!("{} is not a readable file", path.display()),
+                        )
+                    })?;
+                    Some(JwtVerifier::from_public_key_pem(&pem).map_err(|e| {
+                        bad("jwt-public-key-file", format!("{}: {e}", path.display()))
+                    })?)
+                }
+                (None, None) => None,
             }
-            (None, None) => None,
-        }
-        .map(|v| {
-            v.with_issuer(self.jwt_issuer.as_deref())
-                .with_audience(self.jwt_audience.as_deref())
-        });
+            .map(|v| {
+                v.with_issuer(self.jwt_issuer.as_deref())
+                    .with_audience(self.jwt_audience.as_deref())
+            });
         let engine = match self.engine.trim() {
             "auto" => EngineChoice::Auto,
             "docker" => EngineChoice::Docker,
             "simulated" => EngineChoice::Simulated,
             other => {
                 return Err(bad(
-                    "CAPSTAN_ENGINE",
                     "engine",
                     format!("'{other}' is not a known engine (known: auto, docker, simulated)"),
                 ))
@@ -877,7 +831,6 @@ impl RawSettings {
             .parse::<std::net::IpAddr>()
             .map_err(|_| {
                 bad(
-                    "CAPSTAN_DOCKER_PUBLISH_ADDRESS",
                     "docker-publish-address",
                     format!(
                         "'{}' is not an IP address (such as 127.0.0.1 or 0.0.0.0)",
@@ -893,7 +846,6 @@ impl RawSettings {
             .filter(|n| *n >= 1)
             .ok_or_else(|| {
                 bad(
-                    "CAPSTAN_DOCKER_IMAGES_KEPT",
                     "docker-images-kept",
                     format!(
                         "'{}' is not a whole number of images of at least 1",
@@ -903,32 +855,20 @@ impl RawSettings {
             })?;
         let docker_database_images =
             docker::DatabaseImages::parse(self.docker_database_images.as_deref().unwrap_or(""))
-                .map_err(|why| {
-                    bad(
-                        "CAPSTAN_DOCKER_DATABASE_IMAGES",
-                        "docker-database-images",
-                        why.to_string(),
-                    )
-                })?;
+                .map_err(|why| bad("docker-database-images", why.to_string()))?;
         let host_images = docker::HostImages::parse(self.host_images.as_deref().unwrap_or(""))
-            .map_err(|why| bad("CAPSTAN_HOST_IMAGES", "host-images", why.to_string()))?;
+            .map_err(|why| bad("host-images", why.to_string()))?;
         let docker_keep_database_volumes = switch(
             &self.docker_keep_database_volumes,
-            "CAPSTAN_DOCKER_KEEP_DATABASE_VOLUMES",
             "docker-keep-database-volumes",
         )?;
-        let docker_firewall = switch(
-            &self.docker_firewall,
-            "CAPSTAN_DOCKER_FIREWALL",
-            "docker-firewall",
-        )?;
+        let docker_firewall = switch(&self.docker_firewall, "docker-firewall")?;
         let terraform_versions = match self.terraform_versions.as_deref() {
             None => domain::services::DEFAULT_TERRAFORM_VERSIONS
                 .iter()
                 .map(|(e, v)| (*e, (*v).to_string()))
                 .collect(),
-            Some(list) => terraform_versions(list)
-                .map_err(|why| bad("CAPSTAN_TERRAFORM_VERSIONS", "terraform-versions", why))?,
+            Some(list) => terraform_versions(list).map_err(|why| bad("terraform-versions", why))?,
         };
         let max_api_tokens = self
             .max_api_tokens
@@ -938,7 +878,6 @@ impl RawSettings {
             .filter(|n| *n >= 1)
             .ok_or_else(|| {
                 bad(
-                    "CAPSTAN_MAX_API_TOKENS",
                     "max-api-tokens",
                     format!(
                         "'{}' is not a whole number of at least 1",
@@ -948,7 +887,6 @@ impl RawSettings {
             })?;
         let engine_step_ms = self.engine_step_ms.trim().parse::<u64>().map_err(|_| {
             bad(
-                "CAPSTAN_ENGINE_STEP_MS",
                 "engine-step-ms",
                 format!(
                     "'{}' is not a whole number of milliseconds",
@@ -960,7 +898,6 @@ impl RawSettings {
             Ok(n) if n > 0 => std::time::Duration::from_secs(n),
             _ => {
                 return Err(bad(
-                    "CAPSTAN_REQUEST_TIMEOUT_SECS",
                     "request-timeout-secs",
                     format!(
                         "'{}' is not a whole number of seconds of at least 1",
@@ -974,7 +911,6 @@ impl RawSettings {
             Some(raw) if raw.parse::<std::net::IpAddr>().is_ok() => Some(raw.to_string()),
             Some(raw) => Some(domain::model::host_name("target", raw).map_err(|_| {
                 bad(
-                    "CAPSTAN_CUSTOM_DOMAIN_TARGET",
                     "custom-domain-target",
                     format!("'{raw}' is neither a host name nor an IP address"),
                 )
@@ -992,7 +928,6 @@ impl RawSettings {
                 });
                 if !ok {
                     return Err(bad(
-                        "CAPSTAN_PUBLIC_URL",
                         "public-url",
                         format!("'{raw}' is not an address like https://capstan.example.com"),
                     ));
@@ -1016,7 +951,6 @@ impl RawSettings {
             });
             if !ok {
                 return Err(bad(
-                    "CAPSTAN_CORS_ORIGINS",
                     "cors-origins",
                     format!("'{origin}' is not an origin like https://console.example.com"),
                 ));
@@ -1024,20 +958,15 @@ impl RawSettings {
             cors_origins.push(origin.to_string());
         }
         let outbound = OutboundPolicy::parse(self.outbound_allow.as_deref().unwrap_or(""))
-            .map_err(|why| bad("CAPSTAN_OUTBOUND_ALLOW", "outbound-allow", why))?;
-        let allow_private = switch(
-            &self.webhook_allow_private,
-            "CAPSTAN_WEBHOOK_ALLOW_PRIVATE",
-            "webhook-allow-private",
-        )?;
-        let controls_token = if switch(&self.controls, "CAPSTAN_CONTROLS", "controls")? {
+            .map_err(|why| bad("outbound-allow", why))?;
+        let allow_private = switch(&self.webhook_allow_private, "webhook-allow-private")?;
+        let controls_token = if switch(&self.controls, "controls")? {
             match self.controls_token.as_deref().map(str::trim) {
                 Some(token) if !token.is_empty() && !token.contains(char::is_whitespace) => {
                     Some(token.to_string())
                 }
                 _ => {
                     return Err(bad(
-                        "CAPSTAN_CONTROLS_TOKEN",
                         "controls-token",
                         "the controls are on: give them a token (no spaces)",
                     ))
@@ -1051,14 +980,12 @@ impl RawSettings {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| {
                     bad(
-                        "CAPSTAN_GIT_CA_FILE",
                         "git-ca-file",
                         format!("{} cannot be read: {e}", path.display()),
                     )
                 })?;
                 if !text.contains("-----BEGIN CERTIFICATE-----") {
                     return Err(bad(
-                        "CAPSTAN_GIT_CA_FILE",
                         "git-ca-file",
                         format!("{} holds no PEM certificate", path.display()),
                     ));
@@ -1071,7 +998,6 @@ impl RawSettings {
             "manual" => true,
             other => {
                 return Err(bad(
-                    "CAPSTAN_CLOCK",
                     "clock",
                     format!("'{other}' is neither system nor manual"),
                 ))
@@ -1079,45 +1005,34 @@ impl RawSettings {
         };
         let id_seed = match self.id_seed.as_deref().map(str::trim) {
             None | Some("") => None,
-            Some(raw) => Some(raw.parse::<u64>().map_err(|_| {
-                bad(
-                    "CAPSTAN_ID_SEED",
-                    "id-seed",
-                    format!("'{raw}' is not a whole number"),
-                )
-            })?),
+            Some(raw) => Some(
+                raw.parse::<u64>()
+                    .map_err(|_| bad("id-seed", format!("'{raw}' is not a whole number")))?,
+            ),
         };
         let webhooks = WebhookSettings {
             allow_private,
             timeout: std::time::Duration::from_millis(positive(
                 &self.webhook_timeout_ms,
-                "CAPSTAN_WEBHOOK_TIMEOUT_MS",
                 "webhook-timeout-ms",
                 "milliseconds",
             )?),
             retry: domain::outbound::RetryPolicy {
                 base: std::time::Duration::from_millis(positive(
                     &self.webhook_retry_base_ms,
-                    "CAPSTAN_WEBHOOK_RETRY_BASE_MS",
                     "webhook-retry-base-ms",
                     "milliseconds",
                 )?),
                 give_up_after: std::time::Duration::from_secs(positive(
                     &self.webhook_retry_for_secs,
-                    "CAPSTAN_WEBHOOK_RETRY_FOR_SECS",
                     "webhook-retry-for-secs",
                     "seconds",
                 )?),
                 ..domain::outbound::RetryPolicy::default()
             },
         };
-        tracing_subscriber::EnvFilter::try_new(&self.log).map_err(|e| {
-            bad(
-                "CAPSTAN_LOG",
-                "log",
-                format!("'{}' is not a log filter: {e}", self.log),
-            )
-        })?;
+        tracing_subscriber::EnvFilter::try_new(&self.log)
+            .map_err(|e| bad("log", format!("'{}' is not a log filter: {e}", self.log)))?;
         Ok(Settings {
             listen,
             router_listen,
@@ -1130,7 +1045,6 @@ impl RawSettings {
             bounds: self.bounds()?,
             live_sockets_per_token: usize::try_from(bounded(
                 &self.live_sockets_per_token,
-                "CAPSTAN_LIVE_SOCKETS_PER_TOKEN",
                 "live-sockets-per-token",
                 100_000,
             )?)
@@ -1265,6 +1179,22 @@ mod tests {
         );
         let given = parse(&["--public-url", "https://api.example.com/"]).unwrap();
         assert_eq!(given.links_base.as_deref(), Some("https://api.example.com"));
+    }
+
+    #[test]
+    fn every_flag_has_its_variable_and_a_refusal_names_both() {
+        let declared = RawSettings::augment_args(clap::Command::new("capstan"));
+        for arg in declared.get_arguments() {
+            let Some(flag) = arg.get_long() else { continue };
+            let expected = format!("CAPSTAN_{}", flag.to_ascii_uppercase().replace('-', "_"));
+            let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+            assert_eq!(env.as_deref(), Some(expected.as_str()), "--{flag}");
+            let refusal = bad(flag, "no").to_string();
+            assert_eq!(
+                refusal,
+                format!("invalid setting {expected} (--{flag}): no")
+            );
+        }
     }
 
     #[test]

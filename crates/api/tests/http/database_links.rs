@@ -13,7 +13,7 @@ http_suite!(
     unlinking_removes_the_variables_and_their_aliases,
     links_follow_an_environment_clone_and_go_with_the_database,
     a_database_has_credentials_versions_and_configurations,
-    a_backup_is_followed_to_its_end_and_removed,
+    a_backup_is_refused_by_an_engine_that_keeps_none_and_kept_ones_are_listed,
     a_database_made_before_credentials_were_kept_gets_its_links_password,
 );
 
@@ -448,7 +448,14 @@ async fn a_database_has_credentials_versions_and_configurations<S: App>(t: T<S>)
         .expect(404);
 }
 
-async fn a_backup_is_followed_to_its_end_and_removed<S: App>(t: T<S>) {
+/// An engine that keeps no dumps (the simulated one) refuses a backup up front, naming itself;
+/// backups an engine that keeps them recorded are listed newest first, a page at a time,
+/// refused a restore unless DONE, and deleted.
+async fn a_backup_is_refused_by_an_engine_that_keeps_none_and_kept_ones_are_listed<S: App>(
+    t: T<S>,
+) {
+    use domain::model::{BackupState, DatabaseBackup, Service};
+    use domain::ports::Repo;
     let (_, _, env) = t.hierarchy().await;
     let db = create(&t, &env, "database", "db").await;
     let body = json!({"name": "nightly", "message": "before the migration"});
@@ -459,50 +466,45 @@ async fn a_backup_is_followed_to_its_end_and_removed<S: App>(t: T<S>) {
         .await
         .expect(202);
     t.settle(&format!("/database/{db}/status")).await;
-    let taken = t
-        .post(&format!("/database/{db}/backup"), body)
+    t.post(&format!("/database/{db}/backup"), body)
         .await
-        .expect(201)
+        .expect_error(409, "the simulated engine keeps no database backups");
+    let listed = t
+        .get(&format!("/database/{db}/backup"))
+        .await
+        .expect(200)
         .body;
-    assert_eq!(taken["name"], "nightly");
-    assert_eq!(taken["message"], "before the migration");
-    let id = taken["id"].as_str().unwrap().to_string();
-    // The simulated engine keeps no dumps: the backup ends failed, saying why.
-    let mut listed = json!(null);
-    for _ in 0..200 {
-        listed = t
-            .get(&format!("/database/{db}/backup"))
-            .await
-            .expect(200)
-            .body;
-        if listed["results"][0]["status"]["state"] != "DEPLOYING" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(listed["page"], 1, "{listed}");
-    let status = &listed["results"][0]["status"];
-    assert_eq!(status["state"], "DEPLOYMENT_ERROR", "{listed}");
-    assert_eq!(status["status_details"]["status"], "ERROR");
-    assert!(
-        status["message"]
-            .as_str()
-            .unwrap()
-            .contains("keeps no database backups"),
-        "{listed}"
+    assert_eq!(listed["results"], json!([]), "nothing recorded: {listed}");
+
+    // Backups recorded as an engine that keeps them would: one failed, one done after it.
+    let id = domain::ids::ServiceId(db.parse().unwrap());
+    let mut tx = t.capstan.store().write().await.unwrap();
+    let database = Repo::<Service>::get(&mut *tx, id).await.unwrap().unwrap();
+    let at = time::OffsetDateTime::now_utc();
+    let backup = |name: &str, state, reason: Option<&str>, at| DatabaseBackup {
+        id: domain::ids::BackupId::generate(),
+        organization_id: database.organization_id,
+        database_id: id,
+        name: name.into(),
+        message: "before the migration".into(),
+        state,
+        size_bytes: 0,
+        reason: reason.map(str::to_string),
+        created_at: at,
+        updated_at: at,
+    };
+    let failed = backup(
+        "nightly",
+        BackupState::Failed,
+        Some("the dump exited with code 1"),
+        at - time::Duration::minutes(1),
     );
-    t.post(&format!("/database/{db}/backup/{id}/restore"), json!({}))
-        .await
-        .expect_error(409, "the backup is FAILED: only a DONE backup restores");
-    // Listed newest first, a page at a time.
-    let newer = t
-        .post(
-            &format!("/database/{db}/backup"),
-            json!({"name": "newer", "message": ""}),
-        )
-        .await
-        .expect(201)
-        .id();
+    let done = backup("newer", BackupState::Done, None, at);
+    for b in [&failed, &done] {
+        Repo::<DatabaseBackup>::insert(&mut *tx, b).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    let (id, newer) = (failed.id.to_string(), done.id.to_string());
     let first = t
         .get(&format!("/database/{db}/backup?page=1&page_size=1"))
         .await
@@ -516,6 +518,16 @@ async fn a_backup_is_followed_to_its_end_and_removed<S: App>(t: T<S>) {
         .expect(200)
         .body;
     assert_eq!(second["results"][0]["id"], id.as_str(), "{second}");
+    let status = &second["results"][0]["status"];
+    assert_eq!(status["state"], "DEPLOYMENT_ERROR", "{second}");
+    assert_eq!(status["status_details"]["status"], "ERROR");
+    assert_eq!(status["message"], "the dump exited with code 1");
+    t.post(&format!("/database/{db}/backup/{id}/restore"), json!({}))
+        .await
+        .expect_error(409, "the backup is FAILED: only a DONE backup restores");
+    t.post(&format!("/database/{db}/backup/{newer}/restore"), json!({}))
+        .await
+        .expect_error(409, "the simulated engine keeps no database backups");
     for backup in [&newer, &id] {
         t.delete(&format!("/database/{db}/backup/{backup}"))
             .await

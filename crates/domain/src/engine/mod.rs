@@ -3,17 +3,19 @@
 
 use crate::ids::{BackupId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use crate::model::{
-    Cluster, ClusterAction, DaemonIdentity, DeploymentRequest, OutputLine, RegistryAccess,
-    RunningState, Service, StepName, WorkloadInputs,
+    Cluster, ClusterAction, DeploymentRequest, OutputLine, RunningState, Service, StepName,
+    WorkloadInputs,
 };
 use async_trait::async_trait;
 
 mod cancel;
+mod capabilities;
 mod error;
 mod step_log;
 mod target;
 
 pub use cancel::{Cancel, CancelHandle};
+pub use capabilities::{DatabaseBackups, HostReach, ImageChecks, TerraformStates};
 pub use error::{EngineError, Failure};
 pub use step_log::StepLog;
 pub use target::{Target, TargetKind};
@@ -59,6 +61,36 @@ pub enum Kept {
 
 #[async_trait]
 pub trait Engine: Send + Sync {
+    /// Its name, as a refusal of what it cannot do at `target` names it ("the simulated
+    /// engine").
+    fn name(&self, target: &Target) -> &'static str;
+
+    /// Its image checks at `target`, if it offers them.
+    fn image_checks(&self, target: &Target) -> Option<&dyn ImageChecks> {
+        let _ = target;
+        None
+    }
+
+    /// Its database backups at `target`, if it keeps them.
+    fn database_backups(&self, target: &Target) -> Option<&dyn DatabaseBackups> {
+        let _ = target;
+        None
+    }
+
+    /// The terraform states it keeps at `target`, if it keeps them (none: a terraform service
+    /// shows no state).
+    fn terraform_states(&self, target: &Target) -> Option<&dyn TerraformStates> {
+        let _ = target;
+        None
+    }
+
+    /// How it reaches `target` apart from running anything there, if it has a place to reach
+    /// (none: the cluster's record is all there is).
+    fn host_reach(&self, target: &Target) -> Option<&dyn HostReach> {
+        let _ = target;
+        None
+    }
+
     /// Performs one step. It takes as long as it takes: the worker renews its claim on the
     /// request meanwhile. Once `work.cancel` fires the step should stop what it started and
     /// return; whatever it returns then, the request ends canceled. `Err` carries the reason the
@@ -74,27 +106,6 @@ pub trait Engine: Send + Sync {
         target: &Target,
         environments: &[EnvironmentId],
     ) -> Result<(), EngineError>;
-
-    /// Whether `target` answers now: what it runs (its engine and version), or why it does
-    /// not. `None`: this engine has nothing to reach (the cluster's record is all there is).
-    async fn reach(&self, target: &Target) -> Option<Result<String, EngineError>> {
-        let _ = target;
-        None
-    }
-
-    /// Who answers at `target` now (asked without running anything there, whether or not the
-    /// cluster was checked before); `None`: this engine has nothing to reach.
-    async fn identify(&self, target: &Target) -> Option<Result<DaemonIdentity, EngineError>> {
-        let _ = target;
-        None
-    }
-
-    /// Whether `target` answered when last looked at, without asking it now; `None`: not
-    /// known (not looked at yet, or this engine has nothing to reach).
-    fn answered(&self, target: &Target) -> Option<bool> {
-        let _ = target;
-        None
-    }
 
     /// The targets the clusters name besides the engine's own place, as the store has them
     /// now: the engine watches what runs at each (and forgets those no longer named).
@@ -139,48 +150,6 @@ pub trait Engine: Send + Sync {
         Ok(Vec::new())
     }
 
-    /// Whether the image `name:tag` of `registry` can be run: at `target` already,
-    /// or in its registry. `Err` says why it could not be told.
-    async fn image_available(
-        &self,
-        target: &Target,
-        registry: &RegistryAccess,
-        name: &str,
-        tag: &str,
-    ) -> Result<bool, EngineError> {
-        let _ = (target, registry, name, tag);
-        Err(EngineError::terminal("this engine runs no images"))
-    }
-
-    /// Dumps a running database with its own tool into the backup `file` (a name the engine
-    /// keeps it under); the dump's size in bytes.
-    async fn backup_database(
-        &self,
-        target: &Target,
-        database: &Service,
-        inputs: &WorkloadInputs,
-        file: &str,
-    ) -> Result<i64, EngineError> {
-        let _ = (target, database, inputs, file);
-        Err(EngineError::terminal(
-            "this engine keeps no database backups",
-        ))
-    }
-
-    /// Loads the backup `file` back into the running database.
-    async fn restore_database(
-        &self,
-        target: &Target,
-        database: &Service,
-        inputs: &WorkloadInputs,
-        file: &str,
-    ) -> Result<(), EngineError> {
-        let _ = (target, database, inputs, file);
-        Err(EngineError::terminal(
-            "this engine keeps no database backups",
-        ))
-    }
-
     /// Removes the backup `file` (none kept: nothing to do).
     async fn remove_backup(&self, file: &str) -> Result<(), EngineError> {
         let _ = file;
@@ -191,17 +160,6 @@ pub trait Engine: Send + Sync {
     /// reconciliation: none when the settings keep a deleted database's data.
     async fn held_backups(&self) -> Result<Vec<BackupId>, EngineError> {
         Ok(Vec::new())
-    }
-
-    /// The state file a terraform service's runs keep (none: it has not run, or this engine
-    /// keeps none).
-    async fn terraform_state(
-        &self,
-        target: &Target,
-        service: &Service,
-    ) -> Result<Option<String>, EngineError> {
-        let _ = (target, service);
-        Ok(None)
     }
 
     /// Removes every workload it runs of a service that no longer exists.

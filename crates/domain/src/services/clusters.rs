@@ -69,7 +69,10 @@ impl Capstan {
             return cluster;
         };
         let reached = match host {
-            Ok(host) => engine.reach(&host).await,
+            Ok(target) => match engine.host_reach(&target) {
+                Some(reach) => Some(reach.reach(&target).await),
+                None => None,
+            },
             Err(e) => Some(Err(EngineError::terminal(e.to_string()))),
         };
         if let Some(Err(why)) = reached {

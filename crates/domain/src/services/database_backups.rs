@@ -4,7 +4,7 @@
 
 use super::Capstan;
 use crate::auth::{Action, Principal};
-use crate::engine::{Engine, EngineError, Target};
+use crate::engine::{DatabaseBackups, Engine, EngineError, Target};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{BackupId, ServiceId};
 use crate::model::{
@@ -20,6 +20,16 @@ impl Capstan {
         self.engine
             .clone()
             .ok_or_else(|| DomainError::Unavailable("no engine runs databases here".into()))
+    }
+
+    /// The backups `engine` keeps at `target`; 409 naming the engine when it keeps none.
+    fn backups_at<'e>(
+        engine: &'e dyn Engine,
+        target: &Target,
+    ) -> DomainResult<&'e dyn DatabaseBackups> {
+        engine.database_backups(target).ok_or_else(|| {
+            DomainError::state(format!("{} keeps no database backups", engine.name(target)))
+        })
     }
 
     /// The database (checked for `action`) and what its container runs with.
@@ -60,6 +70,7 @@ impl Capstan {
                 "the database was never deployed: there is nothing to back up",
             ));
         }
+        Self::backups_at(engine.as_ref(), &host)?;
         let now = self.now();
         let backup = DatabaseBackup {
             id: BackupId::generate(),
@@ -81,9 +92,14 @@ impl Capstan {
         let capstan = self.clone();
         let taken = backup.clone();
         tokio::spawn(async move {
-            let done = engine
-                .backup_database(&host, &service, &inputs, &taken.file_name())
-                .await;
+            let done = match Self::backups_at(engine.as_ref(), &host) {
+                Ok(backups) => {
+                    backups
+                        .backup_database(&host, &service, &inputs, &taken.file_name())
+                        .await
+                }
+                Err(why) => Err(EngineError::terminal(why.to_string())),
+            };
             let masker = Masker::new(inputs.secret_values());
             if let Err(e) = capstan.end_backup(taken, done, &masker).await {
                 tracing::warn!(error = %e, "could not record how a backup ended");
@@ -230,7 +246,8 @@ impl Capstan {
             )));
         }
         let masker = Masker::new(inputs.secret_values());
-        self.backup_engine()?
+        let engine = self.backup_engine()?;
+        Self::backups_at(engine.as_ref(), &host)?
             .restore_database(&host, &service, &inputs, &found.file_name())
             .await
             .map_err(|why| DomainError::state(masker.mask(&format!("the restore failed: {why}"))))

@@ -83,7 +83,9 @@ impl Capstan {
             .map(|(cluster, host)| ClusterDetails {
                 is_default: Some(cluster.id) == default,
                 has_access: match (&self.engine, host) {
-                    (Some(engine), Ok(host)) => engine.answered(&host) != Some(false),
+                    (Some(engine), Ok(target)) => {
+                        engine.host_reach(&target).and_then(|r| r.answered(&target)) != Some(false)
+                    }
                     (Some(_), Err(_)) => false,
                     (None, _) => true,
                 },

@@ -288,7 +288,10 @@ impl Capstan {
             .engine
             .as_ref()
             .ok_or_else(|| DomainError::Unavailable("no engine runs images here".into()))?;
-        let found = engine
+        let checks = engine.image_checks(&host).ok_or_else(|| {
+            DomainError::state(format!("{} checks no images", engine.name(&host)))
+        })?;
+        let found = checks
             .image_available(&host, &access, name, tag)
             .await
             .map_err(|why| match why.failure() {

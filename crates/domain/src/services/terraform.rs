@@ -39,10 +39,10 @@ impl Capstan {
                 .await?;
             (service, host)
         };
-        let Some(engine) = &self.engine else {
+        let Some(states) = self.engine.as_ref().and_then(|e| e.terraform_states(&host)) else {
             return Ok(Vec::new());
         };
-        match engine
+        match states
             .terraform_state(&host, &service)
             .await
             .map_err(|e| DomainError::Upstream(e.to_string()))?

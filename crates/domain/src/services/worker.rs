@@ -207,8 +207,9 @@ impl Worker {
                     .run_cluster(action, &cluster, &target, &environments)
                     .await
                     .map_err(|e| e.to_string());
-                if outcome.is_ok() {
-                    if let Some(Ok(runs)) = self.engine.reach(&target).await {
+                let reach = self.engine.host_reach(&target).filter(|_| outcome.is_ok());
+                if let Some(reach) = reach {
+                    if let Ok(runs) = reach.reach(&target).await {
                         log.line(
                             ClusterLogStep::ValidateSystemRequirements,
                             LogLevel::Info,
@@ -231,7 +232,11 @@ impl Worker {
     /// `target` once who answers there is known and may run the cluster (see
     /// [`Capstan::claim_daemon`]); the engine then talks to that one only.
     async fn checked_target(&self, cluster: &Cluster, target: Target) -> Result<Target, String> {
-        let Some(identity) = self.engine.identify(&target).await else {
+        let identity = match self.engine.host_reach(&target) {
+            Some(reach) => reach.identify(&target).await,
+            None => None,
+        };
+        let Some(identity) = identity else {
             return Ok(target);
         };
         let identity = identity.map_err(|e| e.to_string())?;
