@@ -583,6 +583,51 @@ async fn a_daemon_restarting_under_capstan_is_followed_again() {
     settled_in(client, "job", &job, "DEPLOYED").await;
 }
 
+/// A lab daemon behind a socket of the test's (made at the path given, in front of the
+/// daemon's), a case whose cluster names that socket, and a container `sleeper` in the
+/// cluster's environment, not deployed yet. Dropped in that order: the case first.
+struct Behind {
+    case: Case,
+    env: String,
+    sleeper: String,
+    socket: std::path::PathBuf,
+    _sockets: TempDir,
+    lab: SwarmLab,
+}
+
+async fn sleeper_behind(
+    name: &str,
+    socket: impl FnOnce(&std::path::Path, std::path::PathBuf),
+) -> Behind {
+    let lab = SwarmLab::start(1).await;
+    lab.load(1, &format!("{IMAGE}:{TAG}"));
+    let sockets = TempDir::new();
+    let at = sockets.0.join(format!("{name}.sock"));
+    socket(&at, lab.socket(1));
+    let case = Case::start(
+        None,
+        &[("CAPSTAN_DOCKER_SOCKETS_DIR", sockets.0.to_str().unwrap())],
+    )
+    .await;
+    let env = environment_on(&case, name, &at).await;
+    let sleeper = case
+        .client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({"name": "sleeper", "registry_id": case.registry, "image_name": IMAGE,
+                   "tag": TAG, "entrypoint": "sleep", "arguments": ["1000"]}),
+        )
+        .await;
+    Behind {
+        case,
+        env,
+        sleeper,
+        socket: at,
+        _sockets: sockets,
+        lab,
+    }
+}
+
 /// A daemon that answers slowly (a socket in front of it holding each call): a step waits
 /// within its timeouts and the deployment ends DEPLOYED; one slower than the timeouts fails
 /// naming the host that did not answer.
@@ -591,34 +636,22 @@ async fn a_slow_daemon_is_waited_for_within_the_timeouts_and_then_named() {
     if !docker_ready() {
         return;
     }
-    let lab = SwarmLab::start(1).await;
-    lab.load(1, &format!("{IMAGE}:{TAG}"));
-    let sockets = TempDir::new();
-    let slow = sockets.0.join("slow.sock");
     let delay = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(200));
-    slow_socket(&slow, lab.socket(1), delay.clone());
-    let case = Case::start(
-        None,
-        &[("CAPSTAN_DOCKER_SOCKETS_DIR", sockets.0.to_str().unwrap())],
-    )
-    .await;
-    let (client, registry) = (&case.client, &case.registry);
-    let env = environment_on(&case, "slow", &slow).await;
-    let sleeper = client
-        .create(
-            &format!("/environment/{env}/container"),
-            json!({"name": "sleeper", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
-                   "entrypoint": "sleep", "arguments": ["1000"]}),
-        )
-        .await;
+    let behind = sleeper_behind("slow", |at, daemon| slow_socket(at, daemon, delay.clone())).await;
+    let (client, sleeper, lab, slow) = (
+        &behind.case.client,
+        &behind.sleeper,
+        &behind.lab,
+        &behind.socket,
+    );
     post(client, &format!("/container/{sleeper}/deploy"), json!({})).await;
-    settled_in(client, "container", &sleeper, "DEPLOYED").await;
-    assert_eq!(on_daemon(|args| lab.docker(1, args), &sleeper).len(), 1);
+    settled_in(client, "container", sleeper, "DEPLOYED").await;
+    assert_eq!(on_daemon(|args| lab.docker(1, args), sleeper).len(), 1);
 
     // Slower than the timeouts: the redeploy fails, naming the host.
     delay.store(60_000, std::sync::atomic::Ordering::Relaxed);
     post(client, &format!("/container/{sleeper}/redeploy"), json!({})).await;
-    let (state, reason) = deployed(client, &sleeper).await;
+    let (state, reason) = deployed(client, sleeper).await;
     assert_eq!(state, "DEPLOYMENT_ERROR", "{reason}");
     assert!(reason.contains(&slow.display().to_string()), "{reason}");
 }
@@ -631,33 +664,20 @@ async fn a_call_the_daemon_drops_is_made_again_and_a_workloads_own_failure_is_no
     if !docker_ready() {
         return;
     }
-    let lab = SwarmLab::start(1).await;
-    lab.load(1, &format!("{IMAGE}:{TAG}"));
-    let sockets = TempDir::new();
-    let refusing = sockets.0.join("refusing.sock");
     let refusals = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    refusing_socket(&refusing, lab.socket(1), refusals.clone());
-    let case = Case::start(
-        None,
-        &[("CAPSTAN_DOCKER_SOCKETS_DIR", sockets.0.to_str().unwrap())],
-    )
+    let behind = sleeper_behind("refusing", |at, daemon| {
+        refusing_socket(at, daemon, refusals.clone())
+    })
     .await;
-    let (client, registry) = (&case.client, &case.registry);
-    let env = environment_on(&case, "refusing", &refusing).await;
-    let sleeper = client
-        .create(
-            &format!("/environment/{env}/container"),
-            json!({"name": "sleeper", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
-                   "entrypoint": "sleep", "arguments": ["1000"]}),
-        )
-        .await;
+    let (client, registry) = (&behind.case.client, &behind.case.registry);
+    let (env, sleeper, lab) = (&behind.env, &behind.sleeper, &behind.lab);
     refusals.store(1, std::sync::atomic::Ordering::SeqCst);
     post(client, &format!("/container/{sleeper}/deploy"), json!({})).await;
-    let (state, history) = deployed(client, &sleeper).await;
+    let (state, history) = deployed(client, sleeper).await;
     assert_eq!(state, "DEPLOYED", "{history}");
     assert_eq!(refusals.load(std::sync::atomic::Ordering::SeqCst), 0);
-    assert_eq!(on_daemon(|args| lab.docker(1, args), &sleeper).len(), 1);
-    let log = deployment_log(client, &env).await;
+    assert_eq!(on_daemon(|args| lab.docker(1, args), sleeper).len(), 1);
+    let log = deployment_log(client, env).await;
     assert!(
         log.contains("the connection to the Docker daemon failed")
             && log.contains("this may pass, so the step runs again in 1 s (retry 1 of 3)"),
@@ -676,7 +696,7 @@ async fn a_call_the_daemon_drops_is_made_again_and_a_workloads_own_failure_is_no
     let (state, history) = deployed(client, &quitter).await;
     assert_eq!(state, "DEPLOYMENT_ERROR", "{history}");
     assert!(history.contains("exited with code 3"), "{history}");
-    let log: Vec<Value> = serde_json::from_str(&deployment_log(client, &env).await).unwrap();
+    let log: Vec<Value> = serde_json::from_str(&deployment_log(client, env).await).unwrap();
     let lines = |holding: &str| {
         log.iter()
             .filter(|l| {
