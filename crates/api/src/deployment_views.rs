@@ -1,7 +1,7 @@
 //! How deployments are shown: stages, the queue, and the deployment histories (the public
 //! description's shapes).
 
-use crate::views::{Base, Reference};
+use crate::view_parts::{Base, Reference};
 use domain::model::*;
 use domain::services::{BatchHistory, HistoryEntry, StageDetails};
 use serde::Serialize;

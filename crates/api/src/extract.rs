@@ -501,6 +501,26 @@ fn paging(query: &str) -> Result<PageRequest, ApiError> {
     Ok(PageRequest::parse(get("page"), get("page_size"))?)
 }
 
+/// A delivery as the domain reads it: the headers (lower-case names) and the raw body.
+pub(crate) fn delivery(
+    headers: &actix_web::http::header::HeaderMap,
+    body: &[u8],
+) -> domain::services::Delivery {
+    let headers = headers
+        .iter()
+        .filter_map(|(k, v)| {
+            Some((
+                k.as_str().to_ascii_lowercase(),
+                v.to_str().ok()?.to_string(),
+            ))
+        })
+        .collect();
+    domain::services::Delivery {
+        headers,
+        body: body.to_vec(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,7 @@ pub mod openapi;
 mod rate_limiter;
 mod routes;
 mod stage_views;
+mod view_parts;
 pub mod views;
 pub mod waiting;
 

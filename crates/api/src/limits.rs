@@ -58,7 +58,7 @@ async fn receiver_key(
     let Ok(id) = domain::ids::parse_uuid(service) else {
         return Ok(address_key(req));
     };
-    let delivery = crate::routes::webhooks::delivery(req.headers(), &body);
+    let delivery = crate::extract::delivery(req.headers(), &body);
     let id = domain::ids::ServiceId(id);
     Ok(if state.capstan.git_delivery_signed(id, &delivery) {
         format!("git-webhook:{id}")

@@ -6,10 +6,9 @@ use crate::error::ApiResult;
 use crate::extract::{path_id, Auth};
 use crate::openapi::{Body, Doc, Routes};
 use crate::AppState;
-use actix_web::http::header::HeaderMap;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::git::WebhookStatus;
-use domain::services::{Delivery, Received};
+use domain::services::Received;
 use serde::Serialize;
 
 type St = web::Data<AppState>;
@@ -78,25 +77,8 @@ async fn sync(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse
     Ok(ok(status))
 }
 
-/// A delivery as the domain reads it: the headers (lower-case names) and the raw body.
-pub(crate) fn delivery(headers: &HeaderMap, body: &[u8]) -> Delivery {
-    let headers = headers
-        .iter()
-        .filter_map(|(k, v)| {
-            Some((
-                k.as_str().to_ascii_lowercase(),
-                v.to_str().ok()?.to_string(),
-            ))
-        })
-        .collect();
-    Delivery {
-        headers,
-        body: body.to_vec(),
-    }
-}
-
 async fn receive(st: St, req: HttpRequest, body: web::Bytes) -> ApiResult<HttpResponse> {
-    let delivery = delivery(req.headers(), &body);
+    let delivery = crate::extract::delivery(req.headers(), &body);
     let received = st
         .capstan
         .receive_git_delivery(path_id(&req, "serviceId")?, delivery)
