@@ -1,13 +1,15 @@
 //! The simulated engine: every step takes the configured time and succeeds, unless the client
 //! asked for a failure. A failure is asked for by putting `capstan-fail-<what>` (build, deploy,
 //! restart, stop or delete) in the commit id, image tag or chart version being deployed, or in
-//! the service's description; see docs/deployments.md.
+//! the service's description; see docs/deployments.md. A database's backups and restores are
+//! simulated the same way (`capstan-fail-backup`, `capstan-fail-restore` in its description).
 
 use async_trait::async_trait;
-use domain::engine::{Engine, EngineError, ImageChecks, StepWork, Target};
+use domain::engine::{DatabaseBackups, Engine, EngineError, ImageChecks, StepWork, Target};
 use domain::ids::EnvironmentId;
 use domain::model::{
     Cluster, ClusterAction, DeploymentAction, DeploymentRequest, RegistryAccess, Service, StepName,
+    WorkloadInputs,
 };
 use std::time::Duration;
 
@@ -56,6 +58,10 @@ impl Engine for SimulatedEngine {
     }
 
     fn image_checks(&self, _target: &Target) -> Option<&dyn ImageChecks> {
+        Some(self)
+    }
+
+    fn database_backups(&self, _target: &Target) -> Option<&dyn DatabaseBackups> {
         Some(self)
     }
 
@@ -121,5 +127,47 @@ impl ImageChecks for SimulatedEngine {
         _tag: &str,
     ) -> Result<bool, EngineError> {
         Ok(!name.contains(&format!("{FAILURE_MARKER}pull")))
+    }
+}
+
+/// Fails the simulated backup or restore of a database whose description asks for it
+/// (`capstan-fail-backup`, `capstan-fail-restore`).
+fn database_failure(database: &Service, what: &str) -> Result<(), EngineError> {
+    let marker = format!("{FAILURE_MARKER}{what}");
+    match database.description.as_deref() {
+        Some(d) if d.contains(&marker) => Err(EngineError::terminal(format!(
+            "simulated {what} failure (asked for with {marker})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The stand-in keeps no dump, but a backup takes a step's time, ends DONE (or FAILED when
+/// asked) and restores, so a client sees a backup's whole life as the public API shows it.
+#[async_trait]
+impl DatabaseBackups for SimulatedEngine {
+    /// The size is the simulated dump's: the one line that names what it would hold.
+    async fn backup_database(
+        &self,
+        _target: &Target,
+        database: &Service,
+        _inputs: &WorkloadInputs,
+        file: &str,
+    ) -> Result<i64, EngineError> {
+        tokio::time::sleep(self.step).await;
+        database_failure(database, "backup")?;
+        let dump = format!("-- simulated dump of {} into {file}\n", database.name);
+        Ok(dump.len() as i64)
+    }
+
+    async fn restore_database(
+        &self,
+        _target: &Target,
+        database: &Service,
+        _inputs: &WorkloadInputs,
+        _file: &str,
+    ) -> Result<(), EngineError> {
+        tokio::time::sleep(self.step).await;
+        database_failure(database, "restore")
     }
 }

@@ -53,6 +53,7 @@ both_backends!(
     a_step_that_fails_in_a_way_that_may_pass_runs_again_and_succeeds,
     a_terminal_failure_fails_the_step_at_once,
     a_step_that_keeps_failing_transiently_fails_after_three_retries,
+    an_engine_that_keeps_no_backups_refuses_a_backup_and_a_restore_naming_itself,
 );
 
 /// An engine whose deployment step runs until it is canceled (or 30 s), logging as it goes.
@@ -957,5 +958,64 @@ async fn a_step_that_keeps_failing_transiently_fails_after_three_retries(db: Db)
             LogLevel::Error,
             "the Docker daemon could not be reached".to_string()
         )
+    );
+}
+
+/// An engine that offers no database backups (the test's) is asked before anything is
+/// recorded: a backup and a restore are refused at once, naming it.
+async fn an_engine_that_keeps_no_backups_refuses_a_backup_and_a_restore_naming_itself(db: Db) {
+    use domain::error::{Conflict, DomainError};
+    use domain::ports::Repo;
+    let store = db.clone();
+    let w = world(db).await;
+    let capstan = w.capstan.clone().with_engine(Flaky::failing([]));
+    let a = w.database("a").await;
+    let worker = domain::services::Worker::new(
+        capstan.clone(),
+        Flaky::failing([]),
+        time::Duration::SECOND * 30,
+    );
+    w.deploy(a).await;
+    assert!(worker.run_next().await.unwrap(), "the worker ran a request");
+    w.wait(a, settled).await;
+    let refused = |e: DomainError| match e {
+        DomainError::Conflict(Conflict::State(why)) => why,
+        other => panic!("not a conflict: {other:?}"),
+    };
+    let taken = capstan
+        .create_backup(&w.p, a, "nightly".into(), "m".into())
+        .await
+        .unwrap_err();
+    assert_eq!(refused(taken), "a test's engine keeps no database backups");
+    let listed = capstan
+        .list_backups(&w.p, a, domain::pagination::PageRequest::default())
+        .await
+        .unwrap();
+    assert!(listed.items.is_empty(), "nothing recorded");
+
+    // A backup another engine kept, restored through this one.
+    let mut unit = store.write().await.unwrap();
+    let database = Repo::<Service>::get(&mut *unit, a).await.unwrap().unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let kept = DatabaseBackup {
+        id: domain::ids::BackupId::generate(),
+        organization_id: database.organization_id,
+        database_id: a,
+        name: "kept".into(),
+        message: String::new(),
+        state: BackupState::Done,
+        size_bytes: 10,
+        reason: None,
+        created_at: now,
+        updated_at: now,
+    };
+    Repo::<DatabaseBackup>::insert(&mut *unit, &kept)
+        .await
+        .unwrap();
+    unit.commit().await.unwrap();
+    let restored = capstan.restore_backup(&w.p, a, kept.id).await.unwrap_err();
+    assert_eq!(
+        refused(restored),
+        "a test's engine keeps no database backups"
     );
 }

@@ -13,7 +13,7 @@ http_suite!(
     unlinking_removes_the_variables_and_their_aliases,
     links_follow_an_environment_clone_and_go_with_the_database,
     a_database_has_credentials_versions_and_configurations,
-    a_backup_is_refused_by_an_engine_that_keeps_none_and_kept_ones_are_listed,
+    backups_are_taken_listed_restored_and_deleted,
     a_database_made_before_credentials_were_kept_gets_its_links_password,
 );
 
@@ -448,14 +448,34 @@ async fn a_database_has_credentials_versions_and_configurations<S: App>(t: T<S>)
         .expect(404);
 }
 
-/// An engine that keeps no dumps (the simulated one) refuses a backup up front, naming itself;
-/// backups an engine that keeps them recorded are listed newest first, a page at a time,
-/// refused a restore unless DONE, and deleted.
-async fn a_backup_is_refused_by_an_engine_that_keeps_none_and_kept_ones_are_listed<S: App>(
-    t: T<S>,
-) {
-    use domain::model::{BackupState, DatabaseBackup, Service};
-    use domain::ports::Repo;
+/// The backup `id` of `db` once it has ended, as the listing shows it.
+async fn ended<S: App>(t: &T<S>, db: &str, id: &str) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let listed = t
+            .get(&format!("/database/{db}/backup"))
+            .await
+            .expect(200)
+            .body;
+        let found = listed["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("{id} is listed: {listed}"));
+        if found["status"]["state"] != "DEPLOYING" {
+            return found;
+        }
+        assert!(std::time::Instant::now() < deadline, "{found}");
+        actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// The stand-in's backups live as the public API shows them: taken in the background to
+/// DEPLOYED (or DEPLOYMENT_ERROR when the database asks its dumps to fail), listed newest
+/// first a page at a time, restored only when done, and deleted.
+async fn backups_are_taken_listed_restored_and_deleted<S: App>(t: T<S>) {
     let (_, _, env) = t.hierarchy().await;
     let db = create(&t, &env, "database", "db").await;
     let body = json!({"name": "nightly", "message": "before the migration"});
@@ -466,74 +486,74 @@ async fn a_backup_is_refused_by_an_engine_that_keeps_none_and_kept_ones_are_list
         .await
         .expect(202);
     t.settle(&format!("/database/{db}/status")).await;
-    t.post(&format!("/database/{db}/backup"), body)
+    let taken = t
+        .post(&format!("/database/{db}/backup"), body)
         .await
-        .expect_error(409, "the simulated engine keeps no database backups");
-    let listed = t
-        .get(&format!("/database/{db}/backup"))
-        .await
-        .expect(200)
-        .body;
-    assert_eq!(listed["results"], json!([]), "nothing recorded: {listed}");
+        .expect(201);
+    assert_eq!(taken.body["name"], "nightly", "{}", taken.text);
+    let done = taken.id();
+    let first = ended(&t, &db, &done).await;
+    assert_eq!(first["status"]["state"], "DEPLOYED", "{first}");
+    assert!(first["size_bytes"].as_i64().unwrap() > 0, "{first}");
 
-    // Backups recorded as an engine that keeps them would: one failed, one done after it.
-    let id = domain::ids::ServiceId(db.parse().unwrap());
-    let mut tx = t.capstan.store().write().await.unwrap();
-    let database = Repo::<Service>::get(&mut *tx, id).await.unwrap().unwrap();
-    let at = time::OffsetDateTime::now_utc();
-    let backup = |name: &str, state, reason: Option<&str>, at| DatabaseBackup {
-        id: domain::ids::BackupId::generate(),
-        organization_id: database.organization_id,
-        database_id: id,
-        name: name.into(),
-        message: "before the migration".into(),
-        state,
-        size_bytes: 0,
-        reason: reason.map(str::to_string),
-        created_at: at,
-        updated_at: at,
-    };
-    let failed = backup(
-        "nightly",
-        BackupState::Failed,
-        Some("the dump exited with code 1"),
-        at - time::Duration::minutes(1),
+    // A database that asks its dumps to fail: the backup ends in error, saying why.
+    let mut edit = service_bodies("unused")
+        .into_iter()
+        .find(|(k, _)| *k == "database")
+        .unwrap()
+        .1;
+    edit["name"] = json!("db");
+    edit["description"] = json!("dumps fail: capstan-fail-backup");
+    t.put(&format!("/database/{db}"), edit).await.expect(200);
+    let broken = t
+        .post(
+            &format!("/database/{db}/backup"),
+            json!({"name": "broken", "message": "asked to fail"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let failed = ended(&t, &db, &broken).await;
+    let status = &failed["status"];
+    assert_eq!(status["state"], "DEPLOYMENT_ERROR", "{failed}");
+    assert_eq!(status["status_details"]["status"], "ERROR");
+    assert_eq!(
+        status["message"],
+        "simulated backup failure (asked for with capstan-fail-backup)"
     );
-    let done = backup("newer", BackupState::Done, None, at);
-    for b in [&failed, &done] {
-        Repo::<DatabaseBackup>::insert(&mut *tx, b).await.unwrap();
-    }
-    tx.commit().await.unwrap();
-    let (id, newer) = (failed.id.to_string(), done.id.to_string());
-    let first = t
+
+    let first_page = t
         .get(&format!("/database/{db}/backup?page=1&page_size=1"))
         .await
         .expect(200)
         .body;
-    assert_eq!(first["results"][0]["id"], newer.as_str(), "{first}");
-    assert_eq!(first["page_size"], 1);
+    assert_eq!(
+        first_page["results"][0]["id"],
+        broken.as_str(),
+        "{first_page}"
+    );
+    assert_eq!(first_page["page_size"], 1);
     let second = t
         .get(&format!("/database/{db}/backup?page=2&page_size=1"))
         .await
         .expect(200)
         .body;
-    assert_eq!(second["results"][0]["id"], id.as_str(), "{second}");
-    let status = &second["results"][0]["status"];
-    assert_eq!(status["state"], "DEPLOYMENT_ERROR", "{second}");
-    assert_eq!(status["status_details"]["status"], "ERROR");
-    assert_eq!(status["message"], "the dump exited with code 1");
-    t.post(&format!("/database/{db}/backup/{id}/restore"), json!({}))
+    assert_eq!(second["results"][0]["id"], done.as_str(), "{second}");
+    t.post(
+        &format!("/database/{db}/backup/{broken}/restore"),
+        json!({}),
+    )
+    .await
+    .expect_error(409, "the backup is FAILED: only a DONE backup restores");
+    t.post(&format!("/database/{db}/backup/{done}/restore"), json!({}))
         .await
-        .expect_error(409, "the backup is FAILED: only a DONE backup restores");
-    t.post(&format!("/database/{db}/backup/{newer}/restore"), json!({}))
-        .await
-        .expect_error(409, "the simulated engine keeps no database backups");
-    for backup in [&newer, &id] {
+        .expect(204);
+    for backup in [&done, &broken] {
         t.delete(&format!("/database/{db}/backup/{backup}"))
             .await
             .expect(204);
     }
-    t.delete(&format!("/database/{db}/backup/{id}"))
+    t.delete(&format!("/database/{db}/backup/{done}"))
         .await
         .expect(404);
     let listed = t
