@@ -1,5 +1,6 @@
 //! The Docker engine on one daemon: its client and the settings its every module works with.
 
+use crate::connect::Reach;
 use crate::db_recipe::DatabaseImages;
 use crate::errors::said;
 use crate::images::HostImages;
@@ -24,6 +25,8 @@ pub struct DockerEngine {
     pub(crate) settings: Settings,
     /// The image each running deployment's build step made or found, for its deploy step.
     built: Mutex<HashMap<DeploymentRequestId, String>>,
+    /// What reaches the daemon (key files, an SSH tunnel), gone with the engine.
+    connection: Mutex<Reach>,
 }
 
 /// How the engine works on its daemon, the same on every host.
@@ -97,14 +100,17 @@ impl DockerEngine {
                 installation: String::new(),
             },
             built: Mutex::default(),
+            connection: Mutex::default(),
         }
     }
 
-    /// The same settings on another daemon: `docker`, its workloads' ports published on
-    /// `publish_address`; `on_this_machine`: the daemon runs where Capstan does.
+    /// The same settings on another daemon: `docker` (reached through `reach`), its
+    /// workloads' ports published on `publish_address`; `on_this_machine`: the daemon runs
+    /// where Capstan does.
     pub(crate) fn on(
         &self,
         docker: Docker,
+        reach: Reach,
         publish_address: String,
         on_this_machine: bool,
     ) -> Self {
@@ -116,6 +122,7 @@ impl DockerEngine {
                 ..self.settings.clone()
             },
             built: Mutex::default(),
+            connection: Mutex::new(reach),
         }
     }
 
@@ -208,6 +215,12 @@ impl DockerEngine {
     }
 
     /// The daemon's version and API version, for the start-up log.
+    /// Whether what reaches the daemon still holds (an SSH tunnel ends with its connection).
+    pub(crate) fn holds(&self) -> bool {
+        let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
+        connection.holds()
+    }
+
     pub async fn describe(&self) -> String {
         match self.docker.version().await {
             Ok(v) => format!(

@@ -1,25 +1,24 @@
-//! The Docker engine as the domain's engine port: a step carried out by the module of its
-//! service's kind, and what reconciliation, backups and reports ask of the daemon.
+//! One Docker daemon as a place of the engine port: a step carried out by the module of its
+//! service's kind, and what reconciliation and reports ask of the daemon.
 
 use crate::containers::Act;
 use crate::engine::DockerEngine;
-use crate::errors::said;
+use crate::errors::{failure_words, said};
 use crate::images;
 use crate::plan::{self, LABEL_ROLE, LABEL_SERVICE};
 use async_trait::async_trait;
 use bollard::models::{ContainerSummary, ContainerSummaryStateEnum};
 use domain::engine::{
-    Cut, DatabaseBackups, Engine, EngineError, ImageChecks, Kept, ReplicaSet, StepWork, Target,
+    Cut, DatabaseBackups, EngineError, ImageChecks, Kept, Place, ReplicaSet, StepWork, Target,
     TerraformStates,
 };
-use domain::ids::{BackupId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
+use domain::ids::{DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use domain::model::{
     Cluster, ClusterAction, DeploymentAction, OutputLine, RegistryAccess, RunningState, Service,
     ServiceSpec, StepName, WorkloadInputs,
 };
 use futures_util::StreamExt;
 use std::collections::HashMap;
-use std::time::Duration;
 
 impl DockerEngine {
     /// A step, by its service's kind; a build, whatever the kind, by what it builds from.
@@ -48,20 +47,32 @@ impl DockerEngine {
 }
 
 #[async_trait]
-impl Engine for DockerEngine {
-    fn name(&self, _target: &Target) -> &'static str {
-        "the Docker engine"
+impl Place for DockerEngine {
+    async fn ping(&self) -> Result<(), EngineError> {
+        self.docker
+            .ping()
+            .await
+            .map(drop)
+            .map_err(|e| failure_words(&e))
     }
 
-    fn image_checks(&self, _target: &Target) -> Option<&dyn ImageChecks> {
+    fn holds(&self) -> bool {
+        DockerEngine::holds(self)
+    }
+
+    async fn describe(&self) -> String {
+        DockerEngine::describe(self).await
+    }
+
+    fn image_checks(&self) -> Option<&dyn ImageChecks> {
         Some(self)
     }
 
-    fn database_backups(&self, _target: &Target) -> Option<&dyn DatabaseBackups> {
+    fn database_backups(&self) -> Option<&dyn DatabaseBackups> {
         Some(self)
     }
 
-    fn terraform_states(&self, _target: &Target) -> Option<&dyn TerraformStates> {
+    fn terraform_states(&self) -> Option<&dyn TerraformStates> {
         Some(self)
     }
 
@@ -88,7 +99,7 @@ impl Engine for DockerEngine {
         environments: &[EnvironmentId],
     ) -> Result<(), EngineError> {
         match action {
-            // The hosts' engine ([`crate::Hosts`]) has just seen the daemon answer: no ping.
+            // The dispatcher has just seen the daemon answer: no ping.
             ClusterAction::Deploy => {
                 for environment in environments {
                     self.ensure_environment_network(cluster.organization_id, *environment)
@@ -98,10 +109,6 @@ impl Engine for DockerEngine {
             }
             ClusterAction::Stop => Ok(()),
         }
-    }
-
-    async fn pause(&self, wait: Duration) {
-        tokio::time::sleep(wait).await;
     }
 
     async fn workloads(&self) -> Result<Vec<(OrganizationId, ServiceId)>, EngineError> {
@@ -152,18 +159,6 @@ impl Engine for DockerEngine {
         services.sort();
         services.dedup();
         Ok(services)
-    }
-
-    async fn remove_backup(&self, file: &str) -> Result<(), EngineError> {
-        self.drop_backup(file)
-    }
-
-    /// A deleted database's dumps are its data too: kept with its volume.
-    async fn held_backups(&self) -> Result<Vec<BackupId>, EngineError> {
-        if self.settings.keep_volumes {
-            return Ok(Vec::new());
-        }
-        self.dumps()
     }
 
     /// Its containers, and its volumes: a database's data, a terraform state (unless the
@@ -233,7 +228,7 @@ impl Engine for DockerEngine {
         Ok(kept)
     }
 
-    async fn report(&self, _target: &Target, service: &Service) -> Option<RunningState> {
+    async fn report(&self, service: &Service) -> Option<RunningState> {
         let scope = self.scope();
         crate::observe::report(
             &self.docker,

@@ -4,7 +4,7 @@
 //! slowest of `CAPSTAN_BENCH_WAKES` (default 30) deployments. Asserts nothing about time.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use capstan_engine::{PoolSettings, SimulatedEngine, WorkerPool};
+use capstan_engine::{Engines, PoolSettings, SimulatedEngine, WorkerPool};
 use domain::auth::{Principal, Role};
 use domain::clock::SystemClock;
 use domain::ids::{EnvironmentId, ServiceId};
@@ -119,7 +119,7 @@ fn pool(capstan: Capstan) -> WorkerPool {
     let step = Duration::ZERO;
     WorkerPool::start(
         capstan,
-        Arc::new(SimulatedEngine::new(step)),
+        Arc::new(Engines::every_kind(Arc::new(SimulatedEngine::new(step)))),
         PoolSettings { workers: 2, step },
     )
 }

@@ -3,6 +3,8 @@
 //! background workers that drive the queue through them.
 
 mod dispatch;
+mod offered;
+mod places;
 mod pool;
 mod simulated;
 

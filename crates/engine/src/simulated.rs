@@ -5,12 +5,15 @@
 //! simulated the same way (`capstan-fail-backup`, `capstan-fail-restore` in its description).
 
 use async_trait::async_trait;
-use domain::engine::{DatabaseBackups, Engine, EngineError, ImageChecks, StepWork, Target};
+use domain::engine::{
+    Adapter, DatabaseBackups, EngineError, ImageChecks, Offers, Place, StepWork, Target,
+};
 use domain::ids::EnvironmentId;
 use domain::model::{
     Cluster, ClusterAction, DeploymentAction, DeploymentRequest, RegistryAccess, Service, StepName,
     WorkloadInputs,
 };
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The prefix of the words that make a simulated step fail.
@@ -51,17 +54,50 @@ fn failure_asked(step: StepName, request: &DeploymentRequest, service: &Service)
     .any(|text| text.contains(&marker))
 }
 
+const NAME: &str = "the simulated engine";
+
+/// Every target is the simulated engine's own place: it reaches nothing.
 #[async_trait]
-impl Engine for SimulatedEngine {
-    fn name(&self, _target: &Target) -> &'static str {
-        "the simulated engine"
+impl Adapter for SimulatedEngine {
+    fn name(&self) -> &'static str {
+        NAME
     }
 
-    fn image_checks(&self, _target: &Target) -> Option<&dyn ImageChecks> {
+    fn offers(&self) -> Offers {
+        Offers {
+            image_checks: true,
+            database_backups: true,
+            ..Offers::default()
+        }
+    }
+
+    fn own(&self) -> Option<(&'static str, &dyn Place)> {
+        Some((NAME, self))
+    }
+
+    fn is_own(&self, _target: &Target) -> bool {
+        true
+    }
+
+    async fn attach(&self, target: &Target) -> Result<Arc<dyn Place>, EngineError> {
+        Err(EngineError::terminal(format!(
+            "{NAME} reaches no place: it does not attach {}",
+            target.describe()
+        )))
+    }
+}
+
+#[async_trait]
+impl Place for SimulatedEngine {
+    async fn describe(&self) -> String {
+        NAME.to_string()
+    }
+
+    fn image_checks(&self) -> Option<&dyn ImageChecks> {
         Some(self)
     }
 
-    fn database_backups(&self, _target: &Target) -> Option<&dyn DatabaseBackups> {
+    fn database_backups(&self) -> Option<&dyn DatabaseBackups> {
         Some(self)
     }
 
@@ -108,10 +144,6 @@ impl Engine for SimulatedEngine {
             )));
         }
         Ok(())
-    }
-
-    async fn pause(&self, wait: Duration) {
-        tokio::time::sleep(wait).await;
     }
 }
 

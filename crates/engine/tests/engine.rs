@@ -3,7 +3,7 @@
 //! step size: one request at a time per environment, cancellation, recovery of a dead worker's
 //! request, and a shutdown that lets the request in flight finish.
 
-use capstan_engine::{PoolSettings, SimulatedEngine, WorkerPool};
+use capstan_engine::{Engines, PoolSettings, SimulatedEngine, WorkerPool};
 use domain::auth::{Principal, Role};
 use domain::clock::{Clock, SystemClock};
 use domain::engine::{Cut, EngineError, Kept, Target};
@@ -120,7 +120,7 @@ async fn a_deployment_queued_on_one_instance_starts_on_another_at_once() {
     let step = Duration::from_millis(20);
     let pool = WorkerPool::start(
         working,
-        Arc::new(SimulatedEngine::new(step)),
+        Arc::new(Engines::every_kind(Arc::new(SimulatedEngine::new(step)))),
         PoolSettings { workers: 2, step },
     );
     let a = queuing.database("a").await;
@@ -234,7 +234,7 @@ impl World {
         let step = Duration::from_millis(step_ms);
         WorkerPool::start(
             self.capstan.clone(),
-            Arc::new(SimulatedEngine::new(step)),
+            Arc::new(Engines::every_kind(Arc::new(SimulatedEngine::new(step)))),
             PoolSettings { workers: 3, step },
         )
     }

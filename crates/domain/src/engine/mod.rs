@@ -1,5 +1,6 @@
-//! The engine port: what carries out the steps of a deployment request. The server wires an
-//! adapter (the simulated engine by default); the worker in `services::worker` drives it.
+//! The engine port: what carries out the steps of a deployment request. The domain drives one
+//! [`Engine`], the dispatcher over the [`Adapter`]s the server registers by target kind
+//! (`capstan_engine::Engines`); the worker in `services::worker` drives it.
 
 use crate::ids::{BackupId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use crate::model::{
@@ -8,12 +9,14 @@ use crate::model::{
 };
 use async_trait::async_trait;
 
+mod adapter;
 mod cancel;
 mod capabilities;
 mod error;
 mod step_log;
 mod target;
 
+pub use adapter::{Adapter, Offers, Place};
 pub use cancel::{Cancel, CancelHandle};
 pub use capabilities::{DatabaseBackups, HostReach, ImageChecks, TerraformStates};
 pub use error::{EngineError, Failure};

@@ -49,6 +49,13 @@ impl Target {
         }
     }
 
+    /// The target as a message names it ("the Docker host tcp://10.0.0.5:2376").
+    pub fn named(&self) -> String {
+        match self {
+            Target::Docker(host) => format!("the Docker host {}", host.describe()),
+        }
+    }
+
     /// The target once its cluster's deployment found who answers there (`id`, see
     /// [`crate::model::DaemonIdentity`]): the engine acts there only while the same one does.
     pub fn claimed_by(self, id: String) -> Self {

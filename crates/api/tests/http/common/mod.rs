@@ -155,7 +155,9 @@ pub async fn setup_with_step(
         .bootstrap_organization("Acme", Role::Admin, "tests")
         .await
         .unwrap();
-    let simulated: Arc<dyn domain::engine::Engine> = Arc::new(engine::SimulatedEngine::new(step));
+    let simulated: Arc<dyn domain::engine::Engine> = Arc::new(engine::Engines::every_kind(
+        Arc::new(engine::SimulatedEngine::new(step)),
+    ));
     let with_engine = backend.capstan.clone().with_engine(simulated.clone());
     let state = actix_web::web::Data::new(adjust(AppState::new(with_engine)));
     // The state's use cases report to its metrics: the workers run those.
