@@ -152,7 +152,16 @@ struct TokenCreate {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => match settings::refusal(&e) {
+            Some(why) => {
+                eprintln!("capstan: {why}");
+                return ExitCode::from(2);
+            }
+            None => e.exit(),
+        },
+    };
     let settings = match cli.settings.check() {
         Ok(s) => s,
         Err(e) => {

@@ -1,34 +1,45 @@
-//! Settings: every `CAPSTAN_*` variable is also a flag (the flag wins). Values are read as text
-//! and checked here so that a bad one stops start-up with one line naming it.
+//! Settings: every `CAPSTAN_*` variable is also a flag (the flag wins). A value is checked by
+//! its flag's value parser (`values`) or, where settings depend on each other, here; either
+//! way a bad one stops start-up with one line naming it.
+
+mod values;
 
 use api::jwt::JwtVerifier;
 use base64::Engine;
 use clap::Args;
 use domain::outbound_policy::OutboundPolicy;
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::time::Duration;
 use storage::DatabaseUrl;
+
+/// The most a variable's value may hold: what the kernel takes for one.
+const MOST_VARIABLE_BYTES: u64 = domain::model::KERNEL_ENV_STRING_LIMIT as u64 - 1;
+/// The most a service's variables may hold together: what the kernel takes for them all.
+const MOST_SERVICE_VARIABLES_BYTES: u64 = domain::model::KERNEL_ARGUMENTS_LIMIT as u64;
 
 #[derive(Debug, Clone, Args)]
 pub struct RawSettings {
     /// Address to serve on.
     #[arg(
+        value_parser = values::listen_address,
         long,
         env = "CAPSTAN_LISTEN",
         default_value = "127.0.0.1:8080",
         global = true
     )]
-    pub listen: String,
+    pub listen: SocketAddr,
     /// Where the router listens, with the Docker engine (`off`: no router; links then name the
     /// ports workloads publish). A laptop keeps the default; a server listens on 0.0.0.0:80.
     #[arg(
+        value_parser = values::address_or_off,
         long,
         env = "CAPSTAN_ROUTER_LISTEN",
         default_value = "127.0.0.1:8000",
         global = true
     )]
-    pub router_listen: String,
+    pub router_listen: values::MaybeAddress,
     /// The domain the router's generated host names are under (`localhost`: they resolve to the
     /// machine itself); a server names a wildcard domain pointed at it.
     #[arg(
@@ -82,12 +93,13 @@ pub struct RawSettings {
     pub database_url: String,
     /// Requests per hour per principal.
     #[arg(
+        value_parser = values::per_hour,
         long,
         env = "CAPSTAN_RATE_LIMIT_PER_HOUR",
         default_value = "1000",
         global = true
     )]
-    pub rate_limit_per_hour: String,
+    pub rate_limit_per_hour: u32,
     /// 32-byte key (base64) encrypting secret values at rest.
     #[arg(
         long,
@@ -118,25 +130,27 @@ pub struct RawSettings {
     pub jwt_public_key_file: Option<PathBuf>,
     /// Deployment engine: docker, simulated, or auto (docker when a daemon answers at
     /// start-up, simulated otherwise).
-    #[arg(long, env = "CAPSTAN_ENGINE", default_value = "auto", global = true)]
-    pub engine: String,
+    #[arg(value_parser = values::engine, long, env = "CAPSTAN_ENGINE", default_value = "auto", global = true)]
+    pub engine: EngineChoice,
     /// The host address the Docker engine publishes workloads' ports on.
     #[arg(
+        value_parser = values::ip_address,
         long,
         env = "CAPSTAN_DOCKER_PUBLISH_ADDRESS",
         default_value = "127.0.0.1",
         global = true
     )]
-    pub docker_publish_address: String,
+    pub docker_publish_address: IpAddr,
     /// How many images built from git the Docker engine keeps per service (the newest; a
     /// deploy of a kept commit reuses its image without building).
     #[arg(
+        value_parser = values::images_at_least_one,
         long,
         env = "CAPSTAN_DOCKER_IMAGES_KEPT",
         default_value = "5",
         global = true
     )]
-    pub docker_images_kept: String,
+    pub docker_images_kept: usize,
     /// The image of each database type, replacing the official ones:
     /// `POSTGRESQL=registry.local/postgres:{version},REDIS=...` (`{version}` is the database's).
     #[arg(long, env = "CAPSTAN_DOCKER_DATABASE_IMAGES", global = true)]
@@ -148,22 +162,26 @@ pub struct RawSettings {
     pub host_images: Option<String>,
     /// Whether a deleted database's volume (its data) and its backups' dumps are kept.
     #[arg(
+        value_parser = values::on_off,
+        action = clap::ArgAction::Set,
         long,
         env = "CAPSTAN_DOCKER_KEEP_DATABASE_VOLUMES",
         default_value = "false",
         global = true
     )]
-    pub docker_keep_database_volumes: String,
+    pub docker_keep_database_volumes: bool,
     /// Whether Capstan keeps firewall rules on its own Docker host (iptables): its workloads
     /// and builds reach neither link-local addresses (the cloud's metadata service) nor the
     /// host's own services. `false` leaves the host's firewall alone.
     #[arg(
+        value_parser = values::on_off,
+        action = clap::ArgAction::Set,
         long,
         env = "CAPSTAN_DOCKER_FIREWALL",
         default_value = "true",
         global = true
     )]
-    pub docker_firewall: String,
+    pub docker_firewall: bool,
     /// The directory whose Docker sockets ON_PREMISE clusters may name (`unix://`); unset:
     /// none (a cluster that names no endpoint runs on the installation's own daemon).
     #[arg(long, env = "CAPSTAN_DOCKER_SOCKETS_DIR", global = true)]
@@ -196,12 +214,13 @@ pub struct RawSettings {
     pub git_ca_file: Option<PathBuf>,
     /// Duration of each step of the simulated engine, in milliseconds.
     #[arg(
+        value_parser = values::milliseconds,
         long,
         env = "CAPSTAN_ENGINE_STEP_MS",
         default_value = "1000",
         global = true
     )]
-    pub engine_step_ms: String,
+    pub engine_step_ms: u64,
     /// Expected `iss` of Bearer JWTs (not checked when unset).
     #[arg(long = "jwt-issuer", env = "CAPSTAN_JWT_ISSUER", global = true)]
     pub jwt_issuer: Option<String>,
@@ -210,65 +229,72 @@ pub struct RawSettings {
     pub jwt_audience: Option<String>,
     /// Longest a request may take, in seconds (then 503).
     #[arg(
+        value_parser = values::seconds_at_least_one,
         long,
         env = "CAPSTAN_REQUEST_TIMEOUT_SECS",
         default_value = "30",
         global = true
     )]
-    pub request_timeout_secs: String,
+    pub request_timeout_secs: Duration,
     /// How many API tokens an organization may hold (each is a rate-limit quota of its own).
     #[arg(
+        value_parser = values::at_least_one,
         long,
         env = "CAPSTAN_MAX_API_TOKENS",
         default_value = "100",
         global = true
     )]
-    pub max_api_tokens: String,
+    pub max_api_tokens: u64,
     /// The most live-API sockets one token (or JWT) may hold open on one instance.
     #[arg(
+        value_parser = |raw: &str| values::within(raw, 100_000),
         long,
         env = "CAPSTAN_LIVE_SOCKETS_PER_TOKEN",
         default_value = "32",
         global = true
     )]
-    pub live_sockets_per_token: String,
+    pub live_sockets_per_token: u64,
     /// The most replicas one application or container may ask for (min and max_running_instances).
     #[arg(
+        value_parser = |raw: &str| values::within(raw, 10_000),
         long,
         env = "CAPSTAN_MAX_REPLICAS",
         default_value = "20",
         global = true
     )]
-    pub max_replicas: String,
+    pub max_replicas: u64,
     /// The most ports one service may declare.
-    #[arg(long, env = "CAPSTAN_MAX_PORTS", default_value = "20", global = true)]
-    pub max_ports: String,
+    #[arg(value_parser = |raw: &str| values::within(raw, 1_000), long, env = "CAPSTAN_MAX_PORTS", default_value = "20", global = true)]
+    pub max_ports: u64,
     /// The most restarts one job may ask for after a failed execution (max_nb_restart).
     #[arg(
+        value_parser = |raw: &str| values::within(raw, 10_000),
         long,
         env = "CAPSTAN_MAX_JOB_RESTARTS",
         default_value = "20",
         global = true
     )]
-    pub max_job_restarts: String,
+    pub max_job_restarts: u64,
     /// The most bytes of one variable's key and value (at most 131071: the kernel refuses a
     /// longer environment string).
     #[arg(
+        value_parser = |raw: &str| values::within(raw, MOST_VARIABLE_BYTES),
         long,
         env = "CAPSTAN_MAX_VARIABLE_BYTES",
         default_value = "65536",
         global = true
     )]
-    pub max_variable_bytes: String,
+    pub max_variable_bytes: u64,
     /// The most bytes of all the environment variables one service sees (every scope), keys,
     /// values and separators (at most 2 MiB: the kernel's bound for a program's environment).
     #[arg(
+        value_parser = |raw: &str| values::within(raw, MOST_SERVICE_VARIABLES_BYTES),
         long,
         env = "CAPSTAN_MAX_SERVICE_VARIABLES_BYTES",
         default_value = "1048576",
         global = true
     )]
-    pub max_service_variables_bytes: String,
+    pub max_service_variables_bytes: u64,
     /// The address clients and git providers reach this server at (default: http://LISTEN).
     #[arg(long, env = "CAPSTAN_PUBLIC_URL", global = true)]
     pub public_url: Option<String>,
@@ -289,41 +315,47 @@ pub struct RawSettings {
     /// (tests, receivers on the same network); off, such targets are refused unless
     /// CAPSTAN_OUTBOUND_ALLOW names them.
     #[arg(
+        value_parser = values::on_off,
+        action = clap::ArgAction::Set,
         long,
         env = "CAPSTAN_WEBHOOK_ALLOW_PRIVATE",
         default_value = "false",
         global = true
     )]
-    pub webhook_allow_private: String,
+    pub webhook_allow_private: bool,
     /// How long one webhook attempt may take, in milliseconds.
     #[arg(
+        value_parser = values::milliseconds_at_least_one,
         long,
         env = "CAPSTAN_WEBHOOK_TIMEOUT_MS",
         default_value = "5000",
         global = true
     )]
-    pub webhook_timeout_ms: String,
+    pub webhook_timeout_ms: Duration,
     /// The wait before a webhook's first retry, in milliseconds; it doubles after each
     /// failure (at most 15 minutes), less up to half at random.
     #[arg(
+        value_parser = values::milliseconds_at_least_one,
         long,
         env = "CAPSTAN_WEBHOOK_RETRY_BASE_MS",
         default_value = "5000",
         global = true
     )]
-    pub webhook_retry_base_ms: String,
+    pub webhook_retry_base_ms: Duration,
     /// How long a failing webhook delivery is retried, in seconds, before it is marked failed.
     #[arg(
+        value_parser = values::seconds_at_least_one,
         long,
         env = "CAPSTAN_WEBHOOK_RETRY_FOR_SECS",
         default_value = "86400",
         global = true
     )]
-    pub webhook_retry_for_secs: String,
+    pub webhook_retry_for_secs: Duration,
     /// Serves the stand-in's controls under /_capstan/ (reset, snapshots, seed, faults,
     /// engine, clock); off, they answer 404.
-    #[arg(long, env = "CAPSTAN_CONTROLS", default_value = "off", global = true)]
-    pub controls: String,
+    #[arg(value_parser = values::on_off,
+        action = clap::ArgAction::Set, long, env = "CAPSTAN_CONTROLS", default_value = "off", global = true)]
+    pub controls: bool,
     /// The token the controls answer (`Authorization: Token <it>`); required with them on.
     #[arg(
         long,
@@ -334,14 +366,15 @@ pub struct RawSettings {
     pub controls_token: Option<String>,
     /// system, or manual: the application's time moves only with the system's pace and the
     /// controls' `POST /_capstan/clock`.
-    #[arg(long, env = "CAPSTAN_CLOCK", default_value = "system", global = true)]
-    pub clock: String,
+    #[arg(value_parser = values::manual_clock,
+        action = clap::ArgAction::Set, long, env = "CAPSTAN_CLOCK", default_value = "system", global = true)]
+    pub clock: bool,
     /// Makes the ids of records created through the API the same run after run (a whole
     /// number); unset: random ids.
     #[arg(long, env = "CAPSTAN_ID_SEED", global = true)]
     pub id_seed: Option<String>,
     /// Log filter (e.g. info, debug, capstan_api=debug).
-    #[arg(long, env = "CAPSTAN_LOG", default_value = "info", global = true)]
+    #[arg(value_parser = values::log_filter, long, env = "CAPSTAN_LOG", default_value = "info", global = true)]
     pub log: String,
 }
 
@@ -351,17 +384,6 @@ pub struct WebhookSettings {
     pub allow_private: bool,
     pub timeout: std::time::Duration,
     pub retry: domain::outbound::RetryPolicy,
-}
-
-/// A whole number of at least 1 from a setting's text.
-fn positive(raw: &str, flag: &str, unit: &str) -> Result<u64, SettingError> {
-    match raw.trim().parse::<u64>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(bad(
-            flag,
-            format!("'{raw}' is not a whole number of {unit} of at least 1"),
-        )),
-    }
 }
 
 /// Settings from command-line style arguments (`["--database-url", "sqlite::memory:"]`), the
@@ -378,7 +400,8 @@ where
     }
     let args = std::iter::once(std::ffi::OsString::from("capstan"))
         .chain(args.into_iter().map(Into::into));
-    let parsed = <Command as clap::Parser>::try_parse_from(args).map_err(|e| e.to_string())?;
+    let parsed = <Command as clap::Parser>::try_parse_from(args)
+        .map_err(|e| refusal(&e).map_or_else(|| e.to_string(), |why| why.to_string()))?;
     parsed.settings.check().map_err(|e| e.to_string())
 }
 
@@ -390,15 +413,6 @@ pub fn parse_key(raw: &str) -> Result<[u8; 32], &'static str> {
     bytes
         .try_into()
         .map_err(|_| "must decode to exactly 32 bytes")
-}
-
-/// An on/off setting.
-fn switch(raw: &str, flag: &str) -> Result<bool, SettingError> {
-    match raw.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Ok(true),
-        "0" | "false" | "no" | "off" | "" => Ok(false),
-        other => Err(bad(flag, format!("'{other}' is not on or off"))),
-    }
 }
 
 /// Checked settings.
@@ -587,6 +601,22 @@ fn acme_directory(given: &str) -> Result<String, SettingError> {
     }
 }
 
+/// A value clap's parser of its flag refused, as the one line that names the setting; `None`
+/// for what is not a setting's value (an unknown flag, `--help`): clap tells that itself.
+pub fn refusal(e: &clap::Error) -> Option<SettingError> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::ValueValidation {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    // "--listen <LISTEN>"
+    let flag = arg.strip_prefix("--")?.split([' ', '=']).next()?;
+    let reason = std::error::Error::source(e)?.to_string();
+    Some(bad(flag, reason))
+}
+
 /// The setting whose flag is `--{flag}` cannot be used, for `reason`; its variable is the one
 /// clap reads it from.
 fn bad(flag: &str, reason: impl Into<String>) -> SettingError {
@@ -605,17 +635,6 @@ fn bad(flag: &str, reason: impl Into<String>) -> SettingError {
     }
 }
 
-/// A whole number from 1 to `most`.
-fn bounded(raw: &str, flag: &str, most: u64) -> Result<u64, SettingError> {
-    match raw.trim().parse::<u64>() {
-        Ok(n) if (1..=most).contains(&n) => Ok(n),
-        _ => Err(bad(
-            flag,
-            format!("'{raw}' is not a whole number from 1 to {most}"),
-        )),
-    }
-}
-
 impl RawSettings {
     fn docker_sockets_dir(&self) -> Result<Option<PathBuf>, SettingError> {
         let Some(dir) = &self.docker_sockets_dir else {
@@ -630,25 +649,16 @@ impl RawSettings {
         Ok(Some(dir.clone()))
     }
 
-    fn bounds(&self) -> Result<domain::model::Bounds, SettingError> {
+    fn bounds(&self) -> domain::model::Bounds {
         let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        let most_variable = domain::model::KERNEL_ENV_STRING_LIMIT as u64 - 1;
-        Ok(domain::model::Bounds {
-            replicas: count(bounded(&self.max_replicas, "max-replicas", 10_000)?),
-            ports: size(bounded(&self.max_ports, "max-ports", 1_000)?),
-            job_restarts: count(bounded(&self.max_job_restarts, "max-job-restarts", 10_000)?),
-            variable_bytes: size(bounded(
-                &self.max_variable_bytes,
-                "max-variable-bytes",
-                most_variable,
-            )?),
-            service_variables_bytes: size(bounded(
-                &self.max_service_variables_bytes,
-                "max-service-variables-bytes",
-                domain::model::KERNEL_ARGUMENTS_LIMIT as u64,
-            )?),
-        })
+        domain::model::Bounds {
+            replicas: count(self.max_replicas),
+            ports: size(self.max_ports),
+            job_restarts: count(self.max_job_restarts),
+            variable_bytes: size(self.max_variable_bytes),
+            service_variables_bytes: size(self.max_service_variables_bytes),
+        }
     }
 
     fn router_tls(&self) -> Result<Option<RouterTls>, SettingError> {
@@ -716,35 +726,10 @@ impl RawSettings {
     }
 
     pub fn check(&self) -> Result<Settings, SettingError> {
-        let listen = self.listen.trim().parse().map_err(|_| {
-            bad(
-                "listen",
-                format!("'{}' is not an address like 127.0.0.1:8080", self.listen),
-            )
-        })?;
+        let listen = self.listen;
         let database =
             DatabaseUrl::parse(&self.database_url).map_err(|e| bad("database-url", e))?;
-        let rate_limit_per_hour = match self.rate_limit_per_hour.trim().parse::<u32>() {
-            Ok(n) if n > 0 => n,
-            _ => {
-                return Err(bad(
-                    "rate-limit-per-hour",
-                    format!(
-                        "'{}' is not a whole number of at least 1",
-                        self.rate_limit_per_hour
-                    ),
-                ))
-            }
-        };
-        let router_listen = match self.router_listen.trim() {
-            "off" => None,
-            at => Some(at.parse().map_err(|_| {
-                bad(
-                    "router-listen",
-                    format!("'{at}' is neither an address like 0.0.0.0:80 nor off"),
-                )
-            })?),
-        };
+        let (rate_limit_per_hour, router_listen) = (self.rate_limit_per_hour, self.router_listen.0);
         let router_domain = self
             .router_domain
             .trim()
@@ -814,55 +799,15 @@ impl RawSettings {
                 v.with_issuer(self.jwt_issuer.as_deref())
                     .with_audience(self.jwt_audience.as_deref())
             });
-        let engine = match self.engine.trim() {
-            "auto" => EngineChoice::Auto,
-            "docker" => EngineChoice::Docker,
-            "simulated" => EngineChoice::Simulated,
-            other => {
-                return Err(bad(
-                    "engine",
-                    format!("'{other}' is not a known engine (known: auto, docker, simulated)"),
-                ))
-            }
-        };
-        let docker_publish_address = self
-            .docker_publish_address
-            .trim()
-            .parse::<std::net::IpAddr>()
-            .map_err(|_| {
-                bad(
-                    "docker-publish-address",
-                    format!(
-                        "'{}' is not an IP address (such as 127.0.0.1 or 0.0.0.0)",
-                        self.docker_publish_address
-                    ),
-                )
-            })?;
-        let docker_images_kept = self
-            .docker_images_kept
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| {
-                bad(
-                    "docker-images-kept",
-                    format!(
-                        "'{}' is not a whole number of images of at least 1",
-                        self.docker_images_kept
-                    ),
-                )
-            })?;
+        let (engine, docker_publish_address) = (self.engine, self.docker_publish_address);
+        let docker_images_kept = self.docker_images_kept;
         let docker_database_images =
             docker::DatabaseImages::parse(self.docker_database_images.as_deref().unwrap_or(""))
                 .map_err(|why| bad("docker-database-images", why.to_string()))?;
         let host_images = docker::HostImages::parse(self.host_images.as_deref().unwrap_or(""))
             .map_err(|why| bad("host-images", why.to_string()))?;
-        let docker_keep_database_volumes = switch(
-            &self.docker_keep_database_volumes,
-            "docker-keep-database-volumes",
-        )?;
-        let docker_firewall = switch(&self.docker_firewall, "docker-firewall")?;
+        let (docker_keep_database_volumes, docker_firewall) =
+            (self.docker_keep_database_volumes, self.docker_firewall);
         let terraform_versions = match self.terraform_versions.as_deref() {
             None => domain::services::DEFAULT_TERRAFORM_VERSIONS
                 .iter()
@@ -870,42 +815,8 @@ impl RawSettings {
                 .collect(),
             Some(list) => terraform_versions(list).map_err(|why| bad("terraform-versions", why))?,
         };
-        let max_api_tokens = self
-            .max_api_tokens
-            .trim()
-            .parse::<u64>()
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| {
-                bad(
-                    "max-api-tokens",
-                    format!(
-                        "'{}' is not a whole number of at least 1",
-                        self.max_api_tokens
-                    ),
-                )
-            })?;
-        let engine_step_ms = self.engine_step_ms.trim().parse::<u64>().map_err(|_| {
-            bad(
-                "engine-step-ms",
-                format!(
-                    "'{}' is not a whole number of milliseconds",
-                    self.engine_step_ms
-                ),
-            )
-        })?;
-        let request_timeout = match self.request_timeout_secs.trim().parse::<u64>() {
-            Ok(n) if n > 0 => std::time::Duration::from_secs(n),
-            _ => {
-                return Err(bad(
-                    "request-timeout-secs",
-                    format!(
-                        "'{}' is not a whole number of seconds of at least 1",
-                        self.request_timeout_secs
-                    ),
-                ))
-            }
-        };
+        let (max_api_tokens, engine_step_ms) = (self.max_api_tokens, self.engine_step_ms);
+        let request_timeout = self.request_timeout_secs;
         let custom_domain_target = match self.custom_domain_target.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(raw) if raw.parse::<std::net::IpAddr>().is_ok() => Some(raw.to_string()),
@@ -959,8 +870,8 @@ impl RawSettings {
         }
         let outbound = OutboundPolicy::parse(self.outbound_allow.as_deref().unwrap_or(""))
             .map_err(|why| bad("outbound-allow", why))?;
-        let allow_private = switch(&self.webhook_allow_private, "webhook-allow-private")?;
-        let controls_token = if switch(&self.controls, "controls")? {
+        let allow_private = self.webhook_allow_private;
+        let controls_token = if self.controls {
             match self.controls_token.as_deref().map(str::trim) {
                 Some(token) if !token.is_empty() && !token.contains(char::is_whitespace) => {
                     Some(token.to_string())
@@ -993,16 +904,7 @@ impl RawSettings {
                 Some(std::path::absolute(path).unwrap_or_else(|_| path.clone()))
             }
         };
-        let manual_clock = match self.clock.trim().to_ascii_lowercase().as_str() {
-            "system" | "" => false,
-            "manual" => true,
-            other => {
-                return Err(bad(
-                    "clock",
-                    format!("'{other}' is neither system nor manual"),
-                ))
-            }
-        };
+        let manual_clock = self.clock;
         let id_seed = match self.id_seed.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(raw) => Some(
@@ -1012,27 +914,13 @@ impl RawSettings {
         };
         let webhooks = WebhookSettings {
             allow_private,
-            timeout: std::time::Duration::from_millis(positive(
-                &self.webhook_timeout_ms,
-                "webhook-timeout-ms",
-                "milliseconds",
-            )?),
+            timeout: self.webhook_timeout_ms,
             retry: domain::outbound::RetryPolicy {
-                base: std::time::Duration::from_millis(positive(
-                    &self.webhook_retry_base_ms,
-                    "webhook-retry-base-ms",
-                    "milliseconds",
-                )?),
-                give_up_after: std::time::Duration::from_secs(positive(
-                    &self.webhook_retry_for_secs,
-                    "webhook-retry-for-secs",
-                    "seconds",
-                )?),
+                base: self.webhook_retry_base_ms,
+                give_up_after: self.webhook_retry_for_secs,
                 ..domain::outbound::RetryPolicy::default()
             },
         };
-        tracing_subscriber::EnvFilter::try_new(&self.log)
-            .map_err(|e| bad("log", format!("'{}' is not a log filter: {e}", self.log)))?;
         Ok(Settings {
             listen,
             router_listen,
@@ -1042,13 +930,9 @@ impl RawSettings {
             database,
             rate_limit_per_hour,
             max_api_tokens,
-            bounds: self.bounds()?,
-            live_sockets_per_token: usize::try_from(bounded(
-                &self.live_sockets_per_token,
-                "live-sockets-per-token",
-                100_000,
-            )?)
-            .unwrap_or(usize::MAX),
+            bounds: self.bounds(),
+            live_sockets_per_token: usize::try_from(self.live_sockets_per_token)
+                .unwrap_or(usize::MAX),
             secret_key,
             secret_key_previous,
             jwt_hs256_secret: self.jwt_hs256_secret.clone(),
@@ -1162,7 +1046,10 @@ mod tests {
     fn parse(args: &[&str]) -> Result<Settings, SettingError> {
         let mut all = vec!["capstan"];
         all.extend_from_slice(args);
-        T::try_parse_from(all).expect("arguments parse").s.check()
+        match T::try_parse_from(all) {
+            Ok(t) => t.s.check(),
+            Err(e) => Err(refusal(&e).unwrap_or_else(|| panic!("not a setting's value: {e}"))),
+        }
     }
 
     #[test]
@@ -1195,6 +1082,23 @@ mod tests {
                 format!("invalid setting {expected} (--{flag}): no")
             );
         }
+    }
+
+    #[test]
+    fn only_a_refused_value_is_a_settings_refusal() {
+        let unknown = T::try_parse_from(["capstan", "--bogus"]).err().unwrap();
+        assert!(
+            refusal(&unknown).is_none(),
+            "clap tells an unknown flag itself"
+        );
+        let bad = T::try_parse_from(["capstan", "--webhook-retry-for-secs", "0"])
+            .err()
+            .unwrap();
+        assert_eq!(
+            refusal(&bad).unwrap().to_string(),
+            "invalid setting CAPSTAN_WEBHOOK_RETRY_FOR_SECS (--webhook-retry-for-secs): \
+             '0' is not a whole number of seconds of at least 1"
+        );
     }
 
     #[test]
