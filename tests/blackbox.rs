@@ -414,11 +414,13 @@ async fn a_crash_mid_deployment_leaves_nothing_stuck(database: &str) {
         )
         .await;
     assert_eq!(status, 202);
-    let started = Instant::now();
-    while client.get(&format!("/application/{app}/status")).await["state"] != json!("BUILDING") {
-        assert!(started.elapsed() < Duration::from_secs(20), "never built");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let status = format!("/application/{app}/status");
+    eventually(
+        Duration::from_secs(20),
+        || "never built".to_string(),
+        async || (client.get(&status).await["state"] == "BUILDING").then_some(()),
+    )
+    .await;
     server.crash();
 
     let server =
@@ -1062,28 +1064,31 @@ async fn deliveries(
     keep: impl Fn(&wiremock::Request) -> bool,
     enough: impl Fn(&[Value]) -> bool,
 ) -> Vec<(String, Value)> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let got: Vec<(String, Value)> = server
-            .received_requests()
-            .await
-            .unwrap()
-            .iter()
-            .filter(|r| keep(r))
-            .map(|r| {
-                (
-                    r.headers["webhook-id"].to_str().unwrap().to_string(),
-                    serde_json::from_slice(&r.body).unwrap(),
-                )
-            })
-            .collect();
-        let bodies: Vec<Value> = got.iter().map(|(_, b)| b.clone()).collect();
-        if enough(&bodies) {
-            return got;
-        }
-        assert!(Instant::now() < deadline, "received: {bodies:#?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let seen = std::cell::RefCell::new(Vec::new());
+    eventually(
+        Duration::from_secs(30),
+        || format!("received: {:#?}", seen.borrow()),
+        async || {
+            let got: Vec<(String, Value)> = server
+                .received_requests()
+                .await
+                .unwrap()
+                .iter()
+                .filter(|r| keep(r))
+                .map(|r| {
+                    (
+                        r.headers["webhook-id"].to_str().unwrap().to_string(),
+                        serde_json::from_slice(&r.body).unwrap(),
+                    )
+                })
+                .collect();
+            let bodies: Vec<Value> = got.iter().map(|(_, b)| b.clone()).collect();
+            let done = enough(&bodies);
+            *seen.borrow_mut() = bodies;
+            done.then_some(got)
+        },
+    )
+    .await
 }
 
 fn has(bodies: &[Value], kind: &str, service: &str) -> bool {
@@ -1291,28 +1296,33 @@ async fn postgres_two_instances_deliver_each_event_once_and_stream_each_others_e
     let ids: std::collections::HashSet<&str> = all.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(ids.len(), 8, "each delivery once");
     // Instance B's stream carried every deployment, whichever instance ran it, in order.
-    let mut text = String::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let events = stream_events(&text);
-        let done = containers.iter().all(|c| {
-            events
-                .iter()
-                .any(|(_, e)| e["event_type"] == "DEPLOYED" && e["service_id"] == c.as_str())
-        });
-        if done {
-            let positions: Vec<i64> = events.iter().map(|(id, _)| *id).collect();
-            assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "the stream carried: {text}");
-        let chunk = tokio::time::timeout(Duration::from_secs(20), stream.chunk())
-            .await
-            .expect("a chunk in time")
-            .unwrap()
-            .expect("the stream stays open");
-        text.push_str(std::str::from_utf8(&chunk).unwrap());
-    }
+    let text = std::cell::RefCell::new(String::new());
+    let events = eventually(
+        Duration::from_secs(30),
+        || format!("the stream carried: {}", text.borrow()),
+        async || {
+            let events = stream_events(&text.borrow());
+            let done = containers.iter().all(|c| {
+                events
+                    .iter()
+                    .any(|(_, e)| e["event_type"] == "DEPLOYED" && e["service_id"] == c.as_str())
+            });
+            if done {
+                return Some(events);
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(20), stream.chunk())
+                .await
+                .expect("a chunk in time")
+                .unwrap()
+                .expect("the stream stays open");
+            text.borrow_mut()
+                .push_str(std::str::from_utf8(&chunk).unwrap());
+            None
+        },
+    )
+    .await;
+    let positions: Vec<i64> = events.iter().map(|(id, _)| *id).collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
     drop(stream);
     a.stop();
     b.stop();

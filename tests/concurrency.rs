@@ -278,20 +278,13 @@ async fn deploys_racing_a_deletion_are_run_or_refused(database: Database) {
 
     for id in &containers {
         let c = world.client(0);
-        let gone = async {
-            loop {
-                let (status, _) = c
-                    .call(reqwest::Method::GET, &format!("/container/{id}"), None)
-                    .await;
-                if status == 404 {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(60), gone)
-            .await
-            .unwrap_or_else(|_| panic!("{id} was never deleted: a request is stuck"));
+        let path = format!("/container/{id}");
+        eventually(
+            Duration::from_secs(60),
+            || format!("{id} was never deleted: a request is stuck"),
+            async || (c.call(reqwest::Method::GET, &path, None).await.0 == 404).then_some(()),
+        )
+        .await;
     }
     let status = world
         .client(1)

@@ -51,18 +51,13 @@ async fn build_begun(client: &Client, env: &str, marker: &str) {
 
 /// Waits until no container runs a build step whose command holds `marker`.
 async fn build_stopped(marker: &str) {
-    let started = std::time::Instant::now();
-    loop {
-        let running = docker(&["ps", "--format", "{{.Command}}"]).unwrap();
-        if !running.contains(marker) {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the build still runs: {running}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let running = || docker(&["ps", "--format", "{{.Command}}"]).unwrap();
+    eventually(
+        Duration::from_secs(30),
+        || format!("the build still runs: {}", running()),
+        async || (!running().contains(marker)).then_some(()),
+    )
+    .await
 }
 
 /// The last deployment's reason (why it failed).

@@ -295,15 +295,19 @@ fn redis(container: &str, password: &str, args: &[&str]) -> String {
 
 /// Waits until the backup's listing shows it ended; its state.
 async fn backup_ended(client: &Client, db: &str) -> serde_json::Value {
-    let started = std::time::Instant::now();
-    loop {
-        let listed = client.get(&format!("/database/{db}/backup")).await;
-        if listed["results"][0]["status"]["state"] != "DEPLOYING" {
-            return listed;
-        }
-        assert!(started.elapsed() < Duration::from_secs(60), "{listed}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let path = format!("/database/{db}/backup");
+    let seen = std::cell::RefCell::new(serde_json::Value::Null);
+    eventually(
+        Duration::from_secs(60),
+        || format!("the backup never ended: {}", seen.borrow()),
+        async || {
+            let listed = client.get(&path).await;
+            let ended = listed["results"][0]["status"]["state"] != "DEPLOYING";
+            *seen.borrow_mut() = listed.clone();
+            ended.then_some(listed)
+        },
+    )
+    .await
 }
 
 async fn a_redis_database_keeps_its_data_and_its_applications_reach_it(database: Option<&str>) {

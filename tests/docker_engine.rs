@@ -15,20 +15,19 @@ const SECRET: &str = "hunter2-s3cret-of-web";
 
 /// The container's first link, once its engine has reported where it runs.
 async fn link_of(client: &Client, id: &str) -> String {
-    let started = std::time::Instant::now();
-    loop {
-        let links = client.get(&format!("/container/{id}/link")).await;
-        if let Some(url) = links["results"][0]["url"].as_str() {
-            assert_eq!(links["results"][0]["is_default"], true, "{links}");
-            assert_eq!(links["results"][0]["internal_port"], 8080, "{links}");
-            return url.to_string();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "no link: {links}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let path = format!("/container/{id}/link");
+    let links = eventually(
+        Duration::from_secs(20),
+        || "no link".to_string(),
+        async || {
+            let links = client.get(&path).await;
+            links["results"][0]["url"].is_string().then_some(links)
+        },
+    )
+    .await;
+    assert_eq!(links["results"][0]["is_default"], true, "{links}");
+    assert_eq!(links["results"][0]["internal_port"], 8080, "{links}");
+    links["results"][0]["url"].as_str().unwrap().to_string()
 }
 
 async fn a_container_and_a_job_run_on_docker(database: Option<&str>) {
@@ -551,18 +550,22 @@ async fn answered_over_https(
     within: Duration,
     case: &Case,
 ) -> reqwest::Response {
-    let started = std::time::Instant::now();
-    loop {
-        match https.get(url).send().await {
-            Ok(answer) => return answer,
-            Err(e) => assert!(
-                started.elapsed() < within,
-                "no certificate served for {url}: {e}\n{}",
-                case.own_log()
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let failed = std::cell::RefCell::new(String::new());
+    eventually(
+        within,
+        || {
+            let why = failed.borrow();
+            format!("no certificate served for {url}: {why}\n{}", case.own_log())
+        },
+        async || match https.get(url).send().await {
+            Ok(answer) => Some(answer),
+            Err(e) => {
+                *failed.borrow_mut() = e.to_string();
+                None
+            }
+        },
+    )
+    .await
 }
 
 /// With ACME on, a generated name the certificates' directory has no certificate for gets one
@@ -1291,18 +1294,25 @@ async fn replicas_a_stop_by_hand_and_an_oom_kill_are_seen(database: Option<&str>
         urls.push(format!("{name}:{port}"));
     }
     for url in &urls {
-        let mut balanced = std::collections::BTreeSet::new();
-        let started = std::time::Instant::now();
-        while balanced != answers {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "the router at {url} sent every request to {balanced:?}"
-            );
-            let answer = through_router(url, "/").await;
-            if answer.status() == 200 {
-                balanced.insert(answer.text().await.unwrap().trim().to_string());
-            }
-        }
+        let balanced = std::cell::RefCell::new(std::collections::BTreeSet::new());
+        eventually(
+            Duration::from_secs(20),
+            || {
+                format!(
+                    "the router at {url} sent every request to {:?}",
+                    balanced.borrow()
+                )
+            },
+            async || {
+                let answer = through_router(url, "/").await;
+                if answer.status() == 200 {
+                    let replica = answer.text().await.unwrap().trim().to_string();
+                    balanced.borrow_mut().insert(replica);
+                }
+                (*balanced.borrow() == answers).then_some(())
+            },
+        )
+        .await;
     }
     // One failing its readiness probe is taken out: every request goes to the other.
     let (sick, well) = (
@@ -1312,21 +1322,22 @@ async fn replicas_a_stop_by_hand_and_an_oom_kill_are_seen(database: Option<&str>
     let well_name = docker(&["exec", well, "sh", "-c", "cat /www/index.html"]).unwrap();
     docker(&["exec", sick, "sh", "-c", "rm /www/index.html"]).unwrap();
     for url in &urls {
-        let started = std::time::Instant::now();
         let mut in_a_row = 0;
-        while in_a_row < 10 {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "the router at {url} still sends the failing replica requests"
-            );
-            let answer = through_router_once(url, "/").await;
-            let ok = answer.status() == 200;
-            in_a_row = if ok && answer.text().await.unwrap().trim() == well_name {
-                in_a_row + 1
-            } else {
-                0
-            };
-        }
+        eventually(
+            Duration::from_secs(20),
+            || format!("the router at {url} still sends the failing replica requests"),
+            async || {
+                let answer = through_router_once(url, "/").await;
+                let ok = answer.status() == 200;
+                in_a_row = if ok && answer.text().await.unwrap().trim() == well_name {
+                    in_a_row + 1
+                } else {
+                    0
+                };
+                (in_a_row >= 10).then_some(())
+            },
+        )
+        .await;
     }
     drop(second);
     docker(&["exec", sick, "sh", "-c", "hostname > /www/index.html"]).unwrap();
@@ -1952,17 +1963,19 @@ async fn what_a_deleted_environment_or_service_leaves_goes() {
         )
         .await;
     assert!(status == 202 || status == 204, "{status}");
-    let gone = |check: &dyn Fn() -> bool, what: &str| {
-        let started = std::time::Instant::now();
-        while !check() {
-            assert!(started.elapsed() < Duration::from_secs(30), "{what} stayed");
-            std::thread::sleep(Duration::from_millis(200));
-        }
+    let gone = async |check: &dyn Fn() -> bool, what: &str| {
+        eventually(
+            Duration::from_secs(30),
+            || format!("{what} stayed"),
+            async || check().then_some(()),
+        )
+        .await
     };
     gone(
         &|| docker(&["network", "inspect", &network(&doomed)]).is_err(),
         "the deleted environment's network",
-    );
+    )
+    .await;
     assert!(containers_of(&web).is_empty());
 
     // Its service deleted first, an environment is deleted at once: its network goes with it
@@ -2072,7 +2085,8 @@ async fn what_a_deleted_environment_or_service_leaves_goes() {
     gone(
         &|| docker(&["inspect", &stale]).is_err(),
         "a replica no live deployment started",
-    );
+    )
+    .await;
     let left = container_ids(&kept);
     assert!(left.contains(&live[0]), "the live replica stays: {left:?}");
     assert!(
@@ -2083,11 +2097,13 @@ async fn what_a_deleted_environment_or_service_leaves_goes() {
     gone(
         &|| docker(&["network", "inspect", &lost_network]).is_err(),
         "a gone environment's network",
-    );
+    )
+    .await;
     gone(
         &|| docker(&["image", "inspect", &image]).is_err(),
         "a gone service's built image",
-    );
+    )
+    .await;
     assert!(
         docker(&["network", "inspect", &foreign_network]).is_ok(),
         "another installation's network is not this one's to remove"

@@ -41,35 +41,33 @@ fn published(docker: impl Fn(&[&str]) -> Result<String, String>, container: &str
 
 /// The container's first link, once its engine has reported where it runs.
 async fn link_of(client: &Client, id: &str) -> String {
-    let started = std::time::Instant::now();
-    loop {
-        let links = client.get(&format!("/container/{id}/link")).await;
-        if let Some(url) = links["results"][0]["url"].as_str() {
-            return url.to_string();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "no link for {id}: {links}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let path = format!("/container/{id}/link");
+    eventually(
+        Duration::from_secs(20),
+        || format!("no link for {id}"),
+        async || {
+            let links = client.get(&path).await;
+            links["results"][0]["url"].as_str().map(str::to_string)
+        },
+    )
+    .await
 }
 
 /// What `path` answers once its `member` is `want` (within 60 s: the hosts are pinged every
 /// 5 s, and a ping may take 5 s more).
 async fn member_becomes(client: &Client, path: &str, member: &str, want: Value) -> Value {
-    let started = std::time::Instant::now();
-    loop {
-        let answer = client.get(path).await;
-        if answer[member] == want {
-            return answer;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "{path}: {member} is not {want}: {answer}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let seen = std::cell::RefCell::new(Value::Null);
+    eventually(
+        Duration::from_secs(60),
+        || format!("{path}: {member} is not {want}: {}", seen.borrow()),
+        async || {
+            let answer = client.get(path).await;
+            let there = answer[member] == want;
+            *seen.borrow_mut() = answer.clone();
+            there.then_some(answer)
+        },
+    )
+    .await
 }
 
 /// The cluster's status, once it is `want`.
@@ -527,19 +525,24 @@ async fn a_daemon_restarting_under_capstan_is_followed_again() {
 
     lab.restart(1).await;
     // Back with the daemon (its restart policy), seen running, its new output kept.
-    let waited = std::time::Instant::now();
-    loop {
-        let printed = output_of(client, "container", &ticker, "started-").await;
-        let running = client.get(&format!("/container/{ticker}/status")).await;
-        if started(&printed) >= 2 && running["state"] == "DEPLOYED" {
-            break;
-        }
-        assert!(
-            waited.elapsed() < Duration::from_secs(60),
-            "not followed again after the daemon's restart: {running} {printed}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let seen = std::cell::RefCell::new(String::new());
+    eventually(
+        Duration::from_secs(60),
+        || {
+            format!(
+                "not followed again after the daemon's restart: {}",
+                seen.borrow()
+            )
+        },
+        async || {
+            let printed = output_of(client, "container", &ticker, "started-").await;
+            let running = client.get(&format!("/container/{ticker}/status")).await;
+            let followed = started(&printed) >= 2 && running["state"] == "DEPLOYED";
+            *seen.borrow_mut() = format!("{running} {printed}");
+            followed.then_some(())
+        },
+    )
+    .await;
     post(client, &format!("/container/{ticker}/redeploy"), json!({})).await;
     settled_in(client, "container", &ticker, "DEPLOYED").await;
     assert_eq!(on_daemon(|args| lab.docker(1, args), &ticker).len(), 1);

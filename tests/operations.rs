@@ -178,11 +178,13 @@ async fn a_server_with_a_held_deployment_stops_on_sigterm() {
         )
         .await;
     assert_eq!(status, 202);
-    let started = std::time::Instant::now();
-    while c.get(&format!("/container/{container}/status")).await["state"] != "DEPLOYING" {
-        assert!(started.elapsed() < Duration::from_secs(20), "never held");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let status = format!("/container/{container}/status");
+    eventually(
+        Duration::from_secs(20),
+        || "never held".to_string(),
+        async || (c.get(&status).await["state"] == "DEPLOYING").then_some(()),
+    )
+    .await;
     server.stop();
 }
 

@@ -230,18 +230,12 @@ async fn every_action_on_every_kind_leaves_nothing_and_memory_settles() {
     }
     deleted(client, &format!("/environment/{}", case.env)).await;
 
-    let started = Instant::now();
-    loop {
-        let left = labelled(&case.org);
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "left on the daemon: {left:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        || format!("left on the daemon: {:?}", labelled(&case.org)),
+        async || labelled(&case.org).is_empty().then_some(()),
+    )
+    .await;
     let (warm, last) = (samples[WARM_UP - 1], samples[cycles - 1]);
     let growth = last.anonymous as f64 / warm.anonymous as f64 - 1.0;
     println!(

@@ -65,14 +65,12 @@ impl Pebble {
             management,
             _dir: dir,
         };
-        let started = Instant::now();
-        while pebble.get(&pebble.directory).await.is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "pebble did not start"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        eventually(
+            Duration::from_secs(20),
+            || "pebble did not start".to_string(),
+            async || pebble.get(&pebble.directory).await.ok().map(drop),
+        )
+        .await;
         pebble
     }
 

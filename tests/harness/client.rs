@@ -42,15 +42,18 @@ impl Client {
 }
 
 pub async fn settle(client: &Client, path: &str, within: Duration) -> Value {
-    let started = Instant::now();
-    loop {
-        let status = client.get(path).await;
-        if status["deployment_requests_count"] == json!(0) {
-            return status;
-        }
-        assert!(started.elapsed() < within, "{path} never settled: {status}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let seen = std::cell::RefCell::new(Value::Null);
+    eventually(
+        within,
+        || format!("{path} never settled: {}", seen.borrow()),
+        async || {
+            let status = client.get(path).await;
+            let settled = status["deployment_requests_count"] == json!(0);
+            *seen.borrow_mut() = status.clone();
+            settled.then_some(status)
+        },
+    )
+    .await
 }
 
 /// An organization's environment with a cluster and project; returns (token, environment id).

@@ -85,15 +85,16 @@ impl SecondDaemon {
             .spawn()
             .expect("dockerd runs");
         self.child = Some(child);
-        let started = Instant::now();
-        while self.docker(&["version"]).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "the second daemon did not start: {}",
-                std::fs::read_to_string(self.dir.0.join("dockerd.log")).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let log = self.dir.0.join("dockerd.log");
+        eventually(
+            Duration::from_secs(60),
+            || {
+                let said = std::fs::read_to_string(&log).unwrap_or_default();
+                format!("the second daemon did not start: {said}")
+            },
+            async || self.docker(&["version"]).ok().map(drop),
+        )
+        .await;
     }
 
     /// Freezes dockerd (SIGSTOP): it takes connections and answers nothing, as a host that

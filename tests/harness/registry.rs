@@ -38,14 +38,12 @@ impl LocalRegistry {
             .stderr(Stdio::null())
             .spawn()
             .expect("docker-registry runs");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(&address).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "the registry did not start"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        eventually(
+            Duration::from_secs(20),
+            || "the registry did not start".to_string(),
+            async || std::net::TcpStream::connect(&address).ok().map(drop),
+        )
+        .await;
         LocalRegistry {
             child,
             address,
@@ -117,14 +115,12 @@ impl LocalRegistry {
                 .status()
                 .is_ok_and(|s| s.success())
         };
-        let started = Instant::now();
-        while !reached() {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "the registry did not start in {namespace}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        eventually(
+            Duration::from_secs(20),
+            || format!("the registry did not start in {namespace}"),
+            async || reached().then_some(()),
+        )
+        .await;
         ServedIn(child)
     }
 }
