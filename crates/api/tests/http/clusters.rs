@@ -287,20 +287,22 @@ async fn new_cluster<S: App>(t: &T<S>, body: Value) -> String {
 
 /// Polls the cluster's status until it is `until`; every state seen is one of `allowed`.
 async fn wait_for<S: App>(t: &T<S>, path: &str, allowed: &[&str], until: &str) -> Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let s = t.get(path).await.expect(200).body;
-        let state = s["status"].as_str().unwrap().to_string();
-        assert!(
-            allowed.contains(&state.as_str()),
-            "{state} while waiting for {until}"
-        );
-        if state == until {
-            return s;
-        }
-        assert!(std::time::Instant::now() < deadline, "never {until}: {s}");
-        actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let seen = std::cell::RefCell::new(Value::Null);
+    common::eventually(
+        common::WITHIN,
+        || format!("never {until}: {}", seen.borrow()),
+        async || {
+            let s = t.get(path).await.expect(200).body;
+            let state = s["status"].as_str().unwrap().to_string();
+            assert!(
+                allowed.contains(&state.as_str()),
+                "{state} while waiting for {until}"
+            );
+            *seen.borrow_mut() = s.clone();
+            (state == until).then_some(s)
+        },
+    )
+    .await
 }
 
 async fn a_cluster_is_deployed_and_stopped_through_the_engine<S: App>(t: T<S>) {

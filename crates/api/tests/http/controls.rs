@@ -131,19 +131,7 @@ async fn a_deployment_rule_acts_when_the_clock_is_moved_past_its_hour<S: App>(t:
     .await
     .expect(200);
     // The server's own scheduler sees the hour pass.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let status = t.get(&format!("/container/{c}/status")).await.expect(200);
-        if status.body["state"] == "STOPPED" {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never stopped: {}",
-            status.text
-        );
-        actix_rt::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    wait_for_state(&t, &format!("/container/{c}/status"), "STOPPED").await;
 }
 
 async fn every_documented_control_is_served_at_the_root_only<S: App>(t: T<S>) {
@@ -338,19 +326,18 @@ async fn held_at_deploying<S: App>(t: &T<S>, c: &str, action: &str) {
 }
 
 async fn wait_for_state<S: App>(t: &T<S>, status_path: &str, state: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let status = t.get(status_path).await.expect(200);
-        if status.body["state"] == state {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never reached {state}: {}",
-            status.text
-        );
-        actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let seen = std::cell::RefCell::new(String::new());
+    common::eventually(
+        common::WITHIN,
+        || format!("never reached {state}: {}", seen.borrow()),
+        async || {
+            let status = t.get(status_path).await.expect(200);
+            let there = status.body["state"] == state;
+            *seen.borrow_mut() = status.text;
+            there.then_some(())
+        },
+    )
+    .await
 }
 
 /// What a client sees of the world `hierarchy` and a deployed container make.
@@ -1139,11 +1126,12 @@ async fn held_queued<S: App>(t: &T<S>, c: &str) {
 /// Waits until a worker has taken a request, then long enough for steps it should not run,
 /// and answers the container's state then.
 async fn state_once_taken<S: App>(t: &T<S>, c: &str) -> Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while t.capstan.queue_depth().await.unwrap().running == 0 {
-        assert!(std::time::Instant::now() < deadline, "never taken");
-        actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    common::eventually(
+        common::WITHIN,
+        || "never taken".to_string(),
+        async || (t.capstan.queue_depth().await.unwrap().running > 0).then_some(()),
+    )
+    .await;
     actix_rt::time::sleep(common::STEP * 20).await;
     t.get(&format!("/container/{c}/status"))
         .await

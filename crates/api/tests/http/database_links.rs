@@ -450,26 +450,23 @@ async fn a_database_has_credentials_versions_and_configurations<S: App>(t: T<S>)
 
 /// The backup `id` of `db` once it has ended, as the listing shows it.
 async fn ended<S: App>(t: &T<S>, db: &str, id: &str) -> Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let listed = t
-            .get(&format!("/database/{db}/backup"))
-            .await
-            .expect(200)
-            .body;
-        let found = listed["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|b| b["id"] == id)
-            .cloned()
-            .unwrap_or_else(|| panic!("{id} is listed: {listed}"));
-        if found["status"]["state"] != "DEPLOYING" {
-            return found;
-        }
-        assert!(std::time::Instant::now() < deadline, "{found}");
-        actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let path = format!("/database/{db}/backup");
+    common::eventually(
+        common::WITHIN,
+        || format!("the backup {id} never ended"),
+        async || {
+            let listed = t.get(&path).await.expect(200).body;
+            let found = listed["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|b| b["id"] == id)
+                .cloned()
+                .unwrap_or_else(|| panic!("{id} is listed: {listed}"));
+            (found["status"]["state"] != "DEPLOYING").then_some(found)
+        },
+    )
+    .await
 }
 
 /// The stand-in's backups live as the public API shows them: taken in the background to

@@ -387,22 +387,19 @@ async fn settled<S: App>(t: &T<S>, env: &str) -> Value {
 
 /// Waits until the environment's state is `state` (the scheduler acts within a few polls).
 async fn reaches<S: App>(t: &T<S>, env: &str, state: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let status = t
-            .get(&format!("/environment/{env}/status"))
-            .await
-            .expect(200)
-            .body;
-        if status["state"] == state && status["deployment_requests_count"] == 0 {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the environment never became {state}: {status}"
-        );
-        actix_rt::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let path = format!("/environment/{env}/status");
+    let seen = std::cell::RefCell::new(Value::Null);
+    common::eventually(
+        common::WITHIN,
+        || format!("the environment never became {state}: {}", seen.borrow()),
+        async || {
+            let status = t.get(&path).await.expect(200).body;
+            let there = status["state"] == state && status["deployment_requests_count"] == 0;
+            *seen.borrow_mut() = status;
+            there.then_some(())
+        },
+    )
+    .await
 }
 
 async fn a_rule_stops_and_starts_an_environment_at_its_hours<S: App>(
@@ -577,11 +574,12 @@ async fn a_cron_job_runs_at_its_schedule_once_until_stopped<S: App>(
     let (a, b) = (a.unwrap(), b.unwrap());
     assert!(a.failed.is_empty() && b.failed.is_empty());
     assert!(a.queued + b.queued <= 1, "one run");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while job_history(&t, &job).await.len() < 2 {
-        assert!(std::time::Instant::now() < deadline, "the run never came");
-        actix_rt::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    common::eventually(
+        common::WITHIN,
+        || "the run never came".to_string(),
+        async || (job_history(&t, &job).await.len() >= 2).then_some(()),
+    )
+    .await;
     assert_eq!(t.settle(&status).await["state"], "DEPLOYED");
     assert_eq!(
         job_history(&t, &job).await,

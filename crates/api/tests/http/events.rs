@@ -21,15 +21,18 @@ fn events(body: &Value) -> Vec<Value> {
 
 /// The audit events of `path` (newest first) once `enough` says so.
 async fn audit<S: App>(t: &T<S>, path: &str, enough: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let got = events(&t.get(path).await.expect(200).body);
-        if enough(&got) {
-            return got;
-        }
-        assert!(Instant::now() < deadline, "{got:#?}");
-        actix_rt::time::sleep(Duration::from_millis(25)).await;
-    }
+    let seen = std::cell::RefCell::new(Vec::new());
+    common::eventually(
+        Duration::from_secs(15),
+        || format!("{:#?}", seen.borrow()),
+        async || {
+            let got = events(&t.get(path).await.expect(200).body);
+            let done = enough(&got);
+            *seen.borrow_mut() = got.clone();
+            done.then_some(got)
+        },
+    )
+    .await
 }
 
 /// An event's timestamp, as the instant it names.

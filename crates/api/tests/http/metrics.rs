@@ -140,18 +140,18 @@ async fn metrics_count_requests_deployments_and_the_queue<S: App>(t: T<S>) {
 /// Waits until one successful deployment is counted.
 async fn finished_counted<S: App>(t: &T<S>) {
     let series = "capstan_deployments_finished_total{action=\"DEPLOY\",status=\"SUCCESS\"}";
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let text = scrape(t).await;
-        if sample(&text, series).is_some() {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never counted: {text}"
-        );
-        actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let seen = std::cell::RefCell::new(String::new());
+    common::eventually(
+        common::WITHIN,
+        || format!("never counted: {}", seen.borrow()),
+        async || {
+            let text = scrape(t).await;
+            let counted = sample(&text, series).is_some();
+            *seen.borrow_mut() = text;
+            counted.then_some(())
+        },
+    )
+    .await
 }
 
 async fn refusals_are_counted<S: App>(t: T<S>) {

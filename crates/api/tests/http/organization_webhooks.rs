@@ -9,7 +9,7 @@ use domain::auth::Role;
 use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
@@ -38,20 +38,22 @@ fn hook_body(url: &str) -> Value {
 
 /// The requests `server` received once `enough` says so (at most 15 s).
 async fn received(server: &MockServer, enough: impl Fn(&[Request]) -> bool) -> Vec<Request> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let got = server.received_requests().await.unwrap();
-        if enough(&got) {
-            return got;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the receiver got {} requests: {:?}",
-            got.len(),
-            got.iter().map(body).collect::<Vec<_>>()
-        );
-        actix_rt::time::sleep(Duration::from_millis(20)).await;
-    }
+    let seen = std::cell::RefCell::new(Vec::new());
+    common::eventually(
+        Duration::from_secs(15),
+        || {
+            let got = seen.borrow();
+            let bodies: Vec<Value> = got.iter().map(body).collect();
+            format!("the receiver got {} requests: {bodies:?}", got.len())
+        },
+        async || {
+            let got = server.received_requests().await.unwrap();
+            let done = enough(&got);
+            *seen.borrow_mut() = got.clone();
+            done.then_some(got)
+        },
+    )
+    .await
 }
 
 fn body(r: &Request) -> Value {
@@ -464,11 +466,12 @@ async fn a_delivery_that_keeps_failing_is_given_up<S: App>(t: T<S>) {
         m.text
             .contains("capstan_webhook_deliveries_total{outcome=\"failed\"} 1")
     };
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !metrics_say_failed().await {
-        assert!(Instant::now() < deadline, "the delivery was never given up");
-        actix_rt::time::sleep(Duration::from_millis(50)).await;
-    }
+    common::eventually(
+        Duration::from_secs(15),
+        || "the delivery was never given up".to_string(),
+        async || metrics_say_failed().await.then_some(()),
+    )
+    .await;
     let tried = server.received_requests().await.unwrap().len();
     assert!(tried >= 3, "retried: {tried} attempts");
     actix_rt::time::sleep(Duration::from_millis(800)).await;

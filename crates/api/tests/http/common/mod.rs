@@ -15,6 +15,29 @@ use domain::clock::SystemClock;
 use domain::Capstan;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a test waits for what the simulated engine or a scheduler does (steps of
+/// milliseconds here).
+pub const WITHIN: Duration = Duration::from_secs(20);
+
+/// Asks `look` until it answers `Some`, and returns that, looking again every 10 ms (steps
+/// take milliseconds here); once `within` has passed, fails the test with `what` (made then,
+/// so that it can say what is seen at that moment).
+pub async fn eventually<T>(
+    within: Duration,
+    what: impl Fn() -> String,
+    mut look: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(found) = look().await {
+            return found;
+        }
+        assert!(started.elapsed() < within, "{}", what());
+        actix_rt::time::sleep(Duration::from_millis(10)).await;
+    }
+}
 
 pub struct Backend {
     pub capstan: Capstan,
@@ -269,31 +292,28 @@ impl<S: App> T<S> {
 
     /// Polls a status until nothing waits or runs (a settled state), and returns it.
     pub async fn settle(&self, status_path: &str) -> Value {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        loop {
-            let r = self.get(status_path).await.expect(200);
-            if r.body["deployment_requests_count"] == json!(0) {
-                return r.body;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{status_path} never settled: {}",
-                r.text
-            );
-            actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
+        let seen = std::cell::RefCell::new(String::new());
+        eventually(
+            WITHIN,
+            || format!("{status_path} never settled: {}", seen.borrow()),
+            async || {
+                let r = self.get(status_path).await.expect(200);
+                let settled = r.body["deployment_requests_count"] == json!(0);
+                *seen.borrow_mut() = r.text;
+                settled.then_some(r.body)
+            },
+        )
+        .await
     }
 
     /// Polls until `path` answers 404 (a deletion the engine carries out).
     pub async fn gone(&self, path: &str) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while self.get(path).await.status != 404 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{path} was never deleted"
-            );
-            actix_rt::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
+        eventually(
+            WITHIN,
+            || format!("{path} was never deleted"),
+            async || (self.get(path).await.status == 404).then_some(()),
+        )
+        .await
     }
 
     /// A cluster, a project and an environment; returns (cluster, project, environment) ids.
