@@ -23,6 +23,7 @@ pub mod outbound;
 pub mod outbound_policy;
 pub mod pagination;
 pub mod ports;
+pub mod pull_requests;
 pub mod ratelimit;
 pub mod secret;
 pub mod services;
