@@ -109,12 +109,21 @@ pub trait Checkouts: Send + Sync {
     ) -> Result<String, GitError>;
 }
 
-/// The events a service's hook must carry, per provider (docs/git.md).
+/// The events a service's hook must carry, per provider (docs/git.md): pushes, and what
+/// previews follow (a pull request's opening, updates, close and merge, and the comments that
+/// ask for an on-demand preview).
 pub fn required_events(provider: GitProvider) -> &'static [&'static str] {
     match provider {
-        GitProvider::HostA => &["push", "pull_request"],
-        GitProvider::HostB => &["push_events", "merge_requests_events"],
-        GitProvider::HostC => &["repo:push", "pullrequest:created", "pullrequest:updated"],
+        GitProvider::HostA => &["push", "pull_request", "issue_comment"],
+        GitProvider::HostB => &["push_events", "merge_requests_events", "note_events"],
+        GitProvider::HostC => &[
+            "repo:push",
+            "pullrequest:created",
+            "pullrequest:updated",
+            "pullrequest:fulfilled",
+            "pullrequest:rejected",
+            "pullrequest:comment_created",
+        ],
     }
 }
 
@@ -248,18 +257,24 @@ mod tests {
             WebhookState::NotConfigured
         );
         assert_eq!(
-            s(Ok(vec![hook(me, &["push", "pull_request", "issues"])])),
+            s(Ok(vec![hook(
+                me,
+                &["push", "pull_request", "issue_comment", "issues"]
+            )])),
             WebhookState::Active
         );
         let partial = webhook_status(p, me, Ok(vec![hook(&format!("{me}/"), &["push"])]));
         assert_eq!(partial.status, WebhookState::Misconfigured);
-        assert_eq!(partial.missing_events, Some(vec!["pull_request".into()]));
+        assert_eq!(
+            partial.missing_events,
+            Some(vec!["pull_request".into(), "issue_comment".into()])
+        );
         let both = webhook_status(
             p,
             me,
             Ok(vec![
                 hook(me, &["push"]),
-                hook(me, &["push", "pull_request"]),
+                hook(me, &["push", "pull_request", "issue_comment"]),
             ]),
         );
         assert_eq!(both.status, WebhookState::Active, "the complete one counts");
@@ -271,7 +286,7 @@ mod tests {
         assert_eq!(
             s(Ok(vec![hook(
                 "https://capstan.example/v1/git/webhook/s1",
-                &["push", "pull_request"]
+                &["push", "pull_request", "issue_comment"]
             )])),
             WebhookState::Active,
             "the receiver under /v1"
@@ -284,7 +299,11 @@ mod tests {
         assert_eq!(off.status, WebhookState::Misconfigured);
         assert_eq!(
             off.missing_events,
-            Some(vec!["push".into(), "pull_request".into()])
+            Some(vec![
+                "push".into(),
+                "pull_request".into(),
+                "issue_comment".into()
+            ])
         );
         for e in [
             GitError::Unauthorized,

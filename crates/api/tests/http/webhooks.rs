@@ -123,7 +123,7 @@ async fn status_follows_the_hook_on_the_provider<S: App>(t: T<S>) {
     Mock::given(method("POST"))
         .and(path("/repos/acme/api/hooks"))
         .and(wiremock::matchers::body_partial_json(
-            json!({"events": ["push", "pull_request"], "config": {"url": receiver}}),
+            json!({"events": ["push", "pull_request", "issue_comment"], "config": {"url": receiver}}),
         ))
         .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 9})))
         .expect(1)
@@ -146,7 +146,8 @@ async fn status_follows_the_hook_on_the_provider<S: App>(t: T<S>) {
 
     hooks(
         &fake,
-        json!([{"id": 9, "config": {"url": receiver}, "events": ["push", "pull_request"]}]),
+        json!([{"id": 9, "config": {"url": receiver},
+                "events": ["push", "pull_request", "issue_comment"]}]),
     )
     .await;
     let s = t.get(&path_of).await.expect(200);
@@ -160,7 +161,8 @@ async fn status_follows_the_hook_on_the_provider<S: App>(t: T<S>) {
     let s = t.get(&path_of).await.expect(200);
     assert_eq!(
         s.body,
-        json!({"status": "MISCONFIGURED", "provider": "HOSTA", "missing_events": ["pull_request"]})
+        json!({"status": "MISCONFIGURED", "provider": "HOSTA",
+               "missing_events": ["pull_request", "issue_comment"]})
     );
 
     for status in [401, 403, 429, 500] {
@@ -645,12 +647,17 @@ async fn hostb_job_on_a_self_hosted_instance<S: App>(t: T<S>) {
             hooks_path: "/projects/acme%2Fapi/hooks",
             listing: |url, events| {
                 let mut hook = json!({"id": 3, "url": url});
-                for e in ["push_events", "merge_requests_events", "tag_push_events"] {
+                for e in [
+                    "push_events",
+                    "merge_requests_events",
+                    "note_events",
+                    "tag_push_events",
+                ] {
                     hook[e] = json!(events.contains(&e));
                 }
                 json!([hook])
             },
-            required: &["push_events", "merge_requests_events"],
+            required: &["push_events", "merge_requests_events", "note_events"],
             push: |secret, delivery, commit| {
                 (
                     vec![
@@ -679,7 +686,14 @@ async fn hostc_terraform_service<S: App>(t: T<S>) {
             repo_url: "https://bitbucket.org/acme/api",
             hooks_path: "/repositories/acme/api/hooks",
             listing: |url, events| json!({"values": [{"uuid": "{h-1}", "url": url, "events": events}]}),
-            required: &["repo:push", "pullrequest:created", "pullrequest:updated"],
+            required: &[
+                "repo:push",
+                "pullrequest:created",
+                "pullrequest:updated",
+                "pullrequest:fulfilled",
+                "pullrequest:rejected",
+                "pullrequest:comment_created",
+            ],
             push: |secret, delivery, commit| {
                 let body = json!({"push": {"changes": [
                     {"new": {"type": "branch", "name": "main", "target": {"hash": commit}}}
@@ -711,7 +725,7 @@ async fn hosta_helm_chart_from_git<S: App>(t: T<S>) {
             repo_url: "https://github.com/acme/charts",
             hooks_path: "/repos/acme/charts/hooks",
             listing: |url, events| json!([{"id": 9, "config": {"url": url}, "events": events}]),
-            required: &["push", "pull_request"],
+            required: &["push", "pull_request", "issue_comment"],
             push: |secret, delivery, commit| {
                 let body = json!({"ref": "refs/heads/main", "after": commit});
                 (
