@@ -214,13 +214,13 @@ impl DockerEngine {
         self
     }
 
-    /// The daemon's version and API version, for the start-up log.
     /// Whether what reaches the daemon still holds (an SSH tunnel ends with its connection).
     pub(crate) fn holds(&self) -> bool {
         let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
         connection.holds()
     }
 
+    /// The daemon's version and API version, for the start-up log and a cluster's check.
     pub async fn describe(&self) -> String {
         match self.docker.version().await {
             Ok(v) => format!(
