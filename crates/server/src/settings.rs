@@ -130,7 +130,13 @@ pub struct RawSettings {
     pub jwt_public_key_file: Option<PathBuf>,
     /// Deployment engine: docker, simulated, or auto (docker when a daemon answers at
     /// start-up, simulated otherwise).
-    #[arg(value_parser = values::engine, long, env = "CAPSTAN_ENGINE", default_value = "auto", global = true)]
+    #[arg(
+        value_parser = values::engine,
+        long,
+        env = "CAPSTAN_ENGINE",
+        default_value = "auto",
+        global = true
+    )]
     pub engine: EngineChoice,
     /// The host address the Docker engine publishes workloads' ports on.
     #[arg(
@@ -264,7 +270,13 @@ pub struct RawSettings {
     )]
     pub max_replicas: u64,
     /// The most ports one service may declare.
-    #[arg(value_parser = |raw: &str| values::within(raw, 1_000), long, env = "CAPSTAN_MAX_PORTS", default_value = "20", global = true)]
+    #[arg(
+        value_parser = |raw: &str| values::within(raw, 1_000),
+        long,
+        env = "CAPSTAN_MAX_PORTS",
+        default_value = "20",
+        global = true
+    )]
     pub max_ports: u64,
     /// The most restarts one job may ask for after a failed execution (max_nb_restart).
     #[arg(
@@ -353,8 +365,14 @@ pub struct RawSettings {
     pub webhook_retry_for_secs: Duration,
     /// Serves the stand-in's controls under /_capstan/ (reset, snapshots, seed, faults,
     /// engine, clock); off, they answer 404.
-    #[arg(value_parser = values::on_off,
-        action = clap::ArgAction::Set, long, env = "CAPSTAN_CONTROLS", default_value = "off", global = true)]
+    #[arg(
+        value_parser = values::on_off,
+        action = clap::ArgAction::Set,
+        long,
+        env = "CAPSTAN_CONTROLS",
+        default_value = "off",
+        global = true
+    )]
     pub controls: bool,
     /// The token the controls answer (`Authorization: Token <it>`); required with them on.
     #[arg(
@@ -366,15 +384,27 @@ pub struct RawSettings {
     pub controls_token: Option<String>,
     /// system, or manual: the application's time moves only with the system's pace and the
     /// controls' `POST /_capstan/clock`.
-    #[arg(value_parser = values::manual_clock,
-        action = clap::ArgAction::Set, long, env = "CAPSTAN_CLOCK", default_value = "system", global = true)]
+    #[arg(
+        value_parser = values::manual_clock,
+        action = clap::ArgAction::Set,
+        long,
+        env = "CAPSTAN_CLOCK",
+        default_value = "system",
+        global = true
+    )]
     pub clock: bool,
     /// Makes the ids of records created through the API the same run after run (a whole
     /// number); unset: random ids.
     #[arg(long, env = "CAPSTAN_ID_SEED", global = true)]
     pub id_seed: Option<String>,
     /// Log filter (e.g. info, debug, capstan_api=debug).
-    #[arg(value_parser = values::log_filter, long, env = "CAPSTAN_LOG", default_value = "info", global = true)]
+    #[arg(
+        value_parser = values::log_filter,
+        long,
+        env = "CAPSTAN_LOG",
+        default_value = "info",
+        global = true
+    )]
     pub log: String,
 }
 
