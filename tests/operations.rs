@@ -535,3 +535,40 @@ async fn postgres_url() -> Option<String> {
         storage::DatabaseUrl::Sqlite(_) => None,
     }
 }
+
+/// API.md: a bad setting stops start-up with one clear line naming it, never a panic, whether
+/// it comes from a variable or a flag, and whichever check refuses it (its own value, or how
+/// it goes with the others).
+#[test]
+fn a_bad_setting_stops_start_up_with_one_line_naming_it() {
+    for (env, args, line) in [
+        (
+            vec![("CAPSTAN_MAX_PORTS", "x")],
+            vec![],
+            "capstan: invalid setting CAPSTAN_MAX_PORTS (--max-ports): 'x' is not a whole \
+             number from 1 to 1000",
+        ),
+        (
+            vec![],
+            vec!["--docker-firewall", "maybe"],
+            "capstan: invalid setting CAPSTAN_DOCKER_FIREWALL (--docker-firewall): 'maybe' is \
+             not on or off",
+        ),
+        (
+            vec![("CAPSTAN_CONTROLS", "on")],
+            vec![],
+            "capstan: invalid setting CAPSTAN_CONTROLS_TOKEN (--controls-token): the controls \
+             are on: give them a token (no spaces)",
+        ),
+    ] {
+        let out = std::process::Command::new(bin())
+            .env_remove("CAPSTAN_CONTROLS_TOKEN")
+            .envs(env)
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{line}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), format!("{line}\n"));
+        assert!(out.stdout.is_empty());
+    }
+}
