@@ -304,6 +304,37 @@ pub struct EnvironmentView {
     pub cluster_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_updated_by: Option<Uuid>,
+    /// Capstan's addition: the pull request a PREVIEW environment follows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<PullRequestView>,
+}
+
+/// The pull request a preview environment follows (docs/previews.md).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct PullRequestView {
+    pub provider: domain::model::GitProvider,
+    /// `owner/name` of the repository.
+    pub repository: String,
+    pub number: i64,
+    pub url: String,
+    pub head_branch: String,
+    pub head_commit: String,
+    /// The environment the preview copies.
+    pub blueprint_environment_id: Uuid,
+}
+
+impl From<domain::model::PreviewOf> for PullRequestView {
+    fn from(p: domain::model::PreviewOf) -> Self {
+        Self {
+            provider: p.provider,
+            repository: p.repository,
+            number: p.number,
+            url: p.url,
+            head_branch: p.head_branch,
+            head_commit: p.head_commit,
+            blueprint_environment_id: p.blueprint_environment_id.0,
+        }
+    }
 }
 
 impl From<EnvironmentDetails> for EnvironmentView {
@@ -332,6 +363,7 @@ impl From<EnvironmentDetails> for EnvironmentView {
             cluster_id: e.cluster_id.0,
             cluster_name: cluster_name.map(Into::into),
             last_updated_by: e.last_updated_by,
+            pull_request: e.pull_request.map(Into::into),
         }
     }
 }

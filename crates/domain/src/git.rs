@@ -60,7 +60,51 @@ pub trait GitHosting: Send + Sync {
         events: &[&str],
         secret: &Secret,
     ) -> Result<(), GitError>;
+    /// Writes a comment on pull request `number`, or edits `existing` (its id); answers the
+    /// comment's id.
+    async fn put_comment(
+        &self,
+        repo: &RepositoryAccess,
+        number: i64,
+        existing: Option<&str>,
+        body: &str,
+    ) -> Result<String, GitError>;
+    /// Sets Capstan's status of `commit`.
+    async fn set_commit_status(
+        &self,
+        repo: &RepositoryAccess,
+        commit: &str,
+        status: &CommitStatus,
+    ) -> Result<(), GitError>;
+    /// Pull request `number` as it is now.
+    async fn pull_request(
+        &self,
+        repo: &RepositoryAccess,
+        number: i64,
+    ) -> Result<crate::pull_requests::PullRequest, GitError>;
+    /// Whether the provider's user `user` (a login, a user name, a nickname) may write to the
+    /// repository.
+    async fn may_write(&self, repo: &RepositoryAccess, user: &str) -> Result<bool, GitError>;
 }
+
+/// Where a commit stands, as Capstan tells the provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitState {
+    Pending,
+    Success,
+    Failure,
+}
+
+/// A commit status: its state, the page it links to and a line saying what it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitStatus {
+    pub state: CommitState,
+    pub target_url: Option<String>,
+    pub description: String,
+}
+
+/// The name a commit status goes by at the provider.
+pub const STATUS_CONTEXT: &str = "capstan/preview";
 
 /// A repository's files at one revision, as fetched.
 pub trait Tree: Send + Sync {

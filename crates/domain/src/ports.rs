@@ -130,6 +130,8 @@ pub trait ServiceQueries: Send {
         cluster: Option<ClusterId>,
         page: PageRequest,
     ) -> StoreResult<Page<Environment>>;
+    /// Every preview environment that follows a pull request, in every organization.
+    async fn pull_request_previews(&mut self) -> StoreResult<Vec<Environment>>;
     /// How many environments each project has (absent ids: none).
     async fn count_environments_by_project(
         &mut self,

@@ -99,20 +99,9 @@ fn host_a(event: &str, v: &Value) -> Option<PullRequestEvent> {
                 "closed" => PullRequestAction::Closed,
                 _ => return None,
             };
-            let head_repo = text(pr, "/head/repo/full_name");
-            let base_repo = text(pr, "/base/repo/full_name");
             Some(PullRequestEvent::Changed {
                 action,
-                pull_request: PullRequest {
-                    number: number(v, "/number").or_else(|| number(pr, "/number"))?,
-                    title: text(pr, "/title").unwrap_or_default(),
-                    url: text(pr, "/html_url")?,
-                    base_branch: text(pr, "/base/ref")?,
-                    head_branch: text(pr, "/head/ref")?,
-                    head_commit: text(pr, "/head/sha")?,
-                    // A fork deleted since has no head repository: not the base's.
-                    from_fork: head_repo.is_none() || head_repo != base_repo,
-                },
+                pull_request: host_a_pull_request(pr, number(v, "/number"))?,
             })
         }
         "issue_comment" if v.get("action")?.as_str()? == "created" => {
@@ -185,19 +174,62 @@ fn host_c(event: &str, v: &Value) -> Option<PullRequestEvent> {
         }
         _ => return None,
     };
-    let head_repo = text(pr, "/source/repository/full_name");
-    let base_repo = text(pr, "/destination/repository/full_name");
     Some(PullRequestEvent::Changed {
         action,
-        pull_request: PullRequest {
-            number: number(pr, "/id")?,
-            title: text(pr, "/title").unwrap_or_default(),
-            url: text(pr, "/links/html/href")?,
-            base_branch: text(pr, "/destination/branch/name")?,
-            head_branch: text(pr, "/source/branch/name")?,
-            head_commit: text(pr, "/source/commit/hash")?,
-            from_fork: head_repo.is_none() || head_repo != base_repo,
-        },
+        pull_request: host_c_pull_request(pr)?,
+    })
+}
+
+/// A pull request as the provider's API answers it on its own (`GET` of one pull request),
+/// for a preview asked for by a comment or the API, which name only its number.
+pub fn from_api(provider: GitProvider, v: &Value) -> Option<PullRequest> {
+    match provider {
+        GitProvider::HostA => host_a_pull_request(v, None),
+        GitProvider::HostB => {
+            let source = number(v, "/source_project_id");
+            let target = number(v, "/target_project_id");
+            Some(PullRequest {
+                number: number(v, "/iid")?,
+                title: text(v, "/title").unwrap_or_default(),
+                url: text(v, "/web_url")?,
+                base_branch: text(v, "/target_branch")?,
+                head_branch: text(v, "/source_branch")?,
+                head_commit: text(v, "/sha")?,
+                from_fork: source.is_none() || source != target,
+            })
+        }
+        GitProvider::HostC => host_c_pull_request(v),
+    }
+}
+
+/// HOSTA's pull request object, the same in its events and its API.
+fn host_a_pull_request(pr: &Value, number_given: Option<i64>) -> Option<PullRequest> {
+    let head_repo = text(pr, "/head/repo/full_name");
+    let base_repo = text(pr, "/base/repo/full_name");
+    Some(PullRequest {
+        number: number_given.or_else(|| number(pr, "/number"))?,
+        title: text(pr, "/title").unwrap_or_default(),
+        url: text(pr, "/html_url")?,
+        base_branch: text(pr, "/base/ref")?,
+        head_branch: text(pr, "/head/ref")?,
+        head_commit: text(pr, "/head/sha")?,
+        // A fork deleted since has no head repository: not the base's.
+        from_fork: head_repo.is_none() || head_repo != base_repo,
+    })
+}
+
+/// HOSTC's pull request object, the same in its events and its API.
+fn host_c_pull_request(pr: &Value) -> Option<PullRequest> {
+    let head_repo = text(pr, "/source/repository/full_name");
+    let base_repo = text(pr, "/destination/repository/full_name");
+    Some(PullRequest {
+        number: number(pr, "/id")?,
+        title: text(pr, "/title").unwrap_or_default(),
+        url: text(pr, "/links/html/href")?,
+        base_branch: text(pr, "/destination/branch/name")?,
+        head_branch: text(pr, "/source/branch/name")?,
+        head_commit: text(pr, "/source/commit/hash")?,
+        from_fork: head_repo.is_none() || head_repo != base_repo,
     })
 }
 
@@ -401,6 +433,21 @@ mod tests {
             None
         );
         assert_eq!(read(c, "repo:push", &host_c_pr("acme/web")), None);
+    }
+
+    #[test]
+    fn each_provider_api_answer_for_one_pull_request_is_read() {
+        let a = host_a_pr("opened", false, "acme/web")["pull_request"].clone();
+        assert_eq!(from_api(GitProvider::HostA, &a), Some(expected(false)));
+        let b = json!({
+            "iid": 7, "title": "Faster pages", "web_url": "https://git.example.com/acme/web/pull/7",
+            "target_branch": "main", "source_branch": "faster", "sha": "c0ffee",
+            "source_project_id": 9, "target_project_id": 3
+        });
+        assert_eq!(from_api(GitProvider::HostB, &b), Some(expected(true)));
+        let c = host_c_pr("acme/web")["pullrequest"].clone();
+        assert_eq!(from_api(GitProvider::HostC, &c), Some(expected(false)));
+        assert_eq!(from_api(GitProvider::HostB, &json!({"iid": 7})), None);
     }
 
     #[test]

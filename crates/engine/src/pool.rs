@@ -290,6 +290,11 @@ async fn schedule(capstan: Capstan, mut stopped: watch::Receiver<bool>, poll: Du
                 poll * 4
             }
         };
+        match capstan.delete_idle_previews().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(count = n, "deleted previews idle for longer than allowed"),
+            Err(e) => tracing::error!(error = %e, "could not delete the idle previews"),
+        }
         if timed_wait_or_stop(&mut stopped, rung, moved, rules.min(crons)).await {
             return;
         }

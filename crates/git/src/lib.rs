@@ -6,9 +6,12 @@ mod checkout;
 pub use checkout::GitCheckouts;
 
 use async_trait::async_trait;
-use domain::git::{GitError, GitHosting, Hook, RepositoryAccess};
+use domain::git::{
+    CommitState, CommitStatus, GitError, GitHosting, Hook, RepositoryAccess, STATUS_CONTEXT,
+};
 use domain::model::GitProvider;
 use domain::outbound_policy::OutboundPolicy;
+use domain::pull_requests::{self, PullRequest};
 use domain::secret::Secret;
 use outbound::{GuardedClient, Redirects};
 use reqwest::{Method, RequestBuilder, StatusCode};
@@ -45,20 +48,39 @@ impl HttpGitHosting {
         Ok(Self { client })
     }
 
-    fn hooks_url(repo: &RepositoryAccess) -> String {
+    /// The repository's address in the provider's API.
+    fn repository_url(repo: &RepositoryAccess) -> String {
         let base = repo.api_url.trim_end_matches('/');
         match repo.provider {
-            GitProvider::HostA => format!("{base}/repos/{}/{}/hooks", repo.owner, repo.name),
+            GitProvider::HostA => format!("{base}/repos/{}/{}", repo.owner, repo.name),
             GitProvider::HostB => {
                 let project: String = url::form_urlencoded::byte_serialize(
                     format!("{}/{}", repo.owner, repo.name).as_bytes(),
                 )
                 .collect();
-                format!("{base}/projects/{project}/hooks")
+                format!("{base}/projects/{project}")
             }
             GitProvider::HostC => {
-                format!("{base}/repositories/{}/{}/hooks", repo.owner, repo.name)
+                format!("{base}/repositories/{}/{}", repo.owner, repo.name)
             }
+        }
+    }
+
+    fn hooks_url(repo: &RepositoryAccess) -> String {
+        format!("{}/hooks", Self::repository_url(repo))
+    }
+
+    /// Where pull request `number`'s comments are (`existing`: one of them).
+    fn comments_url(repo: &RepositoryAccess, number: i64, existing: Option<&str>) -> String {
+        let at = Self::repository_url(repo);
+        let one = existing.map(|id| format!("/{id}")).unwrap_or_default();
+        match repo.provider {
+            GitProvider::HostA => match existing {
+                Some(id) => format!("{at}/issues/comments/{id}"),
+                None => format!("{at}/issues/{number}/comments"),
+            },
+            GitProvider::HostB => format!("{at}/merge_requests/{number}/notes{one}"),
+            GitProvider::HostC => format!("{at}/pullrequests/{number}/comments{one}"),
         }
     }
 
@@ -242,5 +264,154 @@ impl GitHosting for HttpGitHosting {
             (Some(id), _) => self.request(Method::PUT, &format!("{hooks}/{id}"), repo)?,
         };
         self.send(req.json(&body)).await.map(|_| ())
+    }
+
+    async fn put_comment(
+        &self,
+        repo: &RepositoryAccess,
+        number: i64,
+        existing: Option<&str>,
+        body: &str,
+    ) -> Result<String, GitError> {
+        let url = Self::comments_url(repo, number, existing);
+        let method = match (existing, repo.provider) {
+            (None, _) => Method::POST,
+            (Some(_), GitProvider::HostA) => Method::PATCH,
+            (Some(_), _) => Method::PUT,
+        };
+        let payload = match repo.provider {
+            GitProvider::HostC => json!({"content": {"raw": body}}),
+            _ => json!({"body": body}),
+        };
+        let answer = self
+            .send(self.request(method, &url, repo)?.json(&payload))
+            .await?;
+        text(&answer, "id")
+            .or_else(|| existing.map(str::to_string))
+            .ok_or_else(|| GitError::Unexpected("a comment without an id".into()))
+    }
+
+    async fn set_commit_status(
+        &self,
+        repo: &RepositoryAccess,
+        commit: &str,
+        status: &CommitStatus,
+    ) -> Result<(), GitError> {
+        let at = Self::repository_url(repo);
+        let (url, payload) = match repo.provider {
+            GitProvider::HostA => (
+                format!("{at}/statuses/{commit}"),
+                json!({
+                    "state": match status.state {
+                        CommitState::Pending => "pending",
+                        CommitState::Success => "success",
+                        CommitState::Failure => "failure",
+                    },
+                    "target_url": status.target_url,
+                    "description": status.description,
+                    "context": STATUS_CONTEXT,
+                }),
+            ),
+            GitProvider::HostB => (
+                format!("{at}/statuses/{commit}"),
+                json!({
+                    "state": match status.state {
+                        CommitState::Pending => "running",
+                        CommitState::Success => "success",
+                        CommitState::Failure => "failed",
+                    },
+                    "target_url": status.target_url,
+                    "description": status.description,
+                    "name": STATUS_CONTEXT,
+                }),
+            ),
+            GitProvider::HostC => (
+                format!("{at}/commit/{commit}/statuses/build"),
+                json!({
+                    "state": match status.state {
+                        CommitState::Pending => "INPROGRESS",
+                        CommitState::Success => "SUCCESSFUL",
+                        CommitState::Failure => "FAILED",
+                    },
+                    "key": STATUS_CONTEXT,
+                    "url": status.target_url,
+                    "description": status.description,
+                }),
+            ),
+        };
+        self.send(self.request(Method::POST, &url, repo)?.json(&payload))
+            .await
+            .map(|_| ())
+    }
+
+    async fn pull_request(
+        &self,
+        repo: &RepositoryAccess,
+        number: i64,
+    ) -> Result<PullRequest, GitError> {
+        let at = Self::repository_url(repo);
+        let url = match repo.provider {
+            GitProvider::HostA => format!("{at}/pulls/{number}"),
+            GitProvider::HostB => format!("{at}/merge_requests/{number}"),
+            GitProvider::HostC => format!("{at}/pullrequests/{number}"),
+        };
+        let answer = self.send(self.request(Method::GET, &url, repo)?).await?;
+        pull_requests::from_api(repo.provider, &answer)
+            .ok_or_else(|| GitError::Unexpected("a pull request without its head".into()))
+    }
+
+    async fn may_write(&self, repo: &RepositoryAccess, user: &str) -> Result<bool, GitError> {
+        let at = Self::repository_url(repo);
+        let escaped: String = url::form_urlencoded::byte_serialize(user.as_bytes()).collect();
+        match repo.provider {
+            GitProvider::HostA => {
+                let url = format!("{at}/collaborators/{escaped}/permission");
+                match self.send(self.request(Method::GET, &url, repo)?).await {
+                    Ok(answer) => Ok(matches!(
+                        answer.get("permission").and_then(Value::as_str),
+                        Some("admin" | "maintain" | "write")
+                    )),
+                    // Not a collaborator at all.
+                    Err(GitError::NotFound) => Ok(false),
+                    Err(e) => Err(e),
+                }
+            }
+            GitProvider::HostB => {
+                let url = format!("{at}/members/all?query={escaped}");
+                let answer = self.send(self.request(Method::GET, &url, repo)?).await?;
+                // Developers (30) and above push; the query matches by prefix, so the name is
+                // compared whole.
+                Ok(answer.as_array().is_some_and(|members| {
+                    members.iter().any(|m| {
+                        m.get("username").and_then(Value::as_str) == Some(user)
+                            && m.get("access_level").and_then(Value::as_i64) >= Some(30)
+                    })
+                }))
+            }
+            GitProvider::HostC => {
+                let filter: String = url::form_urlencoded::byte_serialize(
+                    format!("user.nickname=\"{user}\"").as_bytes(),
+                )
+                .collect();
+                let workspace = repo.api_url.trim_end_matches('/');
+                let url = format!(
+                    "{workspace}/workspaces/{}/permissions/repositories/{}?q={filter}",
+                    repo.owner, repo.name
+                );
+                let answer = self.send(self.request(Method::GET, &url, repo)?).await?;
+                Ok(answer
+                    .get("values")
+                    .and_then(Value::as_array)
+                    .is_some_and(|grants| {
+                        grants.iter().any(|g| {
+                            g.pointer("/user/nickname").and_then(Value::as_str) == Some(user)
+                                && matches!(
+                                    g.get("permission").and_then(Value::as_str),
+                                    Some("write" | "admin")
+                                )
+                        })
+                    }))
+            }
+        }
     }
 }

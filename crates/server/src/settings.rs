@@ -251,6 +251,35 @@ pub struct RawSettings {
         global = true
     )]
     pub max_api_tokens: u64,
+    /// Whether a pull request from a fork gets a preview: its code would run with the
+    /// blueprint environment's secrets (docs/previews.md).
+    #[arg(
+        value_parser = values::on_off,
+        action = clap::ArgAction::Set,
+        long,
+        env = "CAPSTAN_PREVIEW_FORKS",
+        default_value = "false",
+        global = true
+    )]
+    pub preview_forks: bool,
+    /// How many pull-request previews one environment may have open at once.
+    #[arg(
+        value_parser = |raw: &str| values::within(raw, 10_000),
+        long,
+        env = "CAPSTAN_PREVIEW_LIMIT",
+        default_value = "10",
+        global = true
+    )]
+    pub preview_limit: u64,
+    /// After how many days without activity on its pull request a preview is deleted.
+    #[arg(
+        value_parser = |raw: &str| values::within(raw, 3_650),
+        long,
+        env = "CAPSTAN_PREVIEW_IDLE_DAYS",
+        default_value = "7",
+        global = true
+    )]
+    pub preview_idle_days: u64,
     /// The most live-API sockets one token (or JWT) may hold open on one instance.
     #[arg(
         value_parser = |raw: &str| values::within(raw, 100_000),
@@ -478,6 +507,8 @@ pub struct Settings {
     pub database: DatabaseUrl,
     pub rate_limit_per_hour: u32,
     pub max_api_tokens: u64,
+    /// The limits on pull requests' previews.
+    pub previews: domain::services::PreviewSettings,
     /// What one service may ask of the shared hosts.
     pub bounds: domain::model::Bounds,
     pub live_sockets_per_token: usize,
@@ -543,6 +574,7 @@ impl fmt::Debug for Settings {
             .field("database", &redact_url(&self.database))
             .field("rate_limit_per_hour", &self.rate_limit_per_hour)
             .field("max_api_tokens", &self.max_api_tokens)
+            .field("previews", &self.previews)
             .field("bounds", &self.bounds)
             .field("live_sockets_per_token", &self.live_sockets_per_token)
             .field("secret_key", &self.secret_key.map(|_| "***"))
@@ -960,6 +992,13 @@ impl RawSettings {
             database,
             rate_limit_per_hour,
             max_api_tokens,
+            previews: domain::services::PreviewSettings {
+                forks: self.preview_forks,
+                most_per_environment: usize::try_from(self.preview_limit).unwrap_or(usize::MAX),
+                idle_after: time::Duration::days(
+                    i64::try_from(self.preview_idle_days).unwrap_or(i64::MAX),
+                ),
+            },
             bounds: self.bounds(),
             live_sockets_per_token: usize::try_from(self.live_sockets_per_token)
                 .unwrap_or(usize::MAX),

@@ -239,6 +239,20 @@ impl ServiceQueries for Session {
         Ok(count_map(rows.collect()))
     }
 
+    async fn pull_request_previews(&mut self) -> StoreResult<Vec<Environment>> {
+        let (conn, cipher) = self.parts()?;
+        let rows: Vec<EnvironmentRow> = db_run!(*conn, |c| environments::table
+            .filter(environments::pull_request.is_not_null())
+            .order((environments::created_at, environments::id))
+            .select(EnvironmentRow::as_select())
+            .load(c)
+            .await)
+        .map_err(store_error)?;
+        rows.into_iter()
+            .map(|r| Environment::from_row(r, cipher))
+            .collect()
+    }
+
     async fn count_environments_by_project(
         &mut self,
         projects: &[ProjectId],

@@ -531,6 +531,7 @@ row!(
         name_key: String,
         mode: EnvironmentMode,
         last_updated_by: Option<StrictUuid>,
+        pull_request: Option<String>,
         created_at: PrimitiveDateTime,
         updated_at: PrimitiveDateTime,
     }
@@ -549,6 +550,7 @@ impl ToRow for Environment {
             name_key: e.name.key(),
             mode: e.mode,
             last_updated_by: e.last_updated_by.map(StrictUuid),
+            pull_request: e.pull_request.as_ref().map(json_text).transpose()?,
             created_at: ts(e.created_at),
             updated_at: ts(e.updated_at),
         })
@@ -565,6 +567,11 @@ impl FromRow for Environment {
             name: Name::stored(r.name),
             mode: r.mode,
             last_updated_by: r.last_updated_by.map(|u| u.0),
+            pull_request: r
+                .pull_request
+                .as_deref()
+                .map(|text| json_value("pull_request", text))
+                .transpose()?,
             created_at: utc(r.created_at),
             updated_at: utc(r.updated_at),
         })

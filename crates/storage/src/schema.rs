@@ -85,6 +85,7 @@ diesel::table! {
         name_key -> Text,
         mode -> Text,
         last_updated_by -> Nullable<Text>,
+        pull_request -> Nullable<Text>,
         created_at -> Timestamp,
         updated_at -> Timestamp,
     }

@@ -30,6 +30,7 @@ mod metrics;
 mod openapi;
 mod organization_resources;
 mod organization_webhooks;
+mod previews;
 mod records;
 mod restrictions;
 mod roles;

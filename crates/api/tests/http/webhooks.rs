@@ -318,7 +318,10 @@ async fn a_signed_push_deploys_and_an_unsigned_one_does_not<S: App>(t: T<S>) {
         .to_request();
     let ignored = t.send(ping).await.expect(200);
     assert_eq!(ignored.body["result"], "IGNORED");
-    assert_eq!(ignored.body["reason"], "not a push event");
+    assert_eq!(
+        ignored.body["reason"],
+        "neither a push nor a pull-request event"
+    );
     let other = push("feature", "bad");
     let ignored = deliver(other.clone(), Some(sign(secret.expose(), &other)), "d-2")
         .await

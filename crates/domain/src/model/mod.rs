@@ -84,7 +84,8 @@ pub use name::Name;
 pub use organization::{ApiToken, Organization};
 pub use regions::{is_region, regions, Region};
 pub use resources::{
-    expiry_date, ContainerRegistry, Environment, GitToken, HelmRepository, Project, RegistryConfig,
+    expiry_date, ContainerRegistry, Environment, GitToken, HelmRepository, PreviewOf, Project,
+    RegistryConfig,
 };
 pub use restriction::{
     push_deploys, DeploymentRestriction, RestrictionInput, RestrictionMode, RestrictionType,

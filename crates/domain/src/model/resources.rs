@@ -43,10 +43,33 @@ pub struct Environment {
     pub name: super::Name,
     pub mode: EnvironmentMode,
     pub last_updated_by: Option<Uuid>,
+    /// The pull request a preview environment follows (docs/previews.md); none for every
+    /// other environment.
+    pub pull_request: Option<PreviewOf>,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
 }
 record!(Environment, EnvironmentId, ProjectId, "environment");
+
+/// What a preview environment follows: a pull request of a repository, previewing the
+/// blueprint environment whose services it copies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviewOf {
+    pub provider: GitProvider,
+    /// `owner/name`, as the provider names the base repository.
+    pub repository: String,
+    pub number: i64,
+    pub url: String,
+    pub head_branch: String,
+    pub head_commit: String,
+    pub blueprint_environment_id: EnvironmentId,
+    /// The comment on the pull request that names the preview's links, once written.
+    #[serde(default)]
+    pub comment_id: Option<String>,
+    /// The last delivery about the pull request: a preview idle for long is deleted.
+    #[serde(with = "time::serde::rfc3339")]
+    pub last_activity_at: OffsetDateTime,
+}
 
 /// The members of a registry's `config` that may be shown. Anything else a client sends in
 /// `config` (passwords, secret keys, JSON credentials) is kept apart as a secret.

@@ -69,6 +69,20 @@ impl Service {
         self.spec.kind()
     }
 
+    /// Whether a preview of its environment holds a copy of it: those with `auto_preview` on,
+    /// and every database (a preview gets databases of its own, never the blueprint's).
+    /// Terraform services have no such member in the public description: never copied.
+    pub fn previewed(&self) -> bool {
+        match &self.spec {
+            ServiceSpec::Application(a) => a.runtime.workload.auto_preview,
+            ServiceSpec::Container(c) => c.runtime.workload.auto_preview,
+            ServiceSpec::Job(j) => j.workload.auto_preview,
+            ServiceSpec::Helm(h) => h.auto_preview,
+            ServiceSpec::Database(_) => true,
+            ServiceSpec::Terraform(_) => false,
+        }
+    }
+
     /// A deployed service whose configuration changed no longer runs what is configured.
     pub fn mark_changed(&mut self) {
         if self.deployment_status == DeploymentStatus::UpToDate {

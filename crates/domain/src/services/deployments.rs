@@ -85,6 +85,9 @@ pub enum Selection {
     Stopped,
     /// Exactly these; one whose state refuses the action refuses the whole request (409).
     Only(Vec<Chosen>),
+    /// As `All`, the services named here at these commits (a preview's, at its pull
+    /// request's head).
+    AllAt(HashMap<ServiceId, String>),
 }
 
 /// What a delete did: removed at once (never deployed) or handed to the engine.
@@ -456,8 +459,12 @@ impl Capstan {
         let mut updated: Vec<Service> = Vec::new();
         let mut chosen: Vec<(Service, DeployTarget)> = Vec::new();
         match selection {
-            Selection::All | Selection::Stopped => {
+            Selection::All | Selection::Stopped | Selection::AllAt(_) => {
                 let stopped_only = matches!(selection, Selection::Stopped);
+                let commits = match &selection {
+                    Selection::AllAt(commits) => commits.clone(),
+                    _ => HashMap::new(),
+                };
                 for service in &services {
                     let mine = of(&requests, service.id);
                     let state = service_state(&mine);
@@ -475,7 +482,11 @@ impl Capstan {
                             _ => true,
                         };
                     if wanted && refusal(action, service, state, &pending, false).is_none() {
-                        chosen.push(((*service).clone(), deployed_commit(service)));
+                        let mut target = deployed_commit(service);
+                        if let Some(commit) = commits.get(&service.id) {
+                            target.git_commit_id = Some(commit.clone());
+                        }
+                        chosen.push(((*service).clone(), target));
                     }
                 }
             }

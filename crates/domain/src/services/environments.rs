@@ -316,7 +316,9 @@ impl Capstan {
                 .or(rule.as_ref().map(|r| r.mode))
                 .unwrap_or(source.mode);
             let env = self.new_environment(p, &project, &cluster, name, mode);
-            let (env, _) = self.copy_environment(tx, &source, env).await?;
+            let (env, _) = self
+                .copy_environment(tx, &source, env, Copied::Whole)
+                .await?;
             self.audit(tx, p, EventType::Clone, &env).await?;
             if let Some(rule) = rule {
                 self.give_schedule(tx, &env, rule.schedule).await?;
@@ -347,6 +349,7 @@ impl Capstan {
             name,
             mode,
             last_updated_by: Some(p.subject.uuid()),
+            pull_request: None,
             created_at: now,
             updated_at: now,
         }
@@ -360,11 +363,17 @@ impl Capstan {
         tx: &mut Unit,
         source: &Environment,
         env: Environment,
+        what: Copied,
     ) -> DomainResult<(Environment, HashMap<ServiceId, Service>)> {
         let source_id = source.id;
         let now = env.created_at;
 
-        let services = self.services_of(tx, source_id).await?;
+        let services: Vec<Service> = self
+            .services_of(tx, source_id)
+            .await?
+            .into_iter()
+            .filter(|s| what == Copied::Whole || s.previewed())
+            .collect();
         let mut parents: Vec<uuid::Uuid> = vec![source_id.0];
         parents.extend(services.iter().map(|s| s.id.0));
         let variables = self.all_variables(tx, &parents).await?;
@@ -420,10 +429,22 @@ impl Capstan {
             .filter_map(|(from, to)| copies.get(&to).map(|c| (from, c.clone())))
             .collect();
         self.copy_restrictions(tx, &by_source).await?;
-        self.copy_domains(tx, &by_source).await?;
+        if what == Copied::Whole {
+            self.copy_domains(tx, &by_source).await?;
+        }
         self.copy_groups(tx, &by_source).await?;
         Ok((env, by_source))
     }
+}
+
+/// What of an environment a copy holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Copied {
+    /// Everything: a clone, a tag's preview.
+    Whole,
+    /// What a pull request's preview holds: the services [`Service::previewed`] names, and
+    /// no custom domain (a domain names one environment).
+    Preview,
 }
 
 /// Copies variables onto `env` (an environment clone's, or a service clone's target), each

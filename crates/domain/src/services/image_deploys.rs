@@ -252,7 +252,9 @@ impl Capstan {
             .cluster_for(tx, p, &project, Some(source.cluster_id))
             .await?;
         let preview = self.new_environment(p, &project, &cluster, name, EnvironmentMode::Preview);
-        let (preview, copies) = self.copy_environment(tx, source, preview).await?;
+        let (preview, copies) = self
+            .copy_environment(tx, source, preview, super::environments::Copied::Whole)
+            .await?;
         self.audit(tx, p, EventType::Clone, &preview).await?;
         let mut retagged = Vec::new();
         for container in containers {

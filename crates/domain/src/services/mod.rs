@@ -35,6 +35,7 @@ mod members;
 mod metadata_groups;
 mod org_webhooks;
 mod organizations;
+mod previews;
 mod registries;
 mod restrictions;
 mod running;
@@ -70,6 +71,10 @@ pub use members::{InvitationDetails, InviteInput, MemberRef, RoleChange};
 pub use metadata_groups::{GroupDetails, GROUPED_KINDS};
 pub use org_webhooks::{DeliveryPass, Outbound};
 pub use organizations::{ApiTokenInput, NewApiToken, OrganizationDetails, OrganizationUpdate};
+pub use previews::{
+    PreviewSettings, Previewed, PREVIEW_COMMAND, PULL_REQUEST_BRANCH, PULL_REQUEST_COMMIT_ID,
+    PULL_REQUEST_NUMBER,
+};
 pub use registries::{RegistryDetails, RegistryInput};
 pub use restrictions::RESTRICTED_KINDS;
 pub use running::PublicLink;
@@ -132,6 +137,8 @@ pub struct Capstan {
     /// The last DNS check of each custom domain the router asked about (by name and CDN use),
     /// passed or not, and when.
     domain_checks: Arc<std::sync::Mutex<DomainChecks>>,
+    /// The operator's limits on pull requests' previews.
+    previews: previews::PreviewSettings,
 }
 
 /// Each custom domain's last DNS check (by name and CDN use): passed or not, and when.
@@ -163,6 +170,7 @@ impl Capstan {
                 .collect(),
             router: None,
             domain_checks: Arc::default(),
+            previews: previews::PreviewSettings::default(),
         }
     }
 
@@ -194,6 +202,11 @@ impl Capstan {
     }
 
     /// Lets an organization hold at most `max` API tokens (created through the API).
+    pub fn with_previews(mut self, previews: previews::PreviewSettings) -> Self {
+        self.previews = previews;
+        self
+    }
+
     pub fn with_max_api_tokens(mut self, max: u64) -> Self {
         self.max_api_tokens = max;
         self

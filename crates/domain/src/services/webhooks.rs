@@ -2,7 +2,7 @@
 //! receiver of the pushes they deliver.
 
 use super::{Capstan, DeployInput};
-use crate::auth::{Action, Principal, Role, Subject};
+use crate::auth::{Action, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::git::*;
 use crate::ids::ServiceId;
@@ -10,6 +10,7 @@ use crate::model::{
     push_deploys, DeploymentAction, GitProvider, GitRepository, GitToken, Service, ServiceSpec,
 };
 use crate::ports::{IdempotencyClaim, Repo, Scope, Unit};
+use crate::pull_requests::{self, PullRequestEvent};
 use crate::secret::Secret;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -86,6 +87,8 @@ pub enum Received {
     Deployed(crate::ids::DeploymentRequestId),
     /// A tag pushed on the deployed commit, now its `deployed_commit_tag`.
     Recorded(String),
+    /// A pull-request event acted on the pull request's preview environment.
+    Preview(super::Previewed),
     Ignored(String),
 }
 
@@ -285,7 +288,7 @@ pub(super) fn git_source(service: &Service) -> DomainResult<GitRepository> {
         })
 }
 
-fn unavailable(e: GitError) -> DomainError {
+pub(super) fn unavailable(e: GitError) -> DomainError {
     match e {
         // Not the provider's failure: the address needs the operator's allow list.
         GitError::Refused(why) => DomainError::invalid("git_api_url", why),
@@ -294,7 +297,7 @@ fn unavailable(e: GitError) -> DomainError {
 }
 
 impl Capstan {
-    fn git(&self) -> DomainResult<&GitIntegration> {
+    pub(super) fn git(&self) -> DomainResult<&GitIntegration> {
         self.git
             .as_ref()
             .ok_or_else(|| DomainError::Unavailable("the git integration is not configured".into()))
@@ -315,7 +318,7 @@ impl Capstan {
         Ok((repo, access))
     }
 
-    async fn repository_access(
+    pub(super) async fn repository_access(
         &self,
         tx: &mut Unit,
         repo: &GitRepository,
@@ -443,7 +446,9 @@ impl Capstan {
         };
         let (delivery_id, is_push) = delivery.identity(repo.provider);
         if !is_push {
-            return Ok(Received::Ignored("not a push event".into()));
+            return self
+                .receive_pull_request_event(&service, &repo, &delivery, &delivery_id)
+                .await;
         }
         if let Some((tag, commit)) = delivery.tagged(repo.provider) {
             return self.record_tag(id, tag, &commit).await;
@@ -480,12 +485,7 @@ impl Capstan {
                 "this delivery was already received".into(),
             ));
         }
-        let system = Principal {
-            subject: Subject::User(format!("git-webhook:{}", repo.provider)),
-            memberships: vec![(service.organization_id, Role::Devops)],
-            origin: crate::model::Origin::Git,
-            user_agent: None,
-        };
+        let system = super::previews::git_principal(repo.provider, &service);
         let queued = self
             .service_action(
                 &system,
@@ -524,6 +524,82 @@ impl Capstan {
 }
 
 impl Capstan {
+    /// A delivery that is not a push: a pull request's event drives its preview, once per
+    /// delivery; anything else is ignored.
+    async fn receive_pull_request_event(
+        &self,
+        service: &Service,
+        repo: &GitRepository,
+        delivery: &Delivery,
+        delivery_id: &str,
+    ) -> DomainResult<Received> {
+        let event = delivery
+            .header(pull_requests::event_header(repo.provider))
+            .unwrap_or_default();
+        let body: serde_json::Value =
+            serde_json::from_slice(&delivery.body).unwrap_or(serde_json::Value::Null);
+        let Some(event) = pull_requests::read(repo.provider, event, &body) else {
+            return Ok(Received::Ignored(
+                "neither a push nor a pull-request event".into(),
+            ));
+        };
+        let key = format!("webhook:{}", service.id);
+        let now = self.now();
+        let claim = self
+            .store
+            .claim_idempotency_key(
+                &key,
+                delivery_id,
+                "pull_request",
+                now,
+                now - Duration::days(1),
+            )
+            .await?;
+        if claim != IdempotencyClaim::Claimed {
+            return Ok(Received::Ignored(
+                "this delivery was already received".into(),
+            ));
+        }
+        let done = match event {
+            PullRequestEvent::Changed {
+                action,
+                pull_request,
+            } => {
+                self.pull_request_changed(service, repo, action, pull_request)
+                    .await
+            }
+            PullRequestEvent::Commented {
+                number,
+                author,
+                body,
+            } => {
+                self.pull_request_commented(service, repo, number, &author, &body)
+                    .await
+            }
+        };
+        let done = match done {
+            Ok(done) => done,
+            Err(e) => {
+                // Not done: the provider's redelivery may try again.
+                self.store
+                    .release_idempotency_key(&key, delivery_id)
+                    .await?;
+                return Err(e);
+            }
+        };
+        let answer = crate::ports::StoredResponse {
+            status: 200,
+            body: String::new(),
+        };
+        self.store
+            .save_idempotent_response(&key, delivery_id, &answer)
+            .await?;
+        Ok(match done {
+            super::Previewed::Ignored(why) => Received::Ignored(why),
+            done => Received::Preview(done),
+        })
+    }
+
     /// A tag pushed on the deployed commit becomes its `deployed_commit_tag`; a tag of any
     /// other commit (one not deployed yet included) is not kept.
     async fn record_tag(&self, id: ServiceId, tag: String, commit: &str) -> DomainResult<Received> {

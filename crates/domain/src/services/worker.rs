@@ -322,6 +322,9 @@ impl Worker {
         self.capstan
             .observer
             .deployment_finished(r.action, r.status, seconds);
+        // The pull request a preview runs is told apart: a slow provider holds up no worker.
+        let (capstan, request) = (self.capstan.clone(), r.clone());
+        tokio::spawn(async move { capstan.preview_deployment_ended(&request).await });
     }
 
     /// Writes a request's progress in `tx`, with the event it makes; `None` when the claim

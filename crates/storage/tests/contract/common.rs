@@ -100,6 +100,7 @@ pub(crate) fn environment_in(p: &Project, cluster: ClusterId, name: &str) -> Env
         name: Name::parse("name", name).unwrap(),
         mode: EnvironmentMode::Staging,
         last_updated_by: None,
+        pull_request: None,
         created_at: now(),
         updated_at: now(),
     }

@@ -13,6 +13,7 @@ contract!(
     services_of_every_kind_round_trip_and_filter_by_kind,
     usage_counts_are_grouped,
     missing_rows_are_reported,
+    a_preview_keeps_its_pull_request_and_is_found_by_it,
     stages_hold_services_and_keep_their_order,
     link_variables_are_found_by_database_and_go_with_it,
     restrictions_are_kept_once_per_service_and_go_with_it,
@@ -462,6 +463,56 @@ async fn usage_counts_are_grouped(db: Db) {
         .unwrap();
     assert_eq!(counts.get(&p.id), Some(&2));
     assert_eq!(counts.get(&empty.id), None);
+}
+
+async fn a_preview_keeps_its_pull_request_and_is_found_by_it(db: Db) {
+    let (_, c, p, plain) = hierarchy(&db).await;
+    let mut preview = environment_in(&p, c.id, "prod (preview #7)");
+    preview.mode = EnvironmentMode::Preview;
+    preview.pull_request = Some(PreviewOf {
+        provider: GitProvider::HostB,
+        repository: "acme/api".into(),
+        number: 7,
+        url: "https://git.example.com/acme/api/-/merge_requests/7".into(),
+        head_branch: "feature".into(),
+        head_commit: "c0ffee".into(),
+        blueprint_environment_id: plain.id,
+        comment_id: None,
+        last_activity_at: now(),
+    });
+    Repo::<Environment>::insert(&mut db.session().await.unwrap(), &preview)
+        .await
+        .unwrap();
+    let read = Repo::<Environment>::get(&mut db.session().await.unwrap(), preview.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read, preview);
+    let found = db
+        .session()
+        .await
+        .unwrap()
+        .pull_request_previews()
+        .await
+        .unwrap();
+    assert_eq!(found, [preview.clone()], "only previews of pull requests");
+
+    // The comment's id, kept once written.
+    let mut commented = preview.clone();
+    if let Some(pr) = commented.pull_request.as_mut() {
+        pr.comment_id = Some("501".into());
+    }
+    Repo::<Environment>::update(&mut db.session().await.unwrap(), &commented)
+        .await
+        .unwrap();
+    let read = Repo::<Environment>::get(&mut db.session().await.unwrap(), preview.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        read.pull_request.unwrap().comment_id.as_deref(),
+        Some("501")
+    );
 }
 
 async fn missing_rows_are_reported(db: Db) {
