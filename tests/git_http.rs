@@ -333,7 +333,12 @@ impl Repository {
         git(&self.work, &["add", "-A"]);
         git(&self.work, &["commit", "-q", "-m", message]);
         let bare = self.bare.display().to_string();
-        git(&self.work, &["push", "-q", &bare, "main"]);
+        git(&self.work, &["push", "-q", &bare, "HEAD"]);
         git(&self.work, &["rev-parse", "HEAD"])
+    }
+
+    /// Makes later commits go to `branch`, a new branch from the current commit.
+    pub fn branch_off(&self, branch: &str) {
+        git(&self.work, &["checkout", "-q", "-b", branch]);
     }
 }

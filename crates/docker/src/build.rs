@@ -1,6 +1,9 @@
 //! Images built from git: the repository fetched at the commit asked for, its context sent to
 //! the daemon, the build's output in the step's log. An image is tagged by its commit and kept
-//! per service (the newest few), so deploying a commit built before reuses its image.
+//! per service (the newest few), so deploying a commit built before reuses its image; and it is
+//! known by its recipe (repository, commit, Dockerfile, arguments), so another service of the
+//! organization building the same (a pull request's preview, the blueprint after a merge)
+//! takes the image under a tag of its own rather than building it again.
 
 use crate::engine::DockerEngine;
 use crate::errors::said;
@@ -18,12 +21,46 @@ use std::path::{Component, Path, PathBuf};
 
 /// The label an image carries with the commit it was built from.
 const LABEL_COMMIT: &str = "capstan.commit";
+/// The label an image carries with the digest of its recipe ([`recipe`]).
+const LABEL_RECIPE: &str = "capstan.recipe";
 /// The build output lines a failure quotes.
 const FAILURE_LINES: usize = 15;
 
 /// The image a service's build of `commit` is tagged as.
 pub fn built_image(service: ServiceId, commit: &str) -> String {
     format!("{BUILT_REPOSITORY}{}:{commit}", service.0.simple())
+}
+
+/// What makes two builds the same build: the repository and commit, where the context and the
+/// Dockerfile are in it, the stage and the arguments given; a digest, so that argument values
+/// (secrets among them) are not written in a label.
+fn recipe(
+    repository: &GitRepository,
+    commit: &str,
+    dockerfile: &str,
+    target: &str,
+    arguments: &HashMap<String, String>,
+) -> String {
+    use sha2::Digest;
+    let mut digest = sha2::Sha256::new();
+    let sorted: BTreeMap<&String, &String> = arguments.iter().collect();
+    for part in [
+        repository.url.as_str(),
+        commit,
+        repository.root_path.as_str(),
+        dockerfile,
+        target,
+    ] {
+        digest.update(part.as_bytes());
+        digest.update([0]);
+    }
+    for (name, value) in sorted {
+        digest.update(name.as_bytes());
+        digest.update([1]);
+        digest.update(value.as_bytes());
+        digest.update([0]);
+    }
+    domain::hex::encode(&digest.finalize())
 }
 
 fn is_full_commit(revision: &str) -> bool {
@@ -182,12 +219,17 @@ impl DockerEngine {
             .to_string_lossy()
             .to_string();
         let image = built_image(work.service.id, &commit);
+        let target = source.target_stage.unwrap_or_default().to_string();
+        let recipe = recipe(source.repository, &commit, &relative, &target, &arguments);
+        if self.take_built(work, &recipe, &image, log).await {
+            return Ok(());
+        }
         let archive = context_archive(&context)?;
         let options = BuildImageOptions {
             dockerfile: relative,
             t: Some(image.clone()),
             buildargs: Some(arguments),
-            target: source.target_stage.unwrap_or_default().to_string(),
+            target,
             labels: Some(self.marked(HashMap::from([
                 (LABEL_SERVICE.to_string(), work.service.id.0.to_string()),
                 (
@@ -195,6 +237,7 @@ impl DockerEngine {
                     work.service.organization_id.0.to_string(),
                 ),
                 (LABEL_COMMIT.to_string(), commit.clone()),
+                (LABEL_RECIPE.to_string(), recipe),
             ]))),
             rm: true,
             forcerm: true,
@@ -210,6 +253,59 @@ impl DockerEngine {
         self.built_images().insert(work.request.id, image.clone());
         self.prune(work.service.id, &image, log).await;
         Ok(())
+    }
+
+    /// Whether an image of the same recipe was built for another service of the organization:
+    /// then it is tagged as `image` too (recorded for the deploy step), and not built again.
+    async fn take_built(
+        &self,
+        work: &StepWork<'_>,
+        recipe: &str,
+        image: &str,
+        log: &StepLog,
+    ) -> bool {
+        let options = ListImagesOptions {
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                self.scoped(vec![
+                    format!(
+                        "{}={}",
+                        crate::plan::LABEL_ORGANIZATION,
+                        work.service.organization_id.0
+                    ),
+                    format!("{LABEL_RECIPE}={recipe}"),
+                ]),
+            )])),
+            ..Default::default()
+        };
+        let Ok(found) = self.docker.list_images(Some(options)).await else {
+            return false;
+        };
+        let Some(built) = found.first() else {
+            return false;
+        };
+        let (repo, tag) = image.rsplit_once(':').unwrap_or((image, "latest"));
+        let tagged = self
+            .docker
+            .tag_image(
+                &built.id,
+                Some(bollard::query_parameters::TagImageOptions {
+                    repo: Some(repo.to_string()),
+                    tag: Some(tag.to_string()),
+                }),
+            )
+            .await;
+        if let Err(e) = tagged {
+            tracing::debug!(error = %e, "a build of the same recipe could not be tagged");
+            return false;
+        }
+        log.info(&format!(
+            "the same build (repository, commit, Dockerfile, arguments) was made before in the \
+             organization: image {image} reuses it, no build"
+        ));
+        self.built_images()
+            .insert(work.request.id, image.to_string());
+        true
     }
 
     /// Whether the host has the image of `commit` already (recorded for the deploy step).
@@ -327,21 +423,31 @@ impl DockerEngine {
     /// Removes the service's built images past the newest `images_kept` (never `current`).
     /// An image a container still runs stays; a failure to prune fails nothing.
     /// The images this installation built for `service`.
+    /// By the service's own repository of tags, not by label: an image built for another
+    /// service with the same recipe is the service's too under its tag; only its own tags are
+    /// answered.
     async fn built_images_of(
         &self,
         service: ServiceId,
     ) -> Result<Vec<bollard::models::ImageSummary>, EngineError> {
+        let own = format!("{BUILT_REPOSITORY}{}", service.0.simple());
         let options = ListImagesOptions {
             filters: Some(HashMap::from([(
-                "label".to_string(),
-                self.scoped(vec![format!("{LABEL_SERVICE}={}", service.0)]),
+                "reference".to_string(),
+                vec![own.clone()],
             )])),
             ..Default::default()
         };
-        self.docker
+        let mut images = self
+            .docker
             .list_images(Some(options))
             .await
-            .map_err(|e| said("could not list the images built", e))
+            .map_err(|e| said("could not list the images built", e))?;
+        let prefix = format!("{own}:");
+        for image in &mut images {
+            image.repo_tags.retain(|t| t.starts_with(&prefix));
+        }
+        Ok(images)
     }
 
     /// Removes every image built for `service` (gone): its tags, and with the last the image.

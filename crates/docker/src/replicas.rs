@@ -44,12 +44,14 @@ impl DockerEngine {
         self.wait_ready(&ids, &readiness, log, work.cancel).await
     }
 
-    /// Removes every container of the service and, when it is deleted, its volume.
+    /// Removes every container of the service and, when it is deleted, its volume and the
+    /// images built for it (an image another service's tag names stays with that tag).
     pub(crate) async fn remove_service(&self, work: &StepWork<'_>) -> Result<(), EngineError> {
         let removed = self.remove_owned(work.service.id).await?;
         work.log.info(&format!("removed {removed} container(s)"));
         if work.request.action == DeploymentAction::Delete {
             self.remove_volume(work.service, work.log).await?;
+            self.remove_built_images(work.service.id).await?;
         }
         Ok(())
     }
