@@ -94,6 +94,12 @@ async fn hierarchy_round_trip<S: App>(t: T<S>) {
         .expect(200);
     assert_eq!(edited.body["mode"], "STAGING");
     assert_eq!(edited.body["name"], "Prod");
+    t.put(
+        &format!("/environment/{env_id}"),
+        json!({"mode": "PREVIEW"}),
+    )
+    .await
+    .expect_error(400, "mode: must be one of DEVELOPMENT, PRODUCTION, STAGING");
     let got = t.get(&format!("/environment/{env_id}")).await.expect(200);
     assert_eq!(got.body, edited.body);
 
@@ -372,6 +378,12 @@ async fn validation_names_the_field<S: App>(t: T<S>) {
     )
     .await
     .expect_error(400, "mode: unknown variant `NOPE`, expected one of");
+    t.post(
+        &format!("/project/{project}/environment"),
+        json!({"name": "x", "mode": "PREVIEW"}),
+    )
+    .await
+    .expect_error(400, "mode: must be one of DEVELOPMENT, PRODUCTION, STAGING");
     t.post(
         &format!("/project/{project}/environment"),
         json!({"name": "x", "cluster": "not-a-uuid"}),

@@ -677,12 +677,85 @@ async fn previews_stop_at_the_limit_with_a_comment_saying_why<S: App>(t: T<S>) {
     assert!(told[0]["body"].as_str().unwrap().contains("no preview"));
 }
 
+/// How one provider speaks: its repository, the events of a pull request (number 4, from
+/// `topic` at `ab12`) and of a comment, the API's answers previews ask for, and how its
+/// deliveries are signed.
+struct Provider {
+    kind: &'static str,
+    url: &'static str,
+    event_header: &'static str,
+    open: (&'static str, Value),
+    close: (&'static str, Value),
+    /// A comment by `ada` asking for a preview.
+    comment: (&'static str, Value),
+    /// (path, answer) of the provider's API: who may write, the pull request.
+    api: [(&'static str, Value); 2],
+}
+
+fn hostb() -> Provider {
+    let mr = |action: &str| {
+        json!({"object_kind": "merge_request", "object_attributes": {
+            "action": action, "iid": 4, "title": "t",
+            "url": "https://git.acme.internal/acme/lab/-/merge_requests/4",
+            "target_branch": "main", "source_branch": "topic", "source_project_id": 1,
+            "target_project_id": 1, "last_commit": {"id": "ab12"}}})
+    };
+    Provider {
+        kind: "HOSTB",
+        url: "https://git.acme.internal/acme/lab",
+        event_header: "X-Gitlab-Event",
+        open: ("Merge Request Hook", mr("open")),
+        close: ("Merge Request Hook", mr("merge")),
+        comment: (
+            "Note Hook",
+            json!({"object_kind": "note", "user": {"username": "ada"},
+                   "object_attributes": {"noteable_type": "MergeRequest", "note": "/capstan preview"},
+                   "merge_request": {"iid": 4}}),
+        ),
+        api: [
+            (
+                "/projects/acme%2Flab/members/all",
+                json!([{"username": "adam", "access_level": 50}, {"username": "ada", "access_level": 30}]),
+            ),
+            (
+                "/projects/acme%2Flab/merge_requests/4",
+                json!({"iid": 4, "title": "t", "web_url": "https://git.acme.internal/acme/lab/-/merge_requests/4",
+                       "target_branch": "main", "source_branch": "topic", "sha": "ab12",
+                       "source_project_id": 1, "target_project_id": 1}),
+            ),
+        ],
+    }
+}
+
+fn hostc() -> Provider {
+    let pr = json!({"id": 4, "title": "t",
+        "links": {"html": {"href": "https://bitbucket.org/acme/bucket/pull-requests/4"}},
+        "source": {"branch": {"name": "topic"}, "commit": {"hash": "ab12"},
+                   "repository": {"full_name": "acme/bucket"}},
+        "destination": {"branch": {"name": "main"}, "commit": {"hash": "0"},
+                        "repository": {"full_name": "acme/bucket"}}});
+    Provider {
+        kind: "HOSTC",
+        url: "https://bitbucket.org/acme/bucket",
+        event_header: "X-Event-Key",
+        open: ("pullrequest:created", json!({"pullrequest": pr})),
+        close: ("pullrequest:rejected", json!({"pullrequest": pr})),
+        comment: (
+            "pullrequest:comment_created",
+            json!({"actor": {"nickname": "ada"}, "pullrequest": pr,
+                   "comment": {"content": {"raw": "/capstan preview"}}}),
+        ),
+        api: [
+            (
+                "/workspaces/acme/permissions/repositories/bucket",
+                json!({"values": [{"permission": "write", "user": {"nickname": "ada"}}]}),
+            ),
+            ("/repositories/acme/bucket/pullrequests/4", pr),
+        ],
+    }
+}
+
 async fn hostb_and_hostc_pull_requests_drive_previews<S: App>(t: T<S>) {
-    let fake = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 9})))
-        .mount(&fake)
-        .await;
     let env = t.hierarchy().await.2;
     t.put(
         &format!("/environment/{env}/deploymentRule/{env}"),
@@ -691,10 +764,20 @@ async fn hostb_and_hostc_pull_requests_drive_previews<S: App>(t: T<S>) {
     )
     .await
     .expect(200);
-    for (kind, url) in [
-        ("HOSTB", "https://git.acme.internal/acme/lab"),
-        ("HOSTC", "https://bitbucket.org/acme/bucket"),
-    ] {
+    for provider in [hostb(), hostc()] {
+        let kind = provider.kind;
+        let fake = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 9})))
+            .mount(&fake)
+            .await;
+        for (at, answer) in &provider.api {
+            Mock::given(method("GET"))
+                .and(path(*at))
+                .respond_with(ResponseTemplate::new(200).set_body_json(answer))
+                .mount(&fake)
+                .await;
+        }
         let token = t
             .post(
                 &format!("/organization/{}/gitToken", t.org),
@@ -707,47 +790,18 @@ async fn hostb_and_hostc_pull_requests_drive_previews<S: App>(t: T<S>) {
             .post(
                 &format!("/environment/{env}/application"),
                 json!({"name": kind.to_lowercase(),
-                       "git_repository": {"url": url, "branch": "main", "git_token_id": token}}),
+                       "git_repository": {"url": provider.url, "branch": "main", "git_token_id": token}}),
             )
             .await
             .expect(201)
             .id();
         let secret = integration().secret_for(app.parse().unwrap());
-        let (event_header, open, close, open_body, close_body) = if kind == "HOSTB" {
-            let mr = |action: &str| {
-                json!({"object_kind": "merge_request", "object_attributes": {
-                    "action": action, "iid": 4, "title": "t", "url": "https://git.acme.internal/acme/lab/-/merge_requests/4",
-                    "target_branch": "main", "source_branch": "topic", "source_project_id": 1,
-                    "target_project_id": 1, "last_commit": {"id": "ab12"}}})
-            };
-            (
-                "X-Gitlab-Event",
-                "Merge Request Hook",
-                "Merge Request Hook",
-                mr("open"),
-                mr("merge"),
-            )
-        } else {
-            let pr = json!({"pullrequest": {"id": 4, "title": "t",
-                "links": {"html": {"href": "https://bitbucket.org/acme/bucket/pull-requests/4"}},
-                "source": {"branch": {"name": "topic"}, "commit": {"hash": "ab12"},
-                           "repository": {"full_name": "acme/bucket"}},
-                "destination": {"branch": {"name": "main"}, "commit": {"hash": "0"},
-                                "repository": {"full_name": "acme/bucket"}}}});
-            (
-                "X-Event-Key",
-                "pullrequest:created",
-                "pullrequest:rejected",
-                pr.clone(),
-                pr,
-            )
-        };
-        let send = |event: &'static str, body: Value, id: &'static str| {
-            let bytes = serde_json::to_vec(&body).unwrap();
+        let send = |(event, body): &(&'static str, Value), id: &'static str| {
+            let bytes = serde_json::to_vec(body).unwrap();
             let mut req = TestRequest::default()
                 .method(Method::POST)
                 .uri(&format!("/git/webhook/{app}"))
-                .insert_header((event_header, event));
+                .insert_header((provider.event_header, *event));
             req = if kind == "HOSTB" {
                 req.insert_header(("X-Gitlab-Token", secret.expose().to_string()))
                     .insert_header(("X-Gitlab-Event-UUID", id))
@@ -760,25 +814,32 @@ async fn hostb_and_hostc_pull_requests_drive_previews<S: App>(t: T<S>) {
             };
             t.send(req.set_payload(bytes).to_request())
         };
-        let created = send(open, open_body, "o-1").await.expect(202);
-        assert_eq!(
-            created.body["result"], "PREVIEW_CREATED",
-            "{kind}: {}",
-            created.text
-        );
-        let preview = created.body["environment_id"].as_str().unwrap().to_string();
-        let shown = t.get(&format!("/environment/{preview}")).await.body;
-        assert_eq!(shown["pull_request"]["provider"], kind);
-        assert_eq!(shown["pull_request"]["number"], 4);
-        assert_eq!(shown["pull_request"]["head_commit"], "ab12");
-        t.settle(&format!("/environment/{preview}/status")).await;
-        let closed = send(close, close_body, "o-2").await.expect(202);
-        assert_eq!(
-            closed.body["result"], "PREVIEW_DELETED",
-            "{kind}: {}",
-            closed.text
-        );
-        t.gone(&format!("/environment/{preview}")).await;
+        // Opened, then closed; then asked for by a writer's comment, and closed again.
+        for (asked, id, closing) in [
+            (&provider.open, "o-1", "o-2"),
+            (&provider.comment, "o-3", "o-4"),
+        ] {
+            let created = send(asked, id).await.expect(202);
+            assert_eq!(
+                created.body["result"], "PREVIEW_CREATED",
+                "{kind}: {}",
+                created.text
+            );
+            let preview = created.body["environment_id"].as_str().unwrap().to_string();
+            let shown = t.get(&format!("/environment/{preview}")).await.body;
+            assert_eq!(shown["pull_request"]["provider"], kind);
+            assert_eq!(shown["pull_request"]["number"], 4);
+            assert_eq!(shown["pull_request"]["head_branch"], "topic");
+            assert_eq!(shown["pull_request"]["head_commit"], "ab12");
+            t.settle(&format!("/environment/{preview}/status")).await;
+            let closed = send(&provider.close, closing).await.expect(202);
+            assert_eq!(
+                closed.body["result"], "PREVIEW_DELETED",
+                "{kind}: {}",
+                closed.text
+            );
+            t.gone(&format!("/environment/{preview}")).await;
+        }
     }
 }
 

@@ -124,6 +124,7 @@ impl Capstan {
                 .mode
                 .or(rule.as_ref().map(|r| r.mode))
                 .unwrap_or(EnvironmentMode::Development);
+            not_made_a_preview(input.mode)?;
             let env = self.new_environment(p, &project, &cluster, name, mode);
             self.insert(tx, &env, "project").await?;
             self.audit(tx, p, EventType::Create, &env).await?;
@@ -180,6 +181,7 @@ impl Capstan {
             if let Some(name) = input.name {
                 env.name = validate::name("name", &name)?;
             }
+            not_made_a_preview(input.mode)?;
             if let Some(mode) = input.mode {
                 env.mode = mode;
             }
@@ -434,6 +436,19 @@ impl Capstan {
         }
         self.copy_groups(tx, &by_source).await?;
         Ok((env, by_source))
+    }
+}
+
+/// PREVIEW environments are made by pull requests and tags, never asked for by mode: the
+/// public description's create and edit requests offer the other modes only.
+fn not_made_a_preview(mode: Option<EnvironmentMode>) -> DomainResult<()> {
+    match mode {
+        Some(EnvironmentMode::Preview) => Err(DomainError::invalid(
+            "mode",
+            "must be one of DEVELOPMENT, PRODUCTION, STAGING (previews are made by pull \
+             requests and tags: docs/previews.md)",
+        )),
+        _ => Ok(()),
     }
 }
 
