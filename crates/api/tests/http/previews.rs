@@ -23,6 +23,7 @@ http_suite_with!(with_previews;
     a_preview_is_asked_for_by_comment_or_by_the_api,
     previews_stop_at_the_limit_with_a_comment_saying_why,
     hostb_and_hostc_pull_requests_drive_previews,
+    a_provider_that_cannot_be_told_fails_no_deployment,
 );
 
 mod clocked {
@@ -841,6 +842,38 @@ async fn hostb_and_hostc_pull_requests_drive_previews<S: App>(t: T<S>) {
             t.gone(&format!("/environment/{preview}")).await;
         }
     }
+}
+
+async fn a_provider_that_cannot_be_told_fails_no_deployment<S: App>(t: T<S>) {
+    let fake = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500))
+        .mount(&fake)
+        .await;
+    let (_, app, _, _) = blueprint(&t, &fake, json!({"auto_preview": true})).await;
+    let created = deliver(
+        &t,
+        &app,
+        "pull_request",
+        "f-1",
+        &opened("opened", 7, "f00d01", false, false),
+    )
+    .await
+    .expect(202);
+    let preview = created.body["environment_id"].as_str().unwrap().to_string();
+    let done = t.settle(&format!("/environment/{preview}/status")).await;
+    assert_eq!(done["state"], "DEPLOYED", "{done}");
+    eventually(
+        WITHIN,
+        || "the failure to tell is not in the preview's logs".into(),
+        async || {
+            let logs = t.get(&format!("/environment/{preview}/logs")).await.text;
+            (logs.contains("could not comment on the pull request")
+                && logs.contains("could not set the commit's status"))
+            .then_some(())
+        },
+    )
+    .await;
 }
 
 async fn a_preview_follows_its_blueprint_s_rule_hours<S: App>(t: T<S>, clock: Arc<ManualClock>) {

@@ -23,6 +23,10 @@ pub struct EnvironmentInput {
     #[serde(default)]
     pub cluster: Option<ClusterId>,
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = Option<String>, pattern = "^(DEVELOPMENT|PRODUCTION|STAGING)$")
+    )]
     pub mode: Option<EnvironmentMode>,
 }
 
@@ -32,6 +36,10 @@ pub struct EnvironmentUpdate {
     #[serde(default)]
     pub name: Option<String>,
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = Option<String>, pattern = "^(DEVELOPMENT|PRODUCTION|STAGING)$")
+    )]
     pub mode: Option<EnvironmentMode>,
     /// Another cluster of the organization to run on (Capstan's addition): refused while any
     /// of its services runs, as its workloads would stay behind on the old cluster's host.

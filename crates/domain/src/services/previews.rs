@@ -568,8 +568,9 @@ fn commit_state(state: crate::model::ServiceState) -> Option<CommitState> {
 
 impl Capstan {
     /// Tells the preview's pull request where the preview stands: its comment (written once,
-    /// then edited) with the preview's links, and the head commit's status. `ended`: the
-    /// deployment that just ended, whose log shows a failure to tell; none while one starts.
+    /// then edited) with the preview's links, and the head commit's status. A failure to tell
+    /// shows in the log of `ended` (the deployment that just ended), else of the preview's
+    /// newest deployment (the one starting).
     pub(super) async fn tell_pull_request(
         &self,
         preview: EnvironmentId,
@@ -588,7 +589,7 @@ impl Capstan {
         let Some(git) = self.git.clone() else {
             return Ok(());
         };
-        let (env, access, status) = {
+        let (env, access, status, newest) = {
             let mut tx = self.reading().await?;
             let Some(env) = Repo::<Environment>::get(&mut *tx, preview).await? else {
                 return Ok(());
@@ -609,7 +610,10 @@ impl Capstan {
                 .environment_statuses_of(&mut *tx, preview)
                 .await?
                 .environment;
-            (env, access, status)
+            let ids: Vec<ServiceId> = services.iter().map(|s| s.id).collect();
+            let (_, requests) = tx.activity_of(preview, &ids).await?;
+            let newest = requests.into_iter().max_by_key(|r| r.created_at);
+            (env, access, status, newest)
         };
         let Some(of) = env.pull_request.clone() else {
             return Ok(());
@@ -660,7 +664,7 @@ impl Capstan {
         {
             failures.push(format!("could not set the commit's status: {e}"));
         }
-        if let (Some(request), false) = (ended, failures.is_empty()) {
+        if let (Some(request), false) = (ended.or(newest.as_ref()), failures.is_empty()) {
             self.log_after(request, &failures).await?;
         }
         for failure in &failures {
