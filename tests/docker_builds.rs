@@ -1,8 +1,10 @@
 //! The built binary with the Docker engine building services from git, on SQLite and
 //! PostgreSQL: repositories served on 127.0.0.1 by `git http-backend`, Dockerfiles FROM the
-//! local test image, workloads reached at their published ports on 127.0.0.1.
+//! local test image, workloads reached at their published ports on 127.0.0.1; and pull
+//! requests previewed (`docker_previews`), in this binary to spare a link.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod docker_previews;
 mod git_http;
 mod harness;
 

@@ -2,13 +2,9 @@
 //! and PostgreSQL: a repository with two branches served on 127.0.0.1, a fake provider API on
 //! 127.0.0.1 (the git token's `git_api_url`) that takes the hook, comments and statuses, and
 //! signed deliveries of the pull request's life.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod git_http;
-mod harness;
-
-use git_http::{GitServer, Repository};
-use harness::*;
+use crate::git_http::{GitServer, Repository};
+use crate::harness::*;
 use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -24,6 +24,7 @@ http_suite_with!(with_previews;
     previews_stop_at_the_limit_with_a_comment_saying_why,
     hostb_and_hostc_pull_requests_drive_previews,
     a_provider_that_cannot_be_told_fails_no_deployment,
+    two_repositories_pull_requests_of_one_number_are_told_apart,
 );
 
 mod clocked {
@@ -827,6 +828,8 @@ async fn hostb_and_hostc_pull_requests_drive_previews<S: App>(t: T<S>) {
                 created.text
             );
             let preview = created.body["environment_id"].as_str().unwrap().to_string();
+            let again = send(asked, id).await.expect(200);
+            assert_eq!(again.body["result"], "IGNORED", "{kind}: the same delivery");
             let shown = t.get(&format!("/environment/{preview}")).await.body;
             assert_eq!(shown["pull_request"]["provider"], kind);
             assert_eq!(shown["pull_request"]["number"], 4);
@@ -842,6 +845,49 @@ async fn hostb_and_hostc_pull_requests_drive_previews<S: App>(t: T<S>) {
             t.gone(&format!("/environment/{preview}")).await;
         }
     }
+}
+
+async fn two_repositories_pull_requests_of_one_number_are_told_apart<S: App>(t: T<S>) {
+    let fake = provider().await;
+    let (env, app, _, _) = blueprint(&t, &fake, json!({"auto_preview": true})).await;
+    let token =
+        t.get(&format!("/application/{app}")).await.body["git_repository"]["git_token_id"].clone();
+    let site = t
+        .post(
+            &format!("/environment/{env}/application"),
+            json!({"name": "site",
+                   "git_repository": {"url": "https://github.com/acme/site", "branch": "main",
+                                      "git_token_id": token}}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let env_name = t.get(&format!("/environment/{env}")).await.body["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut names = Vec::new();
+    for (service, id) in [(&app, "n-1"), (&site, "n-2")] {
+        let created = deliver(
+            &t,
+            service,
+            "pull_request",
+            id,
+            &opened("opened", 7, "f00d01", false, false),
+        )
+        .await
+        .expect(202);
+        let preview = created.body["environment_id"].as_str().unwrap().to_string();
+        let shown = t.get(&format!("/environment/{preview}")).await.body;
+        names.push(shown["name"].as_str().unwrap().to_string());
+    }
+    assert_eq!(
+        names,
+        [
+            format!("{env_name} (preview #7)"),
+            format!("{env_name} (preview site#7)")
+        ]
+    );
 }
 
 async fn a_provider_that_cannot_be_told_fails_no_deployment<S: App>(t: T<S>) {

@@ -61,6 +61,13 @@ pub(super) enum Asked {
     OnDemand,
 }
 
+/// What opening a preview came to: done, or refused for the limit (the pull request is told
+/// why).
+enum Opening {
+    Done(Previewed),
+    Full(String),
+}
+
 /// What previews of a pull request did with an event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Previewed {
@@ -135,7 +142,14 @@ impl Capstan {
     ) -> DomainResult<Previewed> {
         match action {
             PullRequestAction::Opened | PullRequestAction::Reopened => {
-                self.open_preview(service, repo, pr, Asked::Opened).await
+                self.open_preview(
+                    &git_principal(repo.provider, service),
+                    service,
+                    repo,
+                    pr,
+                    Asked::Opened,
+                )
+                .await
             }
             PullRequestAction::Updated => self.update_preview(service, repo, &pr).await,
             PullRequestAction::Closed | PullRequestAction::Merged => {
@@ -148,6 +162,7 @@ impl Capstan {
     /// deploys its head), when the environment's deployment rule and the settings allow it.
     pub(super) async fn open_preview(
         &self,
+        p: &Principal,
         service: &Service,
         repo: &GitRepository,
         pr: PullRequest,
@@ -169,23 +184,23 @@ impl Capstan {
                 "the service's auto_preview is off".into(),
             ));
         }
-        let p = git_principal(repo.provider, service);
-        let done = self
+        let opening = self
             .in_unit(&[Scope::Project(service.project_id)], async |tx| {
-                self.open_preview_in(tx, &p, service, repo, &pr, asked)
-                    .await
+                self.open_preview_in(tx, p, service, repo, &pr, asked).await
             })
             .await?;
-        match &done {
-            Previewed::Created(env) | Previewed::Updated(env) => {
-                self.tell_pull_request(*env, None).await;
+        match opening {
+            Opening::Done(done) => {
+                if let Previewed::Created(env) | Previewed::Updated(env) = &done {
+                    self.tell_pull_request(*env, None).await;
+                }
+                Ok(done)
             }
-            Previewed::Ignored(why) if why.starts_with(LIMIT_REACHED) => {
-                self.comment_once(repo, pr.number, why).await;
+            Opening::Full(why) => {
+                self.comment_once(repo, pr.number, &why).await;
+                Ok(Previewed::Ignored(why))
             }
-            _ => {}
         }
-        Ok(done)
     }
 
     async fn open_preview_in(
@@ -196,14 +211,14 @@ impl Capstan {
         repo: &GitRepository,
         pr: &PullRequest,
         asked: Asked,
-    ) -> DomainResult<Previewed> {
+    ) -> DomainResult<Opening> {
         let blueprint: Environment = self
             .load(tx, p, service.environment_id, Action::Write)
             .await?;
         if blueprint.mode == EnvironmentMode::Preview {
-            return Ok(Previewed::Ignored(
+            return Ok(Opening::Done(Previewed::Ignored(
                 "the service is in a preview itself".into(),
-            ));
+            )));
         }
         let rule = Repo::<EnvironmentDeploymentRule>::get(tx, blueprint.id).await?;
         let allowed = rule.as_ref().is_some_and(|r| match asked {
@@ -211,13 +226,13 @@ impl Capstan {
             Asked::OnDemand => r.on_demand_preview || r.auto_preview,
         });
         if !allowed {
-            return Ok(Previewed::Ignored(match asked {
+            return Ok(Opening::Done(Previewed::Ignored(match asked {
                 Asked::Opened => "the environment's deployment rule has auto_preview off".into(),
                 Asked::OnDemand => {
                     "the environment's deployment rule has on_demand_preview and auto_preview off"
                         .into()
                 }
-            }));
+            })));
         }
         let project: Project = self
             .load(tx, p, blueprint.project_id, Action::Write)
@@ -227,7 +242,8 @@ impl Capstan {
             .iter()
             .find(|e| follows(e, blueprint.id, repo, pr.number))
         {
-            return self.deploy_head(tx, p, open.clone(), repo, pr).await;
+            let done = self.deploy_head(tx, p, open.clone(), repo, pr).await?;
+            return Ok(Opening::Done(done));
         }
         let open = environments
             .iter()
@@ -238,8 +254,8 @@ impl Capstan {
             })
             .count();
         if open >= self.previews.most_per_environment {
-            return Ok(Previewed::Ignored(format!(
-                "{LIMIT_REACHED}: the environment {} has {open} open previews, the most \
+            return Ok(Opening::Full(format!(
+                "no preview: the environment {} has {open} open previews, the most \
                  CAPSTAN_PREVIEW_LIMIT allows",
                 blueprint.name
             )));
@@ -294,7 +310,7 @@ impl Capstan {
             Selection::AllAt(commits),
         )
         .await?;
-        Ok(Previewed::Created(preview.id))
+        Ok(Opening::Done(Previewed::Created(preview.id)))
     }
 
     /// Deploys the services of `repo` in `preview` at the pull request's head commit, and
@@ -429,7 +445,7 @@ impl Capstan {
             .await
             .map_err(super::webhooks::unavailable)?;
         match self
-            .open_preview(&service, &repo, pr, Asked::OnDemand)
+            .open_preview(p, &service, &repo, pr, Asked::OnDemand)
             .await?
         {
             Previewed::Ignored(why) => Err(DomainError::state(why)),
@@ -468,7 +484,14 @@ impl Capstan {
             .pull_request(&access, number)
             .await
             .map_err(super::webhooks::unavailable)?;
-        self.open_preview(service, repo, pr, Asked::OnDemand).await
+        self.open_preview(
+            &git_principal(repo.provider, service),
+            service,
+            repo,
+            pr,
+            Asked::OnDemand,
+        )
+        .await
     }
 
     /// Deletes the previews whose pull request saw no activity for the settings' while;
@@ -504,9 +527,6 @@ impl Capstan {
         Ok(deleted)
     }
 }
-
-/// The start of the reason a preview is refused for the limit (the pull request is told).
-const LIMIT_REACHED: &str = "no preview";
 
 /// The BUILT_IN variables naming what `preview` previews, at the environment's scope.
 fn built_ins(preview: &Environment, pr: &PullRequest, now: time::OffsetDateTime) -> Vec<Variable> {

@@ -1,5 +1,5 @@
 //! Git webhooks of services: their status on the provider (endpoint 15), their repair, and the
-//! receiver of the pushes they deliver.
+//! receiver of what they deliver (pushes; pull requests' events, for previews).
 
 use super::{Capstan, DeployInput};
 use crate::auth::{Action, Principal};
@@ -432,7 +432,8 @@ impl Capstan {
 
     /// A delivery from the provider: verified (401 when the signature is wrong or missing),
     /// then a push on the service's branch with auto-deploy on queues a deployment of that
-    /// commit. The same delivery twice deploys once.
+    /// commit, and a pull request's event acts on its preview (docs/previews.md). The same
+    /// delivery twice acts once.
     pub async fn receive_git_delivery(
         &self,
         id: ServiceId,
@@ -474,52 +475,67 @@ impl Capstan {
                 ));
             }
         }
-        let now = self.now();
-        let key = format!("webhook:{id}");
-        let claim = self
-            .store
-            .claim_idempotency_key(&key, &delivery_id, "push", now, now - Duration::days(1))
-            .await?;
-        if claim != IdempotencyClaim::Claimed {
-            return Ok(Received::Ignored(
-                "this delivery was already received".into(),
-            ));
-        }
         let system = super::previews::git_principal(repo.provider, &service);
-        let queued = self
-            .service_action(
+        let queued = self.once_per_delivery(id, &delivery_id, "push", async {
+            self.service_action(
                 &system,
                 service.kind(),
                 id,
                 DeploymentAction::Deploy,
                 DeployInput {
                     git_commit_author: delivery.author(repo.provider, &commit),
-                    git_commit_id: Some(commit),
+                    git_commit_id: Some(commit.clone()),
                     ..Default::default()
                 },
             )
-            .await;
-        let status = match queued {
-            Ok(status) => status,
+            .await
+        });
+        let Some(status) = queued.await? else {
+            return Ok(Received::Ignored(
+                "this delivery was already received".into(),
+            ));
+        };
+        status
+            .deployment_request_id
+            .map(Received::Deployed)
+            .ok_or_else(|| DomainError::Internal("the deployment was not queued".into()))
+    }
+
+    /// Does `work` once per delivery of the service's: a delivery received before answers
+    /// `None` and does nothing; a failure lets the provider's redelivery try again.
+    async fn once_per_delivery<T>(
+        &self,
+        service: ServiceId,
+        delivery_id: &str,
+        kind: &str,
+        work: impl std::future::Future<Output = DomainResult<T>>,
+    ) -> DomainResult<Option<T>> {
+        let now = self.now();
+        let key = format!("webhook:{service}");
+        let claim = self
+            .store
+            .claim_idempotency_key(&key, delivery_id, kind, now, now - Duration::days(1))
+            .await?;
+        if claim != IdempotencyClaim::Claimed {
+            return Ok(None);
+        }
+        let done = match work.await {
+            Ok(done) => done,
             Err(e) => {
-                // Not done: the provider's redelivery may try again.
                 self.store
-                    .release_idempotency_key(&key, &delivery_id)
+                    .release_idempotency_key(&key, delivery_id)
                     .await?;
                 return Err(e);
             }
         };
         let answer = crate::ports::StoredResponse {
-            status: 202,
+            status: 200,
             body: String::new(),
         };
         self.store
-            .save_idempotent_response(&key, &delivery_id, &answer)
+            .save_idempotent_response(&key, delivery_id, &answer)
             .await?;
-        status
-            .deployment_request_id
-            .map(Received::Deployed)
-            .ok_or_else(|| DomainError::Internal("the deployment was not queued".into()))
+        Ok(Some(done))
     }
 }
 
@@ -543,60 +559,29 @@ impl Capstan {
                 "neither a push nor a pull-request event".into(),
             ));
         };
-        let key = format!("webhook:{}", service.id);
-        let now = self.now();
-        let claim = self
-            .store
-            .claim_idempotency_key(
-                &key,
-                delivery_id,
-                "pull_request",
-                now,
-                now - Duration::days(1),
-            )
-            .await?;
-        if claim != IdempotencyClaim::Claimed {
-            return Ok(Received::Ignored(
-                "this delivery was already received".into(),
-            ));
-        }
-        let done = match event {
-            PullRequestEvent::Changed {
-                action,
-                pull_request,
-            } => {
-                self.pull_request_changed(service, repo, action, pull_request)
-                    .await
+        let done = self.once_per_delivery(service.id, delivery_id, "pull_request", async {
+            match event {
+                PullRequestEvent::Changed {
+                    action,
+                    pull_request,
+                } => {
+                    self.pull_request_changed(service, repo, action, pull_request)
+                        .await
+                }
+                PullRequestEvent::Commented {
+                    number,
+                    author,
+                    body,
+                } => {
+                    self.pull_request_commented(service, repo, number, &author, &body)
+                        .await
+                }
             }
-            PullRequestEvent::Commented {
-                number,
-                author,
-                body,
-            } => {
-                self.pull_request_commented(service, repo, number, &author, &body)
-                    .await
-            }
-        };
-        let done = match done {
-            Ok(done) => done,
-            Err(e) => {
-                // Not done: the provider's redelivery may try again.
-                self.store
-                    .release_idempotency_key(&key, delivery_id)
-                    .await?;
-                return Err(e);
-            }
-        };
-        let answer = crate::ports::StoredResponse {
-            status: 200,
-            body: String::new(),
-        };
-        self.store
-            .save_idempotent_response(&key, delivery_id, &answer)
-            .await?;
-        Ok(match done {
-            super::Previewed::Ignored(why) => Received::Ignored(why),
-            done => Received::Preview(done),
+        });
+        Ok(match done.await? {
+            None => Received::Ignored("this delivery was already received".into()),
+            Some(super::Previewed::Ignored(why)) => Received::Ignored(why),
+            Some(done) => Received::Preview(done),
         })
     }
 
