@@ -456,7 +456,29 @@ async fn a_swarms_nodes_are_one_daemon_to_claim(database: Option<&str>) {
     .await;
     let (client, org) = (&case.client, &case.org);
     let manager = deployed_on(client, org, "manager", &lab.socket(1)).await;
-    cluster_becomes(client, org, &manager, "DEPLOYED").await;
+    let status = cluster_becomes(client, org, &manager, "DEPLOYED").await;
+    // The cluster's status lists the Swarm's nodes; its log says what its host is.
+    let nodes = status["nodes"].as_array().expect("the Swarm's nodes");
+    assert_eq!(nodes.len(), 2, "{status}");
+    let roles: Vec<&str> = nodes.iter().map(|n| n["role"].as_str().unwrap()).collect();
+    assert!(
+        roles.contains(&"MANAGER") && roles.contains(&"WORKER"),
+        "{status}"
+    );
+    for node in nodes {
+        assert_eq!(node["state"], "READY", "{status}");
+        assert_eq!(node["availability"], "ACTIVE", "{status}");
+        assert!(
+            node["address"].as_str().unwrap().starts_with("10.213.250."),
+            "{status}"
+        );
+    }
+    assert_eq!(nodes.iter().filter(|n| n["leader"] == true).count(), 1);
+    let logs = client
+        .get(&format!("/organization/{org}/cluster/{manager}/logs"))
+        .await
+        .to_string();
+    assert!(logs.contains("a manager of a Swarm of 2 nodes"), "{logs}");
     let them = case.stranger_with_environment("Strangers").await;
     let worker = deployed_on(&them.client, &them.org, "worker", &lab.socket(2)).await;
     let refused = cluster_becomes(&them.client, &them.org, &worker, "DEPLOYMENT_ERROR").await;
@@ -467,7 +489,11 @@ async fn a_swarms_nodes_are_one_daemon_to_claim(database: Option<&str>) {
         "{refused}"
     );
     let own_worker = deployed_on(client, org, "own-worker", &lab.socket(2)).await;
-    cluster_becomes(client, org, &own_worker, "DEPLOYED").await;
+    let status = cluster_becomes(client, org, &own_worker, "DEPLOYED").await;
+    assert!(
+        status.get("nodes").is_none(),
+        "a worker knows no nodes: {status}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

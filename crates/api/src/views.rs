@@ -197,11 +197,16 @@ pub struct ClusterStatusView {
     #[serde(with = "time::serde::rfc3339::option")]
     pub last_deployment_date: Option<OffsetDateTime>,
     pub next_k8s_available_version: Option<String>,
+    /// Capstan's addition: the nodes of the Swarm the cluster's Docker host manages (none for
+    /// a plain host), in the single cluster's status.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<domain::model::SwarmNode>,
 }
 
 impl From<Cluster> for ClusterStatusView {
     fn from(c: Cluster) -> Self {
         Self {
+            nodes: Vec::new(),
             cluster_id: c.id.0,
             is_deployed: c.is_deployed(),
             status: c.run.state,

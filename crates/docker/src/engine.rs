@@ -220,15 +220,20 @@ impl DockerEngine {
         connection.holds()
     }
 
-    /// The daemon's version and API version, for the start-up log and a cluster's check.
+    /// The daemon's version and API version, and what it is in its Swarm when it is in one,
+    /// for the start-up log and a cluster's check.
     pub async fn describe(&self) -> String {
-        match self.docker.version().await {
+        let daemon = match self.docker.version().await {
             Ok(v) => format!(
                 "Docker {} (API {})",
                 v.version.unwrap_or_default(),
                 self.docker.client_version()
             ),
             Err(e) => format!("Docker (version unknown: {e})"),
+        };
+        match self.swarm_role().await {
+            Some(role) => format!("{daemon}, {role}"),
+            None => daemon,
         }
     }
 }

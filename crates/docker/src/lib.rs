@@ -27,6 +27,7 @@ mod probe;
 mod pulls;
 mod replicas;
 mod rollout;
+mod swarm_nodes;
 mod terraform;
 mod tunnel;
 mod volumes;

@@ -15,7 +15,7 @@ use domain::engine::{
 use domain::ids::{DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use domain::model::{
     Cluster, ClusterAction, DeploymentAction, OutputLine, RegistryAccess, RunningState, Service,
-    ServiceSpec, StepName, WorkloadInputs,
+    ServiceSpec, StepName, SwarmNode, WorkloadInputs,
 };
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -62,6 +62,10 @@ impl Place for DockerEngine {
 
     async fn describe(&self) -> String {
         DockerEngine::describe(self).await
+    }
+
+    async fn nodes(&self) -> Result<Vec<SwarmNode>, EngineError> {
+        self.swarm_nodes().await
     }
 
     fn image_checks(&self) -> Option<&dyn ImageChecks> {

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use domain::engine::{
     DatabaseBackups, EngineError, HostReach, ImageChecks, Target, TerraformStates,
 };
-use domain::model::{DaemonIdentity, RegistryAccess, Service, WorkloadInputs};
+use domain::model::{DaemonIdentity, RegistryAccess, Service, SwarmNode, WorkloadInputs};
 
 #[async_trait]
 impl ImageChecks for Engines {
@@ -90,5 +90,9 @@ impl HostReach for Engines {
 
     fn answered(&self, target: &Target) -> Option<bool> {
         self.places().answered(target)
+    }
+
+    async fn nodes(&self, target: &Target) -> Result<Vec<SwarmNode>, EngineError> {
+        self.answering(target).await?.nodes().await
     }
 }

@@ -152,11 +152,14 @@ async fn statuses(
 }
 
 async fn status(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {
-    let cluster = st
+    let (cluster, nodes) = st
         .capstan
-        .cluster_status(&p, path_id(&req, ORG)?, path_id(&req, CLUSTER)?)
+        .cluster_status_with_nodes(&p, path_id(&req, ORG)?, path_id(&req, CLUSTER)?)
         .await?;
-    Ok(ok(ClusterStatusView::from(cluster)))
+    Ok(ok(ClusterStatusView {
+        nodes,
+        ..ClusterStatusView::from(cluster)
+    }))
 }
 
 async fn is_ready(st: St, Auth(p): Auth, req: HttpRequest) -> ApiResult<HttpResponse> {

@@ -10,7 +10,9 @@ use super::{
     TerraformStates,
 };
 use crate::ids::{BackupId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
-use crate::model::{Cluster, ClusterAction, DaemonIdentity, OutputLine, RunningState, Service};
+use crate::model::{
+    Cluster, ClusterAction, DaemonIdentity, OutputLine, RunningState, Service, SwarmNode,
+};
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 use std::sync::Arc;
@@ -86,6 +88,11 @@ pub trait Place: Send + Sync {
 
     /// What runs there (its engine and version), for a cluster's check.
     async fn describe(&self) -> String;
+
+    /// The nodes of the Swarm it manages; none when it manages none.
+    async fn nodes(&self) -> Result<Vec<SwarmNode>, EngineError> {
+        Ok(Vec::new())
+    }
 
     fn image_checks(&self) -> Option<&dyn ImageChecks> {
         None

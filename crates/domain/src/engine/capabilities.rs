@@ -4,7 +4,7 @@
 //! named, instead of by a failure later.
 
 use super::{EngineError, Target};
-use crate::model::{DaemonIdentity, RegistryAccess, Service, WorkloadInputs};
+use crate::model::{DaemonIdentity, RegistryAccess, Service, SwarmNode, WorkloadInputs};
 use async_trait::async_trait;
 
 /// Telling whether an image can be run at a target.
@@ -68,4 +68,8 @@ pub trait HostReach: Send + Sync {
     /// Whether `target` answered when last looked at, without asking it now; `None`: not
     /// looked at yet.
     fn answered(&self, target: &Target) -> Option<bool>;
+
+    /// The nodes of the Swarm `target` manages, as its managers see them now; none for a
+    /// place that manages no Swarm.
+    async fn nodes(&self, target: &Target) -> Result<Vec<SwarmNode>, EngineError>;
 }

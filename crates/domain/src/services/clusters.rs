@@ -8,7 +8,7 @@ use crate::error::DomainResult;
 use crate::ids::{ClusterId, OrganizationId};
 use crate::model::EventType;
 use crate::model::{
-    Cluster, ClusterAction, ClusterLogLine, ClusterState, Organization, CLUSTER_SETTINGS,
+    Cluster, ClusterAction, ClusterLogLine, ClusterState, Organization, SwarmNode, CLUSTER_SETTINGS,
 };
 use crate::pagination::PageRequest;
 use crate::ports::Scope;
@@ -58,6 +58,32 @@ impl Capstan {
             (cluster, host)
         };
         Ok(self.as_its_host_shows(cluster, host).await)
+    }
+
+    /// A cluster's status (as [`Self::cluster_status`]) with the nodes of the Swarm its host
+    /// manages, as the managers see them now; none for a plain host, a host not answering, or
+    /// an engine of no hosts.
+    pub async fn cluster_status_with_nodes(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: ClusterId,
+    ) -> DomainResult<(Cluster, Vec<SwarmNode>)> {
+        let (cluster, host) = {
+            let mut unit = self.reading().await?;
+            let tx = &mut *unit;
+            let cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Read).await?;
+            let host = self.target_of_cluster(tx, &cluster).await;
+            (cluster, host)
+        };
+        let nodes = match (&host, &self.engine) {
+            (Ok(target), Some(engine)) => match engine.host_reach(target) {
+                Some(reach) => reach.nodes(target).await.unwrap_or_default(),
+                None => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
+        Ok((self.as_its_host_shows(cluster, host).await, nodes))
     }
 
     async fn as_its_host_shows(
