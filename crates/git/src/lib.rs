@@ -1,5 +1,7 @@
-//! The git provider adapters: repository hooks over each provider's REST API. HOSTA speaks a
-//! GitHub-compatible API, HOSTB a GitLab-compatible one, HOSTC a Bitbucket-compatible one.
+//! The git provider adapters over each provider's REST API: repository hooks, and what
+//! previews ask of pull requests (comments, commit statuses, the pull request itself, who may
+//! write). HOSTA speaks a GitHub-compatible API, HOSTB a GitLab-compatible one, HOSTC a
+//! Bitbucket-compatible one.
 
 mod checkout;
 
@@ -393,9 +395,9 @@ impl GitHosting for HttpGitHosting {
                     format!("user.nickname=\"{user}\"").as_bytes(),
                 )
                 .collect();
-                let workspace = repo.api_url.trim_end_matches('/');
+                let base = repo.api_url.trim_end_matches('/');
                 let url = format!(
-                    "{workspace}/workspaces/{}/permissions/repositories/{}?q={filter}",
+                    "{base}/workspaces/{}/permissions/repositories/{}?q={filter}",
                     repo.owner, repo.name
                 );
                 let answer = self.send(self.request(Method::GET, &url, repo)?).await?;

@@ -423,8 +423,8 @@ impl Capstan {
         }
     }
 
-    /// `POST /environment/{id}/preview`: opens the preview of pull request `number` of the
-    /// repository `service` deploys, as the comment command does.
+    /// `POST /service/{id}/pullRequest/{number}/preview`: opens the preview of pull request
+    /// `number` of the repository `service` deploys, as the comment command does.
     pub async fn preview_pull_request(
         &self,
         p: &Principal,
@@ -495,7 +495,8 @@ impl Capstan {
     }
 
     /// Deletes the previews whose pull request saw no activity for the settings' while;
-    /// answers how many were asked to go.
+    /// answers how many were asked to go. One that cannot go now is tried again at the next
+    /// pass, and holds up no other.
     pub async fn delete_idle_previews(&self) -> DomainResult<usize> {
         let cutoff = self.now() - self.previews.idle_after;
         let idle: Vec<Environment> = self
@@ -521,7 +522,9 @@ impl Capstan {
             match self.delete_environment(&p, preview.id).await {
                 Ok(_) => deleted += 1,
                 Err(DomainError::Conflict(_) | DomainError::NotFound(_)) => {}
-                Err(e) => return Err(e),
+                Err(e) => {
+                    tracing::warn!(environment = %preview.id, error = %e, "could not delete an idle preview; the next pass will try again");
+                }
             }
         }
         Ok(deleted)
