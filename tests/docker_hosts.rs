@@ -6,10 +6,12 @@
 //! first cluster deploys on; back, its cluster recovers. A daemon restarting under Capstan is
 //! followed again, a build and a pull that fill their daemon's disk fail naming it, and a
 //! two-node Swarm
-//! is one daemon to claim (each node a dockerd in a network namespace of its own). Only
-//! 127.0.0.1 and the lab's own namespaces are reached.
+//! is one daemon to claim (each node a dockerd in a network namespace of its own), and a
+//! three-node Swarm runs replicas over its nodes (`docker_swarm`, in this binary to spare a
+//! link). Only 127.0.0.1 and the lab's own namespaces are reached.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod docker_swarm;
 mod git_http;
 mod harness;
 
@@ -526,7 +528,7 @@ async fn a_daemon_restarting_under_capstan_is_followed_again() {
     if !docker_ready() {
         return;
     }
-    let mut lab = SwarmLab::start(1).await;
+    let mut lab = SwarmLab::daemons(1).await;
     lab.load(1, &format!("{IMAGE}:{TAG}"));
     let case = Case::start(
         None,
@@ -628,7 +630,7 @@ async fn sleeper_behind(
     name: &str,
     socket: impl FnOnce(&std::path::Path, std::path::PathBuf),
 ) -> Behind {
-    let lab = SwarmLab::start(1).await;
+    let lab = SwarmLab::daemons(1).await;
     lab.load(1, &format!("{IMAGE}:{TAG}"));
     let sockets = TempDir::new();
     let at = sockets.0.join(format!("{name}.sock"));

@@ -17,16 +17,21 @@ pub struct SwarmLab {
 
 impl SwarmLab {
     pub async fn start(nodes: usize) -> SwarmLab {
-        Self::with_data_size(nodes, None).await
+        Self::made(nodes, None, true).await
     }
 
-    /// A lab whose nodes keep their data (images, containers, volumes) on a tmpfs of `size`
-    /// (`mount`'s words: `96m`) each.
+    /// Daemons in namespaces of their own that form no Swarm: plain Docker hosts.
+    pub async fn daemons(nodes: usize) -> SwarmLab {
+        Self::made(nodes, None, false).await
+    }
+
+    /// Plain daemons (no Swarm) that keep their data (images, containers, volumes) on a tmpfs
+    /// of `size` (`mount`'s words: `96m`) each.
     pub async fn small(nodes: usize, size: &str) -> SwarmLab {
-        Self::with_data_size(nodes, Some(size.to_string())).await
+        Self::made(nodes, Some(size.to_string()), false).await
     }
 
-    async fn with_data_size(nodes: usize, data_size: Option<String>) -> SwarmLab {
+    async fn made(nodes: usize, data_size: Option<String>, swarm: bool) -> SwarmLab {
         static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let run = format!("{}x{n}", std::process::id() % 100_000);
@@ -82,6 +87,9 @@ impl SwarmLab {
         }
         for i in 1..=nodes {
             lab.answers(i).await;
+        }
+        if !swarm {
+            return lab;
         }
         let manager = format!("{}:2377", lab.address(1));
         lab.docker(
@@ -200,7 +208,51 @@ impl SwarmLab {
         load_image(&self.socket(node), image);
     }
 
-    fn address(&self, node: usize) -> String {
+    /// Links this host to the lab's network at 10.213.250.1, so that what the nodes publish
+    /// is reached at their addresses (one lab at a time may be reachable).
+    pub fn reachable(&self) {
+        let host = self.host_link();
+        let _ = Command::new("ip").args(["link", "del", &host]).output();
+        let switch = format!("capswarm-{}-sw", self.run);
+        ip(&[
+            "link", "add", &host, "type", "veth", "peer", "name", "p0", "netns", &switch,
+        ]);
+        ip(&["-n", &switch, "link", "set", "p0", "master", "br0", "up"]);
+        ip(&["addr", "add", "10.213.250.1/24", "dev", &host]);
+        ip(&["link", "set", &host, "up"]);
+    }
+
+    fn host_link(&self) -> String {
+        format!("csw{}h", self.run)
+    }
+
+    /// Node `node` lost: its dockerd frozen (no heartbeat) and its link cut (its containers,
+    /// which freezing leaves running, no longer reached).
+    pub fn freeze(&self, node: usize) {
+        self.signal(node, "-STOP");
+        let switch = format!("capswarm-{}-sw", self.run);
+        ip(&["-n", &switch, "link", "set", &format!("p{node}"), "down"]);
+    }
+
+    /// Node `node` back: its link up, its dockerd going on.
+    pub fn thaw(&self, node: usize) {
+        let switch = format!("capswarm-{}-sw", self.run);
+        ip(&["-n", &switch, "link", "set", &format!("p{node}"), "up"]);
+        self.signal(node, "-CONT");
+    }
+
+    fn signal(&self, node: usize, signal: &str) {
+        let pid = std::fs::read_to_string(self.dir.0.join(format!("n{node}/dockerd.pid")))
+            .expect("the node's dockerd pid");
+        let sent = Command::new("kill")
+            .args([signal, pid.trim()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill {signal} node {node}'s dockerd");
+    }
+
+    /// The node's address on the lab's network.
+    pub fn address(&self, node: usize) -> String {
         format!("10.213.250.{}", 10 + node)
     }
 
@@ -222,6 +274,13 @@ impl SwarmLab {
 
 impl Drop for SwarmLab {
     fn drop(&mut self) {
+        for node in 1..=self.nodes.len() {
+            if let Ok(pid) =
+                std::fs::read_to_string(self.dir.0.join(format!("n{node}/dockerd.pid")))
+            {
+                let _ = Command::new("kill").args(["-CONT", pid.trim()]).status();
+            }
+        }
         for node in (1..=self.nodes.len()).rev() {
             let _ = self.docker(node, &["swarm", "leave", "--force"]);
         }
@@ -244,6 +303,9 @@ impl Drop for SwarmLab {
                 .args(["netns", "del", &self.namespace(node)])
                 .output();
         }
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.host_link()])
+            .output();
         let _ = Command::new("ip")
             .args(["netns", "del", &format!("capswarm-{}-sw", self.run)])
             .output();

@@ -57,6 +57,8 @@ pub(crate) struct Settings {
     /// The installation whose objects these are (see [`plan::LABEL_INSTALLATION`]); empty:
     /// none told (every Capstan object of the daemon is its own).
     pub(crate) installation: String,
+    /// The daemon manages a Swarm: services run as Swarm services over its nodes.
+    pub(crate) swarm: bool,
 }
 
 impl DockerEngine {
@@ -98,6 +100,7 @@ impl DockerEngine {
                 terraform_image: DEFAULT_TERRAFORM_IMAGE.to_string(),
                 switch_settle: None,
                 installation: String::new(),
+                swarm: false,
             },
             built: Mutex::default(),
             connection: Mutex::default(),
@@ -119,11 +122,18 @@ impl DockerEngine {
             settings: Settings {
                 publish_address,
                 local: on_this_machine,
+                swarm: false,
                 ..self.settings.clone()
             },
             built: Mutex::default(),
             connection: Mutex::new(reach),
         }
+    }
+
+    /// Runs services as Swarm services when the daemon manages a Swarm (asked now).
+    pub(crate) async fn on_its_swarm(mut self) -> Self {
+        self.settings.swarm = self.manages_swarm().await;
+        self
     }
 
     /// Marks what it makes as `installation`'s, and acts only on what is marked so: several

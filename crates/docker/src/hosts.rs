@@ -119,12 +119,12 @@ impl Adapter for Hosts {
             DockerEndpoint::Local | DockerEndpoint::Unix { .. } => true,
             other => other.remote_host().is_some_and(is_loopback),
         };
-        Ok(Arc::new(self.local.on(
-            docker,
-            reach,
-            publish,
-            on_this_machine,
-        )))
+        let place = self
+            .local
+            .on(docker, reach, publish, on_this_machine)
+            .on_its_swarm()
+            .await;
+        Ok(Arc::new(place))
     }
 
     async fn identify(&self, target: &Target) -> Option<Result<DaemonIdentity, EngineError>> {

@@ -27,7 +27,7 @@ mod probe;
 mod pulls;
 mod replicas;
 mod rollout;
-mod swarm_nodes;
+mod swarm;
 mod terraform;
 mod tunnel;
 mod volumes;

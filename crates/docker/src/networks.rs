@@ -26,13 +26,24 @@ impl DockerEngine {
         if self.docker.inspect_network(&name, None).await.is_ok() {
             return Ok(());
         }
+        // On a Swarm an overlay spans the nodes (attachable: a one-off task joins it too);
+        // unencrypted, as the kernels of many hosts carry no ESP.
+        let (driver, options) = if self.settings.swarm {
+            ("overlay", HashMap::new())
+        } else {
+            (
+                "bridge",
+                HashMap::from([(
+                    "com.docker.network.bridge.name".to_string(),
+                    plan::bridge_name(environment),
+                )]),
+            )
+        };
         let request = bollard::models::NetworkCreateRequest {
             name: name.clone(),
-            driver: Some("bridge".into()),
-            options: Some(HashMap::from([(
-                "com.docker.network.bridge.name".to_string(),
-                plan::bridge_name(environment),
-            )])),
+            driver: Some(driver.into()),
+            attachable: Some(self.settings.swarm),
+            options: Some(options),
             labels: Some(self.marked(HashMap::from([
                 (
                     plan::LABEL_ORGANIZATION.to_string(),

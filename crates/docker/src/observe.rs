@@ -91,6 +91,7 @@ pub fn replica_of(seen: &ContainerInspectResponse, told_oom: bool) -> Replica {
             Some(HealthStatusEnum::UNHEALTHY) => Some(false),
             _ => None,
         },
+        node: None,
     }
 }
 

@@ -32,6 +32,18 @@ impl DockerEngine {
             };
         }
         match &service.spec {
+            ServiceSpec::Container(_) | ServiceSpec::Application(_) if self.settings.swarm => {
+                self.swarm_replicas_step(work).await
+            }
+            spec if self.settings.swarm && !matches!(spec, ServiceSpec::Helm(_)) => match action {
+                // Nothing of it can have been made there.
+                A::Stop | A::Delete | A::Uninstall | A::Diff => Ok(()),
+                _ => Err(format!(
+                    "a {} does not run on a Swarm cluster yet (containers and applications do)",
+                    spec.kind().path_segment()
+                )
+                .into()),
+            },
             ServiceSpec::Container(_) | ServiceSpec::Application(_) | ServiceSpec::Database(_) => {
                 self.replicas_step(work).await
             }
@@ -148,11 +160,21 @@ impl Place for DockerEngine {
             }))
             .await
             .map_err(|e| said("could not list Capstan's images", e))?;
+        let swarm = if self.settings.swarm {
+            self.swarm_services(None).await?
+        } else {
+            Vec::new()
+        };
         let labelled = found
             .iter()
             .filter_map(|c| c.labels.as_ref())
             .chain(volumes.iter().map(|v| &v.labels))
-            .chain(images.iter().map(|i| &i.labels));
+            .chain(images.iter().map(|i| &i.labels))
+            .chain(
+                swarm
+                    .iter()
+                    .filter_map(|s| s.spec.as_ref()?.labels.as_ref()),
+            );
         let mut services: Vec<(OrganizationId, ServiceId)> = labelled
             .filter_map(|labels| {
                 let org = labels.get(plan::LABEL_ORGANIZATION)?.parse().ok()?;
@@ -168,6 +190,9 @@ impl Place for DockerEngine {
     /// Its containers, and its volumes: a database's data, a terraform state (unless the
     /// settings keep them).
     async fn remove_workloads(&self, service: ServiceId) -> Result<(), EngineError> {
+        if self.settings.swarm {
+            self.remove_swarm_services(service).await?;
+        }
         self.remove_owned(service).await?;
         if !self.settings.keep_volumes {
             self.remove_volume_of(service).await?;
@@ -178,6 +203,9 @@ impl Place for DockerEngine {
     }
 
     async fn replica_sets(&self) -> Result<Vec<ReplicaSet>, EngineError> {
+        if self.settings.swarm {
+            return self.swarm_replica_sets().await;
+        }
         let replicas = plan::labelled(self.scoped(vec![format!("{LABEL_ROLE}=service")]));
         let found = self
             .docker
@@ -208,6 +236,9 @@ impl Place for DockerEngine {
         request: DeploymentRequestId,
         cut: Cut,
     ) -> Result<Kept, EngineError> {
+        if self.settings.swarm {
+            return self.settle_swarm_cut(service.id, request, cut).await;
+        }
         let all = self.owned(service.id, Some("service")).await?;
         let of_request = |c: &ContainerSummary| {
             c.labels
@@ -233,6 +264,10 @@ impl Place for DockerEngine {
     }
 
     async fn report(&self, service: &Service) -> Option<RunningState> {
+        if self.settings.swarm {
+            let states = self.swarm_states().await.ok()?;
+            return states.into_iter().find(|s| s.service_id == service.id);
+        }
         let scope = self.scope();
         crate::observe::report(
             &self.docker,
@@ -303,6 +338,13 @@ impl Place for DockerEngine {
     /// Docker's event stream, read by a task of its own while the stream is listened to.
     fn observe(&self) -> Option<futures_util::stream::BoxStream<'static, RunningState>> {
         let (reports, received) = tokio::sync::mpsc::channel(64);
+        if self.settings.swarm {
+            tokio::spawn(crate::swarm::tasks::watch(
+                self.docker.clone(),
+                self.scope(),
+                reports.clone(),
+            ));
+        }
         tokio::spawn(crate::liveness::watch(
             self.docker.clone(),
             self.reach(),

@@ -85,6 +85,15 @@ async fn exec_passes(docker: &Docker, id: &str, command: &[String], timeout: Dur
     matches!(tokio::time::timeout(timeout, run).await, Ok(Some(true)))
 }
 
+/// The port a TCP or HTTP probe checks.
+pub fn port_of(probe: &Probe) -> Option<i64> {
+    let t = &probe.probe_type;
+    t.tcp
+        .as_ref()
+        .map(|p| p.port)
+        .or(t.http.as_ref().map(|p| p.port))
+}
+
 /// Whether the probe passes now (a gRPC probe, which needs a client of the workload's own
 /// service, is not run: it passes).
 pub async fn passes(docker: &Docker, id: &str, probe: &Probe, reach: &Reach) -> bool {
@@ -93,12 +102,7 @@ pub async fn passes(docker: &Docker, id: &str, probe: &Probe, reach: &Reach) -> 
     if let Some(exec) = &t.exec {
         return exec_passes(docker, id, &exec.command, timeout).await;
     }
-    let port = t
-        .tcp
-        .as_ref()
-        .map(|p| p.port)
-        .or(t.http.as_ref().map(|p| p.port));
-    let Some(port) = port else {
+    let Some(port) = port_of(probe) else {
         return true;
     };
     let Ok(seen) = docker.inspect_container(id, None).await else {
@@ -107,10 +111,16 @@ pub async fn passes(docker: &Docker, id: &str, probe: &Probe, reach: &Reach) -> 
     let Some((address, host_port)) = published(&seen, port, reach) else {
         return false;
     };
+    answers(&address, host_port, probe).await
+}
+
+/// Whether a TCP or HTTP probe passes at `address`:`port` (where the workload publishes the
+/// probe's port) now; any other kind passes.
+pub async fn answers(address: &str, port: u16, probe: &Probe) -> bool {
+    let t = &probe.probe_type;
+    let timeout = Duration::from_secs(u64::try_from(probe.timeout_seconds.max(1)).unwrap_or(5));
     let check = async {
-        let mut stream = TcpStream::connect((address.as_str(), host_port))
-            .await
-            .ok()?;
+        let mut stream = TcpStream::connect((address, port)).await.ok()?;
         let Some(http) = &t.http else {
             return Some(accepted(&mut stream).await);
         };

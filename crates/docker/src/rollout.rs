@@ -24,7 +24,7 @@ pub(crate) fn is_retiring(name: &str) -> bool {
 }
 
 /// The generation a request's replicas are named for.
-fn generation(request: &DeploymentRequest) -> String {
+pub(crate) fn generation(request: &DeploymentRequest) -> String {
     request.id.0.simple().to_string()[..8].to_string()
 }
 

@@ -66,6 +66,9 @@ pub struct PodStatus {
     pub service_version: String,
     pub containers: Vec<ContainerStatus>,
     pub last_events: Vec<serde_json::Value>,
+    /// The node it runs on, on a Swarm cluster (a Capstan addition).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// `ContainerStatusDto`.
@@ -139,6 +142,7 @@ fn pod(r: &Replica, version: &str) -> PodStatus {
             last_terminated_state: terminated,
         }],
         last_events: Vec::new(),
+        node: r.node.clone(),
     }
 }
 

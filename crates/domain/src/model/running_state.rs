@@ -42,6 +42,9 @@ pub struct Replica {
     /// Its health check's verdict, when it has one.
     #[serde(default)]
     pub healthy: Option<bool>,
+    /// The node it runs on, on an engine of several (a Swarm's node's host name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// Where the host reaches one of the service's ports.
@@ -142,6 +145,7 @@ mod tests {
             reason: None,
             message: None,
             healthy: None,
+            node: None,
         }
     }
 

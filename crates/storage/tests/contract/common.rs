@@ -343,6 +343,7 @@ pub(crate) fn running(env: &Environment, s: &Service, state: RunState, port: u16
             reason: Some("CrashLoop".into()),
             message: Some("exited with code 3".into()),
             healthy: Some(false),
+            node: Some("capswarm-n2".into()),
         }],
         endpoints: vec![Endpoint {
             internal_port: 8080,

@@ -57,7 +57,19 @@ fn node_of(node: Node, tasks: &HashMap<String, u32>) -> Option<SwarmNode> {
     })
 }
 
+/// Whether the daemon manages an active Swarm.
+fn manages(info: &bollard::models::SystemInfo) -> bool {
+    info.swarm.as_ref().is_some_and(|s| {
+        s.local_node_state == Some(LocalNodeState::ACTIVE) && s.control_available == Some(true)
+    })
+}
+
 impl DockerEngine {
+    /// Whether the daemon manages a Swarm now (not when it cannot be asked).
+    pub(crate) async fn manages_swarm(&self) -> bool {
+        self.docker.info().await.is_ok_and(|info| manages(&info))
+    }
+
     /// What the daemon is in its Swarm ("a manager of a Swarm of 3 nodes"), when it is in one.
     pub(crate) async fn swarm_role(&self) -> Option<String> {
         let info = self.docker.info().await.ok()?;
@@ -72,10 +84,7 @@ impl DockerEngine {
             .info()
             .await
             .map_err(|e| said("could not ask the daemon what it is", e))?;
-        let manages = info.swarm.as_ref().is_some_and(|s| {
-            s.local_node_state == Some(LocalNodeState::ACTIVE) && s.control_available == Some(true)
-        });
-        if !manages {
+        if !manages(&info) {
             return Ok(Vec::new());
         }
         let nodes = self

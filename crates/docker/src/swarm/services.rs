@@ -1,0 +1,576 @@
+//! Containers and applications on a Swarm: each deployment starts a Swarm service of its own
+//! generation beside the previous one, waits until its tasks run and pass Capstan's own probes
+//! at their nodes' addresses, and only then lets the router switch to it and removes the
+//! previous generation (a rollback is the new one removed, the previous one never touched).
+
+use super::spec::{self, LABEL_RETIRING};
+use super::tasks;
+use crate::diagnosis::Readiness;
+use crate::engine::DockerEngine;
+use crate::errors::said;
+use crate::{images, plan, probe, rollout};
+use bollard::models::{Service, Task, TaskState};
+use bollard::query_parameters::{ListTasksOptions, UpdateServiceOptions};
+use domain::engine::{Cancel, Cut, EngineError, Kept, ReplicaSet, StepLog, StepWork};
+use domain::ids::{DeploymentRequestId, OrganizationId, ServiceId};
+use domain::model::{is_routed, DeploymentAction, RunningState, ServiceSpec, StepName};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// How long new tasks have to run and pass their probe, when the probe gives no longer time.
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long tasks without a probe must stay up to count as started.
+const STAYS_UP: Duration = Duration::from_secs(2);
+const LOOK: Duration = Duration::from_millis(300);
+
+fn name_of(service: &Service) -> &str {
+    service
+        .spec
+        .as_ref()
+        .and_then(|s| s.name.as_deref())
+        .unwrap_or_default()
+}
+
+fn label<'a>(service: &'a Service, key: &str) -> Option<&'a str> {
+    service
+        .spec
+        .as_ref()?
+        .labels
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+impl DockerEngine {
+    /// Capstan's Swarm services of this installation; only those of `of` when it says.
+    pub(crate) async fn swarm_services(
+        &self,
+        of: Option<ServiceId>,
+    ) -> Result<Vec<Service>, EngineError> {
+        tasks::services(&self.docker, &self.scope(), of)
+            .await
+            .map_err(|e| said("could not list Capstan's Swarm services", e))
+    }
+
+    async fn tasks_of(&self, swarm_service: &str) -> Result<Vec<Task>, EngineError> {
+        let options = ListTasksOptions {
+            filters: Some(HashMap::from([(
+                "service".to_string(),
+                vec![swarm_service.to_string()],
+            )])),
+        };
+        self.docker
+            .list_tasks(Some(options))
+            .await
+            .map_err(|e| said("could not list the Swarm's tasks", e))
+    }
+
+    /// What runs of every Capstan service on the Swarm now.
+    pub(crate) async fn swarm_states(&self) -> Result<Vec<RunningState>, EngineError> {
+        tasks::look(&self.docker, &self.scope())
+            .await
+            .map_err(|e| said("could not read the Swarm's tasks", e))
+    }
+
+    /// A step of a container or an application on a Swarm.
+    pub(crate) async fn swarm_replicas_step(&self, work: &StepWork<'_>) -> Result<(), EngineError> {
+        use DeploymentAction as A;
+        match (work.request.action, work.step) {
+            (A::Deploy | A::Redeploy, StepName::RouterDeployment) => self.swarm_switch(work).await,
+            (A::Deploy | A::Redeploy, _) => self.swarm_deploy(work).await,
+            (A::Restart, _) => self.swarm_restart(work).await,
+            (A::Stop, _) => self.swarm_stop(work).await,
+            (A::Delete | A::Uninstall, _) => {
+                let removed = self.remove_swarm_services(work.service.id).await?;
+                work.log
+                    .info(&format!("removed {removed} Swarm service(s)"));
+                if work.request.action == A::Delete {
+                    self.remove_built_images(work.service.id).await?;
+                }
+                Ok(())
+            }
+            (A::Diff, _) => Ok(()),
+        }
+    }
+
+    /// Removes every Swarm service of `service`: how many there were.
+    pub(crate) async fn remove_swarm_services(
+        &self,
+        service: ServiceId,
+    ) -> Result<usize, EngineError> {
+        let found = self.swarm_services(Some(service)).await?;
+        for s in &found {
+            self.remove_swarm_service(s).await?;
+        }
+        Ok(found.len())
+    }
+
+    async fn remove_swarm_service(&self, service: &Service) -> Result<(), EngineError> {
+        let id = service.id.as_deref().unwrap_or_default();
+        match self.docker.delete_service(id).await {
+            Ok(()) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(()),
+            Err(e) => Err(said(
+                &format!("could not remove the Swarm service {}", name_of(service)),
+                e,
+            )),
+        }
+    }
+
+    async fn swarm_deploy(&self, work: &StepWork<'_>) -> Result<(), EngineError> {
+        let (service, log) = (work.service, work.log);
+        let built = plan::container_image(service, work.inputs).is_none();
+        let image = match plan::container_image(service, work.inputs) {
+            Some(image) => {
+                images::nameable(&image)?;
+                if !self.settings.host_images.shares(&image) {
+                    self.pull_permitted(&image).await?;
+                }
+                image
+            }
+            None => self.image_built_for(work)?,
+        };
+        let plans = plan::service_replicas(
+            work.request,
+            service,
+            &image,
+            work.inputs,
+            &self.settings.publish_address,
+            &HashMap::new(),
+        )?;
+        if plans.iter().any(|p| !p.files.is_empty()) {
+            return Err("files mounted into a service do not run on a Swarm cluster yet".into());
+        }
+        let name = spec::service_name(service.id, &rollout::generation(work.request));
+        let Some(mut wanted) = spec::service_spec(
+            &plans,
+            &name,
+            &spec::alias(service.id),
+            service.termination_grace_seconds(),
+        ) else {
+            return Ok(());
+        };
+        if let Some(labels) = wanted.labels.as_mut() {
+            *labels = self.marked(std::mem::take(labels));
+        }
+        if built {
+            // Without a registry the image built from git is on the manager alone.
+            let node = self.own_node_id().await?;
+            if let Some(task) = wanted.task_template.as_mut() {
+                task.placement = Some(bollard::models::TaskSpecPlacement {
+                    constraints: Some(vec![format!("node.id=={node}")]),
+                    ..Default::default()
+                });
+            }
+            log.info("the image built from git is on the manager: its replicas run there");
+        }
+        self.ensure_network(service).await?;
+        // An earlier attempt at the same request goes first.
+        for earlier in self.swarm_services(Some(service.id)).await? {
+            if name_of(&earlier) == name {
+                self.remove_swarm_service(&earlier).await?;
+            }
+        }
+        let credentials = match &service.spec {
+            ServiceSpec::Container(_) => Self::credentials(work.inputs.registry.as_ref()),
+            _ => None,
+        };
+        self.docker
+            .create_service(wanted, credentials)
+            .await
+            .map_err(|e| said(&format!("could not create the Swarm service {name}"), e))?;
+        log.info(&format!(
+            "created the Swarm service {name} ({} replica(s)); each node runs image {image}",
+            plans.len()
+        ));
+        let readiness = self.readiness(service, work.inputs)?;
+        if let Err(e) = self
+            .swarm_ready(&name, plans.len(), &readiness, None, log, work.cancel)
+            .await
+        {
+            if let Some(new) = self
+                .swarm_services(Some(service.id))
+                .await?
+                .iter()
+                .find(|s| name_of(s) == name)
+            {
+                self.remove_swarm_service(new).await?;
+            }
+            log.info("the new Swarm service is removed: the previous replicas keep running");
+            return Err(e);
+        }
+        // Without a router's switch to come, the previous generation goes now.
+        if !is_routed(service) {
+            self.retire_others(work, None).await?;
+        }
+        Ok(())
+    }
+
+    /// The router's switch to the new generation, then the previous ones' retirement.
+    async fn swarm_switch(&self, work: &StepWork<'_>) -> Result<(), EngineError> {
+        self.retire_others(work, self.settings.switch_settle).await
+    }
+
+    /// Removes every generation of the service but the request's; with `settle`, each is
+    /// first marked retiring (out of the routes) and given that long twice: for every
+    /// instance's router to see the new replicas, then to stop sending to the old.
+    async fn retire_others(
+        &self,
+        work: &StepWork<'_>,
+        settle: Option<Duration>,
+    ) -> Result<(), EngineError> {
+        let log = work.log;
+        let current = spec::service_name(work.service.id, &rollout::generation(work.request));
+        let old: Vec<Service> = self
+            .swarm_services(Some(work.service.id))
+            .await?
+            .into_iter()
+            .filter(|s| name_of(s) != current)
+            .collect();
+        if let Some(settle) = settle.filter(|_| !old.is_empty()) {
+            tokio::time::sleep(settle).await;
+            for s in &old {
+                self.mark_retiring(s).await?;
+            }
+            log.info(&format!(
+                "the router sends requests to the new replicas; {} previous Swarm service(s) finish theirs",
+                old.len()
+            ));
+            tokio::time::sleep(settle).await;
+        } else {
+            log.info("the router sends requests to the new replicas");
+        }
+        for s in &old {
+            self.remove_swarm_service(s).await?;
+        }
+        if !old.is_empty() {
+            log.info(&format!("removed {} previous Swarm service(s)", old.len()));
+        }
+        Ok(())
+    }
+
+    /// Updates `service`'s spec by `change` (at the version it was read at).
+    async fn update_swarm_service(
+        &self,
+        service: &Service,
+        change: impl FnOnce(&mut bollard::models::ServiceSpec),
+    ) -> Result<(), EngineError> {
+        let (Some(id), Some(mut wanted)) = (service.id.as_deref(), service.spec.clone()) else {
+            return Ok(());
+        };
+        change(&mut wanted);
+        let version = service
+            .version
+            .as_ref()
+            .and_then(|v| v.index)
+            .and_then(|v| i32::try_from(v).ok())
+            .unwrap_or(0);
+        let options = UpdateServiceOptions {
+            version,
+            ..Default::default()
+        };
+        self.docker
+            .update_service(id, wanted, options, None)
+            .await
+            .map(drop)
+            .map_err(|e| {
+                said(
+                    &format!("could not update the Swarm service {}", name_of(service)),
+                    e,
+                )
+            })
+    }
+
+    /// Takes `service` out of the routes: its tasks run on, finishing their requests.
+    async fn mark_retiring(&self, service: &Service) -> Result<(), EngineError> {
+        if label(service, LABEL_RETIRING).is_some() {
+            return Ok(());
+        }
+        self.update_swarm_service(service, |spec| {
+            spec.labels
+                .get_or_insert_with(HashMap::new)
+                .insert(LABEL_RETIRING.into(), "true".into());
+        })
+        .await
+    }
+
+    /// The generations that serve (not retiring).
+    async fn serving(&self, service: ServiceId) -> Result<Vec<Service>, EngineError> {
+        Ok(self
+            .swarm_services(Some(service))
+            .await?
+            .into_iter()
+            .filter(|s| label(s, LABEL_RETIRING).is_none())
+            .collect())
+    }
+
+    /// Each serving generation's tasks replaced by new ones (started first, as Swarm
+    /// updates), then ready.
+    async fn swarm_restart(&self, work: &StepWork<'_>) -> Result<(), EngineError> {
+        let readiness = self.readiness(work.service, work.inputs)?;
+        for s in self.serving(work.service.id).await? {
+            let force = s
+                .spec
+                .as_ref()
+                .and_then(|s| s.task_template.as_ref())
+                .and_then(|t| t.force_update)
+                .unwrap_or(0)
+                + 1;
+            self.update_swarm_service(&s, |spec| {
+                spec.task_template
+                    .get_or_insert_with(Default::default)
+                    .force_update = Some(force);
+            })
+            .await?;
+            let replicas = replicas_of(&s);
+            self.swarm_ready(
+                name_of(&s),
+                replicas,
+                &readiness,
+                Some(force),
+                work.log,
+                work.cancel,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Swarm has no stopped service: each serving generation is scaled to no replica (its
+    /// spec kept until the next deployment replaces it).
+    async fn swarm_stop(&self, work: &StepWork<'_>) -> Result<(), EngineError> {
+        let serving = self.serving(work.service.id).await?;
+        for s in &serving {
+            self.update_swarm_service(s, |spec| {
+                spec.mode = Some(bollard::models::ServiceSpecMode {
+                    replicated: Some(bollard::models::ServiceSpecModeReplicated {
+                        replicas: Some(0),
+                    }),
+                    ..Default::default()
+                });
+            })
+            .await?;
+        }
+        work.log.info(&format!(
+            "scaled {} Swarm service(s) to no replica",
+            serving.len()
+        ));
+        Ok(())
+    }
+
+    /// Waits until `replicas` tasks of the Swarm service `name` (of the spec `force` when it
+    /// says) run and are ready by `readiness`, probed at their nodes' addresses; a task that
+    /// fails on the way fails it, naming the node and Swarm's reason.
+    async fn swarm_ready(
+        &self,
+        name: &str,
+        replicas: usize,
+        readiness: &Readiness<'_>,
+        force: Option<u64>,
+        log: &StepLog,
+        cancel: &Cancel,
+    ) -> Result<(), EngineError> {
+        let timeout = match readiness {
+            Readiness::Probe(p) => {
+                let secs = p.initial_delay_seconds + p.period_seconds * p.failure_threshold;
+                Duration::from_secs(u64::try_from(secs).unwrap_or(0)).max(READY_TIMEOUT)
+            }
+            _ => READY_TIMEOUT,
+        };
+        let started = Instant::now();
+        let mut all_running_since: Option<Instant> = None;
+        let nodes = |list: Vec<bollard::models::Node>| -> HashMap<String, (String, String)> {
+            list.into_iter()
+                .filter_map(|n| {
+                    let host = n.description.and_then(|d| d.hostname).unwrap_or_default();
+                    let addr = n.status.and_then(|s| s.addr).unwrap_or_default();
+                    Some((n.id?, (host, addr)))
+                })
+                .collect()
+        };
+        loop {
+            let tasks = self.tasks_of(name).await?;
+            let of_spec = |t: &&Task| {
+                force.is_none() || t.spec.as_ref().and_then(|s| s.force_update) == force
+            };
+            let seen = nodes(
+                self.docker
+                    .list_nodes(None)
+                    .await
+                    .map_err(|e| said("could not list the Swarm's nodes", e))?,
+            );
+            let node_of = |t: &Task| seen.get(t.node_id.as_deref().unwrap_or_default());
+            if let Some(failed) = tasks.iter().filter(of_spec).find(|t| {
+                matches!(
+                    t.status.as_ref().and_then(|s| s.state),
+                    Some(TaskState::FAILED | TaskState::REJECTED)
+                )
+            }) {
+                let status = failed.status.clone().unwrap_or_default();
+                let why = status.err.or(status.message).unwrap_or_default();
+                let on = node_of(failed).map(|n| n.0.clone()).unwrap_or_default();
+                return Err(format!("a new task did not start on node {on}: {why}").into());
+            }
+            let running: Vec<&Task> = tasks
+                .iter()
+                .filter(of_spec)
+                .filter(|t| t.desired_state == Some(TaskState::RUNNING))
+                .filter(|t| t.status.as_ref().and_then(|s| s.state) == Some(TaskState::RUNNING))
+                .collect();
+            if running.len() >= replicas {
+                let since = *all_running_since.get_or_insert_with(Instant::now);
+                let ready = match readiness {
+                    Readiness::Probe(p) => match probe::port_of(p) {
+                        Some(port) => {
+                            let mut all = true;
+                            for t in &running {
+                                let at = node_of(t).map(|n| n.1.clone()).unwrap_or_default();
+                                let published = published_port(t, port);
+                                all &= match published {
+                                    Some(published) => probe::answers(&at, published, p).await,
+                                    None => false,
+                                };
+                            }
+                            all
+                        }
+                        // An exec probe needs the node's daemon: the task staying up counts.
+                        None => since.elapsed() >= STAYS_UP,
+                    },
+                    Readiness::UpFor(at_least) => since.elapsed() >= *at_least,
+                    Readiness::Command { .. } => since.elapsed() >= STAYS_UP,
+                };
+                if ready {
+                    for t in &running {
+                        let (host, addr) = node_of(t).cloned().unwrap_or_default();
+                        let ports: Vec<String> = ports_of(t)
+                            .iter()
+                            .map(|(target, published)| format!("{target} at {addr}:{published}"))
+                            .collect();
+                        log.info(&format!(
+                            "replica {name}.{} runs on node {host}{}",
+                            t.slot.unwrap_or(0),
+                            if ports.is_empty() {
+                                String::new()
+                            } else {
+                                format!(", port {}", ports.join(", "))
+                            }
+                        ));
+                    }
+                    log.info("the new replicas run and are ready");
+                    return Ok(());
+                }
+            } else {
+                all_running_since = None;
+            }
+            if started.elapsed() > timeout {
+                return Err(format!(
+                    "the new replicas were not ready after {} s ({} of {replicas} running)",
+                    timeout.as_secs(),
+                    running.len()
+                )
+                .into());
+            }
+            tokio::select! {
+                () = tokio::time::sleep(LOOK) => {}
+                () = cancel.canceled() => return Err("canceled while the new replicas started".into()),
+            }
+        }
+    }
+
+    /// Each generation of each service, as the deployment that made it.
+    pub(crate) async fn swarm_replica_sets(&self) -> Result<Vec<ReplicaSet>, EngineError> {
+        let mut sets: Vec<ReplicaSet> = self
+            .swarm_services(None)
+            .await?
+            .iter()
+            .filter_map(|s| {
+                let id = |key: &str| label(s, key)?.parse::<uuid::Uuid>().ok();
+                Some(ReplicaSet {
+                    organization: OrganizationId(id(plan::LABEL_ORGANIZATION)?),
+                    service: ServiceId(id(plan::LABEL_SERVICE)?),
+                    request: DeploymentRequestId(id(plan::LABEL_REQUEST)?),
+                })
+            })
+            .collect();
+        sets.sort();
+        sets.dedup();
+        Ok(sets)
+    }
+
+    /// A deployment cut short: in the switch with its generation running, it is kept and the
+    /// others go; otherwise its generation goes and the others keep serving.
+    pub(crate) async fn settle_swarm_cut(
+        &self,
+        service: ServiceId,
+        request: DeploymentRequestId,
+        cut: Cut,
+    ) -> Result<Kept, EngineError> {
+        let request = request.0.to_string();
+        let (started, earlier): (Vec<Service>, Vec<Service>) = self
+            .swarm_services(Some(service))
+            .await?
+            .into_iter()
+            .partition(|s| label(s, plan::LABEL_REQUEST) == Some(request.as_str()));
+        let (kept, going) = if cut == Cut::InSwitch && !started.is_empty() {
+            (Kept::Started, earlier)
+        } else {
+            (Kept::Previous, started)
+        };
+        for s in &going {
+            self.remove_swarm_service(s).await?;
+        }
+        Ok(kept)
+    }
+
+    /// The Swarm's id of the node whose daemon this is.
+    async fn own_node_id(&self) -> Result<String, EngineError> {
+        let info = self
+            .docker
+            .info()
+            .await
+            .map_err(|e| said("could not ask the daemon what it is", e))?;
+        info.swarm
+            .and_then(|s| s.node_id)
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| "the Docker host is no longer a node of a Swarm".into())
+    }
+}
+
+fn replicas_of(service: &Service) -> usize {
+    service
+        .spec
+        .as_ref()
+        .and_then(|s| s.mode.as_ref())
+        .and_then(|m| m.replicated.as_ref())
+        .and_then(|r| r.replicas)
+        .and_then(|r| usize::try_from(r).ok())
+        .unwrap_or(1)
+}
+
+/// A task's host-mode ports: (the container's, the node's), once each.
+fn ports_of(task: &Task) -> Vec<(i64, i64)> {
+    let mut out: Vec<(i64, i64)> = task
+        .status
+        .as_ref()
+        .and_then(|s| s.port_status.as_ref())
+        .and_then(|p| p.ports.as_ref())
+        .map(|ports| {
+            ports
+                .iter()
+                .filter_map(|p| Some((p.target_port?, p.published_port?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+fn published_port(task: &Task, internal: i64) -> Option<u16> {
+    ports_of(task)
+        .into_iter()
+        .find(|(target, _)| *target == internal)
+        .and_then(|(_, published)| u16::try_from(published).ok())
+}

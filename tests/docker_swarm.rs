@@ -1,0 +1,205 @@
+//! A cluster that is a Docker Swarm of three nodes made by the test on this machine (a
+//! dockerd per network namespace, on the lab's /24): a container runs as one Swarm service
+//! whose two replicas the Swarm spreads over two nodes, reached through the router at their
+//! nodes' addresses; a redeploy under a steady stream of requests drops none; a worker lost
+//! (its dockerd frozen and its link cut) has its replica run elsewhere while requests succeed
+//! again, and the cluster's status shows it down, then back; deleting the container leaves no
+//! Swarm service. Only 127.0.0.1 and the lab's own namespaces are reached.
+
+use super::*;
+
+/// The Swarm services of a Capstan service on the lab's manager.
+fn swarm_services(lab: &SwarmLab, service: &str) -> Vec<String> {
+    let listed = lab
+        .docker(
+            1,
+            &[
+                "service",
+                "ls",
+                "--filter",
+                &format!("label=capstan.service={service}"),
+                "--format",
+                "{{.Name}}",
+            ],
+        )
+        .unwrap();
+    listed.lines().map(str::to_string).collect()
+}
+
+/// The nodes (their number in the lab) running a task of the Swarm service `name`.
+fn nodes_running(lab: &SwarmLab, name: &str) -> Vec<usize> {
+    let listed = lab
+        .docker(
+            1,
+            &[
+                "service",
+                "ps",
+                "--filter",
+                "desired-state=running",
+                "--format",
+                "{{.Node}} {{.CurrentState}}",
+                name,
+            ],
+        )
+        .unwrap_or_default();
+    let mut nodes: Vec<usize> = listed
+        .lines()
+        .filter(|l| l.contains("Running"))
+        .filter_map(|l| l.split(' ').next()?.rsplit("-n").next()?.parse().ok())
+        .collect();
+    nodes.sort_unstable();
+    nodes
+}
+
+async fn node_state(client: &Client, org: &str, cluster: &str, address: &str) -> String {
+    let status = client
+        .get(&format!("/organization/{org}/cluster/{cluster}/status"))
+        .await;
+    status["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|n| n["address"] == address)
+        .map(|n| n["state"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker() {
+    if !docker_ready() {
+        return;
+    }
+    let lab = SwarmLab::start(3).await;
+    lab.reachable();
+    for node in 1..=3 {
+        lab.load(node, &format!("{IMAGE}:{TAG}"));
+    }
+    let case = Case::start(
+        None,
+        &[("CAPSTAN_DOCKER_SOCKETS_DIR", lab.dir().to_str().unwrap())],
+    )
+    .await;
+    let (client, org, registry) = (&case.client, &case.org, &case.registry);
+    let env = environment_on(&case, "swarm", &lab.socket(1)).await;
+    let cluster = client.get(&format!("/environment/{env}")).await["cluster_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let script = "mkdir -p /www && echo HOSTNAME=$(hostname) > /www/env.txt \
+                  && exec httpd -f -p 8080 -h /www";
+    let web = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({
+                "name": "web", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                "entrypoint": "sh", "arguments": ["-c", script],
+                "cpu": 100, "memory": 32,
+                "min_running_instances": 2, "max_running_instances": 2,
+                "ports": [{"internal_port": 8080, "publicly_accessible": true}],
+                "healthchecks": {"readiness_probe": {"type": {"http": {"port": 8080, "path": "/env.txt"}},
+                    "initial_delay_seconds": 0, "period_seconds": 1, "timeout_seconds": 1,
+                    "success_threshold": 1, "failure_threshold": 30}},
+            }),
+        )
+        .await;
+    post(client, &format!("/container/{web}/deploy"), json!({})).await;
+    settled_in(client, "container", &web, "DEPLOYED").await;
+
+    // One Swarm service, its two replicas on two nodes; no plain container beside it.
+    let services = swarm_services(&lab, &web);
+    assert_eq!(services.len(), 1, "{services:?}");
+    let placed = nodes_running(&lab, &services[0]);
+    assert_eq!(placed.len(), 2, "{placed:?}");
+    assert_ne!(placed[0], placed[1], "spread over two nodes: {placed:?}");
+
+    // Both replicas answer through the router, at their nodes' addresses.
+    let url = link_of(client, &web).await;
+    let answer = through_router(&url, "/env.txt").await;
+    let status = answer.status();
+    let body = answer.text().await.unwrap_or_default();
+    assert!(
+        status == 200 && body.contains("HOSTNAME="),
+        "{url}: {status} {body}"
+    );
+    let stream = Stream::start(&url, "/env.txt");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let streamed = stream.stop().await;
+    assert!(streamed.failures.is_empty(), "{:?}", streamed.failures);
+    assert_eq!(
+        streamed.hosts.len(),
+        2,
+        "both replicas: {:?}",
+        streamed.hosts
+    );
+
+    // A redeploy under a steady stream of requests drops none.
+    let stream = Stream::start(&url, "/env.txt");
+    post(client, &format!("/container/{web}/redeploy"), json!({})).await;
+    settled_in(client, "container", &web, "DEPLOYED").await;
+    let streamed = stream.stop().await;
+    assert!(
+        streamed.failures.is_empty(),
+        "{} of {} requests failed: {:?}",
+        streamed.failures.len(),
+        streamed.answered,
+        streamed.failures
+    );
+    let services = swarm_services(&lab, &web);
+    assert_eq!(
+        services.len(),
+        1,
+        "the previous generation went: {services:?}"
+    );
+
+    // A worker running a replica lost: its replica runs elsewhere, requests succeed again, and
+    // the cluster's status shows the node down.
+    let placed = nodes_running(&lab, &services[0]);
+    let lost = *placed
+        .iter()
+        .find(|n| **n != 1)
+        .expect("a replica on a worker");
+    lab.freeze(lost);
+    let lost_address = lab.address(lost);
+    eventually(
+        Duration::from_secs(60),
+        || format!("node {lost} never shown down"),
+        async || (node_state(client, org, &cluster, &lost_address).await == "DOWN").then_some(()),
+    )
+    .await;
+    eventually(
+        Duration::from_secs(60),
+        || format!("no replica started elsewhere than node {lost}"),
+        async || {
+            let now = nodes_running(&lab, &services[0]);
+            (now.len() == 2 && !now.contains(&lost)).then_some(())
+        },
+    )
+    .await;
+    eventually(
+        Duration::from_secs(30),
+        || "requests through the router still fail".to_string(),
+        async || {
+            let stream = Stream::start(&url, "/env.txt");
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let streamed = stream.stop().await;
+            (streamed.failures.is_empty() && streamed.answered > 10).then_some(())
+        },
+    )
+    .await;
+    lab.thaw(lost);
+    eventually(
+        Duration::from_secs(60),
+        || format!("node {lost} never shown back"),
+        async || (node_state(client, org, &cluster, &lost_address).await == "READY").then_some(()),
+    )
+    .await;
+
+    // Deleted, nothing of it is left on the Swarm.
+    delete_asked(client, &format!("/container/{web}")).await;
+    eventually(
+        Duration::from_secs(60),
+        || format!("Swarm services left: {:?}", swarm_services(&lab, &web)),
+        async || swarm_services(&lab, &web).is_empty().then_some(()),
+    )
+    .await;
+}
