@@ -64,6 +64,46 @@ async fn node_state(client: &Client, org: &str, cluster: &str, address: &str) ->
         .unwrap_or_default()
 }
 
+/// An environment on a cluster whose host is the lab's manager, naming its workers' own
+/// daemons; and the cluster.
+async fn environment_on_swarm(case: &Case, lab: &SwarmLab) -> (String, String) {
+    let (client, org) = (&case.client, &case.org);
+    let socket = |node: usize| format!("unix://{}", lab.socket(node).display());
+    let nodes: Vec<Value> = (2..=3)
+        .map(|node| json!({"address": lab.address(node), "endpoint": socket(node)}))
+        .collect();
+    let cluster = client
+        .create(
+            &format!("/organization/{org}/cluster"),
+            json!({"name": "swarm", "region": "on-premise", "cloud_provider": "ON_PREMISE",
+                   "docker": {"endpoint": socket(1), "nodes": nodes}}),
+        )
+        .await;
+    let record = client
+        .get(&format!("/organization/{org}/cluster/{cluster}"))
+        .await;
+    assert_eq!(
+        record["docker"]["nodes"][1]["address"],
+        lab.address(3),
+        "{record}"
+    );
+    post(
+        client,
+        &format!("/organization/{org}/cluster/{cluster}/deploy"),
+        json!({}),
+    )
+    .await;
+    cluster_becomes(client, org, &cluster, "DEPLOYED").await;
+    let (_, project) = case.cluster_and_project().await;
+    let env = client
+        .create(
+            &format!("/project/{project}/environment"),
+            json!({"name": "on-swarm", "cluster": cluster}),
+        )
+        .await;
+    (env, cluster)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker() {
     if !docker_ready() {
@@ -74,17 +114,26 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
     for node in 1..=3 {
         lab.load(node, &format!("{IMAGE}:{TAG}"));
     }
+    let root = TempDir::new();
+    let server = GitServer::start(&root.0, None);
+    let repo = Repository::create(&server, "team/app");
+    let commit = repo.commit(
+        "app",
+        &[(
+            "Dockerfile",
+            &format!("FROM {IMAGE}:{TAG}\nCMD [\"sh\", \"-c\", \"echo up; exec sleep 1000\"]\n"),
+        )],
+    );
     let case = Case::start(
         None,
-        &[("CAPSTAN_DOCKER_SOCKETS_DIR", lab.dir().to_str().unwrap())],
+        &[
+            ("CAPSTAN_DOCKER_SOCKETS_DIR", lab.dir().to_str().unwrap()),
+            ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
+        ],
     )
     .await;
     let (client, org, registry) = (&case.client, &case.org, &case.registry);
-    let env = environment_on(&case, "swarm", &lab.socket(1)).await;
-    let cluster = client.get(&format!("/environment/{env}")).await["cluster_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (env, cluster) = environment_on_swarm(&case, &lab).await;
     let script = "mkdir -p /www && echo HOSTNAME=$(hostname) > /www/env.txt \
                   && exec httpd -f -p 8080 -h /www";
     let web = client
@@ -111,6 +160,38 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
     let placed = nodes_running(&lab, &services[0]);
     assert_eq!(placed.len(), 2, "{placed:?}");
     assert_ne!(placed[0], placed[1], "spread over two nodes: {placed:?}");
+
+    // An application built from git on the manager is loaded onto the nodes whose daemons the
+    // cluster names, and runs on a node other than the manager.
+    let app = client
+        .create(
+            &format!("/environment/{env}/application"),
+            json!({"name": "app", "build_mode": "DOCKER", "dockerfile_path": "Dockerfile",
+                   "min_running_instances": 2, "max_running_instances": 2,
+                   "cpu": 100, "memory": 32,
+                   "git_repository": {"url": server.url("team/app"), "branch": "main",
+                                      "root_path": "/"}}),
+        )
+        .await;
+    post(
+        client,
+        &format!("/application/{app}/deploy"),
+        json!({"git_commit_id": commit}),
+    )
+    .await;
+    settled_in(client, "application", &app, "DEPLOYED").await;
+    let app_services = swarm_services(&lab, &app);
+    assert_eq!(app_services.len(), 1, "{app_services:?}");
+    let placed = nodes_running(&lab, &app_services[0]);
+    assert!(
+        placed.len() == 2 && placed.iter().any(|n| *n != 1),
+        "on a node other than the manager: {placed:?}"
+    );
+    let log = deployment_log(client, &env).await;
+    for node in 2..=3 {
+        let loaded = format!("onto the node at {}", lab.address(node));
+        assert!(log.contains(&loaded), "{loaded} in {log}");
+    }
 
     // Both replicas answer through the router, at their nodes' addresses.
     let url = link_of(client, &web).await;
@@ -194,12 +275,15 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
     )
     .await;
 
-    // Deleted, nothing of it is left on the Swarm.
+    // Deleted, nothing of them is left on the Swarm.
     delete_asked(client, &format!("/container/{web}")).await;
-    eventually(
-        Duration::from_secs(60),
-        || format!("Swarm services left: {:?}", swarm_services(&lab, &web)),
-        async || swarm_services(&lab, &web).is_empty().then_some(()),
-    )
-    .await;
+    delete_asked(client, &format!("/application/{app}")).await;
+    for service in [&web, &app] {
+        eventually(
+            Duration::from_secs(60),
+            || format!("Swarm services left: {:?}", swarm_services(&lab, service)),
+            async || swarm_services(&lab, service).is_empty().then_some(()),
+        )
+        .await;
+    }
 }

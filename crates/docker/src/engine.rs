@@ -5,6 +5,7 @@ use crate::db_recipe::DatabaseImages;
 use crate::errors::said;
 use crate::images::HostImages;
 use crate::plan;
+use crate::swarm::node_daemons::NodeDaemon;
 use bollard::Docker;
 use domain::engine::EngineError;
 use domain::git::Checkouts;
@@ -27,6 +28,8 @@ pub struct DockerEngine {
     built: Mutex<HashMap<DeploymentRequestId, String>>,
     /// What reaches the daemon (key files, an SSH tunnel), gone with the engine.
     connection: Mutex<Reach>,
+    /// On a Swarm manager: the own daemons of the nodes its cluster names.
+    pub(crate) nodes: Vec<NodeDaemon>,
 }
 
 /// How the engine works on its daemon, the same on every host.
@@ -104,6 +107,7 @@ impl DockerEngine {
             },
             built: Mutex::default(),
             connection: Mutex::default(),
+            nodes: Vec::new(),
         }
     }
 
@@ -127,12 +131,17 @@ impl DockerEngine {
             },
             built: Mutex::default(),
             connection: Mutex::new(reach),
+            nodes: Vec::new(),
         }
     }
 
-    /// Runs services as Swarm services when the daemon manages a Swarm (asked now).
-    pub(crate) async fn on_its_swarm(mut self) -> Self {
+    /// Runs services as Swarm services when the daemon manages a Swarm (asked now), with the
+    /// own daemons of the nodes `host` names.
+    pub(crate) async fn on_its_swarm(mut self, host: &domain::model::DockerHost) -> Self {
         self.settings.swarm = self.manages_swarm().await;
+        if self.settings.swarm {
+            self.nodes = crate::swarm::node_daemons::reach_nodes(host).await;
+        }
         self
     }
 

@@ -122,7 +122,7 @@ impl Adapter for Hosts {
         let place = self
             .local
             .on(docker, reach, publish, on_this_machine)
-            .on_its_swarm()
+            .on_its_swarm(host)
             .await;
         Ok(Arc::new(place))
     }

@@ -20,6 +20,29 @@ pub struct DockerEndpointSpec {
     /// by default the endpoint's host (its own address for a socket).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publish_address: Option<String>,
+    /// When `endpoint` is a Swarm manager: the nodes' own daemons, for the work only a node's
+    /// daemon can do (loading an image built from git onto it); a node named by none is
+    /// spared that work, its reason saying so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeDaemonSpec>,
+}
+
+/// A Swarm node's own daemon, as a cluster's request names it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeDaemonSpec {
+    /// The node's address in its Swarm, as the cluster's status lists it.
+    pub address: String,
+    /// Its daemon, named as `endpoint` names the manager's (reached with the same
+    /// credentials).
+    pub endpoint: String,
+}
+
+/// A Swarm node's own daemon: the node's address in its Swarm, and how its daemon is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeDaemon {
+    pub address: String,
+    pub endpoint: DockerEndpoint,
 }
 
 /// Where a daemon listens on its own machine, unless told otherwise.
@@ -270,6 +293,8 @@ pub struct DockerHost {
     /// is): the engine talks to the endpoint only while the same daemon answers there.
     /// None: not checked yet (never for the local daemon, which is the installation's).
     pub daemon_id: Option<String>,
+    /// The own daemons of the Swarm's nodes the cluster names (none for a plain host).
+    pub nodes: Vec<NodeDaemon>,
 }
 
 /// Who answers at a cluster's endpoint, and whether it is the daemon this installation itself
@@ -327,6 +352,7 @@ impl DockerHost {
             access: DockerAccess::default(),
             publish_address: None,
             daemon_id: None,
+            nodes: Vec::new(),
         }
     }
 
@@ -338,15 +364,45 @@ impl DockerHost {
         access: DockerAccess,
     ) -> Result<Self, DomainError> {
         let endpoint = DockerEndpoint::parse(&spec.endpoint)?;
-        if let DockerEndpoint::Tcp { address } = &endpoint {
-            let host = split_port(address).map_or("", |(h, _)| h);
-            if access.tls.is_none() && !is_loopback(host) {
+        let reachable = |endpoint: &DockerEndpoint| {
+            if let DockerEndpoint::Tcp { address } = endpoint {
+                let host = split_port(address).map_or("", |(h, _)| h);
+                if access.tls.is_none() && !is_loopback(host) {
+                    return Err(DomainError::invalid(
+                        "cloud_provider_credentials",
+                        "a tcp:// endpoint off this machine needs TLS: on-premise credentials \
+                         with docker_tls",
+                    ));
+                }
+            }
+            Ok(())
+        };
+        reachable(&endpoint)?;
+        let mut nodes = Vec::with_capacity(spec.nodes.len());
+        for node in &spec.nodes {
+            if node.address.parse::<std::net::IpAddr>().is_err() {
                 return Err(DomainError::invalid(
-                    "cloud_provider_credentials",
-                    "a tcp:// endpoint off this machine needs TLS: on-premise credentials \
-                     with docker_tls",
+                    "docker.nodes.address",
+                    "must be an IP address (the node's address in its Swarm)",
                 ));
             }
+            if nodes.iter().any(|n: &NodeDaemon| n.address == node.address) {
+                return Err(DomainError::invalid(
+                    "docker.nodes.address",
+                    format!("{} is named twice", node.address),
+                ));
+            }
+            let at = DockerEndpoint::parse(&node.endpoint).map_err(|_| {
+                DomainError::invalid(
+                    "docker.nodes.endpoint",
+                    "is not a Docker endpoint URL (unix://, tcp://host:port, ssh://)",
+                )
+            })?;
+            reachable(&at)?;
+            nodes.push(NodeDaemon {
+                address: node.address.clone(),
+                endpoint: at,
+            });
         }
         if let Some(address) = &spec.publish_address {
             if address.parse::<std::net::IpAddr>().is_err() {
@@ -362,6 +418,7 @@ impl DockerHost {
             access,
             publish_address: spec.publish_address.clone(),
             daemon_id: None,
+            nodes,
         })
     }
 
@@ -426,6 +483,7 @@ mod tests {
         let spec = |endpoint: &str| DockerEndpointSpec {
             endpoint: endpoint.into(),
             publish_address: None,
+            nodes: Vec::new(),
         };
         let id = ClusterId::generate();
         assert!(
@@ -450,6 +508,61 @@ mod tests {
             !format!("{tls:?}").contains("BEGIN PRIVATE KEY"),
             "the key is hidden"
         );
+    }
+
+    #[test]
+    fn a_swarms_node_daemons_are_named_by_address_and_reached_alike() {
+        let id = ClusterId::generate();
+        let with = |nodes: Vec<(&str, &str)>| DockerEndpointSpec {
+            endpoint: "unix:///run/capstan/n1.sock".into(),
+            publish_address: None,
+            nodes: nodes
+                .into_iter()
+                .map(|(address, endpoint)| NodeDaemonSpec {
+                    address: address.into(),
+                    endpoint: endpoint.into(),
+                })
+                .collect(),
+        };
+        let host = DockerHost::named(
+            id,
+            &with(vec![("10.0.0.12", "unix:///run/capstan/n2.sock")]),
+            DockerAccess::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            host.nodes,
+            [NodeDaemon {
+                address: "10.0.0.12".into(),
+                endpoint: DockerEndpoint::Unix {
+                    socket: "/run/capstan/n2.sock".into()
+                }
+            }]
+        );
+        for (nodes, field) in [
+            (
+                vec![("node-2", "unix:///run/n2.sock")],
+                "docker.nodes.address",
+            ),
+            (vec![("10.0.0.12", "http://x:1")], "docker.nodes.endpoint"),
+            (
+                vec![
+                    ("10.0.0.12", "unix:///a.sock"),
+                    ("10.0.0.12", "unix:///b.sock"),
+                ],
+                "docker.nodes.address",
+            ),
+            // Reached with the cluster's credentials: no TLS, no tcp:// off this machine.
+            (
+                vec![("10.0.0.12", "tcp://10.0.0.12:2375")],
+                "cloud_provider_credentials",
+            ),
+        ] {
+            let refused = DockerHost::named(id, &with(nodes), DockerAccess::default())
+                .unwrap_err()
+                .to_string();
+            assert!(refused.starts_with(field), "{refused}");
+        }
     }
 
     #[test]

@@ -69,7 +69,7 @@ pub use deployment_rule::{
 };
 pub use docker_host::{
     DaemonIdentity, DockerAccess, DockerEndpoint, DockerEndpointSpec, DockerHost,
-    DockerHostsPolicy, DockerTls,
+    DockerHostsPolicy, DockerTls, NodeDaemon, NodeDaemonSpec,
 };
 pub use enums::*;
 pub use event::*;

@@ -6,7 +6,9 @@ use super::Capstan;
 use crate::engine::Target;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::EnvironmentId;
-use crate::model::{CloudCredentials, Cluster, DockerAccess, DockerHost, Environment};
+use crate::model::{
+    CloudCredentials, Cluster, DockerAccess, DockerEndpoint, DockerHost, Environment,
+};
 use crate::ports::{Repo, Unit};
 use std::collections::HashMap;
 
@@ -90,7 +92,15 @@ impl Capstan {
     /// CAPSTAN_DOCKER_SOCKETS_DIR, a remote host the outbound policy does not let calls made
     /// for users reach (each address its name resolves to).
     pub(super) async fn endpoint_allowed(&self, host: &DockerHost) -> DomainResult<()> {
-        let Some(name) = self.docker_hosts.check(&host.endpoint)? else {
+        self.one_endpoint_allowed(&host.endpoint).await?;
+        for node in &host.nodes {
+            self.one_endpoint_allowed(&node.endpoint).await?;
+        }
+        Ok(())
+    }
+
+    async fn one_endpoint_allowed(&self, endpoint: &DockerEndpoint) -> DomainResult<()> {
+        let Some(name) = self.docker_hosts.check(endpoint)? else {
             return Ok(());
         };
         let addresses = match name.parse::<std::net::IpAddr>() {

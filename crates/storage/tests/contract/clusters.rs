@@ -56,6 +56,10 @@ async fn on_premise_clusters_are_found_across_organizations_with_their_docker_ho
     own.spec.docker = Some(DockerEndpointSpec {
         endpoint: "tcp://10.0.0.5:2376".into(),
         publish_address: Some("10.0.0.5".into()),
+        nodes: vec![NodeDaemonSpec {
+            address: "10.0.0.6".into(),
+            endpoint: "tcp://10.0.0.6:2376".into(),
+        }],
     });
     Repo::<Cluster>::update(&mut db.session().await.unwrap(), &own)
         .await

@@ -1,0 +1,117 @@
+//! The own daemons of a Swarm's nodes, as the cluster names them: reached with the cluster's
+//! credentials when its place is attached, each checked to be the node it is named for, and
+//! used for the work only a node's daemon can do (an image built on the manager loaded onto
+//! it). A node whose daemon is not named, or does not answer, is spared that work.
+
+use crate::connect::{answering, connect, Reach};
+use crate::engine::DockerEngine;
+use crate::errors::said;
+use bollard::query_parameters::ImportImageOptions;
+use bollard::Docker;
+use domain::engine::{Cancel, EngineError, StepLog};
+use domain::model::DockerHost;
+use futures_util::StreamExt;
+
+/// One node's own daemon.
+pub(crate) struct NodeDaemon {
+    /// The node's address in its Swarm.
+    pub(crate) address: String,
+    pub(crate) docker: Docker,
+    /// What reaches it (key files, an SSH tunnel), kept while it is used.
+    _reach: Reach,
+}
+
+/// The daemons `host` names for its Swarm's nodes that answer as those nodes; each one that
+/// does not is left out, with a warning naming it.
+pub(crate) async fn reach_nodes(host: &DockerHost) -> Vec<NodeDaemon> {
+    let mut reached = Vec::new();
+    for node in &host.nodes {
+        let at = DockerHost {
+            endpoint: node.endpoint.clone(),
+            publish_address: None,
+            daemon_id: None,
+            nodes: Vec::new(),
+            ..host.clone()
+        };
+        let answered = async {
+            let (docker, reach) = connect(&at).await?;
+            let docker = answering(docker, &at).await?;
+            let info = docker
+                .info()
+                .await
+                .map_err(|e| said("could not ask the daemon what it is", e))?;
+            let address = info.swarm.and_then(|s| s.node_addr).unwrap_or_default();
+            if address != node.address {
+                return Err(EngineError::from(format!(
+                    "{} is not the daemon of the Swarm's node at {} (its node's address: {})",
+                    at.describe(),
+                    node.address,
+                    if address.is_empty() { "none" } else { &address }
+                )));
+            }
+            Ok(NodeDaemon {
+                address: node.address.clone(),
+                docker,
+                _reach: reach,
+            })
+        };
+        match answered.await {
+            Ok(daemon) => reached.push(daemon),
+            Err(e) => tracing::warn!(
+                cluster = %host.cluster_id,
+                node = %node.address,
+                error = %e,
+                "a Swarm node's own daemon is left out"
+            ),
+        }
+    }
+    reached
+}
+
+impl DockerEngine {
+    /// Loads `image` (built on the manager) onto every node whose own daemon it reaches and
+    /// that lacks it: the addresses of the nodes that have it then, the manager's aside.
+    pub(crate) async fn load_onto_nodes(
+        &self,
+        image: &str,
+        log: &StepLog,
+        cancel: &Cancel,
+    ) -> Result<Vec<String>, EngineError> {
+        let mut holding = Vec::with_capacity(self.nodes.len());
+        for node in &self.nodes {
+            if node.docker.inspect_image(image).await.is_ok() {
+                holding.push(node.address.clone());
+                continue;
+            }
+            let exported = self.docker.export_image(image);
+            let mut loading =
+                node.docker
+                    .import_image_stream(ImportImageOptions::default(), exported, None);
+            loop {
+                let next = tokio::select! {
+                    next = loading.next() => next,
+                    () = cancel.canceled() => return Err("canceled while loading the image onto the Swarm's nodes".into()),
+                };
+                match next {
+                    None => break,
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => {
+                        return Err(said(
+                            &format!(
+                                "could not load image {image} onto the node at {}",
+                                node.address
+                            ),
+                            e,
+                        ))
+                    }
+                }
+            }
+            log.info(&format!(
+                "loaded image {image} onto the node at {}",
+                node.address
+            ));
+            holding.push(node.address.clone());
+        }
+        Ok(holding)
+    }
+}
