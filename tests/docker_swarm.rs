@@ -193,6 +193,90 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
         assert!(log.contains(&loaded), "{loaded} in {log}");
     }
 
+    // Jobs run to their end as Swarm jobs: one succeeds; one fails at each of its executions,
+    // named by its exit code; deleted, neither leaves a Swarm service or an exited container
+    // on any node.
+    let job = |name: &str, script: &str| {
+        json!({"name": name, "source": {"image": {"registry_id": registry, "image_name": IMAGE, "tag": TAG}},
+               "cpu": 100, "memory": 32,
+               "schedule": {"on_start": {"entrypoint": "sh", "arguments": ["-c", script]}},
+               "max_nb_restart": 1, "max_duration_seconds": 60})
+    };
+    let good = client
+        .create(
+            &format!("/environment/{env}/job"),
+            job("good", "echo job-did-its-work"),
+        )
+        .await;
+    let bad = client
+        .create(
+            &format!("/environment/{env}/job"),
+            job("bad", "echo job-gives-up; exit 4"),
+        )
+        .await;
+    post(client, &format!("/job/{good}/deploy"), json!({})).await;
+    post(client, &format!("/job/{bad}/deploy"), json!({})).await;
+    settled_in(client, "job", &good, "DEPLOYED").await;
+    settled_in(client, "job", &bad, "DEPLOYMENT_ERROR").await;
+    let history = client.get(&format!("/job/{bad}/deploymentHistory")).await;
+    let reason = history["results"][0]["reason"].to_string();
+    assert!(reason.contains("exited with code 4"), "{reason}");
+    let log = deployment_log(client, &env).await;
+    assert!(
+        log.contains("job execution 2 exited with code 4"),
+        "restarted once: {log}"
+    );
+    let job_services: Vec<String> = [&good, &bad]
+        .iter()
+        .flat_map(|j| swarm_services(&lab, j))
+        .collect();
+    assert_eq!(
+        job_services.len(),
+        2,
+        "each run kept until the next: {job_services:?}"
+    );
+    let cleaned = post(client, &format!("/job/{bad}/cleanFailedJob"), json!({})).await;
+    assert_eq!(
+        cleaned["clean_kubernetes_jobs"].as_array().map(Vec::len),
+        Some(1),
+        "{cleaned}"
+    );
+    assert!(swarm_services(&lab, &bad).is_empty(), "the failed run went");
+    delete_asked(client, &format!("/job/{good}")).await;
+    delete_asked(client, &format!("/job/{bad}")).await;
+    for name in &job_services {
+        eventually(
+            Duration::from_secs(60),
+            || format!("{name} left a service or containers"),
+            async || {
+                let containers: usize = (1..=3)
+                    .map(|node| {
+                        lab.docker(
+                            node,
+                            &[
+                                "ps",
+                                "-aq",
+                                "--filter",
+                                &format!("label=com.docker.swarm.service.name={name}"),
+                            ],
+                        )
+                        .unwrap_or_default()
+                        .lines()
+                        .count()
+                    })
+                    .sum();
+                let services = lab
+                    .docker(
+                        1,
+                        &["service", "ls", "-q", "--filter", &format!("name={name}")],
+                    )
+                    .unwrap_or_default();
+                (containers == 0 && services.trim().is_empty()).then_some(())
+            },
+        )
+        .await;
+    }
+
     // Both replicas answer through the router, at their nodes' addresses.
     let url = link_of(client, &web).await;
     let answer = through_router(&url, "/env.txt").await;

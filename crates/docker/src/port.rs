@@ -35,11 +35,12 @@ impl DockerEngine {
             ServiceSpec::Container(_) | ServiceSpec::Application(_) if self.settings.swarm => {
                 self.swarm_replicas_step(work).await
             }
+            ServiceSpec::Job(job) if self.settings.swarm => self.swarm_job_step(work, job).await,
             spec if self.settings.swarm && !matches!(spec, ServiceSpec::Helm(_)) => match action {
                 // Nothing of it can have been made there.
                 A::Stop | A::Delete | A::Uninstall | A::Diff => Ok(()),
                 _ => Err(format!(
-                    "a {} does not run on a Swarm cluster yet (containers and applications do)",
+                    "a {} does not run on a Swarm cluster yet (containers, applications and jobs do)",
                     spec.kind().path_segment()
                 )
                 .into()),
@@ -364,6 +365,9 @@ impl Place for DockerEngine {
     }
 
     async fn clean_failed_jobs(&self, job: ServiceId) -> Result<Vec<String>, EngineError> {
+        if self.settings.swarm {
+            return self.remove_failed_runs(job).await;
+        }
         self.remove_failed_executions(job).await
     }
 

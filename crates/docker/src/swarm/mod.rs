@@ -1,6 +1,7 @@
 //! A Docker host that manages a Swarm: what runs there runs as Swarm services over its nodes,
 //! never as plain containers beside them, and what runs is read from the Swarm's tasks.
 
+mod jobs;
 pub(crate) mod node_daemons;
 pub(crate) mod nodes;
 mod services;

@@ -52,7 +52,7 @@ impl DockerEngine {
             .map_err(|e| said("could not list Capstan's Swarm services", e))
     }
 
-    async fn tasks_of(&self, swarm_service: &str) -> Result<Vec<Task>, EngineError> {
+    pub(crate) async fn tasks_of(&self, swarm_service: &str) -> Result<Vec<Task>, EngineError> {
         let options = ListTasksOptions {
             filters: Some(HashMap::from([(
                 "service".to_string(),
@@ -105,18 +105,26 @@ impl DockerEngine {
         Ok(found.len())
     }
 
-    async fn remove_swarm_service(&self, service: &Service) -> Result<(), EngineError> {
+    /// Removes a Swarm service; a job's, with the exited containers Swarm leaves of it.
+    pub(crate) async fn remove_swarm_service(&self, service: &Service) -> Result<(), EngineError> {
         let id = service.id.as_deref().unwrap_or_default();
+        tracing::debug!(service = name_of(service), "removing a Swarm service");
         match self.docker.delete_service(id).await {
-            Ok(()) => Ok(()),
-            Err(bollard::errors::Error::DockerResponseServerError {
+            Ok(())
+            | Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
-            }) => Ok(()),
-            Err(e) => Err(said(
-                &format!("could not remove the Swarm service {}", name_of(service)),
-                e,
-            )),
+            }) => {}
+            Err(e) => {
+                return Err(said(
+                    &format!("could not remove the Swarm service {}", name_of(service)),
+                    e,
+                ))
+            }
         }
+        if tasks::is_job(service) {
+            self.clean_job_containers(service).await;
+        }
+        Ok(())
     }
 
     async fn swarm_deploy(&self, work: &StepWork<'_>) -> Result<(), EngineError> {
@@ -156,13 +164,8 @@ impl DockerEngine {
             *labels = self.marked(std::mem::take(labels));
         }
         if built {
-            let lacking = self.nodes_lacking(&image, log, work.cancel).await?;
-            if let Some(task) = wanted.task_template.as_mut() {
-                task.placement = Some(bollard::models::TaskSpecPlacement {
-                    constraints: Some(lacking.iter().map(|id| format!("node.id!={id}")).collect()),
-                    ..Default::default()
-                });
-            }
+            self.keep_off_nodes_lacking(&mut wanted, &image, log, work.cancel)
+                .await?;
         }
         self.ensure_network(service).await?;
         // An earlier attempt at the same request goes first.
@@ -522,8 +525,27 @@ impl DockerEngine {
         Ok(kept)
     }
 
+    /// Loads an image built on the manager onto the nodes whose daemons it reaches, and keeps
+    /// the tasks of `wanted` off the nodes still without it.
+    pub(crate) async fn keep_off_nodes_lacking(
+        &self,
+        wanted: &mut bollard::models::ServiceSpec,
+        image: &str,
+        log: &StepLog,
+        cancel: &Cancel,
+    ) -> Result<(), EngineError> {
+        let lacking = self.nodes_lacking(image, log, cancel).await?;
+        if let Some(task) = wanted.task_template.as_mut() {
+            task.placement = Some(bollard::models::TaskSpecPlacement {
+                constraints: Some(lacking.iter().map(|id| format!("node.id!={id}")).collect()),
+                ..Default::default()
+            });
+        }
+        Ok(())
+    }
+
     /// Loads an image built on the manager onto the nodes whose daemons it reaches: the ids
-    /// of the nodes still without it, where no task of it may go.
+    /// of the nodes still without it.
     async fn nodes_lacking(
         &self,
         image: &str,

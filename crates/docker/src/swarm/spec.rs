@@ -7,11 +7,12 @@ use crate::plan::{ContainerPlan, LABEL_REPLICA};
 use bollard::models::{
     EndpointPortConfig, EndpointPortConfigProtocolEnum, EndpointPortConfigPublishModeEnum,
     EndpointSpec, EndpointSpecModeEnum, Limit, NetworkAttachmentConfig, ResourceObject,
-    ServiceSpec, ServiceSpecMode, ServiceSpecModeReplicated, ServiceSpecRollbackConfig,
-    ServiceSpecRollbackConfigFailureActionEnum, ServiceSpecRollbackConfigOrderEnum,
-    ServiceSpecUpdateConfig, ServiceSpecUpdateConfigFailureActionEnum,
-    ServiceSpecUpdateConfigOrderEnum, TaskSpec, TaskSpecContainerSpec, TaskSpecResources,
-    TaskSpecRestartPolicy, TaskSpecRestartPolicyConditionEnum,
+    ServiceSpec, ServiceSpecMode, ServiceSpecModeReplicated, ServiceSpecModeReplicatedJob,
+    ServiceSpecRollbackConfig, ServiceSpecRollbackConfigFailureActionEnum,
+    ServiceSpecRollbackConfigOrderEnum, ServiceSpecUpdateConfig,
+    ServiceSpecUpdateConfigFailureActionEnum, ServiceSpecUpdateConfigOrderEnum, TaskSpec,
+    TaskSpecContainerSpec, TaskSpecResources, TaskSpecRestartPolicy,
+    TaskSpecRestartPolicyConditionEnum,
 };
 use domain::ids::ServiceId;
 use std::time::Duration;
@@ -138,6 +139,41 @@ pub(crate) fn service_spec(
     })
 }
 
+/// The replicated-job Swarm service of one run of a job: one task run to its end, started
+/// again on failure up to `restarts` times; its port (Capstan's probe's) not published.
+pub(crate) fn job_spec(
+    execution: &ContainerPlan,
+    name: &str,
+    alias: &str,
+    grace_seconds: i64,
+    restarts: i64,
+) -> Option<ServiceSpec> {
+    let mut spec = service_spec(std::slice::from_ref(execution), name, alias, grace_seconds)?;
+    spec.mode = Some(ServiceSpecMode {
+        replicated_job: Some(ServiceSpecModeReplicatedJob {
+            max_concurrent: Some(1),
+            total_completions: Some(1),
+        }),
+        ..Default::default()
+    });
+    // Swarm refuses an update policy for a job; a job is run anew, never updated.
+    spec.update_config = None;
+    spec.rollback_config = None;
+    spec.endpoint_spec = Some(EndpointSpec {
+        mode: Some(EndpointSpecModeEnum::DNSRR),
+        ports: None,
+    });
+    if let Some(task) = spec.task_template.as_mut() {
+        task.restart_policy = Some(TaskSpecRestartPolicy {
+            condition: Some(TaskSpecRestartPolicyConditionEnum::ON_FAILURE),
+            delay: Some(0),
+            max_attempts: Some(restarts.max(0)),
+            ..Default::default()
+        });
+    }
+    Some(spec)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +259,24 @@ mod tests {
             update.failure_action,
             Some(ServiceSpecUpdateConfigFailureActionEnum::ROLLBACK)
         );
+    }
+
+    #[test]
+    fn a_jobs_run_is_one_replicated_job_restarted_on_failure() {
+        let spec = job_spec(&replica(0), "capstan-j-run", "capstan-j", 10, 2).expect("a spec");
+        let job = spec.mode.unwrap().replicated_job.unwrap();
+        assert_eq!(
+            (job.max_concurrent, job.total_completions),
+            (Some(1), Some(1))
+        );
+        assert!(spec.update_config.is_none(), "Swarm refuses it for a job");
+        assert_eq!(spec.endpoint_spec.unwrap().ports, None, "nothing published");
+        let restart = spec.task_template.unwrap().restart_policy.unwrap();
+        assert_eq!(
+            restart.condition,
+            Some(TaskSpecRestartPolicyConditionEnum::ON_FAILURE)
+        );
+        assert_eq!(restart.max_attempts, Some(2));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! running task's host-mode ports at its node's address, while its node answers.
 
 use super::spec::LABEL_RETIRING;
-use crate::plan::{self, LABEL_ENVIRONMENT, LABEL_SERVICE};
+use crate::plan::{self, LABEL_ENVIRONMENT, LABEL_ROLE, LABEL_SERVICE};
 use bollard::models::{
     EndpointPortConfigPublishModeEnum, Node, NodeState, Service, Task, TaskState,
 };
@@ -29,8 +29,9 @@ pub(crate) async fn services(
     scope: &[String],
     of: Option<ServiceId>,
 ) -> Result<Vec<Service>, bollard::errors::Error> {
-    let mut labels = vec![LABEL_SERVICE.to_string()];
-    labels.extend(of.map(plan::of_service));
+    // Swarm reads label filters into a map by key: `capstan.service` and
+    // `capstan.service=<id>` together would keep one of them, either.
+    let mut labels = vec![of.map_or_else(|| LABEL_SERVICE.to_string(), plan::of_service)];
     labels.extend_from_slice(scope);
     let options = ListServicesOptions {
         filters: Some(HashMap::from([("label".to_string(), labels)])),
@@ -143,7 +144,17 @@ fn nodes_by_id(nodes: &[Node]) -> HashMap<&str, NodeSeen<'_>> {
         .collect()
 }
 
-/// The Capstan service and environment a Swarm service runs, unless it is retiring.
+/// Whether a Swarm service runs a job's executions (its tasks run to their end).
+pub(crate) fn is_job(service: &Service) -> bool {
+    service
+        .spec
+        .as_ref()
+        .and_then(|s| s.labels.as_ref())
+        .and_then(|l| l.get(LABEL_ROLE))
+        .is_some_and(|role| role == "job")
+}
+
+/// The Capstan service and environment a Swarm service runs, and whether it is retiring.
 fn owner(service: &Service) -> Option<(ServiceId, EnvironmentId, bool)> {
     let labels = service.spec.as_ref()?.labels.as_ref()?;
     let id = labels.get(LABEL_SERVICE)?.parse().ok()?;
@@ -161,9 +172,15 @@ fn when(text: Option<&str>) -> Option<OffsetDateTime> {
         .filter(|t| t.year() > 1)
 }
 
-/// A task the Swarm wants running, as a replica: `earlier` failed tasks of its slot are its
-/// restarts (Swarm replaces a task that fails with a new one).
-fn replica_of(task: &Task, name: &str, node: Option<&NodeSeen<'_>>, earlier: i64) -> Replica {
+/// A task the Swarm wants running (a job's: its latest), as a replica: `earlier` failed tasks
+/// of its slot are its restarts (Swarm replaces a task that fails with a new one).
+fn replica_of(
+    task: &Task,
+    name: &str,
+    node: Option<&NodeSeen<'_>>,
+    earlier: i64,
+    job: bool,
+) -> Replica {
     let status = task.status.clone().unwrap_or_default();
     let message = status
         .err
@@ -176,6 +193,7 @@ fn replica_of(task: &Task, name: &str, node: Option<&NodeSeen<'_>>, earlier: i64
         }
         Some(TaskState::RUNNING) => (RunState::Running, None),
         Some(TaskState::FAILED | TaskState::REJECTED) => (RunState::Error, Some("Error")),
+        Some(TaskState::COMPLETE) if job => (RunState::Completed, Some("Completed")),
         Some(TaskState::COMPLETE) => (RunState::Stopped, None),
         Some(TaskState::SHUTDOWN | TaskState::REMOVE | TaskState::ORPHANED) => {
             (RunState::Stopping, None)
@@ -205,6 +223,22 @@ fn replica_of(task: &Task, name: &str, node: Option<&NodeSeen<'_>>, earlier: i64
         healthy: None,
         node: node.map(|n| n.hostname.to_string()),
     }
+}
+
+/// The newest task of each slot (a job's tasks are all done or failed but the last).
+fn latest_of_each_slot<'a, 'b>(tasks: &'b [&'a Task]) -> Vec<&'b &'a Task> {
+    let mut latest: BTreeMap<i64, &&Task> = BTreeMap::new();
+    for task in tasks {
+        let slot = task.slot.unwrap_or(0);
+        let newer = latest.get(&slot).is_none_or(|kept| {
+            task.version.as_ref().and_then(|v| v.index)
+                > kept.version.as_ref().and_then(|v| v.index)
+        });
+        if newer {
+            latest.insert(slot, task);
+        }
+    }
+    latest.into_values().collect()
 }
 
 /// Where the router reaches a running task: each host-mode port at its node's address
@@ -271,10 +305,16 @@ pub(crate) fn states(services: &[Service], tasks: &[Task], nodes: &[Node]) -> Ve
             .iter()
             .filter(|t| t.service_id.as_deref() == Some(swarm_id))
             .collect();
-        for task in of_service
-            .iter()
-            .filter(|t| t.desired_state == Some(TaskState::RUNNING))
-        {
+        let job = is_job(service);
+        let current: Vec<&&Task> = if job {
+            latest_of_each_slot(&of_service)
+        } else {
+            of_service
+                .iter()
+                .filter(|t| t.desired_state == Some(TaskState::RUNNING))
+                .collect()
+        };
+        for task in current {
             let node = task.node_id.as_deref().and_then(|n| nodes.get(n));
             let earlier = of_service
                 .iter()
@@ -291,6 +331,7 @@ pub(crate) fn states(services: &[Service], tasks: &[Task], nodes: &[Node]) -> Ve
                 name,
                 node,
                 i64::try_from(earlier).unwrap_or(0),
+                job,
             ));
             state.endpoints.extend(endpoints_of(task, node));
         }
@@ -425,6 +466,36 @@ mod tests {
         assert_eq!(s.endpoints[0].host, "10.0.0.11");
         assert_eq!(s.replicas[1].state, RunState::Warning);
         assert_eq!(s.state, RunState::Warning);
+    }
+
+    #[test]
+    fn a_jobs_latest_task_is_its_execution() {
+        use TaskState as T;
+        let nodes = [node("n1", "10.0.0.11", NodeState::READY)];
+        let mut job = service("g3", false);
+        job.spec
+            .as_mut()
+            .unwrap()
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert(LABEL_ROLE.into(), "job".into());
+        let versioned = |mut t: Task, index: u64| {
+            t.version = Some(bollard::models::ObjectVersion { index: Some(index) });
+            t
+        };
+        let tasks = [
+            versioned(task("first", "g3", 1, "n1", T::COMPLETE, T::FAILED), 10),
+            versioned(task("second", "g3", 1, "n1", T::COMPLETE, T::COMPLETE), 20),
+        ];
+        let s = &states(&[job], &tasks, &nodes)[0];
+        assert_eq!(s.replicas.len(), 1);
+        assert_eq!(s.state, RunState::Completed);
+        assert_eq!(
+            s.replicas[0].restart_count, 1,
+            "one failed execution before"
+        );
+        assert!(s.endpoints.is_empty());
     }
 
     #[test]

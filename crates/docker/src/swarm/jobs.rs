@@ -1,0 +1,291 @@
+//! Jobs on a Swarm: each run a replicated-job Swarm service of one task, run to its end and
+//! started again on failure up to the job's restarts, stopped at its max duration. A run is
+//! kept (its state readable) until the next one; then it goes, and so do the exited
+//! containers Swarm leaves of it on every node whose daemon Capstan reaches.
+
+use super::spec;
+use crate::diagnosis::{exited, wrote, LAST_LINES};
+use crate::engine::DockerEngine;
+use crate::errors::said;
+use crate::{images, plan, rollout};
+use bollard::models::{Service, Task, TaskState};
+use bollard::query_parameters::{ListContainersOptions, LogsOptions, RemoveContainerOptions};
+use bollard::Docker;
+use domain::engine::{EngineError, StepWork};
+use domain::model::{DeploymentAction, JobCommand, JobSpec, ServiceSpec, StepName};
+use futures_util::StreamExt;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+const LOOK: Duration = Duration::from_millis(300);
+
+fn state_of(task: &Task) -> Option<TaskState> {
+    task.status.as_ref().and_then(|s| s.state)
+}
+
+impl DockerEngine {
+    /// A step of a job's request on a Swarm.
+    pub(crate) async fn swarm_job_step(
+        &self,
+        work: &StepWork<'_>,
+        job: &JobSpec,
+    ) -> Result<(), EngineError> {
+        use DeploymentAction as A;
+        let (log, action) = (work.log, work.request.action);
+        match (action, work.step) {
+            (A::Deploy | A::Redeploy, StepName::Executing) => {
+                let scheduled = work.request.snapshot.scheduled_run;
+                match plan::job_command(job, action, scheduled) {
+                    Some(run) => self.run_swarm_job(work, job, &run).await,
+                    None if job.schedule.cronjob.is_some() => {
+                        log.info("the cron job runs at its schedule: its deployment keeps it");
+                        Ok(())
+                    }
+                    None => {
+                        log.info("the job has no on_start command: nothing runs at deployment");
+                        Ok(())
+                    }
+                }
+            }
+            (A::Deploy | A::Redeploy, _) => self.swarm_job_image(work, job).await.map(drop),
+            (A::Stop | A::Delete | A::Uninstall, _) => {
+                let ran = match plan::job_command(job, action, false) {
+                    Some(run) => self.run_swarm_job(work, job, &run).await,
+                    None => Ok(()),
+                };
+                let removed = self.remove_swarm_services(work.service.id).await?;
+                log.info(&format!("removed {removed} Swarm service(s)"));
+                ran
+            }
+            (A::Restart, _) => {
+                log.info("a job's run is not restarted: it runs again at its next deployment");
+                Ok(())
+            }
+            (A::Diff, _) => Ok(()),
+        }
+    }
+
+    /// The image a job runs, checked as one an organization may name (or the one built
+    /// for it).
+    async fn swarm_job_image(
+        &self,
+        work: &StepWork<'_>,
+        job: &JobSpec,
+    ) -> Result<String, EngineError> {
+        match plan::job_image(job, work.inputs) {
+            Some(image) => {
+                images::nameable(&image)?;
+                if !self.settings.host_images.shares(&image) {
+                    self.pull_permitted(&image).await?;
+                }
+                Ok(image)
+            }
+            None => self.image_built_for(work),
+        }
+    }
+
+    async fn run_swarm_job(
+        &self,
+        work: &StepWork<'_>,
+        job: &JobSpec,
+        run: &JobCommand,
+    ) -> Result<(), EngineError> {
+        let (service, log) = (work.service, work.log);
+        let image = self.swarm_job_image(work, job).await?;
+        let built = plan::job_image(job, work.inputs).is_none();
+        self.ensure_network(service).await?;
+        // The previous run (its state kept until now) makes way for this one.
+        self.remove_swarm_services(service.id).await?;
+        let execution = plan::job_execution(
+            work.request,
+            service,
+            job,
+            plan::Execution {
+                run,
+                image: &image,
+                attempt: 0,
+            },
+            work.inputs,
+            &self.settings.publish_address,
+        );
+        if !execution.files.is_empty() {
+            return Err("files mounted into a job do not run on a Swarm cluster yet".into());
+        }
+        let name = format!(
+            "capstan-{}-run-{}",
+            service.id.0.simple(),
+            rollout::generation(work.request)
+        );
+        let Some(mut wanted) = spec::job_spec(
+            &execution,
+            &name,
+            &spec::alias(service.id),
+            service.termination_grace_seconds(),
+            job.max_nb_restart,
+        ) else {
+            return Ok(());
+        };
+        if let Some(labels) = wanted.labels.as_mut() {
+            *labels = self.marked(std::mem::take(labels));
+        }
+        if built {
+            self.keep_off_nodes_lacking(&mut wanted, &image, log, work.cancel)
+                .await?;
+        }
+        let credentials = match &service.spec {
+            ServiceSpec::Job(_) if !built => Self::credentials(work.inputs.registry.as_ref()),
+            _ => None,
+        };
+        self.docker
+            .create_service(wanted, credentials)
+            .await
+            .map_err(|e| said(&format!("could not create the Swarm service {name}"), e))?;
+        log.info(&format!("the job runs as the Swarm job {name}"));
+        let limit =
+            Duration::from_secs(u64::try_from(job.max_duration_seconds.max(1)).unwrap_or(300));
+        let started = Instant::now();
+        let mut failures_told = 0;
+        loop {
+            let tasks = self.tasks_of(&name).await?;
+            if tasks
+                .iter()
+                .any(|t| state_of(t) == Some(TaskState::COMPLETE))
+            {
+                log.info("the job succeeded (exit code 0)");
+                return Ok(());
+            }
+            let failed: Vec<&Task> = tasks
+                .iter()
+                .filter(|t| matches!(state_of(t), Some(TaskState::FAILED | TaskState::REJECTED)))
+                .collect();
+            for f in failed.iter().skip(failures_told) {
+                log.warn(&format!(
+                    "job execution {} {}",
+                    failures_told + 1,
+                    why_failed(f)
+                ));
+                failures_told += 1;
+            }
+            if failed.len() > usize::try_from(job.max_nb_restart.max(0)).unwrap_or(0) {
+                let last = failed.last().map(|t| why_failed(t)).unwrap_or_default();
+                let lines = self.last_lines_of_service(&name).await;
+                return Err(format!("the job {last}; {}", wrote(&lines)).into());
+            }
+            if started.elapsed() > limit {
+                self.remove_swarm_services(service.id).await?;
+                return Err(format!(
+                    "the job ran past its max_duration_seconds ({} s) and was stopped",
+                    limit.as_secs()
+                )
+                .into());
+            }
+            tokio::select! {
+                () = tokio::time::sleep(LOOK) => {}
+                () = work.cancel.canceled() => {
+                    self.remove_swarm_services(service.id).await?;
+                    return Err("canceled while the job ran".into());
+                }
+            }
+        }
+    }
+
+    /// The job's runs that failed, removed (with their containers); their names.
+    pub(crate) async fn remove_failed_runs(
+        &self,
+        job: domain::ids::ServiceId,
+    ) -> Result<Vec<String>, EngineError> {
+        let mut removed = Vec::new();
+        for run in self.swarm_services(Some(job)).await? {
+            let name = run
+                .spec
+                .as_ref()
+                .and_then(|s| s.name.clone())
+                .unwrap_or_default();
+            let tasks = self.tasks_of(&name).await?;
+            let done = tasks
+                .iter()
+                .any(|t| state_of(t) == Some(TaskState::COMPLETE));
+            let running = tasks.iter().any(|t| {
+                !matches!(
+                    state_of(t),
+                    Some(TaskState::FAILED | TaskState::REJECTED | TaskState::COMPLETE)
+                )
+            });
+            if !done && !running && !tasks.is_empty() {
+                self.remove_swarm_service(&run).await?;
+                removed.push(name);
+            }
+        }
+        Ok(removed)
+    }
+
+    /// What a Swarm service's tasks last wrote, through the manager.
+    async fn last_lines_of_service(&self, name: &str) -> Vec<String> {
+        let options = LogsOptions {
+            stdout: true,
+            stderr: true,
+            tail: LAST_LINES.to_string(),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        let mut logs = self.docker.service_logs(name, Some(options));
+        while let Some(Ok(chunk)) = logs.next().await {
+            out.extend(chunk.to_string().lines().map(str::to_string));
+        }
+        out
+    }
+
+    /// Removes the exited containers Swarm leaves of a removed job's tasks, on the manager and
+    /// on every node whose daemon it reaches; says where it could not.
+    pub(crate) async fn clean_job_containers(&self, removed: &Service) {
+        let Some(id) = removed.id.as_deref() else {
+            return;
+        };
+        let mut daemons: Vec<(&str, &Docker)> = vec![("the manager", &self.docker)];
+        daemons.extend(self.nodes.iter().map(|n| (n.address.as_str(), &n.docker)));
+        for (at, docker) in daemons {
+            if let Err(e) = remove_containers_of(docker, id).await {
+                tracing::warn!(node = at, error = %e, "could not remove a job's exited containers");
+            }
+        }
+    }
+}
+
+/// Why a job's task failed, as a reason says it.
+fn why_failed(task: &Task) -> String {
+    let status = task.status.clone().unwrap_or_default();
+    match status.container_status.and_then(|c| c.exit_code) {
+        Some(code) if code != 0 => exited(code),
+        _ => format!(
+            "failed: {}",
+            status.err.or(status.message).unwrap_or_default()
+        ),
+    }
+}
+
+async fn remove_containers_of(docker: &Docker, swarm_service: &str) -> Result<(), EngineError> {
+    let options = ListContainersOptions {
+        all: true,
+        filters: Some(HashMap::from([(
+            "label".to_string(),
+            vec![format!("com.docker.swarm.service.id={swarm_service}")],
+        )])),
+        ..Default::default()
+    };
+    let found = docker
+        .list_containers(Some(options))
+        .await
+        .map_err(|e| said("could not list a job's containers", e))?;
+    for c in found {
+        let Some(id) = c.id else { continue };
+        let force = RemoveContainerOptions {
+            force: true,
+            v: true,
+            ..Default::default()
+        };
+        if let Err(e) = docker.remove_container(&id, Some(force)).await {
+            tracing::debug!(container = %id, error = %e, "a job's container did not go");
+        }
+    }
+    Ok(())
+}
