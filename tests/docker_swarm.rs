@@ -64,6 +64,31 @@ async fn node_state(client: &Client, org: &str, cluster: &str, address: &str) ->
         .unwrap_or_default()
 }
 
+/// The node (its number in the lab) running the Swarm service `name`'s one task, and the
+/// task's container there.
+fn task_container(lab: &SwarmLab, name: &str) -> (usize, String) {
+    let node = *nodes_running(lab, name).first().expect("a running task");
+    let filter = format!("label=com.docker.swarm.service.name={name}");
+    let listed = lab
+        .docker(node, &["ps", "-q", "--filter", &filter])
+        .unwrap();
+    (
+        node,
+        listed.lines().next().expect("its container").to_string(),
+    )
+}
+
+/// `redis-cli` in the Redis database's task container, signed in.
+fn redis_on_swarm(lab: &SwarmLab, service: &str, password: &str, args: &[&str]) -> String {
+    let names = swarm_services(lab, service);
+    assert_eq!(names.len(), 1, "one generation: {names:?}");
+    let (node, container) = task_container(lab, &names[0]);
+    let auth = format!("REDISCLI_AUTH={password}");
+    let mut all = vec!["exec", "-e", &auth, &container, "redis-cli"];
+    all.extend_from_slice(args);
+    lab.docker(node, &all).unwrap().trim().to_string()
+}
+
 /// An environment on a cluster whose host is the lab's manager, naming its workers' own
 /// daemons; and the cluster.
 async fn environment_on_swarm(case: &Case, lab: &SwarmLab) -> (String, String) {
@@ -111,8 +136,10 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
     }
     let lab = SwarmLab::start(3).await;
     lab.reachable();
+    let (redis_image, redis_version) = redis_image();
     for node in 1..=3 {
         lab.load(node, &format!("{IMAGE}:{TAG}"));
+        lab.load(node, &redis_image);
     }
     let root = TempDir::new();
     let server = GitServer::start(&root.0, None);
@@ -129,6 +156,10 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
         &[
             ("CAPSTAN_DOCKER_SOCKETS_DIR", lab.dir().to_str().unwrap()),
             ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
+            (
+                "CAPSTAN_DOCKER_DATABASE_IMAGES",
+                "REDIS=capstan-test/redis:{version}",
+            ),
         ],
     )
     .await;
@@ -192,6 +223,54 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
         let loaded = format!("onto the node at {}", lab.address(node));
         assert!(log.contains(&loaded), "{loaded} in {log}");
     }
+
+    // A database runs as one task pinned to a node with its volume there (its configuration,
+    // which holds its password, a Swarm secret): its data outlives a redeploy, on the same
+    // node; deleted, its volume goes.
+    let db = client
+        .create(
+            &format!("/environment/{env}/database"),
+            json!({"name": "data", "type": "REDIS", "version": redis_version,
+                   "mode": "CONTAINER", "accessibility": "PRIVATE"}),
+        )
+        .await;
+    post(client, &format!("/database/{db}/deploy"), json!({})).await;
+    settled_in(client, "database", &db, "DEPLOYED").await;
+    let credentials = client
+        .get(&format!("/database/{db}/masterCredentials"))
+        .await;
+    let password = credentials["password"].as_str().unwrap().to_string();
+    assert_eq!(
+        redis_on_swarm(&lab, &db, &password, &["SET", "note", "kept"]),
+        "OK"
+    );
+    let pinned = nodes_running(&lab, &swarm_services(&lab, &db)[0]);
+    post(client, &format!("/database/{db}/redeploy"), json!({})).await;
+    settled_in(client, "database", &db, "DEPLOYED").await;
+    assert_eq!(
+        redis_on_swarm(&lab, &db, &password, &["GET", "note"]),
+        "kept"
+    );
+    assert_eq!(
+        nodes_running(&lab, &swarm_services(&lab, &db)[0]),
+        pinned,
+        "on the node it is pinned to"
+    );
+    let log = deployment_log(client, &env).await;
+    assert!(!log.contains(&password), "the password is in no log");
+    let volume = format!("capstan-data-{}", db.replace('-', ""));
+    assert!(lab
+        .docker(pinned[0], &["volume", "inspect", &volume])
+        .is_ok());
+    deleted(client, &format!("/database/{db}")).await;
+    assert!(swarm_services(&lab, &db).is_empty());
+    assert!(
+        lab.docker(pinned[0], &["volume", "inspect", &volume])
+            .is_err(),
+        "the volume went with the database"
+    );
+    let secrets = lab.docker(1, &["secret", "ls", "-q"]).unwrap();
+    assert!(secrets.trim().is_empty(), "no file secret left: {secrets}");
 
     // Jobs run to their end as Swarm jobs: one succeeds; one fails at each of its executions,
     // named by its exit code; deleted, neither leaves a Swarm service or an exited container

@@ -32,7 +32,9 @@ impl DockerEngine {
             };
         }
         match &service.spec {
-            ServiceSpec::Container(_) | ServiceSpec::Application(_) if self.settings.swarm => {
+            ServiceSpec::Container(_) | ServiceSpec::Application(_) | ServiceSpec::Database(_)
+                if self.settings.swarm =>
+            {
                 self.swarm_replicas_step(work).await
             }
             ServiceSpec::Job(job) if self.settings.swarm => self.swarm_job_step(work, job).await,
@@ -40,7 +42,7 @@ impl DockerEngine {
                 // Nothing of it can have been made there.
                 A::Stop | A::Delete | A::Uninstall | A::Diff => Ok(()),
                 _ => Err(format!(
-                    "a {} does not run on a Swarm cluster yet (containers, applications and jobs do)",
+                    "a {} does not run on a Swarm cluster yet (containers, applications, databases and jobs do)",
                     spec.kind().path_segment()
                 )
                 .into()),
@@ -85,8 +87,9 @@ impl Place for DockerEngine {
         Some(self)
     }
 
+    /// Not on a Swarm yet: a backup runs in the database's container on its node.
     fn database_backups(&self) -> Option<&dyn DatabaseBackups> {
-        Some(self)
+        (!self.settings.swarm).then_some(self as &dyn DatabaseBackups)
     }
 
     fn terraform_states(&self) -> Option<&dyn TerraformStates> {

@@ -108,9 +108,6 @@ impl DockerEngine {
             work.inputs,
             &self.settings.publish_address,
         );
-        if !execution.files.is_empty() {
-            return Err("files mounted into a job do not run on a Swarm cluster yet".into());
-        }
         let name = format!(
             "capstan-{}-run-{}",
             service.id.0.simple(),
@@ -131,6 +128,16 @@ impl DockerEngine {
         if built {
             self.keep_off_nodes_lacking(&mut wanted, &image, log, work.cancel)
                 .await?;
+        }
+        let secrets = self
+            .file_secrets(service.id, &name, &execution.files)
+            .await?;
+        if let Some(container) = wanted
+            .task_template
+            .as_mut()
+            .and_then(|t| t.container_spec.as_mut())
+        {
+            container.secrets = Some(secrets);
         }
         let credentials = match &service.spec {
             ServiceSpec::Job(_) if !built => Self::credentials(work.inputs.registry.as_ref()),

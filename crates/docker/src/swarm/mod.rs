@@ -1,9 +1,11 @@
 //! A Docker host that manages a Swarm: what runs there runs as Swarm services over its nodes,
 //! never as plain containers beside them, and what runs is read from the Swarm's tasks.
 
+mod files;
 mod jobs;
 pub(crate) mod node_daemons;
 pub(crate) mod nodes;
+mod pinned;
 mod services;
 mod spec;
 pub(crate) mod tasks;

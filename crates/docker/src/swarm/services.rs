@@ -3,12 +3,13 @@
 //! at their nodes' addresses, and only then lets the router switch to it and removes the
 //! previous generation (a rollback is the new one removed, the previous one never touched).
 
+use super::pinned;
 use super::spec::{self, LABEL_RETIRING};
 use super::tasks;
 use crate::diagnosis::Readiness;
 use crate::engine::DockerEngine;
 use crate::errors::said;
-use crate::{images, plan, probe, rollout};
+use crate::{db_recipe, exec, images, plan, probe, rollout};
 use bollard::models::{Service, Task, TaskState};
 use bollard::query_parameters::{ListTasksOptions, UpdateServiceOptions};
 use domain::engine::{Cancel, Cut, EngineError, Kept, ReplicaSet, StepLog, StepWork};
@@ -22,6 +23,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long tasks without a probe must stay up to count as started.
 const STAYS_UP: Duration = Duration::from_secs(2);
 const LOOK: Duration = Duration::from_millis(300);
+/// How long one readiness command may take.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a database has to accept connections (a first start initialises its data).
+const DATABASE_READY_TIMEOUT: Duration = Duration::from_secs(180);
 
 fn name_of(service: &Service) -> &str {
     service
@@ -81,11 +86,22 @@ impl DockerEngine {
             (A::Restart, _) => self.swarm_restart(work).await,
             (A::Stop, _) => self.swarm_stop(work).await,
             (A::Delete | A::Uninstall, _) => {
-                let removed = self.remove_swarm_services(work.service.id).await?;
+                let service = work.service;
+                let pinned = self.pinned_node(service.id).await?;
+                let removed = self.remove_swarm_services(service.id).await?;
                 work.log
                     .info(&format!("removed {removed} Swarm service(s)"));
-                if work.request.action == A::Delete {
-                    self.remove_built_images(work.service.id).await?;
+                if work.request.action != A::Delete {
+                    return Ok(());
+                }
+                self.remove_all_file_secrets(service.id).await?;
+                self.remove_built_images(service.id).await?;
+                if let (Some(node), false) = (pinned, self.settings.keep_volumes) {
+                    let volume = plan::volume_name(service.id);
+                    let grace = u64::try_from(service.termination_grace_seconds()).unwrap_or(0);
+                    self.remove_volume_on(&node, &volume, Duration::from_secs(grace))
+                        .await?;
+                    work.log.info(&format!("removed the volume {volume}"));
                 }
                 Ok(())
             }
@@ -124,33 +140,48 @@ impl DockerEngine {
         if tasks::is_job(service) {
             self.clean_job_containers(service).await;
         }
-        Ok(())
+        self.remove_file_secrets(name_of(service)).await
     }
 
     async fn swarm_deploy(&self, work: &StepWork<'_>) -> Result<(), EngineError> {
         let (service, log) = (work.service, work.log);
-        let built = plan::container_image(service, work.inputs).is_none();
-        let image = match plan::container_image(service, work.inputs) {
-            Some(image) => {
-                images::nameable(&image)?;
-                if !self.settings.host_images.shares(&image) {
-                    self.pull_permitted(&image).await?;
+        let database = matches!(service.spec, ServiceSpec::Database(_));
+        let (plans, built) = if database {
+            let plan = db_recipe::database_plan(
+                work.request,
+                service,
+                work.inputs,
+                &self.settings.database_images,
+                &self.settings.publish_address,
+                &HashMap::new(),
+            )?;
+            (vec![plan], false)
+        } else {
+            let named = plan::container_image(service, work.inputs);
+            let image = match &named {
+                Some(image) => {
+                    images::nameable(image)?;
+                    if !self.settings.host_images.shares(image) {
+                        self.pull_permitted(image).await?;
+                    }
+                    image.clone()
                 }
-                image
-            }
-            None => self.image_built_for(work)?,
+                None => self.image_built_for(work)?,
+            };
+            let plans = plan::service_replicas(
+                work.request,
+                service,
+                &image,
+                work.inputs,
+                &self.settings.publish_address,
+                &HashMap::new(),
+            )?;
+            (plans, named.is_none())
         };
-        let plans = plan::service_replicas(
-            work.request,
-            service,
-            &image,
-            work.inputs,
-            &self.settings.publish_address,
-            &HashMap::new(),
-        )?;
-        if plans.iter().any(|p| !p.files.is_empty()) {
-            return Err("files mounted into a service do not run on a Swarm cluster yet".into());
-        }
+        let Some(first) = plans.first() else {
+            return Ok(());
+        };
+        let image = first.image.clone();
         let name = spec::service_name(service.id, &rollout::generation(work.request));
         let Some(mut wanted) = spec::service_spec(
             &plans,
@@ -167,12 +198,34 @@ impl DockerEngine {
             self.keep_off_nodes_lacking(&mut wanted, &image, log, work.cancel)
                 .await?;
         }
+        if database {
+            let node = self.node_to_pin(service.id).await?;
+            if let Some(task) = wanted.task_template.as_mut() {
+                task.placement = Some(bollard::models::TaskSpecPlacement {
+                    constraints: Some(vec![pinned::pinned_to(&node)]),
+                    ..Default::default()
+                });
+            }
+            log.info(&format!(
+                "the database is pinned to the node {node}, where its volume is"
+            ));
+            // Two servers on one volume would corrupt it: the previous one goes first.
+            self.retire_others(work, None).await?;
+        }
         self.ensure_network(service).await?;
         // An earlier attempt at the same request goes first.
         for earlier in self.swarm_services(Some(service.id)).await? {
             if name_of(&earlier) == name {
                 self.remove_swarm_service(&earlier).await?;
             }
+        }
+        let secrets = self.file_secrets(service.id, &name, &first.files).await?;
+        if let Some(container) = wanted
+            .task_template
+            .as_mut()
+            .and_then(|t| t.container_spec.as_mut())
+        {
+            container.secrets = Some(secrets);
         }
         let credentials = match &service.spec {
             ServiceSpec::Container(_) => Self::credentials(work.inputs.registry.as_ref()),
@@ -378,7 +431,8 @@ impl DockerEngine {
                 let secs = p.initial_delay_seconds + p.period_seconds * p.failure_threshold;
                 Duration::from_secs(u64::try_from(secs).unwrap_or(0)).max(READY_TIMEOUT)
             }
-            _ => READY_TIMEOUT,
+            Readiness::Command { .. } => DATABASE_READY_TIMEOUT,
+            Readiness::UpFor(_) => READY_TIMEOUT,
         };
         let started = Instant::now();
         let mut all_running_since: Option<Instant> = None;
@@ -440,7 +494,13 @@ impl DockerEngine {
                         None => since.elapsed() >= STAYS_UP,
                     },
                     Readiness::UpFor(at_least) => since.elapsed() >= *at_least,
-                    Readiness::Command { .. } => since.elapsed() >= STAYS_UP,
+                    Readiness::Command { cmd, env } => {
+                        let mut all = true;
+                        for t in &running {
+                            all &= self.passes_in_task(t, cmd, env).await;
+                        }
+                        all
+                    }
                 };
                 if ready {
                     for t in &running {
@@ -579,8 +639,27 @@ impl DockerEngine {
         Ok(lacking)
     }
 
+    /// Whether `cmd` succeeds in the task's container, run through its node's daemon (which
+    /// must be reached: a database is pinned to such a node).
+    async fn passes_in_task(&self, task: &Task, cmd: &[String], env: &[String]) -> bool {
+        let container = task
+            .status
+            .as_ref()
+            .and_then(|s| s.container_status.as_ref())
+            .and_then(|c| c.container_id.clone());
+        let (Some(container), Some(node)) = (container, task.node_id.as_deref()) else {
+            return false;
+        };
+        let Ok(Some(docker)) = self.daemon_of_node(node).await else {
+            return false;
+        };
+        exec::run(docker, &container, cmd, env, None, COMMAND_TIMEOUT)
+            .await
+            .is_ok_and(|ran| ran.succeeded())
+    }
+
     /// The Swarm's id of the node whose daemon this is.
-    async fn own_node_id(&self) -> Result<String, EngineError> {
+    pub(crate) async fn own_node_id(&self) -> Result<String, EngineError> {
         let info = self
             .docker
             .info()

@@ -6,13 +6,13 @@
 use crate::plan::{ContainerPlan, LABEL_REPLICA};
 use bollard::models::{
     EndpointPortConfig, EndpointPortConfigProtocolEnum, EndpointPortConfigPublishModeEnum,
-    EndpointSpec, EndpointSpecModeEnum, Limit, NetworkAttachmentConfig, ResourceObject,
-    ServiceSpec, ServiceSpecMode, ServiceSpecModeReplicated, ServiceSpecModeReplicatedJob,
-    ServiceSpecRollbackConfig, ServiceSpecRollbackConfigFailureActionEnum,
-    ServiceSpecRollbackConfigOrderEnum, ServiceSpecUpdateConfig,
-    ServiceSpecUpdateConfigFailureActionEnum, ServiceSpecUpdateConfigOrderEnum, TaskSpec,
-    TaskSpecContainerSpec, TaskSpecResources, TaskSpecRestartPolicy,
-    TaskSpecRestartPolicyConditionEnum,
+    EndpointSpec, EndpointSpecModeEnum, Limit, Mount, MountType, MountVolumeOptions,
+    NetworkAttachmentConfig, ResourceObject, ServiceSpec, ServiceSpecMode,
+    ServiceSpecModeReplicated, ServiceSpecModeReplicatedJob, ServiceSpecRollbackConfig,
+    ServiceSpecRollbackConfigFailureActionEnum, ServiceSpecRollbackConfigOrderEnum,
+    ServiceSpecUpdateConfig, ServiceSpecUpdateConfigFailureActionEnum,
+    ServiceSpecUpdateConfigOrderEnum, TaskSpec, TaskSpecContainerSpec, TaskSpecResources,
+    TaskSpecRestartPolicy, TaskSpecRestartPolicyConditionEnum,
 };
 use domain::ids::ServiceId;
 use std::time::Duration;
@@ -76,6 +76,20 @@ pub(crate) fn service_spec(
         env: Some(first.env.clone()),
         init: Some(first.init),
         stop_grace_period: Some(grace_seconds.max(0).saturating_mul(1_000_000_000)),
+        // A named volume of the node the task runs on (a pinned database's data), never a
+        // host path.
+        mounts: first.volume.as_ref().map(|v| {
+            vec![Mount {
+                typ: Some(MountType::VOLUME),
+                source: Some(v.name.clone()),
+                target: Some(v.target.clone()),
+                volume_options: Some(MountVolumeOptions {
+                    labels: Some(labels.clone()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]
+        }),
         ..Default::default()
     };
     let resources = TaskSpecResources {
