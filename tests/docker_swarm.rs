@@ -51,7 +51,10 @@ fn nodes_running(lab: &SwarmLab, name: &str) -> Vec<usize> {
     nodes
 }
 
+/// A node's state in the cluster's status, asked at most twice a second (the API's rate limit
+/// counts every call).
 async fn node_state(client: &Client, org: &str, cluster: &str, address: &str) -> String {
+    tokio::time::sleep(Duration::from_millis(400)).await;
     let status = client
         .get(&format!("/organization/{org}/cluster/{cluster}/status"))
         .await;
@@ -305,6 +308,11 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
         log.contains("job execution 2 exited with code 4"),
         "restarted once: {log}"
     );
+    // What a task prints is followed on its node, whichever it is.
+    let printed = output_of(client, "job", &good, "job-did-its-work").await;
+    assert!(printed.contains("job-did-its-work"), "{printed}");
+    let printed = output_of(client, "job", &bad, "job-gives-up").await;
+    assert!(printed.contains("job-gives-up"), "{printed}");
     let job_services: Vec<String> = [&good, &bad]
         .iter()
         .flat_map(|j| swarm_services(&lab, j))
@@ -321,8 +329,8 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
         "{cleaned}"
     );
     assert!(swarm_services(&lab, &bad).is_empty(), "the failed run went");
-    delete_asked(client, &format!("/job/{good}")).await;
-    delete_asked(client, &format!("/job/{bad}")).await;
+    deleted(client, &format!("/job/{good}")).await;
+    deleted(client, &format!("/job/{bad}")).await;
     for name in &job_services {
         eventually(
             Duration::from_secs(60),
@@ -439,8 +447,8 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
     .await;
 
     // Deleted, nothing of them is left on the Swarm.
-    delete_asked(client, &format!("/container/{web}")).await;
-    delete_asked(client, &format!("/application/{app}")).await;
+    deleted(client, &format!("/container/{web}")).await;
+    deleted(client, &format!("/application/{app}")).await;
     for service in [&web, &app] {
         eventually(
             Duration::from_secs(60),
@@ -449,4 +457,48 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
         )
         .await;
     }
+
+    // The environment deleted, its overlay network goes too: nothing of it is left.
+    delete_asked(client, &format!("/environment/{env}")).await;
+    let mut gone = false;
+    for _ in 0..60 {
+        let (status, _) = client
+            .call(reqwest::Method::GET, &format!("/environment/{env}"), None)
+            .await;
+        if status == 404 {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    if !gone {
+        let state = client.get(&format!("/environment/{env}/status")).await;
+        let log = deployment_log(client, &env).await;
+        panic!(
+            "the environment stays: {state} {}",
+            &log[log.len().saturating_sub(3000)..]
+        );
+    }
+    let network = format!("capstan-env-{}", env.replace('-', ""));
+    eventually(
+        Duration::from_secs(60),
+        || format!("the network {network} is left"),
+        async || {
+            lab.docker(1, &["network", "inspect", &network])
+                .is_err()
+                .then_some(())
+        },
+    )
+    .await;
+    for node in 1..=3 {
+        let left = lab
+            .docker(
+                node,
+                &["volume", "ls", "-q", "--filter", "label=capstan.service"],
+            )
+            .unwrap();
+        assert!(left.trim().is_empty(), "node {node} keeps volumes: {left}");
+    }
+    let services = lab.docker(1, &["service", "ls", "-q"]).unwrap();
+    assert!(services.trim().is_empty(), "services left: {services}");
 }

@@ -10,6 +10,7 @@ use crate::errors::said;
 use crate::images::{ImageAccess, BUILT_REPOSITORY};
 use crate::plan::LABEL_SERVICE;
 use bollard::query_parameters::{BuildImageOptions, ListImagesOptions, RemoveImageOptions};
+use bollard::Docker;
 use domain::dockerfile;
 use domain::engine::EngineError;
 use domain::engine::{Cancel, StepLog, StepWork};
@@ -420,8 +421,6 @@ impl DockerEngine {
         }
     }
 
-    /// Removes the service's built images past the newest `images_kept` (never `current`).
-    /// An image a container still runs stays; a failure to prune fails nothing.
     /// The images this installation built for `service`.
     /// By the service's own repository of tags, not by label: an image built for another
     /// service with the same recipe is the service's too under its tag; only its own tags are
@@ -430,47 +429,23 @@ impl DockerEngine {
         &self,
         service: ServiceId,
     ) -> Result<Vec<bollard::models::ImageSummary>, EngineError> {
-        let own = format!("{BUILT_REPOSITORY}{}", service.0.simple());
-        let options = ListImagesOptions {
-            filters: Some(HashMap::from([(
-                "reference".to_string(),
-                vec![own.clone()],
-            )])),
-            ..Default::default()
-        };
-        let mut images = self
-            .docker
-            .list_images(Some(options))
-            .await
-            .map_err(|e| said("could not list the images built", e))?;
-        let prefix = format!("{own}:");
-        for image in &mut images {
-            image.repo_tags.retain(|t| t.starts_with(&prefix));
-        }
-        Ok(images)
+        built_images_on(&self.docker, service).await
     }
 
-    /// Removes every image built for `service` (gone): its tags, and with the last the image.
+    /// Removes every image built for `service` (gone): its tags, and with the last the image;
+    /// on a Swarm, on every node it was loaded onto too.
     pub(crate) async fn remove_built_images(&self, service: ServiceId) -> Result<(), EngineError> {
-        for image in self.built_images_of(service).await? {
-            for tag in &image.repo_tags {
-                match self
-                    .docker
-                    .remove_image(tag, None::<RemoveImageOptions>, None)
-                    .await
-                {
-                    Ok(_)
-                    | Err(bollard::errors::Error::DockerResponseServerError {
-                        status_code: 404,
-                        ..
-                    }) => {}
-                    Err(e) => return Err(said(&format!("could not remove the image {tag}"), e)),
-                }
-            }
+        remove_built_images_on(&self.docker, service).await?;
+        for node in &self.nodes {
+            remove_built_images_on(&node.docker, service)
+                .await
+                .map_err(|e| e.context(&format!("the Swarm node at {}", node.address)))?;
         }
         Ok(())
     }
 
+    /// Removes the service's built images past the newest `images_kept` (never `current`).
+    /// An image a container still runs stays; a failure to prune fails nothing.
     async fn prune(&self, service: ServiceId, current: &str, log: &StepLog) {
         let Ok(mut images) = self.built_images_of(service).await else {
             return;
@@ -514,6 +489,48 @@ fn without_escapes(line: &str) -> String {
         }
     }
     plain
+}
+
+/// The images built for `service` that `docker` holds, each with its own tags only.
+async fn built_images_on(
+    docker: &Docker,
+    service: ServiceId,
+) -> Result<Vec<bollard::models::ImageSummary>, EngineError> {
+    let own = format!("{BUILT_REPOSITORY}{}", service.0.simple());
+    let options = ListImagesOptions {
+        filters: Some(HashMap::from([(
+            "reference".to_string(),
+            vec![own.clone()],
+        )])),
+        ..Default::default()
+    };
+    let mut images = docker
+        .list_images(Some(options))
+        .await
+        .map_err(|e| said("could not list the images built", e))?;
+    let prefix = format!("{own}:");
+    for image in &mut images {
+        image.repo_tags.retain(|t| t.starts_with(&prefix));
+    }
+    Ok(images)
+}
+
+async fn remove_built_images_on(docker: &Docker, service: ServiceId) -> Result<(), EngineError> {
+    for image in built_images_on(docker, service).await? {
+        for tag in &image.repo_tags {
+            match docker
+                .remove_image(tag, None::<RemoveImageOptions>, None)
+                .await
+            {
+                Ok(_)
+                | Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => {}
+                Err(e) => return Err(said(&format!("could not remove the image {tag}"), e)),
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -342,12 +342,20 @@ impl Place for DockerEngine {
     /// Docker's event stream, read by a task of its own while the stream is listened to.
     fn observe(&self) -> Option<futures_util::stream::BoxStream<'static, RunningState>> {
         let (reports, received) = tokio::sync::mpsc::channel(64);
+        let stream = |received: tokio::sync::mpsc::Receiver<RunningState>| {
+            futures_util::stream::unfold(received, |mut received| async move {
+                received.recv().await.map(|state| (state, received))
+            })
+        };
+        // On a Swarm what runs is the tasks, as the managers see them; the containers of
+        // the manager's own node are some of them.
         if self.settings.swarm {
             tokio::spawn(crate::swarm::tasks::watch(
                 self.docker.clone(),
                 self.scope(),
-                reports.clone(),
+                reports,
             ));
+            return Some(stream(received).boxed());
         }
         tokio::spawn(crate::liveness::watch(
             self.docker.clone(),
@@ -361,10 +369,7 @@ impl Place for DockerEngine {
             self.scope(),
             reports,
         ));
-        let stream = futures_util::stream::unfold(received, |mut received| async move {
-            received.recv().await.map(|state| (state, received))
-        });
-        Some(stream.boxed())
+        Some(stream(received).boxed())
     }
 
     async fn clean_failed_jobs(&self, job: ServiceId) -> Result<Vec<String>, EngineError> {
@@ -376,6 +381,14 @@ impl Place for DockerEngine {
 
     fn output(&self) -> Option<futures_util::stream::BoxStream<'static, OutputLine>> {
         let (lines, received) = tokio::sync::mpsc::channel(1024);
+        // On a Swarm, each node's daemon Capstan reaches follows the tasks it runs.
+        for node in &self.nodes {
+            tokio::spawn(crate::output::watch(
+                node.docker.clone(),
+                self.scope(),
+                lines.clone(),
+            ));
+        }
         tokio::spawn(crate::output::watch(
             self.docker.clone(),
             self.scope(),

@@ -122,9 +122,7 @@ impl DockerEngine {
         ) else {
             return Ok(());
         };
-        if let Some(labels) = wanted.labels.as_mut() {
-            *labels = self.marked(std::mem::take(labels));
-        }
+        self.mark_spec(&mut wanted);
         if built {
             self.keep_off_nodes_lacking(&mut wanted, &image, log, work.cancel)
                 .await?;

@@ -88,19 +88,25 @@ impl DockerEngine {
             (A::Delete | A::Uninstall, _) => {
                 let service = work.service;
                 let pinned = self.pinned_node(service.id).await?;
-                let removed = self.remove_swarm_services(service.id).await?;
+                let found = self.swarm_services(Some(service.id)).await?;
+                for s in &found {
+                    self.remove_swarm_service(s).await?;
+                }
                 work.log
-                    .info(&format!("removed {removed} Swarm service(s)"));
+                    .info(&format!("removed {} Swarm service(s)", found.len()));
                 if work.request.action != A::Delete {
                     return Ok(());
                 }
+                // Their tasks stop within their grace: until then their containers hold the
+                // image and the volume.
+                let grace = u64::try_from(service.termination_grace_seconds()).unwrap_or(0);
+                let grace = Duration::from_secs(grace);
+                self.wait_containers_gone(&found, grace).await;
                 self.remove_all_file_secrets(service.id).await?;
                 self.remove_built_images(service.id).await?;
                 if let (Some(node), false) = (pinned, self.settings.keep_volumes) {
                     let volume = plan::volume_name(service.id);
-                    let grace = u64::try_from(service.termination_grace_seconds()).unwrap_or(0);
-                    self.remove_volume_on(&node, &volume, Duration::from_secs(grace))
-                        .await?;
+                    self.remove_volume_on(&node, &volume, grace).await?;
                     work.log.info(&format!("removed the volume {volume}"));
                 }
                 Ok(())
@@ -191,9 +197,7 @@ impl DockerEngine {
         ) else {
             return Ok(());
         };
-        if let Some(labels) = wanted.labels.as_mut() {
-            *labels = self.marked(std::mem::take(labels));
-        }
+        self.mark_spec(&mut wanted);
         if built {
             self.keep_off_nodes_lacking(&mut wanted, &image, log, work.cancel)
                 .await?;
@@ -637,6 +641,81 @@ impl DockerEngine {
             ));
         }
         Ok(lacking)
+    }
+
+    /// Waits, at most `grace` and 15 s more, until no container of the removed Swarm services
+    /// runs on a daemon Capstan reaches, then removes what is left of them there (the exited
+    /// containers of their earlier tasks, which would hold their image).
+    async fn wait_containers_gone(&self, removed: &[Service], grace: Duration) {
+        let deadline = Instant::now() + grace + Duration::from_secs(15);
+        let mut daemons: Vec<&bollard::Docker> = vec![&self.docker];
+        daemons.extend(self.nodes.iter().map(|n| &n.docker));
+        let listed = |docker: &'_ bollard::Docker, id: String, all: bool| {
+            let options = bollard::query_parameters::ListContainersOptions {
+                all,
+                filters: Some(HashMap::from([(
+                    "label".to_string(),
+                    vec![format!("com.docker.swarm.service.id={id}")],
+                )])),
+                ..Default::default()
+            };
+            let docker = docker.clone();
+            async move {
+                docker
+                    .list_containers(Some(options))
+                    .await
+                    .unwrap_or_default()
+            }
+        };
+        let ids: Vec<String> = removed.iter().filter_map(|s| s.id.clone()).collect();
+        while Instant::now() < deadline {
+            let mut running = false;
+            for docker in &daemons {
+                for id in &ids {
+                    running |= !listed(docker, id.clone(), false).await.is_empty();
+                }
+            }
+            if !running {
+                break;
+            }
+            tokio::time::sleep(LOOK).await;
+        }
+        for docker in &daemons {
+            for id in &ids {
+                for c in listed(docker, id.clone(), true).await {
+                    let Some(container) = c.id else { continue };
+                    let force = bollard::query_parameters::RemoveContainerOptions {
+                        force: true,
+                        ..Default::default()
+                    };
+                    if let Err(e) = docker.remove_container(&container, Some(force)).await {
+                        tracing::debug!(%container, error = %e, "a removed task's container stays");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Marks the service, its containers and its volume as this installation's.
+    pub(crate) fn mark_spec(&self, spec: &mut bollard::models::ServiceSpec) {
+        let mark = |labels: &mut Option<HashMap<String, String>>| {
+            if let Some(labels) = labels.as_mut() {
+                *labels = self.marked(std::mem::take(labels));
+            }
+        };
+        mark(&mut spec.labels);
+        let container = spec
+            .task_template
+            .as_mut()
+            .and_then(|t| t.container_spec.as_mut());
+        if let Some(container) = container {
+            mark(&mut container.labels);
+            for mount in container.mounts.iter_mut().flatten() {
+                if let Some(options) = mount.volume_options.as_mut() {
+                    mark(&mut options.labels);
+                }
+            }
+        }
     }
 
     /// Whether `cmd` succeeds in the task's container, run through its node's daemon (which

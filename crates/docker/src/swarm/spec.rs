@@ -71,6 +71,8 @@ pub(crate) fn service_spec(
     aliases.extend(first.aliases.iter().cloned());
     let container = TaskSpecContainerSpec {
         image: Some(first.image.clone()),
+        // Its containers carry Capstan's labels too: each node's daemon follows their output.
+        labels: Some(labels.clone()),
         command: first.entrypoint.clone(),
         args: first.cmd.clone(),
         env: Some(first.env.clone()),
