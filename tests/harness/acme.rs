@@ -17,7 +17,20 @@ pub struct Pebble {
 }
 
 impl Pebble {
+    /// Started on ports found free; again on others when one was taken meanwhile (pebble
+    /// then ends at once).
     pub async fn start(tls_port: u16) -> Pebble {
+        let mut why = String::new();
+        for _ in 0..3 {
+            match Self::started(tls_port).await {
+                Ok(pebble) => return pebble,
+                Err(said) => why = said,
+            }
+        }
+        panic!("pebble did not start: {why}");
+    }
+
+    async fn started(tls_port: u16) -> Result<Pebble, String> {
         let dir = TempDir::new();
         test_certificate(&dir.0, "localhost");
         let (listen, management, dns) = (free_port(), free_port(), free_port());
@@ -58,6 +71,7 @@ impl Pebble {
             .stderr(log("pebble.err"))
             .spawn()
             .expect("pebble runs (Debian's package pebble)");
+        let errors = dir.0.join("pebble.err");
         let pebble = Pebble {
             children: vec![dns_server, pebble],
             directory: format!("https://127.0.0.1:{listen}/dir"),
@@ -65,13 +79,14 @@ impl Pebble {
             management,
             _dir: dir,
         };
-        eventually(
-            Duration::from_secs(20),
-            || "pebble did not start".to_string(),
-            async || pebble.get(&pebble.directory).await.ok().map(drop),
-        )
-        .await;
-        pebble
+        let started = Instant::now();
+        while pebble.get(&pebble.directory).await.is_err() {
+            if started.elapsed() > Duration::from_secs(20) {
+                return Err(std::fs::read_to_string(&errors).unwrap_or_default());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(pebble)
     }
 
     async fn get(&self, url: &str) -> reqwest::Result<String> {

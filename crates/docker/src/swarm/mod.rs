@@ -6,6 +6,8 @@ mod jobs;
 pub(crate) mod node_daemons;
 pub(crate) mod nodes;
 mod pinned;
+mod readiness;
+mod removal;
 mod services;
 mod spec;
 pub(crate) mod tasks;

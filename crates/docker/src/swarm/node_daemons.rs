@@ -114,4 +114,58 @@ impl DockerEngine {
         }
         Ok(holding)
     }
+
+    /// Loads an image built on the manager onto the nodes whose daemons it reaches, and keeps
+    /// the tasks of `wanted` off the nodes still without it.
+    pub(crate) async fn keep_off_nodes_lacking(
+        &self,
+        wanted: &mut bollard::models::ServiceSpec,
+        image: &str,
+        log: &StepLog,
+        cancel: &Cancel,
+    ) -> Result<(), EngineError> {
+        let lacking = self.nodes_lacking(image, log, cancel).await?;
+        if let Some(task) = wanted.task_template.as_mut() {
+            task.placement = Some(bollard::models::TaskSpecPlacement {
+                constraints: Some(lacking.iter().map(|id| format!("node.id!={id}")).collect()),
+                ..Default::default()
+            });
+        }
+        Ok(())
+    }
+
+    /// Loads an image built on the manager onto the nodes whose daemons it reaches: the ids
+    /// of the nodes still without it.
+    async fn nodes_lacking(
+        &self,
+        image: &str,
+        log: &StepLog,
+        cancel: &Cancel,
+    ) -> Result<Vec<String>, EngineError> {
+        let holding = self.load_onto_nodes(image, log, cancel).await?;
+        let own = self.own_node_id().await?;
+        let nodes = self
+            .docker
+            .list_nodes(None)
+            .await
+            .map_err(|e| said("could not list the Swarm's nodes", e))?;
+        let mut lacking = Vec::new();
+        let mut named = Vec::new();
+        for node in nodes {
+            let Some(id) = node.id else { continue };
+            let address = node.status.and_then(|s| s.addr).unwrap_or_default();
+            if id != own && !holding.contains(&address) {
+                named.push(address);
+                lacking.push(id);
+            }
+        }
+        if !named.is_empty() {
+            log.info(&format!(
+                "the image built from git is not on the node(s) at {} (the cluster names no \
+                 daemon of theirs): no replica runs there",
+                named.join(", ")
+            ));
+        }
+        Ok(lacking)
+    }
 }

@@ -65,6 +65,19 @@ fn manages(info: &bollard::models::SystemInfo) -> bool {
 }
 
 impl DockerEngine {
+    /// The Swarm's id of the node whose daemon this is.
+    pub(crate) async fn own_node_id(&self) -> Result<String, EngineError> {
+        let info = self
+            .docker
+            .info()
+            .await
+            .map_err(|e| said("could not ask the daemon what it is", e))?;
+        info.swarm
+            .and_then(|s| s.node_id)
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| "the Docker host is no longer a node of a Swarm".into())
+    }
+
     /// Whether the daemon manages a Swarm now (not when it cannot be asked).
     pub(crate) async fn manages_swarm(&self) -> bool {
         self.docker.info().await.is_ok_and(|info| manages(&info))

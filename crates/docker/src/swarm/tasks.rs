@@ -144,6 +144,15 @@ fn nodes_by_id(nodes: &[Node]) -> HashMap<&str, NodeSeen<'_>> {
         .collect()
 }
 
+/// A Swarm service's name.
+pub(crate) fn name_of(service: &Service) -> &str {
+    service
+        .spec
+        .as_ref()
+        .and_then(|s| s.name.as_deref())
+        .unwrap_or_default()
+}
+
 /// Whether a Swarm service runs a job's executions (its tasks run to their end).
 pub(crate) fn is_job(service: &Service) -> bool {
     service
