@@ -128,19 +128,7 @@ impl DockerEngine {
 
     /// The last lines a container wrote, for a failure's reason.
     pub(crate) async fn last_lines(&self, id: &str, count: usize) -> Vec<String> {
-        let options = LogsOptions {
-            stdout: true,
-            stderr: true,
-            tail: count.to_string(),
-            ..Default::default()
-        };
-        let mut out = Vec::new();
-        let mut logs = self.docker.logs(id, Some(options));
-        while let Some(Ok(chunk)) = logs.next().await {
-            let text = chunk.to_string();
-            out.extend(text.lines().map(str::to_string));
-        }
-        out
+        lines_of(self.docker.logs(id, Some(last(count)))).await
     }
 
     /// The host ports a service's containers publish, by (replica, internal port): the ones
@@ -271,4 +259,28 @@ impl DockerEngine {
             Some(None) => Ok(Ended::Exited(-1)),
         }
     }
+}
+
+/// What asks for the last `count` lines of an output, both streams.
+pub(crate) fn last(count: usize) -> LogsOptions {
+    LogsOptions {
+        stdout: true,
+        stderr: true,
+        tail: count.to_string(),
+        ..Default::default()
+    }
+}
+
+/// The lines of an output, until it ends or fails.
+pub(crate) async fn lines_of(
+    logs: impl futures_util::Stream<
+        Item = Result<bollard::container::LogOutput, bollard::errors::Error>,
+    >,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    futures_util::pin_mut!(logs);
+    while let Some(Ok(chunk)) = logs.next().await {
+        out.extend(chunk.to_string().lines().map(str::to_string));
+    }
+    out
 }

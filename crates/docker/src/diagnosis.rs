@@ -20,7 +20,7 @@ use time::OffsetDateTime;
 /// deployed, when its probe gives no longer time.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a workload without a probe must stay up to count as started.
-const STAYS_UP: Duration = Duration::from_secs(2);
+pub(crate) const STAYS_UP: Duration = Duration::from_secs(2);
 /// How often a starting workload is looked at.
 const LOOK: Duration = Duration::from_millis(250);
 /// The output lines a failure quotes.
@@ -30,7 +30,7 @@ const DATABASE_READY_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long the daemon may take to report that a killed container was OOM-killed.
 const OOM_MARK: Duration = Duration::from_secs(3);
 /// How long one readiness command may take.
-const LOOK_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const LOOK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What tells that a new container is ready: it stayed up that long, its readiness probe
 /// passes, or a command run in it succeeds (a database accepting connections).
@@ -38,6 +38,20 @@ pub(crate) enum Readiness<'a> {
     UpFor(Duration),
     Probe(&'a domain::model::Probe),
     Command { cmd: Vec<String>, env: Vec<String> },
+}
+
+impl Readiness<'_> {
+    /// How long a new workload has to become ready by it.
+    pub(crate) fn timeout(&self) -> Duration {
+        match self {
+            Readiness::UpFor(_) => READY_TIMEOUT,
+            Readiness::Probe(p) => {
+                let secs = p.initial_delay_seconds + p.period_seconds * p.failure_threshold;
+                Duration::from_secs(u64::try_from(secs).unwrap_or(0)).max(READY_TIMEOUT)
+            }
+            Readiness::Command { .. } => DATABASE_READY_TIMEOUT,
+        }
+    }
 }
 
 /// How a workload's process ended, as a reason says it: the signals a code stands for named
@@ -183,14 +197,7 @@ impl DockerEngine {
         log: &StepLog,
         cancel: &Cancel,
     ) -> Result<(), EngineError> {
-        let timeout = match readiness {
-            Readiness::UpFor(_) => READY_TIMEOUT,
-            Readiness::Probe(p) => {
-                let secs = p.initial_delay_seconds + p.period_seconds * p.failure_threshold;
-                Duration::from_secs(u64::try_from(secs).unwrap_or(0)).max(READY_TIMEOUT)
-            }
-            Readiness::Command { .. } => DATABASE_READY_TIMEOUT,
-        };
+        let timeout = readiness.timeout();
         let mut restarts_before = Vec::with_capacity(ids.len());
         for id in ids {
             let seen = self.docker.inspect_container(id, None).await;

@@ -17,6 +17,21 @@ use std::time::Duration;
 /// a job that fails at every one of many restarts must not leave a container per attempt.
 pub const FAILED_ATTEMPTS_KEPT: usize = 3;
 
+/// What a job's deployment runs, if anything (see [`plan::job_command`]); when nothing, its
+/// log says why.
+pub(crate) fn command_at_deployment(work: &StepWork<'_>, job: &JobSpec) -> Option<JobCommand> {
+    let scheduled = work.request.snapshot.scheduled_run;
+    let run = plan::job_command(job, work.request.action, scheduled);
+    if run.is_none() {
+        work.log.info(if job.schedule.cronjob.is_some() {
+            "the cron job runs at its schedule: its deployment keeps it"
+        } else {
+            "the job has no on_start command: nothing runs at deployment"
+        });
+    }
+    run
+}
+
 impl DockerEngine {
     /// A step of a job's request: its image readied at deployment, its command run when its
     /// request's action asks for one (a lifecycle job's on_start, on_stop or on_delete).
@@ -30,17 +45,9 @@ impl DockerEngine {
         let action = work.request.action;
         match (action, work.step) {
             (A::Deploy | A::Redeploy, StepName::Executing) => {
-                let scheduled = work.request.snapshot.scheduled_run;
-                match plan::job_command(job, action, scheduled) {
+                match command_at_deployment(work, job) {
                     Some(run) => self.run_job(work, job, &run).await,
-                    None if job.schedule.cronjob.is_some() => {
-                        log.info("the cron job runs at its schedule: its deployment keeps it");
-                        Ok(())
-                    }
-                    None => {
-                        log.info("the job has no on_start command: nothing runs at deployment");
-                        Ok(())
-                    }
+                    None => Ok(()),
                 }
             }
             (A::Deploy | A::Redeploy, _) => {

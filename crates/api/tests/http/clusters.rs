@@ -92,7 +92,43 @@ async fn an_on_premise_cluster_names_its_docker_host_with_sealed_credentials<S: 
         "racks-2"
     );
     assert!(!remote.text.contains("sealed-key-material"));
+    // A Swarm manager's cluster names its nodes' own daemons; each is held to the same rules.
+    let nodes = |address: &str, endpoint: &str| {
+        let mut body = on_premise(
+            &format!("swarm-{endpoint}-{address}"),
+            "unix:///run/docker-2.sock",
+            None,
+        );
+        body["docker"]["nodes"] = json!([{"address": address, "endpoint": endpoint}]);
+        body
+    };
+    let swarm = t
+        .post(
+            &format!("/organization/{org}/cluster"),
+            nodes("10.0.0.12", "unix:///run/docker-3.sock"),
+        )
+        .await
+        .expect(201);
+    assert_eq!(
+        swarm.body["docker"]["nodes"],
+        json!([{"address": "10.0.0.12", "endpoint": "unix:///run/docker-3.sock"}])
+    );
     for (body, status, prefix) in [
+        (
+            nodes("node-2", "unix:///run/docker-3.sock"),
+            400,
+            "docker.nodes.address: must be an IP address",
+        ),
+        (
+            nodes("10.0.0.12", "unix:///var/run/docker.sock"),
+            400,
+            "docker.nodes.endpoint: a unix:// endpoint must name a socket under the directory",
+        ),
+        (
+            nodes("10.0.0.12", "tcp://192.168.7.7:2375"),
+            400,
+            "cloud_provider_credentials: a tcp:// endpoint off this machine needs TLS",
+        ),
         (
             on_premise("plain", "tcp://10.0.0.5:2375", None),
             400,

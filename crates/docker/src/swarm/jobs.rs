@@ -1,20 +1,16 @@
 //! Jobs on a Swarm: each run a replicated-job Swarm service of one task, run to its end and
 //! started again on failure up to the job's restarts, stopped at its max duration. A run is
 //! kept (its state readable) until the next one; then it goes, and so do the exited
-//! containers Swarm leaves of it on every node whose daemon Capstan reaches.
+//! containers Swarm leaves of it on every node whose daemon Capstan reaches (see
+//! `remove_task_containers`).
 
 use super::spec;
 use crate::diagnosis::{exited, wrote, LAST_LINES};
 use crate::engine::DockerEngine;
-use crate::errors::said;
 use crate::{images, plan, rollout};
-use bollard::models::{Service, Task, TaskState};
-use bollard::query_parameters::{ListContainersOptions, LogsOptions, RemoveContainerOptions};
-use bollard::Docker;
+use bollard::models::{Task, TaskState};
 use domain::engine::{EngineError, StepWork};
-use domain::model::{DeploymentAction, JobCommand, JobSpec, ServiceSpec, StepName};
-use futures_util::StreamExt;
-use std::collections::HashMap;
+use domain::model::{DeploymentAction, JobCommand, JobSpec, StepName};
 use std::time::{Duration, Instant};
 
 const LOOK: Duration = Duration::from_millis(300);
@@ -34,17 +30,9 @@ impl DockerEngine {
         let (log, action) = (work.log, work.request.action);
         match (action, work.step) {
             (A::Deploy | A::Redeploy, StepName::Executing) => {
-                let scheduled = work.request.snapshot.scheduled_run;
-                match plan::job_command(job, action, scheduled) {
+                match crate::job::command_at_deployment(work, job) {
                     Some(run) => self.run_swarm_job(work, job, &run).await,
-                    None if job.schedule.cronjob.is_some() => {
-                        log.info("the cron job runs at its schedule: its deployment keeps it");
-                        Ok(())
-                    }
-                    None => {
-                        log.info("the job has no on_start command: nothing runs at deployment");
-                        Ok(())
-                    }
+                    None => Ok(()),
                 }
             }
             (A::Deploy | A::Redeploy, _) => self.swarm_job_image(work, job).await.map(drop),
@@ -54,7 +42,7 @@ impl DockerEngine {
                     None => Ok(()),
                 };
                 let removed = self.remove_swarm_services(work.service.id).await?;
-                log.info(&format!("removed {removed} Swarm service(s)"));
+                log.info(&format!("removed {} Swarm service(s)", removed.len()));
                 ran
             }
             (A::Restart, _) => {
@@ -113,7 +101,7 @@ impl DockerEngine {
             service.id.0.simple(),
             rollout::generation(work.request)
         );
-        let Some(mut wanted) = spec::job_spec(
+        let Some(wanted) = spec::job_spec(
             &execution,
             &name,
             &spec::alias(service.id),
@@ -122,29 +110,10 @@ impl DockerEngine {
         ) else {
             return Ok(());
         };
-        self.mark_spec(&mut wanted);
-        if built {
-            self.keep_off_nodes_lacking(&mut wanted, &image, log, work.cancel)
-                .await?;
-        }
-        let secrets = self
-            .file_secrets(service.id, &name, &execution.files)
+        let credentials = Self::credentials(work.inputs.registry.as_ref()).filter(|_| !built);
+        let built = built.then_some(image.as_str());
+        self.create_swarm_service(work, wanted, &execution.files, built, credentials)
             .await?;
-        if let Some(container) = wanted
-            .task_template
-            .as_mut()
-            .and_then(|t| t.container_spec.as_mut())
-        {
-            container.secrets = Some(secrets);
-        }
-        let credentials = match &service.spec {
-            ServiceSpec::Job(_) if !built => Self::credentials(work.inputs.registry.as_ref()),
-            _ => None,
-        };
-        self.docker
-            .create_service(wanted, credentials)
-            .await
-            .map_err(|e| said(&format!("could not create the Swarm service {name}"), e))?;
         log.info(&format!("the job runs as the Swarm job {name}"));
         let limit =
             Duration::from_secs(u64::try_from(job.max_duration_seconds.max(1)).unwrap_or(300));
@@ -201,11 +170,7 @@ impl DockerEngine {
     ) -> Result<Vec<String>, EngineError> {
         let mut removed = Vec::new();
         for run in self.swarm_services(Some(job)).await? {
-            let name = run
-                .spec
-                .as_ref()
-                .and_then(|s| s.name.clone())
-                .unwrap_or_default();
+            let name = super::tasks::name_of(&run).to_string();
             let tasks = self.tasks_of(&name).await?;
             let done = tasks
                 .iter()
@@ -226,33 +191,8 @@ impl DockerEngine {
 
     /// What a Swarm service's tasks last wrote, through the manager.
     async fn last_lines_of_service(&self, name: &str) -> Vec<String> {
-        let options = LogsOptions {
-            stdout: true,
-            stderr: true,
-            tail: LAST_LINES.to_string(),
-            ..Default::default()
-        };
-        let mut out = Vec::new();
-        let mut logs = self.docker.service_logs(name, Some(options));
-        while let Some(Ok(chunk)) = logs.next().await {
-            out.extend(chunk.to_string().lines().map(str::to_string));
-        }
-        out
-    }
-
-    /// Removes the exited containers Swarm leaves of a removed job's tasks, on the manager and
-    /// on every node whose daemon it reaches; says where it could not.
-    pub(crate) async fn clean_job_containers(&self, removed: &Service) {
-        let Some(id) = removed.id.as_deref() else {
-            return;
-        };
-        let mut daemons: Vec<(&str, &Docker)> = vec![("the manager", &self.docker)];
-        daemons.extend(self.nodes.iter().map(|n| (n.address.as_str(), &n.docker)));
-        for (at, docker) in daemons {
-            if let Err(e) = remove_containers_of(docker, id).await {
-                tracing::warn!(node = at, error = %e, "could not remove a job's exited containers");
-            }
-        }
+        let options = crate::containers::last(LAST_LINES);
+        crate::containers::lines_of(self.docker.service_logs(name, Some(options))).await
     }
 }
 
@@ -266,31 +206,4 @@ fn why_failed(task: &Task) -> String {
             status.err.or(status.message).unwrap_or_default()
         ),
     }
-}
-
-async fn remove_containers_of(docker: &Docker, swarm_service: &str) -> Result<(), EngineError> {
-    let options = ListContainersOptions {
-        all: true,
-        filters: Some(HashMap::from([(
-            "label".to_string(),
-            vec![format!("com.docker.swarm.service.id={swarm_service}")],
-        )])),
-        ..Default::default()
-    };
-    let found = docker
-        .list_containers(Some(options))
-        .await
-        .map_err(|e| said("could not list a job's containers", e))?;
-    for c in found {
-        let Some(id) = c.id else { continue };
-        let force = RemoveContainerOptions {
-            force: true,
-            v: true,
-            ..Default::default()
-        };
-        if let Err(e) = docker.remove_container(&id, Some(force)).await {
-            tracing::debug!(container = %id, error = %e, "a job's container did not go");
-        }
-    }
-    Ok(())
 }

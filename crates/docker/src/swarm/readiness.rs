@@ -3,7 +3,7 @@
 //! database's own check run in the task's container through its node's daemon; a task that
 //! fails on the way fails the deployment, naming the node and Swarm's reason.
 
-use crate::diagnosis::Readiness;
+use crate::diagnosis::{Readiness, LOOK_TIMEOUT, STAYS_UP};
 use crate::engine::DockerEngine;
 use crate::errors::said;
 use crate::{exec, probe};
@@ -12,15 +12,10 @@ use domain::engine::{Cancel, EngineError, StepLog};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-/// How long new tasks have to run and pass their probe, when the probe gives no longer time.
-const READY_TIMEOUT: Duration = Duration::from_secs(90);
-/// How long tasks without a probe must stay up to count as started.
-const STAYS_UP: Duration = Duration::from_secs(2);
+/// How long new tasks have at least: the Swarm schedules them, and each node readies its
+/// image, before they start.
+const SCHEDULED_READY_TIMEOUT: Duration = Duration::from_secs(90);
 const LOOK: Duration = Duration::from_millis(300);
-/// How long one readiness command may take.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a database has to accept connections (a first start initialises its data).
-const DATABASE_READY_TIMEOUT: Duration = Duration::from_secs(180);
 
 impl DockerEngine {
     /// Waits until `replicas` tasks of the Swarm service `name` (of the spec `force` when it
@@ -35,14 +30,7 @@ impl DockerEngine {
         log: &StepLog,
         cancel: &Cancel,
     ) -> Result<(), EngineError> {
-        let timeout = match readiness {
-            Readiness::Probe(p) => {
-                let secs = p.initial_delay_seconds + p.period_seconds * p.failure_threshold;
-                Duration::from_secs(u64::try_from(secs).unwrap_or(0)).max(READY_TIMEOUT)
-            }
-            Readiness::Command { .. } => DATABASE_READY_TIMEOUT,
-            Readiness::UpFor(_) => READY_TIMEOUT,
-        };
+        let timeout = readiness.timeout().max(SCHEDULED_READY_TIMEOUT);
         let started = Instant::now();
         let mut all_running_since: Option<Instant> = None;
         let nodes = |list: Vec<bollard::models::Node>| -> HashMap<String, (String, String)> {
@@ -163,7 +151,7 @@ impl DockerEngine {
         let Ok(Some(docker)) = self.daemon_of_node(node).await else {
             return false;
         };
-        exec::run(docker, &container, cmd, env, None, COMMAND_TIMEOUT)
+        exec::run(docker, &container, cmd, env, None, LOOK_TIMEOUT)
             .await
             .is_ok_and(|ran| ran.succeeded())
     }

@@ -6,7 +6,9 @@ use super::tasks::{self, name_of};
 use crate::engine::DockerEngine;
 use crate::errors::said;
 use crate::plan;
-use bollard::models::Service;
+use bollard::models::{ContainerSummary, Service};
+use bollard::query_parameters::{ListContainersOptions, RemoveContainerOptions};
+use bollard::Docker;
 use domain::engine::{EngineError, StepWork};
 use domain::ids::ServiceId;
 use domain::model::DeploymentAction;
@@ -20,10 +22,7 @@ impl DockerEngine {
     pub(crate) async fn swarm_remove(&self, work: &StepWork<'_>) -> Result<(), EngineError> {
         let service = work.service;
         let pinned = self.pinned_node(service.id).await?;
-        let found = self.swarm_services(Some(service.id)).await?;
-        for s in &found {
-            self.remove_swarm_service(s).await?;
-        }
+        let found = self.remove_swarm_services(service.id).await?;
         work.log
             .info(&format!("removed {} Swarm service(s)", found.len()));
         if work.request.action != DeploymentAction::Delete {
@@ -44,16 +43,16 @@ impl DockerEngine {
         Ok(())
     }
 
-    /// Removes every Swarm service of `service`: how many there were.
+    /// Removes every Swarm service of `service`: those there were.
     pub(crate) async fn remove_swarm_services(
         &self,
         service: ServiceId,
-    ) -> Result<usize, EngineError> {
+    ) -> Result<Vec<Service>, EngineError> {
         let found = self.swarm_services(Some(service)).await?;
         for s in &found {
             self.remove_swarm_service(s).await?;
         }
-        Ok(found.len())
+        Ok(found)
     }
 
     /// Removes a Swarm service; a job's, with the exited containers Swarm leaves of it.
@@ -73,7 +72,8 @@ impl DockerEngine {
             }
         }
         if tasks::is_job(service) {
-            self.clean_job_containers(service).await;
+            self.remove_task_containers(std::slice::from_ref(service))
+                .await;
         }
         self.remove_file_secrets(name_of(service)).await
     }
@@ -83,31 +83,12 @@ impl DockerEngine {
     /// containers of their earlier tasks, which would hold their image).
     pub(crate) async fn wait_containers_gone(&self, removed: &[Service], grace: Duration) {
         let deadline = Instant::now() + grace + Duration::from_secs(15);
-        let mut daemons: Vec<&bollard::Docker> = vec![&self.docker];
-        daemons.extend(self.nodes.iter().map(|n| &n.docker));
-        let listed = |docker: &'_ bollard::Docker, id: String, all: bool| {
-            let options = bollard::query_parameters::ListContainersOptions {
-                all,
-                filters: Some(HashMap::from([(
-                    "label".to_string(),
-                    vec![format!("com.docker.swarm.service.id={id}")],
-                )])),
-                ..Default::default()
-            };
-            let docker = docker.clone();
-            async move {
-                docker
-                    .list_containers(Some(options))
-                    .await
-                    .unwrap_or_default()
-            }
-        };
-        let ids: Vec<String> = removed.iter().filter_map(|s| s.id.clone()).collect();
+        let ids: Vec<&str> = removed.iter().filter_map(|s| s.id.as_deref()).collect();
         while Instant::now() < deadline {
             let mut running = false;
-            for docker in &daemons {
+            for docker in self.daemons() {
                 for id in &ids {
-                    running |= !listed(docker, id.clone(), false).await.is_empty();
+                    running |= !task_containers(docker, id, false).await.is_empty();
                 }
             }
             if !running {
@@ -115,12 +96,19 @@ impl DockerEngine {
             }
             tokio::time::sleep(LOOK).await;
         }
-        for docker in &daemons {
-            for id in &ids {
-                for c in listed(docker, id.clone(), true).await {
+        self.remove_task_containers(removed).await;
+    }
+
+    /// Removes the containers of the removed Swarm services' tasks (a job's exited ones,
+    /// which Swarm leaves) from the daemons Capstan reaches; elsewhere they stay.
+    pub(crate) async fn remove_task_containers(&self, removed: &[Service]) {
+        for docker in self.daemons() {
+            for id in removed.iter().filter_map(|s| s.id.as_deref()) {
+                for c in task_containers(docker, id, true).await {
                     let Some(container) = c.id else { continue };
-                    let force = bollard::query_parameters::RemoveContainerOptions {
+                    let force = RemoveContainerOptions {
                         force: true,
+                        v: true,
                         ..Default::default()
                     };
                     if let Err(e) = docker.remove_container(&container, Some(force)).await {
@@ -128,6 +116,32 @@ impl DockerEngine {
                     }
                 }
             }
+        }
+    }
+
+    /// The daemons Capstan reaches on the Swarm: the manager's, and the named nodes'.
+    fn daemons(&self) -> Vec<&Docker> {
+        std::iter::once(&self.docker)
+            .chain(self.nodes.iter().map(|n| &n.docker))
+            .collect()
+    }
+}
+
+/// The containers (running ones, or `all`) of the Swarm service `id`'s tasks on `docker`.
+async fn task_containers(docker: &Docker, id: &str, all: bool) -> Vec<ContainerSummary> {
+    let options = ListContainersOptions {
+        all,
+        filters: Some(HashMap::from([(
+            "label".to_string(),
+            vec![format!("com.docker.swarm.service.id={id}")],
+        )])),
+        ..Default::default()
+    };
+    match docker.list_containers(Some(options)).await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not list a removed Swarm service's containers");
+            Vec::new()
         }
     }
 }

@@ -9,6 +9,7 @@ use super::spec::{self, LABEL_RETIRING};
 use super::tasks::{self, name_of};
 use crate::engine::DockerEngine;
 use crate::errors::said;
+use crate::plan::PlannedFile;
 use crate::{db_recipe, images, plan, rollout};
 use bollard::models::{Service, Task};
 use bollard::query_parameters::{ListTasksOptions, UpdateServiceOptions};
@@ -120,11 +121,6 @@ impl DockerEngine {
         ) else {
             return Ok(());
         };
-        self.mark_spec(&mut wanted);
-        if built {
-            self.keep_off_nodes_lacking(&mut wanted, &image, log, work.cancel)
-                .await?;
-        }
         if database {
             let node = self.node_to_pin(service.id).await?;
             if let Some(task) = wanted.task_template.as_mut() {
@@ -136,43 +132,29 @@ impl DockerEngine {
             log.info(&format!(
                 "the database is pinned to the node {node}, where its volume is"
             ));
-            // Two servers on one volume would corrupt it: the previous one stops first.
-            let old: Vec<Service> = self
-                .swarm_services(Some(service.id))
-                .await?
-                .into_iter()
-                .filter(|s| name_of(s) != name)
-                .collect();
-            for s in &old {
-                self.remove_swarm_service(s).await?;
-            }
-            let grace = u64::try_from(service.termination_grace_seconds()).unwrap_or(0);
-            self.wait_containers_gone(&old, Duration::from_secs(grace))
-                .await;
         }
         self.ensure_network(service).await?;
-        // An earlier attempt at the same request goes first.
-        for earlier in self.swarm_services(Some(service.id)).await? {
-            if name_of(&earlier) == name {
-                self.remove_swarm_service(&earlier).await?;
-            }
+        // An earlier attempt at the same request goes first; for a database, every earlier
+        // generation does, and stops: two servers on one volume would corrupt it.
+        let going: Vec<Service> = self
+            .swarm_services(Some(service.id))
+            .await?
+            .into_iter()
+            .filter(|s| database || name_of(s) == name)
+            .collect();
+        for s in &going {
+            self.remove_swarm_service(s).await?;
         }
-        let secrets = self.file_secrets(service.id, &name, &first.files).await?;
-        if let Some(container) = wanted
-            .task_template
-            .as_mut()
-            .and_then(|t| t.container_spec.as_mut())
-        {
-            container.secrets = Some(secrets);
+        if database {
+            let grace = u64::try_from(service.termination_grace_seconds()).unwrap_or(0);
+            self.wait_containers_gone(&going, Duration::from_secs(grace))
+                .await;
         }
-        let credentials = match &service.spec {
-            ServiceSpec::Container(_) => Self::credentials(work.inputs.registry.as_ref()),
-            _ => None,
-        };
-        self.docker
-            .create_service(wanted, credentials)
-            .await
-            .map_err(|e| said(&format!("could not create the Swarm service {name}"), e))?;
+        let named = matches!(service.spec, ServiceSpec::Container(_));
+        let credentials = Self::credentials(work.inputs.registry.as_ref()).filter(|_| named);
+        let built = built.then_some(image.as_str());
+        self.create_swarm_service(work, wanted, &first.files, built, credentials)
+            .await?;
         log.info(&format!(
             "created the Swarm service {name} ({} replica(s)); each node runs image {image}",
             plans.len()
@@ -395,6 +377,38 @@ impl DockerEngine {
             self.remove_swarm_service(s).await?;
         }
         Ok(kept)
+    }
+
+    /// Creates `wanted` (named in it) for the step's service: marked as this installation's,
+    /// its `files` as secrets, an image `built` on the manager first loaded onto the nodes
+    /// (its tasks kept off those without it), pulled with `credentials`.
+    pub(crate) async fn create_swarm_service(
+        &self,
+        work: &StepWork<'_>,
+        mut wanted: bollard::models::ServiceSpec,
+        files: &[PlannedFile],
+        built: Option<&str>,
+        credentials: Option<bollard::auth::DockerCredentials>,
+    ) -> Result<(), EngineError> {
+        let name = wanted.name.clone().unwrap_or_default();
+        self.mark_spec(&mut wanted);
+        if let Some(image) = built {
+            self.keep_off_nodes_lacking(&mut wanted, image, work.log, work.cancel)
+                .await?;
+        }
+        let secrets = self.file_secrets(work.service.id, &name, files).await?;
+        if let Some(container) = wanted
+            .task_template
+            .as_mut()
+            .and_then(|t| t.container_spec.as_mut())
+        {
+            container.secrets = Some(secrets);
+        }
+        self.docker
+            .create_service(wanted, credentials)
+            .await
+            .map(drop)
+            .map_err(|e| said(&format!("could not create the Swarm service {name}"), e))
     }
 
     /// Marks the service, its containers and its volume as this installation's.

@@ -305,11 +305,7 @@ pub(crate) fn states(services: &[Service], tasks: &[Task], nodes: &[Node]) -> Ve
             continue;
         }
         let swarm_id = service.id.as_deref().unwrap_or_default();
-        let name = service
-            .spec
-            .as_ref()
-            .and_then(|s| s.name.as_deref())
-            .unwrap_or_default();
+        let name = name_of(service);
         let of_service: Vec<&Task> = tasks
             .iter()
             .filter(|t| t.service_id.as_deref() == Some(swarm_id))

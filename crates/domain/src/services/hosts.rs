@@ -92,24 +92,32 @@ impl Capstan {
     /// CAPSTAN_DOCKER_SOCKETS_DIR, a remote host the outbound policy does not let calls made
     /// for users reach (each address its name resolves to).
     pub(super) async fn endpoint_allowed(&self, host: &DockerHost) -> DomainResult<()> {
-        self.one_endpoint_allowed(&host.endpoint).await?;
+        self.one_endpoint_allowed(&host.endpoint, "docker.endpoint")
+            .await?;
         for node in &host.nodes {
-            self.one_endpoint_allowed(&node.endpoint).await?;
+            self.one_endpoint_allowed(&node.endpoint, "docker.nodes.endpoint")
+                .await?;
         }
         Ok(())
     }
 
-    async fn one_endpoint_allowed(&self, endpoint: &DockerEndpoint) -> DomainResult<()> {
-        let Some(name) = self.docker_hosts.check(endpoint)? else {
+    /// Refuses `endpoint`, named `field` in the request, as [`Self::endpoint_allowed`] does.
+    async fn one_endpoint_allowed(
+        &self,
+        endpoint: &DockerEndpoint,
+        field: &str,
+    ) -> DomainResult<()> {
+        let checked = self.docker_hosts.check(endpoint).map_err(|e| match e {
+            DomainError::Invalid { message, .. } => DomainError::invalid(field, message),
+            other => other,
+        });
+        let Some(name) = checked? else {
             return Ok(());
         };
         let addresses = match name.parse::<std::net::IpAddr>() {
             Ok(ip) => vec![ip],
             Err(_) => self.resolver.addresses(name).await.map_err(|_| {
-                DomainError::invalid(
-                    "docker.endpoint",
-                    format!("the host {name} does not resolve"),
-                )
+                DomainError::invalid(field, format!("the host {name} does not resolve"))
             })?,
         };
         let policy = &self.docker_hosts.outbound;
@@ -120,7 +128,7 @@ impl Capstan {
                  CAPSTAN_OUTBOUND_ALLOW would allow it"
             );
             return Err(DomainError::invalid(
-                "docker.endpoint",
+                field,
                 format!(
                     "the host {name} is not one the outbound policy lets Capstan reach for \
                      users: public addresses, and those the operator allows \
