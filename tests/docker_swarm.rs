@@ -3,10 +3,26 @@
 //! whose two replicas the Swarm spreads over two nodes, reached through the router at their
 //! nodes' addresses; a redeploy under a steady stream of requests drops none; a worker lost
 //! (its dockerd frozen and its link cut) has its replica run elsewhere while requests succeed
-//! again, and the cluster's status shows it down, then back; deleting the container leaves no
-//! Swarm service. Only 127.0.0.1 and the lab's own namespaces are reached.
+//! again, and the cluster's status shows it down, then back; the manager lost, the cluster
+//! fails naming it, and recovers with it. An application built from git runs on a worker; a
+//! database pinned to a node keeps its data across a redeploy, is backed up and restored
+//! there; terraform runs on the node that keeps its state; jobs run to their end. Deleting
+//! everything leaves no Swarm service, network or volume. Only 127.0.0.1 and the lab's own
+//! namespaces are reached.
 
 use super::*;
+
+/// A configuration without providers (terraform's own data source needs no download),
+/// reading another configuration's state beside it.
+const TF_CONFIGURATION: &str = "variable \"region\" {\n  type = string\n}\n\n\
+     data \"terraform_remote_state\" \"other\" {\n  backend = \"local\"\n  \
+     config = {\n    path = \"${path.module}/other.tfstate\"\n  }\n}\n\n\
+     output \"greeting\" {\n  value = \"hello from ${var.region}\"\n}\n";
+
+/// The state the configuration reads.
+const TF_OTHER_STATE: &str = r#"{"version": 4, "terraform_version": "1.0.3", "serial": 1,
+  "lineage": "5d9a7ba4-9d55-4e2f-a1d6-3c1b3c1b3c1b",
+  "outputs": {"zone": {"value": "eu-west-3a", "type": "string"}}, "resources": []}"#;
 
 /// The Swarm services of a Capstan service on the lab's manager.
 fn swarm_services(lab: &SwarmLab, service: &str) -> Vec<String> {
@@ -144,8 +160,19 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
         lab.load(node, &format!("{IMAGE}:{TAG}"));
         lab.load(node, &redis_image);
     }
+    // The runner's image is on the manager alone: Capstan loads it onto the node it runs on.
+    lab.load(1, &terraform_image());
     let root = TempDir::new();
     let server = GitServer::start(&root.0, None);
+    let infra = Repository::create(&server, "team/infra");
+    let infra_commit = infra.commit(
+        "infra",
+        &[
+            ("infra/main.tf", TF_CONFIGURATION),
+            ("infra/other.tfstate", TF_OTHER_STATE),
+            ("infra/modules/.gitkeep", ""),
+        ],
+    );
     let repo = Repository::create(&server, "team/app");
     let commit = repo.commit(
         "app",
@@ -154,10 +181,16 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
             &format!("FROM {IMAGE}:{TAG}\nCMD [\"sh\", \"-c\", \"echo up; exec sleep 1000\"]\n"),
         )],
     );
+    let backups = TempDir::new();
     let case = Case::start(
         None,
         &[
             ("CAPSTAN_DOCKER_SOCKETS_DIR", lab.dir().to_str().unwrap()),
+            ("CAPSTAN_BACKUP_DIR", backups.0.to_str().unwrap()),
+            (
+                "CAPSTAN_DOCKER_TERRAFORM_IMAGE",
+                "capstan-test/terraform:{version}",
+            ),
             ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
             (
                 "CAPSTAN_DOCKER_DATABASE_IMAGES",
@@ -259,6 +292,51 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
         pinned,
         "on the node it is pinned to"
     );
+    // A backup is the server's dump, taken in its task's container through its node's daemon;
+    // restored there, the data changed since is gone.
+    let taken = post(
+        client,
+        &format!("/database/{db}/backup"),
+        json!({"name": "on-swarm"}),
+    )
+    .await;
+    let backup = taken["id"].as_str().unwrap().to_string();
+    let listed = eventually(
+        Duration::from_secs(60),
+        || "the backup never ended".to_string(),
+        async || {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let listed = client.get(&format!("/database/{db}/backup")).await;
+            (listed["results"][0]["status"]["state"] != "DEPLOYING").then_some(listed)
+        },
+    )
+    .await;
+    assert_eq!(
+        listed["results"][0]["status"]["state"], "DEPLOYED",
+        "{listed}"
+    );
+    let dump = backups.0.join(format!("{}.dump", backup.replace('-', "")));
+    assert!(
+        std::fs::read(&dump).unwrap().starts_with(b"REDIS"),
+        "an RDB file"
+    );
+    assert_eq!(
+        redis_on_swarm(&lab, &db, &password, &["SET", "note", "changed"]),
+        "OK"
+    );
+    let (status, answer) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/database/{db}/backup/{backup}/restore"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 204, "{answer}");
+    assert_eq!(
+        redis_on_swarm(&lab, &db, &password, &["GET", "note"]),
+        "kept",
+        "restored"
+    );
     let log = deployment_log(client, &env).await;
     assert!(!log.contains(&password), "the password is in no log");
     let volume = format!("capstan-data-{}", db.replace('-', ""));
@@ -274,6 +352,66 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
     );
     let secrets = lab.docker(1, &["secret", "ls", "-q"]).unwrap();
     assert!(secrets.trim().is_empty(), "no file secret left: {secrets}");
+
+    // Terraform runs as a one-off Swarm task on the node that keeps its state volume: applied,
+    // its output in the deployment log, its state read back; deleted, destroyed and its volume
+    // gone from that node.
+    let tf = client
+        .create(
+            &format!("/environment/{env}/terraform"),
+            json!({"name": "infra", "auto_deploy_config": {"auto_deploy": false, "terraform_action": "DEFAULT"},
+                   "terraform_files_source": {"git_repository": {"url": server.url("team/infra"),
+                        "branch": "main", "root_path": "/infra", "git_token_id": null}},
+                   "terraform_variables_source": {"tf_var_file_paths": [],
+                        "tf_vars": [{"key": "region", "value": "eu-west-3", "secret": false}]},
+                   "backend": {"kubernetes": {}}, "engine": "TERRAFORM",
+                   "provider_version": {"read_from_terraform_block": false, "explicit_version": "1.0.3"},
+                   "timeout_sec": 300,
+                   "job_resources": {"cpu_milli": 500, "ram_mib": 256, "gpu": 0, "storage_gib": 1},
+                   "use_cluster_credentials": false, "action_extra_arguments": {}}),
+        )
+        .await;
+    post(
+        client,
+        &format!("/terraform/{tf}/deploy"),
+        json!({"git_commit_id": infra_commit}),
+    )
+    .await;
+    settled_in(client, "terraform", &tf, "DEPLOYED").await;
+    let log = deployment_log(client, &env).await;
+    assert!(log.contains("Apply complete!"), "{log}");
+    assert!(log.contains("hello from eu-west-3"), "{log}");
+    assert!(log.contains("that keeps its state"), "{log}");
+    let resources = client
+        .get(&format!("/terraform/{tf}/terraformResources"))
+        .await;
+    assert_eq!(
+        resources["results"][0]["address"], "data.terraform_remote_state.other",
+        "{resources}"
+    );
+    assert!(resources.to_string().contains("eu-west-3a"), "{resources}");
+    let state_volume = format!("capstan-tfstate-{}", tf.replace('-', ""));
+    let keeping: Vec<usize> = (1..=3)
+        .filter(|node| {
+            lab.docker(*node, &["volume", "inspect", &state_volume])
+                .is_ok()
+        })
+        .collect();
+    assert_eq!(keeping.len(), 1, "one node keeps the state: {keeping:?}");
+    assert!(swarm_services(&lab, &tf).is_empty(), "no run outlives it");
+    post(client, &format!("/terraform/{tf}/redeploy"), json!({})).await;
+    settled_in(client, "terraform", &tf, "DEPLOYED").await;
+    let log = deployment_log(client, &env).await;
+    assert!(
+        log.contains("No changes."),
+        "the second run found the state the first left: {log}"
+    );
+    deleted(client, &format!("/terraform/{tf}")).await;
+    assert!(
+        lab.docker(keeping[0], &["volume", "inspect", &state_volume])
+            .is_err(),
+        "the state volume went with the service"
+    );
 
     // Jobs run to their end as Swarm jobs: one succeeds; one fails at each of its executions,
     // named by its exit code; deleted, neither leaves a Swarm service or an exited container
@@ -446,6 +584,34 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
     )
     .await;
 
+    // The manager lost: the cluster is DEPLOYMENT_ERROR naming it, and a deployment fails
+    // naming it; back, the cluster is DEPLOYED again and its replicas still answer.
+    lab.freeze(1);
+    let manager = lab.socket(1).display().to_string();
+    let status = cluster_becomes(client, org, &cluster, "DEPLOYMENT_ERROR").await;
+    let reason = status["failure_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains(&manager), "{status}");
+    post(client, &format!("/container/{web}/redeploy"), json!({})).await;
+    let (state, history) = deployed(client, &web).await;
+    assert_eq!(state, "DEPLOYMENT_ERROR", "{history}");
+    assert!(
+        history.contains("does not answer") && history.contains(&manager),
+        "the reason names the manager: {history}"
+    );
+    lab.thaw(1);
+    cluster_becomes(client, org, &cluster, "DEPLOYED").await;
+    eventually(
+        Duration::from_secs(60),
+        || "requests through the router fail after the manager's return".to_string(),
+        async || {
+            let stream = Stream::start(&url, "/env.txt");
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let streamed = stream.stop().await;
+            (streamed.failures.is_empty() && streamed.answered > 10).then_some(())
+        },
+    )
+    .await;
+
     // Deleted, nothing of them is left on the Swarm.
     deleted(client, &format!("/container/{web}")).await;
     deleted(client, &format!("/application/{app}")).await;
@@ -501,4 +667,105 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
     }
     let services = lab.docker(1, &["service", "ls", "-q"]).unwrap();
     assert!(services.trim().is_empty(), "services left: {services}");
+}
+
+/// An application built from git on a Swarm whose cluster names a registry (served on the
+/// lab's network) and no node's daemon: the manager's daemon pushes the image there, and the
+/// worker pulls it from there to run its replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swarm_pulls_what_it_built_from_the_registry_its_cluster_names() {
+    if !docker_ready() {
+        return;
+    }
+    let mut lab = SwarmLab::pulling(2).await;
+    let registry = lab.serve_registry().await;
+    for node in 1..=2 {
+        lab.load(node, &format!("{IMAGE}:{TAG}"));
+    }
+    let root = TempDir::new();
+    let server = GitServer::start(&root.0, None);
+    let repo = Repository::create(&server, "team/app");
+    let commit = repo.commit(
+        "app",
+        &[(
+            "Dockerfile",
+            &format!("FROM {IMAGE}:{TAG}\nCMD [\"sh\", \"-c\", \"echo up; exec sleep 1000\"]\n"),
+        )],
+    );
+    let case = Case::start(
+        None,
+        &[
+            ("CAPSTAN_DOCKER_SOCKETS_DIR", lab.dir().to_str().unwrap()),
+            ("CAPSTAN_OUTBOUND_ALLOW", "127.0.0.1"),
+        ],
+    )
+    .await;
+    let (client, org) = (&case.client, &case.org);
+    let cluster = client
+        .create(
+            &format!("/organization/{org}/cluster"),
+            json!({"name": "swarm", "region": "on-premise", "cloud_provider": "ON_PREMISE",
+                   "docker": {"endpoint": format!("unix://{}", lab.socket(1).display()),
+                              "image_registry": format!("{registry}/builds")}}),
+        )
+        .await;
+    let record = client
+        .get(&format!("/organization/{org}/cluster/{cluster}"))
+        .await;
+    assert_eq!(
+        record["docker"]["image_registry"],
+        format!("{registry}/builds"),
+        "{record}"
+    );
+    post(
+        client,
+        &format!("/organization/{org}/cluster/{cluster}/deploy"),
+        json!({}),
+    )
+    .await;
+    cluster_becomes(client, org, &cluster, "DEPLOYED").await;
+    let (_, project) = case.cluster_and_project().await;
+    let env = client
+        .create(
+            &format!("/project/{project}/environment"),
+            json!({"name": "on-swarm", "cluster": cluster}),
+        )
+        .await;
+    let app = client
+        .create(
+            &format!("/environment/{env}/application"),
+            json!({"name": "app", "build_mode": "DOCKER", "dockerfile_path": "Dockerfile",
+                   "min_running_instances": 2, "max_running_instances": 2,
+                   "cpu": 100, "memory": 32,
+                   "git_repository": {"url": server.url("team/app"), "branch": "main",
+                                      "root_path": "/"}}),
+        )
+        .await;
+    post(
+        client,
+        &format!("/application/{app}/deploy"),
+        json!({"git_commit_id": commit}),
+    )
+    .await;
+    settled_in(client, "application", &app, "DEPLOYED").await;
+    let log = deployment_log(client, &env).await;
+    assert!(log.contains("pushed image"), "{log}");
+    let services = swarm_services(&lab, &app);
+    assert_eq!(services.len(), 1, "{services:?}");
+    let placed = nodes_running(&lab, &services[0]);
+    assert_eq!(placed, [1, 2], "a replica on each node: {placed:?}");
+    let pulled = lab
+        .docker(2, &["image", "ls", "--format", "{{.Repository}}"])
+        .unwrap();
+    assert!(
+        pulled.contains(&format!("{registry}/builds/capstan-build/")),
+        "the worker pulled it from the registry: {pulled}"
+    );
+    deleted(client, &format!("/application/{app}")).await;
+    eventually(
+        Duration::from_secs(60),
+        || format!("Swarm services left: {:?}", swarm_services(&lab, &app)),
+        async || swarm_services(&lab, &app).is_empty().then_some(()),
+    )
+    .await;
 }

@@ -13,25 +13,35 @@ pub struct SwarmLab {
     dir: TempDir,
     /// Each node's data root is a tmpfs of this size (a small disk to fill).
     data_size: Option<String>,
+    /// A registry served in the first node's namespace, once asked for.
+    registry: Option<Child>,
+    /// The nodes pull their tasks' images (else they use their own copies, and never pull).
+    pulling: bool,
 }
 
 impl SwarmLab {
     pub async fn start(nodes: usize) -> SwarmLab {
-        Self::made(nodes, None, true).await
+        Self::made(nodes, None, true, false).await
+    }
+
+    /// A Swarm whose nodes pull their tasks' images from their registry, as Swarm does by
+    /// default (the others prefer their own copies, as nothing here reaches a public registry).
+    pub async fn pulling(nodes: usize) -> SwarmLab {
+        Self::made(nodes, None, true, true).await
     }
 
     /// Daemons in namespaces of their own that form no Swarm: plain Docker hosts.
     pub async fn daemons(nodes: usize) -> SwarmLab {
-        Self::made(nodes, None, false).await
+        Self::made(nodes, None, false, false).await
     }
 
     /// Plain daemons (no Swarm) that keep their data (images, containers, volumes) on a tmpfs
     /// of `size` (`mount`'s words: `96m`) each.
     pub async fn small(nodes: usize, size: &str) -> SwarmLab {
-        Self::made(nodes, Some(size.to_string()), false).await
+        Self::made(nodes, Some(size.to_string()), false, false).await
     }
 
-    async fn made(nodes: usize, data_size: Option<String>, swarm: bool) -> SwarmLab {
+    async fn made(nodes: usize, data_size: Option<String>, swarm: bool, pulling: bool) -> SwarmLab {
         static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let run = format!("{}x{n}", std::process::id() % 100_000);
@@ -60,6 +70,8 @@ impl SwarmLab {
             nodes: Vec::new(),
             dir,
             data_size,
+            registry: None,
+            pulling,
         };
         for i in 1..=nodes {
             let ns = lab.namespace(i);
@@ -171,7 +183,13 @@ impl SwarmLab {
             .arg(at("exec"))
             .arg("--pidfile")
             .arg(at("dockerd.pid"))
-            .env("DOCKER_SERVICE_PREFER_OFFLINE_IMAGE", "1")
+            // A registry on the lab's network speaks plain HTTP.
+            .arg("--insecure-registry")
+            .arg("10.213.250.0/24")
+            .env(
+                "DOCKER_SERVICE_PREFER_OFFLINE_IMAGE",
+                if self.pulling { "0" } else { "1" },
+            )
             .stdout(Stdio::from(log.try_clone().unwrap()))
             .stderr(Stdio::from(log))
             .spawn()
@@ -201,6 +219,55 @@ impl SwarmLab {
         let _ = self.nodes[node - 1].wait();
         self.nodes[node - 1] = self.spawn(node);
         self.answers(node).await;
+    }
+
+    /// Serves a registry (Debian's `docker-registry`, no authentication) in the first node's
+    /// namespace, at its address on port 5000: its `host:port`.
+    pub async fn serve_registry(&mut self) -> String {
+        let address = format!("{}:5000", self.address(1));
+        let config = format!(
+            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n\
+             http:\n  addr: {address}\n",
+            self.dir.0.join("registry").display()
+        );
+        let file = self.dir.0.join("registry.yml");
+        std::fs::write(&file, config).unwrap();
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.namespace(1),
+                "docker-registry",
+                "serve",
+            ])
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("docker-registry runs");
+        self.registry = Some(child);
+        let catalog = format!("http://{address}/v2/_catalog");
+        eventually(
+            Duration::from_secs(20),
+            || "the lab's registry did not start".to_string(),
+            async || {
+                let out = Command::new("ip")
+                    .args([
+                        "netns",
+                        "exec",
+                        &self.namespace(2),
+                        "busybox",
+                        "wget",
+                        "-qO-",
+                        &catalog,
+                    ])
+                    .output()
+                    .ok()?;
+                out.status.success().then_some(())
+            },
+        )
+        .await;
+        address
     }
 
     /// Loads `image` from the main daemon into node `node`.
@@ -274,6 +341,10 @@ impl SwarmLab {
 
 impl Drop for SwarmLab {
     fn drop(&mut self) {
+        if let Some(mut registry) = self.registry.take() {
+            let _ = registry.kill();
+            let _ = registry.wait();
+        }
         for node in 1..=self.nodes.len() {
             if let Ok(pid) =
                 std::fs::read_to_string(self.dir.0.join(format!("n{node}/dockerd.pid")))

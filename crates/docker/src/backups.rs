@@ -61,14 +61,22 @@ impl DockerEngine {
         Ok(self.settings.backup_dir.join(file))
     }
 
-    /// The database's running container and its recipe.
+    /// The database's running container, the daemon that reaches it (on a Swarm, its node's)
+    /// and its recipe.
     async fn running_database(
         &self,
         database: &Service,
         inputs: &WorkloadInputs,
-    ) -> Result<(String, Recipe), EngineError> {
+    ) -> Result<(&bollard::Docker, String, Recipe), EngineError> {
         let (spec, connection, password) = db_recipe::database_of(database, inputs)?;
         let recipe = db_recipe::recipe(spec.db_type, &connection, &password);
+        if self.settings.swarm {
+            let (docker, id) = self
+                .running_task_container(database.id)
+                .await
+                .map_err(|why| format!("the database cannot be reached: {why}"))?;
+            return Ok((docker, id, recipe));
+        }
         let running = self
             .owned(database.id, Some("service"))
             .await?
@@ -79,12 +87,16 @@ impl DockerEngine {
             })
             .and_then(|c| c.id)
             .ok_or("the database does not run: deploy it first")?;
-        Ok((running, recipe))
+        Ok((&self.docker, running, recipe))
     }
 
-    async fn dump(&self, id: &str, recipe: &Recipe) -> Result<Vec<u8>, EngineError> {
+    async fn dump(
+        docker: &bollard::Docker,
+        id: &str,
+        recipe: &Recipe,
+    ) -> Result<Vec<u8>, EngineError> {
         let ran = exec::run(
-            &self.docker,
+            docker,
             id,
             &recipe.dump,
             &recipe.exec_env,
@@ -101,7 +113,7 @@ impl DockerEngine {
         let Some(inside) = recipe.dump_file else {
             return Ok(ran.stdout);
         };
-        file_of(&self.docker, id, inside)
+        file_of(docker, id, inside)
             .await
             .map_err(|why| why.unwrap_or_else(|| format!("the dump wrote no {inside}").into()))
     }
@@ -113,8 +125,8 @@ impl DockerEngine {
         file: &str,
     ) -> Result<i64, EngineError> {
         let path = self.backup_path(file)?;
-        let (id, recipe) = self.running_database(database, inputs).await?;
-        let bytes = self.dump(&id, &recipe).await?;
+        let (docker, id, recipe) = self.running_database(database, inputs).await?;
+        let bytes = Self::dump(docker, &id, &recipe).await?;
         std::fs::create_dir_all(&self.settings.backup_dir)
             .map_err(|e| format!("could not make the backup directory: {e}"))?;
         let partial = path.with_extension("partial");
@@ -142,11 +154,11 @@ impl DockerEngine {
         file: &str,
     ) -> Result<(), EngineError> {
         let path = self.backup_path(file)?;
-        let (id, recipe) = self.running_database(database, inputs).await?;
+        let (docker, id, recipe) = self.running_database(database, inputs).await?;
         let bytes = std::fs::read(&path).map_err(|e| format!("could not read the backup: {e}"))?;
         for step in &recipe.restore {
             let ran = exec::run(
-                &self.docker,
+                docker,
                 &id,
                 &step.cmd,
                 &recipe.exec_env,

@@ -62,6 +62,8 @@ pub(crate) struct Settings {
     pub(crate) installation: String,
     /// The daemon manages a Swarm: services run as Swarm services over its nodes.
     pub(crate) swarm: bool,
+    /// On a Swarm: the registry images built from git are pushed to, for the nodes to pull.
+    pub(crate) push_registry: Option<String>,
 }
 
 impl DockerEngine {
@@ -104,6 +106,7 @@ impl DockerEngine {
                 switch_settle: None,
                 installation: String::new(),
                 swarm: false,
+                push_registry: None,
             },
             built: Mutex::default(),
             connection: Mutex::default(),
@@ -127,6 +130,7 @@ impl DockerEngine {
                 publish_address,
                 local: on_this_machine,
                 swarm: false,
+                push_registry: None,
                 ..self.settings.clone()
             },
             built: Mutex::default(),
@@ -141,6 +145,7 @@ impl DockerEngine {
         self.settings.swarm = self.manages_swarm().await;
         if self.settings.swarm {
             self.nodes = crate::swarm::node_daemons::reach_nodes(host).await;
+            self.settings.push_registry = host.image_registry.clone();
         }
         self
     }

@@ -38,15 +38,6 @@ impl DockerEngine {
                 self.swarm_replicas_step(work).await
             }
             ServiceSpec::Job(job) if self.settings.swarm => self.swarm_job_step(work, job).await,
-            spec if self.settings.swarm && !matches!(spec, ServiceSpec::Helm(_)) => match action {
-                // Nothing of it can have been made there.
-                A::Stop | A::Delete | A::Uninstall | A::Diff => Ok(()),
-                _ => Err(format!(
-                    "a {} does not run on a Swarm cluster yet (containers, applications, databases and jobs do)",
-                    spec.kind().path_segment()
-                )
-                .into()),
-            },
             ServiceSpec::Container(_) | ServiceSpec::Application(_) | ServiceSpec::Database(_) => {
                 self.replicas_step(work).await
             }
@@ -63,12 +54,21 @@ impl DockerEngine {
 
 #[async_trait]
 impl Place for DockerEngine {
+    /// The daemon answers; a Swarm manager's, with the Swarm behind it (managers that lost
+    /// their majority answer pings but run nothing).
     async fn ping(&self) -> Result<(), EngineError> {
-        self.docker
-            .ping()
-            .await
-            .map(drop)
-            .map_err(|e| failure_words(&e))
+        self.docker.ping().await.map_err(|e| failure_words(&e))?;
+        if self.settings.swarm {
+            self.docker.list_nodes(None).await.map_err(|e| match e {
+                bollard::errors::Error::DockerResponseServerError {
+                    status_code: 503, ..
+                } => EngineError::transient(
+                    "its Swarm has no leader: a majority of its managers is lost or cut off",
+                ),
+                e => failure_words(&e),
+            })?;
+        }
+        Ok(())
     }
 
     fn holds(&self) -> bool {
@@ -87,9 +87,9 @@ impl Place for DockerEngine {
         Some(self)
     }
 
-    /// Not on a Swarm yet: a backup runs in the database's container on its node.
+    /// A backup runs in the database's container (on a Swarm, through its node's daemon).
     fn database_backups(&self) -> Option<&dyn DatabaseBackups> {
-        (!self.settings.swarm).then_some(self as &dyn DatabaseBackups)
+        Some(self)
     }
 
     fn terraform_states(&self) -> Option<&dyn TerraformStates> {

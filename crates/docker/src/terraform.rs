@@ -22,6 +22,8 @@ const STATE_DIR: &str = "/state";
 /// `terraformResources` reads; before the first such run, the local state.
 const SNAPSHOT: &str = "/state/capstan-state.json";
 const LOCAL_STATE: &str = "/state/terraform.tfstate";
+/// How much of a run's output reaches the deployment log.
+const OUTPUT_LINES: usize = 5000;
 
 /// The runner's script: the first of `tofu` or `terraform` on the path, a local backend on the
 /// state volume when the files name none, then the action; on its way out, however the action
@@ -215,8 +217,12 @@ impl DockerEngine {
                     self.run_terraform(work, tf, Run::Destroy).await?;
                 }
                 if action == A::Delete && !self.settings.keep_volumes {
-                    self.remove_named_volume(&plan::state_volume_name(service.id))
-                        .await?;
+                    let volume = plan::state_volume_name(service.id);
+                    if self.settings.swarm {
+                        self.remove_volume_where_kept(&volume).await?;
+                    } else {
+                        self.remove_named_volume(&volume).await?;
+                    }
                 }
                 Ok(())
             }
@@ -225,16 +231,17 @@ impl DockerEngine {
     }
 
     /// The state a terraform service's last run left (its copy on the volume), read through a
-    /// container of its image made (never started) to mount it; none when it never ran.
+    /// container of its image made (never started) to mount it, by the daemon that keeps the
+    /// volume; none when it never ran.
     pub(crate) async fn read_terraform_state(
         &self,
         service: &domain::model::Service,
         spec: &TerraformSpec,
     ) -> Result<Option<String>, EngineError> {
         let volume = plan::state_volume_name(service.id);
-        if self.docker.inspect_volume(&volume).await.is_err() {
+        let Some(docker) = self.daemon_keeping(&volume).await? else {
             return Ok(None);
-        }
+        };
         let image = self
             .settings
             .terraform_image
@@ -270,8 +277,7 @@ impl DockerEngine {
             network: "none".into(),
             aliases: Vec::new(),
         };
-        let created = self
-            .docker
+        let created = docker
             .create_container(
                 Some(bollard::query_parameters::CreateContainerOptions {
                     name: Some(reader.name.clone()),
@@ -281,11 +287,17 @@ impl DockerEngine {
             )
             .await
             .map_err(|e| said("could not read the state", e))?;
-        let mut read = crate::backups::file_of(&self.docker, &created.id, SNAPSHOT).await;
+        let mut read = crate::backups::file_of(docker, &created.id, SNAPSHOT).await;
         if matches!(read, Err(None)) {
-            read = crate::backups::file_of(&self.docker, &created.id, LOCAL_STATE).await;
+            read = crate::backups::file_of(docker, &created.id, LOCAL_STATE).await;
         }
-        self.remove_all(std::slice::from_ref(&created.id)).await;
+        let options = bollard::query_parameters::RemoveContainerOptions {
+            force: true,
+            ..Default::default()
+        };
+        if let Err(e) = docker.remove_container(&created.id, Some(options)).await {
+            tracing::warn!(container = %created.id, error = %e, "a state reader was left");
+        }
         match read {
             Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).to_string())),
             Err(None) => Ok(None),
@@ -293,13 +305,59 @@ impl DockerEngine {
         }
     }
 
-    /// Runs the terraform action a request asks for, to its end.
+    /// Runs the terraform action a request asks for, to its end: in a container beside its
+    /// state volume, or on a Swarm, as a one-off task on the node that keeps it.
     pub(crate) async fn run_terraform(
         &self,
         work: &StepWork<'_>,
         spec: &TerraformSpec,
         run: Run,
     ) -> Result<(), EngineError> {
+        let log = work.log;
+        let runner = self.terraform_runner(work, spec, run).await?;
+        let limit = Duration::from_secs(u64::try_from(spec.timeout_sec.max(60)).unwrap_or(1800));
+        self.ensure_network(work.service).await?;
+        log.info(&format!("terraform {} runs", run.word()));
+        let ended = if self.settings.swarm {
+            self.run_swarm_terraform(work, &runner, limit, OUTPUT_LINES)
+                .await?
+        } else {
+            self.run_terraform_here(work, &runner, run, limit).await?
+        };
+        let code = match ended {
+            Ended::Exited(code) => code,
+            Ended::Canceled => {
+                return Err(format!("canceled while terraform {} ran", run.word()).into())
+            }
+            Ended::TimedOut => {
+                return Err(format!(
+                    "terraform ran past its timeout_sec ({} s) and was stopped",
+                    limit.as_secs()
+                )
+                .into())
+            }
+        };
+        if code == 0 {
+            log.info(&format!("terraform {} succeeded", run.word()));
+            Ok(())
+        } else {
+            Err(format!(
+                "terraform {} exited with code {code} (its output is in the deployment log)",
+                run.word()
+            )
+            .into())
+        }
+    }
+
+    /// The container a run is: the repository's root path at the commit deployed as its
+    /// workspace, the variables as its environment, the state volume mounted (its image
+    /// ensured on the host).
+    async fn terraform_runner(
+        &self,
+        work: &StepWork<'_>,
+        spec: &TerraformSpec,
+        run: Run,
+    ) -> Result<ContainerPlan, EngineError> {
         let log = work.log;
         let image = self
             .settings
@@ -340,7 +398,7 @@ impl DockerEngine {
         labels.insert(LABEL_REPLICA.into(), "0".into());
         let (nano_cpus, memory_bytes) =
             plan::limits(spec.job_resources.cpu_milli, spec.job_resources.ram_mib);
-        let runner = ContainerPlan {
+        Ok(ContainerPlan {
             name: format!(
                 "capstan-{}-tf-{}",
                 work.service.id.0.simple(),
@@ -364,8 +422,17 @@ impl DockerEngine {
             }),
             network: plan::network_name(work.service.environment_id),
             aliases: Vec::new(),
-        };
-        self.ensure_network(work.service).await?;
+        })
+    }
+
+    /// A run as a container of this host, beside the state volume.
+    async fn run_terraform_here(
+        &self,
+        work: &StepWork<'_>,
+        runner: &ContainerPlan,
+        run: Run,
+        limit: Duration,
+    ) -> Result<Ended, EngineError> {
         self.ensure_volume(work.service, &plan::state_volume_name(work.service.id))
             .await?;
         if run == Run::Unlock {
@@ -378,44 +445,21 @@ impl DockerEngine {
                 .filter_map(|c| c.id)
                 .collect();
             if !left.is_empty() {
-                log.info(&format!(
+                work.log.info(&format!(
                     "{} terraform run(s) left behind held the state: removed",
                     left.len()
                 ));
                 self.remove_all(&left).await;
             }
         }
-        log.info(&format!("terraform {} runs", run.word()));
-        let id = self.start(&runner).await?;
-        let limit = Duration::from_secs(u64::try_from(spec.timeout_sec.max(60)).unwrap_or(1800));
-        let ended = self.run_to_end(&id, limit, work.cancel, log, 5000).await;
+        let id = self.start(runner).await?;
+        let ended = self
+            .run_to_end(&id, limit, work.cancel, work.log, OUTPUT_LINES)
+            .await;
         if !matches!(ended, Ok(Ended::Canceled)) {
             self.remove_all(std::slice::from_ref(&id)).await;
         }
-        let code = match ended {
-            Ok(Ended::Exited(code)) => code,
-            Ok(Ended::Canceled) => {
-                return Err(format!("canceled while terraform {} ran", run.word()).into())
-            }
-            Ok(Ended::TimedOut) => {
-                return Err(format!(
-                    "terraform ran past its timeout_sec ({} s) and was stopped",
-                    limit.as_secs()
-                )
-                .into())
-            }
-            Err(e) => return Err(said("lost the terraform run", e)),
-        };
-        if code == 0 {
-            log.info(&format!("terraform {} succeeded", run.word()));
-            Ok(())
-        } else {
-            Err(format!(
-                "terraform {} exited with code {code} (its output is in the deployment log)",
-                run.word()
-            )
-            .into())
-        }
+        ended.map_err(|e| said("lost the terraform run", e))
     }
 }
 

@@ -75,4 +75,20 @@ impl DockerEngine {
             Err(e) => Err(said(&format!("could not remove the volume {name}"), e)),
         }
     }
+
+    /// The daemon that keeps the volume `name`: this host's, or on a Swarm the daemon of the
+    /// node that keeps it (of those Capstan reaches).
+    pub(crate) async fn daemon_keeping(
+        &self,
+        name: &str,
+    ) -> Result<Option<&bollard::Docker>, EngineError> {
+        if !self.settings.swarm {
+            let kept = self.docker.inspect_volume(name).await.is_ok();
+            return Ok(kept.then_some(&self.docker));
+        }
+        match self.node_keeping(name).await? {
+            Some(node) => self.daemon_of_node(&node).await,
+            None => Ok(None),
+        }
+    }
 }

@@ -113,7 +113,39 @@ async fn an_on_premise_cluster_names_its_docker_host_with_sealed_credentials<S: 
         swarm.body["docker"]["nodes"],
         json!([{"address": "10.0.0.12", "endpoint": "unix:///run/docker-3.sock"}])
     );
+    // It may name a registry its nodes pull what is built from git from.
+    let with_registry = |name: &str, registry: &str| {
+        let mut body = on_premise(name, "unix:///run/docker-2.sock", None);
+        body["docker"]["image_registry"] = json!(registry);
+        body
+    };
+    let pushing = t
+        .post(
+            &format!("/organization/{org}/cluster"),
+            with_registry("swarm-registry", "10.0.0.2:5000/builds"),
+        )
+        .await
+        .expect(201);
+    assert_eq!(
+        pushing.body["docker"]["image_registry"],
+        "10.0.0.2:5000/builds"
+    );
     for (body, status, prefix) in [
+        (
+            with_registry("bad-registry", "https://10.0.0.2:5000"),
+            400,
+            "docker.image_registry: must be a registry's host[:port]",
+        ),
+        (
+            with_registry("bad-registry-path", "10.0.0.2:5000/Team"),
+            400,
+            "docker.image_registry: its path must be lowercase components",
+        ),
+        (
+            with_registry("bad-registry-port", "10.0.0.2:http"),
+            400,
+            "docker.image_registry: must be a registry's host[:port]",
+        ),
         (
             nodes("node-2", "unix:///run/docker-3.sock"),
             400,

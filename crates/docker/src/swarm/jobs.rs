@@ -4,20 +4,14 @@
 //! containers Swarm leaves of it on every node whose daemon Capstan reaches (see
 //! `remove_task_containers`).
 
+use super::one_off::{completed, failed, why_failed, RunEnd};
 use super::spec;
-use crate::diagnosis::{exited, wrote, LAST_LINES};
+use crate::diagnosis::{wrote, LAST_LINES};
 use crate::engine::DockerEngine;
 use crate::{images, plan, rollout};
-use bollard::models::{Task, TaskState};
 use domain::engine::{EngineError, StepWork};
 use domain::model::{DeploymentAction, JobCommand, JobSpec, StepName};
-use std::time::{Duration, Instant};
-
-const LOOK: Duration = Duration::from_millis(300);
-
-fn state_of(task: &Task) -> Option<TaskState> {
-    task.status.as_ref().and_then(|s| s.state)
-}
+use std::time::Duration;
 
 impl DockerEngine {
     /// A step of a job's request on a Swarm.
@@ -117,48 +111,31 @@ impl DockerEngine {
         log.info(&format!("the job runs as the Swarm job {name}"));
         let limit =
             Duration::from_secs(u64::try_from(job.max_duration_seconds.max(1)).unwrap_or(300));
-        let started = Instant::now();
-        let mut failures_told = 0;
-        loop {
-            let tasks = self.tasks_of(&name).await?;
-            if tasks
-                .iter()
-                .any(|t| state_of(t) == Some(TaskState::COMPLETE))
-            {
+        let ended = self
+            .await_swarm_run(&name, job.max_nb_restart, limit, work.cancel, |n, t| {
+                log.warn(&format!("job execution {n} {}", why_failed(t)));
+            })
+            .await?;
+        match ended {
+            RunEnd::Completed => {
                 log.info("the job succeeded (exit code 0)");
-                return Ok(());
+                Ok(())
             }
-            let failed: Vec<&Task> = tasks
-                .iter()
-                .filter(|t| matches!(state_of(t), Some(TaskState::FAILED | TaskState::REJECTED)))
-                .collect();
-            for f in failed.iter().skip(failures_told) {
-                log.warn(&format!(
-                    "job execution {} {}",
-                    failures_told + 1,
-                    why_failed(f)
-                ));
-                failures_told += 1;
+            RunEnd::Failed(last) => {
+                let lines = self.last_lines_of_service(&name, LAST_LINES).await;
+                Err(format!("the job {}; {}", why_failed(&last), wrote(&lines)).into())
             }
-            if failed.len() > usize::try_from(job.max_nb_restart.max(0)).unwrap_or(0) {
-                let last = failed.last().map(|t| why_failed(t)).unwrap_or_default();
-                let lines = self.last_lines_of_service(&name).await;
-                return Err(format!("the job {last}; {}", wrote(&lines)).into());
-            }
-            if started.elapsed() > limit {
+            RunEnd::TimedOut => {
                 self.remove_swarm_services(service.id).await?;
-                return Err(format!(
+                Err(format!(
                     "the job ran past its max_duration_seconds ({} s) and was stopped",
                     limit.as_secs()
                 )
-                .into());
+                .into())
             }
-            tokio::select! {
-                () = tokio::time::sleep(LOOK) => {}
-                () = work.cancel.canceled() => {
-                    self.remove_swarm_services(service.id).await?;
-                    return Err("canceled while the job ran".into());
-                }
+            RunEnd::Canceled => {
+                self.remove_swarm_services(service.id).await?;
+                Err("canceled while the job ran".into())
             }
         }
     }
@@ -172,38 +149,13 @@ impl DockerEngine {
         for run in self.swarm_services(Some(job)).await? {
             let name = super::tasks::name_of(&run).to_string();
             let tasks = self.tasks_of(&name).await?;
-            let done = tasks
-                .iter()
-                .any(|t| state_of(t) == Some(TaskState::COMPLETE));
-            let running = tasks.iter().any(|t| {
-                !matches!(
-                    state_of(t),
-                    Some(TaskState::FAILED | TaskState::REJECTED | TaskState::COMPLETE)
-                )
-            });
+            let done = tasks.iter().any(completed);
+            let running = tasks.iter().any(|t| !failed(t) && !completed(t));
             if !done && !running && !tasks.is_empty() {
                 self.remove_swarm_service(&run).await?;
                 removed.push(name);
             }
         }
         Ok(removed)
-    }
-
-    /// What a Swarm service's tasks last wrote, through the manager.
-    async fn last_lines_of_service(&self, name: &str) -> Vec<String> {
-        let options = crate::containers::last(LAST_LINES);
-        crate::containers::lines_of(self.docker.service_logs(name, Some(options))).await
-    }
-}
-
-/// Why a job's task failed, as a reason says it.
-fn why_failed(task: &Task) -> String {
-    let status = task.status.clone().unwrap_or_default();
-    match status.container_status.and_then(|c| c.exit_code) {
-        Some(code) if code != 0 => exited(code),
-        _ => format!(
-            "failed: {}",
-            status.err.or(status.message).unwrap_or_default()
-        ),
     }
 }

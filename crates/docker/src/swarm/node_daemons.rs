@@ -79,40 +79,46 @@ impl DockerEngine {
     ) -> Result<Vec<String>, EngineError> {
         let mut holding = Vec::with_capacity(self.nodes.len());
         for node in &self.nodes {
-            if node.docker.inspect_image(image).await.is_ok() {
-                holding.push(node.address.clone());
-                continue;
-            }
-            let exported = self.docker.export_image(image);
-            let mut loading =
-                node.docker
-                    .import_image_stream(ImportImageOptions::default(), exported, None);
-            loop {
-                let next = tokio::select! {
-                    next = loading.next() => next,
-                    () = cancel.canceled() => return Err("canceled while loading the image onto the Swarm's nodes".into()),
-                };
-                match next {
-                    None => break,
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => {
-                        return Err(said(
-                            &format!(
-                                "could not load image {image} onto the node at {}",
-                                node.address
-                            ),
-                            e,
-                        ))
-                    }
-                }
-            }
-            log.info(&format!(
-                "loaded image {image} onto the node at {}",
-                node.address
-            ));
+            let place = format!("the node at {}", node.address);
+            self.load_onto(&node.docker, image, &place, log, cancel)
+                .await?;
             holding.push(node.address.clone());
         }
         Ok(holding)
+    }
+
+    /// Loads `image` from the manager onto the daemon `docker` of `place`, unless it has it.
+    pub(crate) async fn load_onto(
+        &self,
+        docker: &Docker,
+        image: &str,
+        place: &str,
+        log: &StepLog,
+        cancel: &Cancel,
+    ) -> Result<(), EngineError> {
+        if docker.inspect_image(image).await.is_ok() {
+            return Ok(());
+        }
+        let exported = self.docker.export_image(image);
+        let mut loading = docker.import_image_stream(ImportImageOptions::default(), exported, None);
+        loop {
+            let next = tokio::select! {
+                next = loading.next() => next,
+                () = cancel.canceled() => return Err("canceled while loading the image onto the Swarm's nodes".into()),
+            };
+            match next {
+                None => break,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => {
+                    return Err(said(
+                        &format!("could not load image {image} onto {place}"),
+                        e,
+                    ))
+                }
+            }
+        }
+        log.info(&format!("loaded image {image} onto {place}"));
+        Ok(())
     }
 
     /// Loads an image built on the manager onto the nodes whose daemons it reaches, and keeps

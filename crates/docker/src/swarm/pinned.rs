@@ -29,9 +29,14 @@ fn pinned_in(service: &Service) -> Option<String> {
         .find_map(|c| c.strip_prefix(PINNED).map(str::to_string))
 }
 
-/// The constraint pinning a task to `node`.
-pub(crate) fn pinned_to(node: &str) -> String {
-    format!("{PINNED}{node}")
+/// Pins the tasks of `wanted` to `node`.
+pub(crate) fn pin(wanted: &mut bollard::models::ServiceSpec, node: &str) {
+    if let Some(task) = wanted.task_template.as_mut() {
+        task.placement = Some(bollard::models::TaskSpecPlacement {
+            constraints: Some(vec![format!("{PINNED}{node}")]),
+            ..Default::default()
+        });
+    }
 }
 
 impl DockerEngine {
@@ -47,11 +52,19 @@ impl DockerEngine {
             .find_map(pinned_in))
     }
 
-    /// The node to pin `service` to: the one it is pinned to; else, of the ready nodes whose
-    /// daemon Capstan reaches (the manager's own, and those the cluster names), the one the
-    /// Swarm gives the fewest tasks.
-    pub(crate) async fn node_to_pin(&self, service: ServiceId) -> Result<String, EngineError> {
+    /// The node to pin `service` to: the one it is pinned to; else the one that keeps its
+    /// `volume` (a run that went left it there); else, of the ready nodes whose daemon Capstan
+    /// reaches (the manager's own, and those the cluster names), the one the Swarm gives the
+    /// fewest tasks.
+    pub(crate) async fn node_to_pin(
+        &self,
+        service: ServiceId,
+        volume: &str,
+    ) -> Result<String, EngineError> {
         if let Some(node) = self.pinned_node(service).await? {
+            return Ok(node);
+        }
+        if let Some(node) = self.node_keeping(volume).await? {
             return Ok(node);
         }
         let own = self.own_node_id().await?;
@@ -63,6 +76,21 @@ impl DockerEngine {
             .min_by_key(|n| (n.tasks, n.id != own))
             .map(|n| n.id.clone());
         Ok(chosen.unwrap_or(own))
+    }
+
+    /// The node (the Swarm's id) whose daemon, of those Capstan reaches, keeps `volume`.
+    pub(crate) async fn node_keeping(&self, volume: &str) -> Result<Option<String>, EngineError> {
+        if self.docker.inspect_volume(volume).await.is_ok() {
+            return self.own_node_id().await.map(Some);
+        }
+        let nodes = self.swarm_nodes().await?;
+        for daemon in &self.nodes {
+            let node = nodes.iter().find(|n| n.address == daemon.address);
+            if let (Some(node), Ok(_)) = (node, daemon.docker.inspect_volume(volume).await) {
+                return Ok(Some(node.id.clone()));
+            }
+        }
+        Ok(None)
     }
 
     /// The daemon of the node `node` (the Swarm's id), when Capstan reaches it.
@@ -81,6 +109,14 @@ impl DockerEngine {
             .iter()
             .find(|d| d.address == address)
             .map(|d| &d.docker))
+    }
+
+    /// Removes the volume `name` from the node that keeps it, if one does.
+    pub(crate) async fn remove_volume_where_kept(&self, name: &str) -> Result<(), EngineError> {
+        match self.node_keeping(name).await? {
+            Some(node) => self.remove_volume_on(&node, name, Duration::ZERO).await,
+            None => Ok(()),
+        }
     }
 
     /// Removes the volume `name` from the node `node` once no container of it holds it (its
@@ -110,10 +146,44 @@ impl DockerEngine {
                 Err(bollard::errors::Error::DockerResponseServerError {
                     status_code: 409, ..
                 }) if Instant::now() < deadline => {
+                    remove_exited_users(docker, name).await;
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 Err(e) => return Err(said(&format!("could not remove the volume {name}"), e)),
             }
+        }
+    }
+}
+
+/// Removes the exited containers of Capstan's that hold the volume `name` on `docker` (those
+/// of one-off tasks, which Swarm leaves behind, and may still hold when Capstan first removed
+/// them).
+async fn remove_exited_users(docker: &Docker, name: &str) {
+    let options = bollard::query_parameters::ListContainersOptions {
+        all: true,
+        filters: Some(std::collections::HashMap::from([
+            ("volume".to_string(), vec![name.to_string()]),
+            (
+                "label".to_string(),
+                vec![crate::plan::LABEL_SERVICE.to_string()],
+            ),
+            (
+                "status".to_string(),
+                vec!["exited".to_string(), "created".to_string()],
+            ),
+        ])),
+        ..Default::default()
+    };
+    let Ok(users) = docker.list_containers(Some(options)).await else {
+        return;
+    };
+    for id in users.into_iter().filter_map(|c| c.id) {
+        let force = bollard::query_parameters::RemoveContainerOptions {
+            force: true,
+            ..Default::default()
+        };
+        if let Err(e) = docker.remove_container(&id, Some(force)).await {
+            tracing::debug!(container = %id, error = %e, "an exited user of a volume stays");
         }
     }
 }

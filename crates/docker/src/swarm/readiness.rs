@@ -140,15 +140,7 @@ impl DockerEngine {
     /// Whether `cmd` succeeds in the task's container, run through its node's daemon (which
     /// must be reached: a database is pinned to such a node).
     async fn passes_in_task(&self, task: &Task, cmd: &[String], env: &[String]) -> bool {
-        let container = task
-            .status
-            .as_ref()
-            .and_then(|s| s.container_status.as_ref())
-            .and_then(|c| c.container_id.clone());
-        let (Some(container), Some(node)) = (container, task.node_id.as_deref()) else {
-            return false;
-        };
-        let Ok(Some(docker)) = self.daemon_of_node(node).await else {
+        let Ok(Some((docker, container))) = self.task_container(task).await else {
             return false;
         };
         exec::run(docker, &container, cmd, env, None, LOOK_TIMEOUT)

@@ -122,13 +122,10 @@ impl DockerEngine {
             return Ok(());
         };
         if database {
-            let node = self.node_to_pin(service.id).await?;
-            if let Some(task) = wanted.task_template.as_mut() {
-                task.placement = Some(bollard::models::TaskSpecPlacement {
-                    constraints: Some(vec![pinned::pinned_to(&node)]),
-                    ..Default::default()
-                });
-            }
+            let node = self
+                .node_to_pin(service.id, &plan::volume_name(service.id))
+                .await?;
+            pinned::pin(&mut wanted, &node);
             log.info(&format!(
                 "the database is pinned to the node {node}, where its volume is"
             ));
@@ -380,8 +377,9 @@ impl DockerEngine {
     }
 
     /// Creates `wanted` (named in it) for the step's service: marked as this installation's,
-    /// its `files` as secrets, an image `built` on the manager first loaded onto the nodes
-    /// (its tasks kept off those without it), pulled with `credentials`.
+    /// its `files` as secrets, an image `built` on the manager first pushed to the registry the
+    /// cluster names or, without one, loaded onto the nodes (its tasks kept off those without
+    /// it), pulled with `credentials`.
     pub(crate) async fn create_swarm_service(
         &self,
         work: &StepWork<'_>,
@@ -392,9 +390,24 @@ impl DockerEngine {
     ) -> Result<(), EngineError> {
         let name = wanted.name.clone().unwrap_or_default();
         self.mark_spec(&mut wanted);
-        if let Some(image) = built {
-            self.keep_off_nodes_lacking(&mut wanted, image, work.log, work.cancel)
-                .await?;
+        match (built, &self.settings.push_registry) {
+            (Some(image), Some(registry)) => {
+                let pushed = self
+                    .push_to_registry(image, registry, work.log, work.cancel)
+                    .await?;
+                if let Some(container) = wanted
+                    .task_template
+                    .as_mut()
+                    .and_then(|t| t.container_spec.as_mut())
+                {
+                    container.image = Some(pushed);
+                }
+            }
+            (Some(image), None) => {
+                self.keep_off_nodes_lacking(&mut wanted, image, work.log, work.cancel)
+                    .await?;
+            }
+            (None, _) => {}
         }
         let secrets = self.file_secrets(work.service.id, &name, files).await?;
         if let Some(container) = wanted

@@ -25,6 +25,11 @@ pub struct DockerEndpointSpec {
     /// spared that work, its reason saying so.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<NodeDaemonSpec>,
+    /// When `endpoint` is a Swarm manager: a registry every node pulls from
+    /// (`host[:port][/path]`), which the manager's daemon pushes images built from git to,
+    /// instead of Capstan loading them onto each node's daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_registry: Option<String>,
 }
 
 /// A Swarm node's own daemon, as a cluster's request names it.
@@ -295,6 +300,8 @@ pub struct DockerHost {
     pub daemon_id: Option<String>,
     /// The own daemons of the Swarm's nodes the cluster names (none for a plain host).
     pub nodes: Vec<NodeDaemon>,
+    /// The registry images built from git are pushed to, for a Swarm's nodes to pull.
+    pub image_registry: Option<String>,
 }
 
 /// Who answers at a cluster's endpoint, and whether it is the daemon this installation itself
@@ -353,6 +360,7 @@ impl DockerHost {
             publish_address: None,
             daemon_id: None,
             nodes: Vec::new(),
+            image_registry: None,
         }
     }
 
@@ -404,6 +412,9 @@ impl DockerHost {
                 endpoint: at,
             });
         }
+        if let Some(registry) = &spec.image_registry {
+            registry_reference(registry)?;
+        }
         if let Some(address) = &spec.publish_address {
             if address.parse::<std::net::IpAddr>().is_err() {
                 return Err(DomainError::invalid(
@@ -419,6 +430,7 @@ impl DockerHost {
             publish_address: spec.publish_address.clone(),
             daemon_id: None,
             nodes,
+            image_registry: spec.image_registry.clone(),
         })
     }
 
@@ -426,6 +438,38 @@ impl DockerHost {
     pub fn describe(&self) -> String {
         self.endpoint.url()
     }
+}
+
+/// A registry as an image's name starts with it: `host[:port]`, then an optional path of
+/// lowercase components; no scheme, no credentials.
+fn registry_reference(registry: &str) -> Result<(), DomainError> {
+    let bad = |why: &str| DomainError::invalid("docker.image_registry", why.to_string());
+    let (host, path) = registry.split_once('/').unwrap_or((registry, ""));
+    let (name, port) = match host.rsplit_once(':') {
+        Some((name, port)) => (name, Some(port)),
+        None => (host, None),
+    };
+    let host_ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+        && !name.starts_with(['.', '-']);
+    if !host_ok || port.is_some_and(|p| p.parse::<u16>().is_err()) {
+        return Err(bad(
+            "must be a registry's host[:port], optionally with a path (registry.example.com:5000/team)",
+        ));
+    }
+    let component_ok = |c: &str| {
+        !c.is_empty()
+            && c.chars()
+                .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || "._-".contains(ch))
+    };
+    if !path.is_empty() && !path.split('/').all(component_ok) {
+        return Err(bad(
+            "its path must be lowercase components (letters, digits, '.', '_', '-') separated by '/'",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -484,6 +528,7 @@ mod tests {
             endpoint: endpoint.into(),
             publish_address: None,
             nodes: Vec::new(),
+            image_registry: None,
         };
         let id = ClusterId::generate();
         assert!(
@@ -516,6 +561,7 @@ mod tests {
         let with = |nodes: Vec<(&str, &str)>| DockerEndpointSpec {
             endpoint: "unix:///run/capstan/n1.sock".into(),
             publish_address: None,
+            image_registry: None,
             nodes: nodes
                 .into_iter()
                 .map(|(address, endpoint)| NodeDaemonSpec {
@@ -605,5 +651,40 @@ mod tests {
         }
         let remote = DockerEndpoint::parse("ssh://u@box.example.com").unwrap();
         assert_eq!(dir.check(&remote).unwrap(), Some("box.example.com"));
+    }
+
+    #[test]
+    fn a_swarms_image_registry_is_a_registry_reference() {
+        let id = ClusterId::generate();
+        let with = |registry: &str| DockerEndpointSpec {
+            endpoint: "unix:///run/capstan/n1.sock".into(),
+            publish_address: None,
+            nodes: Vec::new(),
+            image_registry: Some(registry.into()),
+        };
+        for good in [
+            "10.0.0.2:5000",
+            "registry.example.com/team/builds",
+            "localhost",
+        ] {
+            let host = DockerHost::named(id, &with(good), DockerAccess::default()).unwrap();
+            assert_eq!(host.image_registry.as_deref(), Some(good));
+        }
+        for bad in [
+            "",
+            "https://registry.example.com",
+            "user:pw@registry.example.com",
+            "registry.example.com:port",
+            "registry.example.com:",
+            "registry.example.com/Team",
+            "registry.example.com//x",
+            "-registry",
+        ] {
+            let refused = DockerHost::named(id, &with(bad), DockerAccess::default()).unwrap_err();
+            assert!(
+                format!("{refused:?}").contains("docker.image_registry"),
+                "{bad}: {refused:?}"
+            );
+        }
     }
 }

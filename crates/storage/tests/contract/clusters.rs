@@ -60,6 +60,7 @@ async fn on_premise_clusters_are_found_across_organizations_with_their_docker_ho
             address: "10.0.0.6".into(),
             endpoint: "tcp://10.0.0.6:2376".into(),
         }],
+        image_registry: Some("10.0.0.5:5000/builds".into()),
     });
     Repo::<Cluster>::update(&mut db.session().await.unwrap(), &own)
         .await

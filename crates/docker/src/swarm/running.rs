@@ -1,0 +1,60 @@
+//! A task's container, reached through the daemon of the node it runs on: what only that
+//! daemon can do in it (a check run inside, a database's dump or restore).
+
+use crate::engine::DockerEngine;
+use bollard::models::{Task, TaskState};
+use bollard::Docker;
+use domain::engine::EngineError;
+use domain::ids::ServiceId;
+
+/// The container of a task, once it has one.
+fn container_of(task: &Task) -> Option<&str> {
+    task.status
+        .as_ref()?
+        .container_status
+        .as_ref()?
+        .container_id
+        .as_deref()
+}
+
+impl DockerEngine {
+    /// The daemon of `task`'s node and its container: none when the task has no container yet
+    /// or Capstan reaches no daemon of its node.
+    pub(crate) async fn task_container(
+        &self,
+        task: &Task,
+    ) -> Result<Option<(&Docker, String)>, EngineError> {
+        let (Some(container), Some(node)) = (container_of(task), task.node_id.as_deref()) else {
+            return Ok(None);
+        };
+        Ok(self
+            .daemon_of_node(node)
+            .await?
+            .map(|docker| (docker, container.to_string())))
+    }
+
+    /// A running container of `service`'s serving generation, with the daemon that reaches
+    /// it; said why not when none runs, or its node's daemon is not one the cluster names.
+    pub(crate) async fn running_task_container(
+        &self,
+        service: ServiceId,
+    ) -> Result<(&Docker, String), EngineError> {
+        for generation in self.swarm_services(Some(service)).await? {
+            let tasks = self.tasks_of(super::tasks::name_of(&generation)).await?;
+            let running = tasks.iter().find(|t| {
+                t.status.as_ref().and_then(|s| s.state) == Some(TaskState::RUNNING)
+                    && container_of(t).is_some()
+            });
+            if let Some(task) = running {
+                return self.task_container(task).await?.ok_or_else(|| {
+                    format!(
+                        "its task runs on the node {}, and the cluster names no daemon of that node",
+                        task.node_id.as_deref().unwrap_or_default()
+                    )
+                    .into()
+                });
+            }
+        }
+        Err("it does not run: deploy it first".into())
+    }
+}
