@@ -1,9 +1,9 @@
 //! A cluster that is a Docker Swarm of three nodes made by the test on this machine (a
 //! dockerd per network namespace, on the lab's /24): a container runs as one Swarm service
 //! whose two replicas the Swarm spreads over two nodes, reached through the router at their
-//! nodes' addresses; a redeploy under a steady stream of requests drops none; a worker lost
-//! (its dockerd frozen and its link cut) has its replica run elsewhere while requests succeed
-//! again, and the cluster's status shows it down, then back; the manager lost, the cluster
+//! nodes' addresses; a replica failing its liveness probe is replaced; a redeploy under a
+//! steady stream of requests drops none; a worker lost (its dockerd frozen and its link cut)
+//! has its replica run elsewhere while requests succeed again, and the cluster's status shows it down, then back; the manager lost, the cluster
 //! fails naming it, and recovers with it. An application built from git runs on a worker; a
 //! database pinned to a node keeps its data across a redeploy, is backed up and restored
 //! there; terraform runs on the node that keeps its state; jobs run to their end. Deleting
@@ -227,6 +227,46 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
     let placed = nodes_running(&lab, &services[0]);
     assert_eq!(placed.len(), 2, "{placed:?}");
     assert_ne!(placed[0], placed[1], "spread over two nodes: {placed:?}");
+
+    // A replica that stops answering its liveness probe is stopped by Capstan through its
+    // node's daemon, and the Swarm starts another in its place.
+    let sick_script = "mkdir -p /www && echo ok > /www/alive.txt; \
+                       (sleep 8; rm /www/alive.txt) & exec httpd -f -p 8080 -h /www";
+    let sick = client
+        .create(
+            &format!("/environment/{env}/container"),
+            json!({
+                "name": "sick", "registry_id": registry, "image_name": IMAGE, "tag": TAG,
+                "entrypoint": "sh", "arguments": ["-c", sick_script],
+                "cpu": 100, "memory": 32,
+                "min_running_instances": 1, "max_running_instances": 1,
+                "ports": [{"internal_port": 8080, "publicly_accessible": false}],
+                "healthchecks": {
+                    "readiness_probe": {"type": {"http": {"port": 8080, "path": "/alive.txt"}},
+                        "initial_delay_seconds": 0, "period_seconds": 1, "timeout_seconds": 1,
+                        "success_threshold": 1, "failure_threshold": 30},
+                    "liveness_probe": {"type": {"http": {"port": 8080, "path": "/alive.txt"}},
+                        "initial_delay_seconds": 0, "period_seconds": 1, "timeout_seconds": 1,
+                        "success_threshold": 1, "failure_threshold": 2}},
+            }),
+        )
+        .await;
+    post(client, &format!("/container/{sick}/deploy"), json!({})).await;
+    settled_in(client, "container", &sick, "DEPLOYED").await;
+    let sick_service = swarm_services(&lab, &sick).remove(0);
+    eventually(
+        Duration::from_secs(60),
+        || format!("{sick_service}'s task was never replaced"),
+        async || {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let tasks = lab
+                .docker(1, &["service", "ps", "-q", &sick_service])
+                .unwrap_or_default();
+            (tasks.lines().count() > 1).then_some(())
+        },
+    )
+    .await;
+    deleted(client, &format!("/container/{sick}")).await;
 
     // An application built from git on the manager is loaded onto the nodes whose daemons the
     // cluster names, and runs on a node other than the manager.

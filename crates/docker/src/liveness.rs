@@ -1,18 +1,31 @@
 //! Liveness: each running replica with a liveness probe is probed at its period, from its
 //! initial delay after it started; one that fails `failure_threshold` times in a row is
-//! restarted, as Kubernetes does. The probe travels with the container (a label), so a
+//! restarted, as Kubernetes does (on a Swarm, stopped: the Swarm starts a new task in its
+//! place, as its restart policy says). The probe travels with the container (a label), so a
 //! replica found after a restart of Capstan is probed too. With no such replica, this waits on
 //! Docker's events and asks nothing.
 
 use crate::plan::LABEL_LIVENESS;
 use crate::probe;
-use bollard::query_parameters::{EventsOptions, ListContainersOptions, RestartContainerOptions};
+use bollard::query_parameters::{
+    EventsOptions, ListContainersOptions, RestartContainerOptions, StopContainerOptions,
+};
 use bollard::Docker;
 use domain::model::Probe;
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::time::Instant;
+
+/// What becomes of a replica that failed its liveness probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failing {
+    /// Restarted by its daemon (a container of one host).
+    Restart,
+    /// Stopped, for its Swarm to replace (a task's container: a restart behind the Swarm's
+    /// back would leave the task failed and the container running).
+    Stop,
+}
 
 struct Watched {
     name: String,
@@ -40,6 +53,7 @@ fn watched(name: &str, labels: &HashMap<String, String>) -> Option<Watched> {
 pub async fn watch(
     docker: Docker,
     reach: probe::Reach,
+    failing: Failing,
     scope: Vec<String>,
     reports: tokio::sync::mpsc::Sender<domain::model::RunningState>,
 ) {
@@ -118,7 +132,7 @@ pub async fn watch(
                     .map(|(id, _)| id.clone())
                     .collect();
                 for id in due {
-                    probe_one(&docker, &reach, &id, &mut replicas).await;
+                    probe_one(&docker, &reach, failing, &id, &mut replicas).await;
                 }
             }
             () = reports.closed() => return,
@@ -129,6 +143,7 @@ pub async fn watch(
 async fn probe_one(
     docker: &Docker,
     reach: &probe::Reach,
+    failing: Failing,
     id: &str,
     replicas: &mut HashMap<String, Watched>,
 ) {
@@ -150,10 +165,19 @@ async fn probe_one(
     tracing::warn!(container = %w.name, failures = w.failures, "a replica failed its liveness probe: restarting it");
     w.failures = 0;
     w.due = Instant::now() + seconds(probe.initial_delay_seconds.max(probe.period_seconds));
-    if let Err(e) = docker
-        .restart_container(id, None::<RestartContainerOptions>)
-        .await
-    {
+    let done = match failing {
+        Failing::Restart => {
+            docker
+                .restart_container(id, None::<RestartContainerOptions>)
+                .await
+        }
+        Failing::Stop => {
+            docker
+                .stop_container(id, None::<StopContainerOptions>)
+                .await
+        }
+    };
+    if let Err(e) = done {
         tracing::warn!(container = %id, error = %e, "could not restart a replica that failed its liveness probe");
     }
 }

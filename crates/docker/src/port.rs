@@ -350,6 +350,7 @@ impl Place for DockerEngine {
         // On a Swarm what runs is the tasks, as the managers see them; the containers of
         // the manager's own node are some of them.
         if self.settings.swarm {
+            self.keep_tasks_alive(&reports);
             tokio::spawn(crate::swarm::tasks::watch(
                 self.docker.clone(),
                 self.scope(),
@@ -360,6 +361,7 @@ impl Place for DockerEngine {
         tokio::spawn(crate::liveness::watch(
             self.docker.clone(),
             self.reach(),
+            crate::liveness::Failing::Restart,
             self.scope(),
             reports.clone(),
         ));

@@ -64,7 +64,44 @@ fn manages(info: &bollard::models::SystemInfo) -> bool {
     })
 }
 
+/// The address in its Swarm of the node whose daemon `docker` is.
+pub(crate) async fn own_address(docker: &bollard::Docker) -> Option<String> {
+    let info = docker.info().await.ok()?;
+    info.swarm?.node_addr.filter(|a| !a.is_empty())
+}
+
 impl DockerEngine {
+    /// Probes the liveness of the tasks on every node whose daemon Capstan reaches (the
+    /// manager's own among them), at the node's address; a task that fails is stopped, and
+    /// the Swarm starts another in its place. Tasks on other nodes are not probed.
+    pub(crate) fn keep_tasks_alive(
+        &self,
+        reports: &tokio::sync::mpsc::Sender<domain::model::RunningState>,
+    ) {
+        let (scope, reports) = (self.scope(), reports.clone());
+        let probe = move |docker: bollard::Docker, address: String| {
+            crate::liveness::watch(
+                docker,
+                crate::probe::Reach {
+                    published: address,
+                    loopback: false,
+                },
+                crate::liveness::Failing::Stop,
+                scope.clone(),
+                reports.clone(),
+            )
+        };
+        for node in &self.nodes {
+            tokio::spawn(probe(node.docker.clone(), node.address.clone()));
+        }
+        let manager = self.docker.clone();
+        tokio::spawn(async move {
+            if let Some(address) = own_address(&manager).await {
+                probe(manager, address).await;
+            }
+        });
+    }
+
     /// The Swarm's id of the node whose daemon this is.
     pub(crate) async fn own_node_id(&self) -> Result<String, EngineError> {
         let info = self
