@@ -338,6 +338,23 @@ async fn a_redis_database_keeps_its_data_and_its_applications_reach_it(database:
     })
     .await;
 
+    // A database moves between the nodes of a Swarm: on one host there is nowhere to go.
+    let (status, refused) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/database/{db}/move"),
+            Some(json!({"node": "10.0.0.2"})),
+        )
+        .await;
+    assert_eq!(status, 409, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("is not a Swarm"),
+        "{refused}"
+    );
+
     // A backup (the server's RDB, by redis-cli --rdb), the data changed, the backup restored:
     // the restored data is the server's, and what it keeps after a restart.
     let (backup, file) = backup_taken(client, &db, &backups).await;

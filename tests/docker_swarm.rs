@@ -3,12 +3,13 @@
 //! whose two replicas the Swarm spreads over two nodes, reached through the router at their
 //! nodes' addresses; a replica failing its liveness probe is replaced; a redeploy under a
 //! steady stream of requests drops none; a worker lost (its dockerd frozen and its link cut)
-//! has its replica run elsewhere while requests succeed again, and the cluster's status shows it down, then back; the manager lost, the cluster
-//! fails naming it, and recovers with it. An application built from git runs on a worker; a
-//! database pinned to a node keeps its data across a redeploy, is backed up and restored
-//! there; terraform runs on the node that keeps its state; jobs run to their end. Deleting
-//! everything leaves no Swarm service, network or volume. Only 127.0.0.1 and the lab's own
-//! namespaces are reached.
+//! has its replica run elsewhere while requests succeed again, and the cluster's status shows
+//! it down, then back; the manager lost, the cluster fails naming it, and recovers with it. An
+//! application built from git runs on a worker; a database pinned to a node keeps its data
+//! across a redeploy, is backed up and restored there, and moved to another node with its
+//! data when asked; terraform runs on the node that keeps its state; jobs run to their end.
+//! Deleting everything leaves no Swarm service, network or volume. Only 127.0.0.1 and the
+//! lab's own namespaces are reached.
 
 use super::*;
 
@@ -379,15 +380,38 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
     );
     let log = deployment_log(client, &env).await;
     assert!(!log.contains(&password), "the password is in no log");
+
+    // Moved by an explicit request to another node whose daemon the cluster names, its data
+    // goes with it, and the node it left keeps no copy.
     let volume = format!("capstan-data-{}", db.replace('-', ""));
-    assert!(lab
-        .docker(pinned[0], &["volume", "inspect", &volume])
-        .is_ok());
+    let from = pinned[0];
+    let to = if from == 2 { 3 } else { 2 };
+    post(
+        client,
+        &format!("/database/{db}/move"),
+        json!({"node": lab.address(to)}),
+    )
+    .await;
+    settled_in(client, "database", &db, "DEPLOYED").await;
+    assert_eq!(
+        nodes_running(&lab, &swarm_services(&lab, &db)[0]),
+        [to],
+        "on the node it moved to"
+    );
+    assert_eq!(
+        redis_on_swarm(&lab, &db, &password, &["GET", "note"]),
+        "kept",
+        "its data moved with it"
+    );
+    assert!(
+        lab.docker(from, &["volume", "inspect", &volume]).is_err(),
+        "the node it left keeps no copy"
+    );
+    assert!(lab.docker(to, &["volume", "inspect", &volume]).is_ok());
     deleted(client, &format!("/database/{db}")).await;
     assert!(swarm_services(&lab, &db).is_empty());
     assert!(
-        lab.docker(pinned[0], &["volume", "inspect", &volume])
-            .is_err(),
+        lab.docker(to, &["volume", "inspect", &volume]).is_err(),
         "the volume went with the database"
     );
     let secrets = lab.docker(1, &["secret", "ls", "-q"]).unwrap();
@@ -710,8 +734,10 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
 }
 
 /// An application built from git on a Swarm whose cluster names a registry (served on the
-/// lab's network) and no node's daemon: the manager's daemon pushes the image there, and the
-/// worker pulls it from there to run its replica.
+/// lab's network): the manager's daemon pushes the image there, and the worker pulls it from
+/// there to run its replica (rather than Capstan loading it through the worker's daemon, which
+/// the cluster names for reconciliation: a volume left there by a service that is gone is
+/// removed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_swarm_pulls_what_it_built_from_the_registry_its_cluster_names() {
     if !docker_ready() {
@@ -746,7 +772,9 @@ async fn a_swarm_pulls_what_it_built_from_the_registry_its_cluster_names() {
             &format!("/organization/{org}/cluster"),
             json!({"name": "swarm", "region": "on-premise", "cloud_provider": "ON_PREMISE",
                    "docker": {"endpoint": format!("unix://{}", lab.socket(1).display()),
-                              "image_registry": format!("{registry}/builds")}}),
+                              "image_registry": format!("{registry}/builds"),
+                              "nodes": [{"address": lab.address(2),
+                                         "endpoint": format!("unix://{}", lab.socket(2).display())}]}}),
         )
         .await;
     let record = client
@@ -801,11 +829,56 @@ async fn a_swarm_pulls_what_it_built_from_the_registry_its_cluster_names() {
         pulled.contains(&format!("{registry}/builds/capstan-build/")),
         "the worker pulled it from the registry: {pulled}"
     );
+    // A volume of Capstan's left on the worker by a service that no longer exists (its
+    // deletion missed it) is found there by reconciliation and removed.
+    let labels: Value = serde_json::from_str(
+        &lab.docker(
+            1,
+            &[
+                "service",
+                "inspect",
+                "--format",
+                "{{json .Spec.Labels}}",
+                &services[0],
+            ],
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let installation = labels["capstan.installation"].as_str().unwrap_or_default();
+    let gone = uuid::Uuid::new_v4();
+    let stray = format!("capstan-data-{}", gone.simple());
+    lab.docker(
+        2,
+        &[
+            "volume",
+            "create",
+            "--label",
+            &format!("capstan.installation={installation}"),
+            "--label",
+            &format!("capstan.organization={org}"),
+            "--label",
+            &format!("capstan.service={gone}"),
+            &stray,
+        ],
+    )
+    .unwrap();
     deleted(client, &format!("/application/{app}")).await;
     eventually(
         Duration::from_secs(60),
         || format!("Swarm services left: {:?}", swarm_services(&lab, &app)),
         async || swarm_services(&lab, &app).is_empty().then_some(()),
+    )
+    .await;
+    eventually(
+        Duration::from_secs(90),
+        || format!("the stray volume {stray} stays on the worker"),
+        async || {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            lab.docker(2, &["volume", "inspect", &stray])
+                .is_err()
+                .then_some(())
+        },
     )
     .await;
 }

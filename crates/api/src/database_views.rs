@@ -163,6 +163,13 @@ pub struct BackupList {
     pub results: Vec<BackupView>,
 }
 
+/// Where to move a database on its cluster's Swarm (Capstan's addition).
+#[derive(Deserialize, ToSchema)]
+pub struct MoveRequest {
+    /// The node: its id, its address or its host name, as the cluster's status lists them.
+    pub node: String,
+}
+
 #[derive(Deserialize, ToSchema)]
 pub struct BackupRequest {
     pub name: String,

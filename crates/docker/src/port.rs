@@ -25,6 +25,13 @@ impl DockerEngine {
     async fn carry_out(&self, work: &StepWork<'_>) -> Result<(), EngineError> {
         use DeploymentAction as A;
         let (service, action) = (work.service, work.request.action);
+        if work.request.snapshot.move_to_node.is_some() && !self.settings.swarm {
+            return Err(
+                "a database moves between the nodes of a Swarm, and this cluster's \
+                        Docker host is one machine: nothing moved"
+                    .into(),
+            );
+        }
         if matches!(action, A::Deploy | A::Redeploy) && work.step == StepName::Build {
             return match service.spec.build_source() {
                 Some(source) => self.build(work, source).await,
@@ -140,18 +147,7 @@ impl Place for DockerEngine {
             .await
             .map_err(|e| said("could not list Capstan's containers", e))?;
         // A volume (a database's data, a terraform state) outlives its containers.
-        let volumes = self
-            .docker
-            .list_volumes(Some(bollard::query_parameters::ListVolumesOptions {
-                filters: Some(HashMap::from([(
-                    "label".to_string(),
-                    self.scoped(vec![LABEL_SERVICE.to_string()]),
-                )])),
-            }))
-            .await
-            .map_err(|e| said("could not list Capstan's volumes", e))?
-            .volumes
-            .unwrap_or_default();
+        let volumes = self.capstan_volumes().await?;
         // So do the images built from git.
         let images = self
             .docker

@@ -217,12 +217,8 @@ impl DockerEngine {
                     self.run_terraform(work, tf, Run::Destroy).await?;
                 }
                 if action == A::Delete && !self.settings.keep_volumes {
-                    let volume = plan::state_volume_name(service.id);
-                    if self.settings.swarm {
-                        self.remove_volume_where_kept(&volume).await?;
-                    } else {
-                        self.remove_named_volume(&volume).await?;
-                    }
+                    self.remove_named_volume(&plan::state_volume_name(service.id))
+                        .await?;
                 }
                 Ok(())
             }

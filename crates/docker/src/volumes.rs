@@ -3,11 +3,13 @@
 use crate::engine::DockerEngine;
 use crate::errors::said;
 use crate::plan::{self, LABEL_SERVICE};
+use bollard::models::Volume;
 use domain::engine::EngineError;
 use domain::engine::StepLog;
 use domain::ids::ServiceId;
 use domain::model::{Service, ServiceSpec};
 use std::collections::HashMap;
+use std::time::Duration;
 
 impl DockerEngine {
     /// The volume of a database, made the first time (labelled, so it is found again).
@@ -61,8 +63,18 @@ impl DockerEngine {
         self.remove_named_volume(&plan::volume_name(service)).await
     }
 
-    /// Removes a volume, if there is one; whether there was.
+    /// Removes a volume, if there is one (on a Swarm, from the node that keeps it, of those
+    /// Capstan reaches); whether there was.
     pub(crate) async fn remove_named_volume(&self, name: &str) -> Result<bool, EngineError> {
+        if self.settings.swarm {
+            let Some(node) = self.node_keeping(name).await? else {
+                return Ok(false);
+            };
+            return self
+                .remove_volume_on(&node, name, Duration::ZERO)
+                .await
+                .map(|()| true);
+        }
         match self
             .docker
             .remove_volume(name, None::<bollard::query_parameters::RemoveVolumeOptions>)
@@ -74,6 +86,23 @@ impl DockerEngine {
             }) => Ok(false),
             Err(e) => Err(said(&format!("could not remove the volume {name}"), e)),
         }
+    }
+
+    /// Capstan's volumes (a database's data, a terraform state) on this host; on a Swarm, on
+    /// every node whose daemon Capstan reaches (a node that does not answer is left out).
+    pub(crate) async fn capstan_volumes(&self) -> Result<Vec<Volume>, EngineError> {
+        let mut found = volumes_on(&self.docker, self.scoped(vec![LABEL_SERVICE.to_string()]))
+            .await
+            .map_err(|e| said("could not list Capstan's volumes", e))?;
+        for node in self.nodes.iter().filter(|_| self.settings.swarm) {
+            match volumes_on(&node.docker, self.scoped(vec![LABEL_SERVICE.to_string()])).await {
+                Ok(more) => found.extend(more),
+                Err(e) => {
+                    tracing::warn!(node = %node.address, error = %e, "could not list a Swarm node's volumes")
+                }
+            }
+        }
+        Ok(found)
     }
 
     /// The daemon that keeps the volume `name`: this host's, or on a Swarm the daemon of the
@@ -91,4 +120,19 @@ impl DockerEngine {
             None => Ok(None),
         }
     }
+}
+
+/// The volumes on `docker` carrying all of `labels`.
+async fn volumes_on(
+    docker: &bollard::Docker,
+    labels: Vec<String>,
+) -> Result<Vec<Volume>, bollard::errors::Error> {
+    let options = bollard::query_parameters::ListVolumesOptions {
+        filters: Some(HashMap::from([("label".to_string(), labels)])),
+    };
+    Ok(docker
+        .list_volumes(Some(options))
+        .await?
+        .volumes
+        .unwrap_or_default())
 }

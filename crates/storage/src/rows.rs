@@ -997,6 +997,7 @@ impl FromRow for DeploymentRequest {
                 git_commit_author: snapshot.git_commit_author.clone(),
                 scheduled_run: snapshot.scheduled_run,
                 terraform_action: snapshot.terraform_action,
+                move_to_node: snapshot.move_to_node.clone(),
             },
             status: r.status,
             reason: r.reason,

@@ -7,6 +7,7 @@ mod credentials;
 mod custom_domains;
 mod database_backups;
 mod database_links;
+mod database_moves;
 mod deployment_logs;
 mod deployment_rules;
 mod deployments;
@@ -82,6 +83,7 @@ pub fn api_routes(r: &mut Routes) {
     custom_domains::routes(r);
     database_links::routes(r);
     database_backups::routes(r);
+    database_moves::routes(r);
     sources::routes(r);
     deployment_logs::routes(r);
     deployment_rules::routes(r);

@@ -14,6 +14,7 @@ http_suite!(
     links_follow_an_environment_clone_and_go_with_the_database,
     a_database_has_credentials_versions_and_configurations,
     backups_are_taken_listed_restored_and_deleted,
+    a_deployed_database_is_moved_by_a_redeploy_that_names_its_node,
     a_database_made_before_credentials_were_kept_gets_its_links_password,
 );
 
@@ -467,6 +468,40 @@ async fn ended<S: App>(t: &T<S>, db: &str, id: &str) -> Value {
         },
     )
     .await
+}
+
+/// Moving a database (Capstan's addition) is a redeploy that names the node it goes to, kept
+/// in its deployment's record; a database never deployed has nowhere to move from, and a
+/// container has no such route.
+async fn a_deployed_database_is_moved_by_a_redeploy_that_names_its_node<S: App>(t: T<S>) {
+    let (_, _, env) = t.hierarchy().await;
+    let db = create(&t, &env, "database", "db").await;
+    let to = json!({"node": "10.213.250.12"});
+    t.post(&format!("/database/{db}/move"), to.clone())
+        .await
+        .expect_error(409, "the database was never deployed");
+    t.post(&format!("/database/{db}/deploy"), json!({}))
+        .await
+        .expect(202);
+    t.settle(&format!("/database/{db}/status")).await;
+    t.post(&format!("/database/{db}/move"), json!({"node": " "}))
+        .await
+        .expect_error(400, "node: must not be empty");
+    let moving = t
+        .post(&format!("/database/{db}/move"), to)
+        .await
+        .expect(202);
+    assert_eq!(moving.body["state"], "DEPLOYMENT_QUEUED", "{}", moving.text);
+    t.settle(&format!("/database/{db}/status")).await;
+    let history = t
+        .get(&format!("/database/{db}/deploymentHistory"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(history["results"][0]["status"], "DEPLOYED", "{history}");
+    t.post(&format!("/container/{db}/move"), json!({"node": "x"}))
+        .await
+        .expect(404);
 }
 
 /// The stand-in's backups live as the public API shows them: taken in the background to

@@ -3,6 +3,7 @@
 
 mod files;
 mod jobs;
+mod moving;
 pub(crate) mod node_daemons;
 pub(crate) mod nodes;
 mod one_off;

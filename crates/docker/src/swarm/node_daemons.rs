@@ -80,16 +80,18 @@ impl DockerEngine {
         let mut holding = Vec::with_capacity(self.nodes.len());
         for node in &self.nodes {
             let place = format!("the node at {}", node.address);
-            self.load_onto(&node.docker, image, &place, log, cancel)
+            self.load_onto(&self.docker, &node.docker, image, &place, log, cancel)
                 .await?;
             holding.push(node.address.clone());
         }
         Ok(holding)
     }
 
-    /// Loads `image` from the manager onto the daemon `docker` of `place`, unless it has it.
+    /// Loads `image` from the daemon `source` onto the daemon `docker` of `place`, unless it
+    /// has it.
     pub(crate) async fn load_onto(
         &self,
+        source: &Docker,
         docker: &Docker,
         image: &str,
         place: &str,
@@ -99,7 +101,7 @@ impl DockerEngine {
         if docker.inspect_image(image).await.is_ok() {
             return Ok(());
         }
-        let exported = self.docker.export_image(image);
+        let exported = source.export_image(image);
         let mut loading = docker.import_image_stream(ImportImageOptions::default(), exported, None);
         loop {
             let next = tokio::select! {

@@ -111,14 +111,6 @@ impl DockerEngine {
             .map(|d| &d.docker))
     }
 
-    /// Removes the volume `name` from the node that keeps it, if one does.
-    pub(crate) async fn remove_volume_where_kept(&self, name: &str) -> Result<(), EngineError> {
-        match self.node_keeping(name).await? {
-            Some(node) => self.remove_volume_on(&node, name, Duration::ZERO).await,
-            None => Ok(()),
-        }
-    }
-
     /// Removes the volume `name` from the node `node` once no container of it holds it (its
     /// task stops within its grace): said why not, when the node's daemon is out of reach.
     pub(crate) async fn remove_volume_on(

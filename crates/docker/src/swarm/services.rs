@@ -122,9 +122,15 @@ impl DockerEngine {
             return Ok(());
         };
         if database {
-            let node = self
-                .node_to_pin(service.id, &plan::volume_name(service.id))
-                .await?;
+            let node = match (&work.request.snapshot.move_to_node, &first.volume) {
+                (Some(asked), Some(volume)) => {
+                    self.move_database(work, asked, &image, volume).await?
+                }
+                _ => {
+                    self.node_to_pin(service.id, &plan::volume_name(service.id))
+                        .await?
+                }
+            };
             pinned::pin(&mut wanted, &node);
             log.info(&format!(
                 "the database is pinned to the node {node}, where its volume is"

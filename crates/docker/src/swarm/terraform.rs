@@ -30,6 +30,7 @@ impl DockerEngine {
             )
         })?;
         self.load_onto(
+            &self.docker,
             docker,
             &runner.image,
             &format!("the node {node}"),

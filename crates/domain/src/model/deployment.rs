@@ -106,6 +106,9 @@ pub struct DeployTarget {
     pub scheduled_run: bool,
     /// A terraform deployment's action (none: plan and apply); kept in the request's snapshot.
     pub terraform_action: Option<TerraformDeployAction>,
+    /// A database's redeploy onto another node of its cluster's Swarm (its id, address or host
+    /// name), its data moved there; kept in the request's snapshot.
+    pub move_to_node: Option<String>,
 }
 
 /// What a deployment deploys, as its history shows it: the service as configured when the
@@ -143,6 +146,9 @@ pub struct DeploymentSnapshot {
     /// A terraform deployment's action (none: plan and apply).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terraform_action: Option<TerraformDeployAction>,
+    /// A database moved to this node of its Swarm by this redeploy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub move_to_node: Option<String>,
     /// Part of its environment's deletion: the environment goes with the last of them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deletes_environment: bool,

@@ -149,6 +149,7 @@ impl Service {
             git_commit_author: target.git_commit_author.clone(),
             scheduled_run: target.scheduled_run,
             terraform_action: target.terraform_action,
+            move_to_node: target.move_to_node.clone(),
             ..Default::default()
         };
         let mut image = |name: &str, tag: &str, runtime: Option<&Runtime>| {

@@ -52,6 +52,7 @@ impl DeployInput {
             git_commit_author: self.git_commit_author,
             scheduled_run: false,
             terraform_action: self.action,
+            move_to_node: None,
         })
     }
 
@@ -318,6 +319,66 @@ impl Capstan {
             };
             let status = self.request(tx, p, service, action, target).await?;
             Ok(status)
+        })
+        .await
+    }
+
+    /// Moves a deployed database to another node of its cluster's Swarm (Capstan's addition):
+    /// a redeploy whose engine copies its data to `node` (its id, address or host name) and
+    /// pins it there. Whether the cluster is a Swarm with such a node is the engine's to say.
+    pub async fn move_database(
+        &self,
+        p: &Principal,
+        id: ServiceId,
+        node: &str,
+    ) -> DomainResult<ServiceStatus> {
+        let node = crate::validate::required_text("node", node)?;
+        // The cluster's place is asked for its nodes before the unit: no call to a host is
+        // made while a transaction is held.
+        let target = {
+            let mut unit = self.reading().await?;
+            let tx = &mut *unit;
+            let service = self
+                .load_service(tx, p, ServiceKind::Database, id, Action::Write)
+                .await?;
+            self.target_of_environment(tx, service.environment_id)
+                .await?
+        };
+        if let Some(reach) = self.engine.as_ref().and_then(|e| e.host_reach(&target)) {
+            let nodes = reach.nodes(&target).await.map_err(|why| {
+                DomainError::state(format!("the cluster's nodes cannot be listed: {why}"))
+            })?;
+            if nodes.is_empty() {
+                return Err(DomainError::state(
+                    "the database's cluster is not a Swarm: its host is one machine, and a \
+                     database moves between the nodes of a Swarm",
+                ));
+            }
+            let known = nodes
+                .iter()
+                .any(|n| n.id == node || n.address == node || n.hostname == node);
+            if !known {
+                return Err(DomainError::invalid(
+                    "node",
+                    format!("no node {node} in the cluster's Swarm (its id, address or host name)"),
+                ));
+            }
+        }
+        self.in_unit(&[Scope::EnvironmentOf(id)], async |tx| {
+            let service = self
+                .load_service(tx, p, ServiceKind::Database, id, Action::Write)
+                .await?;
+            if service.deployment_status == DeploymentStatus::NeverDeployed {
+                return Err(DomainError::state(
+                    "the database was never deployed: it is placed at its first deployment",
+                ));
+            }
+            let target = DeployTarget {
+                move_to_node: Some(node.clone()),
+                ..deployed_commit(&service)
+            };
+            self.request(tx, p, service, DeploymentAction::Redeploy, target)
+                .await
         })
         .await
     }

@@ -209,6 +209,7 @@ pub(crate) fn request(
         requested_by: "test".into(),
         target: DeployTarget {
             git_commit_id: Some("abc".into()),
+            move_to_node: Some("10.0.0.7".into()),
             ..Default::default()
         },
         status: RequestStatus::Queued,
@@ -216,6 +217,7 @@ pub(crate) fn request(
         batch_id: id.0,
         snapshot: DeploymentSnapshot {
             name: service.name.to_string(),
+            move_to_node: Some("10.0.0.7".into()),
             ..Default::default()
         },
         steps: vec![],

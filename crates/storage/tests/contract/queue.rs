@@ -27,6 +27,10 @@ async fn the_queue_runs_one_request_per_environment(db: Db) {
     assert!(first.started_at.is_some() && first.lease_until.is_some());
     assert_eq!(first.snapshot, a1.snapshot);
     assert_eq!(
+        first.target, a1.target,
+        "what it deploys, a node to move to included"
+    );
+    assert_eq!(
         claim(&db, "w").await.unwrap().id,
         b1.id,
         "another environment may run"
