@@ -109,29 +109,21 @@ fn redis_on_swarm(lab: &SwarmLab, service: &str, password: &str, args: &[&str]) 
     lab.docker(node, &all).unwrap().trim().to_string()
 }
 
-/// An environment on a cluster whose host is the lab's manager, naming its workers' own
-/// daemons; and the cluster.
-async fn environment_on_swarm(case: &Case, lab: &SwarmLab) -> (String, String) {
+/// An environment on a cluster whose host is the lab's manager, its `docker` member as given
+/// (echoed by the cluster's record); and the cluster.
+async fn environment_on_swarm(case: &Case, docker: Value) -> (String, String) {
     let (client, org) = (&case.client, &case.org);
-    let socket = |node: usize| format!("unix://{}", lab.socket(node).display());
-    let nodes: Vec<Value> = (2..=3)
-        .map(|node| json!({"address": lab.address(node), "endpoint": socket(node)}))
-        .collect();
     let cluster = client
         .create(
             &format!("/organization/{org}/cluster"),
             json!({"name": "swarm", "region": "on-premise", "cloud_provider": "ON_PREMISE",
-                   "docker": {"endpoint": socket(1), "nodes": nodes}}),
+                   "docker": docker}),
         )
         .await;
     let record = client
         .get(&format!("/organization/{org}/cluster/{cluster}"))
         .await;
-    assert_eq!(
-        record["docker"]["nodes"][1]["address"],
-        lab.address(3),
-        "{record}"
-    );
+    assert_eq!(record["docker"], docker, "{record}");
     post(
         client,
         &format!("/organization/{org}/cluster/{cluster}/deploy"),
@@ -147,6 +139,49 @@ async fn environment_on_swarm(case: &Case, lab: &SwarmLab) -> (String, String) {
         )
         .await;
     (env, cluster)
+}
+
+/// The lab's socket of node `node`, as a cluster names it.
+fn socket_of(lab: &SwarmLab, node: usize) -> String {
+    format!("unix://{}", lab.socket(node).display())
+}
+
+/// An application with two replicas built from the repository `team/app` at `commit`,
+/// deployed: its id.
+async fn deployed_app(client: &Client, env: &str, server: &GitServer, commit: &str) -> String {
+    let app = client
+        .create(
+            &format!("/environment/{env}/application"),
+            json!({"name": "app", "build_mode": "DOCKER", "dockerfile_path": "Dockerfile",
+                   "min_running_instances": 2, "max_running_instances": 2,
+                   "cpu": 100, "memory": 32,
+                   "git_repository": {"url": server.url("team/app"), "branch": "main",
+                                      "root_path": "/"}}),
+        )
+        .await;
+    post(
+        client,
+        &format!("/application/{app}/deploy"),
+        json!({"git_commit_id": commit}),
+    )
+    .await;
+    settled_in(client, "application", &app, "DEPLOYED").await;
+    app
+}
+
+/// Waits until `url`'s requests through the router all succeed again, within `limit`.
+async fn router_answers_again(url: &str, limit: Duration, what: &str) {
+    eventually(
+        limit,
+        || format!("requests through the router {what}"),
+        async || {
+            let stream = Stream::start(url, "/env.txt");
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let streamed = stream.stop().await;
+            (streamed.failures.is_empty() && streamed.answered > 10).then_some(())
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,7 +236,14 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
     )
     .await;
     let (client, org, registry) = (&case.client, &case.org, &case.registry);
-    let (env, cluster) = environment_on_swarm(&case, &lab).await;
+    let nodes: Vec<Value> = (2..=3)
+        .map(|node| json!({"address": lab.address(node), "endpoint": socket_of(&lab, node)}))
+        .collect();
+    let (env, cluster) = environment_on_swarm(
+        &case,
+        json!({"endpoint": socket_of(&lab, 1), "nodes": nodes}),
+    )
+    .await;
     let script = "mkdir -p /www && echo HOSTNAME=$(hostname) > /www/env.txt \
                   && exec httpd -f -p 8080 -h /www";
     let web = client
@@ -271,23 +313,7 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
 
     // An application built from git on the manager is loaded onto the nodes whose daemons the
     // cluster names, and runs on a node other than the manager.
-    let app = client
-        .create(
-            &format!("/environment/{env}/application"),
-            json!({"name": "app", "build_mode": "DOCKER", "dockerfile_path": "Dockerfile",
-                   "min_running_instances": 2, "max_running_instances": 2,
-                   "cpu": 100, "memory": 32,
-                   "git_repository": {"url": server.url("team/app"), "branch": "main",
-                                      "root_path": "/"}}),
-        )
-        .await;
-    post(
-        client,
-        &format!("/application/{app}/deploy"),
-        json!({"git_commit_id": commit}),
-    )
-    .await;
-    settled_in(client, "application", &app, "DEPLOYED").await;
+    let app = deployed_app(client, &env, &server, &commit).await;
     let app_services = swarm_services(&lab, &app);
     assert_eq!(app_services.len(), 1, "{app_services:?}");
     let placed = nodes_running(&lab, &app_services[0]);
@@ -629,17 +655,7 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
         },
     )
     .await;
-    eventually(
-        Duration::from_secs(30),
-        || "requests through the router still fail".to_string(),
-        async || {
-            let stream = Stream::start(&url, "/env.txt");
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            let streamed = stream.stop().await;
-            (streamed.failures.is_empty() && streamed.answered > 10).then_some(())
-        },
-    )
-    .await;
+    router_answers_again(&url, Duration::from_secs(30), "still fail").await;
     lab.thaw(lost);
     eventually(
         Duration::from_secs(60),
@@ -664,15 +680,10 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
     );
     lab.thaw(1);
     cluster_becomes(client, org, &cluster, "DEPLOYED").await;
-    eventually(
+    router_answers_again(
+        &url,
         Duration::from_secs(60),
-        || "requests through the router fail after the manager's return".to_string(),
-        async || {
-            let stream = Stream::start(&url, "/env.txt");
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            let streamed = stream.stop().await;
-            (streamed.failures.is_empty() && streamed.answered > 10).then_some(())
-        },
+        "fail after the manager's return",
     )
     .await;
 
@@ -767,55 +778,11 @@ async fn a_swarm_pulls_what_it_built_from_the_registry_its_cluster_names() {
     )
     .await;
     let (client, org) = (&case.client, &case.org);
-    let cluster = client
-        .create(
-            &format!("/organization/{org}/cluster"),
-            json!({"name": "swarm", "region": "on-premise", "cloud_provider": "ON_PREMISE",
-                   "docker": {"endpoint": format!("unix://{}", lab.socket(1).display()),
-                              "image_registry": format!("{registry}/builds"),
-                              "nodes": [{"address": lab.address(2),
-                                         "endpoint": format!("unix://{}", lab.socket(2).display())}]}}),
-        )
-        .await;
-    let record = client
-        .get(&format!("/organization/{org}/cluster/{cluster}"))
-        .await;
-    assert_eq!(
-        record["docker"]["image_registry"],
-        format!("{registry}/builds"),
-        "{record}"
-    );
-    post(
-        client,
-        &format!("/organization/{org}/cluster/{cluster}/deploy"),
-        json!({}),
-    )
-    .await;
-    cluster_becomes(client, org, &cluster, "DEPLOYED").await;
-    let (_, project) = case.cluster_and_project().await;
-    let env = client
-        .create(
-            &format!("/project/{project}/environment"),
-            json!({"name": "on-swarm", "cluster": cluster}),
-        )
-        .await;
-    let app = client
-        .create(
-            &format!("/environment/{env}/application"),
-            json!({"name": "app", "build_mode": "DOCKER", "dockerfile_path": "Dockerfile",
-                   "min_running_instances": 2, "max_running_instances": 2,
-                   "cpu": 100, "memory": 32,
-                   "git_repository": {"url": server.url("team/app"), "branch": "main",
-                                      "root_path": "/"}}),
-        )
-        .await;
-    post(
-        client,
-        &format!("/application/{app}/deploy"),
-        json!({"git_commit_id": commit}),
-    )
-    .await;
-    settled_in(client, "application", &app, "DEPLOYED").await;
+    let docker = json!({"endpoint": socket_of(&lab, 1),
+                        "image_registry": format!("{registry}/builds"),
+                        "nodes": [{"address": lab.address(2), "endpoint": socket_of(&lab, 2)}]});
+    let (env, _) = environment_on_swarm(&case, docker).await;
+    let app = deployed_app(client, &env, &server, &commit).await;
     let log = deployment_log(client, &env).await;
     assert!(log.contains("pushed image"), "{log}");
     let services = swarm_services(&lab, &app);

@@ -242,58 +242,30 @@ impl DockerEngine {
             .settings
             .terraform_image
             .replace("{version}", &spec.provider_version.explicit_version);
-        let reader = ContainerPlan {
-            name: format!(
-                "capstan-{}-tfstate-{}",
-                service.id.0.simple(),
-                uuid::Uuid::new_v4().simple()
+        let labels = self.marked(std::collections::HashMap::from([
+            (plan::LABEL_SERVICE.to_string(), service.id.0.to_string()),
+            (
+                plan::LABEL_ORGANIZATION.to_string(),
+                service.organization_id.0.to_string(),
             ),
-            image,
-            entrypoint: None,
-            cmd: Some(vec!["true".into()]),
-            env: Vec::new(),
-            labels: std::collections::HashMap::from([
-                (plan::LABEL_SERVICE.to_string(), service.id.0.to_string()),
-                (
-                    plan::LABEL_ORGANIZATION.to_string(),
-                    service.organization_id.0.to_string(),
-                ),
-            ]),
-            ports: Vec::new(),
-            files: Vec::new(),
-            nano_cpus: 100_000_000,
-            memory_bytes: 16 * 1024 * 1024,
-            restarts: false,
-            init: false,
-            publish_address: String::new(),
-            volume: Some(PlannedVolume {
-                name: volume,
-                target: STATE_DIR.into(),
-            }),
-            network: "none".into(),
-            aliases: Vec::new(),
+        ]));
+        let name = format!(
+            "capstan-{}-tfstate-{}",
+            service.id.0.simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let state = PlannedVolume {
+            name: volume,
+            target: STATE_DIR.into(),
         };
-        let created = docker
-            .create_container(
-                Some(bollard::query_parameters::CreateContainerOptions {
-                    name: Some(reader.name.clone()),
-                    ..Default::default()
-                }),
-                reader.body(),
-            )
+        let created = crate::volumes::volume_holder(docker, name, &image, &state, labels)
             .await
-            .map_err(|e| said("could not read the state", e))?;
-        let mut read = crate::backups::file_of(docker, &created.id, SNAPSHOT).await;
+            .map_err(|e| e.context("could not read the state"))?;
+        let mut read = crate::backups::file_of(docker, &created, SNAPSHOT).await;
         if matches!(read, Err(None)) {
-            read = crate::backups::file_of(docker, &created.id, LOCAL_STATE).await;
+            read = crate::backups::file_of(docker, &created, LOCAL_STATE).await;
         }
-        let options = bollard::query_parameters::RemoveContainerOptions {
-            force: true,
-            ..Default::default()
-        };
-        if let Err(e) = docker.remove_container(&created.id, Some(options)).await {
-            tracing::warn!(container = %created.id, error = %e, "a state reader was left");
-        }
+        crate::volumes::remove_volume_holder(docker, &created).await;
         match read {
             Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).to_string())),
             Err(None) => Ok(None),

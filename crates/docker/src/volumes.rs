@@ -2,7 +2,7 @@
 
 use crate::engine::DockerEngine;
 use crate::errors::said;
-use crate::plan::{self, LABEL_SERVICE};
+use crate::plan::{self, ContainerPlan, PlannedVolume, LABEL_SERVICE};
 use bollard::models::Volume;
 use domain::engine::EngineError;
 use domain::engine::StepLog;
@@ -135,4 +135,53 @@ async fn volumes_on(
         .await?
         .volumes
         .unwrap_or_default())
+}
+
+/// A container named `name` of `image` that holds `volume`, made on `docker` and never
+/// started: what reads or writes the volume's files through the daemon's archive calls. Its id.
+pub(crate) async fn volume_holder(
+    docker: &bollard::Docker,
+    name: String,
+    image: &str,
+    volume: &PlannedVolume,
+    labels: HashMap<String, String>,
+) -> Result<String, EngineError> {
+    let plan = ContainerPlan {
+        name,
+        image: image.to_string(),
+        entrypoint: None,
+        cmd: Some(vec!["true".into()]),
+        env: Vec::new(),
+        labels,
+        ports: Vec::new(),
+        files: Vec::new(),
+        nano_cpus: 100_000_000,
+        memory_bytes: 16 * 1024 * 1024,
+        restarts: false,
+        init: false,
+        publish_address: String::new(),
+        volume: Some(volume.clone()),
+        network: "none".into(),
+        aliases: Vec::new(),
+    };
+    let options = bollard::query_parameters::CreateContainerOptions {
+        name: Some(plan.name.clone()),
+        ..Default::default()
+    };
+    docker
+        .create_container(Some(options), plan.body())
+        .await
+        .map(|made| made.id)
+        .map_err(|e| said("could not make a container to reach a volume", e))
+}
+
+/// Removes a container made by [`volume_holder`]; one left is only logged.
+pub(crate) async fn remove_volume_holder(docker: &bollard::Docker, id: &str) {
+    let force = bollard::query_parameters::RemoveContainerOptions {
+        force: true,
+        ..Default::default()
+    };
+    if let Err(e) = docker.remove_container(id, Some(force)).await {
+        tracing::warn!(container = %id, error = %e, "a container made to reach a volume was left");
+    }
 }

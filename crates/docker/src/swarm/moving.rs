@@ -6,11 +6,8 @@
 
 use crate::engine::DockerEngine;
 use crate::errors::said;
-use crate::plan::{ContainerPlan, PlannedVolume, LABEL_ORGANIZATION, LABEL_SERVICE};
-use bollard::query_parameters::{
-    CreateContainerOptions, DownloadFromContainerOptions, RemoveContainerOptions,
-    UploadToContainerOptions,
-};
+use crate::plan::{PlannedVolume, LABEL_ORGANIZATION, LABEL_SERVICE};
+use bollard::query_parameters::{DownloadFromContainerOptions, UploadToContainerOptions};
 use bollard::Docker;
 use domain::engine::{EngineError, StepWork};
 use domain::model::{NodeAvailability, NodeState, SwarmNode};
@@ -107,40 +104,15 @@ impl DockerEngine {
     }
 }
 
-/// A container of `image` holding `volume` (made, never started) on `docker`: its id.
+/// A container of `image` holding `volume` on `docker`, made to move its data: its id.
 async fn holder(
     docker: &Docker,
     image: &str,
     volume: &PlannedVolume,
     labels: &HashMap<String, String>,
 ) -> Result<String, EngineError> {
-    let plan = ContainerPlan {
-        name: format!("capstan-move-{}", uuid::Uuid::new_v4().simple()),
-        image: image.to_string(),
-        entrypoint: None,
-        cmd: Some(vec!["true".into()]),
-        env: Vec::new(),
-        labels: labels.clone(),
-        ports: Vec::new(),
-        files: Vec::new(),
-        nano_cpus: 100_000_000,
-        memory_bytes: 16 * 1024 * 1024,
-        restarts: false,
-        init: false,
-        publish_address: String::new(),
-        volume: Some(volume.clone()),
-        network: "none".into(),
-        aliases: Vec::new(),
-    };
-    let options = CreateContainerOptions {
-        name: Some(plan.name.clone()),
-        ..Default::default()
-    };
-    docker
-        .create_container(Some(options), plan.body())
-        .await
-        .map(|made| made.id)
-        .map_err(|e| said("could not make a container to move the data", e))
+    let name = format!("capstan-move-{}", uuid::Uuid::new_v4().simple());
+    crate::volumes::volume_holder(docker, name, image, volume, labels.clone()).await
 }
 
 /// Copies the content of `volume` on `from` into the volume of the same name on `to` (made
@@ -163,12 +135,12 @@ async fn copy_volume(
     let copied = match holder(to, image, volume, labels).await {
         Ok(sink) => {
             let copied = stream_between(from, &source, to, &sink, &volume.target).await;
-            remove(to, &sink).await;
+            crate::volumes::remove_volume_holder(to, &sink).await;
             copied
         }
         Err(e) => Err(e),
     };
-    remove(from, &source).await;
+    crate::volumes::remove_volume_holder(from, &source).await;
     copied
 }
 
@@ -205,16 +177,6 @@ async fn stream_between(
     )
     .await
     .map_err(|e| said("could not copy the data to the new node", e))
-}
-
-async fn remove(docker: &Docker, id: &str) {
-    let force = RemoveContainerOptions {
-        force: true,
-        ..Default::default()
-    };
-    if let Err(e) = docker.remove_container(id, Some(force)).await {
-        tracing::warn!(container = %id, error = %e, "a container made to move a database's data was left");
-    }
 }
 
 #[cfg(test)]
