@@ -4,6 +4,7 @@
 //! and say why elsewhere.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod docker_live;
 mod harness;
 
 use harness::*;
@@ -1199,7 +1200,7 @@ async fn a_cron_job_runs_on_docker_at_its_schedule() {
         &[
             ("CAPSTAN_CLOCK", "manual"),
             ("CAPSTAN_CONTROLS", "on"),
-            ("CAPSTAN_CONTROLS_TOKEN", "controls-token-of-the-test"),
+            ("CAPSTAN_CONTROLS_TOKEN", CONTROLS_TOKEN),
         ],
     )
     .await;
@@ -1220,15 +1221,7 @@ async fn a_cron_job_runs_on_docker_at_its_schedule() {
         containers_of(&job).is_empty(),
         "its deployment runs nothing"
     );
-    let moved = client
-        .http
-        .post(format!("{}/_capstan/clock", case.base()))
-        .header("Authorization", "Token controls-token-of-the-test")
-        .json(&json!({"advance_seconds": 300}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(moved.status(), 200);
+    case.advance_clock(300).await;
     let printed = output_of(client, "job", &job, "cron-tick").await;
     assert!(printed.contains("cron-tick"), "{printed}");
     settled_in(client, "job", &job, "DEPLOYED").await;

@@ -228,6 +228,10 @@ async fn two_clusters_run_their_environments_on_their_own_daemons(database: Opti
         .await;
         cluster_becomes(client, org, cluster, "DEPLOYED").await;
         assert!(ready(client, org, cluster).await);
+        let record = client
+            .get(&format!("/organization/{org}/cluster/{cluster}"))
+            .await;
+        assert_eq!(record["docker_host_kind"], "DOCKER_HOST", "{record}");
     }
     // A daemon is one organization's: another's cluster on it is refused at its deployment,
     // and so is a cluster on the installation's own daemon, by whatever path it is reached.

@@ -7,8 +7,8 @@
 //! it down, then back; the manager lost, the cluster fails naming it, and recovers with it. An
 //! application built from git runs on a worker; a database pinned to a node keeps its data
 //! across a redeploy, is backed up and restored there, and moved to another node with its
-//! data when asked; terraform runs on the node that keeps its state; jobs run to their end.
-//! Deleting everything leaves no Swarm service, network or volume. Only 127.0.0.1 and the
+//! data when asked; terraform runs on the node that keeps its state; jobs run to their end,
+//! a cron job at its time. The cluster's record says it is a Swarm. Deleting everything leaves no Swarm service, network or volume. Only 127.0.0.1 and the
 //! lab's own namespaces are reached.
 
 use super::*;
@@ -124,6 +124,7 @@ async fn environment_on_swarm(case: &Case, docker: Value) -> (String, String) {
         .get(&format!("/organization/{org}/cluster/{cluster}"))
         .await;
     assert_eq!(record["docker"], docker, "{record}");
+    assert!(record.get("docker_host_kind").is_none(), "{record}");
     post(
         client,
         &format!("/organization/{org}/cluster/{cluster}/deploy"),
@@ -131,6 +132,10 @@ async fn environment_on_swarm(case: &Case, docker: Value) -> (String, String) {
     )
     .await;
     cluster_becomes(client, org, &cluster, "DEPLOYED").await;
+    let record = client
+        .get(&format!("/organization/{org}/cluster/{cluster}"))
+        .await;
+    assert_eq!(record["docker_host_kind"], "DOCKER_SWARM", "{record}");
     let (_, project) = case.cluster_and_project().await;
     let env = client
         .create(
@@ -232,6 +237,9 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
                 "CAPSTAN_DOCKER_DATABASE_IMAGES",
                 "REDIS=capstan-test/redis:{version}",
             ),
+            ("CAPSTAN_CLOCK", "manual"),
+            ("CAPSTAN_CONTROLS", "on"),
+            ("CAPSTAN_CONTROLS_TOKEN", CONTROLS_TOKEN),
         ],
     )
     .await;
@@ -524,10 +532,33 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
             job("bad", "echo job-gives-up; exit 4"),
         )
         .await;
-    post(client, &format!("/job/{good}/deploy"), json!({})).await;
-    post(client, &format!("/job/{bad}/deploy"), json!({})).await;
+    // A cron job's deployment runs nothing; at its time Capstan's scheduler runs it as a
+    // Swarm job too.
+    let cron = client
+        .create(
+            &format!("/environment/{env}/job"),
+            json!({"name": "tick",
+                   "source": {"image": {"registry_id": registry, "image_name": IMAGE, "tag": TAG}},
+                   "cpu": 100, "memory": 32,
+                   "schedule": {"cronjob": {"scheduled_at": "*/5 * * * *", "timezone": "UTC",
+                                            "entrypoint": "sh", "arguments": ["-c", "echo cron-tick"]}},
+                   "max_nb_restart": 0, "max_duration_seconds": 60}),
+        )
+        .await;
+    for job in [&good, &bad, &cron] {
+        post(client, &format!("/job/{job}/deploy"), json!({})).await;
+    }
     settled_in(client, "job", &good, "DEPLOYED").await;
     settled_in(client, "job", &bad, "DEPLOYMENT_ERROR").await;
+    settled_in(client, "job", &cron, "DEPLOYED").await;
+    assert!(
+        swarm_services(&lab, &cron).is_empty(),
+        "its deployment runs nothing"
+    );
+    case.advance_clock(300).await;
+    let printed = output_of(client, "job", &cron, "cron-tick").await;
+    assert!(printed.contains("cron-tick"), "{printed}");
+    assert_eq!(swarm_services(&lab, &cron).len(), 1, "a Swarm job ran it");
     let history = client.get(&format!("/job/{bad}/deploymentHistory")).await;
     let reason = history["results"][0]["reason"].to_string();
     assert!(reason.contains("exited with code 4"), "{reason}");
@@ -541,13 +572,13 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
     assert!(printed.contains("job-did-its-work"), "{printed}");
     let printed = output_of(client, "job", &bad, "job-gives-up").await;
     assert!(printed.contains("job-gives-up"), "{printed}");
-    let job_services: Vec<String> = [&good, &bad]
+    let job_services: Vec<String> = [&good, &bad, &cron]
         .iter()
         .flat_map(|j| swarm_services(&lab, j))
         .collect();
     assert_eq!(
         job_services.len(),
-        2,
+        3,
         "each run kept until the next: {job_services:?}"
     );
     let cleaned = post(client, &format!("/job/{bad}/cleanFailedJob"), json!({})).await;
@@ -557,8 +588,9 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
         "{cleaned}"
     );
     assert!(swarm_services(&lab, &bad).is_empty(), "the failed run went");
-    deleted(client, &format!("/job/{good}")).await;
-    deleted(client, &format!("/job/{bad}")).await;
+    for job in [&good, &bad, &cron] {
+        deleted(client, &format!("/job/{job}")).await;
+    }
     for name in &job_services {
         eventually(
             Duration::from_secs(60),
@@ -611,6 +643,32 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
         "both replicas: {:?}",
         streamed.hosts
     );
+    // The live cluster status lists the three nodes and the replicas they hold.
+    let mut hosts = live(
+        case.base(),
+        &format!("/cluster/status?organization={org}&cluster={cluster}"),
+        Some(&format!("Token {}", client.token)),
+    )
+    .await
+    .unwrap();
+    let seen = hosts
+        .until(Duration::from_secs(20), |m| {
+            let held: u64 = m["hosts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|h| h["replicas"].as_u64())
+                .sum();
+            m["hosts"].as_array().map(Vec::len) == Some(3) && held >= 2
+        })
+        .await;
+    let managers = seen["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["role"] == "MANAGER")
+        .count();
+    assert_eq!(managers, 1, "{seen}");
 
     // A redeploy under a steady stream of requests drops none.
     let stream = Stream::start(&url, "/env.txt");
@@ -748,7 +806,8 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
 /// lab's network): the manager's daemon pushes the image there, and the worker pulls it from
 /// there to run its replica (rather than Capstan loading it through the worker's daemon, which
 /// the cluster names for reconciliation: a volume left there by a service that is gone is
-/// removed).
+/// removed). Its worker then promoted and lost, the Swarm lacks a majority of its managers:
+/// the cluster fails until it is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_swarm_pulls_what_it_built_from_the_registry_its_cluster_names() {
     if !docker_ready() {
@@ -781,7 +840,7 @@ async fn a_swarm_pulls_what_it_built_from_the_registry_its_cluster_names() {
     let docker = json!({"endpoint": socket_of(&lab, 1),
                         "image_registry": format!("{registry}/builds"),
                         "nodes": [{"address": lab.address(2), "endpoint": socket_of(&lab, 2)}]});
-    let (env, _) = environment_on_swarm(&case, docker).await;
+    let (env, cluster) = environment_on_swarm(&case, docker).await;
     let app = deployed_app(client, &env, &server, &commit).await;
     let log = deployment_log(client, &env).await;
     assert!(log.contains("pushed image"), "{log}");
@@ -848,4 +907,39 @@ async fn a_swarm_pulls_what_it_built_from_the_registry_its_cluster_names() {
         },
     )
     .await;
+    // The worker made a second manager: lost, the Swarm lacks a majority of its managers (two
+    // need both; its leader stays, committing nothing), and the manager that still answers
+    // no longer counts as the cluster's host.
+    let worker = lab
+        .docker(2, &["info", "--format", "{{.Swarm.NodeID}}"])
+        .unwrap();
+    lab.docker(1, &["node", "promote", worker.trim()]).unwrap();
+    // A manager once it is a member of the managers' Raft (until then it counts for nothing).
+    eventually(
+        Duration::from_secs(60),
+        || "the worker never became a reachable manager".to_string(),
+        async || {
+            let reachability = lab
+                .docker(
+                    1,
+                    &[
+                        "node",
+                        "inspect",
+                        worker.trim(),
+                        "--format",
+                        "{{if .ManagerStatus}}{{.ManagerStatus.Reachability}}{{end}}",
+                    ],
+                )
+                .unwrap_or_default();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            (reachability.trim() == "reachable").then_some(())
+        },
+    )
+    .await;
+    lab.freeze(2);
+    let status = cluster_becomes(client, org, &cluster, "DEPLOYMENT_ERROR").await;
+    let reason = status["failure_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("majority of its managers"), "{status}");
+    lab.thaw(2);
+    cluster_becomes(client, org, &cluster, "DEPLOYED").await;
 }

@@ -152,6 +152,44 @@ impl Case {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Moves the application's clock `seconds` ahead through the controls: the case started
+    /// with `CAPSTAN_CLOCK=manual`, `CAPSTAN_CONTROLS=on` and [`CONTROLS_TOKEN`] as
+    /// `CAPSTAN_CONTROLS_TOKEN`.
+    pub async fn advance_clock(&self, seconds: u64) {
+        let moved = self
+            .client
+            .http
+            .post(format!("{}/_capstan/clock", self.base()))
+            .header("Authorization", format!("Token {CONTROLS_TOKEN}"))
+            .json(&serde_json::json!({ "advance_seconds": seconds }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(moved.status(), 200, "the clock moves");
+    }
+
+    /// A new API token of the case's organization with the role `role` (`VIEWER`, ...).
+    pub async fn token_with_role(&self, role: &str) -> String {
+        let id = match role {
+            "ADMIN" => 1,
+            "DEVOPS" => 2,
+            "VIEWER" => 3,
+            other => panic!("no role {other}"),
+        };
+        let path = format!("/organization/{}/apiToken", self.org);
+        let body = serde_json::json!({"name": format!("{role}-token"),
+                                      "role_id": format!("7e57ca95-0000-4000-8000-00000000000{id}")});
+        let (status, issued) = self
+            .client
+            .call(reqwest::Method::POST, &path, Some(body))
+            .await;
+        assert_eq!(status, 201, "POST {path}: {issued}");
+        issued["token"]
+            .as_str()
+            .expect("a token shown once")
+            .to_string()
+    }
+
     /// The environment's cluster and project.
     pub async fn cluster_and_project(&self) -> (String, String) {
         let details = self.client.get(&format!("/environment/{}", self.env)).await;
@@ -161,6 +199,9 @@ impl Case {
         )
     }
 }
+
+/// The controls' token of a case whose clock a test moves (see [`Case::advance_clock`]).
+pub const CONTROLS_TOKEN: &str = "controls-token-of-the-test";
 
 /// Another organization of a case's installation, ready to deploy (see
 /// [`Case::stranger_with_environment`]); what it ran goes when dropped.

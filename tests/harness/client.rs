@@ -234,4 +234,64 @@ impl Live {
             }
         }
     }
+
+    /// Sends `bytes` as one binary frame (a shell's standard input).
+    pub async fn send(&mut self, bytes: &[u8]) {
+        use futures_util::SinkExt;
+        use tokio_tungstenite::tungstenite::Message;
+        self.socket
+            .send(Message::Binary(bytes.to_vec().into()))
+            .await
+            .expect("the socket takes input");
+    }
+
+    /// What binary frames bring (a shell's terminal) until it holds `wanted`, within
+    /// `within`; panics with what came otherwise.
+    pub async fn output_until(&mut self, within: Duration, wanted: &str) -> String {
+        let (seen, closed) = self.output(within, Some(wanted)).await;
+        assert!(
+            seen.contains(wanted),
+            "no {wanted:?} within {within:?} (closed: {closed:?}): {seen:?}"
+        );
+        seen
+    }
+
+    /// What binary frames bring until the server closes the socket within `within`, and the
+    /// close frame's code and reason (none: it stayed open, or ended without one).
+    pub async fn output_until_closed(
+        &mut self,
+        within: Duration,
+    ) -> (String, Option<(u16, String)>) {
+        self.output(within, None).await
+    }
+
+    async fn output(
+        &mut self,
+        within: Duration,
+        wanted: Option<&str>,
+    ) -> (String, Option<(u16, String)>) {
+        use futures_util::StreamExt;
+        use tokio_tungstenite::tungstenite::Message;
+        let deadline = tokio::time::Instant::now() + within;
+        let mut seen = String::new();
+        loop {
+            if wanted.is_some_and(|w| seen.contains(w)) {
+                return (seen, None);
+            }
+            let next = tokio::time::timeout_at(deadline, self.socket.next()).await;
+            match next {
+                Ok(Some(Ok(Message::Binary(bytes)))) => {
+                    seen.push_str(&String::from_utf8_lossy(&bytes));
+                }
+                Ok(Some(Ok(Message::Close(frame)))) => {
+                    return (
+                        seen,
+                        frame.map(|f| (u16::from(f.code), f.reason.to_string())),
+                    )
+                }
+                Ok(Some(Ok(_))) => {}
+                Ok(Some(Err(_)) | None) | Err(_) => return (seen, None),
+            }
+        }
+    }
 }

@@ -155,6 +155,10 @@ pub struct ClusterView {
     pub is_default: bool,
     /// Whether Capstan reaches it: its host answered when last looked at.
     pub has_access: bool,
+    /// Capstan's addition: what its deployment found at the Docker endpoint it names, one
+    /// host or a Swarm's manager (absent before that, and on the installation's own daemon).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub docker_host_kind: Option<domain::model::DockerHostKind>,
 }
 
 impl From<ClusterDetails> for ClusterView {
@@ -167,6 +171,7 @@ impl From<ClusterDetails> for ClusterView {
             memory,
             is_default: d.is_default,
             has_access: d.has_access,
+            docker_host_kind: d.docker_host_kind,
             base: base(c.id.0, c.created_at, c.updated_at),
             name: c.name.into(),
             description: c.description,

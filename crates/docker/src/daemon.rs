@@ -4,6 +4,7 @@
 
 use bollard::models::{LocalNodeState, SystemInfo};
 use domain::engine::EngineError;
+use domain::model::{ClaimedDaemon, DockerHostKind};
 
 /// A daemon, as `docker info` tells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,12 +16,21 @@ pub(crate) struct Daemon {
     /// The Swarm it is an active node of: `swarm:` and the least of its managers' node IDs,
     /// which every node, manager or worker, is told (a worker is not told the Swarm's own ID).
     pub swarm: Option<String>,
+    /// Whether it manages that Swarm (a worker runs as a plain host: it cannot make services).
+    pub manager: bool,
 }
 
 impl Daemon {
     /// What a cluster claims: the Swarm when it is a node of one, else the daemon.
-    pub fn claim(&self) -> String {
-        self.swarm.clone().unwrap_or_else(|| self.node.clone())
+    pub fn claim(&self) -> ClaimedDaemon {
+        ClaimedDaemon {
+            id: self.swarm.clone().unwrap_or_else(|| self.node.clone()),
+            kind: if self.manager {
+                DockerHostKind::Swarm
+            } else {
+                DockerHostKind::Host
+            },
+        }
     }
 
     /// Whether the two are one daemon, or nodes of one Swarm.
@@ -36,9 +46,13 @@ pub(crate) fn daemon_of(info: SystemInfo) -> Result<Daemon, EngineError> {
         .filter(|id| !id.is_empty())
         .ok_or_else(|| "it did not tell who it is (no daemon ID)".to_string())?;
     let node = format!("{id}@{}", info.docker_root_dir.unwrap_or_default());
-    let swarm = info
+    let active = info
         .swarm
-        .filter(|s| s.local_node_state == Some(LocalNodeState::ACTIVE))
+        .filter(|s| s.local_node_state == Some(LocalNodeState::ACTIVE));
+    let manager = active
+        .as_ref()
+        .is_some_and(|s| s.control_available == Some(true));
+    let swarm = active
         .and_then(|s| {
             s.remote_managers
                 .unwrap_or_default()
@@ -48,7 +62,11 @@ pub(crate) fn daemon_of(info: SystemInfo) -> Result<Daemon, EngineError> {
                 .or_else(|| s.cluster.and_then(|c| c.id))
         })
         .map(|key| format!("swarm:{key}"));
-    Ok(Daemon { node, swarm })
+    Ok(Daemon {
+        node,
+        swarm,
+        manager,
+    })
 }
 
 #[cfg(test)]
@@ -77,6 +95,8 @@ mod tests {
                     })
                     .collect(),
             ),
+            // Only a manager is told its Swarm's own ID, and may control it.
+            control_available: Some(cluster.is_some()),
             cluster: cluster.map(|c| ClusterInfo {
                 id: Some(c.into()),
                 ..Default::default()
@@ -89,11 +109,18 @@ mod tests {
     fn a_swarms_manager_and_worker_claim_one_swarm() {
         let manager = daemon_of(info("A", Some(member(&["m2", "m1"], Some("c"))))).unwrap();
         let worker = daemon_of(info("B", Some(member(&["m1", "m2"], None)))).unwrap();
-        assert_eq!(manager.claim(), "swarm:m1");
-        assert_eq!(manager.claim(), worker.claim());
+        assert_eq!(manager.claim().id, "swarm:m1");
+        assert_eq!(manager.claim().kind, DockerHostKind::Swarm);
+        assert_eq!(manager.claim().id, worker.claim().id);
+        assert_eq!(
+            worker.claim().kind,
+            DockerHostKind::Host,
+            "a worker runs as a host"
+        );
         assert!(manager.same_place(&worker));
         let alone = daemon_of(info("C", None)).unwrap();
-        assert_eq!(alone.claim(), "C@/var/lib/docker");
+        assert_eq!(alone.claim().id, "C@/var/lib/docker");
+        assert_eq!(alone.claim().kind, DockerHostKind::Host);
         assert!(!alone.same_place(&manager));
         let inactive = SwarmInfo {
             local_node_state: Some(LocalNodeState::INACTIVE),

@@ -48,7 +48,7 @@ impl Hosts {
             .map_err(|why| why.context("the installation's own Docker daemon"))?;
         Ok(DaemonIdentity {
             installations_own: own.same_place(&id),
-            id: id.claim(),
+            claim: id.claim(),
         })
     }
 }
@@ -64,6 +64,7 @@ impl Adapter for Hosts {
             image_checks: true,
             database_backups: true,
             terraform_states: true,
+            replicas: true,
             host_reach: true,
         }
     }
@@ -91,7 +92,7 @@ impl Adapter for Hosts {
             )
             .into());
         }
-        match &host.daemon_id {
+        match &host.daemon {
             None => {
                 return Err(format!(
                     "the cluster on {} is not deployed: deploying it checks whose daemon \
@@ -100,7 +101,7 @@ impl Adapter for Hosts {
                 )
                 .into())
             }
-            Some(deployed) if *deployed != found.id => {
+            Some(deployed) if deployed.id != found.claim.id => {
                 return Err(format!(
                     "another Docker daemon answers at {} than the one its cluster was \
                      deployed on: deploy the cluster again",

@@ -81,6 +81,8 @@ pub fn replica_of(seen: &ContainerInspectResponse, told_oom: bool) -> Replica {
             .unwrap_or_default(),
         state: run,
         restart_count: seen.restart_count.unwrap_or(0),
+        engine_restarts: seen.restart_count.unwrap_or(0),
+        events: Vec::new(),
         started_at: when(state.started_at.as_deref()),
         finished_at: when(state.finished_at.as_deref()),
         exit_code: exit_code.filter(|_| state.status != Some(ContainerStateStatusEnum::RUNNING)),

@@ -9,13 +9,13 @@ use crate::plan::{self, LABEL_ROLE, LABEL_SERVICE};
 use async_trait::async_trait;
 use bollard::models::{ContainerSummary, ContainerSummaryStateEnum};
 use domain::engine::{
-    Cut, DatabaseBackups, EngineError, ImageChecks, Kept, Place, ReplicaSet, StepWork, Target,
-    TerraformStates,
+    Cut, DatabaseBackups, EngineError, ImageChecks, Kept, Place, ReplicaSet, ReplicaUsage,
+    Replicas, Shell, ShellRequest, StepWork, Target, TerraformStates,
 };
 use domain::ids::{DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use domain::model::{
-    Cluster, ClusterAction, DeploymentAction, OutputLine, RegistryAccess, RunningState, Service,
-    ServiceSpec, StepName, SwarmNode, WorkloadInputs,
+    Cluster, ClusterAction, ClusterHost, DeploymentAction, OutputLine, RegistryAccess,
+    RunningState, Service, ServiceSpec, StepName, SwarmNode, WorkloadInputs,
 };
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -66,7 +66,7 @@ impl Place for DockerEngine {
     async fn ping(&self) -> Result<(), EngineError> {
         self.docker.ping().await.map_err(|e| failure_words(&e))?;
         if self.settings.swarm {
-            self.docker.list_nodes(None).await.map_err(|e| match e {
+            let nodes = self.docker.list_nodes(None).await.map_err(|e| match e {
                 bollard::errors::Error::DockerResponseServerError {
                     status_code: 503, ..
                 } => EngineError::transient(
@@ -74,6 +74,9 @@ impl Place for DockerEngine {
                 ),
                 e => failure_words(&e),
             })?;
+            if let Some(why) = crate::swarm::nodes::lost_quorum(&nodes) {
+                return Err(EngineError::transient(why));
+            }
         }
         Ok(())
     }
@@ -90,6 +93,10 @@ impl Place for DockerEngine {
         self.swarm_nodes().await
     }
 
+    async fn hosts(&self) -> Result<Vec<ClusterHost>, EngineError> {
+        self.holdings().await
+    }
+
     fn image_checks(&self) -> Option<&dyn ImageChecks> {
         Some(self)
     }
@@ -100,6 +107,10 @@ impl Place for DockerEngine {
     }
 
     fn terraform_states(&self) -> Option<&dyn TerraformStates> {
+        Some(self)
+    }
+
+    fn replicas(&self) -> Option<&dyn Replicas> {
         Some(self)
     }
 
@@ -456,6 +467,26 @@ impl DatabaseBackups for DockerEngine {
         file: &str,
     ) -> Result<(), EngineError> {
         self.load_backup(database, inputs, file).await
+    }
+}
+
+#[async_trait]
+impl Replicas for DockerEngine {
+    async fn open_shell(
+        &self,
+        _target: &Target,
+        service: &Service,
+        request: &ShellRequest,
+    ) -> Result<Shell, EngineError> {
+        DockerEngine::open_shell(self, service, request).await
+    }
+
+    async fn usage(
+        &self,
+        _target: &Target,
+        service: &Service,
+    ) -> Result<Vec<ReplicaUsage>, EngineError> {
+        DockerEngine::usage(self, service).await
     }
 }
 

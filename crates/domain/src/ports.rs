@@ -373,13 +373,13 @@ pub trait DaemonClaims: Send {
         &mut self,
         cluster: ClusterId,
         organization: OrganizationId,
-        daemon: &str,
+        daemon: &ClaimedDaemon,
     ) -> StoreResult<()>;
     /// The daemon each of `clusters` was deployed on, for those deployed on one.
     async fn cluster_daemons(
         &mut self,
         clusters: &[ClusterId],
-    ) -> StoreResult<Vec<(ClusterId, String)>>;
+    ) -> StoreResult<Vec<(ClusterId, ClaimedDaemon)>>;
     /// This installation's identity, `proposed` when it has none yet: the same for every
     /// instance on the database, for good.
     async fn installation_id(&mut self, proposed: &str) -> StoreResult<String>;

@@ -9,7 +9,7 @@ use crate::places::{answer_of, Asked, Places, Reached};
 use async_trait::async_trait;
 use domain::engine::{
     Adapter, Cut, DatabaseBackups, Engine, EngineError, HostReach, ImageChecks, Kept, Offers,
-    ReplicaSet, StepWork, Target, TargetKind, TerraformStates,
+    ReplicaSet, Replicas, StepWork, Target, TargetKind, TerraformStates,
 };
 use domain::ids::{BackupId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use domain::model::{Cluster, ClusterAction, OutputLine, RunningState, Service};
@@ -237,6 +237,10 @@ impl Engine for Engines {
 
     fn host_reach(&self, target: &Target) -> Option<&dyn HostReach> {
         self.offers(target).host_reach.then_some(self)
+    }
+
+    fn replicas(&self, target: &Target) -> Option<&dyn Replicas> {
+        self.offers(target).replicas.then_some(self)
     }
 
     async fn run_step(&self, work: StepWork<'_>) -> Result<(), EngineError> {

@@ -4,9 +4,12 @@
 use crate::dispatch::Engines;
 use async_trait::async_trait;
 use domain::engine::{
-    DatabaseBackups, EngineError, HostReach, ImageChecks, Target, TerraformStates,
+    DatabaseBackups, EngineError, HostReach, ImageChecks, ReplicaUsage, Replicas, Shell,
+    ShellRequest, Target, TerraformStates,
 };
-use domain::model::{DaemonIdentity, RegistryAccess, Service, SwarmNode, WorkloadInputs};
+use domain::model::{
+    ClusterHost, DaemonIdentity, RegistryAccess, Service, SwarmNode, WorkloadInputs,
+};
 
 #[async_trait]
 impl ImageChecks for Engines {
@@ -61,6 +64,34 @@ impl DatabaseBackups for Engines {
 }
 
 #[async_trait]
+impl Replicas for Engines {
+    async fn open_shell(
+        &self,
+        target: &Target,
+        service: &Service,
+        request: &ShellRequest,
+    ) -> Result<Shell, EngineError> {
+        let place = self.answering(target).await?;
+        let replicas = place
+            .replicas()
+            .ok_or_else(|| self.lacks(target, "shells"))?;
+        replicas.open_shell(target, service, request).await
+    }
+
+    async fn usage(
+        &self,
+        target: &Target,
+        service: &Service,
+    ) -> Result<Vec<ReplicaUsage>, EngineError> {
+        let place = self.answering(target).await?;
+        let replicas = place
+            .replicas()
+            .ok_or_else(|| self.lacks(target, "replica metrics"))?;
+        replicas.usage(target, service).await
+    }
+}
+
+#[async_trait]
 impl TerraformStates for Engines {
     async fn terraform_state(
         &self,
@@ -94,5 +125,9 @@ impl HostReach for Engines {
 
     async fn nodes(&self, target: &Target) -> Result<Vec<SwarmNode>, EngineError> {
         self.answering(target).await?.nodes().await
+    }
+
+    async fn hosts(&self, target: &Target) -> Result<Vec<ClusterHost>, EngineError> {
+        self.answering(target).await?.hosts().await
     }
 }

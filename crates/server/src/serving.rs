@@ -110,6 +110,7 @@ pub async fn open(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         .with_public_url(&settings.public_url)
         .with_max_api_tokens(settings.max_api_tokens)
         .with_previews(settings.previews.clone())
+        .with_shells(settings.shells)
         .with_domain_check(
             Arc::new(resolver::SystemResolver::new()),
             settings.custom_domain_target.clone(),

@@ -289,6 +289,17 @@ pub struct RawSettings {
         global = true
     )]
     pub live_sockets_per_token: u64,
+    /// Lets whoever may deploy a service open a shell in its running replicas (the live API's
+    /// /shell/exec); off, every shell is refused.
+    #[arg(
+        value_parser = values::on_off,
+        action = clap::ArgAction::Set,
+        long,
+        env = "CAPSTAN_SHELLS",
+        default_value = "on",
+        global = true
+    )]
+    pub shells: bool,
     /// The most replicas one application or container may ask for (min and max_running_instances).
     #[arg(
         value_parser = |raw: &str| values::within(raw, 10_000),
@@ -512,6 +523,7 @@ pub struct Settings {
     /// What one service may ask of the shared hosts.
     pub bounds: domain::model::Bounds,
     pub live_sockets_per_token: usize,
+    pub shells: bool,
     pub secret_key: Option<[u8; 32]>,
     pub secret_key_previous: Vec<[u8; 32]>,
     pub jwt_hs256_secret: Option<String>,
@@ -577,6 +589,7 @@ impl fmt::Debug for Settings {
             .field("previews", &self.previews)
             .field("bounds", &self.bounds)
             .field("live_sockets_per_token", &self.live_sockets_per_token)
+            .field("shells", &self.shells)
             .field("secret_key", &self.secret_key.map(|_| "***"))
             .field("secret_key_previous", &self.secret_key_previous.len())
             .field(
@@ -1002,6 +1015,7 @@ impl RawSettings {
             bounds: self.bounds(),
             live_sockets_per_token: usize::try_from(self.live_sockets_per_token)
                 .unwrap_or(usize::MAX),
+            shells: self.shells,
             secret_key,
             secret_key_previous,
             jwt_hs256_secret: self.jwt_hs256_secret.clone(),
@@ -1295,6 +1309,7 @@ mod tests {
                 "CAPSTAN_CONTROLS_TOKEN",
             ),
             (vec!["--controls", "sometimes"], "CAPSTAN_CONTROLS"),
+            (vec!["--shells", "sometimes"], "CAPSTAN_SHELLS"),
             (
                 vec!["--outbound-allow", "10.0.0.0/8,10.1.0.0/40"],
                 "CAPSTAN_OUTBOUND_ALLOW",

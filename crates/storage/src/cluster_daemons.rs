@@ -10,6 +10,7 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use domain::error::StoreResult;
 use domain::ids::{ClusterId, OrganizationId};
+use domain::model::{ClaimedDaemon, DockerHostKind};
 use domain::ports::DaemonClaims;
 
 #[async_trait]
@@ -30,19 +31,20 @@ impl DaemonClaims for Session {
         &mut self,
         cluster: ClusterId,
         organization: OrganizationId,
-        daemon: &str,
+        daemon: &ClaimedDaemon,
     ) -> StoreResult<()> {
-        let daemon = daemon.to_string();
+        let (id, kind) = (daemon.id.clone(), daemon.kind);
         let (conn, _) = self.parts()?;
         db_run!(*conn, |c| diesel::insert_into(cd::table)
             .values((
                 cd::cluster_id.eq(cluster),
                 cd::organization_id.eq(organization),
-                cd::daemon_id.eq(daemon.clone()),
+                cd::daemon_id.eq(id.clone()),
+                cd::kind.eq(kind),
             ))
             .on_conflict(cd::cluster_id)
             .do_update()
-            .set(cd::daemon_id.eq(daemon.clone()))
+            .set((cd::daemon_id.eq(id.clone()), cd::kind.eq(kind)))
             .execute(c)
             .await)
         .map_err(store_error)?;
@@ -52,18 +54,22 @@ impl DaemonClaims for Session {
     async fn cluster_daemons(
         &mut self,
         clusters: &[ClusterId],
-    ) -> StoreResult<Vec<(ClusterId, String)>> {
+    ) -> StoreResult<Vec<(ClusterId, ClaimedDaemon)>> {
         if clusters.is_empty() {
             return Ok(Vec::new());
         }
         let clusters = clusters.to_vec();
         let (conn, _) = self.parts()?;
-        db_run!(*conn, |c| cd::table
+        let rows: Vec<(ClusterId, String, DockerHostKind)> = db_run!(*conn, |c| cd::table
             .filter(cd::cluster_id.eq_any(clusters.clone()))
-            .select((cd::cluster_id, cd::daemon_id))
+            .select((cd::cluster_id, cd::daemon_id, cd::kind))
             .load(c)
             .await)
-        .map_err(store_error)
+        .map_err(store_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|(cluster, id, kind)| (cluster, ClaimedDaemon { id, kind }))
+            .collect())
     }
 
     async fn installation_id(&mut self, proposed: &str) -> StoreResult<String> {

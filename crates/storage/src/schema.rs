@@ -228,6 +228,7 @@ diesel::table! {
         cluster_id -> Text,
         organization_id -> Text,
         daemon_id -> Text,
+        kind -> Text,
     }
 }
 

@@ -1,6 +1,6 @@
 //! What each live endpoint sends: its first read, then what changed since the last one.
 
-use super::messages::{ServiceLog, ServiceStatus};
+use super::messages::{ClusterHosts, ServiceLog, ServiceMetrics, ServicePods, ServiceStatus};
 use crate::error::ApiError;
 use crate::log_views::EnvironmentLogs;
 use crate::stage_views::StatusesWithStages;
@@ -23,6 +23,10 @@ pub(super) trait Feed {
     /// Who reads from now on (the socket's credential checked again: its role may have
     /// changed).
     fn principal(&mut self) -> &mut Principal;
+    /// What else wakes it to read again, besides [`Feed::CHANGES`] (a reading of usage).
+    fn woken(&self) -> Option<futures_util::future::BoxFuture<'static, ()>> {
+        None
+    }
 }
 
 fn json<T: serde::Serialize>(value: &T) -> String {
@@ -76,6 +80,130 @@ impl Feed for Status {
             .live_statuses(&self.principal, self.organization, self.scope)
             .await?;
         Ok(unless_sent(&mut self.sent, json(&ServiceStatus::of(&live))))
+    }
+}
+
+/// `/service/pods`: one service's replicas, each time they differ.
+pub(super) struct Pods {
+    principal: Principal,
+    service: ServiceId,
+    sent: Option<String>,
+}
+
+impl Pods {
+    pub fn new(principal: Principal, service: ServiceId) -> Self {
+        Self {
+            principal,
+            service,
+            sent: None,
+        }
+    }
+}
+
+impl Feed for Pods {
+    const CHANGES: &'static [Change] = &[Change::Running, Change::Sequenced];
+
+    fn principal(&mut self) -> &mut Principal {
+        &mut self.principal
+    }
+
+    async fn next(&mut self, capstan: &Capstan) -> Result<Vec<String>, ApiError> {
+        let live = capstan.live_service(&self.principal, self.service).await?;
+        Ok(unless_sent(&mut self.sent, json(&ServicePods::of(&live))))
+    }
+}
+
+/// `/service/metrics`: each reading of what the service's replicas consume, as it comes
+/// (readings are shared by every socket watching the service).
+pub(super) struct Metrics {
+    principal: Principal,
+    service: ServiceId,
+    watch: Option<domain::services::UsageWatch>,
+}
+
+impl Metrics {
+    pub fn new(principal: Principal, service: ServiceId) -> Self {
+        Self {
+            principal,
+            service,
+            watch: None,
+        }
+    }
+}
+
+impl Feed for Metrics {
+    // Only to read the principal's rights again; readings wake it themselves.
+    const CHANGES: &'static [Change] = &[];
+
+    fn principal(&mut self) -> &mut Principal {
+        &mut self.principal
+    }
+
+    fn woken(&self) -> Option<futures_util::future::BoxFuture<'static, ()>> {
+        use futures_util::FutureExt;
+        self.watch.as_ref().map(|w| w.next_reading().boxed())
+    }
+
+    async fn next(&mut self, capstan: &Capstan) -> Result<Vec<String>, ApiError> {
+        // Read as the principal is now: a right lost ends the socket.
+        capstan.live_service(&self.principal, self.service).await?;
+        let watch = match &mut self.watch {
+            Some(watch) => watch,
+            None => self
+                .watch
+                .insert(capstan.watch_usage(&self.principal, self.service).await?),
+        };
+        Ok(watch
+            .latest()
+            .map(|sample| json(&ServiceMetrics::of(self.service, &sample)))
+            .into_iter()
+            .collect())
+    }
+}
+
+/// How often a cluster's hosts are looked at while a socket watches them.
+const HOSTS_PERIOD: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `/cluster/status`: the cluster's hosts and what each holds, looked at every
+/// [`HOSTS_PERIOD`] and sent when they differ.
+pub(super) struct ClusterStatus {
+    principal: Principal,
+    organization: OrganizationId,
+    cluster: ClusterId,
+    sent: Option<String>,
+}
+
+impl ClusterStatus {
+    pub fn new(principal: Principal, organization: OrganizationId, cluster: ClusterId) -> Self {
+        Self {
+            principal,
+            organization,
+            cluster,
+            sent: None,
+        }
+    }
+}
+
+impl Feed for ClusterStatus {
+    const CHANGES: &'static [Change] = &[];
+
+    fn principal(&mut self) -> &mut Principal {
+        &mut self.principal
+    }
+
+    fn woken(&self) -> Option<futures_util::future::BoxFuture<'static, ()>> {
+        use futures_util::FutureExt;
+        Some(tokio::time::sleep(HOSTS_PERIOD).boxed())
+    }
+
+    async fn next(&mut self, capstan: &Capstan) -> Result<Vec<String>, ApiError> {
+        let (cluster, hosts) = capstan
+            .cluster_hosts(&self.principal, self.organization, self.cluster)
+            .await?;
+        Ok(unless_sent(
+            &mut self.sent,
+            json(&ClusterHosts::of(&cluster, hosts)),
+        ))
     }
 }
 

@@ -65,10 +65,21 @@ pub struct PodStatus {
     pub started_at: i64,
     pub service_version: String,
     pub containers: Vec<ContainerStatus>,
-    pub last_events: Vec<serde_json::Value>,
+    pub last_events: Vec<PodEvent>,
     /// The node it runs on, on a Swarm cluster (a Capstan addition).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+}
+
+/// `PodKubernetesEventDto`: something that happened to a replica.
+#[derive(Serialize, PartialEq)]
+pub struct PodEvent {
+    pub created_at: i64,
+    pub reason: domain::model::ReplicaEventReason,
+    pub message: String,
+    /// Kubernetes' event type: every event a replica keeps is a warning.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
 }
 
 /// `ContainerStatusDto`.
@@ -141,7 +152,16 @@ fn pod(r: &Replica, version: &str) -> PodStatus {
             }),
             last_terminated_state: terminated,
         }],
-        last_events: Vec::new(),
+        last_events: r
+            .events
+            .iter()
+            .map(|e| PodEvent {
+                created_at: millis(Some(e.at)),
+                reason: e.reason,
+                message: e.message.clone(),
+                kind: "Warning",
+            })
+            .collect(),
         node: r.node.clone(),
     }
 }
@@ -158,6 +178,135 @@ fn application(s: &LiveService) -> ApplicationStatus {
         pods: pods(s),
         certificates: Vec::new(),
         scaled_object: None,
+    }
+}
+
+/// `/service/pods`' message (Capstan's shape, the live API's client declaring none): one
+/// service's state and its replicas as `PodStatusDto`s.
+#[derive(Serialize, PartialEq)]
+pub struct ServicePods {
+    pub service_id: String,
+    pub state: RunState,
+    pub pods: Vec<PodStatus>,
+}
+
+impl ServicePods {
+    pub fn of(s: &LiveService) -> Self {
+        Self {
+            service_id: s.id.0.to_string(),
+            state: s.state,
+            pods: pods(s),
+        }
+    }
+}
+
+/// `/service/metrics`' message (Capstan's shape): one reading of what each running replica
+/// of a service consumes against its limits.
+#[derive(Serialize)]
+pub struct ServiceMetrics {
+    pub service_id: String,
+    /// When it was read.
+    pub created_at: i64,
+    pub pods: Vec<PodMetrics>,
+    /// Why nothing could be read this time, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct PodMetrics {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub cpu: CpuMetrics,
+    pub memory: MemoryMetrics,
+    pub storage: Vec<VolumeMetrics>,
+}
+
+#[derive(Serialize)]
+pub struct CpuMetrics {
+    pub used_millicores: f64,
+    pub limit_millicores: Option<f64>,
+    /// Of the limit, when there is one.
+    pub percent: Option<f64>,
+}
+
+#[derive(Serialize)]
+pub struct MemoryMetrics {
+    pub used_bytes: u64,
+    pub limit_bytes: Option<u64>,
+    pub percent: Option<f64>,
+}
+
+#[derive(Serialize)]
+pub struct VolumeMetrics {
+    pub volume: String,
+    pub used_bytes: u64,
+}
+
+impl ServiceMetrics {
+    pub fn of(service: domain::ids::ServiceId, sample: &domain::services::UsageSample) -> Self {
+        Self {
+            service_id: service.0.to_string(),
+            created_at: millis(Some(sample.at)),
+            error: sample.failure.clone(),
+            pods: sample
+                .replicas
+                .iter()
+                .map(|r| PodMetrics {
+                    name: r.replica.clone(),
+                    node: r.node.clone(),
+                    cpu: CpuMetrics {
+                        used_millicores: r.cpu_millicores,
+                        limit_millicores: r.cpu_limit_millicores,
+                        percent: r.cpu_percent(),
+                    },
+                    memory: MemoryMetrics {
+                        used_bytes: r.memory_bytes,
+                        limit_bytes: r.memory_limit_bytes,
+                        percent: r.memory_percent(),
+                    },
+                    storage: r
+                        .storage
+                        .iter()
+                        .map(|(volume, used)| VolumeMetrics {
+                            volume: volume.clone(),
+                            used_bytes: *used,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `/cluster/status`' message (Capstan's shape): the cluster's state and its hosts (the
+/// Docker host, or each node of its Swarm) with what each holds against what it has.
+#[derive(Serialize, PartialEq)]
+pub struct ClusterHosts {
+    pub cluster_id: String,
+    pub status: domain::model::ClusterState,
+    pub hosts: Vec<domain::model::ClusterHost>,
+    /// Why its hosts cannot be told now (its host does not answer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ClusterHosts {
+    pub fn of(
+        cluster: &domain::model::Cluster,
+        hosts: Result<Vec<domain::model::ClusterHost>, String>,
+    ) -> Self {
+        let (hosts, error) = match hosts {
+            Ok(hosts) => (hosts, None),
+            Err(why) => (Vec::new(), Some(why)),
+        };
+        Self {
+            cluster_id: cluster.id.0.to_string(),
+            status: cluster.run.state,
+            hosts,
+            error,
+        }
     }
 }
 

@@ -1,11 +1,13 @@
-//! The public live API over WebSockets: `/service/status`, `/service/logs`, `/deployment/logs`
-//! and `/deployment/status`. A socket gets the current state at once, then a message each time
+//! The public live API over WebSockets: `/service/status`, `/service/pods`,
+//! `/service/metrics`, `/service/logs`, `/deployment/logs`, `/deployment/status`,
+//! `/cluster/status` and `/shell/exec`. A socket gets the current state at once, then a message each time
 //! it changes. Each instance serves its own sockets; it hears of changes made by the others as
 //! it hears of its own (running states and log lines ring changes that cross instances), so an
 //! idle socket costs no read.
 
 mod feeds;
 mod messages;
+mod shell;
 pub mod sockets;
 
 use crate::error::{ApiError, ApiResult};
@@ -14,7 +16,7 @@ use crate::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_ws::{CloseCode, CloseReason, Message};
 use feeds::Feed;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -26,6 +28,10 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/service/status", web::get().to(service_status))
         .route("/service/logs", web::get().to(service_logs))
+        .route("/service/pods", web::get().to(service_pods))
+        .route("/service/metrics", web::get().to(service_metrics))
+        .route("/shell/exec", web::get().to(shell::shell_exec))
+        .route("/cluster/status", web::get().to(cluster_status))
         .route("/deployment/logs", web::get().to(deployment_logs))
         .route("/deployment/status", web::get().to(deployment_status));
 }
@@ -83,6 +89,46 @@ async fn service_logs(
             limit: query_value(&req, "limit")?,
         },
     )?;
+    open(st, &req, body, credential, feed).await
+}
+
+async fn service_pods(
+    st: St,
+    LiveAuth(p, credential): LiveAuth,
+    req: HttpRequest,
+    body: web::Payload,
+) -> ApiResult<HttpResponse> {
+    for name in ["organization", "cluster", "project", "environment"] {
+        required(&req, name)?;
+    }
+    let feed = feeds::Pods::new(p, required(&req, "service")?.into());
+    open(st, &req, body, credential, feed).await
+}
+
+async fn service_metrics(
+    st: St,
+    LiveAuth(p, credential): LiveAuth,
+    req: HttpRequest,
+    body: web::Payload,
+) -> ApiResult<HttpResponse> {
+    for name in ["organization", "cluster", "project", "environment"] {
+        required(&req, name)?;
+    }
+    let feed = feeds::Metrics::new(p, required(&req, "service")?.into());
+    open(st, &req, body, credential, feed).await
+}
+
+async fn cluster_status(
+    st: St,
+    LiveAuth(p, credential): LiveAuth,
+    req: HttpRequest,
+    body: web::Payload,
+) -> ApiResult<HttpResponse> {
+    let feed = feeds::ClusterStatus::new(
+        p,
+        required(&req, "organization")?.into(),
+        required(&req, "cluster")?.into(),
+    );
     open(st, &req, body, credential, feed).await
 }
 
@@ -174,11 +220,18 @@ async fn serve<F: Feed>(
             .iter()
             .map(|c| Box::pin(changes.listen(*c)))
             .collect();
-        let mut rung = futures_util::future::select_all(rungs);
+        let mut rung: futures_util::future::BoxFuture<'_, ()> = if rungs.is_empty() {
+            Box::pin(std::future::pending())
+        } else {
+            Box::pin(futures_util::future::select_all(rungs).map(drop))
+        };
         match feed.next(&capstan).await {
             Ok(messages) => pending.extend(messages),
             Err(e) => return close_for(session, &e).await,
         }
+        let mut woken = feed
+            .woken()
+            .unwrap_or_else(|| Box::pin(std::future::pending()));
         for message in pending.drain(..) {
             if session.text(message).await.is_err() {
                 return;
@@ -194,6 +247,7 @@ async fn serve<F: Feed>(
             };
             tokio::select! {
                 _ = &mut rung => break,
+                () = &mut woken => break,
                 message = stream.next() => match message {
                     Some(Ok(Message::Ping(bytes))) => {
                         if session.pong(&bytes).await.is_err() {
@@ -243,11 +297,13 @@ async fn serve<F: Feed>(
 }
 
 /// Ends a socket whose read failed, saying why: the caller lost its access or what it watched
-/// is gone (1008), or the store failed (1011). The reason is the REST error's message, which
-/// names no secret.
+/// is gone (1008), it holds too many sockets (1013, to try again later), or the store failed
+/// (1011). The reason is the REST error's message, which names no secret.
 async fn close_for(session: actix_ws::Session, e: &ApiError) {
     let code = if e.status.is_server_error() {
         CloseCode::Error
+    } else if e.status == actix_web::http::StatusCode::TOO_MANY_REQUESTS {
+        CloseCode::Again
     } else {
         CloseCode::Policy
     };

@@ -29,7 +29,7 @@ pub(crate) async fn reach_nodes(host: &DockerHost) -> Vec<NodeDaemon> {
         let at = DockerHost {
             endpoint: node.endpoint.clone(),
             publish_address: None,
-            daemon_id: None,
+            daemon: None,
             nodes: Vec::new(),
             ..host.clone()
         };

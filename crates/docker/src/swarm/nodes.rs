@@ -25,6 +25,22 @@ fn swarm_part(swarm: Option<&SwarmInfo>) -> Option<String> {
     })
 }
 
+pub(crate) fn role_of(role: Option<NodeSpecRoleEnum>) -> NodeRole {
+    match role {
+        Some(NodeSpecRoleEnum::MANAGER) => NodeRole::Manager,
+        _ => NodeRole::Worker,
+    }
+}
+
+pub(crate) fn state_of(state: Option<bollard::models::NodeState>) -> NodeState {
+    match state {
+        Some(bollard::models::NodeState::READY) => NodeState::Ready,
+        Some(bollard::models::NodeState::DOWN) => NodeState::Down,
+        Some(bollard::models::NodeState::DISCONNECTED) => NodeState::Disconnected,
+        _ => NodeState::Unknown,
+    }
+}
+
 /// A node as the cluster's status shows it, with the tasks the Swarm wants running there.
 fn node_of(node: Node, tasks: &HashMap<String, u32>) -> Option<SwarmNode> {
     let id = node.id?;
@@ -37,23 +53,40 @@ fn node_of(node: Node, tasks: &HashMap<String, u32>) -> Option<SwarmNode> {
             .and_then(|d| d.hostname)
             .unwrap_or_default(),
         address: status.addr.unwrap_or_default(),
-        role: match spec.role {
-            Some(NodeSpecRoleEnum::MANAGER) => NodeRole::Manager,
-            _ => NodeRole::Worker,
-        },
+        role: role_of(spec.role),
         leader: node.manager_status.and_then(|m| m.leader).unwrap_or(false),
         availability: match spec.availability {
             Some(NodeSpecAvailabilityEnum::PAUSE) => NodeAvailability::Pause,
             Some(NodeSpecAvailabilityEnum::DRAIN) => NodeAvailability::Drain,
             _ => NodeAvailability::Active,
         },
-        state: match status.state {
-            Some(bollard::models::NodeState::READY) => NodeState::Ready,
-            Some(bollard::models::NodeState::DOWN) => NodeState::Down,
-            Some(bollard::models::NodeState::DISCONNECTED) => NodeState::Disconnected,
-            _ => NodeState::Unknown,
-        },
+        state: state_of(status.state),
         id,
+    })
+}
+
+/// Why the Swarm of `nodes` cannot act: a majority of its managers is unreachable or down
+/// (its leader, when it keeps one, commits nothing then); none when it can.
+pub(crate) fn lost_quorum(nodes: &[Node]) -> Option<String> {
+    let managers: Vec<&Node> = nodes
+        .iter()
+        .filter(|n| n.manager_status.is_some())
+        .collect();
+    let reachable = managers
+        .iter()
+        .filter(|n| {
+            let status = n.manager_status.as_ref();
+            let down =
+                n.status.as_ref().and_then(|s| s.state) == Some(bollard::models::NodeState::DOWN);
+            status.and_then(|m| m.reachability) == Some(bollard::models::Reachability::REACHABLE)
+                && !down
+        })
+        .count();
+    (!managers.is_empty() && reachable * 2 <= managers.len()).then(|| {
+        format!(
+            "its Swarm lost a majority of its managers: {reachable} of {} answer",
+            managers.len()
+        )
     })
 }
 
@@ -171,6 +204,46 @@ impl DockerEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bollard::models::Reachability;
+
+    fn manager(reachability: Reachability, state: bollard::models::NodeState) -> Node {
+        Node {
+            manager_status: Some(ManagerStatus {
+                reachability: Some(reachability),
+                ..Default::default()
+            }),
+            status: Some(NodeStatus {
+                state: Some(state),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_swarm_without_a_majority_of_its_managers_cannot_act() {
+        use bollard::models::NodeState::{DOWN, READY};
+        let up = || manager(Reachability::REACHABLE, READY);
+        let worker = Node::default();
+        assert_eq!(lost_quorum(&[up(), worker.clone()]), None);
+        assert_eq!(
+            lost_quorum(&[up(), up(), manager(Reachability::UNREACHABLE, DOWN)]),
+            None
+        );
+        let lost = lost_quorum(&[up(), manager(Reachability::REACHABLE, DOWN)]).unwrap();
+        assert!(lost.contains("1 of 2"), "{lost}");
+        assert!(lost_quorum(&[
+            up(),
+            manager(Reachability::UNREACHABLE, READY),
+            manager(Reachability::UNKNOWN, READY),
+        ])
+        .is_some());
+        assert_eq!(
+            lost_quorum(&[worker]),
+            None,
+            "no managers listed: nothing to tell"
+        );
+    }
     use bollard::models::{ManagerStatus, NodeDescription, NodeSpec, NodeStatus};
 
     #[test]

@@ -2,6 +2,8 @@
 //! daemon can do in it (a check run inside, a database's dump or restore).
 
 use crate::engine::DockerEngine;
+use crate::errors::said;
+use crate::running_replicas::RunningReplica;
 use bollard::models::{Task, TaskState};
 use bollard::Docker;
 use domain::engine::EngineError;
@@ -56,5 +58,50 @@ impl DockerEngine {
             }
         }
         Err("it does not run: deploy it first".into())
+    }
+
+    /// Every running task of `service`'s Swarm services, as replicas named as the live API
+    /// shows them (`<Swarm service>.<slot>`), each with its node's daemon where the cluster
+    /// names it.
+    pub(crate) async fn running_tasks(
+        &self,
+        service: ServiceId,
+    ) -> Result<Vec<RunningReplica<'_>>, EngineError> {
+        let nodes = self
+            .docker
+            .list_nodes(None)
+            .await
+            .map_err(|e| said("could not list the Swarm's nodes", e))?;
+        let hostname = |id: &str| {
+            nodes
+                .iter()
+                .find(|n| n.id.as_deref() == Some(id))
+                .and_then(|n| n.description.as_ref()?.hostname.clone())
+                .unwrap_or_else(|| id.to_string())
+        };
+        let mut found = Vec::new();
+        for generation in self.swarm_services(Some(service)).await? {
+            let name = super::tasks::name_of(&generation).to_string();
+            for task in self.tasks_of(&name).await? {
+                let running =
+                    task.status.as_ref().and_then(|s| s.state) == Some(TaskState::RUNNING);
+                let (Some(container), Some(node), true) =
+                    (container_of(&task), task.node_id.as_deref(), running)
+                else {
+                    continue;
+                };
+                let node = hostname(node);
+                let docker = self.task_container(&task).await?.map(|(d, _)| d).ok_or_else(|| {
+                    format!("it runs on the node {node}, and the cluster names no daemon of that node")
+                });
+                found.push(RunningReplica {
+                    name: format!("{name}.{}", task.slot.unwrap_or(0)),
+                    docker,
+                    container: container.to_string(),
+                    node: Some(node),
+                });
+            }
+        }
+        Ok(found)
     }
 }

@@ -220,6 +220,8 @@ fn replica_of(
             .unwrap_or_default(),
         state,
         restart_count: earlier,
+        engine_restarts: earlier,
+        events: Vec::new(),
         started_at: (state == RunState::Running)
             .then(|| when(status.timestamp.as_deref()))
             .flatten(),

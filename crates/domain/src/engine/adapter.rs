@@ -6,12 +6,13 @@
 //! adapter does that itself.
 
 use super::{
-    Cut, DatabaseBackups, EngineError, ImageChecks, Kept, ReplicaSet, StepWork, Target,
+    Cut, DatabaseBackups, EngineError, ImageChecks, Kept, ReplicaSet, Replicas, StepWork, Target,
     TerraformStates,
 };
 use crate::ids::{BackupId, DeploymentRequestId, EnvironmentId, OrganizationId, ServiceId};
 use crate::model::{
-    Cluster, ClusterAction, DaemonIdentity, OutputLine, RunningState, Service, SwarmNode,
+    Cluster, ClusterAction, ClusterHost, DaemonIdentity, OutputLine, RunningState, Service,
+    SwarmNode,
 };
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
@@ -24,6 +25,8 @@ pub struct Offers {
     pub image_checks: bool,
     pub database_backups: bool,
     pub terraform_states: bool,
+    /// Reaching into running replicas (shells, usage).
+    pub replicas: bool,
     /// A place to reach apart from running anything there (a daemon to ping and identify);
     /// without it the cluster's record is all there is.
     pub host_reach: bool,
@@ -94,6 +97,11 @@ pub trait Place: Send + Sync {
         Ok(Vec::new())
     }
 
+    /// Its hosts (itself, or the nodes of the Swarm it manages) with what each holds.
+    async fn hosts(&self) -> Result<Vec<ClusterHost>, EngineError> {
+        Ok(Vec::new())
+    }
+
     fn image_checks(&self) -> Option<&dyn ImageChecks> {
         None
     }
@@ -103,6 +111,10 @@ pub trait Place: Send + Sync {
     }
 
     fn terraform_states(&self) -> Option<&dyn TerraformStates> {
+        None
+    }
+
+    fn replicas(&self) -> Option<&dyn Replicas> {
         None
     }
 

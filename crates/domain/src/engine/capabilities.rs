@@ -4,7 +4,9 @@
 //! named, instead of by a failure later.
 
 use super::{EngineError, Target};
-use crate::model::{DaemonIdentity, RegistryAccess, Service, SwarmNode, WorkloadInputs};
+use crate::model::{
+    ClusterHost, DaemonIdentity, RegistryAccess, Service, SwarmNode, WorkloadInputs,
+};
 use async_trait::async_trait;
 
 /// Telling whether an image can be run at a target.
@@ -72,4 +74,8 @@ pub trait HostReach: Send + Sync {
     /// The nodes of the Swarm `target` manages, as its managers see them now; none for a
     /// place that manages no Swarm.
     async fn nodes(&self, target: &Target) -> Result<Vec<SwarmNode>, EngineError>;
+
+    /// The hosts at `target` (the host itself, or each node of the Swarm it manages) with
+    /// what each holds, now.
+    async fn hosts(&self, target: &Target) -> Result<Vec<ClusterHost>, EngineError>;
 }

@@ -13,6 +13,7 @@ mod adapter;
 mod cancel;
 mod capabilities;
 mod error;
+mod replicas;
 mod step_log;
 mod target;
 
@@ -20,6 +21,7 @@ pub use adapter::{Adapter, Offers, Place};
 pub use cancel::{Cancel, CancelHandle};
 pub use capabilities::{DatabaseBackups, HostReach, ImageChecks, TerraformStates};
 pub use error::{EngineError, Failure};
+pub use replicas::{ReplicaUsage, Replicas, Shell, ShellRequest, TerminalSize};
 pub use step_log::StepLog;
 pub use target::{Target, TargetKind};
 
@@ -83,6 +85,12 @@ pub trait Engine: Send + Sync {
     /// The terraform states it keeps at `target`, if it keeps them (none: a terraform service
     /// shows no state).
     fn terraform_states(&self, target: &Target) -> Option<&dyn TerraformStates> {
+        let _ = target;
+        None
+    }
+
+    /// How it reaches into the running replicas at `target` (shells, usage), if it can.
+    fn replicas(&self, target: &Target) -> Option<&dyn Replicas> {
         let _ = target;
         None
     }

@@ -56,12 +56,12 @@ impl Target {
         }
     }
 
-    /// The target once its cluster's deployment found who answers there (`id`, see
+    /// The target once its cluster's deployment found who answers there (see
     /// [`crate::model::DaemonIdentity`]): the engine acts there only while the same one does.
-    pub fn claimed_by(self, id: String) -> Self {
+    pub fn claimed_by(self, daemon: crate::model::ClaimedDaemon) -> Self {
         match self {
             Target::Docker(mut host) => {
-                host.daemon_id = Some(id);
+                host.daemon = Some(daemon);
                 Target::Docker(host)
             }
         }

@@ -294,10 +294,10 @@ pub struct DockerHost {
     pub access: DockerAccess,
     /// None: the engine's own (for the local daemon) or the endpoint's host.
     pub publish_address: Option<String>,
-    /// The Docker ID of the daemon the cluster was deployed on (deploying checks whose it
-    /// is): the engine talks to the endpoint only while the same daemon answers there.
-    /// None: not checked yet (never for the local daemon, which is the installation's).
-    pub daemon_id: Option<String>,
+    /// The daemon the cluster was deployed on (deploying checks whose it is): the engine
+    /// talks to the endpoint only while the same daemon answers there. None: not checked yet
+    /// (never for the local daemon, which is the installation's).
+    pub daemon: Option<ClaimedDaemon>,
     /// The own daemons of the Swarm's nodes the cluster names (none for a plain host).
     pub nodes: Vec<NodeDaemon>,
     /// The registry images built from git are pushed to, for a Swarm's nodes to pull.
@@ -308,10 +308,26 @@ pub struct DockerHost {
 /// uses (or a node of the same Swarm).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DaemonIdentity {
-    /// What a cluster claims: the daemon's own ID (`docker info`), or for a node of a Swarm
-    /// the Swarm's, so that its managers and workers are one daemon to claim.
-    pub id: String,
+    pub claim: ClaimedDaemon,
     pub installations_own: bool,
+}
+
+string_enum!(
+    /// What answers at a cluster's Docker endpoint: one Docker host, or a manager of a Swarm
+    /// (whose services then run as Swarm runs them).
+    DockerHostKind {
+        Host => "DOCKER_HOST",
+        Swarm => "DOCKER_SWARM",
+    }
+);
+
+/// The daemon a cluster was deployed on, as its deployment found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedDaemon {
+    /// The daemon's own ID (`docker info`), or for a node of a Swarm the Swarm's, so that its
+    /// managers and workers are one daemon to claim.
+    pub id: String,
+    pub kind: DockerHostKind,
 }
 
 /// Where an organization may point a cluster: sockets under one directory of the operator's,
@@ -358,7 +374,7 @@ impl DockerHost {
             endpoint: DockerEndpoint::Local,
             access: DockerAccess::default(),
             publish_address: None,
-            daemon_id: None,
+            daemon: None,
             nodes: Vec::new(),
             image_registry: None,
         }
@@ -428,7 +444,7 @@ impl DockerHost {
             endpoint,
             access,
             publish_address: spec.publish_address.clone(),
-            daemon_id: None,
+            daemon: None,
             nodes,
             image_registry: spec.image_registry.clone(),
         })

@@ -68,8 +68,8 @@ pub use deployment_rule::{
     ProjectRuleInput, RuleOrderInput, Schedule, ScheduleInput, Turn, Weekday,
 };
 pub use docker_host::{
-    DaemonIdentity, DockerAccess, DockerEndpoint, DockerEndpointSpec, DockerHost,
-    DockerHostsPolicy, DockerTls, NodeDaemon, NodeDaemonSpec,
+    ClaimedDaemon, DaemonIdentity, DockerAccess, DockerEndpoint, DockerEndpointSpec, DockerHost,
+    DockerHostKind, DockerHostsPolicy, DockerTls, NodeDaemon, NodeDaemonSpec,
 };
 pub use enums::*;
 pub use event::*;
@@ -95,7 +95,9 @@ pub use route::{
     host_name_of, is_routed, is_within, wildcard_over, Backend, Route, RouteCheck, RouteTable,
     RouterAddress, STICKY_SESSION,
 };
-pub use running_state::{Endpoint, Replica, RunState, RunningState};
+pub use running_state::{
+    Endpoint, Replica, ReplicaEvent, ReplicaEventReason, RunState, RunningState, KEPT_EVENTS,
+};
 pub use service::*;
 pub use service_kinds::*;
 pub use service_output::{
@@ -110,7 +112,7 @@ pub use snapshot::{Snapshot, SnapshotName};
 pub use stage::{reorder, DeploymentStage, Placement, StageMember, DEFAULT_STAGE};
 pub use state::{transition, DeploymentAction, Event, Forbidden, ServiceState};
 pub use status::*;
-pub use swarm_node::{NodeAvailability, NodeRole, NodeState, SwarmNode};
+pub use swarm_node::{ClusterHost, NodeAvailability, NodeRole, NodeState, SwarmNode};
 pub use terraform_state::{state_resources, TerraformResource};
 pub use variable::*;
 pub use webhook::*;

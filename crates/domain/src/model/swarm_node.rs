@@ -48,3 +48,26 @@ pub struct SwarmNode {
     /// How many tasks the Swarm wants running there now.
     pub tasks: u32,
 }
+
+/// One host of a cluster, as the live API's cluster status shows it: the Docker host itself, or
+/// each node of the Swarm its host manages, with what it holds against what it has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClusterHost {
+    pub name: String,
+    /// Where its published ports answer.
+    pub address: String,
+    /// What it does in its Swarm; none for a plain host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<NodeRole>,
+    /// Whether it answers: READY, or DOWN (a plain host not answering; a node whose
+    /// heartbeat lapsed), as the Swarm's managers tell it for a node.
+    pub state: NodeState,
+    /// Capstan's replicas running there.
+    pub replicas: u32,
+    /// What it has: its cores in millicores, its memory in bytes.
+    pub cpu_millicores: i64,
+    pub memory_bytes: i64,
+    /// What the replicas there may use at most, by their limits.
+    pub reserved_cpu_millicores: i64,
+    pub reserved_memory_bytes: i64,
+}

@@ -8,7 +8,8 @@ use crate::error::DomainResult;
 use crate::ids::{ClusterId, OrganizationId};
 use crate::model::EventType;
 use crate::model::{
-    Cluster, ClusterAction, ClusterLogLine, ClusterState, Organization, SwarmNode, CLUSTER_SETTINGS,
+    Cluster, ClusterAction, ClusterHost, ClusterLogLine, ClusterState, Organization, SwarmNode,
+    CLUSTER_SETTINGS,
 };
 use crate::pagination::PageRequest;
 use crate::ports::Scope;
@@ -84,6 +85,33 @@ impl Capstan {
             _ => Vec::new(),
         };
         Ok((self.as_its_host_shows(cluster, host).await, nodes))
+    }
+
+    /// A cluster (as its host shows it) with its hosts and what each holds, for the live
+    /// API's cluster status; why they cannot be told when they cannot (its host does not
+    /// answer). None for an engine of no hosts.
+    pub async fn cluster_hosts(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: ClusterId,
+    ) -> DomainResult<(Cluster, Result<Vec<ClusterHost>, String>)> {
+        let (cluster, host) = {
+            let mut unit = self.reading().await?;
+            let tx = &mut *unit;
+            let cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Read).await?;
+            let host = self.target_of_cluster(tx, &cluster).await;
+            (cluster, host)
+        };
+        let hosts = match (&host, &self.engine) {
+            (Ok(target), Some(engine)) => match engine.host_reach(target) {
+                Some(reach) => reach.hosts(target).await.map_err(|e| e.to_string()),
+                None => Ok(Vec::new()),
+            },
+            (Err(e), Some(_)) => Err(e.to_string()),
+            (_, None) => Ok(Vec::new()),
+        };
+        Ok((self.as_its_host_shows(cluster, host).await, hosts))
     }
 
     async fn as_its_host_shows(

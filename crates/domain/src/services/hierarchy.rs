@@ -2,6 +2,7 @@
 
 use super::Capstan;
 use crate::auth::{Action, Principal};
+use crate::engine::Target;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{ClusterId, OrganizationId, ProjectId};
 use crate::model::EventType;
@@ -37,6 +38,9 @@ pub struct ClusterDetails {
     /// Whether its host answered when last looked at (a cluster whose host is unknown yet,
     /// or an engine of no hosts, counts as reached).
     pub has_access: bool,
+    /// What its deployment found at the Docker endpoint it names (none before that, and for
+    /// a cluster on the installation's own daemon).
+    pub docker_host_kind: Option<crate::model::DockerHostKind>,
 }
 
 /// A project with what its record shows beside its own members.
@@ -82,6 +86,10 @@ impl Capstan {
             .zip(hosts)
             .map(|(cluster, host)| ClusterDetails {
                 is_default: Some(cluster.id) == default,
+                docker_host_kind: match &host {
+                    Ok(Target::Docker(host)) => host.daemon.as_ref().map(|d| d.kind),
+                    Err(_) => None,
+                },
                 has_access: match (&self.engine, host) {
                     (Some(engine), Ok(target)) => {
                         engine.host_reach(&target).and_then(|r| r.answered(&target)) != Some(false)

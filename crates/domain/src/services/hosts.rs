@@ -67,7 +67,7 @@ impl Capstan {
                     .map(|c| DockerAccess::unseal(&c.secret))
                     .unwrap_or_default();
                 let mut host = DockerHost::named(cluster.id, docker, access)?;
-                host.daemon_id = daemons.get(&cluster.id).cloned();
+                host.daemon = daemons.get(&cluster.id).cloned();
                 Ok(Target::Docker(host))
             })
             .collect())
@@ -154,14 +154,14 @@ impl Capstan {
             ));
         }
         self.in_unit(&[crate::ports::Scope::DockerDaemons], async |tx| {
-            let holders = tx.daemon_organizations(&identity.id).await?;
+            let holders = tx.daemon_organizations(&identity.claim.id).await?;
             if holders.iter().any(|o| *o != cluster.organization_id) {
                 return Err(DomainError::state(
                     "this endpoint reaches a Docker daemon another organization's clusters \
                      run on",
                 ));
             }
-            tx.set_cluster_daemon(cluster.id, cluster.organization_id, &identity.id)
+            tx.set_cluster_daemon(cluster.id, cluster.organization_id, &identity.claim)
                 .await?;
             Ok(())
         })

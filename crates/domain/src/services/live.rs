@@ -36,7 +36,46 @@ pub struct LiveScope {
     pub environment: Option<EnvironmentId>,
 }
 
+/// What runs of `s`: as its engine last saw it, or by its deployment state where its engine
+/// reports nothing.
+fn live_service(s: &Service, statuses: &[ServiceStatus], seen: &[RunningState]) -> LiveService {
+    let status = statuses.iter().find(|st| st.id == s.id);
+    let version = status
+        .and_then(|st| st.deployment_request_id)
+        .map(|r| r.to_string());
+    match seen.iter().find(|r| r.service_id == s.id) {
+        Some(r) => LiveService {
+            id: s.id,
+            kind: s.kind(),
+            state: r.state,
+            replicas: r.replicas.clone(),
+            version,
+        },
+        None => LiveService {
+            id: s.id,
+            kind: s.kind(),
+            state: status.map_or(RunState::Stopped, |st| {
+                RunState::following(st.state, s.kind() == ServiceKind::Job)
+            }),
+            replicas: Vec::new(),
+            version,
+        },
+    }
+}
+
 impl Capstan {
+    /// What runs of one service of any kind (the live API's pods).
+    pub async fn live_service(&self, p: &Principal, id: ServiceId) -> DomainResult<LiveService> {
+        let mut unit = self.snapshot().await?;
+        let tx = &mut *unit;
+        let service = self.load::<Service>(tx, p, id, Action::Read).await?;
+        let (_, statuses) = self
+            .statuses(tx, service.environment_id, std::slice::from_ref(&service))
+            .await?;
+        let seen = tx.running_states(&[id]).await?;
+        Ok(live_service(&service, &statuses, &seen))
+    }
+
     /// What runs of the organization's environments in `scope`, each from one read.
     pub async fn live_statuses(
         &self,
@@ -65,30 +104,7 @@ impl Capstan {
                 let seen = tx.running_states(&ids).await?;
                 let live: Vec<LiveService> = services
                     .iter()
-                    .map(|s| {
-                        let status = statuses.iter().find(|st| st.id == s.id);
-                        let version = status
-                            .and_then(|st| st.deployment_request_id)
-                            .map(|r| r.to_string());
-                        match seen.iter().find(|r| r.service_id == s.id) {
-                            Some(r) => LiveService {
-                                id: s.id,
-                                kind: s.kind(),
-                                state: r.state,
-                                replicas: r.replicas.clone(),
-                                version,
-                            },
-                            None => LiveService {
-                                id: s.id,
-                                kind: s.kind(),
-                                state: status.map_or(RunState::Stopped, |st| {
-                                    RunState::following(st.state, s.kind() == ServiceKind::Job)
-                                }),
-                                replicas: Vec::new(),
-                                version,
-                            },
-                        }
-                    })
+                    .map(|s| live_service(s, &statuses, &seen))
                     .collect();
                 out.push(LiveEnvironment {
                     id: env.id,

@@ -43,9 +43,11 @@ mod service_children;
 mod service_clone;
 mod service_kinds;
 mod service_output;
+mod shells;
 mod stages;
 mod statuses;
 mod unit;
+mod usage;
 mod variable_import;
 mod variables;
 mod webhooks;
@@ -79,9 +81,11 @@ pub use registries::{RegistryDetails, RegistryInput};
 pub use restrictions::RESTRICTED_KINDS;
 pub use running::PublicLink;
 pub use service_clone::CloneServiceInput;
+pub use shells::{OpenedShell, ShellTicket};
 pub use stages::{StageDetails, StageInput, StagedService};
 pub use statuses::{EnvironmentStatus, EnvironmentStatuses, StagedStatuses};
 pub use unit::UnitWork;
+pub use usage::{UsageSample, UsageWatch, USAGE_PERIOD};
 pub use variable_import::{ImportInput, ImportReport, ImportedVariable};
 pub use variables::{
     AliasInput, NamedAt, OverrideInput, ScopedVariableInput, VariableDetails, VariableEdit,
@@ -139,6 +143,10 @@ pub struct Capstan {
     domain_checks: Arc<std::sync::Mutex<DomainChecks>>,
     /// The operator's limits on pull requests' previews.
     previews: previews::PreviewSettings,
+    /// Whether shells may be opened in running replicas (CAPSTAN_SHELLS).
+    shells: bool,
+    /// The readers of watched services' usage, one per service.
+    usage_readers: Arc<usage::UsageReaders>,
 }
 
 /// Each custom domain's last DNS check (by name and CDN use): passed or not, and when.
@@ -171,6 +179,8 @@ impl Capstan {
             router: None,
             domain_checks: Arc::default(),
             previews: previews::PreviewSettings::default(),
+            shells: true,
+            usage_readers: Arc::default(),
         }
     }
 
@@ -202,6 +212,11 @@ impl Capstan {
     }
 
     /// Lets an organization hold at most `max` API tokens (created through the API).
+    pub fn with_shells(mut self, shells: bool) -> Self {
+        self.shells = shells;
+        self
+    }
+
     pub fn with_previews(mut self, previews: previews::PreviewSettings) -> Self {
         self.previews = previews;
         self

@@ -87,7 +87,10 @@ impl Capstan {
                 );
                 return Ok(());
             }
-            Ok(tx.put_running_state(state).await?)
+            let before = tx.running_states(&[state.service_id]).await?.pop();
+            let mut state = state.clone();
+            state.carry_history(before.as_ref());
+            Ok(tx.put_running_state(&state).await?)
         })
         .await
     }

@@ -244,7 +244,7 @@ impl Worker {
             .claim_daemon(cluster, &identity)
             .await
             .map_err(|e| e.to_string())?;
-        Ok(target.claimed_by(identity.id))
+        Ok(target.claimed_by(identity.claim))
     }
 
     /// Records how a cluster's action ended, with its log, unless another worker took the

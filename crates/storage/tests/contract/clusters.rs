@@ -154,12 +154,12 @@ async fn clusters_keep_the_daemon_they_were_deployed_on(db: Db) {
     assert!(session.daemon_organizations("D1").await.unwrap().is_empty());
     for c in [&first, &second] {
         session
-            .set_cluster_daemon(c.id, mine.id, "D1")
+            .set_cluster_daemon(c.id, mine.id, &host("D1"))
             .await
             .unwrap();
     }
     session
-        .set_cluster_daemon(their_cluster.id, theirs.id, "D2")
+        .set_cluster_daemon(their_cluster.id, theirs.id, &host("D2"))
         .await
         .unwrap();
     assert_eq!(
@@ -167,22 +167,26 @@ async fn clusters_keep_the_daemon_they_were_deployed_on(db: Db) {
         [mine.id],
         "once per organization"
     );
-    // A cluster deployed again on another daemon keeps only that one.
+    // A cluster deployed again on another daemon keeps only that one, and what it is.
+    let swarm = ClaimedDaemon {
+        id: "swarm:D3".into(),
+        kind: DockerHostKind::Swarm,
+    };
     session
-        .set_cluster_daemon(second.id, mine.id, "D3")
+        .set_cluster_daemon(second.id, mine.id, &swarm)
         .await
         .unwrap();
     let mut found = session
         .cluster_daemons(&[first.id, second.id, their_cluster.id])
         .await
         .unwrap();
-    found.sort();
+    found.sort_by_key(|(cluster, _)| *cluster);
     let mut wanted = vec![
-        (first.id, "D1".to_string()),
-        (second.id, "D3".to_string()),
-        (their_cluster.id, "D2".to_string()),
+        (first.id, host("D1")),
+        (second.id, swarm),
+        (their_cluster.id, host("D2")),
     ];
-    wanted.sort();
+    wanted.sort_by_key(|(cluster, _)| *cluster);
     assert_eq!(found, wanted);
     assert!(session.cluster_daemons(&[]).await.unwrap().is_empty());
     drop(session);
@@ -200,4 +204,11 @@ async fn clusters_keep_the_daemon_they_were_deployed_on(db: Db) {
     // The installation is who it first said it was, for every instance.
     assert_eq!(session.installation_id("first").await.unwrap(), "first");
     assert_eq!(session.installation_id("second").await.unwrap(), "first");
+}
+
+fn host(id: &str) -> ClaimedDaemon {
+    ClaimedDaemon {
+        id: id.into(),
+        kind: DockerHostKind::Host,
+    }
 }

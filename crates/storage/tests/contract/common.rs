@@ -339,6 +339,12 @@ pub(crate) fn running(env: &Environment, s: &Service, state: RunState, port: u16
             image: "busybox:1".into(),
             state,
             restart_count: 2,
+            engine_restarts: 1,
+            events: vec![ReplicaEvent {
+                at: time::OffsetDateTime::UNIX_EPOCH,
+                reason: ReplicaEventReason::OomKilled,
+                message: "killed: out of memory".into(),
+            }],
             started_at: Some(time::OffsetDateTime::UNIX_EPOCH),
             finished_at: None,
             exit_code: Some(3),

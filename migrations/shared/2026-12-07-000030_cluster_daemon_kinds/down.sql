@@ -1,0 +1,1 @@
+ALTER TABLE cluster_daemons DROP COLUMN kind;
