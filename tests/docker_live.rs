@@ -15,7 +15,7 @@ fn scope(case: &Case, cluster: &str, project: &str) -> String {
 }
 
 async fn shells_pods_and_metrics(database: Option<&str>) {
-    let case = Case::start(database, &[]).await;
+    let case = Case::start(database, &[("CAPSTAN_METRICS_REPLICAS", "on")]).await;
     let (client, env, org, registry) = (&case.client, &case.env, &case.org, &case.registry);
     let (cluster, project) = case.cluster_and_project().await;
     let probe = json!({"type": {"exec": {"command": ["sh", "-c", "test -e /tmp/alive"]}},
@@ -200,6 +200,38 @@ async fn shells_pods_and_metrics(database: Option<&str>) {
         .await;
     let percent = grown["pods"][0]["memory"]["percent"].as_f64().unwrap();
     assert!((45.0..=100.0).contains(&percent), "{grown}");
+
+    // With CAPSTAN_METRICS_REPLICAS, a scrape of /metrics reads the replica too.
+    let scraped = client
+        .http
+        .get(format!("{}/metrics", case.base()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series = |name: &str| {
+        scraped
+            .lines()
+            .find(|l| {
+                l.starts_with(&format!("{name}{{")) && l.contains(&format!("service=\"{web}\""))
+            })
+            .map(|l| l.rsplit(' ').next().unwrap_or_default().to_string())
+    };
+    assert_eq!(
+        series("capstan_replica_memory_limit_bytes").as_deref(),
+        Some("67108864"),
+        "{scraped}"
+    );
+    assert_eq!(
+        series("capstan_replica_cpu_limit_millicores").as_deref(),
+        Some("500")
+    );
+    let used: f64 = series("capstan_replica_memory_bytes")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_default();
+    assert!(used > f64::from(30 << 20), "{scraped}");
 
     // The cluster's status: its one host, answering, holding the replica and what its limits
     // reserve, against what the host has.

@@ -91,6 +91,16 @@ impl AppState {
         }
     }
 
+    /// Adds what every running replica consumes to each scrape of `/metrics`.
+    pub fn with_replica_metrics(self, on: bool) -> Self {
+        if let (true, Some(m)) = (on, &self.metrics) {
+            if let Err(e) = m.read_replicas() {
+                tracing::error!(error = %e, "replica metrics are off");
+            }
+        }
+        self
+    }
+
     /// Caps the live sockets one credential may hold open on this instance.
     pub fn with_live_sockets_per_token(mut self, cap: usize) -> Self {
         self.live_sockets = live::sockets::Sockets::new(cap);

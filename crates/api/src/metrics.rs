@@ -1,7 +1,8 @@
 //! `GET /metrics`: Prometheus text format. Requests by route and status with their latency,
 //! rate-limit refusals, how deployments end and how long they take, webhook deliveries by
 //! outcome, and the queue's depth
-//! (read from the store when scraped, so it is the installation's, not this instance's).
+//! (read from the store when scraped, so it is the installation's, not this instance's);
+//! with `CAPSTAN_METRICS_REPLICAS`, what every running replica consumes, read when scraped.
 
 use crate::AppState;
 use actix_web::body::MessageBody;
@@ -10,8 +11,8 @@ use actix_web::middleware::Next;
 use actix_web::{web, HttpResponse};
 use domain::model::{DeploymentAction, RequestStatus};
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 use std::time::Instant;
 
@@ -29,7 +30,21 @@ pub struct Metrics {
     routes_age: prometheus::Gauge,
     /// When the router's routes were last read; none: no router, or not yet.
     routes_read_at: std::sync::Mutex<Option<std::time::Instant>>,
+    /// What running replicas consume, read at each scrape once enabled
+    /// (`CAPSTAN_METRICS_REPLICAS`).
+    replicas: std::sync::OnceLock<ReplicaGauges>,
 }
+
+/// One gauge per figure, a series per running replica (labels `organization`, `service`,
+/// `replica`).
+struct ReplicaGauges {
+    cpu: GaugeVec,
+    cpu_limit: GaugeVec,
+    memory: GaugeVec,
+    memory_limit: GaugeVec,
+}
+
+const REPLICA_LABELS: [&str; 3] = ["organization", "service", "replica"];
 
 /// Registers a metric with the registry.
 fn registered<M: prometheus::core::Collector + Clone + 'static>(
@@ -119,8 +134,81 @@ impl Metrics {
                 )?,
             )?,
             routes_read_at: std::sync::Mutex::new(None),
+            replicas: std::sync::OnceLock::new(),
             registry,
         })
+    }
+
+    /// Adds what running replicas consume to every scrape from now on.
+    pub fn read_replicas(&self) -> prometheus::Result<()> {
+        if self.replicas.get().is_some() {
+            return Ok(());
+        }
+        let gauge = |name: &str, help: &str| {
+            registered(
+                &self.registry,
+                GaugeVec::new(Opts::new(name, help), &REPLICA_LABELS)?,
+            )
+        };
+        let gauges = ReplicaGauges {
+            cpu: gauge(
+                "replica_cpu_millicores",
+                "CPU a running replica uses, in thousandths of a core",
+            )?,
+            cpu_limit: gauge(
+                "replica_cpu_limit_millicores",
+                "A running replica's CPU limit, in thousandths of a core",
+            )?,
+            memory: gauge("replica_memory_bytes", "Memory a running replica uses")?,
+            memory_limit: gauge(
+                "replica_memory_limit_bytes",
+                "A running replica's memory limit",
+            )?,
+        };
+        // Enabled twice at once: the first gauges stay.
+        let _ = self.replicas.set(gauges);
+        Ok(())
+    }
+
+    /// Sets the replica gauges to what every running replica consumes now; the series of a
+    /// replica gone since the last scrape go with it.
+    #[allow(clippy::cast_precision_loss)]
+    async fn read_replica_usage(&self, gauges: &ReplicaGauges, capstan: &domain::Capstan) {
+        let read = match capstan.usage_of_running().await {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::warn!(error = %e, "what replicas consume could not be read");
+                return;
+            }
+        };
+        for g in [
+            &gauges.cpu,
+            &gauges.cpu_limit,
+            &gauges.memory,
+            &gauges.memory_limit,
+        ] {
+            g.reset();
+        }
+        for (service, replicas) in read {
+            let (org, id) = (service.organization_id.to_string(), service.id.to_string());
+            for r in replicas {
+                let labels = [org.as_str(), id.as_str(), r.replica.as_str()];
+                gauges.cpu.with_label_values(&labels).set(r.cpu_millicores);
+                gauges
+                    .memory
+                    .with_label_values(&labels)
+                    .set(r.memory_bytes as f64);
+                if let Some(limit) = r.cpu_limit_millicores {
+                    gauges.cpu_limit.with_label_values(&labels).set(limit);
+                }
+                if let Some(limit) = r.memory_limit_bytes {
+                    gauges
+                        .memory_limit
+                        .with_label_values(&labels)
+                        .set(limit as f64);
+                }
+            }
+        }
     }
 
     /// A request refused by the rate limit.
@@ -130,6 +218,9 @@ impl Metrics {
 
     /// The text a scrape reads, with the queue's depth as the store has it now.
     pub async fn render(&self, capstan: &domain::Capstan) -> String {
+        if let Some(gauges) = self.replicas.get() {
+            self.read_replica_usage(gauges, capstan).await;
+        }
         match capstan.queue_depth().await {
             Ok(depth) => {
                 self.queue
@@ -228,6 +319,12 @@ mod tests {
         let m = Metrics::new().unwrap_or_else(|e| unreachable!("{e}"));
         m.refused();
         m.deployment_finished(DeploymentAction::Deploy, RequestStatus::Success, 1.5);
+        // Enabled twice (a second call changes nothing).
+        m.read_replicas().unwrap_or_else(|e| unreachable!("{e}"));
+        m.read_replicas().unwrap_or_else(|e| unreachable!("{e}"));
+        let labels = ["o", "s", "r"];
+        let gauges = m.replicas.get().unwrap_or_else(|| unreachable!());
+        gauges.memory.with_label_values(&labels).set(1.0);
         let names: Vec<String> = m
             .registry
             .gather()
@@ -235,6 +332,7 @@ mod tests {
             .map(|f| f.name().to_string())
             .collect();
         for name in [
+            "capstan_replica_memory_bytes",
             "capstan_rate_limit_refusals_total",
             "capstan_deployments_finished_total",
             "capstan_deployment_duration_seconds",

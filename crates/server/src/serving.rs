@@ -268,6 +268,7 @@ pub async fn serve(
         .with_limiter(limiter)
         .with_request_timeout(settings.request_timeout)
         .with_live_sockets_per_token(settings.live_sockets_per_token)
+        .with_replica_metrics(settings.metrics_replicas)
         .with_cors_origins(settings.cors_origins.clone());
     if let Some(verifier) = settings.jwt.clone() {
         app_state = app_state.with_jwt(verifier);

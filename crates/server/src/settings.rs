@@ -300,6 +300,17 @@ pub struct RawSettings {
         global = true
     )]
     pub shells: bool,
+    /// Adds what every running replica consumes (CPU, memory and their limits, a series per
+    /// replica) to each scrape of /metrics, read from the engine when scraped.
+    #[arg(
+        value_parser = values::on_off,
+        action = clap::ArgAction::Set,
+        long,
+        env = "CAPSTAN_METRICS_REPLICAS",
+        default_value = "off",
+        global = true
+    )]
+    pub metrics_replicas: bool,
     /// The most replicas one application or container may ask for (min and max_running_instances).
     #[arg(
         value_parser = |raw: &str| values::within(raw, 10_000),
@@ -524,6 +535,7 @@ pub struct Settings {
     pub bounds: domain::model::Bounds,
     pub live_sockets_per_token: usize,
     pub shells: bool,
+    pub metrics_replicas: bool,
     pub secret_key: Option<[u8; 32]>,
     pub secret_key_previous: Vec<[u8; 32]>,
     pub jwt_hs256_secret: Option<String>,
@@ -590,6 +602,7 @@ impl fmt::Debug for Settings {
             .field("bounds", &self.bounds)
             .field("live_sockets_per_token", &self.live_sockets_per_token)
             .field("shells", &self.shells)
+            .field("metrics_replicas", &self.metrics_replicas)
             .field("secret_key", &self.secret_key.map(|_| "***"))
             .field("secret_key_previous", &self.secret_key_previous.len())
             .field(
@@ -1016,6 +1029,7 @@ impl RawSettings {
             live_sockets_per_token: usize::try_from(self.live_sockets_per_token)
                 .unwrap_or(usize::MAX),
             shells: self.shells,
+            metrics_replicas: self.metrics_replicas,
             secret_key,
             secret_key_previous,
             jwt_hs256_secret: self.jwt_hs256_secret.clone(),
@@ -1310,6 +1324,10 @@ mod tests {
             ),
             (vec!["--controls", "sometimes"], "CAPSTAN_CONTROLS"),
             (vec!["--shells", "sometimes"], "CAPSTAN_SHELLS"),
+            (
+                vec!["--metrics-replicas", "maybe"],
+                "CAPSTAN_METRICS_REPLICAS",
+            ),
             (
                 vec!["--outbound-allow", "10.0.0.0/8,10.1.0.0/40"],
                 "CAPSTAN_OUTBOUND_ALLOW",

@@ -1,9 +1,11 @@
 //! The public live API over WebSockets: `/service/status`, `/service/pods`,
 //! `/service/metrics`, `/service/logs`, `/deployment/logs`, `/deployment/status`,
-//! `/cluster/status` and `/shell/exec`. A socket gets the current state at once, then a message each time
-//! it changes. Each instance serves its own sockets; it hears of changes made by the others as
-//! it hears of its own (running states and log lines ring changes that cross instances), so an
-//! idle socket costs no read.
+//! `/cluster/status` and `/shell/exec` (a terminal, in `shell`). A socket gets the current
+//! state at once, then a message each time it changes. Each instance serves its own sockets;
+//! it hears of changes made by the others as it hears of its own (running states and log
+//! lines ring changes that cross instances), so an idle socket costs no read, but for those
+//! whose state lives outside the store: metrics (each reading, shared by every socket of the
+//! service) and a cluster's hosts (looked at every few seconds).
 
 mod feeds;
 mod messages;

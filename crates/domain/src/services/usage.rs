@@ -7,13 +7,16 @@ use crate::auth::{Action, Principal};
 use crate::engine::ReplicaUsage;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::ServiceId;
-use crate::model::Service;
+use crate::model::{RunState, Service};
 use crate::ports::Repo;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use time::OffsetDateTime;
 use tokio::sync::watch;
+
+/// How many services a scrape reads at once.
+const READ_AT_ONCE: usize = 8;
 
 /// How often a watched service's replicas are read.
 pub const USAGE_PERIOD: Duration = Duration::from_secs(3);
@@ -123,8 +126,34 @@ impl Capstan {
         }
     }
 
+    /// What the replicas of every service that runs consume now (a Prometheus scrape of
+    /// `CAPSTAN_METRICS_REPLICAS`), at most [`READ_AT_ONCE`] services read at once: each
+    /// service with its readings; one that cannot be read is left out.
+    pub async fn usage_of_running(&self) -> DomainResult<Vec<(Service, Vec<ReplicaUsage>)>> {
+        use futures_util::StreamExt;
+        let states = self.reading().await?.all_running_states().await?;
+        let running = states.into_iter().filter(|s| {
+            s.replicas
+                .iter()
+                .any(|r| matches!(r.state, RunState::Running | RunState::Warning))
+        });
+        let read: Vec<_> = futures_util::stream::iter(running)
+            .map(|s| self.service_usage(s.service_id))
+            .buffer_unordered(READ_AT_ONCE)
+            .collect()
+            .await;
+        Ok(read.into_iter().filter_map(Result::ok).collect())
+    }
+
     /// What `service`'s replicas consume now, read where its environment's cluster runs it.
     async fn usage_now(&self, service: ServiceId) -> DomainResult<Vec<ReplicaUsage>> {
+        Ok(self.service_usage(service).await?.1)
+    }
+
+    async fn service_usage(
+        &self,
+        service: ServiceId,
+    ) -> DomainResult<(Service, Vec<ReplicaUsage>)> {
         let (service, target) = {
             let mut unit = self.reading().await?;
             let tx = &mut *unit;
@@ -143,9 +172,10 @@ impl Capstan {
         let replicas = engine.replicas(&target).ok_or_else(|| {
             DomainError::state(format!("{} tells no usage", engine.name(&target)))
         })?;
-        replicas
+        let usage = replicas
             .usage(&target, &service)
             .await
-            .map_err(|e| DomainError::state(e.to_string()))
+            .map_err(|e| DomainError::state(e.to_string()))?;
+        Ok((service, usage))
     }
 }
