@@ -669,6 +669,46 @@ async fn a_swarm_cluster_runs_replicas_over_its_nodes_and_survives_a_lost_worker
         .filter(|h| h["role"] == "MANAGER")
         .count();
     assert_eq!(managers, 1, "{seen}");
+    // A shell reaches a replica through its node's daemon, and both replicas' metrics read
+    // there too.
+    let header = format!("Token {}", client.token);
+    let mut shell = live(
+        case.base(),
+        &format!(
+            "/shell/exec?organization={org}&service={web}&command[0]=sh&command[1]=-c\
+             &command[2]=echo%20swarm-shell&tty_width=80&tty_height=24"
+        ),
+        Some(&header),
+    )
+    .await
+    .unwrap();
+    let (said, closed) = shell.output_until_closed(Duration::from_secs(20)).await;
+    assert!(said.contains("swarm-shell"), "{said:?} {closed:?}");
+    assert_eq!(closed, Some((1000, "exit code 0".to_string())));
+    let (_, project) = case.cluster_and_project().await;
+    let mut metrics = live(
+        case.base(),
+        &format!(
+            "/service/metrics?organization={org}&cluster={cluster}&project={project}\
+             &environment={env}&service={web}"
+        ),
+        Some(&header),
+    )
+    .await
+    .unwrap();
+    let read = metrics
+        .until(Duration::from_secs(30), |m| {
+            m["pods"].as_array().map(Vec::len) == Some(2)
+        })
+        .await;
+    assert!(
+        read["pods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["node"].is_string()),
+        "{read}"
+    );
 
     // A redeploy under a steady stream of requests drops none.
     let stream = Stream::start(&url, "/env.txt");

@@ -43,6 +43,15 @@ fn required(req: &HttpRequest, name: &str) -> ApiResult<Uuid> {
     optional(req, name)?.ok_or_else(|| ApiError::bad_request(format!("{name}: is required")))
 }
 
+/// The service a socket of one service's is about, once the scope every such endpoint
+/// requires is there.
+fn service_in_scope(req: &HttpRequest) -> ApiResult<domain::ids::ServiceId> {
+    for name in ["organization", "cluster", "project", "environment"] {
+        required(req, name)?;
+    }
+    Ok(required(req, "service")?.into())
+}
+
 /// A query parameter the live API may have, as a UUID ("or null": empty and `null` are none).
 fn optional(req: &HttpRequest, name: &str) -> ApiResult<Option<Uuid>> {
     feeds::given(query_value(req, name)?)
@@ -77,12 +86,9 @@ async fn service_logs(
     req: HttpRequest,
     body: web::Payload,
 ) -> ApiResult<HttpResponse> {
-    for name in ["organization", "cluster", "project", "environment"] {
-        required(&req, name)?;
-    }
     let feed = feeds::ServiceLogs::new(
         p,
-        required(&req, "service")?.into(),
+        service_in_scope(&req)?,
         &feeds::LogFilter {
             pod_name: query_value(&req, "podName")?,
             deployment_id: optional(&req, "deploymentId")?,
@@ -100,10 +106,7 @@ async fn service_pods(
     req: HttpRequest,
     body: web::Payload,
 ) -> ApiResult<HttpResponse> {
-    for name in ["organization", "cluster", "project", "environment"] {
-        required(&req, name)?;
-    }
-    let feed = feeds::Pods::new(p, required(&req, "service")?.into());
+    let feed = feeds::Pods::new(p, service_in_scope(&req)?);
     open(st, &req, body, credential, feed).await
 }
 
@@ -113,10 +116,7 @@ async fn service_metrics(
     req: HttpRequest,
     body: web::Payload,
 ) -> ApiResult<HttpResponse> {
-    for name in ["organization", "cluster", "project", "environment"] {
-        required(&req, name)?;
-    }
-    let feed = feeds::Metrics::new(p, required(&req, "service")?.into());
+    let feed = feeds::Metrics::new(p, service_in_scope(&req)?);
     open(st, &req, body, credential, feed).await
 }
 

@@ -51,13 +51,7 @@ impl Capstan {
         org: OrganizationId,
         id: ClusterId,
     ) -> DomainResult<Cluster> {
-        let (cluster, host) = {
-            let mut unit = self.reading().await?;
-            let tx = &mut *unit;
-            let cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Read).await?;
-            let host = self.target_of_cluster(tx, &cluster).await;
-            (cluster, host)
-        };
+        let (cluster, host) = self.cluster_and_host(p, org, id).await?;
         Ok(self.as_its_host_shows(cluster, host).await)
     }
 
@@ -70,13 +64,7 @@ impl Capstan {
         org: OrganizationId,
         id: ClusterId,
     ) -> DomainResult<(Cluster, Vec<SwarmNode>)> {
-        let (cluster, host) = {
-            let mut unit = self.reading().await?;
-            let tx = &mut *unit;
-            let cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Read).await?;
-            let host = self.target_of_cluster(tx, &cluster).await;
-            (cluster, host)
-        };
+        let (cluster, host) = self.cluster_and_host(p, org, id).await?;
         let nodes = match (&host, &self.engine) {
             (Ok(target), Some(engine)) => match engine.host_reach(target) {
                 Some(reach) => reach.nodes(target).await.unwrap_or_default(),
@@ -96,13 +84,7 @@ impl Capstan {
         org: OrganizationId,
         id: ClusterId,
     ) -> DomainResult<(Cluster, Result<Vec<ClusterHost>, String>)> {
-        let (cluster, host) = {
-            let mut unit = self.reading().await?;
-            let tx = &mut *unit;
-            let cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Read).await?;
-            let host = self.target_of_cluster(tx, &cluster).await;
-            (cluster, host)
-        };
+        let (cluster, host) = self.cluster_and_host(p, org, id).await?;
         let hosts = match (&host, &self.engine) {
             (Ok(target), Some(engine)) => match engine.host_reach(target) {
                 Some(reach) => reach.hosts(target).await.map_err(|e| e.to_string()),
@@ -112,6 +94,20 @@ impl Capstan {
             (_, None) => Ok(Vec::new()),
         };
         Ok((self.as_its_host_shows(cluster, host).await, hosts))
+    }
+
+    /// A cluster `p` may read, and where it runs (or why that cannot be told).
+    async fn cluster_and_host(
+        &self,
+        p: &Principal,
+        org: OrganizationId,
+        id: ClusterId,
+    ) -> DomainResult<(Cluster, DomainResult<crate::engine::Target>)> {
+        let mut unit = self.reading().await?;
+        let tx = &mut *unit;
+        let cluster: Cluster = self.load_in_org(tx, p, org, id, Action::Read).await?;
+        let host = self.target_of_cluster(tx, &cluster).await;
+        Ok((cluster, host))
     }
 
     async fn as_its_host_shows(

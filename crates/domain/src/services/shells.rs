@@ -6,10 +6,11 @@
 use super::audit::Target as Audit;
 use super::Capstan;
 use crate::auth::{Action, Principal};
-use crate::engine::{Shell, ShellRequest};
+use crate::engine::{Replicas, Shell, ShellRequest, Target};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::ServiceId;
 use crate::model::{EventType, Service, SubTargetType};
+use crate::ports::Repo;
 use std::time::{Duration, Instant};
 
 /// A shell opened, with what its closing records.
@@ -63,22 +64,9 @@ impl Capstan {
                 ));
             }
         }
-        let (service, target) = {
-            let mut unit = self.reading().await?;
-            let tx = &mut *unit;
-            let service = self.load::<Service>(tx, p, service, Action::Write).await?;
-            let target = self
-                .target_of_environment(tx, service.environment_id)
-                .await?;
-            (service, target)
-        };
-        let engine = self
-            .engine
-            .as_ref()
-            .ok_or_else(|| DomainError::state("no engine runs services here"))?;
-        let replicas = engine.replicas(&target).ok_or_else(|| {
-            DomainError::state(format!("{} opens no shells", engine.name(&target)))
-        })?;
+        let (service, target, replicas) = self
+            .reach_replicas(Some((p, Action::Write)), service, "opens no shells")
+            .await?;
         let shell = replicas
             .open_shell(&target, &service, &request)
             .await
@@ -109,6 +97,39 @@ impl Capstan {
         );
         self.audit_shell(&ticket.principal, &ticket.service, detail)
             .await
+    }
+
+    /// A service (of any kind), where its environment's cluster runs it, and how its engine
+    /// reaches its replicas there; loaded as `who` may act on it, or as it is for a reader
+    /// already admitted. `lacking` says what an engine that cannot reach them does not do.
+    pub(super) async fn reach_replicas(
+        &self,
+        who: Option<(&Principal, Action)>,
+        id: ServiceId,
+        lacking: &str,
+    ) -> DomainResult<(Service, Target, &dyn Replicas)> {
+        let (service, target) = {
+            let mut unit = self.reading().await?;
+            let tx = &mut *unit;
+            let service = match who {
+                Some((p, action)) => self.load::<Service>(tx, p, id, action).await?,
+                None => Repo::<Service>::get(tx, id)
+                    .await?
+                    .ok_or(DomainError::NotFound("service"))?,
+            };
+            let target = self
+                .target_of_environment(tx, service.environment_id)
+                .await?;
+            (service, target)
+        };
+        let engine = self
+            .engine
+            .as_deref()
+            .ok_or_else(|| DomainError::state("no engine runs services here"))?;
+        let replicas = engine
+            .replicas(&target)
+            .ok_or_else(|| DomainError::state(format!("{} {lacking}", engine.name(&target))))?;
+        Ok((service, target, replicas))
     }
 
     async fn audit_shell(

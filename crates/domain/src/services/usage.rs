@@ -8,7 +8,6 @@ use crate::engine::ReplicaUsage;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::ServiceId;
 use crate::model::{RunState, Service};
-use crate::ports::Repo;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -154,24 +153,8 @@ impl Capstan {
         &self,
         service: ServiceId,
     ) -> DomainResult<(Service, Vec<ReplicaUsage>)> {
-        let (service, target) = {
-            let mut unit = self.reading().await?;
-            let tx = &mut *unit;
-            let service = Repo::<Service>::get(tx, service)
-                .await?
-                .ok_or(DomainError::NotFound("service"))?;
-            let target = self
-                .target_of_environment(tx, service.environment_id)
-                .await?;
-            (service, target)
-        };
-        let engine = self
-            .engine
-            .as_ref()
-            .ok_or_else(|| DomainError::state("no engine runs services here"))?;
-        let replicas = engine.replicas(&target).ok_or_else(|| {
-            DomainError::state(format!("{} tells no usage", engine.name(&target)))
-        })?;
+        let (service, target, replicas) =
+            self.reach_replicas(None, service, "tells no usage").await?;
         let usage = replicas
             .usage(&target, &service)
             .await
