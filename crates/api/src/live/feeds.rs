@@ -119,6 +119,8 @@ pub(super) struct Metrics {
     principal: Principal,
     service: ServiceId,
     watch: Option<domain::services::UsageWatch>,
+    /// The rights it was last admitted with.
+    admitted: Option<Vec<(OrganizationId, domain::auth::Role)>>,
 }
 
 impl Metrics {
@@ -127,6 +129,7 @@ impl Metrics {
             principal,
             service,
             watch: None,
+            admitted: None,
         }
     }
 }
@@ -145,8 +148,14 @@ impl Feed for Metrics {
     }
 
     async fn next(&mut self, capstan: &Capstan) -> Result<Vec<String>, ApiError> {
-        // Read as the principal is now: a right lost ends the socket.
-        capstan.live_service(&self.principal, self.service).await?;
+        // Admitted again only when the principal's rights changed: a right lost ends the
+        // socket, and a reading alone reads nothing of the store.
+        if self.admitted.as_ref() != Some(&self.principal.memberships) {
+            if self.watch.is_some() {
+                capstan.live_service(&self.principal, self.service).await?;
+            }
+            self.admitted = Some(self.principal.memberships.clone());
+        }
         let watch = match &mut self.watch {
             Some(watch) => watch,
             None => self

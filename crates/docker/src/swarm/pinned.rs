@@ -104,11 +104,15 @@ impl DockerEngine {
             .await
             .map_err(|e| said("could not read a node of the Swarm", e))?;
         let address = seen.status.and_then(|s| s.addr).unwrap_or_default();
-        Ok(self
-            .nodes
+        Ok(self.daemon_at(&address))
+    }
+
+    /// The daemon the cluster names for the node at `address` in its Swarm.
+    pub(crate) fn daemon_at(&self, address: &str) -> Option<&Docker> {
+        self.nodes
             .iter()
             .find(|d| d.address == address)
-            .map(|d| &d.docker))
+            .map(|d| &d.docker)
     }
 
     /// Removes the volume `name` from the node `node` once no container of it holds it (its

@@ -72,12 +72,20 @@ impl DockerEngine {
             .list_nodes(None)
             .await
             .map_err(|e| said("could not list the Swarm's nodes", e))?;
-        let hostname = |id: &str| {
-            nodes
-                .iter()
-                .find(|n| n.id.as_deref() == Some(id))
+        // Each node's host name and daemon, read once for every task.
+        let own = self.own_node_id().await?;
+        let node_of = |id: &str| {
+            let seen = nodes.iter().find(|n| n.id.as_deref() == Some(id));
+            let hostname = seen
                 .and_then(|n| n.description.as_ref()?.hostname.clone())
-                .unwrap_or_else(|| id.to_string())
+                .unwrap_or_else(|| id.to_string());
+            let docker = if id == own {
+                Some(&self.docker)
+            } else {
+                seen.and_then(|n| n.status.as_ref()?.addr.as_deref())
+                    .and_then(|address| self.daemon_at(address))
+            };
+            (hostname, docker)
         };
         let mut found = Vec::new();
         for generation in self.swarm_services(Some(service)).await? {
@@ -90,9 +98,11 @@ impl DockerEngine {
                 else {
                     continue;
                 };
-                let node = hostname(node);
-                let docker = self.task_container(&task).await?.map(|(d, _)| d).ok_or_else(|| {
-                    format!("it runs on the node {node}, and the cluster names no daemon of that node")
+                let (node, docker) = node_of(node);
+                let docker = docker.ok_or_else(|| {
+                    format!(
+                        "it runs on the node {node}, and the cluster names no daemon of that node"
+                    )
                 });
                 found.push(RunningReplica {
                     name: format!("{name}.{}", task.slot.unwrap_or(0)),
