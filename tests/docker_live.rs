@@ -90,6 +90,20 @@ async fn shells_pods_and_metrics(database: Option<&str>) {
     assert!(seen.contains("named-6"), "{seen:?}");
     assert_eq!(closed, Some((1000, "exit code 0".to_string())));
 
+    // A DEVOPS member may open one (as whoever may deploy the service).
+    let devops = format!("Token {}", case.token_with_role("DEVOPS").await);
+    let mut theirs = live(
+        case.base(),
+        &format!(
+            "/shell/exec?{scope}&service={web}&command[0]=sh&command[1]=-c&command[2]=exit%205"
+        ),
+        Some(&devops),
+    )
+    .await
+    .unwrap();
+    let (_, closed) = theirs.output_until_closed(wait).await;
+    assert_eq!(closed, Some((1000, "exit code 5".to_string())));
+
     // Refusals close with 1008, which the CLI takes as final: a VIEWER, no credential, a
     // replica that does not run.
     let viewer = format!("Token {}", case.token_with_role("VIEWER").await);
@@ -127,7 +141,7 @@ async fn shells_pods_and_metrics(database: Option<&str>) {
         .collect();
     assert_eq!(
         shells.iter().filter(|c| c.contains("opened in")).count(),
-        3,
+        4,
         "{shells:?}"
     );
     assert!(
